@@ -1,0 +1,39 @@
+// Package gossip owns the Inter-Face message: the IFP-4 structured form
+// (headers, body, trace, security), its validation, its two wire codecs
+// (deterministic CBOR for libp2p streams, JSON for HTTP and storage), its
+// signatures over the IFP-4 form, and its IFP-3 rendering for humans.
+//
+// # One message, several encodings
+//
+// A Message is the IFP-4 object. Signatures (package identity) cover its
+// canonical JSON form, never the bytes of an encoding, so a message signed
+// before CBOR encoding verifies after CBOR → JSON → CBOR, and one signed
+// from JSON verifies after CBOR. For that to hold, every value in a message
+// must be a JSON value: Validate refuses CBOR byte strings, NaN, infinities
+// and non-string map keys inside part contents and extensions, and dates
+// are kept as the strings that were signed rather than re-formatted.
+//
+// ifaced signs every header (HeaderNames; absent ones as null) and the
+// body. A signature it accepts must cover at least RequiredSignedHeaders and
+// the body; otherwise replay protection and conversation state would rest
+// on fields an intermediary could change.
+//
+// # Decoding untrusted bytes
+//
+// DecodeCBOR and DecodeJSON refuse input over MaxMessageSize before
+// decoding, then refuse duplicate map keys (a parser differential would let
+// two readers see two messages under one signature), CBOR tags and
+// indefinite lengths, trailing bytes, and field names that match only when
+// case is ignored. Decoded messages are validated; every problem is a
+// *FieldError naming the IFP-4 path ("headers.sequence") and wrapping
+// ErrInvalidMessage. Unknown top-level and header members are ignored
+// (IFP-2: ignore what you do not understand) and are not forwarded;
+// headers.extensions is kept whole.
+//
+// # IFP-3
+//
+// RenderIFP3 and ParseIFP3 map between IFP-4 and the IFP-3 human-readable
+// form following IFP-4 §4; what IFP-3 cannot express goes into a JSON
+// appendix after the body, so the round trip is lossless and signatures
+// still verify on the parsed message.
+package gossip

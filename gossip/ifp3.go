@@ -1,0 +1,262 @@
+package gossip
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"go.yaml.in/yaml/v3"
+)
+
+// IFP-3 rendering. An IFP-3 document is YAML front matter (the envelope)
+// and the natural-language body, readable in any text editor. IFP-4 fields
+// with no IFP-3 form (parts, trace, security, and headers such as
+// capabilities or extensions) follow the body as an appendix: a marker
+// comment and a fenced, indented JSON block, so that parsing the rendering
+// gives back the same IFP-4 message and its signatures still verify.
+//
+//	---
+//	ifp: 3
+//	message-id: msg:01J…
+//	from: did:key:z6Mk…
+//	to: did:key:z6Mk…
+//	date: "2026-03-04T23:58:12Z"
+//	conversation: conv:01J…
+//	sequence: 2
+//	phase: context
+//	reply-to: 1
+//	---
+//	Here's what's current for Pete: …
+//
+//	<!-- ifp-4 -->
+//	```json
+//	{ "parts": [ … ], "security": { … } }
+//	```
+//
+// The body is written verbatim followed by one newline; the appendix is
+// present whenever there is something to put in it, or when the body itself
+// contains the marker line (the parser takes the last marker).
+
+// MaxIFP3Size bounds a rendering accepted by ParseIFP3: the largest message
+// plus room for indentation.
+const MaxIFP3Size = 4 * MaxMessageSize
+
+const (
+	frontMatterDelim = "---\n"
+	appendixMarker   = "\n<!-- ifp-4 -->\n```json\n"
+	appendixEnd      = "\n```\n"
+)
+
+// ErrIFP3 wraps every IFP-3 parse failure.
+var ErrIFP3 = errors.New("malformed IFP-3 document")
+
+// envelope is the IFP-3 §1.1 front matter, in the order humans read it.
+type envelope struct {
+	IFP          int        `yaml:"ifp"`
+	MessageID    string     `yaml:"message-id"`
+	From         string     `yaml:"from"`
+	To           string     `yaml:"to"`
+	Date         string     `yaml:"date"`
+	Conversation string     `yaml:"conversation"`
+	Sequence     int64      `yaml:"sequence"`
+	Phase        string     `yaml:"phase"`
+	Subject      string     `yaml:"subject,omitempty"`
+	Languages    *Languages `yaml:"languages,omitempty"`
+	Disclosure   string     `yaml:"disclosure,omitempty"`
+	ReplyTo      int64      `yaml:"reply-to,omitempty"`
+	Persona      string     `yaml:"persona,omitempty"`
+}
+
+// appendix holds what IFP-3 cannot say.
+type appendix struct {
+	Headers  *appendixHeaders `json:"headers,omitempty"`
+	Parts    []Part           `json:"parts,omitempty"`
+	Trace    *Trace           `json:"trace,omitempty"`
+	Security *Security        `json:"security,omitempty"`
+}
+
+type appendixHeaders struct {
+	From         *Agent             `json:"from,omitempty"` // when it has more than an agent id
+	To           []Agent            `json:"to,omitempty"`   // when not exactly one bare recipient
+	ContentType  string             `json:"content_type,omitempty"`
+	Thread       *Thread            `json:"thread,omitempty"`
+	Priority     string             `json:"priority,omitempty"`
+	TTLSeconds   int64              `json:"ttl_seconds,omitempty"`
+	Capabilities *CapabilityHeaders `json:"capabilities,omitempty"`
+	Extensions   map[string]any     `json:"extensions,omitempty"`
+}
+
+func (a *appendixHeaders) empty() bool {
+	return a.From == nil && a.To == nil && a.ContentType == "" && a.Thread == nil && a.Priority == "" &&
+		a.TTLSeconds == 0 && a.Capabilities == nil && len(a.Extensions) == 0
+}
+
+// RenderIFP3 writes m in IFP-3 form. seqOf maps a message_id of the same
+// conversation to its sequence number, for the reply-to field; it may be
+// nil, and thread information is kept in the appendix either way.
+func RenderIFP3(m *Message, seqOf func(messageID string) (int64, bool)) ([]byte, error) {
+	h := &m.Headers
+	env := envelope{
+		IFP: 3, MessageID: h.MessageID, From: h.From.Agent, Date: h.Date,
+		Conversation: h.ConversationID, Sequence: h.Sequence, Phase: string(h.Phase),
+		Subject: h.Subject, Languages: h.Languages, Disclosure: h.Disclosure, Persona: h.Persona,
+	}
+	if len(h.To) > 0 {
+		env.To = h.To[0].Agent
+	}
+	if h.Thread != nil && h.Thread.InReplyTo != "" && seqOf != nil {
+		if seq, ok := seqOf(h.Thread.InReplyTo); ok {
+			env.ReplyTo = seq
+		}
+	}
+	ah := appendixHeaders{
+		Thread: h.Thread, Priority: h.Priority, TTLSeconds: h.TTLSeconds,
+		Capabilities: h.Capabilities, Extensions: h.Extensions,
+	}
+	if h.From.Display != "" || h.From.Human != "" {
+		from := h.From
+		ah.From = &from
+	}
+	if len(h.To) != 1 || h.To[0].Display != "" || h.To[0].Human != "" {
+		ah.To = h.To
+		if ah.To == nil {
+			ah.To = []Agent{}
+		}
+	}
+	if h.ContentType != DefaultContentType {
+		ah.ContentType = h.ContentType
+	}
+	app := appendix{Parts: m.Body.Parts, Trace: m.Trace, Security: m.Security}
+	if !ah.empty() {
+		app.Headers = &ah
+	}
+
+	var out bytes.Buffer
+	out.WriteString(frontMatterDelim)
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(&env); err != nil {
+		return nil, fmt.Errorf("rendering IFP-3 envelope: %w", err)
+	}
+	enc.Close()
+	out.WriteString(frontMatterDelim)
+	out.WriteString(m.Body.Text)
+	out.WriteByte('\n')
+	hasAppendix := app.Headers != nil || len(app.Parts) > 0 || app.Trace != nil || app.Security != nil
+	if hasAppendix || strings.Contains(m.Body.Text, strings.TrimSuffix(appendixMarker, "```json\n")) {
+		j, err := json.MarshalIndent(app, "", "  ")
+		if err != nil {
+			return nil, fmt.Errorf("rendering IFP-3 appendix: %w", err)
+		}
+		out.WriteString(appendixMarker)
+		out.Write(j)
+		out.WriteString(appendixEnd)
+	}
+	return out.Bytes(), nil
+}
+
+// ParseIFP3 reads a rendering made by RenderIFP3 (or an IFP-3 message
+// written by hand) back into an IFP-4 message and validates it. idOf maps a
+// reply-to sequence number to its message_id when the appendix carries no
+// thread; it may be nil. Errors name the envelope line or appendix field.
+func ParseIFP3(b []byte, idOf func(seq int64) (string, bool)) (*Message, error) {
+	if len(b) > MaxIFP3Size {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrIFP3, len(b), MaxIFP3Size)
+	}
+	s := strings.ReplaceAll(string(b), "\r\n", "\n")
+	if !strings.HasPrefix(s, frontMatterDelim) {
+		return nil, fmt.Errorf("%w: line 1: want \"---\" to open the YAML envelope", ErrIFP3)
+	}
+	s = s[len(frontMatterDelim):]
+	end := strings.Index(s, "\n"+frontMatterDelim)
+	var front string
+	switch {
+	case strings.HasPrefix(s, frontMatterDelim):
+		front, s = "", s[len(frontMatterDelim):]
+	case end >= 0:
+		front, s = s[:end+1], s[end+1+len(frontMatterDelim):]
+	default:
+		return nil, fmt.Errorf("%w: no closing \"---\" after the envelope", ErrIFP3)
+	}
+
+	var env envelope
+	dec := yaml.NewDecoder(strings.NewReader(front))
+	dec.KnownFields(true)
+	if err := dec.Decode(&env); err != nil {
+		// yaml reports lines within the envelope; line 1 of the file is "---".
+		return nil, fmt.Errorf("%w: envelope (line numbers count from the line after the opening ---): %v", ErrIFP3, err)
+	}
+	if env.IFP != 3 {
+		return nil, fmt.Errorf("%w: envelope ifp is %d, want 3", ErrIFP3, env.IFP)
+	}
+
+	text, app := s, ""
+	if i := strings.LastIndex(s, appendixMarker); i >= 0 {
+		text, app = s[:i], s[i+len(appendixMarker):]
+		if !strings.HasSuffix(app, appendixEnd) {
+			return nil, fmt.Errorf("%w: appendix is not closed by a ``` line", ErrIFP3)
+		}
+		app = strings.TrimSuffix(app, appendixEnd)
+	}
+	text = strings.TrimSuffix(text, "\n")
+
+	m := &Message{IFP: Version, Body: Body{Text: text}}
+	h := &m.Headers
+	h.MessageID, h.Date, h.ConversationID = env.MessageID, env.Date, env.Conversation
+	h.Sequence, h.Phase, h.Subject = env.Sequence, Phase(env.Phase), env.Subject
+	h.Languages, h.Disclosure, h.Persona = env.Languages, env.Disclosure, env.Persona
+	h.From = Agent{Agent: env.From}
+	if env.To != "" {
+		h.To = []Agent{{Agent: env.To}}
+	}
+	h.ContentType = DefaultContentType
+
+	if app != "" {
+		var a appendix
+		if err := jsonv2.Unmarshal([]byte(app), &a, jsonv2.RejectUnknownMembers(true)); err != nil {
+			return nil, fmt.Errorf("%w: appendix: %v", ErrIFP3, err)
+		}
+		m.Body.Parts, m.Trace, m.Security = a.Parts, a.Trace, a.Security
+		if ah := a.Headers; ah != nil {
+			if ah.From != nil {
+				if ah.From.Agent != env.From {
+					return nil, fmt.Errorf("%w: appendix headers.from.agent %q differs from envelope from %q", ErrIFP3, ah.From.Agent, env.From)
+				}
+				h.From = *ah.From
+			}
+			if ah.To != nil {
+				h.To = ah.To
+			}
+			if ah.ContentType != "" {
+				h.ContentType = ah.ContentType
+			}
+			h.Thread, h.Priority, h.TTLSeconds = ah.Thread, ah.Priority, ah.TTLSeconds
+			h.Capabilities, h.Extensions = ah.Capabilities, ah.Extensions
+		}
+	}
+	if env.ReplyTo != 0 && (h.Thread == nil || h.Thread.InReplyTo == "") {
+		id, ok := "", false
+		if idOf != nil {
+			id, ok = idOf(env.ReplyTo)
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: reply-to %d: no message with that sequence in conversation %q", ErrIFP3, env.ReplyTo, env.Conversation)
+		}
+		if h.Thread == nil {
+			h.Thread = &Thread{}
+		}
+		h.Thread.InReplyTo = id
+	}
+	if h.MessageID == "" {
+		// IFP-4 §4: a hand-written IFP-3 message gets an ID on conversion.
+		h.MessageID = NewID("msg", time.Now())
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("parsing IFP-3: %w", err)
+	}
+	return m, nil
+}

@@ -1,0 +1,121 @@
+package identity
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Defaults of the replay window (IFP-5 §4.2).
+const (
+	DefaultReplayWindow = 24 * time.Hour
+	DefaultClockSkew    = 5 * time.Minute
+)
+
+var (
+	// ErrReplay: the message_id was seen before.
+	ErrReplay = errors.New("message_id already seen (replay)")
+	// ErrStale: the message date is older than the replay window.
+	ErrStale = errors.New("message date is outside the replay window")
+	// ErrFuture: the message date is further ahead than the allowed clock skew.
+	ErrFuture = errors.New("message date is in the future")
+)
+
+// SeenSet remembers message IDs until they expire. The daemon keeps one in
+// its store so that replay protection survives restarts.
+type SeenSet interface {
+	// Add records id until expires and reports whether it was new.
+	Add(id string, expires time.Time) (added bool, err error)
+	// Prune forgets entries that expired before now.
+	Prune(now time.Time) error
+}
+
+// ReplayGuard rejects replayed and out-of-window messages.
+type ReplayGuard struct {
+	seen   SeenSet
+	window time.Duration
+	skew   time.Duration
+}
+
+// NewReplayGuard returns a guard over seen; zero durations take the defaults.
+func NewReplayGuard(seen SeenSet, window, skew time.Duration) *ReplayGuard {
+	if window <= 0 {
+		window = DefaultReplayWindow
+	}
+	if skew <= 0 {
+		skew = DefaultClockSkew
+	}
+	return &ReplayGuard{seen: seen, window: window, skew: skew}
+}
+
+// Check accepts a message once: its date must lie within
+// [now-window-skew, now+skew] and its ID must be new. Call it only after
+// the message's signature verified.
+func (g *ReplayGuard) Check(messageID, date string, now time.Time) error {
+	t, err := time.Parse(time.RFC3339, date)
+	if err != nil {
+		return fmt.Errorf("checking replay: date %q is not an RFC 3339 time", date)
+	}
+	if t.After(now.Add(g.skew)) {
+		return fmt.Errorf("%w: %s is %s ahead of this daemon's clock (allowed skew %s); check the sender's clock", ErrFuture, date, t.Sub(now).Round(time.Second), g.skew)
+	}
+	oldest := now.Add(-g.window - g.skew)
+	if t.Before(oldest) {
+		return fmt.Errorf("%w: %s is older than %s; send a new message", ErrStale, date, g.window)
+	}
+	// Past this time the date check alone rejects the ID, so it can be forgotten.
+	added, err := g.seen.Add(messageID, t.Add(g.window+2*g.skew))
+	if err != nil {
+		return fmt.Errorf("checking replay: %w", err)
+	}
+	if !added {
+		return fmt.Errorf("%w: %s", ErrReplay, messageID)
+	}
+	return nil
+}
+
+// Prune forgets IDs that the date check now rejects by itself.
+func (g *ReplayGuard) Prune(now time.Time) error { return g.seen.Prune(now) }
+
+// MemorySeenSet is an in-memory SeenSet for tests and for daemons that opt
+// out of persistence.
+type MemorySeenSet struct {
+	mu      sync.Mutex
+	expires map[string]time.Time
+}
+
+// NewMemorySeenSet returns an empty set.
+func NewMemorySeenSet() *MemorySeenSet {
+	return &MemorySeenSet{expires: make(map[string]time.Time)}
+}
+
+// Add implements SeenSet.
+func (s *MemorySeenSet) Add(id string, expires time.Time) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.expires[id]; ok {
+		return false, nil
+	}
+	s.expires[id] = expires
+	return true, nil
+}
+
+// Prune implements SeenSet.
+func (s *MemorySeenSet) Prune(now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, exp := range s.expires {
+		if exp.Before(now) {
+			delete(s.expires, id)
+		}
+	}
+	return nil
+}
+
+// Len is the number of remembered IDs.
+func (s *MemorySeenSet) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.expires)
+}
