@@ -262,7 +262,9 @@ func TestValidate(t *testing.T) {
 		{"headers.extensions.x-count", func(m *Message) { m.Headers.Extensions["x-count"] = map[any]any{1: 2} }},
 		{"trace.received[0].at", func(m *Message) { m.Trace.Received[0].At = "now" }},
 		{"trace.received[0].by", func(m *Message) { m.Trace.Received[0].By = "" }},
-		{"security.signatures[0].alg", func(m *Message) { m.Security = &Security{Signatures: []identity.MessageSignature{{Alg: "rsa", KeyID: "k", Created: "2026-03-04T23:58:12Z", SignedHeaders: []string{"date"}, Sig: "x"}}} }},
+		{"security.signatures[0].alg", func(m *Message) {
+			m.Security = &Security{Signatures: []identity.MessageSignature{{Alg: "rsa", KeyID: "k", Created: "2026-03-04T23:58:12Z", SignedHeaders: []string{"date"}, Sig: "x"}}}
+		}},
 		{"security.signatures[0].signed_headers[0]", func(m *Message) {
 			m.Security = &Security{Signatures: []identity.MessageSignature{{Alg: "ed25519", KeyID: "k", Created: "2026-03-04T23:58:12Z", SignedHeaders: []string{"trust-score"}, Sig: "x"}}}
 		}},

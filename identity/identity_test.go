@@ -264,8 +264,8 @@ func TestVectors(t *testing.T) {
 		}
 		v.Message.Headers = map[string]any{
 			"message_id": "msg:01JNTP8R1S3X4V5W6Y7Z8A9BCD", "date": "2026-03-04T23:58:12Z",
-			"from": map[string]any{"agent": id.DID(), "display": "Pete's agent"},
-			"to":   []any{map[string]any{"agent": "did:key:z6MkiTBz1ymuepAQ4HEHYSF1H8quG5GLVVQR3djdX3mDooWp"}},
+			"from":            map[string]any{"agent": id.DID(), "display": "Pete's agent"},
+			"to":              []any{map[string]any{"agent": "did:key:z6MkiTBz1ymuepAQ4HEHYSF1H8quG5GLVVQR3djdX3mDooWp"}},
 			"conversation_id": "conv:01JNTP8R1S3X4V5W6Y7Z8A9BCE", "sequence": 1, "phase": "greeting",
 			"content_type": "text/markdown; charset=utf-8", "disclosure": nil,
 		}
@@ -363,8 +363,14 @@ func TestMessageSignatureCoversEverything(t *testing.T) {
 		mutate func(s *MessageSignature, h map[string]any, b *[]byte) *Identity
 	}{
 		{"header value", func(s *MessageSignature, h map[string]any, b *[]byte) *Identity { h["phase"] = "close"; return id }},
-		{"body", func(s *MessageSignature, h map[string]any, b *[]byte) *Identity { *b = []byte(`{"text":"ho"}`); return id }},
-		{"created", func(s *MessageSignature, h map[string]any, b *[]byte) *Identity { s.Created = "2026-03-05T00:00:00Z"; return id }},
+		{"body", func(s *MessageSignature, h map[string]any, b *[]byte) *Identity {
+			*b = []byte(`{"text":"ho"}`)
+			return id
+		}},
+		{"created", func(s *MessageSignature, h map[string]any, b *[]byte) *Identity {
+			s.Created = "2026-03-05T00:00:00Z"
+			return id
+		}},
 		{"signed_body", func(s *MessageSignature, h map[string]any, b *[]byte) *Identity { s.SignedBody = false; return id }},
 		{"header order", func(s *MessageSignature, h map[string]any, b *[]byte) *Identity {
 			s.SignedHeaders = []string{"phase", "message_id"}
