@@ -1,0 +1,339 @@
+package negotiate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
+)
+
+// Format is the syntax of a document file.
+type Format int
+
+// Document file syntaxes.
+const (
+	FormatJSON Format = iota
+	FormatTOML
+)
+
+// FormatOf picks the format from a file name: .toml is TOML, anything
+// else JSON.
+func FormatOf(name string) Format {
+	if strings.EqualFold(filepath.Ext(name), ".toml") {
+		return FormatTOML
+	}
+	return FormatJSON
+}
+
+func (f Format) String() string {
+	if f == FormatTOML {
+		return "TOML"
+	}
+	return "JSON"
+}
+
+// MaxSourceSize bounds a document file.
+const MaxSourceSize = 4 << 20
+
+// LoadDocument reads an owner's capability document from JSON or TOML and
+// validates it under order. It is strict, because a typo in an owner's
+// file ("desciption", "min_disclosur") would otherwise drop a condition in
+// silence: unknown members, duplicate keys and wrong types are errors.
+// Every error is a *FieldError carrying the source line when one is known.
+//
+// TOML is read as syntax only: it is turned into the equivalent JSON and
+// decoded by the same rules, so the two formats cannot drift apart.
+func LoadDocument(src []byte, format Format, order *conditions.TierOrder) (*Document, error) {
+	var d Document
+	if err := DecodeStrict(src, format, "", &d); err != nil {
+		return nil, err
+	}
+	if err := d.Validate(order); err != nil {
+		return nil, Locate(err, src, format, "")
+	}
+	return &d, nil
+}
+
+// DecodeStrict decodes src (JSON, or TOML read as JSON) into v with the
+// strict rules of LoadDocument. prefix is the path of src's root inside a
+// larger file, for line numbers; errors name fields by their JSON path.
+func DecodeStrict(src []byte, format Format, prefix string, v any) error {
+	if len(src) > MaxSourceSize {
+		return &FieldError{Field: "(file)", Problem: fmt.Sprintf("is %d bytes, at most %d", len(src), MaxSourceSize)}
+	}
+	js := src
+	if format == FormatTOML {
+		var tree map[string]any
+		if err := toml.Unmarshal(src, &tree); err != nil {
+			var de *toml.DecodeError
+			if errors.As(err, &de) {
+				line, _ := de.Position()
+				return &FieldError{Field: strings.Join(de.Key(), "."), Problem: de.Error(), Line: line}
+			}
+			return &FieldError{Field: "(file)", Problem: err.Error()}
+		}
+		var err error
+		if js, err = json.Marshal(tree); err != nil {
+			return &FieldError{Field: "(file)", Problem: fmt.Sprintf("has a value with no JSON form: %v", err)}
+		}
+	}
+	err := jsonv2.Unmarshal(js, v, jsonv2.RejectUnknownMembers(true))
+	if err == nil {
+		return nil
+	}
+	fe := &FieldError{Field: "(document)", Problem: err.Error()}
+	var se *jsonv2.SemanticError
+	var syn *jsontext.SyntacticError
+	switch {
+	case errors.As(err, &se):
+		fe.Field = pointerToField(string(se.JSONPointer))
+		fe.Problem = semanticProblem(se)
+		var cfe *conditions.FieldError
+		if errors.As(se.Err, &cfe) {
+			// The conditions decoder names the field inside the object.
+			fe.Field, fe.Problem = joinPath(fe.Field, cfe.Field), cfe.Problem
+		} else if errors.Is(se.Err, conditions.ErrInvalid) {
+			fe.Problem = se.Err.Error()
+		}
+	case errors.As(err, &syn):
+		fe.Field = pointerToField(string(syn.JSONPointer))
+		fe.Problem = syn.Err.Error()
+		if format == FormatJSON {
+			fe.Line = lineAt(src, int(syn.ByteOffset))
+		}
+	}
+	if fe.Field == "" {
+		fe.Field = "(document)"
+	}
+	if fe.Line == 0 {
+		fe.Line = indexLines(src, format).lineOf(joinPath(prefix, fe.Field))
+	}
+	return fe
+}
+
+func semanticProblem(se *jsonv2.SemanticError) string {
+	if errors.Is(se.Err, jsonv2.ErrUnknownName) {
+		return "is not a known field (check its spelling)"
+	}
+	if errors.Is(se.Err, conditions.ErrInvalid) {
+		return se.Err.Error()
+	}
+	if se.GoType != nil {
+		kind := "value"
+		if se.JSONKind != 0 {
+			kind = se.JSONKind.String()
+		}
+		msg := fmt.Sprintf("cannot be a JSON %s here (want %s)", kind, se.GoType)
+		if se.Err != nil {
+			msg += ": " + se.Err.Error()
+		}
+		return msg
+	}
+	return se.Error()
+}
+
+// pointerToField turns "/capabilities/3/name" into "capabilities[3].name".
+func pointerToField(ptr string) string {
+	var b strings.Builder
+	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		if tok == "" {
+			continue
+		}
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		if _, err := strconv.Atoi(tok); err == nil {
+			b.WriteString("[" + tok + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}
+
+func joinPath(prefix, field string) string {
+	switch {
+	case prefix == "":
+		return field
+	case strings.HasPrefix(field, "["):
+		return prefix + field
+	default:
+		return prefix + "." + field
+	}
+}
+
+// Locate adds source lines to the *FieldErrors in err (a single error or
+// an errors.Join of them); prefix is the path of the document's root in
+// src.
+func Locate(err error, src []byte, format Format, prefix string) error {
+	ix := indexLines(src, format)
+	for _, e := range unjoin(err) {
+		var fe *FieldError
+		if errors.As(e, &fe) && fe.Line == 0 {
+			fe.Line = ix.lineOf(joinPath(prefix, fe.Field))
+		}
+	}
+	return err
+}
+
+// lineIndex maps a field path ("capabilities[3].conditions") to the line
+// where it starts in the source.
+type lineIndex map[string]int
+
+// lineOf returns the line of path, or of its closest enclosing field.
+func (ix lineIndex) lineOf(path string) int {
+	for path != "" {
+		if l, ok := ix[path]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			break
+		}
+		path = path[:i]
+	}
+	return 0
+}
+
+func indexLines(src []byte, format Format) lineIndex {
+	if format == FormatTOML {
+		return indexTOML(src)
+	}
+	return indexJSON(src)
+}
+
+func lineAt(src []byte, offset int) int {
+	if offset > len(src) {
+		offset = len(src)
+	}
+	return bytes.Count(src[:offset], []byte("\n")) + 1
+}
+
+// indexJSON walks the token stream, recording where each member and
+// element starts.
+func indexJSON(src []byte) lineIndex {
+	ix := lineIndex{}
+	dec := json.NewDecoder(bytes.NewReader(src))
+	var walk func(path string, depth int) error
+	walk = func(path string, depth int) error {
+		if depth > 64 {
+			return errors.New("too deep")
+		}
+		start := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		if path != "" {
+			if _, ok := ix[path]; !ok {
+				ix[path] = lineAt(src, int(start)+len(leadingSpace(src[start:])))
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			for dec.More() {
+				kstart := dec.InputOffset()
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				child := joinPath(path, fmt.Sprint(k))
+				ix[child] = lineAt(src, int(kstart)+len(leadingSpace(src[kstart:])))
+				if err := walk(child, depth+1); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+		case json.Delim('['):
+			for i := 0; dec.More(); i++ {
+				if err := walk(fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+		}
+		return err
+	}
+	if err := walk("", 0); err != nil && !errors.Is(err, io.EOF) {
+		return ix // partial index: still useful for what came before the error
+	}
+	return ix
+}
+
+func leadingSpace(b []byte) []byte {
+	i := 0
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r' || b[i] == ',' || b[i] == ':') {
+		i++
+	}
+	return b[:i]
+}
+
+// indexTOML records the line of every table header and key, resolving
+// array-of-tables headers ([[capabilities]]) to indexed paths.
+func indexTOML(src []byte) lineIndex {
+	ix := lineIndex{}
+	arrays := map[string]int{} // array-table path -> index of its last element
+	resolve := func(keys []string) string {
+		path := ""
+		for _, k := range keys {
+			path = joinPath(path, k)
+			if n, ok := arrays[path]; ok {
+				path = fmt.Sprintf("%s[%d]", path, n)
+			}
+		}
+		return path
+	}
+	var p unstable.Parser
+	p.Reset(src)
+	current := ""
+	for p.NextExpression() {
+		e := p.Expression()
+		keys := keyParts(e)
+		line := 0
+		if k := e.Key(); k.Next() {
+			line = p.Shape(k.Node().Raw).Start.Line
+		}
+		switch e.Kind {
+		case unstable.Table:
+			current = resolve(keys)
+			ix[current] = line
+		case unstable.ArrayTable:
+			base := resolve(keys[:len(keys)-1])
+			name := joinPath(base, keys[len(keys)-1])
+			n, seen := arrays[name]
+			if seen {
+				n++
+			}
+			arrays[name] = n
+			current = fmt.Sprintf("%s[%d]", name, n)
+			ix[current] = line
+		case unstable.KeyValue:
+			path := current
+			for _, k := range keys {
+				path = joinPath(path, k)
+			}
+			ix[path] = line
+		}
+	}
+	return ix
+}
+
+func keyParts(n *unstable.Node) []string {
+	var keys []string
+	it := n.Key()
+	for it.Next() {
+		keys = append(keys, string(it.Node().Data))
+	}
+	return keys
+}

@@ -1,0 +1,120 @@
+package negotiate
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/identity"
+)
+
+// View returns the document a requester with facts f may see under the
+// owner's tier order. For each capability:
+//
+//   - a persona condition that excludes the active persona removes it: under
+//     that persona the capability does not exist (and naming the personas it
+//     does exist under would disclose them);
+//   - an ineligible capability with advertise = "when-eligible" is removed:
+//     it appears in no view, error, record or announcement this requester
+//     can see;
+//   - any other capability is shown with eligible set, and when false, with
+//     the unmet conditions and how to meet them. Workload (max_concurrent)
+//     is transient and does not make a capability ineligible.
+//
+// The peers allow list is never shown: an eligible requester sees only
+// itself in it. The view carries the document's seq and no signature.
+func (d *Document) View(f conditions.Facts, order *conditions.TierOrder) *Document {
+	v := *d
+	v.Signature = nil
+	v.Capabilities = make([]Capability, 0, len(d.Capabilities))
+	for i := range d.Capabilities {
+		c := d.Capabilities[i]
+		dec := conditions.Evaluate(c.Conds(), f, order, 0)
+		if dec.Absent() {
+			continue
+		}
+		eligible := dec.Eligible()
+		if !eligible && c.Hidden() {
+			continue
+		}
+		c.Eligible = &eligible
+		if !eligible {
+			for _, u := range dec.Unmet {
+				if u.Condition != conditions.CondMaxConcurrent {
+					c.Unmet = append(c.Unmet, u)
+				}
+			}
+		}
+		if c.Conditions != nil {
+			conds := *c.Conditions
+			conds.Peers = nil
+			if slices.Contains(c.Conditions.Peers, f.Peer) && f.Peer != "" {
+				conds.Peers = []string{f.Peer}
+			}
+			if len(conds.Persona) > 0 {
+				conds.Persona = []string{f.Persona}
+			}
+			c.Conditions = &conds
+		}
+		v.Capabilities = append(v.Capabilities, c)
+	}
+	return &v
+}
+
+// Advertised returns the names of the capabilities that may appear in
+// public records (DHT provider records, announcements): those not marked
+// when-eligible. A hidden capability is never advertised, whoever might
+// be eligible for it.
+func (d *Document) Advertised() []string {
+	var names []string
+	for i := range d.Capabilities {
+		if !d.Capabilities[i].Hidden() {
+			names = append(names, d.Capabilities[i].Name)
+		}
+	}
+	return names
+}
+
+// Canonical returns the RFC 8785 form of the document without its
+// signature: the bytes its signature covers. It changes only when the
+// document does, so callers keep it per seq.
+func (d *Document) Canonical() ([]byte, error) {
+	c := *d
+	c.Signature = nil
+	b, err := identity.Canonicalize(&c)
+	if err != nil {
+		return nil, fmt.Errorf("canonicalizing capability document: %w", err)
+	}
+	return b, nil
+}
+
+// Sign sets the document's signature by id. It returns the canonical
+// bytes it signed, for the caller to keep with the seq.
+func (d *Document) Sign(id *identity.Identity, now time.Time) ([]byte, error) {
+	canon, err := d.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	sig, err := id.SignDocument(canon, now)
+	if err != nil {
+		return nil, fmt.Errorf("signing capability document: %w", err)
+	}
+	d.Signature = sig
+	return canon, nil
+}
+
+// Verify checks the document's signature under pub.
+func (d *Document) Verify(pub []byte) error {
+	if d.Signature == nil {
+		return fmt.Errorf("verifying capability document: %w: no signature", identity.ErrMalformedSignature)
+	}
+	canon, err := d.Canonical()
+	if err != nil {
+		return err
+	}
+	if err := identity.VerifyDocument(pub, d.Signature, canon); err != nil {
+		return fmt.Errorf("verifying capability document: %w", err)
+	}
+	return nil
+}
