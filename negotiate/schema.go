@@ -17,7 +17,9 @@ var errNoLoading = errors.New("schemas may not load anything from outside the do
 
 type refusingLoader struct{}
 
-func (refusingLoader) Load(url string) (any, error) { return nil, fmt.Errorf("%w: %s", errNoLoading, url) }
+func (refusingLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%w: %s", errNoLoading, url)
+}
 
 // CompileSchema compiles a JSON Schema (draft 2020-12 unless it names
 // another draft in $schema). It refuses external references: a schema
