@@ -87,11 +87,41 @@ func DecodeStrict(src []byte, format Format, prefix string, v any) error {
 			return &FieldError{Field: "(file)", Problem: fmt.Sprintf("has a value with no JSON form: %v", err)}
 		}
 	}
+	fe := decodeJSONStrict(js, v)
+	if fe == nil {
+		return nil
+	}
+	if fe.offset >= 0 && format == FormatJSON {
+		fe.Line = lineAt(src, fe.offset)
+	}
+	return Locate(fe.FieldError, src, format, prefix)
+}
+
+// DecodeValue decodes an already parsed value (such as part of a TOML
+// file) into v by the strict rules of DecodeStrict. Errors carry field
+// paths relative to tree but no lines; see Locate.
+func DecodeValue(tree any, v any) error {
+	js, err := json.Marshal(tree)
+	if err != nil {
+		return &FieldError{Field: "(value)", Problem: fmt.Sprintf("has no JSON form: %v", err)}
+	}
+	if fe := decodeJSONStrict(js, v); fe != nil {
+		return fe.FieldError
+	}
+	return nil
+}
+
+type decodeFailure struct {
+	*FieldError
+	offset int // byte offset of a syntax error, or -1
+}
+
+func decodeJSONStrict(js []byte, v any) *decodeFailure {
 	err := jsonv2.Unmarshal(js, v, jsonv2.RejectUnknownMembers(true))
 	if err == nil {
 		return nil
 	}
-	fe := &FieldError{Field: "(document)", Problem: err.Error()}
+	fe := &decodeFailure{&FieldError{Field: "(document)", Problem: err.Error()}, -1}
 	var se *jsonv2.SemanticError
 	var syn *jsontext.SyntacticError
 	switch {
@@ -102,21 +132,14 @@ func DecodeStrict(src []byte, format Format, prefix string, v any) error {
 		if errors.As(se.Err, &cfe) {
 			// The conditions decoder names the field inside the object.
 			fe.Field, fe.Problem = joinPath(fe.Field, cfe.Field), cfe.Problem
-		} else if errors.Is(se.Err, conditions.ErrInvalid) {
-			fe.Problem = se.Err.Error()
 		}
 	case errors.As(err, &syn):
 		fe.Field = pointerToField(string(syn.JSONPointer))
 		fe.Problem = syn.Err.Error()
-		if format == FormatJSON {
-			fe.Line = lineAt(src, int(syn.ByteOffset))
-		}
+		fe.offset = int(syn.ByteOffset)
 	}
 	if fe.Field == "" {
 		fe.Field = "(document)"
-	}
-	if fe.Line == 0 {
-		fe.Line = indexLines(src, format).lineOf(joinPath(prefix, fe.Field))
 	}
 	return fe
 }

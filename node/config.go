@@ -1,0 +1,449 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/multiformats/go-multiaddr"
+	"github.com/pelletier/go-toml/v2"
+)
+
+// ConfigVersion is the config format this daemon reads. A file without a
+// version, or with another one, is refused rather than half understood.
+const ConfigVersion = 1
+
+// DefaultPort is the TCP and UDP port ifaced listens on unless configured:
+// unassigned, above 1024, and not on any browser's list of refused ports.
+const DefaultPort = 4817
+
+// ErrNoConfig means there is no config file: the daemon runs on defaults.
+// It is kept apart from a bad config, which is always an error.
+var ErrNoConfig = errors.New("no config file")
+
+// Config is the daemon's configuration (config.toml). Every key, with its
+// default, is documented in config.example.toml; DefaultConfig returns the
+// same values, and a test holds the two together.
+type Config struct {
+	Version     int               `toml:"version"`
+	Identity    IdentityConfig    `toml:"identity"`
+	Listen      ListenConfig      `toml:"listen"`
+	API         APIConfig         `toml:"api"`
+	HTTP        HTTPConfig        `toml:"http"`
+	Limits      LimitsConfig      `toml:"limits"`
+	Replay      ReplayConfig      `toml:"replay"`
+	Trust       TrustConfig       `toml:"trust"`
+	Tiers       TiersConfig       `toml:"tiers"`
+	Disclosure  DisclosureConfig  `toml:"disclosure"`
+	Temperature TemperatureConfig `toml:"temperature"`
+	Log         LogConfig         `toml:"log"`
+	// Capabilities and AGUI are the owner's IFP-7 document, inline. They
+	// are decoded by package negotiate's strict rules.
+	Capabilities []map[string]any `toml:"capabilities"`
+	AGUI         map[string]any   `toml:"agui"`
+}
+
+// IdentityConfig names the agent.
+type IdentityConfig struct {
+	AgentID string `toml:"agent_id"` // "" means the did:key of the daemon's key
+	Display string `toml:"display"`
+	Name    string `toml:"name"` // IFP-10 name, display only
+}
+
+// ListenConfig holds the libp2p listen addresses.
+type ListenConfig struct {
+	Addresses []string `toml:"addresses"`
+}
+
+// APIConfig is the local control API.
+type APIConfig struct {
+	Listen string `toml:"listen"` // must be a loopback address
+}
+
+// HTTPConfig is the public HTTP binding.
+type HTTPConfig struct {
+	Listen string `toml:"listen"` // "" is off
+}
+
+// LimitsConfig bounds what peers can make the daemon hold.
+type LimitsConfig struct {
+	ConnectionsLow  int      `toml:"connections_low"`
+	ConnectionsHigh int      `toml:"connections_high"`
+	GracePeriod     Duration `toml:"grace_period"`
+	StreamTimeout   Duration `toml:"stream_timeout"`
+	MaxStreams      int      `toml:"max_streams"`
+	MaxMemoryMB     int      `toml:"max_memory_mb"`
+}
+
+// ReplayConfig is the replay window of IFP-5 §4.2.
+type ReplayConfig struct {
+	Window    Duration `toml:"window"`
+	ClockSkew Duration `toml:"clock_skew"`
+}
+
+// TrustConfig holds trust defaults.
+type TrustConfig struct {
+	KeyTransition Duration `toml:"key_transition"` // how long a retired key still verifies
+	IntroExpiry   Duration `toml:"intro_expiry"`   // default lifetime of minted introduction tokens
+}
+
+// TiersConfig places custom disclosure tiers in the standard order.
+type TiersConfig struct {
+	Custom []conditions.CustomTier `toml:"custom"`
+}
+
+// DisclosureConfig is the IFP-12 disclosure map.
+type DisclosureConfig struct {
+	Default string `toml:"default"` // tier for peers the map does not name
+	// Personas maps persona -> peer -> tier. The persona "default" is the
+	// owner's undifferentiated context (no persona header).
+	Personas map[string]map[string]string `toml:"personas"`
+}
+
+// TemperatureConfig caps the temperature each peer may reach.
+type TemperatureConfig struct {
+	DefaultMax string            `toml:"default_max"`
+	Peers      map[string]string `toml:"peers"`
+}
+
+// LogConfig sets up log/slog.
+type LogConfig struct {
+	Level  string `toml:"level"`  // debug, info, warn, error
+	Format string `toml:"format"` // text or json
+}
+
+// Duration is a time.Duration written as a Go duration string ("24h").
+type Duration struct{ time.Duration }
+
+// UnmarshalText reads "24h", "5m", "168h".
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration (write e.g. \"30s\", \"5m\", \"24h\")", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration back.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// String formats without trailing zero units ("24h", not "24h0m0s").
+func (d Duration) String() string {
+	s := d.Duration.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// StandardCapabilities are the IFP-7 §1.2 interoperability capabilities
+// every ifaced daemon offers.
+func StandardCapabilities() []map[string]any {
+	caps := []struct{ name, desc string }{
+		{"gossip.exchange", "Participate in IFP-3 gossip exchanges (greeting through close)"},
+		{"message.receive", "Receive IFP-4 structured messages"},
+		{"message.reply", "Reply to messages with correct threading"},
+		{"identity.verify", "IFP-5 message signing and verification (Ed25519)"},
+		{"capabilities.get", "Return this capability document"},
+		{"ping", "Respond to connectivity tests"},
+	}
+	out := make([]map[string]any, len(caps))
+	for i, c := range caps {
+		out[i] = map[string]any{"name": c.name, "description": c.desc}
+	}
+	return out
+}
+
+// DefaultConfig returns the configuration a daemon runs with when its
+// config file sets nothing.
+func DefaultConfig() *Config {
+	p := fmt.Sprint(DefaultPort)
+	return &Config{
+		Version: ConfigVersion,
+		Listen: ListenConfig{Addresses: []string{
+			"/ip4/0.0.0.0/tcp/" + p, "/ip4/0.0.0.0/udp/" + p + "/quic-v1",
+			"/ip6/::/tcp/" + p, "/ip6/::/udp/" + p + "/quic-v1",
+		}},
+		API: APIConfig{Listen: fmt.Sprintf("127.0.0.1:%d", DefaultPort+1)},
+		Limits: LimitsConfig{
+			ConnectionsLow: 400, ConnectionsHigh: 600, GracePeriod: Duration{20 * time.Second},
+			StreamTimeout: Duration{30 * time.Second}, MaxStreams: 1024, MaxMemoryMB: 256,
+		},
+		Replay:       ReplayConfig{Window: Duration{identity.DefaultReplayWindow}, ClockSkew: Duration{identity.DefaultClockSkew}},
+		Trust:        TrustConfig{KeyTransition: Duration{7 * 24 * time.Hour}, IntroExpiry: Duration{7 * 24 * time.Hour}},
+		Tiers:        TiersConfig{Custom: []conditions.CustomTier{}},
+		Disclosure:   DisclosureConfig{Default: "public"},
+		Temperature:  TemperatureConfig{DefaultMax: conditions.Cool},
+		Log:          LogConfig{Level: "info", Format: "text"},
+		Capabilities: StandardCapabilities(),
+	}
+}
+
+// LoadConfig reads a config file over the defaults. A missing file gives
+// ErrNoConfig (with the defaults); anything wrong with an existing file is
+// an error naming the file, line and key.
+func LoadConfig(path string) (*Config, error) {
+	src, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return DefaultConfig(), fmt.Errorf("%s: %w", path, ErrNoConfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	c, err := ParseConfig(src)
+	if err != nil {
+		return nil, &ConfigError{File: path, Err: err}
+	}
+	return c, nil
+}
+
+// ConfigError is a config file that could not be used: Err lists each
+// problem as a *negotiate.FieldError with its line.
+type ConfigError struct {
+	File string
+	Err  error
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	for i, p := range unjoin(e.Err) {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.File + ": " + p.Error())
+	}
+	return b.String()
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// ParseConfig reads config TOML over the defaults and validates it.
+// Unknown keys and wrong types are errors, never ignored.
+func ParseConfig(src []byte) (*Config, error) {
+	c := DefaultConfig()
+	c.Version = 0 // the file must say which version it is
+	c.Capabilities = nil
+	dec := toml.NewDecoder(bytes.NewReader(src))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(c); err != nil {
+		return nil, tomlError(err)
+	}
+	if c.Capabilities == nil {
+		// No capabilities key at all; `capabilities = []` offers none.
+		c.Capabilities = StandardCapabilities()
+	}
+	if err := c.Validate(); err != nil {
+		return nil, negotiate.Locate(err, src, negotiate.FormatTOML, "")
+	}
+	return c, nil
+}
+
+func tomlError(err error) error {
+	var sm *toml.StrictMissingError
+	if errors.As(err, &sm) {
+		var errs []error
+		for _, e := range sm.Errors {
+			line, _ := e.Position()
+			errs = append(errs, &negotiate.FieldError{Field: strings.Join(e.Key(), "."), Line: line,
+				Problem: "is not a known key (see config.example.toml for every key)"})
+		}
+		return errors.Join(errs...)
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		line, _ := de.Position()
+		field := strings.Join(de.Key(), ".")
+		if field == "" {
+			field = "(syntax)"
+		}
+		return &negotiate.FieldError{Field: field, Line: line, Problem: strings.TrimPrefix(de.Error(), "toml: ")}
+	}
+	return &negotiate.FieldError{Field: "(file)", Problem: err.Error()}
+}
+
+// Validate checks every key; each problem is a *negotiate.FieldError
+// naming the key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &negotiate.FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
+	}
+	if c.Version != ConfigVersion {
+		if c.Version == 0 {
+			bad("version", "is required: add `version = %d` at the top", ConfigVersion)
+		} else {
+			bad("version", "is %d; this ifaced reads version %d", c.Version, ConfigVersion)
+		}
+	}
+	if n := c.Identity.Name; n != "" {
+		if err := identity.ValidateAgentName(n); err != nil {
+			bad("identity.name", "%v", err)
+		}
+	}
+	if len(c.Listen.Addresses) == 0 {
+		bad("listen.addresses", "needs at least one multiaddr (e.g. \"/ip4/0.0.0.0/tcp/%d\")", DefaultPort)
+	}
+	for i, a := range c.Listen.Addresses {
+		if _, err := multiaddr.NewMultiaddr(a); err != nil {
+			bad(fmt.Sprintf("listen.addresses[%d]", i), "%q is not a multiaddr: %v", a, err)
+		}
+	}
+	if err := checkLoopback(c.API.Listen); err != nil {
+		bad("api.listen", "%v", err)
+	}
+	if c.HTTP.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
+			bad("http.listen", "%q is not host:port: %v", c.HTTP.Listen, err)
+		}
+	}
+	l := c.Limits
+	positive := map[string]int{"limits.connections_low": l.ConnectionsLow, "limits.connections_high": l.ConnectionsHigh,
+		"limits.max_streams": l.MaxStreams, "limits.max_memory_mb": l.MaxMemoryMB}
+	for _, k := range sortedKeys(positive) {
+		if positive[k] <= 0 {
+			bad(k, "must be positive, got %d", positive[k])
+		}
+	}
+	if l.ConnectionsLow > l.ConnectionsHigh {
+		bad("limits.connections_low", "%d is above connections_high (%d)", l.ConnectionsLow, l.ConnectionsHigh)
+	}
+	durations := map[string]Duration{"limits.grace_period": l.GracePeriod, "limits.stream_timeout": l.StreamTimeout,
+		"replay.window": c.Replay.Window, "replay.clock_skew": c.Replay.ClockSkew,
+		"trust.key_transition": c.Trust.KeyTransition, "trust.intro_expiry": c.Trust.IntroExpiry}
+	for _, k := range sortedKeys(durations) {
+		if durations[k].Duration <= 0 {
+			bad(k, "must be a positive duration, got %s", durations[k])
+		}
+	}
+	order, err := conditions.NewTierOrder(c.Tiers.Custom)
+	for _, e := range unjoin(err) {
+		var fe *conditions.FieldError
+		if errors.As(e, &fe) {
+			bad(fe.Field, "%s", fe.Problem)
+		} else {
+			bad("tiers.custom", "%v", e)
+		}
+	}
+	if order == nil {
+		order = conditions.DefaultTierOrder()
+	}
+	if !order.Known(c.Disclosure.Default) {
+		bad("disclosure.default", "%q is not a known tier (known: %s)", c.Disclosure.Default, strings.Join(order.Tiers(), ", "))
+	}
+	for _, persona := range sortedKeys(c.Disclosure.Personas) {
+		peers := c.Disclosure.Personas[persona]
+		for _, peer := range sortedKeys(peers) {
+			if !order.Known(peers[peer]) {
+				bad(fmt.Sprintf("disclosure.personas.%s.%s", persona, peer), "%q is not a known tier (known: %s)", peers[peer], strings.Join(order.Tiers(), ", "))
+			}
+		}
+	}
+	if _, ok := conditions.TemperatureRank(c.Temperature.DefaultMax); !ok {
+		bad("temperature.default_max", "%q: want cool, warm or hot", c.Temperature.DefaultMax)
+	}
+	for _, peer := range sortedKeys(c.Temperature.Peers) {
+		if _, ok := conditions.TemperatureRank(c.Temperature.Peers[peer]); !ok {
+			bad("temperature.peers."+peer, "%q: want cool, warm or hot", c.Temperature.Peers[peer])
+		}
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		bad("log.format", "%q: want text or json", c.Log.Format)
+	}
+	if _, err := c.documentFrom("did:key:placeholder", order); err != nil {
+		errs = append(errs, unjoin(err)...)
+	}
+	return errors.Join(errs...)
+}
+
+// TierOrder is the owner's tier order: the standard tiers plus the
+// configured custom ones.
+func (c *Config) TierOrder() (*conditions.TierOrder, error) {
+	return conditions.NewTierOrder(c.Tiers.Custom)
+}
+
+// Document builds the owner's capability document from the config. agentID
+// is used when identity.agent_id is empty (the daemon passes its did:key).
+func (c *Config) Document(agentID string) (*negotiate.Document, error) {
+	order, err := c.TierOrder()
+	if err != nil {
+		return nil, err
+	}
+	return c.documentFrom(agentID, order)
+}
+
+func (c *Config) documentFrom(agentID string, order *conditions.TierOrder) (*negotiate.Document, error) {
+	if c.Identity.AgentID != "" {
+		agentID = c.Identity.AgentID
+	}
+	tree := map[string]any{"ifp": negotiate.Version, "agent_id": agentID, "seq": 1,
+		"ifp_support": []int{3, 4, 5, 7, 12}, "capabilities": c.Capabilities}
+	if c.Capabilities == nil {
+		tree["capabilities"] = []any{}
+	}
+	if c.AGUI != nil {
+		tree["agui"] = c.AGUI
+	}
+	var d negotiate.Document
+	if err := negotiate.DecodeValue(tree, &d); err != nil {
+		return nil, err
+	}
+	if err := d.Validate(order); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// checkLoopback accepts only host:port on a loopback address: the control
+// API grants full control of the daemon and must not face a network.
+func checkLoopback(hostport string) error {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %v", hostport, err)
+	}
+	if port == "" {
+		return fmt.Errorf("%q has no port", hostport)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.IsLoopback() {
+		return fmt.Errorf("%q is not a loopback address: the control API listens on 127.0.0.1 or [::1] only", hostport)
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
