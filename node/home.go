@@ -119,4 +119,3 @@ func (h Home) writeDefaultConfig() error {
 	}
 	return nil
 }
-
