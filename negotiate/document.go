@@ -132,10 +132,16 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string {
-	var b strings.Builder
 	if e.Line > 0 {
-		fmt.Fprintf(&b, "line %d: ", e.Line)
+		return fmt.Sprintf("line %d: %s", e.Line, e.Describe())
 	}
+	return e.Describe()
+}
+
+// Describe is the error without its line, for callers that print the line
+// their own way (file:line: ...).
+func (e *FieldError) Describe() string {
+	var b strings.Builder
 	b.WriteString(e.Field)
 	if e.Capability != "" {
 		fmt.Fprintf(&b, " (capability %q)", e.Capability)

@@ -1,0 +1,108 @@
+// Command ifaced is the Inter-Face daemon and its command line: `ifaced run`
+// is the daemon, and the other verbs set it up or talk to it. This package
+// holds flags, output and exit codes only; the work is in the packages it
+// calls.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// exitError carries an exit code up to main.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageError is a mistake in the command line itself (exit 2).
+func usageError(format string, args ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+}
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, env *env, args []string) error
+}
+
+// env is what a command may touch: its output streams and environment.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+func commands() []command {
+	return []command{
+		{"init", "create the data directory, key and config", runInit},
+		{"id", "print this daemon's peer ID, did:key and key fingerprint", runID},
+		{"caps", "work with capability documents (caps validate FILE)", runCaps},
+		{"run", "run the daemon", runDaemon},
+		{"version", "print the version", runVersion},
+	}
+}
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches one command line and returns the exit code: 0 success, 1
+// failure, 2 usage error.
+func run(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(e.stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, e, args[1:])
+		var ee *exitError
+		switch {
+		case err == nil:
+			return 0
+		case errors.As(err, &ee) && ee.code == 0: // -h: the flag package printed the usage
+			return 0
+		}
+		fmt.Fprintln(e.stderr, "ifaced "+c.name+": "+err.Error())
+		if ee != nil {
+			return ee.code
+		}
+		return 1
+	}
+	fmt.Fprintf(e.stderr, "ifaced: unknown command %q (run `ifaced help` for the list)\n", args[0])
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "ifaced — an Inter-Face peer-to-peer agent daemon")
+	fmt.Fprintln(w, "\nUsage: ifaced COMMAND [flags]\n\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nEvery command takes --home DIR (default $IFACED_HOME, else ~/.ifaced);")
+	fmt.Fprintln(w, "commands that print data take --json. Run `ifaced COMMAND -h` for its flags.")
+}
+
+func runVersion(_ context.Context, e *env, args []string) error {
+	fmt.Fprintln(e.stdout, "ifaced", version)
+	return nil
+}

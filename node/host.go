@@ -1,0 +1,69 @@
+package node
+
+import (
+	"fmt"
+
+	"github.com/ifaced/ifaced/identity"
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+)
+
+// maxFDs is the file descriptors the resource manager may hand to
+// connections and streams; the rest stay free for the store and logs.
+const maxFDs = 4096
+
+// newHost builds the libp2p host: TCP and QUIC, Noise and TLS, yamux,
+// identify and ping, a resource manager scaled to limits.max_memory_mb
+// with the daemon-wide stream ceiling of limits.max_streams, and a
+// connection manager with the configured water marks. Metrics stay off.
+func newHost(cfg *Config, id *identity.Identity) (host.Host, error) {
+	scaling := rcmgr.DefaultLimits
+	libp2p.SetDefaultServiceLimits(&scaling)
+	concrete := scaling.Scale(int64(cfg.Limits.MaxMemoryMB)<<20, maxFDs)
+	// Room for every connection the connection manager may keep (it trims
+	// above connections_high), with headroom for the ones arriving meanwhile.
+	conns := rcmgr.LimitVal(2 * cfg.Limits.ConnectionsHigh)
+	concrete = rcmgr.PartialLimitConfig{System: rcmgr.ResourceLimits{
+		Streams:      rcmgr.LimitVal(cfg.Limits.MaxStreams),
+		Memory:       rcmgr.LimitVal64(int64(cfg.Limits.MaxMemoryMB) << 20),
+		Conns:        conns,
+		ConnsInbound: conns,
+		FD:           maxFDs,
+	}, Transient: rcmgr.ResourceLimits{Conns: conns, ConnsInbound: conns}}.Build(concrete)
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(concrete))
+	if err != nil {
+		return nil, fmt.Errorf("creating resource manager: %w", err)
+	}
+	cm, err := connmgr.NewConnManager(cfg.Limits.ConnectionsLow, cfg.Limits.ConnectionsHigh,
+		connmgr.WithGracePeriod(cfg.Limits.GracePeriod.Duration))
+	if err != nil {
+		rm.Close()
+		return nil, fmt.Errorf("creating connection manager: %w", err)
+	}
+	h, err := libp2p.New(
+		libp2p.Identity(id.LibP2PKey()),
+		libp2p.ListenAddrStrings(cfg.Listen.Addresses...),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Transport(quic.NewTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Security(libp2ptls.ID, libp2ptls.New),
+		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
+		libp2p.ResourceManager(rm),
+		libp2p.ConnectionManager(cm),
+		libp2p.Ping(true),
+		libp2p.DisableMetrics(),
+	)
+	if err != nil {
+		rm.Close()
+		cm.Close()
+		return nil, fmt.Errorf("starting libp2p host: %w", err)
+	}
+	return h, nil
+}
