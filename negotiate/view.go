@@ -1,10 +1,13 @@
 package negotiate
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/identity"
 )
@@ -117,4 +120,45 @@ func (d *Document) Verify(pub []byte) error {
 		return fmt.Errorf("verifying capability document: %w", err)
 	}
 	return nil
+}
+
+// ErrNotAView wraps problems with a document a peer sent.
+var ErrNotAView = errors.New("invalid capability view")
+
+// DecodeView reads the capability view a peer sent as a message part (a
+// JSON value). It is lenient where an owner's file is strict — a peer may
+// use members or custom tiers this daemon does not know — but the
+// structure must hold: ifp 7, an agent_id, capabilities with unique
+// non-empty names and descriptions, within the size limits.
+func DecodeView(content any) (*Document, error) {
+	var d Document
+	raw, err := json.Marshal(content)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotAView, err)
+	}
+	if err := jsonv2.Unmarshal(raw, &d); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotAView, err)
+	}
+	if d.IFP != Version {
+		return nil, fmt.Errorf("%w: ifp is %d, want %d", ErrNotAView, d.IFP, Version)
+	}
+	if d.AgentID == "" {
+		return nil, fmt.Errorf("%w: agent_id is missing", ErrNotAView)
+	}
+	if len(d.Capabilities) > MaxCapabilities {
+		return nil, fmt.Errorf("%w: %d capabilities, at most %d", ErrNotAView, len(d.Capabilities), MaxCapabilities)
+	}
+	seen := map[string]bool{}
+	for i, c := range d.Capabilities {
+		switch {
+		case c.Name == "" || len(c.Name) > MaxNameLen:
+			return nil, fmt.Errorf("%w: capabilities[%d].name %q", ErrNotAView, i, c.Name)
+		case seen[c.Name]:
+			return nil, fmt.Errorf("%w: capability %q appears twice", ErrNotAView, c.Name)
+		case len(c.Description) > MaxDescriptionLen:
+			return nil, fmt.Errorf("%w: capabilities[%d].description is too long", ErrNotAView, i)
+		}
+		seen[c.Name] = true
+	}
+	return &d, nil
 }

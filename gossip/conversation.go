@@ -1,0 +1,166 @@
+package gossip
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Conversation state. Sequence numbers count the messages of a whole
+// conversation: each side sends one more than the highest number it has
+// sent or received, so a turn-taking exchange reads 1, 2, 3, … as in IFP-3.
+// A receiver requires each message from the peer to carry a number higher
+// than the last one it received from that peer; both sides sending at
+// once may then produce equal numbers, which is allowed.
+//
+// The first message of a conversation is a greeting. A greeting may come
+// again later (IFP-12: tier changes are proposed in a greeting); nothing
+// but an error may follow a close.
+
+var (
+	// ErrOutOfSequence: a message whose sequence does not follow the last one.
+	ErrOutOfSequence = errors.New("message out of sequence")
+	// ErrWrongConversation: a message of another conversation or between other agents.
+	ErrWrongConversation = errors.New("message belongs to another conversation")
+	// ErrConversationClosed: a message after the conversation was closed.
+	ErrConversationClosed = errors.New("conversation is closed")
+	// ErrUnexpectedPhase: a phase not allowed at this point (e.g. no greeting first).
+	ErrUnexpectedPhase = errors.New("unexpected phase")
+)
+
+// Conversation tracks one conversation with one peer. It is safe for
+// concurrent use.
+type Conversation struct {
+	ID     string
+	Local  Agent // this daemon
+	Remote Agent // the peer
+
+	mu           sync.Mutex
+	lastSent     int64
+	lastReceived int64
+	lastID       string // the last message received, for in_reply_to
+	started      bool
+	closed       bool
+	seqByID      map[string]int64
+	idBySeq      map[int64]string
+}
+
+// NewConversation starts tracking conversation id between local and remote.
+func NewConversation(id string, local, remote Agent) *Conversation {
+	return &Conversation{ID: id, Local: local, Remote: remote, seqByID: map[string]int64{}, idBySeq: map[int64]string{}}
+}
+
+// Next builds the next outgoing message of the given phase, unsigned: ids,
+// date, agents, sequence and threading are filled in; the caller adds the
+// body and optional headers, signs it, then calls Sent.
+func (c *Conversation) Next(phase Phase, now time.Time) (*Message, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed && phase != PhaseError {
+		return nil, fmt.Errorf("sending %s in conversation %s: %w", phase, c.ID, ErrConversationClosed)
+	}
+	if !c.started && phase != PhaseGreeting && phase != PhaseError {
+		return nil, fmt.Errorf("sending %s in conversation %s: %w: the first message is a greeting", phase, c.ID, ErrUnexpectedPhase)
+	}
+	m := &Message{IFP: Version, Headers: Headers{
+		MessageID:      NewID("msg", now),
+		Date:           FormatDate(now),
+		From:           c.Local,
+		To:             []Agent{c.Remote},
+		ConversationID: c.ID,
+		Sequence:       max(c.lastSent, c.lastReceived) + 1,
+		Phase:          phase,
+		ContentType:    DefaultContentType,
+	}}
+	if c.lastID != "" {
+		m.Headers.Thread = &Thread{InReplyTo: c.lastID}
+	}
+	return m, nil
+}
+
+// Sent records an outgoing message.
+func (c *Conversation) Sent(m *Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastSent = max(c.lastSent, m.Headers.Sequence)
+	c.record(m)
+}
+
+// Accept checks an incoming, already verified message against the
+// conversation state and records it.
+func (c *Conversation) Accept(m *Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := &m.Headers
+	switch {
+	case h.ConversationID != c.ID:
+		return fmt.Errorf("%w: conversation_id %q, this stream carries %q", ErrWrongConversation, h.ConversationID, c.ID)
+	case h.From.Agent != c.Remote.Agent:
+		return fmt.Errorf("%w: from %q, this conversation is with %q", ErrWrongConversation, h.From.Agent, c.Remote.Agent)
+	case !addressedTo(h.To, c.Local.Agent):
+		return fmt.Errorf("%w: addressed to %v, not to %q", ErrWrongConversation, agentIDs(h.To), c.Local.Agent)
+	case h.Sequence <= c.lastReceived:
+		return fmt.Errorf("%w: sequence %d after %d; send %d or higher", ErrOutOfSequence, h.Sequence, c.lastReceived, c.lastReceived+1)
+	case c.closed && h.Phase != PhaseError:
+		return fmt.Errorf("%s at sequence %d: %w", h.Phase, h.Sequence, ErrConversationClosed)
+	case !c.started && h.Phase != PhaseGreeting && h.Phase != PhaseError:
+		return fmt.Errorf("%w: %s before any greeting; start with a greeting", ErrUnexpectedPhase, h.Phase)
+	}
+	c.lastReceived = h.Sequence
+	c.lastID = h.MessageID
+	c.record(m)
+	return nil
+}
+
+func (c *Conversation) record(m *Message) {
+	switch m.Headers.Phase {
+	case PhaseGreeting:
+		c.started = true
+	case PhaseClose:
+		c.closed = true
+	}
+	c.seqByID[m.Headers.MessageID] = m.Headers.Sequence
+	c.idBySeq[m.Headers.Sequence] = m.Headers.MessageID
+}
+
+// Closed reports whether either side closed the conversation.
+func (c *Conversation) Closed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// SeqOf maps a message_id of this conversation to its sequence (for IFP-3
+// reply-to).
+func (c *Conversation) SeqOf(id string) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.seqByID[id]
+	return s, ok
+}
+
+// IDOf maps a sequence number to its message_id.
+func (c *Conversation) IDOf(seq int64) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, ok := c.idBySeq[seq]
+	return id, ok
+}
+
+func addressedTo(to []Agent, agent string) bool {
+	for _, a := range to {
+		if a.Agent == agent {
+			return true
+		}
+	}
+	return false
+}
+
+func agentIDs(as []Agent) []string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.Agent
+	}
+	return out
+}

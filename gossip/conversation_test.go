@@ -1,0 +1,101 @@
+package gossip
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestConversationSequencing(t *testing.T) {
+	alice, bob := Agent{Agent: "did:key:alice"}, Agent{Agent: "did:key:bob"}
+	a := NewConversation("conv:1", alice, bob)
+	b := NewConversation("conv:1", bob, alice)
+
+	if _, err := a.Next(PhaseContext, testNow); !errors.Is(err, ErrUnexpectedPhase) {
+		t.Fatalf("context before greeting: %v", err)
+	}
+	send := func(from, to *Conversation, phase Phase) *Message {
+		t.Helper()
+		m, err := from.Next(phase, testNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		from.Sent(m)
+		if err := to.Accept(m); err != nil {
+			t.Fatalf("%s seq %d: %v", phase, m.Headers.Sequence, err)
+		}
+		return m
+	}
+	g := send(a, b, PhaseGreeting)
+	r := send(b, a, PhaseGreeting)
+	if g.Headers.Sequence != 1 || r.Headers.Sequence != 2 || r.Headers.Thread.InReplyTo != g.Headers.MessageID {
+		t.Fatalf("greeting %d, reply %d in reply to %+v", g.Headers.Sequence, r.Headers.Sequence, r.Headers.Thread)
+	}
+	c := send(a, b, PhaseContext)
+	if c.Headers.Sequence != 3 {
+		t.Fatalf("third message has sequence %d", c.Headers.Sequence)
+	}
+	if s, ok := b.SeqOf(g.Headers.MessageID); !ok || s != 1 {
+		t.Fatalf("SeqOf greeting = %d %v", s, ok)
+	}
+	if id, ok := a.IDOf(2); !ok || id != r.Headers.MessageID {
+		t.Fatalf("IDOf 2 = %s %v", id, ok)
+	}
+
+	// Replayed or reordered messages are out of sequence.
+	if err := b.Accept(c); !errors.Is(err, ErrOutOfSequence) {
+		t.Fatalf("same message twice: %v", err)
+	}
+	// Both sides sending at once may share a number; each is accepted.
+	x, _ := a.Next(PhaseProbe, testNow)
+	y, _ := b.Next(PhaseProbe, testNow)
+	if x.Headers.Sequence != y.Headers.Sequence {
+		t.Fatalf("concurrent sends numbered %d and %d", x.Headers.Sequence, y.Headers.Sequence)
+	}
+	a.Sent(x)
+	b.Sent(y)
+	if err := b.Accept(x); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Accept(y); err != nil {
+		t.Fatal(err)
+	}
+
+	// Wrong conversation, wrong sender, wrong recipient.
+	other, _ := a.Next(PhaseProbe, testNow)
+	other.Headers.ConversationID = "conv:2"
+	if err := b.Accept(other); !errors.Is(err, ErrWrongConversation) {
+		t.Fatalf("other conversation: %v", err)
+	}
+	spoof, _ := a.Next(PhaseProbe, testNow)
+	spoof.Headers.From = Agent{Agent: "did:key:mallory"}
+	if err := b.Accept(spoof); !errors.Is(err, ErrWrongConversation) {
+		t.Fatalf("other sender: %v", err)
+	}
+	misaddressed, _ := a.Next(PhaseProbe, testNow)
+	misaddressed.Headers.To = []Agent{{Agent: "did:key:carol"}}
+	if err := b.Accept(misaddressed); !errors.Is(err, ErrWrongConversation) {
+		t.Fatalf("other recipient: %v", err)
+	}
+
+	send(b, a, PhaseClose)
+	if !a.Closed() || !b.Closed() {
+		t.Fatal("close did not close both sides")
+	}
+	if _, err := a.Next(PhaseContext, testNow); !errors.Is(err, ErrConversationClosed) {
+		t.Fatalf("sending after close: %v", err)
+	}
+	late, _ := b.Next(PhaseError, testNow)
+	b.Sent(late)
+	if err := a.Accept(late); err != nil {
+		t.Fatalf("an error after close: %v", err)
+	}
+}
+
+func TestConversationFirstMessageMustGreet(t *testing.T) {
+	alice, bob := Agent{Agent: "a"}, Agent{Agent: "b"}
+	b := NewConversation("c", bob, alice)
+	m := &Message{IFP: Version, Headers: Headers{ConversationID: "c", From: alice, To: []Agent{bob}, Sequence: 1, Phase: PhaseProbe}}
+	if err := b.Accept(m); !errors.Is(err, ErrUnexpectedPhase) {
+		t.Fatalf("probe first: %v", err)
+	}
+}

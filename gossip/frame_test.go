@@ -1,0 +1,88 @@
+package gossip
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+)
+
+func TestFrames(t *testing.T) {
+	m, from := signedSample(t)
+	var buf bytes.Buffer
+	if err := WriteMessage(&buf, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFrame(&buf, []byte{0xa0}); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(&buf)
+	got, err := ReadMessage(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := got.Verify(from.PublicKey()); err != nil {
+		t.Fatalf("message read from a frame: %v", err)
+	}
+	if b, err := ReadFrame(r); err != nil || !bytes.Equal(b, []byte{0xa0}) {
+		t.Fatalf("second frame: %x %v", b, err)
+	}
+	if _, err := ReadFrame(r); err != io.EOF {
+		t.Fatalf("after the last frame: %v, want io.EOF", err)
+	}
+}
+
+func TestFrameRejects(t *testing.T) {
+	var good bytes.Buffer
+	WriteFrame(&good, bytes.Repeat([]byte{1}, 300))
+	g := good.Bytes()
+	cases := map[string]struct {
+		in   []byte
+		want error
+	}{
+		"truncated length":  {[]byte{0x80}, ErrTruncatedFrame},
+		"truncated payload": {g[:100], ErrTruncatedFrame},
+		"empty frame":       {[]byte{0x00}, ErrEmptyFrame},
+		"oversized":         {[]byte{0x81, 0x80, 0x80, 0x01}, ErrFrameTooLarge}, // 2 MiB + 1
+		"huge":              {[]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, ErrFrameTooLarge},
+	}
+	for name, tc := range cases {
+		_, err := ReadFrame(bufio.NewReader(bytes.NewReader(tc.in)))
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", name, err, tc.want)
+		}
+	}
+	// Non-minimal and overflowing varints are refused, not misread.
+	for _, in := range [][]byte{{0x81, 0x00}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}} {
+		if _, err := ReadFrame(bufio.NewReader(bytes.NewReader(in))); err == nil {
+			t.Errorf("%x: accepted", in)
+		}
+	}
+	if err := WriteFrame(io.Discard, make([]byte, MaxMessageSize+1)); !errors.Is(err, ErrFrameTooLarge) {
+		t.Errorf("writing an oversized frame: %v", err)
+	}
+	// A frame of garbage is a decode error, not a panic.
+	var junk bytes.Buffer
+	WriteFrame(&junk, []byte{0xff, 0x00, 0x13})
+	if _, err := ReadMessage(bufio.NewReader(&junk)); !errors.Is(err, ErrMalformed) {
+		t.Errorf("garbage frame: %v, want ErrMalformed", err)
+	}
+}
+
+func FuzzReadMessage(f *testing.F) {
+	m, _ := signedSample(f)
+	var buf bytes.Buffer
+	WriteMessage(&buf, m)
+	f.Add(buf.Bytes())
+	f.Add([]byte{0x00})
+	f.Add([]byte{0x80})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := bufio.NewReader(bytes.NewReader(b))
+		for i := 0; i < 4; i++ {
+			if _, err := ReadMessage(r); err != nil {
+				return
+			}
+		}
+	})
+}

@@ -1,0 +1,148 @@
+package negotiate
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/ifaced/ifaced/conditions"
+)
+
+// Proposal is what a greeting asks of the owner: the disclosure tier and
+// persona from its headers, and the temperature, IFP versions and ACP tool
+// categories from its "greeting" body part. It is a request, never a fact.
+type Proposal struct {
+	Disclosure     string   `json:"disclosure,omitempty"`
+	Persona        string   `json:"persona,omitempty"`
+	Temperature    string   `json:"temperature,omitempty"`
+	IFPSupport     []int    `json:"ifp_support,omitempty"`
+	ToolCategories []string `json:"requested_tool_categories,omitempty"`
+}
+
+// Outcomes of a proposal (IFP-12 §3.5).
+const (
+	OutcomeGranted  = "granted"  // nothing was proposed; the owner's grant applies
+	OutcomeAccepted = "accepted" // granted as proposed
+	OutcomeLowered  = "lowered"  // proposed more than the owner grants; granted less
+	OutcomeDeclined = "declined" // proposed something the owner does not offer
+)
+
+// Granted is the context the owner's daemon grants one requester: the
+// facts its conditions are decided on. Notes explain, for the requester
+// and the audit log, every place where the grant differs from the proposal.
+type Granted struct {
+	Disclosure        string           `json:"disclosure"`
+	DisclosureOutcome string           `json:"disclosure_outcome"`
+	AuthLevel         conditions.Level `json:"auth_level"`
+	Temperature       string           `json:"temperature"`
+	Persona           string           `json:"persona,omitempty"`
+	Notes             []string         `json:"notes,omitempty"`
+}
+
+// Policy is the owner's side of a negotiation: the disclosure map
+// (persona → peer → tier, IFP-12 §3.4), the default tier, per-peer
+// temperature maxima, and the personas the owner offers.
+type Policy struct {
+	Order          *conditions.TierOrder
+	DefaultTier    string
+	Map            map[string]map[string]string
+	DefaultMaxTemp string
+	MaxTemp        map[string]string
+	Personas       []string
+}
+
+// DefaultPersona is the disclosure-map key of the owner's undifferentiated
+// context (a conversation without a persona).
+const DefaultPersona = "default"
+
+// Grant computes what the owner grants a requester, known by peer ID and
+// agent ID, at authentication level level, given its proposal. It never
+// grants more than the map and caps allow, whatever was proposed.
+func (p *Policy) Grant(peerID, agentID string, level conditions.Level, prop Proposal) Granted {
+	g := Granted{AuthLevel: level}
+	if prop.Persona != "" {
+		if slices.Contains(p.Personas, prop.Persona) {
+			g.Persona = prop.Persona
+		} else {
+			g.Notes = append(g.Notes, fmt.Sprintf("persona %q is not offered; the conversation uses the owner's default context", prop.Persona))
+		}
+	}
+	mapKey := g.Persona
+	if mapKey == "" {
+		mapKey = DefaultPersona
+	}
+	allowed := p.DefaultTier
+	if t, ok := lookup(p.Map[mapKey], peerID, agentID); ok {
+		allowed = t
+	}
+	order := p.Order
+	switch {
+	case prop.Disclosure == "":
+		g.Disclosure, g.DisclosureOutcome = allowed, OutcomeGranted
+	case !order.Known(prop.Disclosure):
+		g.Disclosure, g.DisclosureOutcome = allowed, OutcomeDeclined
+		g.Notes = append(g.Notes, fmt.Sprintf("disclosure %q is not a tier the owner uses; granted %q", prop.Disclosure, allowed))
+	case order.AtLeast(allowed, prop.Disclosure):
+		g.Disclosure, g.DisclosureOutcome = prop.Disclosure, OutcomeAccepted
+	default:
+		g.Disclosure, g.DisclosureOutcome = allowed, OutcomeLowered
+		g.Notes = append(g.Notes, fmt.Sprintf("disclosure %q lowered to %q, the most the owner grants you", prop.Disclosure, allowed))
+	}
+
+	maxTemp := p.DefaultMaxTemp
+	if t, ok := lookup(p.MaxTemp, peerID, agentID); ok {
+		maxTemp = t
+	}
+	want := prop.Temperature
+	if want == "" {
+		want = conditions.Cool
+	}
+	wr, wok := conditions.TemperatureRank(want)
+	mr, _ := conditions.TemperatureRank(maxTemp)
+	switch {
+	case !wok:
+		g.Temperature = conditions.Cool
+		g.Notes = append(g.Notes, fmt.Sprintf("temperature %q is not cool, warm or hot; the conversation is cool", want))
+	case wr > mr:
+		g.Temperature = maxTemp
+		g.Notes = append(g.Notes, fmt.Sprintf("temperature %q lowered to %q, the most the owner allows you", want, maxTemp))
+	default:
+		g.Temperature = want
+	}
+	return g
+}
+
+func lookup(m map[string]string, keys ...string) (string, bool) {
+	for _, k := range keys {
+		if k == "" {
+			continue
+		}
+		if v, ok := m[k]; ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// Raise combines the grant of a later greeting in the same conversation
+// with the current one: disclosure, level and temperature never go down
+// inside a conversation (IFP-5 §2, IFP-12 §3.6); the persona follows the
+// later greeting.
+func (g Granted) Raise(next Granted, order *conditions.TierOrder) Granted {
+	out := next
+	if order.AtLeast(g.Disclosure, next.Disclosure) {
+		out.Disclosure = g.Disclosure
+	}
+	out.AuthLevel = max(g.AuthLevel, next.AuthLevel)
+	gr, _ := conditions.TemperatureRank(g.Temperature)
+	nr, _ := conditions.TemperatureRank(next.Temperature)
+	if gr > nr {
+		out.Temperature = g.Temperature
+	}
+	return out
+}
+
+// Facts turns a grant into the facts conditions are evaluated on.
+func (g Granted) Facts(peer string, inFlight int) conditions.Facts {
+	return conditions.Facts{Peer: peer, AuthLevel: g.AuthLevel, Disclosure: g.Disclosure,
+		Temperature: g.Temperature, Persona: g.Persona, InFlight: inFlight}
+}

@@ -1,0 +1,75 @@
+// Package wire is the specification and the mechanics of ifaced's libp2p
+// stream protocols: their IDs, framing, limits, deadlines and error codes.
+// What the daemon does with a message is decided in package node; this
+// package only moves verified-shaped bytes and names failures.
+//
+// # Protocols
+//
+//	/ifp/7/capabilities/1.0.0  query: one signed IFP-4 message (phase probe,
+//	                           headers.capabilities.request ["capabilities.get"],
+//	                           a "greeting" part with the proposed context) in;
+//	                           one signed message with the responder's view
+//	                           (part "capabilities") and the granted context
+//	                           (part "context") out; then the stream closes.
+//	/ifp/4/conversation/1.0.0  a conversation: signed IFP-4 messages in both
+//	                           directions, the initiator's greeting first and
+//	                           the responder's greeting (its view for the
+//	                           initiator and the granted context) second, then
+//	                           context, probe, recommend, close and error
+//	                           phases in any order until a close.
+//	/ifp/7/update/1.0.0        push: one signed message (phase context) carrying
+//	                           the sender's new view (part "capabilities") to a
+//	                           peer in conversation; the answer is one signed
+//	                           message, an acknowledgement or an error.
+//	/ifp/8/mailbox/1.0.0       store-and-forward at a relay (reserved).
+//
+// # Frames
+//
+// Every message is one frame: an unsigned varint (multiformats unsigned-
+// varint, minimally encoded) with the payload length, then the payload, one
+// deterministic CBOR item (RFC 8949 §4.2.1) holding an IFP-4 message
+// (package gossip). Limits:
+//
+//	frame payload       at most 1 MiB (gossip.MaxMessageSize); a larger
+//	                    announced length is refused before allocation
+//	read deadline       limits.stream_timeout (default 30 s) for each frame
+//	write deadline      the same, for each frame
+//	idle conversation   a conversation stream with no frame for the read
+//	                    deadline is closed
+//
+// # Acceptance
+//
+// A message is accepted only if it decodes, validates, names a supported
+// IFP version (4), carries an Ed25519 signature covering the required
+// headers and the body, made by the key of the stream's remote peer ID,
+// has a message_id not seen before and a date inside the replay window,
+// and fits the conversation's sequence.
+//
+// # Errors
+//
+// A failure the peer can act on is answered with a signed message in the
+// error phase whose "error" part (content type application/json) holds
+//
+//	{"code": "...", "message": "...", "expected": "...", "hint": "...",
+//	 "unmet": [ ... ], "retry_after_seconds": N}
+//
+// (IFP-1 §6.3: say what was expected and what would work), after which the
+// stream is closed. Codes:
+//
+//	invalid_format       the frame or message does not decode or validate
+//	payload_too_large    the frame is over 1 MiB
+//	unsupported_version  ifp is not 4
+//	invalid_signature    unsigned, malformed or non-verifying signature
+//	wrong_key            signed by a key other than the stream's peer
+//	replay               message_id seen before, or date outside the window
+//	out_of_sequence      sequence, phase or conversation does not fit
+//	stale_seq            a capability document older than the one held
+//	conditions_not_met   the requester does not meet a capability's conditions
+//	busy                 a capability is at its max_concurrent; retry later
+//	unknown_capability   no such capability is offered to this requester
+//	rate_limited         too many messages; retry after the given time
+//	internal_error       this daemon failed; nothing was accepted
+//
+// When no answer can be written (the peer is gone, or a deadline passed),
+// the stream is reset and the failure logged.
+package wire
