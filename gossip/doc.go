@@ -36,4 +36,13 @@
 // form following IFP-4 §4; what IFP-3 cannot express goes into a JSON
 // appendix after the body, so the round trip is lossless and signatures
 // still verify on the parsed message.
+//
+// # Conversations, frames and the audit log
+//
+// Conversation keeps the sequence and phase rules of one conversation;
+// WriteFrame and ReadFrame carry one CBOR message per varint-length frame.
+// AuditLog keeps the IFP-3 §5 audit trail: every message sent and
+// received, recorded and fsynced before the daemon acts on it, as one
+// human-readable Markdown file per conversation (marker lines followed by
+// IFP-3 renderings) beside a JSONL file of the same entries for programs.
 package gossip

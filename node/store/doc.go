@@ -1,0 +1,58 @@
+// Package store is the daemon's embedded, crash-safe store: the one file in
+// the data directory that remembers what ifaced learned while it ran. It
+// holds three things:
+//
+//   - the peer cache: for each peer, the last capability view it showed us
+//     and verified, where to reach it, and when we fetched and when it
+//     last changed (PeerRecord);
+//   - the seen set: message IDs with their expiry, so that replay
+//     protection (identity.ReplayGuard) survives a restart;
+//   - the owner's own capability document and its seq.
+//
+// The caller chooses where the file lives (normally inside the data
+// directory); the package never guesses a path. Open creates the file with
+// mode 0600, because the cache shows who this agent talks to.
+//
+// # Crash safety
+//
+// The store sits on bbolt: every write is one transaction, fsynced on
+// commit, and a transaction is either wholly in the file or not at all. A
+// daemon killed at any moment therefore restarts with the peer cache, the
+// seen IDs and its own document exactly as of its last acknowledged write.
+// That matters for more than convenience: a seen set that lost entries
+// would accept a replayed message, a peer cache that lost its seq would
+// accept a rolled-back document, and an own document whose seq went
+// backwards would be refused by every peer that cached the newer one.
+//
+// bbolt locks the file, so a second daemon pointed at the same data
+// directory fails to open it within about a second with ErrLocked instead
+// of waiting for ever or sharing the file.
+//
+// # Seq rules
+//
+// A capability document's seq only grows. PutPeer enforces that for cached
+// peers: a lower seq is refused (ErrStaleSeq) and nothing changes; the same
+// seq with the same document hash is a refresh, which moves FetchedAt
+// forward and replaces Addrs and Context when the new record carries them;
+// the same seq with a different hash means the peer signed two documents
+// with one seq, which is refused (ErrSeqConflict) and worth reporting; a
+// higher seq replaces the record and sets ChangedAt. SaveOwnDocument
+// refuses a seq that is not higher than the stored one, so a restarted
+// daemon cannot publish a second document under a seq it already used.
+//
+// # Layout
+//
+// Buckets "peers" (key: peer ID), "seen" (key: message ID), "seen_by_expiry"
+// (key: big-endian expiry in Unix nanoseconds followed by the message ID,
+// so Prune walks only the expired prefix) and "own" hold JSON records;
+// "meta" holds schema_version, written when the file is created. Open
+// refuses a file whose schema_version it does not read (ErrSchemaVersion)
+// rather than misreading it. A record that fails to decode is reported with
+// its bucket and key and wraps ErrCorrupt; PutPeer refuses to overwrite a
+// corrupt peer record (its seq cannot be compared), so a caller that wants
+// to replace it calls DeletePeer first.
+//
+// JSON values (View, Context, the own document) are stored compacted, with
+// HTML characters left unescaped, so canonical (RFC 8785) bytes come back
+// unchanged.
+package store

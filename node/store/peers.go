@@ -1,0 +1,136 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// PeerRecord is what the daemon knows about a peer: its last verified
+// capability view and where to reach it.
+type PeerRecord struct {
+	PeerID    string          `json:"peer_id"`
+	AgentID   string          `json:"agent_id,omitempty"`
+	Display   string          `json:"display,omitempty"`
+	Addrs     []string        `json:"addrs,omitempty"`
+	Seq       uint64          `json:"seq"`
+	DocHash   string          `json:"doc_hash"`          // hex SHA-256 of the view's canonical bytes
+	View      json.RawMessage `json:"view"`              // the verified view the peer showed us (JSON)
+	Context   json.RawMessage `json:"context,omitempty"` // what was negotiated when we got it (JSON)
+	FetchedAt time.Time       `json:"fetched_at"`        // last time the peer confirmed this view (refresh)
+	ChangedAt time.Time       `json:"changed_at"`        // when Seq/DocHash last changed
+}
+
+// Age is how long ago the peer last confirmed this view.
+func (r PeerRecord) Age(now time.Time) time.Duration { return now.Sub(r.FetchedAt) }
+
+// PutPeer stores rec. Rules: a record with a lower Seq than the cached one is
+// refused with ErrStaleSeq (nothing changes); the same Seq with the same
+// DocHash only refreshes FetchedAt/Addrs/Context (ChangedAt kept); the same
+// Seq with a different DocHash is refused with ErrSeqConflict; a higher Seq
+// replaces the record (ChangedAt = rec.FetchedAt). It returns whether the view changed.
+//
+// On a refresh, FetchedAt never moves backwards (two fetches may finish out
+// of order), and Addrs and Context are replaced only when rec carries them,
+// so a refresh learned without addresses (through a relay, say) does not
+// forget how to dial the peer. A cached record that does not decode is
+// reported (ErrCorrupt) rather than overwritten; DeletePeer clears it.
+func (s *Store) PutPeer(rec PeerRecord) (changed bool, err error) {
+	if rec.PeerID == "" {
+		return false, errors.New("storing peer: empty peer ID")
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketPeers)
+		key := []byte(rec.PeerID)
+		next := rec
+		if raw := b.Get(key); raw != nil {
+			var old PeerRecord
+			if err := decode(bucketPeers, key, raw, &old); err != nil {
+				return err
+			}
+			switch {
+			case rec.Seq < old.Seq:
+				return fmt.Errorf("%w: got seq %d, cached seq %d", ErrStaleSeq, rec.Seq, old.Seq)
+			case rec.Seq == old.Seq && rec.DocHash != old.DocHash:
+				return fmt.Errorf("%w: seq %d has hash %s cached and %s offered", ErrSeqConflict, rec.Seq, old.DocHash, rec.DocHash)
+			case rec.Seq == old.Seq:
+				next = old
+				if rec.FetchedAt.After(old.FetchedAt) {
+					next.FetchedAt = rec.FetchedAt
+				}
+				if len(rec.Addrs) > 0 {
+					next.Addrs = rec.Addrs
+				}
+				if len(rec.Context) > 0 {
+					next.Context = rec.Context
+				}
+			default:
+				next.ChangedAt = rec.FetchedAt
+				changed = true
+			}
+		} else {
+			next.ChangedAt = rec.FetchedAt
+			changed = true
+		}
+		raw, err := encode(next)
+		if err != nil {
+			return fmt.Errorf("encoding record: %w", err)
+		}
+		return b.Put(key, raw)
+	})
+	if err != nil {
+		return false, fmt.Errorf("storing peer %s: %w", rec.PeerID, err)
+	}
+	return changed, nil
+}
+
+// Peer returns the cached record of peerID, or ErrNotFound.
+func (s *Store) Peer(peerID string) (PeerRecord, error) {
+	var rec PeerRecord
+	err := s.db.View(func(tx *bolt.Tx) error {
+		key := []byte(peerID)
+		raw := tx.Bucket(bucketPeers).Get(key)
+		if raw == nil {
+			return ErrNotFound
+		}
+		return decode(bucketPeers, key, raw, &rec)
+	})
+	if err != nil {
+		return PeerRecord{}, fmt.Errorf("reading peer %s: %w", peerID, err)
+	}
+	return rec, nil
+}
+
+// Peers returns every cached record, sorted by PeerID (bbolt keeps keys in
+// byte order, which is Go's string order).
+func (s *Store) Peers() ([]PeerRecord, error) {
+	var recs []PeerRecord
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketPeers).ForEach(func(k, v []byte) error {
+			var rec PeerRecord
+			if err := decode(bucketPeers, k, v, &rec); err != nil {
+				return err
+			}
+			recs = append(recs, rec)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading peers: %w", err)
+	}
+	return recs, nil
+}
+
+// DeletePeer forgets peerID; forgetting an unknown peer is not an error.
+func (s *Store) DeletePeer(peerID string) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketPeers).Delete([]byte(peerID))
+	})
+	if err != nil {
+		return fmt.Errorf("deleting peer %s: %w", peerID, err)
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ifaced/ifaced/identity"
+	bolt "go.etcd.io/bbolt"
+)
+
+// seenRecord is the value under a message ID in the seen bucket.
+type seenRecord struct {
+	Expires time.Time `json:"expires"`
+}
+
+// seenSet is the persistent identity.SeenSet. Each ID lives in two
+// buckets: seen (ID → expiry), which answers Add, and seen_by_expiry
+// (expiry ‖ ID → nothing), which lets Prune stop at the first live entry.
+// Both change in one transaction, so they never disagree after a crash.
+type seenSet struct{ s *Store }
+
+var _ identity.SeenSet = seenSet{}
+
+// Seen returns the persistent identity.SeenSet of message IDs (replay
+// protection that survives restarts). Add is atomic: two concurrent Adds of
+// one id return true exactly once, because bbolt runs one write
+// transaction at a time.
+func (s *Store) Seen() identity.SeenSet { return seenSet{s} }
+
+// Add records id until expires and reports whether it was new. Adding a
+// known id with a later expiry keeps it until the later time: remembering
+// an ID longer never lets a replay through.
+func (ss seenSet) Add(id string, expires time.Time) (added bool, err error) {
+	if id == "" {
+		return false, errors.New("recording message ID: empty ID")
+	}
+	err = ss.s.db.Update(func(tx *bolt.Tx) error {
+		seen, index := tx.Bucket(bucketSeen), tx.Bucket(bucketSeenByExpiry)
+		key := []byte(id)
+		if raw := seen.Get(key); raw != nil {
+			var old seenRecord
+			if err := decode(bucketSeen, key, raw, &old); err != nil {
+				return err
+			}
+			if !expires.After(old.Expires) {
+				return nil
+			}
+			if err := index.Delete(expiryKey(old.Expires, id)); err != nil {
+				return err
+			}
+		} else {
+			added = true
+		}
+		raw, err := encode(seenRecord{Expires: expires})
+		if err != nil {
+			return fmt.Errorf("encoding record: %w", err)
+		}
+		if err := seen.Put(key, raw); err != nil {
+			return err
+		}
+		return index.Put(expiryKey(expires, id), nil)
+	})
+	if err != nil {
+		return false, fmt.Errorf("recording message ID %q: %w", id, err)
+	}
+	return added, nil
+}
+
+// Prune deletes entries whose expiry is before now. It reads the expiry
+// index from its start and stops at the first entry that is still live, so
+// its cost follows the number of expired entries, not the size of the set.
+func (ss seenSet) Prune(now time.Time) error {
+	limit := expiryNanos(now)
+	err := ss.s.db.Update(func(tx *bolt.Tx) error {
+		seen, index := tx.Bucket(bucketSeen), tx.Bucket(bucketSeenByExpiry)
+		// Collect first: deleting under a live bbolt cursor can skip keys.
+		var expired [][]byte
+		c := index.Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if len(k) < 8 {
+				return fmt.Errorf("%w: %s/%q: key shorter than its 8-byte expiry", ErrCorrupt, bucketSeenByExpiry, k)
+			}
+			if binary.BigEndian.Uint64(k[:8]) >= limit {
+				break
+			}
+			expired = append(expired, bytes.Clone(k))
+		}
+		for _, k := range expired {
+			if err := index.Delete(k); err != nil {
+				return err
+			}
+			if err := seen.Delete(k[8:]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pruning seen message IDs: %w", err)
+	}
+	return nil
+}
+
+// expiryKey is the seen_by_expiry key of id: big-endian expiry nanoseconds,
+// so byte order is time order, then the ID to keep keys unique.
+func expiryKey(expires time.Time, id string) []byte {
+	k := make([]byte, 8, 8+len(id))
+	binary.BigEndian.PutUint64(k, expiryNanos(expires))
+	return append(k, id...)
+}
+
+// expiryNanos maps t to unsigned Unix nanoseconds, clamping times outside
+// what int64 nanoseconds can hold (UnixNano is undefined there) so that the
+// order stays right.
+func expiryNanos(t time.Time) uint64 {
+	switch {
+	case t.Before(time.Unix(0, 0)):
+		return 0
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	}
+	return uint64(t.UnixNano())
+}

@@ -1,0 +1,148 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// SchemaVersion is the layout this package reads and writes.
+const SchemaVersion = 1
+
+// lockTimeout bounds how long Open waits for another process's lock: long
+// enough to ride out a daemon that is just closing, short enough that a
+// second daemon on the same data directory fails at once.
+const lockTimeout = time.Second
+
+var (
+	// ErrLocked: another process (or another Store in this one) has the file open.
+	ErrLocked = errors.New("store is locked by another process")
+	// ErrStaleSeq: a document's seq is older than (or, for the own
+	// document, not newer than) the stored one.
+	ErrStaleSeq = errors.New("capability document seq is older than the cached one")
+	// ErrSeqConflict: a peer signed two different documents with one seq.
+	ErrSeqConflict = errors.New("peer signed two different documents with the same seq")
+	// ErrNotFound: no record under that key.
+	ErrNotFound = errors.New("not found")
+	// ErrCorrupt: a stored record does not decode.
+	ErrCorrupt = errors.New("store record is corrupt")
+	// ErrSchemaVersion: the file was written in a layout this package does not read.
+	ErrSchemaVersion = errors.New("unknown store schema version")
+)
+
+// Bucket and key names; they are part of the file format.
+var (
+	bucketMeta         = []byte("meta")
+	bucketPeers        = []byte("peers")
+	bucketSeen         = []byte("seen")
+	bucketSeenByExpiry = []byte("seen_by_expiry")
+	bucketOwn          = []byte("own")
+
+	keySchemaVersion = []byte("schema_version")
+	keyOwnDocument   = []byte("document")
+)
+
+// dataBuckets are created with the file alongside meta.
+var dataBuckets = [][]byte{bucketPeers, bucketSeen, bucketSeenByExpiry, bucketOwn}
+
+// Store is the open store file. It is safe for concurrent use: bbolt runs
+// one writer at a time and readers beside it.
+type Store struct {
+	db   *bolt.DB
+	path string
+}
+
+// Open opens (creating with mode 0600) the store file at path. If another
+// process holds it, it fails within about a second with an error wrapping
+// ErrLocked that says another ifaced may be running with this data directory.
+func Open(path string) (*Store, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("opening store %s: %w; another ifaced may be running with this data directory", path, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	if err := db.Update(initSchema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	return &Store{db: db, path: path}, nil
+}
+
+// initSchema writes the schema version and buckets into a new file, and
+// checks the version of an existing one before anything else reads it.
+func initSchema(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		// A file with data buckets but no meta was not written by us (or
+		// by a version we know); guessing its layout could lose data.
+		empty := true
+		tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+		if !empty {
+			return fmt.Errorf("%w: the file has no %s/%s; this ifaced reads version %d", ErrSchemaVersion, bucketMeta, keySchemaVersion, SchemaVersion)
+		}
+		var err error
+		if meta, err = tx.CreateBucket(bucketMeta); err != nil {
+			return fmt.Errorf("creating bucket %s: %w", bucketMeta, err)
+		}
+		v, _ := json.Marshal(SchemaVersion)
+		if err := meta.Put(keySchemaVersion, v); err != nil {
+			return fmt.Errorf("writing %s/%s: %w", bucketMeta, keySchemaVersion, err)
+		}
+	}
+	raw := meta.Get(keySchemaVersion)
+	if raw == nil {
+		return fmt.Errorf("%w: %s/%s is missing; this ifaced reads version %d", ErrSchemaVersion, bucketMeta, keySchemaVersion, SchemaVersion)
+	}
+	var version int
+	if err := json.Unmarshal(raw, &version); err != nil {
+		return fmt.Errorf("%w: found %s/%s %q; this ifaced reads version %d", ErrSchemaVersion, bucketMeta, keySchemaVersion, raw, SchemaVersion)
+	}
+	if version != SchemaVersion {
+		return fmt.Errorf("%w: found version %d; this ifaced reads version %d", ErrSchemaVersion, version, SchemaVersion)
+	}
+	for _, name := range dataBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("creating bucket %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Close flushes nothing (every write is already committed) and releases
+// the file and its lock.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("closing store %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Path is the file the store was opened from.
+func (s *Store) Path() string { return s.path }
+
+// encode marshals v without HTML escaping, so that embedded JSON
+// (documents, views) keeps its canonical bytes.
+func encode(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// decode unmarshals a stored record, naming the bucket and key when it is
+// corrupt so an operator can find it.
+func decode(bucket, key, raw []byte, v any) error {
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("%w: %s/%q: %v", ErrCorrupt, bucket, key, err)
+	}
+	return nil
+}
