@@ -1,47 +1,254 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/store"
+	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-multiaddr"
 )
 
 // Node is a running daemon.
 type Node struct {
-	id   *identity.Identity
-	cfg  *Config
-	log  *slog.Logger
-	host host.Host
+	id     *identity.Identity
+	cfg    *Config
+	home   Home
+	log    *slog.Logger
+	host   host.Host
+	store  *store.Store
+	audit  *gossip.AuditLog
+	replay *identity.ReplayGuard
+	order  *conditions.TierOrder
+	policy *negotiate.Policy
+	events *hub
+	now    func() time.Time
 
-	doc          *negotiate.Document // the owner's document, signed
-	docCanonical []byte              // its canonical bytes, kept per seq
+	mu    sync.Mutex
+	doc   *negotiate.Document    // the owner's document, signed; replaced on change
+	views map[string]*signedView // signed views by seq and facts
+	convs map[string]*conv       // open conversations by ID
+
+	ctx    context.Context // ends at Close; bounds every background task
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
-// New starts a daemon: it builds and signs the owner's capability
-// document, then starts the libp2p host on the configured addresses.
-func New(cfg *Config, id *identity.Identity, log *slog.Logger) (*Node, error) {
+// signedView is a view as sent: signed, and as the generic JSON value a
+// message part holds. Views change only when the document's seq or the
+// requester's facts do, so they are signed once and reused.
+type signedView struct {
+	doc     *negotiate.Document
+	content any
+}
+
+// Option adjusts a Node for tests.
+type Option func(*Node)
+
+// WithClock replaces the clock.
+func WithClock(now func() time.Time) Option { return func(n *Node) { n.now = now } }
+
+// New starts a daemon in home: it opens the store and audit log, builds
+// and signs the owner's capability document (its seq persisted and raised
+// whenever the content changes), starts the libp2p host and registers the
+// stream protocols.
+func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts ...Option) (*Node, error) {
+	order, err := cfg.TierOrder()
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{id: id, cfg: cfg, home: home, log: log, order: order, events: newHub(), now: time.Now,
+		views: map[string]*signedView{}, convs: map[string]*conv{}}
+	for _, o := range opts {
+		o(n)
+	}
+	n.policy = policyFrom(cfg, order)
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	ok := false
+	defer func() {
+		if !ok {
+			n.closeAll()
+		}
+	}()
+	if n.store, err = store.Open(filepath.Join(home.Dir, "ifaced.db")); err != nil {
+		return nil, err
+	}
+	if n.audit, err = gossip.OpenAuditLog(filepath.Join(home.Dir, "audit")); err != nil {
+		return nil, err
+	}
+	n.replay = identity.NewReplayGuard(n.store.Seen(), cfg.Replay.Window.Duration, cfg.Replay.ClockSkew.Duration)
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
 		return nil, fmt.Errorf("building capability document: %w", err)
 	}
-	doc.Updated = time.Now().UTC().Format(time.RFC3339)
-	canon, err := doc.Sign(id, time.Now())
-	if err != nil {
+	if err := n.setDocument(doc); err != nil {
 		return nil, err
 	}
-	h, err := newHost(cfg, id)
-	if err != nil {
+	if n.host, err = newHost(cfg, id); err != nil {
 		return nil, err
 	}
-	n := &Node{id: id, cfg: cfg, log: log, host: h, doc: doc, docCanonical: canon}
-	log.Info("ifaced started", "peer", id.PeerID(), "did", id.DID(), "addrs", n.Addrs(), "capabilities", len(doc.Capabilities))
+	n.host.SetStreamHandler(wire.Conversation, n.handleConversation)
+	n.host.SetStreamHandler(wire.Capabilities, n.handleCapabilities)
+	n.host.SetStreamHandler(wire.Update, n.handleUpdate)
+	n.wg.Add(1)
+	go n.pruneLoop()
+	ok = true
+	log.Info("ifaced started", "peer", id.PeerID(), "did", id.DID(), "addrs", n.Addrs(),
+		"capabilities", len(doc.Capabilities), "seq", n.Document().Seq)
 	return n, nil
+}
+
+// policyFrom turns the disclosure and temperature config into a policy.
+// The personas the owner offers are those named in the disclosure map or
+// in any capability's persona condition.
+func policyFrom(cfg *Config, order *conditions.TierOrder) *negotiate.Policy {
+	p := &negotiate.Policy{Order: order, DefaultTier: cfg.Disclosure.Default, Map: cfg.Disclosure.Personas,
+		DefaultMaxTemp: cfg.Temperature.DefaultMax, MaxTemp: cfg.Temperature.Peers}
+	for persona := range cfg.Disclosure.Personas {
+		if persona != negotiate.DefaultPersona {
+			p.Personas = append(p.Personas, persona)
+		}
+	}
+	if doc, err := cfg.Document("x"); err == nil {
+		for _, c := range doc.Capabilities {
+			for _, persona := range c.Conds().Persona {
+				if !slices.Contains(p.Personas, persona) {
+					p.Personas = append(p.Personas, persona)
+				}
+			}
+		}
+	}
+	slices.Sort(p.Personas)
+	return p
+}
+
+// contentKey is a document without what changes on every save, to tell
+// whether its content changed.
+func contentKey(d *negotiate.Document) ([]byte, error) {
+	c := *d
+	c.Seq, c.Updated, c.Signature = 0, "", nil
+	return c.Canonical()
+}
+
+// setDocument makes doc the owner's document. Its seq continues from the
+// stored one: unchanged content keeps the stored seq, changed content gets
+// the next, so peers can tell a new document from an old one across
+// restarts. The document is signed and stored before it is used.
+func (n *Node) setDocument(doc *negotiate.Document) error {
+	newKey, err := contentKey(doc)
+	if err != nil {
+		return err
+	}
+	seq, stored, err := n.store.OwnDocument()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		doc.Seq = 1
+	case err != nil:
+		return fmt.Errorf("reading own document: %w", err)
+	default:
+		var old negotiate.Document
+		if err := json.Unmarshal(stored, &old); err != nil {
+			return fmt.Errorf("reading own document: %w", err)
+		}
+		oldKey, err := contentKey(&old)
+		if err != nil {
+			return err
+		}
+		if bytes.Equal(oldKey, newKey) {
+			doc.Seq, doc.Updated = seq, old.Updated
+		} else {
+			doc.Seq = seq + 1
+		}
+	}
+	if doc.Updated == "" {
+		doc.Updated = gossip.FormatDate(n.now())
+	}
+	if _, err := doc.Sign(n.id, n.now()); err != nil {
+		return err
+	}
+	if doc.Seq != seq {
+		raw, err := json.Marshal(doc)
+		if err != nil {
+			return fmt.Errorf("saving own document: %w", err)
+		}
+		if err := n.store.SaveOwnDocument(doc.Seq, raw); err != nil {
+			return fmt.Errorf("saving own document: %w", err)
+		}
+	}
+	n.mu.Lock()
+	n.doc = doc
+	n.views = map[string]*signedView{}
+	n.mu.Unlock()
+	return nil
+}
+
+// view returns the signed view of the owner's document for facts.
+func (n *Node) view(f conditions.Facts) (*signedView, error) {
+	n.mu.Lock()
+	doc := n.doc
+	key := fmt.Sprintf("%d|%s|%d|%s|%s|%s", doc.Seq, f.Peer, f.AuthLevel, f.Disclosure, f.Temperature, f.Persona)
+	v, ok := n.views[key]
+	n.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	view := doc.View(f, n.order)
+	if _, err := view.Sign(n.id, n.now()); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(view)
+	if err != nil {
+		return nil, fmt.Errorf("encoding view: %w", err)
+	}
+	var content any
+	if err := json.Unmarshal(raw, &content); err != nil {
+		return nil, fmt.Errorf("encoding view: %w", err)
+	}
+	v = &signedView{doc: view, content: content}
+	n.mu.Lock()
+	if n.doc.Seq == doc.Seq {
+		n.views[key] = v
+	}
+	n.mu.Unlock()
+	return v, nil
+}
+
+// UpdateDocument replaces the owner's capability list (as `caps add` and
+// `caps remove` do): the document is validated, gets the next seq, is
+// signed and stored, and every peer in an open conversation is sent its
+// new view.
+func (n *Node) UpdateDocument(change func(d *negotiate.Document) error) (*negotiate.Document, error) {
+	cur := n.Document()
+	next := *cur
+	next.Capabilities = slices.Clone(cur.Capabilities)
+	next.Signature, next.Updated = nil, gossip.FormatDate(n.now())
+	if err := change(&next); err != nil {
+		return nil, err
+	}
+	if err := next.Validate(n.order); err != nil {
+		return nil, err
+	}
+	if err := n.setDocument(&next); err != nil {
+		return nil, err
+	}
+	doc := n.Document()
+	n.events.publish(Event{Type: EventDocument, At: n.now(), Detail: fmt.Sprintf("seq %d, %d capabilities", doc.Seq, len(doc.Capabilities))})
+	n.pushUpdates()
+	return doc, nil
 }
 
 // Addrs returns the host's listen addresses with the peer ID appended, as
@@ -56,24 +263,95 @@ func (n *Node) Addrs() []multiaddr.Multiaddr {
 	return out
 }
 
-// Host exposes the libp2p host, for tests and for the packages that wire
-// protocols onto it.
+// ID returns the daemon's identity.
+func (n *Node) ID() *identity.Identity { return n.id }
+
+// Host exposes the libp2p host.
 func (n *Node) Host() host.Host { return n.host }
 
-// Document returns the owner's signed capability document.
-func (n *Node) Document() *negotiate.Document { return n.doc }
+// Document returns the owner's current signed capability document.
+func (n *Node) Document() *negotiate.Document {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.doc
+}
+
+// Audit returns the audit log.
+func (n *Node) Audit() *gossip.AuditLog { return n.audit }
+
+// Store returns the store.
+func (n *Node) Store() *store.Store { return n.store }
+
+// Subscribe returns the event stream for the local agent.
+func (n *Node) Subscribe() (<-chan Event, func()) { return n.events.subscribe() }
+
+// Connect dials a peer by multiaddr (which must end in /p2p/<peer ID>).
+func (n *Node) Connect(ctx context.Context, addr string) (peer.ID, error) {
+	ma, err := multiaddr.NewMultiaddr(addr)
+	if err != nil {
+		return "", fmt.Errorf("connecting: %q is not a multiaddr: %w", addr, err)
+	}
+	info, err := peer.AddrInfoFromP2pAddr(ma)
+	if err != nil {
+		return "", fmt.Errorf("connecting: %q must end in /p2p/<peer ID>: %w", addr, err)
+	}
+	if err := n.host.Connect(ctx, *info); err != nil {
+		return "", fmt.Errorf("connecting to %s: %w", info.ID, err)
+	}
+	return info.ID, nil
+}
+
+// pruneLoop forgets message IDs the replay window no longer needs.
+func (n *Node) pruneLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+			if err := n.replay.Prune(n.now()); err != nil {
+				n.log.Warn("pruning seen message IDs", "err", err)
+			}
+		}
+	}
+}
 
 // Run serves until ctx ends, then shuts down.
 func (n *Node) Run(ctx context.Context) error {
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-n.ctx.Done():
+	}
 	return n.Close()
 }
 
-// Close stops the host.
+// Close stops the host, ends every conversation, and closes the store and
+// audit log.
 func (n *Node) Close() error {
-	if err := n.host.Close(); err != nil {
-		return fmt.Errorf("closing libp2p host: %w", err)
-	}
+	err := n.closeAll()
 	n.log.Info("ifaced stopped", "peer", n.id.PeerID())
-	return nil
+	return err
+}
+
+func (n *Node) closeAll() error {
+	n.cancel()
+	var errs []error
+	if n.host != nil {
+		errs = append(errs, n.host.Close())
+	}
+	n.mu.Lock()
+	for _, c := range n.convs {
+		c.stream.Reset()
+	}
+	n.mu.Unlock()
+	n.wg.Wait()
+	if n.audit != nil {
+		errs = append(errs, n.audit.Close())
+	}
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
+	return errors.Join(errs...)
 }

@@ -1,12 +1,27 @@
 package node
 
 import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/wire"
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
 // loopbackConfig is the default config listening on loopback, on ports the
@@ -18,35 +33,505 @@ func loopbackConfig() *Config {
 	return c
 }
 
+type testDaemon struct {
+	*Node
+	home Home
+	cfg  *Config
+	id   *identity.Identity
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("IFACED_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// startDaemon starts a daemon in a fresh home with cfg (loopback defaults
+// when nil).
+func startDaemon(t *testing.T, cfg *Config) *testDaemon {
+	t.Helper()
+	if cfg == nil {
+		cfg = loopbackConfig()
+	}
+	h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+	id, err := h.Init(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return restartDaemon(t, &testDaemon{home: h, cfg: cfg, id: id})
+}
+
+// restartDaemon starts (again) a daemon in d's home.
+func restartDaemon(t *testing.T, d *testDaemon) *testDaemon {
+	t.Helper()
+	n, err := New(d.cfg, d.id, d.home, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return &testDaemon{Node: n, home: d.home, cfg: d.cfg, id: d.id}
+}
+
+func connect(t *testing.T, a, b *testDaemon) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := a.Connect(ctx, b.Addrs()[0].String()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// aliceConfig offers a public capability, one for professionals, and a
+// hidden one for close friends; it grants bob (once known) professional.
+func aliceConfig(bob peer.ID) *Config {
+	c := loopbackConfig()
+	c.Identity.Display = "Alice's agent"
+	one := 1
+	c.Capabilities = []map[string]any{
+		{"name": "ping", "description": "Respond to connectivity tests"},
+		{"name": "calendar.availability", "description": "Share calendar availability windows",
+			"conditions": map[string]any{"min_disclosure": "professional", "min_auth_level": one}},
+		{"name": "diary.read", "description": "Read the diary", "advertise": "when-eligible",
+			"conditions": map[string]any{"min_disclosure": "close"}},
+	}
+	if bob != "" {
+		c.Disclosure.Personas = map[string]map[string]string{"default": {bob.String(): "professional"}}
+	}
+	return c
+}
+
+func capNames(d *negotiate.Document) string {
+	var s []string
+	for _, c := range d.Capabilities {
+		mark := "-"
+		if c.Eligible != nil && *c.Eligible {
+			mark = "+"
+		}
+		s = append(s, mark+c.Name)
+	}
+	return strings.Join(s, " ")
+}
+
 func TestNodeStartsOnLoopback(t *testing.T) {
-	id, err := identity.Generate(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := New(loopbackConfig(), id, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrs := n.Addrs()
+	d := startDaemon(t, nil)
 	var tcp, quic bool
-	for _, a := range addrs {
+	for _, a := range d.Addrs() {
 		s := a.String()
 		tcp = tcp || strings.Contains(s, "/tcp/")
 		quic = quic || strings.Contains(s, "/quic-v1/")
-		if !strings.HasSuffix(s, "/p2p/"+id.PeerID().String()) {
+		if !strings.HasSuffix(s, "/p2p/"+d.id.PeerID().String()) {
 			t.Errorf("address %s does not end in the peer ID", s)
 		}
 	}
 	if !tcp || !quic {
-		t.Errorf("listening on %v, want TCP and QUIC", addrs)
+		t.Errorf("listening on %v, want TCP and QUIC", d.Addrs())
 	}
-	if n.Host().ID() != id.PeerID() {
-		t.Errorf("host peer ID %s, key's %s", n.Host().ID(), id.PeerID())
+	if d.Host().ID() != d.id.PeerID() {
+		t.Errorf("host peer ID %s, key's %s", d.Host().ID(), d.id.PeerID())
 	}
-	if err := n.Document().Verify(id.PublicKey()); err != nil {
+	if err := d.Document().Verify(d.id.PublicKey()); err != nil {
 		t.Errorf("the node's own document: %v", err)
 	}
-	if err := n.Close(); err != nil {
+}
+
+func TestGreetingViewsDifferPerPeer(t *testing.T) {
+	bobID, _ := identity.Generate(nil)
+	alice := startDaemon(t, aliceConfig(bobID.PeerID()))
+	bobHome := Home{Dir: filepath.Join(t.TempDir(), "bob")}
+	if err := os.MkdirAll(bobHome.Dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	identity.SaveKey(bobHome.KeyPath(), bobID)
+	bob := restartDaemon(t, &testDaemon{home: bobHome, cfg: loopbackConfig(), id: bobID})
+	carol := startDaemon(t, nil)
+	connect(t, bob, alice)
+	connect(t, carol, alice)
+	ctx := context.Background()
+
+	rb, err := bob.Greet(ctx, alice.id.PeerID(), negotiate.Proposal{Disclosure: "personal", Temperature: "warm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := capNames(rb.View); got != "+ping +calendar.availability" {
+		t.Errorf("bob sees %q", got)
+	}
+	if rb.GrantedToUs.Disclosure != "professional" || rb.GrantedToUs.DisclosureOutcome != negotiate.OutcomeLowered || rb.GrantedToUs.Temperature != "cool" {
+		t.Errorf("alice granted bob %+v", rb.GrantedToUs)
+	}
+	rc, err := carol.Greet(ctx, alice.id.PeerID(), negotiate.Proposal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := capNames(rc.View); got != "+ping -calendar.availability" {
+		t.Errorf("carol sees %q", got)
+	}
+	cal, _ := rc.View.Capability("calendar.availability")
+	if len(cal.Unmet) != 1 || cal.Unmet[0].Required != "professional" || cal.Unmet[0].Have != "public" {
+		t.Errorf("carol is not told how to reach calendar.availability: %+v", cal.Unmet)
+	}
+
+	// Each side cached the other's verified view.
+	for _, tc := range []struct {
+		who  *testDaemon
+		peer *testDaemon
+	}{{bob, alice}, {alice, bob}, {carol, alice}, {alice, carol}} {
+		rec, err := tc.who.Store().Peer(tc.peer.id.PeerID().String())
+		if err != nil {
+			t.Errorf("%s has no cache entry for %s: %v", tc.who.id.PeerID(), tc.peer.id.PeerID(), err)
+			continue
+		}
+		if rec.Seq != tc.peer.Document().Seq {
+			t.Errorf("cached seq %d, peer's %d", rec.Seq, tc.peer.Document().Seq)
+		}
+	}
+	// Nothing of the hidden capability reached carol: not the view, not the cache, not the audit.
+	raw, _ := os.ReadFile(filepath.Join(carol.home.Dir, "ifaced.db"))
+	if strings.Contains(string(raw), "diary") {
+		t.Error("carol's store holds the hidden capability's name")
+	}
+	entries, err := carol.Audit().Entries(rc.ConversationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 || entries[0].Direction != gossip.Sent || entries[1].Direction != gossip.Received {
+		t.Fatalf("carol's audit has %d entries", len(entries))
+	}
+	for _, e := range entries {
+		j, _ := gossip.EncodeJSON(e.Message)
+		if strings.Contains(string(j), "diary") {
+			t.Error("carol's audit holds the hidden capability's name")
+		}
+	}
+	// Alice's side audited the same two messages.
+	aliceEntries, err := alice.Audit().Entries(rc.ConversationID)
+	if err != nil || len(aliceEntries) != 2 {
+		t.Fatalf("alice's audit of carol's conversation: %d entries, %v", len(aliceEntries), err)
+	}
+	md, err := os.ReadFile(filepath.Join(alice.home.Dir, "audit", strings.ReplaceAll(rc.ConversationID, ":", "_")+".md"))
+	if err != nil || !strings.Contains(string(md), "phase: greeting") {
+		t.Errorf("alice's human-readable audit: %v\n%s", err, md)
+	}
 }
+
+func TestConversationPhasesAndUpdatePush(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	bob := startDaemon(t, nil)
+	connect(t, bob, alice)
+	ctx := context.Background()
+	events, stop := bob.Subscribe()
+	defer stop()
+	aliceEvents, stopAlice := alice.Subscribe()
+	defer stopAlice()
+
+	r, err := bob.Greet(ctx, alice.id.PeerID(), negotiate.Proposal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := r.View.Seq
+	waitEvent(t, aliceEvents, func(e Event) bool { return e.Type == EventConversation && e.Detail == "open" })
+
+	// A context message reaches alice's local agent.
+	if _, err := bob.Say(r.ConversationID, gossip.PhaseContext, "Here's what's current."); err != nil {
+		t.Fatal(err)
+	}
+	e := waitEvent(t, aliceEvents, func(e Event) bool { return e.Type == EventMessage && e.Message.Headers.Phase == gossip.PhaseContext })
+	if e.Message.Body.Text != "Here's what's current." || e.Message.Headers.Sequence != 3 {
+		t.Errorf("alice got %q at sequence %d", e.Message.Body.Text, e.Message.Headers.Sequence)
+	}
+
+	// Alice adds a capability: bob, in conversation, gets the new view.
+	_, err = alice.UpdateDocument(func(d *negotiate.Document) error {
+		d.Capabilities = append(d.Capabilities, negotiate.Capability{Name: "doc.summarize", Description: "Summarize a document"})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, events, func(e Event) bool {
+		return e.Type == EventPeerView && e.Peer == alice.id.PeerID().String() && strings.HasPrefix(e.Detail, fmt.Sprintf("seq %d,", seq+1))
+	})
+	rec, err := bob.Store().Peer(alice.id.PeerID().String())
+	if err != nil || rec.Seq != seq+1 || !strings.Contains(string(rec.View), "doc.summarize") {
+		t.Fatalf("bob's cache after the push: seq %d (want %d), %v", rec.Seq, seq+1, err)
+	}
+
+	// Bob closes; both sides forget the conversation.
+	if _, err := bob.Say(r.ConversationID, gossip.PhaseClose, "Closing this exchange."); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, aliceEvents, func(e Event) bool { return e.Type == EventConversation && e.Detail == "closed" })
+	if _, err := bob.Say(r.ConversationID, gossip.PhaseContext, "more"); err == nil {
+		t.Error("said something after close")
+	}
+}
+
+func TestCacheAndSeqSurviveRestart(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	bob := startDaemon(t, nil)
+	connect(t, bob, alice)
+	if _, err := bob.Greet(context.Background(), alice.id.PeerID(), negotiate.Proposal{}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := bob.Store().Peer(alice.id.PeerID().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob.Close()
+	bob = restartDaemon(t, bob)
+	after, err := bob.Store().Peer(alice.id.PeerID().String())
+	if err != nil || after.Seq != before.Seq || after.DocHash != before.DocHash {
+		t.Fatalf("cache after restart: %+v, %v", after, err)
+	}
+
+	// Alice's seq is kept when her document is unchanged and raised when it changes.
+	seq := alice.Document().Seq
+	alice.Close()
+	alice = restartDaemon(t, alice)
+	if alice.Document().Seq != seq {
+		t.Fatalf("unchanged document: seq %d after restart, was %d", alice.Document().Seq, seq)
+	}
+	alice.Close()
+	alice.cfg.Capabilities = alice.cfg.Capabilities[:1]
+	alice = restartDaemon(t, alice)
+	if alice.Document().Seq != seq+1 {
+		t.Fatalf("changed document: seq %d after restart, want %d", alice.Document().Seq, seq+1)
+	}
+}
+
+func waitEvent(t *testing.T, ch <-chan Event, match func(Event) bool) Event {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				t.Fatal("event stream closed")
+			}
+			if match(e) {
+				return e
+			}
+		case <-timeout:
+			t.Fatal("timed out waiting for an event")
+		}
+	}
+}
+
+// rawPeer is a bare libp2p host that speaks ifaced's protocols by hand, to
+// send what a well-behaved daemon never would.
+type rawPeer struct {
+	host.Host
+	id *identity.Identity
+}
+
+func newRawPeer(t *testing.T, target *testDaemon) *rawPeer {
+	t.Helper()
+	id, _ := identity.Generate(nil)
+	h, err := libp2p.New(libp2p.Identity(id.LibP2PKey()), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Connect(ctx, peer.AddrInfo{ID: target.id.PeerID(), Addrs: target.Host().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	return &rawPeer{Host: h, id: id}
+}
+
+// greeting returns a signed greeting from r to target.
+func (r *rawPeer) greeting(target *testDaemon, signer *identity.Identity) *gossip.Message {
+	now := time.Now()
+	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
+		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
+		From: gossip.Agent{Agent: r.id.DID()}, To: []gossip.Agent{{Agent: target.id.DID()}},
+		ConversationID: gossip.NewID("conv", now), Sequence: 1, Phase: gossip.PhaseGreeting,
+		ContentType: gossip.DefaultContentType,
+	}, Body: gossip.Body{Text: "hello"}}
+	if signer != nil {
+		if err := m.Sign(signer, now); err != nil {
+			panic(err)
+		}
+	}
+	return m
+}
+
+// exchange opens a stream, writes raw bytes, and reads the one answer.
+func (r *rawPeer) exchange(t *testing.T, target *testDaemon, proto string, payload []byte) (*gossip.Message, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := r.NewStream(ctx, target.id.PeerID(), protocol.ID(proto))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Reset()
+	s.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := s.Write(payload); err != nil {
+		return nil, err
+	}
+	return gossip.ReadMessage(bufio.NewReader(s))
+}
+
+func frame(t *testing.T, m *gossip.Message) []byte {
+	t.Helper()
+	var b strings.Builder
+	if err := gossip.WriteMessage(&b, m); err != nil {
+		t.Fatal(err)
+	}
+	return []byte(b.String())
+}
+
+func errorCode(t *testing.T, m *gossip.Message) wire.Code {
+	t.Helper()
+	if m.Headers.Phase != gossip.PhaseError {
+		t.Fatalf("answer is %s, want error", m.Headers.Phase)
+	}
+	var body wire.ErrorBody
+	p, ok := m.Body.Part(partError)
+	if !ok || decodePart(p, &body) != nil {
+		t.Fatalf("error message without an error part: %+v", m.Body)
+	}
+	if body.Hint == "" || body.Message == "" {
+		t.Errorf("error %s does not say what would work: %+v", body.Code, body)
+	}
+	return body.Code
+}
+
+func TestBadInputGetsAnErrorPhase(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	raw := newRawPeer(t, alice)
+	other, _ := identity.Generate(nil)
+
+	good := raw.greeting(alice, raw.id)
+	oversized := []byte{0x81, 0x80, 0x80, 0x01} // announces 2 MiB + 1
+	v5 := raw.greeting(alice, nil)
+	v5.IFP = 5
+	v5bytes, _ := cborEncodeUnchecked(v5)
+	cases := []struct {
+		name    string
+		payload []byte
+		want    wire.Code
+	}{
+		{"unsigned", frame(t, raw.greeting(alice, nil)), wire.CodeInvalidSignature},
+		{"signed by another key", frame(t, raw.greeting(alice, other)), wire.CodeWrongKey},
+		{"not a greeting first", frame(t, func() *gossip.Message {
+			m := raw.greeting(alice, nil)
+			m.Headers.Phase = gossip.PhaseProbe
+			m.Sign(raw.id, time.Now())
+			return m
+		}()), wire.CodeOutOfSequence},
+		{"stale date", frame(t, func() *gossip.Message {
+			m := raw.greeting(alice, nil)
+			m.Headers.Date = gossip.FormatDate(time.Now().Add(-48 * time.Hour))
+			m.Sign(raw.id, time.Now())
+			return m
+		}()), wire.CodeReplay},
+		{"garbage CBOR", []byte{0x03, 0xff, 0x00, 0x13}, wire.CodeInvalidFormat},
+		{"oversized frame", oversized, wire.CodePayloadTooLarge},
+		{"unknown version", withFrame(v5bytes), wire.CodeUnsupportedVersion},
+		{"first use of a greeting", frame(t, good), ""},
+		{"replayed greeting", frame(t, good), wire.CodeReplay},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := raw.exchange(t, alice, string(wire.Conversation), tc.payload)
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			if err := m.Verify(alice.id.PublicKey()); err != nil {
+				t.Errorf("answer not signed by alice: %v", err)
+			}
+			if tc.want == "" {
+				if m.Headers.Phase != gossip.PhaseGreeting {
+					t.Fatalf("answer %s, want greeting", m.Headers.Phase)
+				}
+				return
+			}
+			if got := errorCode(t, m); got != tc.want {
+				t.Errorf("code %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func withFrame(b []byte) []byte {
+	var out strings.Builder
+	gossip.WriteFrame(&out, b)
+	return []byte(out.String())
+}
+
+func TestSilentPeerHitsDeadline(t *testing.T) {
+	cfg := aliceConfig("")
+	cfg.Limits.StreamTimeout = Duration{300 * time.Millisecond}
+	alice := startDaemon(t, cfg)
+	raw := newRawPeer(t, alice)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := raw.NewStream(ctx, alice.id.PeerID(), wire.Conversation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetReadDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	_, err = s.Read(make([]byte, 1))
+	if err == nil {
+		t.Fatal("a silent stream was answered with data")
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("alice never closed the silent stream (waited %s)", time.Since(start))
+	}
+	if !errors.Is(err, network.ErrReset) && !errors.Is(err, io.EOF) {
+		t.Logf("stream ended with %v", err)
+	}
+}
+
+func TestStaleUpdateRefused(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	raw := newRawPeer(t, alice)
+	view := func(seq uint64) any {
+		d := &negotiate.Document{IFP: 7, AgentID: raw.id.DID(), Seq: seq,
+			Capabilities: []negotiate.Capability{{Name: "ping", Description: fmt.Sprintf("version %d", seq)}}}
+		if _, err := d.Sign(raw.id, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		return toJSONValue(d)
+	}
+	g := raw.greeting(alice, nil)
+	g.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: view(5)}}
+	g.Sign(raw.id, time.Now())
+	if m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, g)); err != nil || m.Headers.Phase != gossip.PhaseGreeting {
+		t.Fatalf("greeting with seq 5: %v %v", m, err)
+	}
+	update := func(seq uint64) *gossip.Message {
+		now := time.Now()
+		m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
+			MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
+			From: gossip.Agent{Agent: raw.id.DID()}, To: []gossip.Agent{{Agent: alice.id.DID()}},
+			ConversationID: g.Headers.ConversationID, Sequence: int64(seq), Phase: gossip.PhaseContext,
+			ContentType: gossip.DefaultContentType,
+		}, Body: gossip.Body{Parts: []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: view(seq)}}}}
+		m.Sign(raw.id, now)
+		return m
+	}
+	m, err := raw.exchange(t, alice, string(wire.Update), frame(t, update(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := errorCode(t, m); code != wire.CodeStaleSeq {
+		t.Fatalf("update to seq 3 after 5: %s", code)
+	}
+	m, err = raw.exchange(t, alice, string(wire.Update), frame(t, update(6)))
+	if err != nil || m.Headers.Phase != gossip.PhaseContext {
+		t.Fatalf("update to seq 6: %v %v", m, err)
+	}
+	rec, err := alice.Store().Peer(raw.id.PeerID().String())
+	if err != nil || rec.Seq != 6 {
+		t.Fatalf("alice holds seq %d (%v), want 6", rec.Seq, err)
+	}
+}
+
+// cborEncodeUnchecked encodes a message that would not validate, to test
+// how the daemon answers it.
+func cborEncodeUnchecked(m *gossip.Message) ([]byte, error) { return cborMarshal(m) }

@@ -1,0 +1,606 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/store"
+	"github.com/ifaced/ifaced/node/wire"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// A greeting, from socket to audit file, goes: read a frame → decode and
+// validate → verify the signature against the stream's peer → check the
+// replay window → fit the conversation → audit → decide (grant, view) →
+// answer → audit. Each step is one function below.
+
+// Body part names of ifaced messages.
+const (
+	partCapabilities = "capabilities" // the sender's signed view for the recipient
+	partGreeting     = "greeting"     // the proposal (temperature, ifp_support, tool categories)
+	partContext      = "context"      // the context the sender grants the recipient
+	partError        = "error"        // the error body of an error phase message
+)
+
+// conv is an open conversation on a stream.
+type conv struct {
+	*gossip.Conversation
+	peer    peer.ID
+	stream  *wire.Stream
+	granted negotiate.Granted // what this daemon grants the peer
+	wmu     sync.Mutex        // one writer at a time
+}
+
+// GreetResult is what a greeting established.
+type GreetResult struct {
+	ConversationID string              `json:"conversation_id"`
+	Peer           string              `json:"peer"`
+	Granted        negotiate.Granted   `json:"granted"`       // what this daemon grants the peer
+	GrantedToUs    negotiate.Granted   `json:"granted_to_us"` // what the peer says it grants this daemon
+	View           *negotiate.Document `json:"view"`          // the peer's view for this daemon, verified
+}
+
+// Greet opens a conversation with a connected (or dialable) peer: it sends
+// a signed greeting carrying this daemon's view for the peer and the
+// proposal, and returns once the peer's greeting has been verified, audited
+// and its view cached. The conversation stays open for Say.
+func (n *Node) Greet(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*GreetResult, error) {
+	return n.greetOn(ctx, pid, wire.Conversation, prop)
+}
+
+// QueryCapabilities asks a peer for its view for this daemon without
+// opening a conversation: the same signed greeting exchange on the
+// capabilities protocol, after which both sides close the stream. The
+// view is verified and cached.
+func (n *Node) QueryCapabilities(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*GreetResult, error) {
+	return n.greetOn(ctx, pid, wire.Capabilities, prop)
+}
+
+func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop negotiate.Proposal) (*GreetResult, error) {
+	remote, err := agentOf(pid)
+	if err != nil {
+		return nil, err
+	}
+	s, err := n.host.NewStream(ctx, pid, proto)
+	if err != nil {
+		return nil, fmt.Errorf("opening conversation with %s: %w", pid, err)
+	}
+	if err := s.Scope().SetService(wire.ServiceName); err != nil {
+		s.Reset()
+		return nil, fmt.Errorf("opening conversation with %s: %w", pid, err)
+	}
+	c := &conv{
+		Conversation: gossip.NewConversation(gossip.NewID("conv", n.now()), n.localAgent(), remote),
+		peer:         pid,
+		stream:       wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration),
+		granted:      n.policy.Grant(pid.String(), "", conditions.Signed, negotiate.Proposal{}),
+	}
+	greeting, err := n.greeting(c, prop, nil)
+	if err == nil {
+		err = n.send(c, greeting)
+	}
+	if err != nil {
+		s.Reset()
+		return nil, err
+	}
+	reply, err := n.receive(c)
+	if err != nil {
+		s.Reset()
+		return nil, fmt.Errorf("greeting %s: %w", pid, err)
+	}
+	if reply.Headers.Phase == gossip.PhaseError {
+		s.Reset()
+		return nil, remoteError(pid, reply)
+	}
+	if reply.Headers.Phase != gossip.PhaseGreeting {
+		err := fmt.Errorf("%w: answered a greeting with %s", gossip.ErrUnexpectedPhase, reply.Headers.Phase)
+		n.sendError(c, err)
+		s.Reset()
+		return nil, fmt.Errorf("greeting %s: %w", pid, err)
+	}
+	view, err := n.acceptView(pid, reply, true)
+	if err != nil {
+		n.sendError(c, err)
+		s.Reset()
+		return nil, fmt.Errorf("greeting %s: %w", pid, err)
+	}
+	var theirs negotiate.Granted
+	if p, ok := reply.Body.Part(partContext); ok {
+		if err := decodePart(p, &theirs); err != nil {
+			n.log.Debug("peer sent an unreadable context part", "peer", pid, "err", err)
+		}
+	}
+	// The peer's greeting states what it proposes for our side.
+	c.granted = c.granted.Raise(n.policy.Grant(pid.String(), "", conditions.Signed, proposalOf(reply)), n.order)
+	if proto == wire.Conversation {
+		n.open(c)
+	} else {
+		s.Close()
+	}
+	return &GreetResult{ConversationID: c.ID, Peer: pid.String(), Granted: c.granted, GrantedToUs: theirs, View: view}, nil
+}
+
+// handleConversation answers a greeting and serves the conversation until
+// it closes.
+func (n *Node) handleConversation(s network.Stream) { n.answerGreeting(s, true) }
+
+// handleCapabilities answers a capabilities query: a greeting answered with
+// this daemon's view, then the stream closes.
+func (n *Node) handleCapabilities(s network.Stream) { n.answerGreeting(s, false) }
+
+func (n *Node) answerGreeting(s network.Stream, conversation bool) {
+	if err := s.Scope().SetService(wire.ServiceName); err != nil {
+		n.log.Debug("refusing conversation stream", "peer", s.Conn().RemotePeer(), "err", err)
+		s.Reset()
+		return
+	}
+	pid := s.Conn().RemotePeer()
+	remote, err := agentOf(pid)
+	if err != nil {
+		s.Reset()
+		return
+	}
+	ws := wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration)
+	first, err := n.readVerified(ws, pid)
+	if err != nil {
+		n.refuse(ws, pid, first, err)
+		return
+	}
+	c := &conv{
+		Conversation: gossip.NewConversation(first.Headers.ConversationID, n.localAgent(), remote),
+		peer:         pid,
+		stream:       ws,
+	}
+	if err := n.accept(c, first); err != nil {
+		n.refuseIn(c, first, err)
+		return
+	}
+	if first.Headers.Phase != gossip.PhaseGreeting {
+		n.refuseIn(c, first, fmt.Errorf("%w: %s before any greeting", gossip.ErrUnexpectedPhase, first.Headers.Phase))
+		return
+	}
+	if n.conversation(c.ID) != nil {
+		n.refuseIn(c, first, fmt.Errorf("%w: conversation %s is already open; start a new one", gossip.ErrOutOfSequence, c.ID))
+		return
+	}
+	if _, err := n.acceptView(pid, first, false); err != nil {
+		n.refuseIn(c, first, err)
+		return
+	}
+	c.granted = n.policy.Grant(pid.String(), "", conditions.Signed, proposalOf(first))
+	reply, err := n.greeting(c, negotiate.Proposal{Disclosure: c.granted.Disclosure, Persona: c.granted.Persona, Temperature: c.granted.Temperature}, &c.granted)
+	if err == nil {
+		err = n.send(c, reply)
+	}
+	if err != nil {
+		n.log.Warn("answering greeting", "peer", pid, "err", err)
+		s.Reset()
+		return
+	}
+	if !conversation {
+		s.Close()
+		return
+	}
+	n.open(c)
+	n.serve(c)
+}
+
+// serve reads the rest of a conversation until close, error or EOF.
+func (n *Node) serve(c *conv) {
+	defer n.closeConv(c)
+	for {
+		m, err := n.receive(c)
+		switch {
+		case errors.Is(err, io.EOF):
+			return
+		case errors.Is(err, network.ErrReset), errors.Is(err, context.Canceled):
+			return
+		case err != nil:
+			n.log.Info("conversation ended", "peer", c.peer, "conversation", c.ID, "err", err)
+			return
+		}
+		if m.Headers.Phase == gossip.PhaseGreeting {
+			// A later greeting renegotiates; nothing it grants goes down.
+			c.granted = c.granted.Raise(n.policy.Grant(c.peer.String(), "", conditions.Signed, proposalOf(m)), n.order)
+		}
+		if m.Headers.Phase == gossip.PhaseClose || m.Headers.Phase == gossip.PhaseError && c.Closed() {
+			return
+		}
+	}
+}
+
+// Say sends a message of the given phase in an open conversation.
+func (n *Node) Say(convID string, phase gossip.Phase, text string, parts ...gossip.Part) (*gossip.Message, error) {
+	c := n.conversation(convID)
+	if c == nil {
+		return nil, fmt.Errorf("saying %s: no open conversation %s (greet the peer first)", phase, convID)
+	}
+	if phase == gossip.PhaseGreeting {
+		return nil, fmt.Errorf("saying %s: use greet to send a greeting", phase)
+	}
+	m, err := c.Next(phase, n.now())
+	if err != nil {
+		return nil, err
+	}
+	m.Body = gossip.Body{Text: text, Parts: parts}
+	if err := n.send(c, m); err != nil {
+		return nil, err
+	}
+	if phase == gossip.PhaseClose {
+		c.stream.CloseWrite()
+	}
+	return m, nil
+}
+
+// greeting builds a signed-ready greeting for c: this daemon's view for
+// the peer, the proposal, and, when answering, the context granted.
+func (n *Node) greeting(c *conv, prop negotiate.Proposal, granted *negotiate.Granted) (*gossip.Message, error) {
+	m, err := c.Next(gossip.PhaseGreeting, n.now())
+	if err != nil {
+		return nil, err
+	}
+	v, err := n.view(c.granted.Facts(c.peer.String(), 0))
+	if err != nil {
+		return nil, err
+	}
+	h := &m.Headers
+	h.Disclosure, h.Persona = prop.Disclosure, prop.Persona
+	var offer []string
+	for _, cap := range v.doc.Capabilities {
+		if cap.Eligible != nil && *cap.Eligible {
+			offer = append(offer, cap.Name)
+		}
+	}
+	if len(offer) > 0 {
+		h.Capabilities = &gossip.CapabilityHeaders{Offer: offer}
+	}
+	prop.IFPSupport = v.doc.IFPSupport
+	text := fmt.Sprintf("Greetings from %s. I offer you %d of my %d capabilities; my signed view for you is attached.",
+		n.displayName(), len(offer), len(v.doc.Capabilities))
+	m.Body = gossip.Body{Text: text, Parts: []gossip.Part{
+		{ContentType: "application/json", Name: partCapabilities, Content: v.content},
+		{ContentType: "application/json", Name: partGreeting, Content: toJSONValue(prop)},
+	}}
+	if granted != nil {
+		m.Body.Text += fmt.Sprintf(" You are granted disclosure %q (%s), authentication level %s, temperature %q.",
+			granted.Disclosure, granted.DisclosureOutcome, granted.AuthLevel, granted.Temperature)
+		m.Body.Parts = append(m.Body.Parts, gossip.Part{ContentType: "application/json", Name: partContext, Content: toJSONValue(granted)})
+	}
+	return m, nil
+}
+
+// send signs m, records it in the audit log, then writes it.
+func (n *Node) send(c *conv, m *gossip.Message) error {
+	if err := m.Sign(n.id, n.now()); err != nil {
+		return err
+	}
+	if err := n.record(gossip.Sent, c.peer, m, ""); err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.stream.Write(m); err != nil {
+		return fmt.Errorf("sending %s to %s: %w", m.Headers.Phase, c.peer, err)
+	}
+	c.Sent(m)
+	return nil
+}
+
+// receive reads the next message of c and accepts it, or answers with an
+// error phase message and returns the error.
+func (n *Node) receive(c *conv) (*gossip.Message, error) {
+	m, err := n.readVerified(c.stream, c.peer)
+	if err != nil {
+		if !errors.Is(err, io.EOF) && !errors.Is(err, network.ErrReset) {
+			n.refuseIn(c, m, err)
+		}
+		return nil, err
+	}
+	if err := n.accept(c, m); err != nil {
+		n.refuseIn(c, m, err)
+		return nil, err
+	}
+	return m, nil
+}
+
+// readVerified reads one message and checks everything that does not
+// depend on the conversation: decoding, the signature by the stream's
+// peer, and the replay window. On failure the message is returned when it
+// decoded, so the refusal can be audited and answered.
+func (n *Node) readVerified(s *wire.Stream, pid peer.ID) (*gossip.Message, error) {
+	m, err := s.Read()
+	if err != nil {
+		return nil, err
+	}
+	pub, err := identity.PublicKeyFromPeerID(pid)
+	if err != nil {
+		return m, err
+	}
+	if err := m.Verify(pub); err != nil {
+		return m, err
+	}
+	if err := n.replay.Check(m.Headers.MessageID, m.Headers.Date, n.now()); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// accept fits a verified message into its conversation, audits it and
+// tells the local agent.
+func (n *Node) accept(c *conv, m *gossip.Message) error {
+	if err := c.Accept(m); err != nil {
+		return err
+	}
+	if err := n.record(gossip.Received, c.peer, m, ""); err != nil {
+		return err
+	}
+	if m.Headers.Phase == gossip.PhaseError {
+		n.log.Info("peer sent an error", "peer", c.peer, "conversation", c.ID, "error", remoteError(c.peer, m))
+	}
+	n.events.publish(Event{Type: EventMessage, At: n.now(), Peer: c.peer.String(), ConversationID: c.ID, Message: m})
+	return nil
+}
+
+// acceptView verifies the peer's view in m (signed by the same key as the
+// stream's peer) and caches it. The initiator requires one in the answer
+// to its greeting; a responder accepts a greeting without one.
+func (n *Node) acceptView(pid peer.ID, m *gossip.Message, required bool) (*negotiate.Document, error) {
+	p, ok := m.Body.Part(partCapabilities)
+	if !ok {
+		if required {
+			return nil, fmt.Errorf("%w: the greeting has no %q part", gossip.ErrInvalidMessage, partCapabilities)
+		}
+		return nil, nil
+	}
+	view, err := negotiate.DecodeView(p.Content)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", gossip.ErrInvalidMessage, err)
+	}
+	pub, err := identity.PublicKeyFromPeerID(pid)
+	if err != nil {
+		return nil, err
+	}
+	if err := view.Verify(pub); err != nil {
+		return nil, err
+	}
+	canon, err := view.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(canon)
+	raw, err := json.Marshal(p.Content)
+	if err != nil {
+		return nil, err
+	}
+	var ctxRaw json.RawMessage
+	if cp, ok := m.Body.Part(partContext); ok {
+		ctxRaw, _ = json.Marshal(cp.Content)
+	}
+	now := n.now()
+	rec := store.PeerRecord{PeerID: pid.String(), AgentID: view.AgentID, Display: m.Headers.From.Display,
+		Addrs: n.peerAddrs(pid), Seq: view.Seq, DocHash: hex.EncodeToString(sum[:]), View: raw, Context: ctxRaw,
+		FetchedAt: now, ChangedAt: now}
+	changed, err := n.store.PutPeer(rec)
+	if errors.Is(err, store.ErrStaleSeq) {
+		return nil, fmt.Errorf("%w: %v", wire.ErrStaleSeq, err)
+	}
+	if errors.Is(err, store.ErrCorrupt) {
+		// An unreadable cache entry must not lock the peer out for good.
+		n.log.Warn("replacing unreadable peer cache entry", "peer", pid, "err", err)
+		if err = n.store.DeletePeer(pid.String()); err == nil {
+			changed, err = n.store.PutPeer(rec)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		n.events.publish(Event{Type: EventPeerView, At: now, Peer: pid.String(), ConversationID: m.Headers.ConversationID,
+			Detail: fmt.Sprintf("seq %d, %d capabilities", view.Seq, len(view.Capabilities))})
+	}
+	return view, nil
+}
+
+// refuse answers a message that failed before any conversation existed.
+func (n *Node) refuse(s *wire.Stream, pid peer.ID, m *gossip.Message, cause error) {
+	remote, err := agentOf(pid)
+	if errors.Is(cause, io.EOF) || isStreamFailure(cause) || err != nil {
+		// Nothing arrived, or the stream itself failed: nobody to answer.
+		n.log.Info("refused stream", "peer", pid, "err", cause)
+		s.Reset()
+		return
+	}
+	// A message that did not decode has no conversation of its own; the
+	// error goes out in a new one so the peer can still read why.
+	convID := gossip.NewID("conv", n.now())
+	if m != nil {
+		convID = m.Headers.ConversationID
+	}
+	c := &conv{Conversation: gossip.NewConversation(convID, n.localAgent(), remote), peer: pid, stream: s}
+	n.refuseIn(c, m, cause)
+}
+
+// isStreamFailure tells a failing stream (reset, deadline) from a bad message.
+func isStreamFailure(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.Is(err, network.ErrReset) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.As(err, &ne) && ne.Timeout()
+}
+
+// refuseIn audits a refused message (when it decoded), answers with an
+// error phase message where the peer can read one, and closes the stream.
+func (n *Node) refuseIn(c *conv, m *gossip.Message, cause error) {
+	n.log.Info("refused message", "peer", c.peer, "conversation", c.ID, "code", wire.CodeOf(cause), "err", cause)
+	if m != nil {
+		if err := n.record(gossip.Received, c.peer, m, "refused: "+cause.Error()); err != nil {
+			n.log.Warn("auditing a refused message", "err", err)
+		}
+		n.events.publish(Event{Type: EventRefused, At: n.now(), Peer: c.peer.String(), ConversationID: c.ID, Message: m, Detail: cause.Error()})
+	}
+	if n.sendError(c, cause) {
+		// Close, not reset: a reset may discard the answer before the peer reads it.
+		c.stream.Close()
+		return
+	}
+	c.stream.Reset()
+}
+
+// sendError sends the error phase message for cause, if the stream can
+// still carry one, and reports whether it did.
+func (n *Node) sendError(c *conv, cause error) bool {
+	body := wire.NewErrorBody(cause)
+	e, err := c.Next(gossip.PhaseError, n.now())
+	if err != nil {
+		return false
+	}
+	text := fmt.Sprintf("I could not accept your message: %s.", body.Message)
+	if body.Expected != "" {
+		text += " I expected " + body.Expected + "."
+	}
+	if body.Hint != "" {
+		text += " What would work: " + body.Hint + "."
+	}
+	e.Body = gossip.Body{Text: text, Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: toJSONValue(body)}}}
+	if err := n.send(c, e); err != nil {
+		n.log.Debug("could not send error phase message", "peer", c.peer, "err", err)
+		return false
+	}
+	return true
+}
+
+// record writes m to the audit log before anything acts on it.
+func (n *Node) record(dir gossip.Direction, pid peer.ID, m *gossip.Message, note string) error {
+	err := n.audit.Record(gossip.AuditEntry{At: n.now().UTC(), Direction: dir, Peer: pid.String(), Transport: "libp2p", Note: note, Message: m})
+	if err != nil {
+		return fmt.Errorf("auditing %s message: %w", dir, err)
+	}
+	return nil
+}
+
+func (n *Node) open(c *conv) {
+	n.mu.Lock()
+	n.convs[c.ID] = c
+	n.mu.Unlock()
+	n.events.publish(Event{Type: EventConversation, At: n.now(), Peer: c.peer.String(), ConversationID: c.ID, Detail: "open"})
+	if c.stream.Stat().Direction == network.DirOutbound {
+		// The initiator also listens for the rest of the conversation.
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.serve(c)
+		}()
+	}
+}
+
+func (n *Node) closeConv(c *conv) {
+	n.mu.Lock()
+	delete(n.convs, c.ID)
+	n.mu.Unlock()
+	c.stream.Close()
+	n.events.publish(Event{Type: EventConversation, At: n.now(), Peer: c.peer.String(), ConversationID: c.ID, Detail: "closed"})
+}
+
+func (n *Node) conversation(id string) *conv {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.convs[id]
+}
+
+// Conversations lists the open conversations.
+func (n *Node) Conversations() []ConversationInfo {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]ConversationInfo, 0, len(n.convs))
+	for _, c := range n.convs {
+		out = append(out, ConversationInfo{ID: c.ID, Peer: c.peer.String(), Granted: c.granted})
+	}
+	return out
+}
+
+// ConversationInfo describes an open conversation.
+type ConversationInfo struct {
+	ID      string            `json:"conversation_id"`
+	Peer    string            `json:"peer"`
+	Granted negotiate.Granted `json:"granted"`
+}
+
+func (n *Node) localAgent() gossip.Agent {
+	return gossip.Agent{Agent: n.id.DID(), Display: n.cfg.Identity.Display}
+}
+
+func (n *Node) displayName() string {
+	if n.cfg.Identity.Display != "" {
+		return n.cfg.Identity.Display
+	}
+	return n.id.DID()
+}
+
+func (n *Node) peerAddrs(pid peer.ID) []string {
+	var out []string
+	for _, a := range n.host.Peerstore().Addrs(pid) {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+// agentOf is the IFP-4 agent of a peer: its did:key, which binds the name
+// in from/to to the key that signs.
+func agentOf(pid peer.ID) (gossip.Agent, error) {
+	pub, err := identity.PublicKeyFromPeerID(pid)
+	if err != nil {
+		return gossip.Agent{}, err
+	}
+	return gossip.Agent{Agent: identity.DIDKey(pub)}, nil
+}
+
+// proposalOf reads the proposal of a greeting: tier and persona from its
+// headers, the rest from its "greeting" part.
+func proposalOf(m *gossip.Message) negotiate.Proposal {
+	var p negotiate.Proposal
+	if part, ok := m.Body.Part(partGreeting); ok {
+		_ = decodePart(part, &p) // an unreadable proposal proposes nothing
+	}
+	p.Disclosure, p.Persona = m.Headers.Disclosure, m.Headers.Persona
+	return p
+}
+
+func remoteError(pid peer.ID, m *gossip.Message) error {
+	e := &wire.RemoteError{Peer: pid.String(), Body: wire.ErrorBody{Code: wire.CodeInternal, Message: m.Body.Text}}
+	if p, ok := m.Body.Part(partError); ok {
+		_ = decodePart(p, &e.Body)
+	}
+	return e
+}
+
+func decodePart(p *gossip.Part, v any) error {
+	raw, err := json.Marshal(p.Content)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, v)
+}
+
+// toJSONValue turns a struct into the generic JSON value a part holds, so
+// that it signs and travels the same way on every transport.
+func toJSONValue(v any) any {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("node: encoding %T: %v", v, err)) // only our own plain structs come here
+	}
+	var out any
+	_ = json.Unmarshal(raw, &out)
+	return out
+}

@@ -1,0 +1,77 @@
+package node
+
+import (
+	"sync"
+	"time"
+
+	"github.com/ifaced/ifaced/gossip"
+)
+
+// Event types delivered to the local agent.
+const (
+	EventMessage      = "message"      // a message was received and accepted
+	EventRefused      = "refused"      // a message was refused (the error says why)
+	EventPeerView     = "peer_view"    // a peer's capability view arrived or changed
+	EventDocument     = "document"     // this daemon's own document changed
+	EventEventsLost   = "events_lost"  // the subscriber fell behind; read the audit log
+	EventConversation = "conversation" // a conversation opened or closed
+)
+
+// Event is one thing the local agent may want to know, in the order the
+// daemon saw them.
+type Event struct {
+	Type           string          `json:"type"`
+	At             time.Time       `json:"at"`
+	Peer           string          `json:"peer,omitempty"`
+	ConversationID string          `json:"conversation_id,omitempty"`
+	Message        *gossip.Message `json:"message,omitempty"`
+	Detail         string          `json:"detail,omitempty"`
+}
+
+// hub fans events out to subscribers. A subscriber that falls more than
+// its buffer behind is sent events_lost and dropped, rather than slowing
+// the daemon or silently missing events; it reconnects and catches up
+// from the audit log.
+type hub struct {
+	mu   sync.Mutex
+	subs map[chan Event]struct{}
+}
+
+const subscriberBuffer = 256
+
+func newHub() *hub { return &hub{subs: map[chan Event]struct{}{}} }
+
+// subscribe returns a channel of events and a function to stop.
+func (h *hub) subscribe() (<-chan Event, func()) {
+	ch := make(chan Event, subscriberBuffer)
+	h.mu.Lock()
+	h.subs[ch] = struct{}{}
+	h.mu.Unlock()
+	return ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if _, ok := h.subs[ch]; ok {
+			delete(h.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+func (h *hub) publish(e Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		select {
+		case ch <- e:
+		default:
+			// Make room for one notice, then drop the subscriber.
+			select {
+			case <-ch:
+			default:
+			}
+			ch <- Event{Type: EventEventsLost, At: e.At, Detail: "this subscriber fell behind; events after this were not delivered (read the audit log, then subscribe again)"}
+			delete(h.subs, ch)
+			close(ch)
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/node/wire"
+	"github.com/libp2p/go-libp2p/core/network"
+)
+
+// Update push. When the owner's document changes, every peer in an open
+// conversation is sent its new view on /ifp/7/update/1.0.0: one signed
+// context-phase message in that conversation (so the audit keeps it with
+// the conversation) whose sequence is the document's seq — updates are
+// ordered by seq, not by the conversation's turn-taking — answered by one
+// signed acknowledgement or error. The receiver caches the view only if
+// its seq is higher than the one it holds.
+
+// pushUpdates sends the current view to every open conversation's peer,
+// each in the background.
+func (n *Node) pushUpdates() {
+	n.mu.Lock()
+	convs := make([]*conv, 0, len(n.convs))
+	for _, c := range n.convs {
+		convs = append(convs, c)
+	}
+	n.mu.Unlock()
+	for _, c := range convs {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.StreamTimeout.Duration)
+			defer cancel()
+			if err := n.pushUpdate(ctx, c); err != nil {
+				n.log.Warn("pushing capability update", "peer", c.peer, "conversation", c.ID, "err", err)
+			}
+		}()
+	}
+}
+
+func (n *Node) pushUpdate(ctx context.Context, c *conv) error {
+	v, err := n.view(c.granted.Facts(c.peer.String(), 0))
+	if err != nil {
+		return err
+	}
+	s, err := n.host.NewStream(ctx, c.peer, wire.Update)
+	if err != nil {
+		return fmt.Errorf("opening update stream: %w", err)
+	}
+	if err := s.Scope().SetService(wire.ServiceName); err != nil {
+		s.Reset()
+		return err
+	}
+	u := &conv{Conversation: c.Conversation, peer: c.peer, stream: wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration)}
+	now := n.now()
+	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
+		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
+		From: c.Local, To: []gossip.Agent{c.Remote}, ConversationID: c.ID,
+		Sequence: int64(v.doc.Seq), Phase: gossip.PhaseContext, ContentType: gossip.DefaultContentType,
+		Subject: "capability update",
+	}, Body: gossip.Body{
+		Text:  fmt.Sprintf("My capabilities changed (seq %d); my new signed view for you is attached.", v.doc.Seq),
+		Parts: []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: v.content}},
+	}}
+	if err := m.Sign(n.id, now); err != nil {
+		s.Reset()
+		return err
+	}
+	if err := n.record(gossip.Sent, c.peer, m, "capability update"); err != nil {
+		s.Reset()
+		return err
+	}
+	if err := u.stream.Write(m); err != nil {
+		s.Reset()
+		return err
+	}
+	s.CloseWrite()
+	ack, err := n.readVerified(u.stream, c.peer)
+	if err != nil {
+		s.Reset()
+		return fmt.Errorf("reading update acknowledgement: %w", err)
+	}
+	n.record(gossip.Received, c.peer, ack, "capability update answer")
+	s.Close()
+	if ack.Headers.Phase == gossip.PhaseError {
+		return remoteError(c.peer, ack)
+	}
+	return nil
+}
+
+// handleUpdate receives a pushed view.
+func (n *Node) handleUpdate(s network.Stream) {
+	if err := s.Scope().SetService(wire.ServiceName); err != nil {
+		s.Reset()
+		return
+	}
+	pid := s.Conn().RemotePeer()
+	remote, err := agentOf(pid)
+	if err != nil {
+		s.Reset()
+		return
+	}
+	ws := wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration)
+	m, err := n.readVerified(ws, pid)
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			n.refuse(ws, pid, m, err)
+		}
+		s.Reset()
+		return
+	}
+	c := &conv{Conversation: gossip.NewConversation(m.Headers.ConversationID, n.localAgent(), remote), peer: pid, stream: ws}
+	if m.Headers.From.Agent != remote.Agent || m.Headers.Phase != gossip.PhaseContext {
+		n.refuseIn(c, m, fmt.Errorf("%w: an update is a context message from the stream's peer", gossip.ErrUnexpectedPhase))
+		return
+	}
+	if err := n.record(gossip.Received, pid, m, "capability update"); err != nil {
+		n.log.Warn("auditing update", "err", err)
+		s.Reset()
+		return
+	}
+	if _, err := n.acceptView(pid, m, true); err != nil {
+		n.refuseIn(c, m, err)
+		return
+	}
+	now := n.now()
+	ack := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
+		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
+		From: n.localAgent(), To: []gossip.Agent{remote}, ConversationID: m.Headers.ConversationID,
+		Sequence: m.Headers.Sequence, Phase: gossip.PhaseContext, ContentType: gossip.DefaultContentType,
+		Thread: &gossip.Thread{InReplyTo: m.Headers.MessageID},
+	}, Body: gossip.Body{Text: fmt.Sprintf("Thank you; I now hold your capabilities at seq %d.", m.Headers.Sequence)}}
+	if err := n.send(&conv{Conversation: c.Conversation, peer: pid, stream: ws}, ack); err != nil {
+		n.log.Debug("acknowledging update", "peer", pid, "err", err)
+	}
+	s.Close()
+}
