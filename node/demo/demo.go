@@ -1,0 +1,247 @@
+// Package demo runs three ifaced daemons in one process on loopback —
+// Alice, Bob and Carol, each with a fresh data directory — and narrates
+// what they do: they greet, each learns what the other offers it and why,
+// Alice changes her capabilities and Bob, in conversation, is told, and
+// the conversation is printed as Alice's audit log has it. It is the
+// quickest way to see the daemon work (`ifaced demo`).
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Options adjust a demo run.
+type Options struct {
+	Dir string // where the three data directories go; a temporary directory when empty (removed afterwards)
+}
+
+type daemon struct {
+	name string
+	home node.Home
+	id   *identity.Identity
+	n    *node.Node
+}
+
+// Run plays the demo, writing the story to w.
+func Run(ctx context.Context, w io.Writer, opts Options) error {
+	dir := opts.Dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "ifaced-demo-")
+		if err != nil {
+			return fmt.Errorf("creating demo directory: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ds := map[string]*daemon{}
+	for _, name := range []string{"alice", "bob", "carol"} {
+		h := node.Home{Dir: filepath.Join(dir, name)}
+		id, err := h.Init(time.Now())
+		if err != nil {
+			return err
+		}
+		ds[name] = &daemon{name: name, home: h, id: id}
+	}
+	alice, bob, carol := ds["alice"], ds["bob"], ds["carol"]
+	for _, d := range []*daemon{alice, bob, carol} {
+		n, err := node.New(config(d.name, bob.id.PeerID()), d.id, d.home, log)
+		if err != nil {
+			return fmt.Errorf("starting %s: %w", d.name, err)
+		}
+		defer n.Close()
+		d.n = n
+	}
+
+	fmt.Fprintf(w, "ifaced demo: three daemons on loopback, data in %s\n\n", dir)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, d := range []*daemon{alice, bob, carol} {
+		fmt.Fprintf(tw, "  %s\t%s\t%d capabilities\t%s\n", d.name, d.id.PeerID(), len(d.n.Document().Capabilities), d.n.Addrs()[0])
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nAlice's disclosure map grants Bob \"professional\"; Carol is a stranger (\"public\").")
+	fmt.Fprintln(w, "Alice's diary.read is advertise = \"when-eligible\": only close friends may even see it.")
+
+	for _, d := range []*daemon{bob, carol} {
+		if _, err := d.n.Connect(ctx, alice.n.Addrs()[0].String()); err != nil {
+			return err
+		}
+	}
+	aliceEvents, stopAlice := alice.n.Subscribe()
+	defer stopAlice()
+	bobEvents, stopBob := bob.n.Subscribe()
+	defer stopBob()
+
+	fmt.Fprintln(w, "\n== Bob greets Alice, proposing disclosure \"personal\" and temperature \"warm\"")
+	rb, err := bob.n.Greet(ctx, alice.id.PeerID(), negotiate.Proposal{Disclosure: "personal", Temperature: "warm"})
+	if err != nil {
+		return err
+	}
+	printGrant(w, "Alice grants Bob", rb.GrantedToUs)
+	printView(w, "Bob's view of Alice", rb.View)
+
+	fmt.Fprintln(w, "\n== Carol greets Alice, proposing nothing")
+	rc, err := carol.n.Greet(ctx, alice.id.PeerID(), negotiate.Proposal{})
+	if err != nil {
+		return err
+	}
+	printGrant(w, "Alice grants Carol", rc.GrantedToUs)
+	printView(w, "Carol's view of Alice", rc.View)
+	printView(w, "Alice's view of Bob (from Bob's greeting)", mustCached(alice, bob.id.PeerID()))
+
+	fmt.Fprintln(w, "\n== Bob shares context; Alice's agent receives it")
+	if _, err := bob.n.Say(rb.ConversationID, gossip.PhaseContext, "Bob is planning a trip to Lisbon in May and would like to meet."); err != nil {
+		return err
+	}
+	e, err := wait(ctx, aliceEvents, func(e node.Event) bool {
+		return e.Type == node.EventMessage && e.Message.Headers.Phase == gossip.PhaseContext
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  Alice's agent got (sequence %d): %q\n", e.Message.Headers.Sequence, e.Message.Body.Text)
+
+	fmt.Fprintln(w, "\n== Alice adds travel.plans (warm conversations only); Bob, in conversation, is told")
+	doc, err := alice.n.UpdateDocument(func(d *negotiate.Document) error {
+		d.Capabilities = append(d.Capabilities, negotiate.Capability{Name: "travel.plans", Description: "Share upcoming travel plans",
+			Conditions: mustConditions(`{"min_disclosure":"professional","temperature":"warm"}`)})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := wait(ctx, bobEvents, func(e node.Event) bool {
+		return e.Type == node.EventPeerView && strings.HasPrefix(e.Detail, fmt.Sprintf("seq %d,", doc.Seq))
+	}); err != nil {
+		return err
+	}
+	printView(w, "Bob's cached view of Alice, now", mustCached(bob, alice.id.PeerID()))
+
+	if _, err := bob.n.Say(rb.ConversationID, gossip.PhaseClose, "Closing this exchange. Summary: shared travel context; Alice offers calendar availability."); err != nil {
+		return err
+	}
+	if _, err := wait(ctx, aliceEvents, func(e node.Event) bool {
+		return e.Type == node.EventConversation && e.ConversationID == rb.ConversationID && e.Detail == "closed"
+	}); err != nil {
+		return err
+	}
+
+	convs, err := alice.n.Audit().Conversations()
+	if err != nil {
+		return err
+	}
+	for _, c := range convs {
+		if c.ID != rb.ConversationID {
+			continue
+		}
+		md, err := os.ReadFile(c.File)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\n== The conversation as Alice's audit log has it (%s)\n\n", c.File)
+		w.Write(md)
+	}
+	return nil
+}
+
+// config gives each daemon its capabilities and Alice her disclosure map.
+func config(name string, bob peer.ID) *node.Config {
+	c := node.DefaultConfig()
+	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
+	c.API.Listen = "127.0.0.1:0"
+	c.Identity.Display = strings.ToUpper(name[:1]) + name[1:] + "'s agent"
+	switch name {
+	case "alice":
+		c.Disclosure.Personas = map[string]map[string]string{"default": {bob.String(): "professional"}}
+		c.Temperature.Peers = map[string]string{bob.String(): "warm"}
+		c.Capabilities = append(node.StandardCapabilities()[:1],
+			map[string]any{"name": "calendar.availability", "description": "Share calendar availability windows",
+				"parameters": map[string]any{"type": "object", "properties": map[string]any{"days": map[string]any{"type": "integer", "minimum": 1}}},
+				"conditions": map[string]any{"min_disclosure": "professional", "min_auth_level": 1}},
+			map[string]any{"name": "doc.summarize", "description": "Summarize a document", "categories": []any{"web"},
+				"price": map[string]any{"amount": "0.05", "currency": "USDC"},
+				"conditions": map[string]any{"temperature": "hot", "max_concurrent": 2}},
+			map[string]any{"name": "diary.read", "description": "Read Alice's diary", "advertise": "when-eligible",
+				"conditions": map[string]any{"min_disclosure": "close", "min_auth_level": 2}},
+		)
+	case "bob":
+		c.Capabilities = append(node.StandardCapabilities()[:1],
+			map[string]any{"name": "recipes.suggest", "description": "Suggest a recipe from what is in the fridge"})
+	}
+	return c
+}
+
+func printGrant(w io.Writer, title string, g negotiate.Granted) {
+	fmt.Fprintf(w, "  %s: disclosure %q (%s), authentication level %s, temperature %q\n", title, g.Disclosure, g.DisclosureOutcome, g.AuthLevel, g.Temperature)
+	for _, note := range g.Notes {
+		fmt.Fprintf(w, "    note: %s\n", note)
+	}
+}
+
+func printView(w io.Writer, title string, v *negotiate.Document) {
+	if v == nil {
+		fmt.Fprintf(w, "  %s: none cached\n", title)
+		return
+	}
+	fmt.Fprintf(w, "  %s (seq %d):\n", title, v.Seq)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, c := range v.Capabilities {
+		mark := "yes"
+		if c.Eligible != nil && !*c.Eligible {
+			mark = "no"
+		}
+		fmt.Fprintf(tw, "    %s\t%s\t%s\n", mark, c.Name, c.Description)
+		for _, u := range c.Unmet {
+			fmt.Fprintf(tw, "    \t\tneeds %s %s, has %s: %s\n", u.Condition, u.Required, u.Have, u.HowToMeet)
+		}
+	}
+	tw.Flush()
+}
+
+func mustCached(d *daemon, pid peer.ID) *negotiate.Document {
+	rec, err := d.n.Store().Peer(pid.String())
+	if err != nil {
+		return nil
+	}
+	var content any
+	if err := jsonUnmarshal(rec.View, &content); err != nil {
+		return nil
+	}
+	v, err := negotiate.DecodeView(content)
+	if err != nil {
+		return nil
+	}
+	return v
+}
+
+func wait(ctx context.Context, ch <-chan node.Event, match func(node.Event) bool) (node.Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				return node.Event{}, fmt.Errorf("event stream ended")
+			}
+			if match(e) {
+				return e, nil
+			}
+		case <-ctx.Done():
+			return node.Event{}, fmt.Errorf("waiting for the daemons: %w", ctx.Err())
+		}
+	}
+}
