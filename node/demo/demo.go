@@ -173,7 +173,7 @@ func config(name string, bob peer.ID) *node.Config {
 				"parameters": map[string]any{"type": "object", "properties": map[string]any{"days": map[string]any{"type": "integer", "minimum": 1}}},
 				"conditions": map[string]any{"min_disclosure": "professional", "min_auth_level": 1}},
 			map[string]any{"name": "doc.summarize", "description": "Summarize a document", "categories": []any{"web"},
-				"price": map[string]any{"amount": "0.05", "currency": "USDC"},
+				"price":      map[string]any{"amount": "0.05", "currency": "USDC"},
 				"conditions": map[string]any{"temperature": "hot", "max_concurrent": 2}},
 			map[string]any{"name": "diary.read", "description": "Read Alice's diary", "advertise": "when-eligible",
 				"conditions": map[string]any{"min_disclosure": "close", "min_auth_level": 2}},
