@@ -49,7 +49,9 @@ func testLogger(t testing.TB) *slog.Logger {
 
 // startDaemon starts a daemon in a fresh home with cfg (loopback defaults
 // when nil).
-func startDaemon(t *testing.T, cfg *Config) *testDaemon {
+func startDaemon(t *testing.T, cfg *Config) *testDaemon { return startDaemonB(t, cfg) }
+
+func startDaemonB(t testing.TB, cfg *Config) *testDaemon {
 	t.Helper()
 	if cfg == nil {
 		cfg = loopbackConfig()
@@ -63,7 +65,7 @@ func startDaemon(t *testing.T, cfg *Config) *testDaemon {
 }
 
 // restartDaemon starts (again) a daemon in d's home.
-func restartDaemon(t *testing.T, d *testDaemon) *testDaemon {
+func restartDaemon(t testing.TB, d *testDaemon) *testDaemon {
 	t.Helper()
 	n, err := New(d.cfg, d.id, d.home, testLogger(t))
 	if err != nil {
