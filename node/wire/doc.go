@@ -5,12 +5,13 @@
 //
 // # Protocols
 //
-//	/ifp/7/capabilities/1.0.0  query: one signed IFP-4 message (phase probe,
-//	                           headers.capabilities.request ["capabilities.get"],
-//	                           a "greeting" part with the proposed context) in;
-//	                           one signed message with the responder's view
-//	                           (part "capabilities") and the granted context
-//	                           (part "context") out; then the stream closes.
+//	/ifp/7/capabilities/1.0.0  query: the greeting exchange of a conversation
+//	                           without the conversation — one signed greeting
+//	                           in (the requester's view for the responder in
+//	                           part "capabilities", the proposal in part
+//	                           "greeting"), one signed greeting out (the
+//	                           responder's view in "capabilities", the granted
+//	                           context in "context"); then the stream closes.
 //	/ifp/4/conversation/1.0.0  a conversation: signed IFP-4 messages in both
 //	                           directions, the initiator's greeting first and
 //	                           the responder's greeting (its view for the
