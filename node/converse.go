@@ -38,10 +38,26 @@ const (
 // conv is an open conversation on a stream.
 type conv struct {
 	*gossip.Conversation
-	peer    peer.ID
-	stream  *wire.Stream
+	peer   peer.ID
+	stream *wire.Stream
+	wmu    sync.Mutex // one writer at a time
+
+	gmu     sync.Mutex
 	granted negotiate.Granted // what this daemon grants the peer
-	wmu     sync.Mutex        // one writer at a time
+}
+
+func (c *conv) grant() negotiate.Granted {
+	c.gmu.Lock()
+	defer c.gmu.Unlock()
+	return c.granted
+}
+
+// raise applies a later grant; nothing goes down inside a conversation.
+func (c *conv) raise(next negotiate.Granted, order *conditions.TierOrder) negotiate.Granted {
+	c.gmu.Lock()
+	defer c.gmu.Unlock()
+	c.granted = c.granted.Raise(next, order)
+	return c.granted
 }
 
 // GreetResult is what a greeting established.
@@ -124,13 +140,13 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 		}
 	}
 	// The peer's greeting states what it proposes for our side.
-	c.granted = c.granted.Raise(n.policy.Grant(pid.String(), "", conditions.Signed, proposalOf(reply)), n.order)
+	granted := c.raise(n.policy.Grant(pid.String(), "", conditions.Signed, proposalOf(reply)), n.order)
 	if proto == wire.Conversation {
 		n.open(c)
 	} else {
 		s.Close()
 	}
-	return &GreetResult{ConversationID: c.ID, Peer: pid.String(), Granted: c.granted, GrantedToUs: theirs, View: view}, nil
+	return &GreetResult{ConversationID: c.ID, Peer: pid.String(), Granted: granted, GrantedToUs: theirs, View: view}, nil
 }
 
 // handleConversation answers a greeting and serves the conversation until
@@ -214,7 +230,7 @@ func (n *Node) serve(c *conv) {
 		}
 		if m.Headers.Phase == gossip.PhaseGreeting {
 			// A later greeting renegotiates; nothing it grants goes down.
-			c.granted = c.granted.Raise(n.policy.Grant(c.peer.String(), "", conditions.Signed, proposalOf(m)), n.order)
+			c.raise(n.policy.Grant(c.peer.String(), "", conditions.Signed, proposalOf(m)), n.order)
 		}
 		if m.Headers.Phase == gossip.PhaseClose || m.Headers.Phase == gossip.PhaseError && c.Closed() {
 			return
@@ -252,7 +268,7 @@ func (n *Node) greeting(c *conv, prop negotiate.Proposal, granted *negotiate.Gra
 	if err != nil {
 		return nil, err
 	}
-	v, err := n.view(c.granted.Facts(c.peer.String(), 0))
+	v, err := n.view(c.grant().Facts(c.peer.String(), 0))
 	if err != nil {
 		return nil, err
 	}
@@ -525,7 +541,7 @@ func (n *Node) Conversations() []ConversationInfo {
 	defer n.mu.Unlock()
 	out := make([]ConversationInfo, 0, len(n.convs))
 	for _, c := range n.convs {
-		out = append(out, ConversationInfo{ID: c.ID, Peer: c.peer.String(), Granted: c.granted})
+		out = append(out, ConversationInfo{ID: c.ID, Peer: c.peer.String(), Granted: c.grant()})
 	}
 	return out
 }

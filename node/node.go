@@ -56,6 +56,9 @@ type signedView struct {
 	content any
 }
 
+// maxCachedViews bounds the signed views kept between document changes.
+const maxCachedViews = 4096
+
 // Option adjusts a Node for tests.
 type Option func(*Node)
 
@@ -221,6 +224,9 @@ func (n *Node) view(f conditions.Facts) (*signedView, error) {
 	v = &signedView{doc: view, content: content}
 	n.mu.Lock()
 	if n.doc.Seq == doc.Seq {
+		if len(n.views) >= maxCachedViews {
+			n.views = map[string]*signedView{} // cheap to rebuild; bounded memory matters more
+		}
 		n.views[key] = v
 	}
 	n.mu.Unlock()

@@ -42,7 +42,7 @@ func (n *Node) pushUpdates() {
 }
 
 func (n *Node) pushUpdate(ctx context.Context, c *conv) error {
-	v, err := n.view(c.granted.Facts(c.peer.String(), 0))
+	v, err := n.view(c.grant().Facts(c.peer.String(), 0))
 	if err != nil {
 		return err
 	}
