@@ -228,7 +228,7 @@ func (d *Document) Validate(order *conditions.TierOrder) error {
 			}
 		}
 		if c.Conditions != nil {
-			for _, e := range unjoin(c.Conditions.Validate(order)) {
+			for _, e := range Errors(c.Conditions.Validate(order)) {
 				var fe *conditions.FieldError
 				if errors.As(e, &fe) {
 					capBad(".conditions."+fe.Field, "%s", fe.Problem)
@@ -270,7 +270,9 @@ func (d *Document) Validate(order *conditions.TierOrder) error {
 	return errors.Join(errs...)
 }
 
-func unjoin(err error) []error {
+// Errors returns the errors joined in err (errors.Join), or err alone;
+// validation reports every problem at once this way.
+func Errors(err error) []error {
 	if err == nil {
 		return nil
 	}

@@ -48,7 +48,7 @@ func TestLoadJSONAndTOMLAgree(t *testing.T) {
 // firstError returns the first *FieldError of err.
 func fieldErrors(err error) []*FieldError {
 	var out []*FieldError
-	for _, e := range unjoin(err) {
+	for _, e := range Errors(err) {
 		var fe *FieldError
 		if errors.As(e, &fe) {
 			out = append(out, fe)

@@ -201,7 +201,7 @@ func joinPath(prefix, field string) string {
 // src.
 func Locate(err error, src []byte, format Format, prefix string) error {
 	ix := indexLines(src, format)
-	for _, e := range unjoin(err) {
+	for _, e := range Errors(err) {
 		var fe *FieldError
 		if errors.As(e, &fe) && fe.Line == 0 {
 			fe.Line = ix.lineOf(joinPath(prefix, fe.Field))

@@ -219,7 +219,7 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string {
 	var b strings.Builder
-	for i, p := range unjoin(e.Err) {
+	for i, p := range negotiate.Errors(e.Err) {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
@@ -329,7 +329,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	order, err := conditions.NewTierOrder(c.Tiers.Custom)
-	for _, e := range unjoin(err) {
+	for _, e := range negotiate.Errors(err) {
 		var fe *conditions.FieldError
 		if errors.As(e, &fe) {
 			bad(fe.Field, "%s", fe.Problem)
@@ -366,7 +366,7 @@ func (c *Config) Validate() error {
 		bad("log.format", "%q: want text or json", c.Log.Format)
 	}
 	if _, err := c.documentFrom("did:key:placeholder", order); err != nil {
-		errs = append(errs, unjoin(err)...)
+		errs = append(errs, negotiate.Errors(err)...)
 	}
 	return errors.Join(errs...)
 }
@@ -436,14 +436,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-func unjoin(err error) []error {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }

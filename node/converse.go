@@ -158,21 +158,8 @@ func (n *Node) handleConversation(s network.Stream) { n.answerGreeting(s, true) 
 func (n *Node) handleCapabilities(s network.Stream) { n.answerGreeting(s, false) }
 
 func (n *Node) answerGreeting(s network.Stream, conversation bool) {
-	if err := s.Scope().SetService(wire.ServiceName); err != nil {
-		n.log.Debug("refusing conversation stream", "peer", s.Conn().RemotePeer(), "err", err)
-		s.Reset()
-		return
-	}
-	pid := s.Conn().RemotePeer()
-	remote, err := agentOf(pid)
-	if err != nil {
-		s.Reset()
-		return
-	}
-	ws := wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration)
-	first, err := n.readVerified(ws, pid)
-	if err != nil {
-		n.refuse(ws, pid, first, err)
+	ws, pid, remote, first, ok := n.openInbound(s)
+	if !ok {
 		return
 	}
 	c := &conv{
@@ -212,6 +199,30 @@ func (n *Node) answerGreeting(s network.Stream, conversation bool) {
 	}
 	n.open(c)
 	n.serve(c)
+}
+
+// openInbound attaches an inbound stream to the ifaced service and reads
+// its first verified message. When it reports false it has already
+// answered the peer or reset the stream.
+func (n *Node) openInbound(s network.Stream) (*wire.Stream, peer.ID, gossip.Agent, *gossip.Message, bool) {
+	pid := s.Conn().RemotePeer()
+	if err := s.Scope().SetService(wire.ServiceName); err != nil {
+		n.log.Debug("refusing stream", "peer", pid, "err", err)
+		s.Reset()
+		return nil, pid, gossip.Agent{}, nil, false
+	}
+	remote, err := agentOf(pid)
+	if err != nil {
+		s.Reset()
+		return nil, pid, gossip.Agent{}, nil, false
+	}
+	ws := wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration)
+	first, err := n.readVerified(ws, pid)
+	if err != nil {
+		n.refuse(ws, pid, first, err)
+		return nil, pid, remote, nil, false
+	}
+	return ws, pid, remote, first, true
 }
 
 // serve reads the rest of a conversation until close, error or EOF.

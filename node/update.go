@@ -2,9 +2,7 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/node/wire"
@@ -93,23 +91,8 @@ func (n *Node) pushUpdate(ctx context.Context, c *conv) error {
 
 // handleUpdate receives a pushed view.
 func (n *Node) handleUpdate(s network.Stream) {
-	if err := s.Scope().SetService(wire.ServiceName); err != nil {
-		s.Reset()
-		return
-	}
-	pid := s.Conn().RemotePeer()
-	remote, err := agentOf(pid)
-	if err != nil {
-		s.Reset()
-		return
-	}
-	ws := wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration)
-	m, err := n.readVerified(ws, pid)
-	if err != nil {
-		if !errors.Is(err, io.EOF) {
-			n.refuse(ws, pid, m, err)
-		}
-		s.Reset()
+	ws, pid, remote, m, ok := n.openInbound(s)
+	if !ok {
 		return
 	}
 	c := &conv{Conversation: gossip.NewConversation(m.Headers.ConversationID, n.localAgent(), remote), peer: pid, stream: ws}
