@@ -38,6 +38,9 @@ type Node struct {
 	events *hub
 	now    func() time.Time
 
+	started time.Time
+	docMu   sync.Mutex // one document change at a time, so none is lost and no seq is reused
+
 	mu    sync.Mutex
 	doc   *negotiate.Document    // the owner's document, signed; replaced on change
 	views map[string]*signedView // signed views by seq and facts
@@ -80,6 +83,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		o(n)
 	}
 	n.policy = policyFrom(cfg, order)
+	n.started = n.now()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -238,6 +242,8 @@ func (n *Node) view(f conditions.Facts) (*signedView, error) {
 // signed and stored, and every peer in an open conversation is sent its
 // new view.
 func (n *Node) UpdateDocument(change func(d *negotiate.Document) error) (*negotiate.Document, error) {
+	n.docMu.Lock()
+	defer n.docMu.Unlock()
 	cur := n.Document()
 	next := *cur
 	next.Capabilities = slices.Clone(cur.Capabilities)
@@ -268,6 +274,9 @@ func (n *Node) Addrs() []multiaddr.Multiaddr {
 	}
 	return out
 }
+
+// Started is when the daemon started.
+func (n *Node) Started() time.Time { return n.started }
 
 // ID returns the daemon's identity.
 func (n *Node) ID() *identity.Identity { return n.id }

@@ -537,3 +537,32 @@ func TestStaleUpdateRefused(t *testing.T) {
 // cborEncodeUnchecked encodes a message that would not validate, to test
 // how the daemon answers it.
 func cborEncodeUnchecked(m *gossip.Message) ([]byte, error) { return cborMarshal(m) }
+
+// TestGreetAgainWithRaisedContext: a second greeting with the same peer
+// under a higher grant is another view of the same document seq; the cache
+// takes it.
+func TestGreetAgainWithRaisedContext(t *testing.T) {
+	bob := startDaemon(t, nil)
+	alice := startDaemon(t, func() *Config {
+		c := aliceConfig(bob.id.PeerID())
+		c.Disclosure.Personas["default"][bob.id.PeerID().String()] = "close"
+		return c
+	}())
+	connect(t, bob, alice)
+	ctx := context.Background()
+	first, err := bob.Greet(ctx, alice.id.PeerID(), negotiate.Proposal{Disclosure: "public"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := bob.Greet(ctx, alice.id.PeerID(), negotiate.Proposal{Disclosure: "close"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if capNames(first.View) != "+ping -calendar.availability" || capNames(second.View) != "+ping +calendar.availability +diary.read" {
+		t.Fatalf("views %q then %q", capNames(first.View), capNames(second.View))
+	}
+	rec, err := bob.Store().Peer(alice.id.PeerID().String())
+	if err != nil || !strings.Contains(string(rec.View), "diary.read") {
+		t.Fatalf("the cache kept the first view: %v", err)
+	}
+}

@@ -124,18 +124,6 @@ func runID(_ context.Context, e *env, args []string) error {
 	return printID(e.stdout, f.json, id, h)
 }
 
-func runCaps(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 {
-		return usageError("caps needs a subcommand: validate FILE")
-	}
-	switch args[0] {
-	case "validate":
-		return runCapsValidate(ctx, e, args[1:])
-	default:
-		return usageError("caps %q: unknown subcommand (have: validate)", args[0])
-	}
-}
-
 // capsReport is what `caps validate --json` prints.
 type capsReport struct {
 	File         string          `json:"file"`
@@ -184,7 +172,7 @@ func runCapsValidate(_ context.Context, e *env, args []string) error {
 		doc, err = negotiate.LoadDocument(src, format, order)
 	}
 	if err != nil {
-		for _, p := range unjoin(err) {
+		for _, p := range configProblems(err) {
 			var fe *negotiate.FieldError
 			if errors.As(p, &fe) {
 				rep.Errors = append(rep.Errors, reportedError{fe.Line, fe.Field, fe.Capability, fe.Problem})
@@ -235,13 +223,11 @@ func isConfig(src []byte) bool {
 	return false
 }
 
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
+// configProblems lists the problems in a config or document error.
+func configProblems(err error) []error {
 	var ce *node.ConfigError
 	if errors.As(err, &ce) {
-		return unjoin(ce.Err)
+		err = ce.Err
 	}
-	return []error{err}
+	return negotiate.Errors(err)
 }

@@ -2,22 +2,33 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/api"
 	"github.com/libp2p/go-libp2p/gologshim"
 )
 
 func runDaemon(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "run", "", false)
+	listen := f.String("listen", "", "comma-separated libp2p listen multiaddrs (overrides listen.addresses)")
+	apiAddr := f.String("api", "", "control API address, a loopback host:port (overrides api.listen)")
 	if err := f.parse(args); err != nil {
 		return err
 	}
 	if f.NArg() > 0 {
 		return usageError("run takes no arguments, got %q", f.Args())
+	}
+	// The overrides are checked against the defaults first, so that a
+	// mistyped flag fails before the data directory is created.
+	if err := overrideListen(node.DefaultConfig(), *listen, *apiAddr); err != nil {
+		return err
 	}
 	h, err := f.homeDir(e)
 	if err != nil {
@@ -26,6 +37,9 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	// The first run sets up the data directory, key and config by itself.
 	id, cfg, err := h.Open(true, time.Now())
 	if err != nil {
+		return err
+	}
+	if err := overrideListen(cfg, *listen, *apiAddr); err != nil {
 		return err
 	}
 	log, err := newLogger(e.stderr, cfg.Log)
@@ -40,7 +54,48 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return n.Run(ctx)
+	srv, err := api.Listen(n, h, cfg.API.Listen, log)
+	if err != nil {
+		n.Close()
+		return err
+	}
+	log.Info("control API listening", "addr", srv.Addr(), "token", api.TokenFile(h))
+	<-ctx.Done()
+	// The API goes first, so no request reaches a node that is shutting down.
+	return errors.Join(srv.Close(), n.Close())
+}
+
+// overrideListen applies --listen and --api to cfg and validates them as
+// the config file's keys would be; a bad value is a usage error naming the
+// flag.
+func overrideListen(cfg *node.Config, listen, apiAddr string) error {
+	if listen == "" && apiAddr == "" {
+		return nil
+	}
+	if listen != "" {
+		cfg.Listen.Addresses = splitList(listen)
+	}
+	if apiAddr != "" {
+		cfg.API.Listen = apiAddr
+	}
+	var msgs []string
+	for _, p := range negotiate.Errors(cfg.Validate()) {
+		var fe *negotiate.FieldError
+		switch {
+		case !errors.As(p, &fe):
+			msgs = append(msgs, p.Error())
+		case listen != "" && strings.HasPrefix(fe.Field, "listen.addresses"):
+			msgs = append(msgs, "--listen: "+fe.Describe())
+		case apiAddr != "" && fe.Field == "api.listen":
+			msgs = append(msgs, "--api: "+fe.Describe())
+		default:
+			msgs = append(msgs, fe.Error())
+		}
+	}
+	if len(msgs) > 0 {
+		return usageError("%s", strings.Join(msgs, "\n"))
+	}
+	return nil
 }
 
 func newLogger(w io.Writer, c node.LogConfig) (*slog.Logger, error) {

@@ -44,8 +44,15 @@ func commands() []command {
 	return []command{
 		{"init", "create the data directory, key and config", runInit},
 		{"id", "print this daemon's peer ID, did:key and key fingerprint", runID},
-		{"caps", "work with capability documents (caps validate FILE)", runCaps},
 		{"run", "run the daemon", runDaemon},
+		{"status", "show the running daemon: identity, addresses, document, counts", runStatus},
+		{"peers", "list the peers the daemon knows, with the age of their views", runPeers},
+		{"connect", "connect to a peer by multiaddr (connect MULTIADDR)", runConnect},
+		{"greet", "open a conversation with a peer and show what each side granted (greet PEER)", runGreet},
+		{"caps", "show, add, remove or validate capabilities (caps [PEER] | add FILE | remove NAME | validate FILE)", runCapsCommand},
+		{"say", "send a message in an open conversation (say CONVERSATION --phase P --text TEXT)", runSay},
+		{"audit", "list recorded conversations, or show one (audit [--conversation ID] [--peer P])", runAudit},
+		{"demo", "run three daemons in this process and show them greet and negotiate", runDemo},
 		{"version", "print the version", runVersion},
 	}
 }

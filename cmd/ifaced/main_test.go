@@ -129,7 +129,7 @@ func TestCapsValidate(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{}, {"frobnicate"}, {"caps"}, {"caps", "explode"}, {"caps", "validate"}, {"id", "extra"}, {"init", "--bogus"}} {
+	for _, args := range [][]string{{}, {"frobnicate"}, {"caps", "explode"}, {"caps", "validate"}, {"id", "extra"}, {"init", "--bogus"}} {
 		if r := ifaced(t, t.TempDir(), args...); r.code != 2 {
 			t.Errorf("%q: exit %d, want 2 (%s)", args, r.code, r.stderr)
 		}
@@ -139,5 +139,12 @@ func TestUsageErrors(t *testing.T) {
 	}
 	if r := ifaced(t, t.TempDir(), "help"); r.code != 0 || !strings.Contains(r.stdout, "caps") {
 		t.Errorf("help: %d %q", r.code, r.stdout)
+	}
+}
+
+func TestDemoVerb(t *testing.T) {
+	r := ifaced(t, t.TempDir(), "demo", "--keep", t.TempDir())
+	if r.code != 0 || !strings.Contains(r.stdout, "Bob greets Alice") || !strings.Contains(r.stdout, "phase: close") {
+		t.Fatalf("demo: %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -34,9 +34,10 @@
 // peers: a lower seq is refused (ErrStaleSeq) and nothing changes; the same
 // seq with the same document hash is a refresh, which moves FetchedAt
 // forward and replaces Addrs and Context when the new record carries them;
-// the same seq with a different hash means the peer signed two documents
-// with one seq, which is refused (ErrSeqConflict) and worth reporting; a
-// higher seq replaces the record and sets ChangedAt. SaveOwnDocument
+// the same seq with a different hash is another view of the same document
+// (a peer shows each requester the view its context allows, and that
+// context can rise within a seq) and replaces the record; a higher seq
+// replaces it too. Either replacement sets ChangedAt. SaveOwnDocument
 // refuses a seq that is not higher than the stored one, so a restarted
 // daemon cannot publish a second document under a seq it already used.
 //

@@ -30,8 +30,10 @@ func (r PeerRecord) Age(now time.Time) time.Duration { return now.Sub(r.FetchedA
 // PutPeer stores rec. Rules: a record with a lower Seq than the cached one is
 // refused with ErrStaleSeq (nothing changes); the same Seq with the same
 // DocHash only refreshes FetchedAt/Addrs/Context (ChangedAt kept); the same
-// Seq with a different DocHash is refused with ErrSeqConflict; a higher Seq
-// replaces the record (ChangedAt = rec.FetchedAt). It returns whether the view changed.
+// Seq with a different DocHash is another view of the same document (the
+// peer shows each requester what its context allows, and the context can
+// rise) and replaces the record; a higher Seq replaces the record
+// (ChangedAt = rec.FetchedAt). It returns whether the view changed.
 //
 // On a refresh, FetchedAt never moves backwards (two fetches may finish out
 // of order), and Addrs and Context are replaced only when rec carries them,
@@ -54,9 +56,7 @@ func (s *Store) PutPeer(rec PeerRecord) (changed bool, err error) {
 			switch {
 			case rec.Seq < old.Seq:
 				return fmt.Errorf("%w: got seq %d, cached seq %d", ErrStaleSeq, rec.Seq, old.Seq)
-			case rec.Seq == old.Seq && rec.DocHash != old.DocHash:
-				return fmt.Errorf("%w: seq %d has hash %s cached and %s offered", ErrSeqConflict, rec.Seq, old.DocHash, rec.DocHash)
-			case rec.Seq == old.Seq:
+			case rec.Seq == old.Seq && rec.DocHash == old.DocHash:
 				next = old
 				if rec.FetchedAt.After(old.FetchedAt) {
 					next.FetchedAt = rec.FetchedAt

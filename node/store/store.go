@@ -24,8 +24,6 @@ var (
 	// ErrStaleSeq: a document's seq is older than (or, for the own
 	// document, not newer than) the stored one.
 	ErrStaleSeq = errors.New("capability document seq is older than the cached one")
-	// ErrSeqConflict: a peer signed two different documents with one seq.
-	ErrSeqConflict = errors.New("peer signed two different documents with the same seq")
 	// ErrNotFound: no record under that key.
 	ErrNotFound = errors.New("not found")
 	// ErrCorrupt: a stored record does not decode.

@@ -144,11 +144,14 @@ func TestPutPeerRules(t *testing.T) {
 		samePeer(t, mustPeer(t, s, "p1"), want)
 	})
 
-	t.Run("same seq different hash refused", func(t *testing.T) {
-		changed, err := s.PutPeer(record("p1", 5, "another five", t0.Add(time.Hour)))
-		if !errors.Is(err, ErrSeqConflict) || changed {
-			t.Fatalf("PutPeer(conflict) = %v, %v; want false, ErrSeqConflict", changed, err)
+	t.Run("same seq, another view replaces", func(t *testing.T) {
+		other := record("p1", 5, "another five", t0.Add(time.Hour))
+		changed, err := s.PutPeer(other)
+		if err != nil || !changed {
+			t.Fatalf("PutPeer(another view) = %v, %v; want true, nil", changed, err)
 		}
+		other.ChangedAt = other.FetchedAt
+		want = other
 		samePeer(t, mustPeer(t, s, "p1"), want)
 	})
 

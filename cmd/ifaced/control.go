@@ -1,0 +1,360 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/api"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// The verbs in this file talk to the running daemon through its control
+// API (package api); they parse flags, call, and print.
+
+// parseInterleaved parses flags wherever they stand among the positional
+// arguments (`greet PEER --persona work`) and returns the positionals.
+// Everything after "--" is positional.
+func (f *flags) parseInterleaved(args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := f.parse(args); err != nil {
+			return nil, err
+		}
+		rest := f.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// dial finds the daemon of the command's data directory.
+func (f *flags) dial(e *env) (*api.Client, error) {
+	h, err := f.homeDir(e)
+	if err != nil {
+		return nil, err
+	}
+	return api.Dial(h)
+}
+
+// isPeerRef tells a peer reference (a peer ID, or an agent ID such as a
+// did:key) from a mistyped word, so that `caps explode` is a usage error
+// rather than a lookup.
+func isPeerRef(s string) bool {
+	if _, err := peer.Decode(s); err == nil {
+		return true
+	}
+	return strings.ContainsAny(s, ":@")
+}
+
+func runStatus(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "status", "", true)
+	pos, err := f.parseInterleaved(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError("status takes no arguments, got %q", pos)
+	}
+	c, err := f.dial(e)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st, err := c.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeJSON(e.stdout, st)
+	}
+	w := e.stdout
+	fmt.Fprintf(w, "peer ID        %s\ndid            %s\nfingerprint    %s\nhome           %s\napi            %s\n",
+		st.PeerID, st.DID, st.Fingerprint, st.Home, st.API)
+	for i, a := range st.Addrs {
+		label := ""
+		if i == 0 {
+			label = "addresses"
+		}
+		fmt.Fprintf(w, "%-14s %s\n", label, a)
+	}
+	fmt.Fprintf(w, "document       seq %d, %d capabilities\nconversations  %d open\npeers          %d connected\nuptime         %s\n",
+		st.Seq, st.Capabilities, st.Conversations, st.ConnectedPeers, time.Duration(st.UptimeSeconds)*time.Second)
+	return nil
+}
+
+func runPeers(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "peers", "", true)
+	pos, err := f.parseInterleaved(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError("peers takes no arguments, got %q", pos)
+	}
+	c, err := f.dial(e)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	peers, err := c.Peers(ctx)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeJSON(e.stdout, peers)
+	}
+	if len(peers) == 0 {
+		fmt.Fprintln(e.stdout, "no peers known (connect to one with `ifaced connect MULTIADDR`)")
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PEER\tDISPLAY\tSEQ\tAGE\tCONNECTED")
+	for _, p := range peers {
+		seq, age := "-", "not greeted"
+		if p.Cached {
+			seq, age = fmt.Sprint(p.Seq), (time.Duration(p.AgeSeconds) * time.Second).String()
+			if p.Stale {
+				age += " (stale)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.PeerID, orDash(p.Display), seq, age, yesNo(p.Connected))
+	}
+	return tw.Flush()
+}
+
+func runConnect(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "connect", "MULTIADDR", true)
+	pos, err := f.parseInterleaved(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("connect takes one MULTIADDR ending in /p2p/<peer ID>")
+	}
+	c, err := f.dial(e)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	pid, err := c.Connect(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeJSON(e.stdout, api.ConnectResult{Peer: pid})
+	}
+	fmt.Fprintln(e.stdout, "connected to", pid)
+	return nil
+}
+
+func runGreet(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "greet", "PEER", true)
+	var req api.GreetRequest
+	f.StringVar(&req.Disclosure, "disclosure", "", "the disclosure tier to propose (e.g. public, professional)")
+	f.StringVar(&req.Persona, "persona", "", "the persona to propose")
+	f.StringVar(&req.Temperature, "temperature", "", "the temperature to propose: cool, warm or hot")
+	categories := f.String("tool-categories", "", "comma-separated ACP tool categories to request")
+	pos, err := f.parseInterleaved(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || !isPeerRef(pos[0]) {
+		return usageError("greet takes one PEER (a peer ID or agent ID)")
+	}
+	req.Peer = pos[0]
+	req.ToolCategories = splitList(*categories)
+	c, err := f.dial(e)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res, err := c.Greet(ctx, req)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeJSON(e.stdout, res)
+	}
+	w := e.stdout
+	fmt.Fprintf(w, "conversation  %s\npeer          %s\n", res.ConversationID, res.Peer)
+	fmt.Fprintf(w, "you grant     %s\n", describeGrant(res.Granted))
+	fmt.Fprintf(w, "granted you   %s\n", describeGrant(res.GrantedToUs))
+	for _, n := range res.GrantedToUs.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	if res.View != nil {
+		eligible := 0
+		for _, cp := range res.View.Capabilities {
+			if isEligible(cp) {
+				eligible++
+			}
+		}
+		fmt.Fprintf(w, "their view    seq %d, %d capabilities, %d eligible for you\n", res.View.Seq, len(res.View.Capabilities), eligible)
+		for _, cp := range res.View.Capabilities {
+			if isEligible(cp) {
+				fmt.Fprintf(w, "  + %s\n", cp.Name)
+				continue
+			}
+			var why []string
+			for _, u := range cp.Unmet {
+				why = append(why, fmt.Sprintf("%s: required %s, have %s", u.Condition, u.Required, u.Have))
+			}
+			fmt.Fprintf(w, "  - %s (%s)\n", cp.Name, strings.Join(why, "; "))
+		}
+		if eligible < len(res.View.Capabilities) {
+			fmt.Fprintf(w, "(`ifaced caps %s` shows how to meet each condition)\n", res.Peer)
+		}
+	}
+	return nil
+}
+
+func runSay(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "say", "CONVERSATION --phase P --text TEXT", true)
+	phase := f.String("phase", "", "the phase: context, probe, recommend or close")
+	text := f.String("text", "", "the message text")
+	pos, err := f.parseInterleaved(args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) != 1:
+		return usageError("say takes one CONVERSATION (see `ifaced audit` or the ID greet printed)")
+	case *phase == "":
+		return usageError("say needs --phase (context, probe, recommend or close)")
+	case *text == "" && *phase != string(gossip.PhaseClose):
+		return usageError("say needs --text")
+	}
+	c, err := f.dial(e)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	m, err := c.Say(ctx, api.SayRequest{ConversationID: pos[0], Phase: gossip.Phase(*phase), Text: *text})
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeJSON(e.stdout, m)
+	}
+	fmt.Fprintf(e.stdout, "sent %s #%d in %s (%s)\n", m.Headers.Phase, m.Headers.Sequence, m.Headers.ConversationID, m.Headers.MessageID)
+	return nil
+}
+
+func runAudit(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "audit", "", true)
+	convID := f.String("conversation", "", "show this conversation's entries")
+	peerRef := f.String("peer", "", "list only conversations with this peer")
+	pos, err := f.parseInterleaved(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError("audit takes no arguments (use --conversation ID), got %q", pos)
+	}
+	c, err := f.dial(e)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if *convID != "" {
+		conv, err := c.AuditEntries(ctx, *convID)
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return writeJSON(e.stdout, conv)
+		}
+		printEntries(e.stdout, conv)
+		if conv.Warning != "" {
+			fmt.Fprintln(e.stderr, "warning:", conv.Warning)
+		}
+		return nil
+	}
+	list, err := c.AuditConversations(ctx, *peerRef)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeJSON(e.stdout, list)
+	}
+	if list.Warning != "" {
+		fmt.Fprintln(e.stderr, "warning:", list.Warning)
+	}
+	if len(list.Conversations) == 0 {
+		fmt.Fprintln(e.stdout, "no conversations recorded")
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONVERSATION\tPEER\tMESSAGES\tLAST\tFILE")
+	for _, cv := range list.Conversations {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", cv.ID, orDash(strings.Join(cv.Peers, ",")), cv.Messages,
+			cv.Last.Format(time.RFC3339), cv.File)
+	}
+	return tw.Flush()
+}
+
+// printEntries writes one line per entry: when, which way, the peer, the
+// phase and sequence, and the first line of the text.
+func printEntries(w io.Writer, conv *api.AuditConversation) {
+	for _, en := range conv.Entries {
+		h := en.Message.Headers
+		text, _, _ := strings.Cut(en.Message.Body.Text, "\n")
+		line := fmt.Sprintf("%s %s %s %s %d: %s", en.At.Format(time.RFC3339), en.Direction, en.Peer, h.Phase, h.Sequence, text)
+		if en.Note != "" {
+			line += " [" + en.Note + "]"
+		}
+		fmt.Fprintln(w, line)
+	}
+	if conv.File != "" {
+		fmt.Fprintf(w, "\nthe whole conversation, as a person reads it: %s\n", conv.File)
+	}
+}
+
+func describeGrant(g negotiate.Granted) string {
+	s := fmt.Sprintf("disclosure %s", orDash(g.Disclosure))
+	if g.DisclosureOutcome != "" {
+		s += " (" + g.DisclosureOutcome + ")"
+	}
+	s += fmt.Sprintf(", auth %s, temperature %s", g.AuthLevel, orDash(g.Temperature))
+	if g.Persona != "" {
+		s += ", persona " + g.Persona
+	}
+	return s
+}
+
+func isEligible(c negotiate.Capability) bool { return c.Eligible != nil && *c.Eligible }
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

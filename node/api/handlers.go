@@ -1,0 +1,552 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/store"
+	"github.com/ifaced/ifaced/node/wire"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/multiformats/go-multiaddr"
+)
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	id, doc := s.n.ID(), s.n.Document()
+	st := Status{PeerID: id.PeerID().String(), DID: id.DID(), Fingerprint: id.Fingerprint(), Home: s.home.Dir,
+		API: s.addr, Addrs: []string{}, Seq: doc.Seq, Capabilities: len(doc.Capabilities),
+		Conversations: len(s.n.Conversations()), ConnectedPeers: len(s.n.Host().Network().Peers()),
+		UptimeSeconds: int64(time.Since(s.n.Started()) / time.Second)}
+	for _, a := range s.n.Addrs() {
+		st.Addrs = append(st.Addrs, a.String())
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
+	recs, err := s.n.Store().Peers()
+	if err != nil {
+		writeError(w, internal(err))
+		return
+	}
+	now, nw := time.Now(), s.n.Host().Network()
+	out := PeerList{Peers: []Peer{}}
+	cached := map[peer.ID]bool{}
+	for _, rec := range recs {
+		p := Peer{PeerID: rec.PeerID, AgentID: rec.AgentID, Display: rec.Display, Seq: rec.Seq,
+			AgeSeconds: int64(rec.Age(now) / time.Second), Stale: rec.Age(now) > StaleAfter, Cached: true, Addrs: rec.Addrs}
+		if pid, err := peer.Decode(rec.PeerID); err == nil {
+			cached[pid] = true
+			p.Connected = nw.Connectedness(pid) == network.Connected
+		}
+		out.Peers = append(out.Peers, p)
+	}
+	// A peer connected but not yet greeted has no view, but a person who
+	// just ran `ifaced connect` expects to see it.
+	var fresh []Peer
+	for _, pid := range nw.Peers() {
+		if cached[pid] {
+			continue
+		}
+		p := Peer{PeerID: pid.String(), Connected: true}
+		for _, c := range nw.ConnsToPeer(pid) {
+			p.Addrs = append(p.Addrs, c.RemoteMultiaddr().String())
+		}
+		fresh = append(fresh, p)
+	}
+	slices.SortFunc(fresh, func(a, b Peer) int { return cmp.Compare(a.PeerID, b.PeerID) })
+	out.Peers = append(out.Peers, fresh...)
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
+	var req ConnectRequest
+	if e := decodeBody(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.Addr == "" {
+		writeError(w, badField("addr", "is required: a multiaddr ending in /p2p/<peer ID>"))
+		return
+	}
+	ma, err := multiaddr.NewMultiaddr(req.Addr)
+	if err != nil {
+		writeError(w, badField("addr", "%q is not a multiaddr: %v", req.Addr, err))
+		return
+	}
+	if _, err := peer.AddrInfoFromP2pAddr(ma); err != nil {
+		writeError(w, badField("addr", "%q must end in /p2p/<peer ID>", req.Addr))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
+	defer cancel()
+	pid, err := s.n.Connect(ctx, req.Addr)
+	if err != nil {
+		e := peerFailure(err)
+		if e.Code == CodePeerFailed {
+			e.Code = CodePeerUnreachable
+		}
+		writeError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, ConnectResult{Peer: pid.String()})
+}
+
+func (s *Server) ownCaps(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.n.Document())
+}
+
+func (s *Server) peerCaps(w http.ResponseWriter, r *http.Request) {
+	pid, e := s.resolvePeer(r.PathValue("peer"))
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	refresh := false
+	if v := r.URL.Query().Get("refresh"); v != "" {
+		var err error
+		if refresh, err = strconv.ParseBool(v); err != nil {
+			writeError(w, badField("refresh", "%q: want 1 or 0", v))
+			return
+		}
+	}
+	rec, err := s.n.Store().Peer(pid.String())
+	cached := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrCorrupt) {
+		writeError(w, internal(err))
+		return
+	}
+	source := SourceCache
+	if refresh || !cached {
+		if e := s.reachable(pid); e != nil {
+			writeError(w, e)
+			return
+		}
+		// Ask under the context last negotiated: a view is signed per seq
+		// and context, and the same seq seen under another context would
+		// look to the cache like a second document with that seq.
+		var prop negotiate.Proposal
+		if g := grantedIn(rec); cached && g != nil {
+			prop = negotiate.Proposal{Disclosure: g.Disclosure, Persona: g.Persona, Temperature: g.Temperature}
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
+		defer cancel()
+		if _, err := s.n.QueryCapabilities(ctx, pid, prop); err != nil {
+			writeError(w, peerFailure(fmt.Errorf("asking %s for its capabilities: %w", pid, err)))
+			return
+		}
+		if rec, err = s.n.Store().Peer(pid.String()); err != nil {
+			writeError(w, internal(err))
+			return
+		}
+		source = SourceQuery
+	}
+	view, err := negotiate.DecodeView(json.RawMessage(rec.View))
+	if err != nil {
+		writeError(w, internal(fmt.Errorf("reading the cached view of %s: %w", pid, err)))
+		return
+	}
+	age := rec.Age(time.Now())
+	writeJSON(w, http.StatusOK, PeerCaps{PeerID: rec.PeerID, AgentID: rec.AgentID, Display: rec.Display, Seq: rec.Seq,
+		FetchedAt: rec.FetchedAt, AgeSeconds: int64(age / time.Second), Stale: age > StaleAfter, Source: source,
+		GrantedToUs: grantedIn(rec), View: view})
+}
+
+// grantedIn is the context the peer granted when it sent its cached view.
+func grantedIn(rec store.PeerRecord) *negotiate.Granted {
+	if len(rec.Context) == 0 {
+		return nil
+	}
+	var g negotiate.Granted
+	if err := json.Unmarshal(rec.Context, &g); err != nil {
+		return nil // a context we cannot read tells the owner nothing
+	}
+	return &g
+}
+
+var (
+	errCapExists = errors.New("a capability of that name is already in the document")
+	errNoCap     = errors.New("no capability of that name in the document")
+)
+
+func (s *Server) addCap(w http.ResponseWriter, r *http.Request) {
+	raw, err := io.ReadAll(r.Body)
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		writeError(w, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
+			Message: fmt.Sprintf("the request body is over %d bytes", MaxBody)})
+		return
+	}
+	if err != nil {
+		writeError(w, &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "reading the request body: " + err.Error()})
+		return
+	}
+	var c negotiate.Capability
+	if err := negotiate.DecodeStrict(raw, negotiate.FormatJSON, "", &c); err != nil {
+		writeError(w, capabilityError(err, ""))
+		return
+	}
+	prefix := ""
+	doc, err := s.n.UpdateDocument(func(d *negotiate.Document) error {
+		if _, ok := d.Capability(c.Name); ok && c.Name != "" {
+			return fmt.Errorf("adding capability %q: %w (remove it first to replace it)", c.Name, errCapExists)
+		}
+		prefix = fmt.Sprintf("capabilities[%d]", len(d.Capabilities))
+		d.Capabilities = append(d.Capabilities, c)
+		return nil
+	})
+	switch {
+	case errors.Is(err, errCapExists):
+		writeError(w, &Error{Status: http.StatusConflict, Code: CodeConflict, Field: "name", Message: err.Error()})
+	case errors.Is(err, negotiate.ErrInvalidDocument):
+		writeError(w, capabilityError(err, prefix))
+	case err != nil:
+		writeError(w, internal(fmt.Errorf("adding capability: %w", err)))
+	default:
+		writeJSON(w, http.StatusOK, doc)
+	}
+}
+
+// capabilityError turns validation problems into a 400. Fields inside the
+// document are named relative to the capability that was sent.
+func capabilityError(err error, prefix string) *Error {
+	e := &Error{Status: http.StatusBadRequest, Code: CodeBadRequest}
+	var msgs []string
+	for _, p := range negotiate.Errors(err) {
+		var fe *negotiate.FieldError
+		if !errors.As(p, &fe) {
+			msgs = append(msgs, p.Error())
+			continue
+		}
+		f := *fe
+		if prefix != "" {
+			if rest, ok := strings.CutPrefix(f.Field, prefix); ok {
+				f.Field = strings.TrimPrefix(rest, ".")
+			}
+		}
+		if e.Field == "" {
+			e.Field = f.Field
+		}
+		msgs = append(msgs, f.Error())
+	}
+	e.Message = "invalid capability: " + strings.Join(msgs, "; ")
+	return e
+}
+
+func (s *Server) removeCap(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	doc, err := s.n.UpdateDocument(func(d *negotiate.Document) error {
+		i := slices.IndexFunc(d.Capabilities, func(c negotiate.Capability) bool { return c.Name == name })
+		if i < 0 {
+			return fmt.Errorf("removing capability %q: %w", name, errNoCap)
+		}
+		d.Capabilities = slices.Delete(d.Capabilities, i, i+1)
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNoCap):
+		writeError(w, notFound("%v", err))
+	case err != nil:
+		writeError(w, internal(fmt.Errorf("removing capability %q: %w", name, err)))
+	default:
+		writeJSON(w, http.StatusOK, doc)
+	}
+}
+
+func (s *Server) greet(w http.ResponseWriter, r *http.Request) {
+	var req GreetRequest
+	if e := decodeBody(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.Peer == "" {
+		writeError(w, badField("peer", "is required: a peer ID"))
+		return
+	}
+	if req.Temperature != "" {
+		if _, ok := conditions.TemperatureRank(req.Temperature); !ok {
+			writeError(w, badField("temperature", "%q: want cool, warm or hot", req.Temperature))
+			return
+		}
+	}
+	for i, c := range req.ToolCategories {
+		if !slices.Contains(negotiate.ToolCategories, c) && (!strings.HasPrefix(c, "custom:") || len(c) == len("custom:")) {
+			writeError(w, badField(fmt.Sprintf("tool_categories[%d]", i), "%q is not a tool category (want one of %s, or custom:<name>)",
+				c, strings.Join(negotiate.ToolCategories, ", ")))
+			return
+		}
+	}
+	pid, e := s.resolvePeer(req.Peer)
+	if e == nil {
+		e = s.reachable(pid)
+	}
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
+	defer cancel()
+	res, err := s.n.Greet(ctx, pid, negotiate.Proposal{Disclosure: req.Disclosure, Persona: req.Persona,
+		Temperature: req.Temperature, ToolCategories: req.ToolCategories})
+	if err != nil {
+		writeError(w, peerFailure(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) conversations(w http.ResponseWriter, r *http.Request) {
+	cs := s.n.Conversations()
+	slices.SortFunc(cs, func(a, b node.ConversationInfo) int { return cmp.Compare(a.ID, b.ID) })
+	writeJSON(w, http.StatusOK, ConversationList{Conversations: cs})
+}
+
+func (s *Server) open(convID string) bool {
+	return slices.ContainsFunc(s.n.Conversations(), func(c node.ConversationInfo) bool { return c.ID == convID })
+}
+
+func (s *Server) say(w http.ResponseWriter, r *http.Request) {
+	var req SayRequest
+	if e := decodeBody(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	switch {
+	case req.ConversationID == "":
+		writeError(w, badField("conversation_id", "is required"))
+		return
+	case req.Phase == "":
+		writeError(w, badField("phase", "is required (context, probe, recommend or close)"))
+		return
+	case !req.Phase.Valid():
+		writeError(w, badField("phase", "%q is not a phase (want context, probe, recommend or close)", req.Phase))
+		return
+	case req.Phase == gossip.PhaseGreeting:
+		writeError(w, badField("phase", "a greeting opens a conversation: use greet"))
+		return
+	case strings.TrimSpace(req.Text) == "" && req.Phase != gossip.PhaseClose:
+		writeError(w, badField("text", "is required"))
+		return
+	}
+	if !s.open(req.ConversationID) {
+		writeError(w, notFound("no open conversation %q (greet the peer first; `ifaced audit` lists past ones)", req.ConversationID))
+		return
+	}
+	m, err := s.n.Say(req.ConversationID, req.Phase, req.Text)
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, m)
+	case errors.Is(err, gossip.ErrConversationClosed), errors.Is(err, gossip.ErrUnexpectedPhase), errors.Is(err, gossip.ErrOutOfSequence):
+		writeError(w, &Error{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()})
+	case !s.open(req.ConversationID):
+		writeError(w, notFound("conversation %q ended: %v", req.ConversationID, err))
+	default:
+		writeError(w, peerFailure(err))
+	}
+}
+
+func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	list, listErr := s.n.Audit().Conversations()
+	if id := q.Get("conversation"); id != "" {
+		entries, err := s.n.Audit().Entries(id)
+		if errors.Is(err, fs.ErrNotExist) {
+			writeError(w, notFound("the audit log has no conversation %q", id))
+			return
+		}
+		out := AuditConversation{ConversationID: id, Entries: entries}
+		if err != nil && !errors.Is(err, gossip.ErrTornAuditLine) {
+			writeError(w, internal(err))
+			return
+		}
+		if err != nil {
+			out.Warning = err.Error()
+		}
+		if out.Entries == nil {
+			out.Entries = []gossip.AuditEntry{}
+		}
+		for _, c := range list {
+			if c.ID == id {
+				out.File = c.File
+			}
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	if listErr != nil && list == nil {
+		writeError(w, internal(listErr))
+		return
+	}
+	out := AuditList{Conversations: []gossip.AuditConversation{}}
+	if listErr != nil {
+		out.Warning = listErr.Error()
+	}
+	want := q.Get("peer")
+	if want != "" {
+		// A name the cache knows stands for its peer ID; anything else is
+		// matched as written (an HTTP caller, say).
+		if pid, e := s.resolvePeer(want); e == nil {
+			want = pid.String()
+		}
+	}
+	for _, c := range list {
+		if want == "" || slices.Contains(c.Peers, want) {
+			out.Conversations = append(out.Conversations, c)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	// Subscribe before the headers go out: a client that has them misses
+	// nothing from then on.
+	ch, stop := s.n.Subscribe()
+	defer stop()
+	rc := http.NewResponseController(w)
+	// The stream outlives the server's read and write timeouts by design;
+	// each write gets its own deadline instead, so a client that stops
+	// reading cannot hold the handler forever.
+	if err := rc.SetReadDeadline(time.Time{}); err != nil {
+		writeError(w, internal(fmt.Errorf("streaming events: %w", err)))
+		return
+	}
+	write := func(format string, args ...any) bool {
+		if err := rc.SetWriteDeadline(time.Now().Add(s.t.write)); err != nil {
+			return false
+		}
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if !write(": subscribed\n\n") {
+		return
+	}
+	tick := time.NewTicker(s.t.heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.done:
+			return
+		case <-tick.C:
+			if !write(": heartbeat\n\n") {
+				return
+			}
+		case ev, ok := <-ch:
+			if !ok {
+				return // dropped: the hub sent events_lost first
+			}
+			data, err := json.Marshal(ev)
+			if err != nil {
+				s.log.Warn("encoding event", "type", ev.Type, "err", err)
+				continue
+			}
+			if !write("event: %s\ndata: %s\n\n", ev.Type, data) {
+				return
+			}
+		}
+	}
+}
+
+// resolvePeer reads a peer reference: a peer ID, a did:key (which is the
+// peer's key, so names its peer ID), or an agent ID or display name the
+// peer cache holds for exactly one peer.
+func (s *Server) resolvePeer(ref string) (peer.ID, *Error) {
+	if pid, err := peer.Decode(ref); err == nil {
+		return pid, nil
+	}
+	if strings.HasPrefix(ref, "did:key:") {
+		pub, err := identity.PublicKeyFromDID(ref)
+		if err != nil {
+			return "", badField("peer", "%v", err)
+		}
+		pid, err := identity.PeerIDFromPublicKey(pub)
+		if err != nil {
+			return "", badField("peer", "%v", err)
+		}
+		return pid, nil
+	}
+	recs, err := s.n.Store().Peers()
+	if err != nil {
+		return "", internal(err)
+	}
+	var found []peer.ID
+	for _, rec := range recs {
+		if rec.AgentID == ref || rec.Display == ref {
+			if pid, err := peer.Decode(rec.PeerID); err == nil {
+				found = append(found, pid)
+			}
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", notFound("unknown peer %q: not a peer ID, and no cached peer has that agent ID or display name", ref)
+	case 1:
+		return found[0], nil
+	}
+	return "", &Error{Status: http.StatusConflict, Code: CodeConflict,
+		Message: fmt.Sprintf("%d cached peers answer to %q; name one by its peer ID", len(found), ref)}
+}
+
+// reachable checks that the daemon has a way to reach pid: a connection,
+// addresses in the peerstore, or addresses in the peer cache (which it
+// hands the peerstore, so a peer greeted before a restart can be reached
+// by its ID alone).
+func (s *Server) reachable(pid peer.ID) *Error {
+	h := s.n.Host()
+	if h.Network().Connectedness(pid) == network.Connected || len(h.Peerstore().Addrs(pid)) > 0 {
+		return nil
+	}
+	if rec, err := s.n.Store().Peer(pid.String()); err == nil {
+		var addrs []multiaddr.Multiaddr
+		for _, a := range rec.Addrs {
+			if ma, err := multiaddr.NewMultiaddr(a); err == nil {
+				addrs = append(addrs, ma)
+			}
+		}
+		if len(addrs) > 0 {
+			h.Peerstore().AddAddrs(pid, addrs, peerstore.TempAddrTTL)
+			return nil
+		}
+	}
+	return notFound("unknown peer %s: not connected and no address known (connect to it first: ifaced connect MULTIADDR)", pid)
+}
+
+// peerFailure classifies the failure of an exchange with a peer.
+func peerFailure(err error) *Error {
+	var re *wire.RemoteError
+	var ne net.Error
+	switch {
+	case errors.As(err, &re):
+		body := re.Body
+		return &Error{Status: http.StatusBadGateway, Code: CodePeerError, Message: err.Error(), PeerError: &body}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return &Error{Status: http.StatusGatewayTimeout, Code: CodePeerTimeout, Message: err.Error()}
+	}
+	return &Error{Status: http.StatusBadGateway, Code: CodePeerFailed, Message: err.Error()}
+}

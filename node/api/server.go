@@ -1,0 +1,270 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ifaced/ifaced/node"
+)
+
+// MaxBody bounds a request body.
+const MaxBody = 1 << 20
+
+// timeouts bound the server's work; tests shorten them.
+type timeouts struct {
+	readHeader time.Duration // reading a request's headers
+	read       time.Duration // reading a whole request
+	write      time.Duration // from the end of the headers to the end of the answer (not the event stream)
+	idle       time.Duration // keep-alive between requests
+	peer       time.Duration // one exchange with a peer (connect, greet, query); below write
+	heartbeat  time.Duration // between comment lines on an idle event stream
+}
+
+func defaultTimeouts() timeouts {
+	// A greeting is a write and a read of up to limits.stream_timeout
+	// (30 s by default) each; the answer must still fit in the write
+	// timeout after that.
+	return timeouts{readHeader: 10 * time.Second, read: 30 * time.Second, write: 90 * time.Second,
+		idle: 2 * time.Minute, peer: 70 * time.Second, heartbeat: 15 * time.Second}
+}
+
+// Server is a running control API.
+type Server struct {
+	n       *node.Node
+	home    node.Home
+	log     *slog.Logger
+	token   []byte
+	addr    string
+	t       timeouts
+	srv     *http.Server
+	handler http.Handler
+
+	done chan struct{}
+	once sync.Once
+	err  error
+}
+
+// Listen serves the control API of n on addr, which must be a loopback
+// host:port (port 0 picks one). It creates the token file when missing
+// and writes the bound address to the address file, which Close removes.
+func Listen(n *node.Node, home node.Home, addr string, log *slog.Logger) (*Server, error) {
+	return listen(n, home, addr, log, defaultTimeouts())
+}
+
+func listen(n *node.Node, home node.Home, addr string, log *slog.Logger, t timeouts) (*Server, error) {
+	// Checked before binding, so the API never listens on a network even
+	// for a moment, and again after, for what the name resolved to.
+	if err := checkLoopback(addr); err != nil {
+		return nil, fmt.Errorf("starting control API: %w", err)
+	}
+	token, err := loadOrCreateToken(TokenFile(home))
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("starting control API on %s: %w", addr, err)
+	}
+	bound := ln.Addr().String()
+	if ap, err := netip.ParseAddrPort(bound); err != nil || !ap.Addr().IsLoopback() {
+		ln.Close()
+		return nil, fmt.Errorf("starting control API: %s bound to %s, which is not loopback", addr, bound)
+	}
+	s := &Server{n: n, home: home, log: log, token: token, addr: bound, t: t,
+		done: make(chan struct{})}
+	s.handler = s.guard(s.routes())
+	s.srv = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: t.readHeader,
+		ReadTimeout:       t.read,
+		WriteTimeout:      t.write, // the event stream lifts it for itself
+		IdleTimeout:       t.idle,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	if err := writeAddr(AddrFile(home), bound); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("control API stopped", "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// Addr is the address the API listens on.
+func (s *Server) Addr() string { return s.addr }
+
+// Close ends the event streams, stops serving (letting requests in flight
+// finish for a few seconds) and removes the address file.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		close(s.done)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.srv.Shutdown(ctx); err != nil {
+			s.srv.Close()
+		}
+		if err := os.Remove(AddrFile(s.home)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.err = fmt.Errorf("removing API address file: %w", err)
+		}
+	})
+	return s.err
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", s.status)
+	mux.HandleFunc("GET /v1/peers", s.peers)
+	mux.HandleFunc("POST /v1/connect", s.connect)
+	mux.HandleFunc("GET /v1/caps", s.ownCaps)
+	mux.HandleFunc("GET /v1/caps/{peer}", s.peerCaps)
+	mux.HandleFunc("POST /v1/caps", s.addCap)
+	mux.HandleFunc("DELETE /v1/caps/{name}", s.removeCap)
+	mux.HandleFunc("POST /v1/greet", s.greet)
+	mux.HandleFunc("GET /v1/conversations", s.conversations)
+	mux.HandleFunc("POST /v1/say", s.say)
+	mux.HandleFunc("GET /v1/audit", s.audit)
+	mux.HandleFunc("GET /v1/events", s.events)
+	// Everything else, including a known path with the wrong method, lands
+	// here, so that those answers are JSON too.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+			alt := r.Clone(r.Context())
+			alt.Method = m
+			if _, pattern := mux.Handler(alt); pattern != "/" && m != r.Method {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, &Error{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
+				Message: fmt.Sprintf("%s %s: this endpoint takes %s", r.Method, r.URL.Path, strings.Join(allow, ", "))})
+			return
+		}
+		writeError(w, &Error{Status: http.StatusNotFound, Code: CodeNotFound,
+			Message: fmt.Sprintf("%s %s: no such endpoint (see the node/api package documentation)", r.Method, r.URL.Path)})
+	})
+	return mux
+}
+
+// guard admits loopback callers holding the token, and bounds bodies.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !fromLoopback(r.RemoteAddr) {
+			writeError(w, &Error{Status: http.StatusForbidden, Code: CodeForbidden,
+				Message: "the control API answers loopback callers only"})
+			return
+		}
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), s.token) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ifaced"`)
+			writeError(w, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+				Message: "missing or wrong token: send Authorization: Bearer <the content of " + TokenFile(s.home) + ">"})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		next.ServeHTTP(w, r)
+	})
+}
+
+func fromLoopback(remote string) bool {
+	ap, err := netip.ParseAddrPort(remote)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
+}
+
+// checkLoopback accepts host:port on a loopback address or localhost.
+func checkLoopback(hostport string) error {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %v", hostport, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err != nil || !ip.IsLoopback() {
+		return fmt.Errorf("%q is not a loopback address: the control API listens on 127.0.0.1 or [::1] only", hostport)
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v) // the client went away, or the answer is our own plain struct: nothing to do either way
+}
+
+func writeError(w http.ResponseWriter, e *Error) {
+	if e.Status == 0 {
+		e.Status = http.StatusInternalServerError
+	}
+	writeJSON(w, e.Status, e)
+}
+
+// decodeBody reads a request body into v strictly: one JSON object, no
+// unknown members, each problem naming the member.
+func decodeBody(r *http.Request, v any) *Error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	if err == nil {
+		return nil
+	}
+	bad := &Error{Status: http.StatusBadRequest, Code: CodeBadRequest}
+	var tooLarge *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &tooLarge):
+		bad.Status, bad.Code = http.StatusRequestEntityTooLarge, CodeTooLarge
+		bad.Message = fmt.Sprintf("the request body is over %d bytes", MaxBody)
+	case errors.Is(err, io.EOF):
+		bad.Message = "the request body is empty: send a JSON object"
+	case errors.As(err, &typeErr):
+		bad.Field = typeErr.Field
+		bad.Message = fmt.Sprintf("%s: want a JSON %s, got %s", typeErr.Field, typeErr.Type.Kind(), typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		bad.Message = fmt.Sprintf("the request body is not JSON (byte %d): %v", syntaxErr.Offset, err)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		bad.Field = strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		bad.Message = fmt.Sprintf("%s: is not a known field (check its spelling)", bad.Field)
+	default:
+		bad.Message = "reading the request body: " + err.Error()
+	}
+	return bad
+}
+
+// badField is a 400 naming the member at fault.
+func badField(field, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Field: field,
+		Message: field + ": " + fmt.Sprintf(format, args...)}
+}
+
+func notFound(format string, args ...any) *Error {
+	return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf(format, args...)}
+}
+
+func internal(err error) *Error {
+	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
+}
