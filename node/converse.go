@@ -102,7 +102,7 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 		Conversation: gossip.NewConversation(gossip.NewID("conv", n.now()), n.localAgent(), remote),
 		peer:         pid,
 		stream:       wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration),
-		granted:      n.policy.Grant(pid.String(), "", conditions.Signed, negotiate.Proposal{}),
+		granted:      n.grant(pid, nil, negotiate.Proposal{}),
 	}
 	greeting, err := n.greeting(c, prop, nil)
 	if err == nil {
@@ -140,7 +140,7 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 		}
 	}
 	// The peer's greeting states what it proposes for our side.
-	granted := c.raise(n.policy.Grant(pid.String(), "", conditions.Signed, proposalOf(reply)), n.order)
+	granted := c.raise(n.grant(pid, reply, proposalOf(reply)), n.order)
 	if proto == wire.Conversation {
 		n.open(c)
 	} else {
@@ -183,7 +183,7 @@ func (n *Node) answerGreeting(s network.Stream, conversation bool) {
 		n.refuseIn(c, first, err)
 		return
 	}
-	c.granted = n.policy.Grant(pid.String(), "", conditions.Signed, proposalOf(first))
+	c.granted = n.grant(pid, first, proposalOf(first))
 	reply, err := n.greeting(c, negotiate.Proposal{Disclosure: c.granted.Disclosure, Persona: c.granted.Persona, Temperature: c.granted.Temperature}, &c.granted)
 	if err == nil {
 		err = n.send(c, reply)
@@ -225,6 +225,14 @@ func (n *Node) openInbound(s network.Stream) (*wire.Stream, peer.ID, gossip.Agen
 	return ws, pid, remote, first, true
 }
 
+// grant computes what this daemon grants pid, on the level and agent ID it
+// established itself; the greeting contributes only a proposal, which can
+// lower but never raise the grant.
+func (n *Node) grant(pid peer.ID, greeting *gossip.Message, prop negotiate.Proposal) negotiate.Granted {
+	level, agentID := n.trustOf(pid, greeting)
+	return n.policy.Grant(pid.String(), agentID, level, prop)
+}
+
 // serve reads the rest of a conversation until close, error or EOF.
 func (n *Node) serve(c *conv) {
 	defer n.closeConv(c)
@@ -241,7 +249,7 @@ func (n *Node) serve(c *conv) {
 		}
 		if m.Headers.Phase == gossip.PhaseGreeting {
 			// A later greeting renegotiates; nothing it grants goes down.
-			c.raise(n.policy.Grant(c.peer.String(), "", conditions.Signed, proposalOf(m)), n.order)
+			c.raise(n.grant(c.peer, m, proposalOf(m)), n.order)
 		}
 		if m.Headers.Phase == gossip.PhaseClose || m.Headers.Phase == gossip.PhaseError && c.Closed() {
 			return
@@ -305,6 +313,10 @@ func (n *Node) greeting(c *conv, prop negotiate.Proposal, granted *negotiate.Gra
 		m.Body.Text += fmt.Sprintf(" You are granted disclosure %q (%s), authentication level %s, temperature %q.",
 			granted.Disclosure, granted.DisclosureOutcome, granted.AuthLevel, granted.Temperature)
 		m.Body.Parts = append(m.Body.Parts, gossip.Part{ContentType: "application/json", Name: partContext, Content: toJSONValue(granted)})
+	}
+	// The proof covers the finished body, like the signature made in send.
+	if err := n.attachIntro(c.peer, m); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
