@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -45,6 +46,8 @@ type Config struct {
 	Tiers       TiersConfig       `toml:"tiers"`
 	Disclosure  DisclosureConfig  `toml:"disclosure"`
 	Temperature TemperatureConfig `toml:"temperature"`
+	Agent       AgentConfig       `toml:"agent"`
+	Rates       RatesConfig       `toml:"rates"`
 	Log         LogConfig         `toml:"log"`
 	// Capabilities and AGUI are the owner's IFP-7 document, inline. They
 	// are decoded by package negotiate's strict rules.
@@ -113,6 +116,20 @@ type DisclosureConfig struct {
 type TemperatureConfig struct {
 	DefaultMax string            `toml:"default_max"`
 	Peers      map[string]string `toml:"peers"`
+}
+
+// AgentConfig says how invocations reach the local agent.
+type AgentConfig struct {
+	Webhook string   `toml:"webhook"` // http(s) URL; "" means the control API's event stream
+	Timeout Duration `toml:"timeout"` // how long an invocation may take
+}
+
+// RatesConfig is how many messages per minute a peer may send, by the
+// conversation's temperature (IFP-6 §6).
+type RatesConfig struct {
+	Cool int `toml:"cool"`
+	Warm int `toml:"warm"`
+	Hot  int `toml:"hot"`
 }
 
 // LogConfig sets up log/slog.
@@ -187,6 +204,8 @@ func DefaultConfig() *Config {
 		Tiers:        TiersConfig{Custom: []conditions.CustomTier{}},
 		Disclosure:   DisclosureConfig{Default: "public"},
 		Temperature:  TemperatureConfig{DefaultMax: conditions.Cool},
+		Agent:        AgentConfig{Timeout: Duration{30 * time.Second}},
+		Rates:        RatesConfig{Cool: 10, Warm: 30, Hot: 60},
 		Log:          LogConfig{Level: "info", Format: "text"},
 		Capabilities: StandardCapabilities(),
 	}
@@ -311,7 +330,8 @@ func (c *Config) Validate() error {
 	}
 	l := c.Limits
 	positive := map[string]int{"limits.connections_low": l.ConnectionsLow, "limits.connections_high": l.ConnectionsHigh,
-		"limits.max_streams": l.MaxStreams, "limits.max_memory_mb": l.MaxMemoryMB}
+		"limits.max_streams": l.MaxStreams, "limits.max_memory_mb": l.MaxMemoryMB,
+		"rates.cool": c.Rates.Cool, "rates.warm": c.Rates.Warm, "rates.hot": c.Rates.Hot}
 	for _, k := range sortedKeys(positive) {
 		if positive[k] <= 0 {
 			bad(k, "must be positive, got %d", positive[k])
@@ -322,7 +342,8 @@ func (c *Config) Validate() error {
 	}
 	durations := map[string]Duration{"limits.grace_period": l.GracePeriod, "limits.stream_timeout": l.StreamTimeout,
 		"replay.window": c.Replay.Window, "replay.clock_skew": c.Replay.ClockSkew,
-		"trust.key_transition": c.Trust.KeyTransition, "trust.intro_expiry": c.Trust.IntroExpiry}
+		"trust.key_transition": c.Trust.KeyTransition, "trust.intro_expiry": c.Trust.IntroExpiry,
+		"agent.timeout": c.Agent.Timeout}
 	for _, k := range sortedKeys(durations) {
 		if durations[k].Duration <= 0 {
 			bad(k, "must be a positive duration, got %s", durations[k])
@@ -357,6 +378,11 @@ func (c *Config) Validate() error {
 	for _, peer := range sortedKeys(c.Temperature.Peers) {
 		if _, ok := conditions.TemperatureRank(c.Temperature.Peers[peer]); !ok {
 			bad("temperature.peers."+peer, "%q: want cool, warm or hot", c.Temperature.Peers[peer])
+		}
+	}
+	if w := c.Agent.Webhook; w != "" {
+		if u, err := url.Parse(w); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("agent.webhook", "%q is not an http(s) URL", w)
 		}
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {

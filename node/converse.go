@@ -52,6 +52,15 @@ func (c *conv) grant() negotiate.Granted {
 	return c.granted
 }
 
+// raiseLevel raises the authentication level to one established since the
+// greeting (a pin, a binding); nothing else changes.
+func (c *conv) raiseLevel(level conditions.Level) negotiate.Granted {
+	c.gmu.Lock()
+	defer c.gmu.Unlock()
+	c.granted.AuthLevel = max(c.granted.AuthLevel, level)
+	return c.granted
+}
+
 // raise applies a later grant; nothing goes down inside a conversation.
 func (c *conv) raise(next negotiate.Granted, order *conditions.TierOrder) negotiate.Granted {
 	c.gmu.Lock()
@@ -239,6 +248,8 @@ func (n *Node) serve(c *conv) {
 	for {
 		m, err := n.receive(c)
 		switch {
+		case errors.Is(err, errSkipped):
+			continue
 		case errors.Is(err, io.EOF):
 			return
 		case errors.Is(err, network.ErrReset), errors.Is(err, context.Canceled):
@@ -250,6 +261,14 @@ func (n *Node) serve(c *conv) {
 		if m.Headers.Phase == gossip.PhaseGreeting {
 			// A later greeting renegotiates; nothing it grants goes down.
 			c.raise(n.grant(c.peer, m, proposalOf(m)), n.order)
+		}
+		if n.invocations.deliver(m) {
+			continue
+		}
+		if isRequest(m) {
+			n.wg.Add(1)
+			go n.handleRequest(c, m)
+			continue
 		}
 		if m.Headers.Phase == gossip.PhaseClose || m.Headers.Phase == gossip.PhaseError && c.Closed() {
 			return
@@ -349,11 +368,20 @@ func (n *Node) receive(c *conv) (*gossip.Message, error) {
 		return nil, err
 	}
 	if err := n.accept(c, m); err != nil {
+		if errors.Is(err, wire.ErrRateLimited) {
+			// Too fast is a turn in the negotiation, not the end of it.
+			n.record(gossip.Received, c.peer, m, "refused: "+err.Error())
+			n.answerError(c, m, err)
+			return nil, errSkipped
+		}
 		n.refuseIn(c, m, err)
 		return nil, err
 	}
 	return m, nil
 }
+
+// errSkipped: a message was refused but the conversation goes on.
+var errSkipped = errors.New("message refused; conversation continues")
 
 // readVerified reads one message and checks everything that does not
 // depend on the conversation: decoding, the signature by the stream's
@@ -380,6 +408,9 @@ func (n *Node) readVerified(s *wire.Stream, pid peer.ID) (*gossip.Message, error
 // accept fits a verified message into its conversation, audits it and
 // tells the local agent.
 func (n *Node) accept(c *conv, m *gossip.Message) error {
+	if err := n.rates.allow(c.peer, c.grant().Temperature); err != nil {
+		return err
+	}
 	if err := c.Accept(m); err != nil {
 		return err
 	}
@@ -505,14 +536,7 @@ func (n *Node) sendError(c *conv, cause error) bool {
 	if err != nil {
 		return false
 	}
-	text := fmt.Sprintf("I could not accept your message: %s.", body.Message)
-	if body.Expected != "" {
-		text += " I expected " + body.Expected + "."
-	}
-	if body.Hint != "" {
-		text += " What would work: " + body.Hint + "."
-	}
-	e.Body = gossip.Body{Text: text, Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: toJSONValue(body)}}}
+	e.Body = gossip.Body{Text: errorText(body), Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: toJSONValue(body)}}}
 	if err := n.send(c, e); err != nil {
 		n.log.Debug("could not send error phase message", "peer", c.peer, "err", err)
 		return false

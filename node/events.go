@@ -15,6 +15,7 @@ const (
 	EventDocument     = "document"     // this daemon's own document changed
 	EventEventsLost   = "events_lost"  // the subscriber fell behind; read the audit log
 	EventConversation = "conversation" // a conversation opened or closed
+	EventInvocation   = "invocation"   // a peer invoked a capability; answer with POST /v1/invocations/{id}
 )
 
 // Event is one thing the local agent may want to know, in the order the
@@ -25,6 +26,7 @@ type Event struct {
 	Peer           string          `json:"peer,omitempty"`
 	ConversationID string          `json:"conversation_id,omitempty"`
 	Message        *gossip.Message `json:"message,omitempty"`
+	Invocation     *Invocation     `json:"invocation,omitempty"`
 	Detail         string          `json:"detail,omitempty"`
 }
 
@@ -55,6 +57,13 @@ func (h *hub) subscribe() (<-chan Event, func()) {
 			close(ch)
 		}
 	}
+}
+
+// count is the number of subscribers.
+func (h *hub) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
 }
 
 func (h *hub) publish(e Event) {

@@ -46,6 +46,11 @@ type Node struct {
 	views map[string]*signedView // signed views by seq and facts
 	convs map[string]*conv       // open conversations by ID
 
+	bridge      *bridge
+	rates       *rateLimits
+	invocations *invocations
+	schemas     *negotiate.Schemas // of doc, compiled once per seq (under mu)
+
 	ctx    context.Context // ends at Close; bounds every background task
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -84,6 +89,9 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	}
 	n.policy = policyFrom(cfg, order)
 	n.started = n.now()
+	n.bridge = newBridge(cfg.Agent, n.events)
+	n.rates = newRateLimits(cfg.Rates, n.now)
+	n.invocations = newInvocations()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {

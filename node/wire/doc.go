@@ -24,6 +24,13 @@
 //	                           message, an acknowledgement or an error.
 //	/ifp/8/mailbox/1.0.0       store-and-forward at a relay (reserved).
 //
+// Capability requests travel in a conversation: a probe whose
+// headers.capabilities.request names one capability, its parameters in a
+// "parameters" part (application/json); the answer is a probe in reply to
+// it (thread.in_reply_to) with a "result" part, or an error message in
+// reply to it. A refused request does not close the conversation, nor does
+// a rate_limited answer; every other error does.
+//
 // # Frames
 //
 // Every message is one frame: an unsigned varint (multiformats unsigned-
@@ -69,6 +76,13 @@
 //	busy                 a capability is at its max_concurrent; retry later
 //	unknown_capability   no such capability is offered to this requester
 //	rate_limited         too many messages; retry after the given time
+//	invalid_params       the parameters fail the capability's JSON Schema
+//	                     (each failing location is named)
+//	agent_unavailable    no local agent is listening (no webhook, no event
+//	                     subscriber)
+//	agent_timeout        the local agent did not answer in time
+//	agent_error          the local agent failed, or its result did not
+//	                     match the capability's output_schema
 //	internal_error       this daemon failed; nothing was accepted
 //
 // When no answer can be written (the peer is gone, or a deadline passed),

@@ -9,6 +9,7 @@ import (
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/negotiate"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
@@ -42,15 +43,38 @@ const (
 	CodeBusy               Code = "busy"
 	CodeUnknownCapability  Code = "unknown_capability"
 	CodeRateLimited        Code = "rate_limited"
+	CodeInvalidParams      Code = "invalid_params"
+	CodeAgentUnavailable   Code = "agent_unavailable"
+	CodeAgentTimeout       Code = "agent_timeout"
+	CodeAgentError         Code = "agent_error"
 	CodeInternal           Code = "internal_error"
 )
 
 var (
 	// ErrStaleSeq: a capability document older than the one already held.
 	ErrStaleSeq = errors.New("capability document seq is older than the one held")
-	// ErrUnknownCapability: no such capability for this requester.
-	ErrUnknownCapability = errors.New("unknown capability")
+	// ErrRateLimited: the peer sent more messages than its temperature allows.
+	ErrRateLimited = errors.New("rate limited")
+	// ErrAgentUnavailable: no local agent is there to answer (no webhook, no
+	// event subscriber).
+	ErrAgentUnavailable = errors.New("the local agent is unavailable")
+	// ErrAgentTimeout: the local agent did not answer in time.
+	ErrAgentTimeout = errors.New("the local agent did not answer in time")
+	// ErrAgentFailed: the local agent answered with an error or nonsense.
+	ErrAgentFailed = errors.New("the local agent failed")
 )
+
+// RetryAfterError is an error the peer may retry after a wait.
+type RetryAfterError struct {
+	Err   error
+	After time.Duration
+}
+
+func (e *RetryAfterError) Error() string {
+	return fmt.Sprintf("%v; retry after %s", e.Err, e.After.Round(time.Second))
+}
+
+func (e *RetryAfterError) Unwrap() error { return e.Err }
 
 // codes maps sentinels to wire codes, most specific first.
 var codes = []struct {
@@ -75,7 +99,13 @@ var codes = []struct {
 	{ErrStaleSeq, CodeStaleSeq},
 	{conditions.ErrBusy, CodeBusy},
 	{conditions.ErrNotMet, CodeConditionsNotMet},
-	{ErrUnknownCapability, CodeUnknownCapability},
+	{negotiate.ErrUnknownCapability, CodeUnknownCapability},
+	{negotiate.ErrInvalidParams, CodeInvalidParams},
+	{negotiate.ErrInvalidOutput, CodeAgentError},
+	{ErrRateLimited, CodeRateLimited},
+	{ErrAgentUnavailable, CodeAgentUnavailable},
+	{ErrAgentTimeout, CodeAgentTimeout},
+	{ErrAgentFailed, CodeAgentError},
 	{gossip.ErrInvalidMessage, CodeInvalidFormat},
 	{gossip.ErrMalformed, CodeInvalidFormat},
 	{gossip.ErrTruncatedFrame, CodeInvalidFormat},
@@ -112,6 +142,14 @@ var expectations = map[Code][2]string{
 	CodeReplay:             {"a new message_id and a current date", "send a new message"},
 	CodeOutOfSequence:      {"the next sequence number of this conversation, a greeting first, nothing after close", "resend with the next sequence number, or start a new conversation"},
 	CodeStaleSeq:           {"a capability document with a higher seq than the one held", "send your current document"},
+	CodeUnknownCapability:  {"the name of a capability this agent offers you", "read the agent's view for you (ifaced caps PEER) and request one of those"},
+	CodeConditionsNotMet:   {"a requester meeting every condition of the capability", "meet the unmet conditions listed, then ask again"},
+	CodeBusy:               {"fewer invocations of this capability at once", "retry after the given time"},
+	CodeRateLimited:        {"fewer messages per minute at this conversation's temperature", "wait the given time before sending again"},
+	CodeInvalidParams:      {"parameters matching the capability's JSON Schema", "fix the parameters at the locations named and ask again"},
+	CodeAgentUnavailable:   {"a local agent connected to this daemon", "try again later; the agent's owner has been told nothing is listening"},
+	CodeAgentTimeout:       {"an answer from the local agent within its timeout", "try again later"},
+	CodeAgentError:         {"a result from the local agent that matches the capability's output_schema", "try again later, or tell the agent's owner"},
 	CodeInternal:           {"", "try again later"},
 }
 
@@ -131,6 +169,10 @@ func NewErrorBody(err error) ErrorBody {
 	if errors.As(err, &nm) {
 		b.Unmet = nm.Unmet
 		b.RetryAfterSeconds = int((nm.RetryAfter + time.Second - 1) / time.Second)
+	}
+	var ra *RetryAfterError
+	if errors.As(err, &ra) {
+		b.RetryAfterSeconds = max(1, int((ra.After+time.Second-1)/time.Second))
 	}
 	return b
 }

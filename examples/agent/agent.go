@@ -1,0 +1,118 @@
+// Package agent is a small example of a local agent behind ifaced: an
+// HTTP webhook that answers the invocations ifaced forwards to it
+// (README, "The local agent"). It offers three capabilities, described
+// for the daemon's config in capabilities.toml beside this file:
+//
+//	doc.summarize          the first words of a text (priced)
+//	calendar.availability  free windows in the coming days (conditioned)
+//	echo                   the parameters back
+//
+// ifaced has already checked the conditions and the parameters' schema
+// when a call arrives here, so the agent only does the work. The demo and
+// the tests run it in process; cmd/example-agent runs it on its own.
+package agent
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Capabilities is the [[capabilities]] TOML for a daemon fronting this
+// agent.
+//
+//go:embed capabilities.toml
+var Capabilities string
+
+// invocation and answer mirror node.Invocation and node.InvocationAnswer:
+// an agent needs only the JSON contract, not ifaced's packages.
+type invocation struct {
+	ID         string          `json:"invocation_id"`
+	Capability string          `json:"capability"`
+	Params     json.RawMessage `json:"params"`
+	Peer       string          `json:"peer"`
+}
+
+type answer struct {
+	Result any            `json:"result,omitempty"`
+	Error  *answerProblem `json:"error,omitempty"`
+}
+
+type answerProblem struct {
+	Message string `json:"message"`
+}
+
+// Handler returns the webhook. now dates the calendar (time.Now when nil).
+func Handler(now func() time.Time) http.Handler {
+	if now == nil {
+		now = time.Now
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST an invocation", http.StatusMethodNotAllowed)
+			return
+		}
+		var inv invocation
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&inv); err != nil {
+			http.Error(w, "not an invocation: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		result, err := run(inv, now())
+		ans := answer{Result: result}
+		if err != nil {
+			ans = answer{Error: &answerProblem{Message: err.Error()}}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(ans)
+	})
+}
+
+func run(inv invocation, now time.Time) (any, error) {
+	switch inv.Capability {
+	case "doc.summarize":
+		var p struct {
+			Text     string `json:"text"`
+			MaxWords int    `json:"max_words"`
+		}
+		if err := json.Unmarshal(inv.Params, &p); err != nil {
+			return nil, fmt.Errorf("reading parameters: %w", err)
+		}
+		if p.MaxWords == 0 {
+			p.MaxWords = 20
+		}
+		words := strings.Fields(p.Text)
+		if len(words) > p.MaxWords {
+			words = words[:p.MaxWords]
+		}
+		return map[string]any{"summary": strings.Join(words, " "), "word_count": len(words)}, nil
+	case "calendar.availability":
+		var p struct {
+			Days int `json:"days"`
+		}
+		if err := json.Unmarshal(inv.Params, &p); err != nil {
+			return nil, fmt.Errorf("reading parameters: %w", err)
+		}
+		var windows []string
+		day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+		for i := 1; i <= p.Days; i++ {
+			d := day.AddDate(0, 0, i)
+			if d.Weekday() == time.Saturday || d.Weekday() == time.Sunday {
+				continue
+			}
+			windows = append(windows, d.Add(10*time.Hour).Format(time.RFC3339)+"/PT2H")
+		}
+		return map[string]any{"windows": windows}, nil
+	case "echo":
+		var v any
+		if len(inv.Params) > 0 {
+			if err := json.Unmarshal(inv.Params, &v); err != nil {
+				return nil, err
+			}
+		}
+		return v, nil
+	}
+	return nil, fmt.Errorf("this agent does not implement %q", inv.Capability)
+}

@@ -1,0 +1,160 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/wire"
+)
+
+// The local agent contract. A permitted invocation reaches the agent
+// either as an HTTP POST to agent.webhook, or — without a webhook — as an
+// "invocation" event on the control API's event stream, answered with
+// POST /v1/invocations/{id}. Both carry an Invocation and expect an
+// InvocationAnswer. Without a webhook and with nobody subscribed, the
+// requester is told agent_unavailable at once; without an answer by the
+// deadline, agent_timeout.
+
+// Invocation is what the local agent receives.
+type Invocation struct {
+	ID             string            `json:"invocation_id"`
+	Capability     string            `json:"capability"`
+	Version        string            `json:"version"`
+	Params         any               `json:"params,omitempty"`
+	Peer           string            `json:"peer"`
+	ConversationID string            `json:"conversation_id"`
+	Granted        negotiate.Granted `json:"granted"` // the facts the request was decided on
+	Deadline       time.Time         `json:"deadline"`
+}
+
+// InvocationAnswer is what the local agent returns: a result, or an error.
+type InvocationAnswer struct {
+	Result any         `json:"result,omitempty"`
+	Error  *AgentError `json:"error,omitempty"`
+}
+
+// AgentError is the agent's own account of a failure, passed on to the
+// requester.
+type AgentError struct {
+	Message string `json:"message"`
+}
+
+// ErrNoSuchInvocation: an answer for an invocation that is not waiting
+// (unknown, already answered, or timed out).
+var ErrNoSuchInvocation = errors.New("no invocation is waiting under that ID")
+
+// maxAgentAnswer bounds what the agent may return, like any message.
+const maxAgentAnswer = 1 << 20
+
+// bridge hands invocations to the local agent.
+type bridge struct {
+	webhook string
+	client  *http.Client
+	events  *hub
+
+	mu      sync.Mutex
+	waiting map[string]chan InvocationAnswer
+}
+
+func newBridge(cfg AgentConfig, events *hub) *bridge {
+	return &bridge{webhook: cfg.Webhook, client: &http.Client{}, events: events, waiting: map[string]chan InvocationAnswer{}}
+}
+
+// invoke asks the agent and waits for its answer until ctx ends.
+func (b *bridge) invoke(ctx context.Context, inv Invocation, now time.Time) (any, error) {
+	var ans InvocationAnswer
+	var err error
+	switch {
+	case b.webhook != "":
+		ans, err = b.post(ctx, inv)
+	case b.events.count() > 0:
+		ans, err = b.viaEvents(ctx, inv, now)
+	default:
+		return nil, fmt.Errorf("%w: no webhook is configured and no agent is subscribed to the event stream", wire.ErrAgentUnavailable)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ans.Error != nil {
+		return nil, fmt.Errorf("%w: %s", wire.ErrAgentFailed, ans.Error.Message)
+	}
+	return ans.Result, nil
+}
+
+func (b *bridge) post(ctx context.Context, inv Invocation) (InvocationAnswer, error) {
+	body, err := json.Marshal(inv)
+	if err != nil {
+		return InvocationAnswer{}, fmt.Errorf("encoding invocation: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.webhook, bytes.NewReader(body))
+	if err != nil {
+		return InvocationAnswer{}, fmt.Errorf("%w: %v", wire.ErrAgentUnavailable, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := b.client.Do(req)
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return InvocationAnswer{}, fmt.Errorf("%w (webhook)", wire.ErrAgentTimeout)
+	case err != nil:
+		return InvocationAnswer{}, fmt.Errorf("%w: webhook: %v", wire.ErrAgentUnavailable, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAgentAnswer+1))
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return InvocationAnswer{}, fmt.Errorf("%w (webhook)", wire.ErrAgentTimeout)
+		}
+		return InvocationAnswer{}, fmt.Errorf("%w: reading the webhook's answer: %v", wire.ErrAgentFailed, err)
+	}
+	if len(raw) > maxAgentAnswer {
+		return InvocationAnswer{}, fmt.Errorf("%w: the webhook's answer is over %d bytes", wire.ErrAgentFailed, maxAgentAnswer)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return InvocationAnswer{}, fmt.Errorf("%w: the webhook answered HTTP %d", wire.ErrAgentFailed, resp.StatusCode)
+	}
+	var ans InvocationAnswer
+	if err := json.Unmarshal(raw, &ans); err != nil {
+		return InvocationAnswer{}, fmt.Errorf("%w: the webhook's answer is not an InvocationAnswer: %v", wire.ErrAgentFailed, err)
+	}
+	return ans, nil
+}
+
+func (b *bridge) viaEvents(ctx context.Context, inv Invocation, now time.Time) (InvocationAnswer, error) {
+	ch := make(chan InvocationAnswer, 1)
+	b.mu.Lock()
+	b.waiting[inv.ID] = ch
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.waiting, inv.ID)
+		b.mu.Unlock()
+	}()
+	b.events.publish(Event{Type: EventInvocation, At: now, Peer: inv.Peer, ConversationID: inv.ConversationID, Invocation: &inv})
+	select {
+	case ans := <-ch:
+		return ans, nil
+	case <-ctx.Done():
+		return InvocationAnswer{}, fmt.Errorf("%w (event stream)", wire.ErrAgentTimeout)
+	}
+}
+
+// answer delivers the agent's answer to a waiting invocation.
+func (b *bridge) answer(id string, ans InvocationAnswer) error {
+	b.mu.Lock()
+	ch, ok := b.waiting[id]
+	delete(b.waiting, id)
+	b.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("answering invocation %s: %w", id, ErrNoSuchInvocation)
+	}
+	ch <- ans
+	return nil
+}

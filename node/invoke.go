@@ -1,0 +1,294 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/wire"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Capability requests travel in a conversation: a probe whose
+// headers.capabilities.request names one capability, with the parameters
+// in a "parameters" part; the answer is a probe in reply to it with a
+// "result" part, or an error message in reply to it. Neither closes the
+// conversation: a refused request is a turn in the negotiation.
+//
+// The owner decides, in this order, each step audited: rate limit (by the
+// conversation's temperature) → the capability exists for this requester
+// and its conditions hold on the facts this daemon established (a hidden
+// capability answers as a missing one) → workload (max_concurrent) → the
+// parameters match the capability's schema → the local agent answers
+// within agent.timeout → the result matches output_schema → signed reply.
+
+const (
+	partParameters = "parameters"
+	partResult     = "result"
+)
+
+// busyRetry is the wait suggested to a requester when a capability is at
+// its max_concurrent.
+const busyRetry = 5 * time.Second
+
+// invocations tracks, per capability, how many run now, and, per request
+// this daemon sent, who waits for the answer.
+type invocations struct {
+	mu       sync.Mutex
+	inFlight map[string]int
+	pending  map[string]chan *gossip.Message
+}
+
+func newInvocations() *invocations {
+	return &invocations{inFlight: map[string]int{}, pending: map[string]chan *gossip.Message{}}
+}
+
+// start counts one more running invocation of name unless that would pass
+// max; it returns the count seen and whether it started.
+func (iv *invocations) start(name string, limit int) (int, bool) {
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	n := iv.inFlight[name]
+	if limit > 0 && n >= limit {
+		return n, false
+	}
+	iv.inFlight[name] = n + 1
+	return n, true
+}
+
+func (iv *invocations) done(name string) {
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	iv.inFlight[name]--
+}
+
+func (iv *invocations) running(name string) int {
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	return iv.inFlight[name]
+}
+
+// deliver hands an answer to whoever waits for it; it reports whether
+// someone did.
+func (iv *invocations) deliver(m *gossip.Message) bool {
+	if m.Headers.Thread == nil || m.Headers.Thread.InReplyTo == "" {
+		return false
+	}
+	iv.mu.Lock()
+	ch, ok := iv.pending[m.Headers.Thread.InReplyTo]
+	delete(iv.pending, m.Headers.Thread.InReplyTo)
+	iv.mu.Unlock()
+	if ok {
+		ch <- m
+	}
+	return ok
+}
+
+// InvokeResult is a peer's answer to a capability request.
+type InvokeResult struct {
+	ConversationID string `json:"conversation_id"`
+	RequestID      string `json:"request_id"`
+	Result         any    `json:"result"`
+}
+
+// Invoke asks pid to run a capability with params (a JSON value, nil for
+// none), in an open conversation with pid or, when there is none, in a
+// new one opened by a greeting. A refusal comes back as *wire.RemoteError
+// carrying the peer's explanation.
+func (n *Node) Invoke(ctx context.Context, pid peer.ID, capability string, params any) (*InvokeResult, error) {
+	c := n.conversationWith(pid)
+	if c == nil {
+		r, err := n.Greet(ctx, pid, negotiate.Proposal{})
+		if err != nil {
+			return nil, err
+		}
+		if c = n.conversation(r.ConversationID); c == nil {
+			return nil, fmt.Errorf("invoking %s: the conversation with %s closed at once", capability, pid)
+		}
+	}
+	m, err := c.Next(gossip.PhaseProbe, n.now())
+	if err != nil {
+		return nil, err
+	}
+	m.Headers.Capabilities = &gossip.CapabilityHeaders{Request: []string{capability}}
+	m.Body.Text = fmt.Sprintf("Request: %s.", capability)
+	if params != nil {
+		m.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partParameters, Content: toJSONValue(params)}}
+	}
+	ch := make(chan *gossip.Message, 1)
+	n.invocations.mu.Lock()
+	n.invocations.pending[m.Headers.MessageID] = ch
+	n.invocations.mu.Unlock()
+	defer func() {
+		n.invocations.mu.Lock()
+		delete(n.invocations.pending, m.Headers.MessageID)
+		n.invocations.mu.Unlock()
+	}()
+	if err := n.send(c, m); err != nil {
+		return nil, err
+	}
+	select {
+	case reply := <-ch:
+		if reply.Headers.Phase == gossip.PhaseError {
+			return nil, remoteError(pid, reply)
+		}
+		res := &InvokeResult{ConversationID: c.ID, RequestID: m.Headers.MessageID}
+		if p, ok := reply.Body.Part(partResult); ok {
+			res.Result = p.Content
+		}
+		return res, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("invoking %s on %s: no answer: %w", capability, pid, ctx.Err())
+	}
+}
+
+// AnswerInvocation delivers the local agent's answer to an invocation it
+// received as an event.
+func (n *Node) AnswerInvocation(id string, ans InvocationAnswer) error {
+	return n.bridge.answer(id, ans)
+}
+
+// isRequest tells a capability request from other probes.
+func isRequest(m *gossip.Message) bool {
+	h := &m.Headers
+	return h.Phase == gossip.PhaseProbe && h.Capabilities != nil && len(h.Capabilities.Request) > 0
+}
+
+// handleRequest decides and answers one capability request. It runs in
+// its own goroutine so that a slow agent does not hold up the
+// conversation.
+func (n *Node) handleRequest(c *conv, req *gossip.Message) {
+	defer n.wg.Done()
+	result, name, err := n.runRequest(c, req)
+	if err != nil {
+		n.log.Info("refused capability request", "peer", c.peer, "capability", name, "code", wire.CodeOf(err), "err", err)
+		n.answerError(c, req, err)
+		return
+	}
+	m, err := c.Next(gossip.PhaseProbe, n.now())
+	if err != nil {
+		return
+	}
+	m.Headers.Thread = &gossip.Thread{InReplyTo: req.Headers.MessageID}
+	m.Headers.Capabilities = &gossip.CapabilityHeaders{Offer: []string{name}}
+	m.Body = gossip.Body{Text: fmt.Sprintf("Result of %s.", name),
+		Parts: []gossip.Part{{ContentType: "application/json", Name: partResult, Content: toJSONValue(result)}}}
+	if err := n.send(c, m); err != nil {
+		n.log.Info("answering capability request", "peer", c.peer, "capability", name, "err", err)
+	}
+}
+
+func (n *Node) runRequest(c *conv, req *gossip.Message) (any, string, error) {
+	names := req.Headers.Capabilities.Request
+	if len(names) != 1 {
+		return nil, "", fmt.Errorf("%w: a request names exactly one capability, got %d", gossip.ErrInvalidMessage, len(names))
+	}
+	name := names[0]
+	// A level established since the greeting (a pin, a binding) counts now;
+	// nothing goes down.
+	level, _ := n.trustOf(c.peer, nil)
+	g := c.raiseLevel(level)
+	doc, schemas := n.documentAndSchemas()
+	cap, err := doc.Decide(name, g.Facts(c.peer.String(), n.invocations.running(name)), n.order, busyRetry)
+	if err != nil {
+		return nil, name, err
+	}
+	var params any
+	if p, ok := req.Body.Part(partParameters); ok {
+		params = p.Content
+	}
+	if err := schemas.CheckParams(name, params); err != nil {
+		return nil, name, err
+	}
+	seen, ok := n.invocations.start(name, cap.Conds().MaxConcurrent)
+	if !ok {
+		// Another request took the last slot since Decide counted.
+		_, err := doc.Decide(name, g.Facts(c.peer.String(), seen), n.order, busyRetry)
+		return nil, name, err
+	}
+	defer n.invocations.done(name)
+	timeout := n.cfg.Agent.Timeout.Duration
+	ctx, cancel := context.WithTimeout(n.ctx, timeout)
+	defer cancel()
+	inv := Invocation{ID: gossip.NewID("inv", n.now()), Capability: name, Version: cap.VersionOrDefault(), Params: params,
+		Peer: c.peer.String(), ConversationID: c.ID, Granted: g, Deadline: n.now().Add(timeout)}
+	result, err := n.bridge.invoke(ctx, inv, n.now())
+	if err != nil {
+		return nil, name, err
+	}
+	if err := schemas.CheckOutput(name, result); err != nil {
+		return nil, name, err
+	}
+	return result, name, nil
+}
+
+// answerError sends an error message in reply to req without closing the
+// conversation.
+func (n *Node) answerError(c *conv, req *gossip.Message, cause error) {
+	body := wire.NewErrorBody(cause)
+	e, err := c.Next(gossip.PhaseError, n.now())
+	if err != nil {
+		return
+	}
+	e.Headers.Thread = &gossip.Thread{InReplyTo: req.Headers.MessageID}
+	e.Body = gossip.Body{Text: errorText(body), Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: toJSONValue(body)}}}
+	if err := n.send(c, e); err != nil {
+		n.log.Debug("sending error answer", "peer", c.peer, "err", err)
+	}
+}
+
+// errorText is the human-readable body of an error message: what went
+// wrong, what was expected, and what would work (IFP-1 §6.3).
+func errorText(b wire.ErrorBody) string {
+	text := fmt.Sprintf("I could not accept your message: %s.", b.Message)
+	for _, u := range b.Unmet {
+		text += fmt.Sprintf("\n- %s: requires %s, you have %s; %s.", u.Condition, u.Required, u.Have, u.HowToMeet)
+	}
+	if b.Expected != "" {
+		text += " I expected " + b.Expected + "."
+	}
+	if b.Hint != "" {
+		text += " What would work: " + b.Hint + "."
+	}
+	if b.RetryAfterSeconds > 0 {
+		text += fmt.Sprintf(" Retry after %d s.", b.RetryAfterSeconds)
+	}
+	return text
+}
+
+// documentAndSchemas returns the current document and its compiled
+// schemas, compiling them once per seq.
+func (n *Node) documentAndSchemas() (*negotiate.Document, *negotiate.Schemas) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.schemas == nil || n.schemas.Seq() != n.doc.Seq {
+		s, err := negotiate.NewSchemas(n.doc)
+		if err != nil {
+			// The document validated, so its schemas compile; keep the
+			// previous ones rather than fail every request.
+			n.log.Error("compiling schemas of a validated document", "err", err)
+			if n.schemas == nil {
+				s, _ = negotiate.NewSchemas(&negotiate.Document{Seq: n.doc.Seq})
+			}
+		}
+		if s != nil {
+			n.schemas = s
+		}
+	}
+	return n.doc, n.schemas
+}
+
+// conversationWith returns an open conversation with pid, if any.
+func (n *Node) conversationWith(pid peer.ID) *conv {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, c := range n.convs {
+		if c.peer == pid && !c.Closed() {
+			return c
+		}
+	}
+	return nil
+}

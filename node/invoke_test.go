@@ -1,0 +1,243 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/examples/agent"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/wire"
+)
+
+// agentConfig is a loopback config offering the example agent's
+// capabilities plus a hidden one and a busy-prone one, with webhook as the
+// local agent ("" for none).
+func agentConfig(t *testing.T, webhook string, extra string) *Config {
+	t.Helper()
+	src := "version = 1\n" + agent.Capabilities + `
+[[capabilities]]
+name = "diary.read"
+description = "Read the diary"
+advertise = "when-eligible"
+conditions = { min_disclosure = "close" }
+
+[[capabilities]]
+name = "slow.job"
+description = "One at a time"
+conditions = { max_concurrent = 1 }
+` + extra
+	c, err := ParseConfig([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
+	c.API.Listen = "127.0.0.1:0"
+	c.Agent.Webhook = webhook
+	return c
+}
+
+func remoteCode(t *testing.T, err error) wire.ErrorBody {
+	t.Helper()
+	var re *wire.RemoteError
+	if !errors.As(err, &re) {
+		t.Fatalf("got %v, want a refusal from the peer", err)
+	}
+	return re.Body
+}
+
+func TestInvokeThroughWebhookAgent(t *testing.T) {
+	hook := httptest.NewServer(agent.Handler(nil))
+	defer hook.Close()
+	alice := startDaemon(t, agentConfig(t, hook.URL, ""))
+	bob := startDaemon(t, nil)
+	connect(t, bob, alice)
+	ctx := context.Background()
+	pid := alice.id.PeerID()
+
+	res, err := bob.Invoke(ctx, pid, "doc.summarize", map[string]any{"text": "one two three four five", "max_words": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Result.(map[string]any); got["summary"] != "one two three" || got["word_count"] != 3.0 {
+		t.Fatalf("result %+v", got)
+	}
+
+	// Conditions not met: each unmet condition, what bob has, how to meet it.
+	_, err = bob.Invoke(ctx, pid, "calendar.availability", map[string]any{"days": 5})
+	body := remoteCode(t, err)
+	if body.Code != wire.CodeConditionsNotMet || len(body.Unmet) != 2 ||
+		body.Unmet[0].Required != "professional" || body.Unmet[0].Have != "public" ||
+		body.Unmet[1].Condition != conditions.CondMinAuthLevel || !strings.Contains(body.Unmet[1].HowToMeet, "ifaced trust") {
+		t.Fatalf("calendar refusal: %+v", body)
+	}
+
+	// A hidden capability answers exactly as a missing one.
+	_, hidden := bob.Invoke(ctx, pid, "diary.read", nil)
+	_, missing := bob.Invoke(ctx, pid, "diary.wrte", nil)
+	hb, mb := remoteCode(t, hidden), remoteCode(t, missing)
+	if hb.Code != wire.CodeUnknownCapability || strings.ReplaceAll(hb.Message, "diary.read", "X") != strings.ReplaceAll(mb.Message, "diary.wrte", "X") || hb.Hint != mb.Hint {
+		t.Fatalf("hidden %+v\nmissing %+v", hb, mb)
+	}
+
+	// Parameters failing the schema: the failing location is named.
+	_, err = bob.Invoke(ctx, pid, "doc.summarize", map[string]any{"text": "", "max_words": 0})
+	body = remoteCode(t, err)
+	if body.Code != wire.CodeInvalidParams || !strings.Contains(body.Message, "/text") || !strings.Contains(body.Message, "/max_words") {
+		t.Fatalf("invalid params: %+v", body)
+	}
+
+	// The conversation survives every refusal.
+	if _, err := bob.Invoke(ctx, pid, "echo", map[string]any{"still": "here"}); err != nil {
+		t.Fatalf("after refusals: %v", err)
+	}
+	// Every step is in both audit logs.
+	convs, _ := alice.Audit().Conversations()
+	if len(convs) != 1 || convs[0].Messages < 12 {
+		t.Fatalf("alice's audit: %+v", convs)
+	}
+}
+
+func TestInvokeAgentFailures(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 4)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var inv Invocation
+		json.NewDecoder(r.Body).Decode(&inv)
+		switch inv.Capability {
+		case "doc.summarize": // violates output_schema
+			json.NewEncoder(w).Encode(InvocationAnswer{Result: map[string]any{"summary": 5}})
+		case "echo": // hangs past the timeout
+			<-r.Context().Done()
+		case "slow.job":
+			entered <- struct{}{}
+			<-release
+			json.NewEncoder(w).Encode(InvocationAnswer{Result: "done"})
+		default:
+			http.Error(w, "boom", http.StatusInternalServerError)
+		}
+	}))
+	defer hook.Close()
+	defer close(release)
+	cfg := agentConfig(t, hook.URL, "")
+	cfg.Agent.Timeout = Duration{300 * time.Millisecond}
+	alice := startDaemon(t, cfg)
+	bob := startDaemon(t, nil)
+	connect(t, bob, alice)
+	ctx := context.Background()
+	pid := alice.id.PeerID()
+
+	_, err := bob.Invoke(ctx, pid, "doc.summarize", map[string]any{"text": "x"})
+	if b := remoteCode(t, err); b.Code != wire.CodeAgentError || !strings.Contains(b.Message, "output_schema") {
+		t.Errorf("bad output: %+v", b)
+	}
+	_, err = bob.Invoke(ctx, pid, "echo", nil)
+	if b := remoteCode(t, err); b.Code != wire.CodeAgentTimeout {
+		t.Errorf("hung agent: %+v", b)
+	}
+
+	// max_concurrent: the second call while the first runs is busy, with a retry hint.
+	cfg2 := agentConfig(t, hook.URL, "")
+	cfg2.Agent.Timeout = Duration{10 * time.Second}
+	carol := startDaemon(t, cfg2)
+	connect(t, bob, carol)
+	first := make(chan error, 1)
+	go func() {
+		_, err := bob.Invoke(ctx, carol.id.PeerID(), "slow.job", nil)
+		first <- err
+	}()
+	<-entered
+	_, err = bob.Invoke(ctx, carol.id.PeerID(), "slow.job", nil)
+	if b := remoteCode(t, err); b.Code != wire.CodeBusy || b.RetryAfterSeconds < 1 {
+		t.Errorf("second concurrent call: %+v", b)
+	}
+	release <- struct{}{}
+	if err := <-first; err != nil {
+		t.Errorf("first call: %v", err)
+	}
+}
+
+func TestInvokeWithoutAgentAndThroughEvents(t *testing.T) {
+	alice := startDaemon(t, agentConfig(t, "", ""))
+	bob := startDaemon(t, nil)
+	connect(t, bob, alice)
+	ctx := context.Background()
+	pid := alice.id.PeerID()
+
+	_, err := bob.Invoke(ctx, pid, "echo", map[string]any{"a": 1})
+	if b := remoteCode(t, err); b.Code != wire.CodeAgentUnavailable {
+		t.Fatalf("no agent: %+v", b)
+	}
+
+	// An agent on the event stream answers through AnswerInvocation.
+	events, stop := alice.Subscribe()
+	defer stop()
+	go func() {
+		for e := range events {
+			if e.Type == EventInvocation {
+				alice.AnswerInvocation(e.Invocation.ID, InvocationAnswer{Result: map[string]any{"got": e.Invocation.Params}})
+				return
+			}
+		}
+	}()
+	res, err := bob.Invoke(ctx, pid, "echo", map[string]any{"a": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Result.(map[string]any)["got"].(map[string]any)["a"]; got != 1.0 {
+		t.Fatalf("result %+v", res.Result)
+	}
+	if err := alice.AnswerInvocation("inv:nope", InvocationAnswer{}); !errors.Is(err, ErrNoSuchInvocation) {
+		t.Fatalf("answer to nothing: %v", err)
+	}
+}
+
+func TestRateLimitByTemperature(t *testing.T) {
+	hook := httptest.NewServer(agent.Handler(nil))
+	defer hook.Close()
+	cfg := agentConfig(t, hook.URL, "")
+	cfg.Rates = RatesConfig{Cool: 3, Warm: 30, Hot: 60}
+	alice := startDaemon(t, cfg)
+	bob := startDaemon(t, nil)
+	connect(t, bob, alice)
+	ctx := context.Background()
+	// The greeting is the first of three messages a minute at cool.
+	for i := 0; i < 2; i++ {
+		if _, err := bob.Invoke(ctx, alice.id.PeerID(), "echo", nil); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	_, err := bob.Invoke(ctx, alice.id.PeerID(), "echo", nil)
+	if b := remoteCode(t, err); b.Code != wire.CodeRateLimited || b.RetryAfterSeconds < 1 {
+		t.Fatalf("fourth message: %+v", b)
+	}
+}
+
+// TestLyingGreetingGetsNothingMore: a peer that proposes the highest tier
+// and temperature is granted only what the owner's map allows, and its
+// requests are decided on that.
+func TestLyingGreetingGetsNothingMore(t *testing.T) {
+	hook := httptest.NewServer(agent.Handler(nil))
+	defer hook.Close()
+	alice := startDaemon(t, agentConfig(t, hook.URL, ""))
+	mallory := startDaemon(t, nil)
+	connect(t, mallory, alice)
+	ctx := context.Background()
+	r, err := mallory.Greet(ctx, alice.id.PeerID(), negotiate.Proposal{Disclosure: "close", Temperature: "hot", Persona: "researcher"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := r.GrantedToUs; g.Disclosure != "public" || g.Temperature != "cool" || g.AuthLevel != conditions.Signed || g.Persona != "" {
+		t.Fatalf("mallory was granted %+v", g)
+	}
+	_, err = mallory.Invoke(ctx, alice.id.PeerID(), "diary.read", nil)
+	if b := remoteCode(t, err); b.Code != wire.CodeUnknownCapability {
+		t.Fatalf("close-only capability: %+v", b)
+	}
+}

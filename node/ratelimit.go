@@ -1,0 +1,70 @@
+package node
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/node/wire"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/time/rate"
+)
+
+// rateLimits holds one token bucket per peer. The rate follows the
+// temperature of the peer's conversation (warmer conversations may say
+// more, IFP-6 §6); the burst is one minute's worth, so a greeting and its
+// first exchanges are never delayed.
+type rateLimits struct {
+	cfg RatesConfig
+	now func() time.Time
+
+	mu    sync.Mutex
+	peers map[peer.ID]*rate.Limiter
+}
+
+func newRateLimits(cfg RatesConfig, now func() time.Time) *rateLimits {
+	return &rateLimits{cfg: cfg, now: now, peers: map[peer.ID]*rate.Limiter{}}
+}
+
+func (r *rateLimits) perMinute(temperature string) int {
+	switch temperature {
+	case conditions.Hot:
+		return r.cfg.Hot
+	case conditions.Warm:
+		return r.cfg.Warm
+	default:
+		return r.cfg.Cool
+	}
+}
+
+// allow takes one message from pid's bucket at temperature, or says how
+// long to wait.
+func (r *rateLimits) allow(pid peer.ID, temperature string) error {
+	n := r.perMinute(temperature)
+	limit := rate.Limit(float64(n) / 60)
+	now := r.now()
+	r.mu.Lock()
+	l, ok := r.peers[pid]
+	if !ok {
+		l = rate.NewLimiter(limit, n)
+		r.peers[pid] = l
+	} else if l.Limit() != limit {
+		l.SetLimitAt(now, limit)
+		l.SetBurstAt(now, n)
+	}
+	r.mu.Unlock()
+	res := l.ReserveN(now, 1)
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return &wire.RetryAfterError{Err: fmt.Errorf("%w: at most %d messages a minute in a %s conversation", wire.ErrRateLimited, n, orCool(temperature)), After: d}
+	}
+	return nil
+}
+
+func orCool(t string) string {
+	if t == "" {
+		return conditions.Cool
+	}
+	return t
+}
