@@ -180,6 +180,9 @@ func (c *Client) call(ctx context.Context, method, path string, body, out any) e
 		return err
 	}
 	defer resp.Body.Close()
+	if out == nil {
+		return nil
+	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
 	}

@@ -140,6 +140,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/say", s.say)
 	mux.HandleFunc("GET /v1/audit", s.audit)
 	mux.HandleFunc("GET /v1/events", s.events)
+	mux.HandleFunc("POST /v1/invoke", s.invoke)
+	mux.HandleFunc("POST /v1/invocations/{id}", s.answerInvocation)
 	// Everything else, including a known path with the wrong method, lands
 	// here, so that those answers are JSON too.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

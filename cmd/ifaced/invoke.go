@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/wire"
+)
+
+func runInvoke(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "invoke", "PEER CAPABILITY", true)
+	params := f.String("params", "", "the parameters, a JSON value (e.g. '{\"days\": 5}')")
+	pos, err := f.parseInterleaved(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 || !isPeerRef(pos[0]) {
+		return usageError("invoke takes PEER (a peer ID or agent ID) and CAPABILITY")
+	}
+	req := api.InvokeRequest{Peer: pos[0], Capability: pos[1]}
+	if *params != "" {
+		if !json.Valid([]byte(*params)) {
+			return usageError("--params is not JSON: %s", *params)
+		}
+		req.Params = json.RawMessage(*params)
+	}
+	c, err := f.dial(e)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res, err := c.Invoke(ctx, req)
+	var ae *api.Error
+	if errors.As(err, &ae) && ae.PeerError != nil {
+		if f.json {
+			writeJSON(e.stdout, ae.PeerError)
+		}
+		return fmt.Errorf("%s refused %s:\n%s", req.Peer, req.Capability, describeRefusal(*ae.PeerError))
+	}
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeJSON(e.stdout, res)
+	}
+	out, err := json.MarshalIndent(res.Result, "", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s\n", out)
+	return nil
+}
+
+// describeRefusal says what the peer refused and what would work, one
+// line each.
+func describeRefusal(b wire.ErrorBody) string {
+	var lines []string
+	lines = append(lines, fmt.Sprintf("  %s: %s", b.Code, b.Message))
+	for _, u := range b.Unmet {
+		lines = append(lines, fmt.Sprintf("  - %s: requires %s, you have %s; %s", u.Condition, u.Required, u.Have, u.HowToMeet))
+	}
+	if b.Hint != "" {
+		lines = append(lines, "  what would work: "+b.Hint)
+	}
+	if b.RetryAfterSeconds > 0 {
+		lines = append(lines, fmt.Sprintf("  retry after %d s", b.RetryAfterSeconds))
+	}
+	return strings.Join(lines, "\n")
+}

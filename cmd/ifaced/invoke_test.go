@@ -1,0 +1,45 @@
+package main
+
+import (
+	"net/http/httptest"
+	"testing"
+
+	"github.com/ifaced/ifaced/examples/agent"
+	"github.com/ifaced/ifaced/node"
+)
+
+func TestInvokeVerb(t *testing.T) {
+	hook := httptest.NewServer(agent.Handler(nil))
+	defer hook.Close()
+	cfg, err := node.ParseConfig([]byte("version = 1\n" + agent.Capabilities))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
+	cfg.API.Listen = "127.0.0.1:0"
+	cfg.Agent.Webhook = hook.URL
+	_, alice := startDaemon(t, cfg)
+	bobHome, _ := startDaemon(t, nil)
+	b := bobHome.Dir
+	aliceID := alice.ID().PeerID().String()
+	mustRun(t, b, "connect", alice.Addrs()[0].String())
+
+	out := mustRun(t, b, "invoke", aliceID, "doc.summarize", "--params", `{"text": "one two three", "max_words": 2}`)
+	wantLines(t, "invoke", out, `"summary": "one two"`, `"word_count": 2`)
+
+	r := ifaced(t, b, "invoke", aliceID, "calendar.availability", "--params", `{"days": 3}`)
+	if r.code != 1 {
+		t.Fatalf("refused invoke: exit %d", r.code)
+	}
+	wantLines(t, "refused invoke", r.stderr, "refused calendar.availability", "conditions_not_met",
+		"- min_disclosure: requires professional, you have public", "- min_auth_level: requires 2 (verified), you have 1 (signed); ")
+
+	r = ifaced(t, b, "invoke", aliceID, "doc.summarize", "--params", `{"text": 5}`)
+	wantLines(t, "invalid params", r.stderr, "invalid_params", "at /text")
+	if r := ifaced(t, b, "invoke", aliceID); r.code != 2 {
+		t.Errorf("invoke without a capability: exit %d", r.code)
+	}
+	if r := ifaced(t, b, "invoke", aliceID, "echo", "--params", "{not json"); r.code != 2 {
+		t.Errorf("invoke with bad JSON: exit %d", r.code)
+	}
+}

@@ -1,0 +1,93 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/ifaced/ifaced/node"
+)
+
+// InvokeRequest asks a peer to run one of its capabilities.
+type InvokeRequest struct {
+	Peer       string          `json:"peer"`
+	Capability string          `json:"capability"`
+	Params     json.RawMessage `json:"params,omitempty"`
+}
+
+// invoke handles POST /v1/invoke: the request goes to the peer in an open
+// conversation (or a new one) and the peer's answer comes back; a refusal
+// is a 502 carrying the peer's explanation.
+func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
+	var req InvokeRequest
+	if e := decodeBody(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.Capability == "" {
+		writeError(w, badField("capability", "is required: the name of one of the peer's capabilities"))
+		return
+	}
+	var params any
+	if len(req.Params) > 0 {
+		if err := json.Unmarshal(req.Params, &params); err != nil {
+			writeError(w, badField("params", "is not JSON: %v", err))
+			return
+		}
+	}
+	pid, e := s.resolvePeer(req.Peer)
+	if e == nil {
+		e = s.reachable(pid)
+	}
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
+	defer cancel()
+	res, err := s.n.Invoke(ctx, pid, req.Capability, params)
+	if err != nil {
+		writeError(w, peerFailure(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// answerInvocation handles POST /v1/invocations/{id}: the local agent's
+// answer to an invocation it received on the event stream.
+func (s *Server) answerInvocation(w http.ResponseWriter, r *http.Request) {
+	var ans node.InvocationAnswer
+	if e := decodeBody(r, &ans); e != nil {
+		writeError(w, e)
+		return
+	}
+	if ans.Error != nil && ans.Error.Message == "" {
+		writeError(w, badField("error.message", "is required when answering with an error"))
+		return
+	}
+	err := s.n.AnswerInvocation(r.PathValue("id"), ans)
+	switch {
+	case errors.Is(err, node.ErrNoSuchInvocation):
+		writeError(w, notFound("%v (it may have timed out)", err))
+	case err != nil:
+		writeError(w, internal(err))
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// Invoke asks a peer to run a capability.
+func (c *Client) Invoke(ctx context.Context, req InvokeRequest) (*node.InvokeResult, error) {
+	var out node.InvokeResult
+	return &out, c.call(ctx, http.MethodPost, "/v1/invoke", req, &out)
+}
+
+// AnswerInvocation answers an invocation received on the event stream.
+func (c *Client) AnswerInvocation(ctx context.Context, id string, ans node.InvocationAnswer) error {
+	if id == "" {
+		return fmt.Errorf("answering an invocation: empty ID")
+	}
+	return c.call(ctx, http.MethodPost, "/v1/invocations/"+id, ans, nil)
+}
