@@ -241,3 +241,50 @@ func TestLyingGreetingGetsNothingMore(t *testing.T) {
 		t.Fatalf("close-only capability: %+v", b)
 	}
 }
+
+// TestDisclosureSetAtRunTime: the owner raises a peer's tier through the
+// API's node method; the next greeting is granted it, a request that was
+// refused now reaches the agent, and the change survives a restart.
+func TestDisclosureSetAtRunTime(t *testing.T) {
+	hook := httptest.NewServer(agent.Handler(nil))
+	defer hook.Close()
+	cfg := agentConfig(t, hook.URL, "")
+	alice := startDaemon(t, cfg)
+	bob := startDaemon(t, nil)
+	connect(t, bob, alice)
+	ctx := context.Background()
+	bobID := bob.id.PeerID().String()
+
+	if err := alice.SetDisclosure("", bobID, "profesional"); !errors.Is(err, ErrInvalidPolicy) {
+		t.Fatalf("unknown tier: %v", err)
+	}
+	if err := alice.SetDisclosure("", bobID, "close"); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.SetMaxTemperature(bobID, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := bob.Greet(ctx, alice.id.PeerID(), negotiate.Proposal{Disclosure: "close", Temperature: "hot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GrantedToUs.Disclosure != "close" || r.GrantedToUs.Temperature != "warm" {
+		t.Fatalf("granted %+v", r.GrantedToUs)
+	}
+	if _, err := bob.Invoke(ctx, alice.id.PeerID(), "diary.read", nil); err == nil {
+		t.Fatal("diary.read has no agent implementation and should fail in the agent")
+	} else if b := remoteCode(t, err); b.Code != wire.CodeAgentError {
+		t.Fatalf("diary.read now reaches the agent: %+v", b)
+	}
+	alice.Close()
+	alice = restartDaemon(t, alice)
+	if p := alice.Policy(); p.Map["default"][bobID] != "close" || p.MaxTemp[bobID] != "warm" {
+		t.Fatalf("policy after restart: %+v", p)
+	}
+	if err := alice.SetDisclosure("", bobID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if p := alice.Policy(); p.Map["default"][bobID] != "" {
+		t.Fatalf("override not removed: %+v", p.Map)
+	}
+}

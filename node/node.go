@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,7 +88,6 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	for _, o := range opts {
 		o(n)
 	}
-	n.policy = policyFrom(cfg, order)
 	n.started = n.now()
 	n.bridge = newBridge(cfg.Agent, n.events)
 	n.rates = newRateLimits(cfg.Rates, n.now)
@@ -103,6 +103,9 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		return nil, err
 	}
 	if n.audit, err = gossip.OpenAuditLog(filepath.Join(home.Dir, "audit")); err != nil {
+		return nil, err
+	}
+	if err := n.reloadPolicy(); err != nil {
 		return nil, err
 	}
 	n.replay = identity.NewReplayGuard(n.store.Seen(), cfg.Replay.Window.Duration, cfg.Replay.ClockSkew.Duration)
@@ -127,13 +130,29 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	return n, nil
 }
 
-// policyFrom turns the disclosure and temperature config into a policy.
-// The personas the owner offers are those named in the disclosure map or
-// in any capability's persona condition.
-func policyFrom(cfg *Config, order *conditions.TierOrder) *negotiate.Policy {
-	p := &negotiate.Policy{Order: order, DefaultTier: cfg.Disclosure.Default, Map: cfg.Disclosure.Personas,
-		DefaultMaxTemp: cfg.Temperature.DefaultMax, MaxTemp: cfg.Temperature.Peers}
-	for persona := range cfg.Disclosure.Personas {
+// policyFrom turns the disclosure and temperature config, with the
+// owner's run-time overrides on top, into a policy. The personas the owner
+// offers are those named in the disclosure map or in any capability's
+// persona condition.
+func policyFrom(cfg *Config, order *conditions.TierOrder, o store.PolicyOverrides) *negotiate.Policy {
+	p := &negotiate.Policy{Order: order, DefaultTier: cfg.Disclosure.Default, Map: map[string]map[string]string{},
+		DefaultMaxTemp: cfg.Temperature.DefaultMax, MaxTemp: map[string]string{}}
+	for _, layer := range []map[string]map[string]string{cfg.Disclosure.Personas, o.Disclosure} {
+		for persona, peers := range layer {
+			if p.Map[persona] == nil {
+				p.Map[persona] = map[string]string{}
+			}
+			for peer, tier := range peers {
+				p.Map[persona][peer] = tier
+			}
+		}
+	}
+	for _, layer := range []map[string]string{cfg.Temperature.Peers, o.MaxTemperature} {
+		for peer, t := range layer {
+			p.MaxTemp[peer] = t
+		}
+	}
+	for persona := range p.Map {
 		if persona != negotiate.DefaultPersona {
 			p.Personas = append(p.Personas, persona)
 		}
@@ -150,6 +169,70 @@ func policyFrom(cfg *Config, order *conditions.TierOrder) *negotiate.Policy {
 	slices.Sort(p.Personas)
 	return p
 }
+
+// reloadPolicy rebuilds the policy from the config and the stored
+// overrides.
+func (n *Node) reloadPolicy() error {
+	o, err := n.store.PolicyOverrides()
+	if err != nil {
+		return err
+	}
+	p := policyFrom(n.cfg, n.order, o)
+	n.mu.Lock()
+	n.policy = p
+	n.mu.Unlock()
+	return nil
+}
+
+// currentPolicy is the policy in force.
+func (n *Node) currentPolicy() *negotiate.Policy {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.policy
+}
+
+// ErrInvalidPolicy wraps a policy change that cannot be applied.
+var ErrInvalidPolicy = errors.New("invalid policy change")
+
+// SetDisclosure grants peer (a peer ID or agent ID) tier under persona
+// ("default" for the owner's undifferentiated context), or removes the
+// run-time grant when tier is empty so the config's applies again. It
+// persists and applies from the peer's next greeting; grants already made
+// in open conversations do not go down.
+func (n *Node) SetDisclosure(persona, peer, tier string) error {
+	if persona == "" {
+		persona = negotiate.DefaultPersona
+	}
+	if peer == "" {
+		return fmt.Errorf("%w: peer is required", ErrInvalidPolicy)
+	}
+	if tier != "" && !n.order.Known(tier) {
+		return fmt.Errorf("%w: %q is not a known tier (known: %s)", ErrInvalidPolicy, tier, strings.Join(n.order.Tiers(), ", "))
+	}
+	if err := n.store.SetDisclosure(persona, peer, tier); err != nil {
+		return err
+	}
+	return n.reloadPolicy()
+}
+
+// SetMaxTemperature caps the temperature peer may reach (cool, warm, hot),
+// or removes the run-time cap when max is empty.
+func (n *Node) SetMaxTemperature(peer, max string) error {
+	if peer == "" {
+		return fmt.Errorf("%w: peer is required", ErrInvalidPolicy)
+	}
+	if _, ok := conditions.TemperatureRank(max); max != "" && !ok {
+		return fmt.Errorf("%w: temperature %q: want cool, warm or hot", ErrInvalidPolicy, max)
+	}
+	if err := n.store.SetMaxTemperature(peer, max); err != nil {
+		return err
+	}
+	return n.reloadPolicy()
+}
+
+// Policy returns the policy in force: the config's disclosure map and
+// temperature caps with the run-time changes applied.
+func (n *Node) Policy() negotiate.Policy { return *n.currentPolicy() }
 
 // contentKey is a document without what changes on every save, to tell
 // whether its content changed.

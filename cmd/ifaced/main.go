@@ -51,6 +51,7 @@ func commands() []command {
 		{"greet", "open a conversation with a peer and show what each side granted (greet PEER)", runGreet},
 		{"caps", "show, add, remove or validate capabilities (caps [PEER] | add FILE | remove NAME | validate FILE)", runCapsCommand},
 		{"say", "send a message in an open conversation (say CONVERSATION --phase P --text TEXT)", runSay},
+		{"policy", "show or change the disclosure map and temperature caps (policy [disclosure PEER TIER | temperature PEER MAX])", runPolicy},
 		{"invoke", "ask a peer to run one of its capabilities (invoke PEER CAPABILITY --params JSON)", runInvoke},
 		{"audit", "list recorded conversations, or show one (audit [--conversation ID] [--peer P])", runAudit},
 		{"demo", "run three daemons in this process and show them greet and negotiate", runDemo},

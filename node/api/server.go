@@ -142,6 +142,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/events", s.events)
 	mux.HandleFunc("POST /v1/invoke", s.invoke)
 	mux.HandleFunc("POST /v1/invocations/{id}", s.answerInvocation)
+	mux.HandleFunc("GET /v1/policy", s.policy)
+	mux.HandleFunc("PUT /v1/policy/disclosure", s.setDisclosure)
+	mux.HandleFunc("PUT /v1/policy/temperature", s.setTemperature)
 	// Everything else, including a known path with the wrong method, lands
 	// here, so that those answers are JSON too.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/ifaced/ifaced/node/api"
+)
+
+// runPolicy shows or changes the disclosure map and temperature caps:
+//
+//	ifaced policy
+//	ifaced policy disclosure PEER TIER [--persona P]   (TIER "-" removes the run-time grant)
+//	ifaced policy temperature PEER MAX                 (MAX "-" removes the run-time cap)
+func runPolicy(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "policy", "[disclosure PEER TIER | temperature PEER MAX]", true)
+	persona := f.String("persona", "", "the persona the tier applies under (default: the owner's default context)")
+	pos, err := f.parseInterleaved(args)
+	if err != nil {
+		return err
+	}
+	dash := func(s string) string {
+		if s == "-" {
+			return ""
+		}
+		return s
+	}
+	var change func(c *api.Client) (*api.Policy, error)
+	switch {
+	case len(pos) == 0:
+		change = func(c *api.Client) (*api.Policy, error) { return c.Policy(ctx) }
+	case pos[0] == "disclosure" && len(pos) == 3:
+		change = func(c *api.Client) (*api.Policy, error) {
+			return c.SetDisclosure(ctx, api.DisclosureChange{Persona: *persona, Peer: pos[1], Tier: dash(pos[2])})
+		}
+	case pos[0] == "temperature" && len(pos) == 3:
+		change = func(c *api.Client) (*api.Policy, error) {
+			return c.SetTemperature(ctx, api.TemperatureChange{Peer: pos[1], Max: dash(pos[2])})
+		}
+	default:
+		return usageError("policy takes nothing, `disclosure PEER TIER` or `temperature PEER MAX`")
+	}
+	c, err := f.dial(e)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	p, err := change(c)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeJSON(e.stdout, p)
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "tiers\t%v\n", p.Tiers)
+	fmt.Fprintf(w, "default tier\t%s\n", p.DefaultTier)
+	fmt.Fprintf(w, "default max temperature\t%s\n", p.DefaultMaxTemperature)
+	fmt.Fprintln(w, "\nPERSONA\tPEER\tTIER")
+	for _, persona := range sortedKeys(p.Disclosure) {
+		for _, peer := range sortedKeys(p.Disclosure[persona]) {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", persona, peer, p.Disclosure[persona][peer])
+		}
+	}
+	fmt.Fprintln(w, "\nPEER\tMAX TEMPERATURE")
+	for _, peer := range sortedKeys(p.MaxTemperature) {
+		fmt.Fprintf(w, "%s\t%s\n", peer, p.MaxTemperature[peer])
+	}
+	return w.Flush()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,95 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/ifaced/ifaced/node"
+)
+
+// Policy is the disclosure map and temperature caps in force: config.toml
+// with the run-time changes applied.
+type Policy struct {
+	DefaultTier           string                       `json:"default_tier"`
+	Tiers                 []string                     `json:"tiers"` // in order, custom tiers placed
+	Disclosure            map[string]map[string]string `json:"disclosure"`
+	DefaultMaxTemperature string                       `json:"default_max_temperature"`
+	MaxTemperature        map[string]string            `json:"max_temperature"`
+	Personas              []string                     `json:"personas"`
+}
+
+// DisclosureChange grants a peer a tier under a persona; an empty tier
+// removes the run-time grant.
+type DisclosureChange struct {
+	Persona string `json:"persona,omitempty"` // "default" when empty
+	Peer    string `json:"peer"`
+	Tier    string `json:"tier"`
+}
+
+// TemperatureChange caps a peer's temperature; empty removes the cap.
+type TemperatureChange struct {
+	Peer string `json:"peer"`
+	Max  string `json:"max"`
+}
+
+func (s *Server) policy(w http.ResponseWriter, r *http.Request) {
+	p := s.n.Policy()
+	writeJSON(w, http.StatusOK, Policy{DefaultTier: p.DefaultTier, Tiers: p.Order.Tiers(), Disclosure: p.Map,
+		DefaultMaxTemperature: p.DefaultMaxTemp, MaxTemperature: p.MaxTemp, Personas: p.Personas})
+}
+
+func (s *Server) setDisclosure(w http.ResponseWriter, r *http.Request) {
+	var c DisclosureChange
+	if e := decodeBody(r, &c); e != nil {
+		writeError(w, e)
+		return
+	}
+	if c.Peer == "" {
+		writeError(w, badField("peer", "is required: a peer ID or agent ID"))
+		return
+	}
+	s.policyChanged(w, "tier", s.n.SetDisclosure(c.Persona, c.Peer, c.Tier))
+}
+
+func (s *Server) setTemperature(w http.ResponseWriter, r *http.Request) {
+	var c TemperatureChange
+	if e := decodeBody(r, &c); e != nil {
+		writeError(w, e)
+		return
+	}
+	if c.Peer == "" {
+		writeError(w, badField("peer", "is required: a peer ID or agent ID"))
+		return
+	}
+	s.policyChanged(w, "max", s.n.SetMaxTemperature(c.Peer, c.Max))
+}
+
+func (s *Server) policyChanged(w http.ResponseWriter, field string, err error) {
+	switch {
+	case errors.Is(err, node.ErrInvalidPolicy):
+		writeError(w, badField(field, "%v", err))
+	case err != nil:
+		writeError(w, internal(err))
+	default:
+		s.policy(w, nil)
+	}
+}
+
+// Policy returns the policy in force.
+func (c *Client) Policy(ctx context.Context) (*Policy, error) {
+	var out Policy
+	return &out, c.call(ctx, http.MethodGet, "/v1/policy", nil, &out)
+}
+
+// SetDisclosure changes a peer's tier under a persona.
+func (c *Client) SetDisclosure(ctx context.Context, ch DisclosureChange) (*Policy, error) {
+	var out Policy
+	return &out, c.call(ctx, http.MethodPut, "/v1/policy/disclosure", ch, &out)
+}
+
+// SetTemperature changes a peer's temperature cap.
+func (c *Client) SetTemperature(ctx context.Context, ch TemperatureChange) (*Policy, error) {
+	var out Policy
+	return &out, c.call(ctx, http.MethodPut, "/v1/policy/temperature", ch, &out)
+}
