@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"text/tabwriter"
 
@@ -59,23 +60,14 @@ func runPolicy(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(w, "default tier\t%s\n", p.DefaultTier)
 	fmt.Fprintf(w, "default max temperature\t%s\n", p.DefaultMaxTemperature)
 	fmt.Fprintln(w, "\nPERSONA\tPEER\tTIER")
-	for _, persona := range sortedKeys(p.Disclosure) {
-		for _, peer := range sortedKeys(p.Disclosure[persona]) {
+	for _, persona := range slices.Sorted(maps.Keys(p.Disclosure)) {
+		for _, peer := range slices.Sorted(maps.Keys(p.Disclosure[persona])) {
 			fmt.Fprintf(w, "%s\t%s\t%s\n", persona, peer, p.Disclosure[persona][peer])
 		}
 	}
 	fmt.Fprintln(w, "\nPEER\tMAX TEMPERATURE")
-	for _, peer := range sortedKeys(p.MaxTemperature) {
+	for _, peer := range slices.Sorted(maps.Keys(p.MaxTemperature)) {
 		fmt.Fprintf(w, "%s\t%s\n", peer, p.MaxTemperature[peer])
 	}
 	return w.Flush()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -294,10 +294,7 @@ func (s *Server) greet(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	pid, e := s.resolvePeer(req.Peer)
-	if e == nil {
-		e = s.reachable(pid)
-	}
+	pid, e := s.livePeer(req.Peer)
 	if e != nil {
 		writeError(w, e)
 		return

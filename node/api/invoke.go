@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/ifaced/ifaced/node"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // InvokeRequest asks a peer to run one of its capabilities.
@@ -37,10 +38,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	pid, e := s.resolvePeer(req.Peer)
-	if e == nil {
-		e = s.reachable(pid)
-	}
+	pid, e := s.livePeer(req.Peer)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -53,6 +51,15 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// livePeer resolves a peer reference and checks that it can be reached.
+func (s *Server) livePeer(ref string) (peer.ID, *Error) {
+	pid, e := s.resolvePeer(ref)
+	if e == nil {
+		e = s.reachable(pid)
+	}
+	return pid, e
 }
 
 // answerInvocation handles POST /v1/invocations/{id}: the local agent's
