@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -97,6 +99,7 @@ type ReplayConfig struct {
 type TrustConfig struct {
 	KeyTransition Duration `toml:"key_transition"` // how long a retired key still verifies
 	IntroExpiry   Duration `toml:"intro_expiry"`   // default lifetime of minted introduction tokens
+	CAFile        string   `toml:"ca_file"`        // extra PEM roots for identity document fetches; "" is the system roots only
 }
 
 // TiersConfig places custom disclosure tiers in the standard order.
@@ -332,7 +335,7 @@ func (c *Config) Validate() error {
 	positive := map[string]int{"limits.connections_low": l.ConnectionsLow, "limits.connections_high": l.ConnectionsHigh,
 		"limits.max_streams": l.MaxStreams, "limits.max_memory_mb": l.MaxMemoryMB,
 		"rates.cool": c.Rates.Cool, "rates.warm": c.Rates.Warm, "rates.hot": c.Rates.Hot}
-	for _, k := range sortedKeys(positive) {
+	for _, k := range slices.Sorted(maps.Keys(positive)) {
 		if positive[k] <= 0 {
 			bad(k, "must be positive, got %d", positive[k])
 		}
@@ -344,7 +347,7 @@ func (c *Config) Validate() error {
 		"replay.window": c.Replay.Window, "replay.clock_skew": c.Replay.ClockSkew,
 		"trust.key_transition": c.Trust.KeyTransition, "trust.intro_expiry": c.Trust.IntroExpiry,
 		"agent.timeout": c.Agent.Timeout}
-	for _, k := range sortedKeys(durations) {
+	for _, k := range slices.Sorted(maps.Keys(durations)) {
 		if durations[k].Duration <= 0 {
 			bad(k, "must be a positive duration, got %s", durations[k])
 		}
@@ -364,9 +367,9 @@ func (c *Config) Validate() error {
 	if !order.Known(c.Disclosure.Default) {
 		bad("disclosure.default", "%q is not a known tier (known: %s)", c.Disclosure.Default, strings.Join(order.Tiers(), ", "))
 	}
-	for _, persona := range sortedKeys(c.Disclosure.Personas) {
+	for _, persona := range slices.Sorted(maps.Keys(c.Disclosure.Personas)) {
 		peers := c.Disclosure.Personas[persona]
-		for _, peer := range sortedKeys(peers) {
+		for _, peer := range slices.Sorted(maps.Keys(peers)) {
 			if !order.Known(peers[peer]) {
 				bad(fmt.Sprintf("disclosure.personas.%s.%s", persona, peer), "%q is not a known tier (known: %s)", peers[peer], strings.Join(order.Tiers(), ", "))
 			}
@@ -375,7 +378,7 @@ func (c *Config) Validate() error {
 	if _, ok := conditions.TemperatureRank(c.Temperature.DefaultMax); !ok {
 		bad("temperature.default_max", "%q: want cool, warm or hot", c.Temperature.DefaultMax)
 	}
-	for _, peer := range sortedKeys(c.Temperature.Peers) {
+	for _, peer := range slices.Sorted(maps.Keys(c.Temperature.Peers)) {
 		if _, ok := conditions.TemperatureRank(c.Temperature.Peers[peer]); !ok {
 			bad("temperature.peers."+peer, "%q: want cool, warm or hot", c.Temperature.Peers[peer])
 		}
@@ -383,6 +386,13 @@ func (c *Config) Validate() error {
 	if w := c.Agent.Webhook; w != "" {
 		if u, err := url.Parse(w); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad("agent.webhook", "%q is not an http(s) URL", w)
+		}
+	}
+	if f := c.Trust.CAFile; f != "" {
+		if !filepath.IsAbs(f) {
+			bad("trust.ca_file", "%q is not an absolute path", f)
+		} else if _, err := LoadCAFile(f); err != nil {
+			bad("trust.ca_file", "%v", err)
 		}
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
@@ -453,13 +463,4 @@ func checkLoopback(hostport string) error {
 		return fmt.Errorf("%q is not a loopback address: the control API listens on 127.0.0.1 or [::1] only", hostport)
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -239,7 +239,7 @@ func (n *Node) openInbound(s network.Stream) (*wire.Stream, peer.ID, gossip.Agen
 // lower but never raise the grant.
 func (n *Node) grant(pid peer.ID, greeting *gossip.Message, prop negotiate.Proposal) negotiate.Granted {
 	level, agentID := n.trustOf(pid, greeting)
-	return n.currentPolicy().Grant(pid.String(), agentID, level, prop)
+	return n.policyFor(pid, agentID).Grant(pid.String(), agentID, level, prop)
 }
 
 // serve reads the rest of a conversation until close, error or EOF.
@@ -397,6 +397,9 @@ func (n *Node) readVerified(s *wire.Stream, pid peer.ID) (*gossip.Message, error
 		return m, err
 	}
 	if err := m.Verify(pub); err != nil {
+		return m, err
+	}
+	if err := n.keyRevoked(pid); err != nil {
 		return m, err
 	}
 	if err := n.replay.Check(m.Headers.MessageID, m.Headers.Date, n.now()); err != nil {

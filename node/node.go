@@ -55,6 +55,8 @@ type Node struct {
 	ctx    context.Context // ends at Close; bounds every background task
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	trust *trustState // trust records and held introduction tokens (trust.go)
 }
 
 // signedView is a view as sent: signed, and as the generic JSON value a
@@ -109,6 +111,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		return nil, err
 	}
 	n.replay = identity.NewReplayGuard(n.store.Seen(), cfg.Replay.Window.Duration, cfg.Replay.ClockSkew.Duration)
+	n.trust = newTrust(n)
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
 		return nil, fmt.Errorf("building capability document: %w", err)

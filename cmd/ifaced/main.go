@@ -53,6 +53,9 @@ func commands() []command {
 		{"say", "send a message in an open conversation (say CONVERSATION --phase P --text TEXT)", runSay},
 		{"policy", "show or change the disclosure map and temperature caps (policy [disclosure PEER TIER | temperature PEER MAX])", runPolicy},
 		{"invoke", "ask a peer to run one of its capabilities (invoke PEER CAPABILITY --params JSON)", runInvoke},
+		{"trust", "show what the daemon established about peers, or pin, revoke or check one (trust [PEER [--verify FINGERPRINT | --revoke | --check]])", runTrust},
+		{"introduce", "mint an introduction token for a peer whose key you do not know yet (introduce --label NAME | --list | --revoke ID)", runIntroduce},
+		{"accept-intro", "hold an introduction token another daemon minted for this one (accept-intro TOKEN)", runAcceptIntro},
 		{"audit", "list recorded conversations, or show one (audit [--conversation ID] [--peer P])", runAudit},
 		{"demo", "run three daemons in this process and show them greet and negotiate", runDemo},
 		{"version", "print the version", runVersion},
@@ -105,7 +108,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "ifaced — an Inter-Face peer-to-peer agent daemon")
 	fmt.Fprintln(w, "\nUsage: ifaced COMMAND [flags]\n\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nEvery command takes --home DIR (default $IFACED_HOME, else ~/.ifaced);")
 	fmt.Fprintln(w, "commands that print data take --json. Run `ifaced COMMAND -h` for its flags.")

@@ -35,6 +35,13 @@
 //	GET    /v1/audit[?peer=P]         the recorded conversations, newest first
 //	GET    /v1/audit?conversation=ID  one conversation's entries and the path of its .md file
 //	GET    /v1/events                 server-sent events, one per node.Event
+//	POST   /v1/invoke                 {"peer", "capability", "params"} → the peer's result (502 with its refusal)
+//	POST   /v1/invocations/{id}       the local agent's answer to an invocation event: {"result"} | {"error": {"message"}}
+//	GET    /v1/policy                 the disclosure map and temperature caps in force
+//	PUT    /v1/policy/disclosure      {"persona", "peer", "tier"} ("" removes the run-time grant) → the policy
+//	PUT    /v1/policy/temperature     {"peer", "max"} ("" removes the run-time cap) → the policy
+//	GET    /v1/trust[/{peer}]         trust records (see trust.go for these and the introduction endpoints)
+//	POST   /v1/trust/{peer}, POST|GET /v1/intros, DELETE /v1/intros/{id}, POST /v1/intros/accept
 //
 // {peer}, like the peer member of a greeting, is a peer ID, a did:key, or
 // an agent ID or display name the peer cache holds for exactly one peer.

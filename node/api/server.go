@@ -145,6 +145,13 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/policy", s.policy)
 	mux.HandleFunc("PUT /v1/policy/disclosure", s.setDisclosure)
 	mux.HandleFunc("PUT /v1/policy/temperature", s.setTemperature)
+	mux.HandleFunc("GET /v1/trust", s.trustList)
+	mux.HandleFunc("GET /v1/trust/{peer}", s.peerTrust)
+	mux.HandleFunc("POST /v1/trust/{peer}", s.trustPeer)
+	mux.HandleFunc("POST /v1/intros", s.introduce)
+	mux.HandleFunc("GET /v1/intros", s.intros)
+	mux.HandleFunc("DELETE /v1/intros/{id}", s.revokeIntro)
+	mux.HandleFunc("POST /v1/intros/accept", s.acceptIntro)
 	// Everything else, including a known path with the wrong method, lands
 	// here, so that those answers are JSON too.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

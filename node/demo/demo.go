@@ -8,19 +8,25 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/ifaced/ifaced/examples/agent"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -58,8 +64,21 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 		ds[name] = &daemon{name: name, home: h, id: id}
 	}
 	alice, bob, carol := ds["alice"], ds["bob"], ds["carol"]
+	// Alice's local agent: the example webhook agent, on loopback.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("starting the example agent: %w", err)
+	}
+	hook := &http.Server{Handler: agent.Handler(nil), ReadHeaderTimeout: 5 * time.Second}
+	go hook.Serve(ln)
+	defer hook.Close()
+	webhook := "http://" + ln.Addr().String() + "/"
 	for _, d := range []*daemon{alice, bob, carol} {
-		n, err := node.New(config(d.name, bob.id.PeerID()), d.id, d.home, log)
+		cfg, err := config(d.name, bob.id.PeerID(), webhook)
+		if err != nil {
+			return err
+		}
+		n, err := node.New(cfg, d.id, d.home, log)
 		if err != nil {
 			return fmt.Errorf("starting %s: %w", d.name, err)
 		}
@@ -115,10 +134,41 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 	}
 	fmt.Fprintf(w, "  Alice's agent got (sequence %d): %q\n", e.Message.Headers.Sequence, e.Message.Body.Text)
 
-	fmt.Fprintln(w, "\n== Alice adds travel.plans (warm conversations only); Bob, in conversation, is told")
+	fmt.Fprintln(w, "\n== Bob asks Alice's agent to summarize a text (doc.summarize, 0.05 USDC)")
+	res, err := bob.n.Invoke(ctx, alice.id.PeerID(), "doc.summarize", map[string]any{
+		"text": "Inter-Face agents greet, learn what each offers the other, and ask for it under conditions their owners set.", "max_words": 8})
+	if err != nil {
+		return err
+	}
+	printResult(w, res.Result)
+
+	fmt.Fprintln(w, "\n== Bob asks for calendar.availability, which needs authentication level 2 (verified)")
+	_, err = bob.n.Invoke(ctx, alice.id.PeerID(), "calendar.availability", map[string]any{"days": 7})
+	var refusal *wire.RemoteError
+	if !errors.As(err, &refusal) {
+		return fmt.Errorf("expected Alice to refuse, got %v", err)
+	}
+	fmt.Fprintf(w, "  refused (%s):\n", refusal.Body.Code)
+	for _, u := range refusal.Body.Unmet {
+		fmt.Fprintf(w, "    %s: requires %s, Bob has %s\n      %s\n", u.Condition, u.Required, u.Have, u.HowToMeet)
+	}
+
+	fmt.Fprintln(w, "\n== Alice's human reads Bob's key fingerprint to Bob's human over the phone; they match, and Alice pins it")
+	fmt.Fprintf(w, "  ifaced trust %s --verify %s\n", bob.id.PeerID(), bob.id.Fingerprint())
+	if _, err := alice.n.PinKey(bob.id.PeerID(), bob.id.Fingerprint()); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\n== Bob asks again, in the same conversation")
+	res, err = bob.n.Invoke(ctx, alice.id.PeerID(), "calendar.availability", map[string]any{"days": 7})
+	if err != nil {
+		return err
+	}
+	printResult(w, res.Result)
+
+	fmt.Fprintln(w, "\n== Alice adds travel.plans (hot conversations only); Bob, in conversation, is told")
 	doc, err := alice.n.UpdateDocument(func(d *negotiate.Document) error {
 		d.Capabilities = append(d.Capabilities, negotiate.Capability{Name: "travel.plans", Description: "Share upcoming travel plans",
-			Conditions: mustConditions(`{"min_disclosure":"professional","temperature":"warm"}`)})
+			Conditions: mustConditions(`{"min_disclosure":"professional","temperature":"hot"}`)})
 		return nil
 	})
 	if err != nil {
@@ -158,31 +208,35 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 	return nil
 }
 
-// config gives each daemon its capabilities and Alice her disclosure map.
-func config(name string, bob peer.ID) *node.Config {
+// config gives each daemon its capabilities and Alice her disclosure map
+// and her local agent.
+func config(name string, bob peer.ID, webhook string) (*node.Config, error) {
 	c := node.DefaultConfig()
-	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
-	c.API.Listen = "127.0.0.1:0"
-	c.Identity.Display = strings.ToUpper(name[:1]) + name[1:] + "'s agent"
-	switch name {
-	case "alice":
+	if name == "alice" {
+		var err error
+		if c, err = node.ParseConfig([]byte("version = 1\n" + agent.Capabilities)); err != nil {
+			return nil, fmt.Errorf("reading the example agent's capabilities: %w", err)
+		}
+		c.Agent.Webhook = webhook
 		c.Disclosure.Personas = map[string]map[string]string{"default": {bob.String(): "professional"}}
 		c.Temperature.Peers = map[string]string{bob.String(): "warm"}
-		c.Capabilities = append(node.StandardCapabilities()[:1],
-			map[string]any{"name": "calendar.availability", "description": "Share calendar availability windows",
-				"parameters": map[string]any{"type": "object", "properties": map[string]any{"days": map[string]any{"type": "integer", "minimum": 1}}},
-				"conditions": map[string]any{"min_disclosure": "professional", "min_auth_level": 1}},
-			map[string]any{"name": "doc.summarize", "description": "Summarize a document", "categories": []any{"web"},
-				"price":      map[string]any{"amount": "0.05", "currency": "USDC"},
-				"conditions": map[string]any{"temperature": "hot", "max_concurrent": 2}},
+		c.Capabilities = append(c.Capabilities,
 			map[string]any{"name": "diary.read", "description": "Read Alice's diary", "advertise": "when-eligible",
-				"conditions": map[string]any{"min_disclosure": "close", "min_auth_level": 2}},
-		)
-	case "bob":
+				"conditions": map[string]any{"min_disclosure": "close", "min_auth_level": 2}})
+	}
+	if name == "bob" {
 		c.Capabilities = append(node.StandardCapabilities()[:1],
 			map[string]any{"name": "recipes.suggest", "description": "Suggest a recipe from what is in the fridge"})
 	}
-	return c
+	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
+	c.API.Listen = "127.0.0.1:0"
+	c.Identity.Display = strings.ToUpper(name[:1]) + name[1:] + "'s agent"
+	return c, nil
+}
+
+func printResult(w io.Writer, v any) {
+	out, _ := json.MarshalIndent(v, "    ", "  ")
+	fmt.Fprintf(w, "  answered by Alice's agent:\n    %s\n", out)
 }
 
 func printGrant(w io.Writer, title string, g negotiate.Granted) {

@@ -1,13 +1,18 @@
 // Package store is the daemon's embedded, crash-safe store: the one file in
 // the data directory that remembers what ifaced learned while it ran. It
-// holds three things:
+// holds:
 //
 //   - the peer cache: for each peer, the last capability view it showed us
 //     and verified, where to reach it, and when we fetched and when it
 //     last changed (PeerRecord);
 //   - the seen set: message IDs with their expiry, so that replay
 //     protection (identity.ReplayGuard) survives a restart;
-//   - the owner's own capability document and its seq.
+//   - the owner's own capability document and its seq;
+//   - trust records (pins, revocations, identity-document checks) and
+//     introduction tokens minted here and held from others (buckets
+//     "trust", "intros_issued", "intros_held");
+//   - the owner's run-time policy changes: disclosure tiers and
+//     temperature caps set through the control API (bucket "policy").
 //
 // The caller chooses where the file lives (normally inside the data
 // directory); the package never guesses a path. Open creates the file with

@@ -69,6 +69,7 @@
 //	unsupported_version  ifp is not 4
 //	invalid_signature    unsigned, malformed or non-verifying signature
 //	wrong_key            signed by a key other than the stream's peer
+//	key_revoked          the owner revoked trust in the sender's key
 //	replay               message_id seen before, or date outside the window
 //	out_of_sequence      sequence, phase or conversation does not fit
 //	stale_seq            a capability document older than the one held

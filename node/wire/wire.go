@@ -36,6 +36,7 @@ const (
 	CodeUnsupportedVersion Code = "unsupported_version"
 	CodeInvalidSignature   Code = "invalid_signature"
 	CodeWrongKey           Code = "wrong_key"
+	CodeKeyRevoked         Code = "key_revoked"
 	CodeReplay             Code = "replay"
 	CodeOutOfSequence      Code = "out_of_sequence"
 	CodeStaleSeq           Code = "stale_seq"
@@ -53,6 +54,8 @@ const (
 var (
 	// ErrStaleSeq: a capability document older than the one already held.
 	ErrStaleSeq = errors.New("capability document seq is older than the one held")
+	// ErrKeyRevoked: the owner revoked trust in the sender's key.
+	ErrKeyRevoked = errors.New("the owner revoked trust in this key")
 	// ErrRateLimited: the peer sent more messages than its temperature allows.
 	ErrRateLimited = errors.New("rate limited")
 	// ErrAgentUnavailable: no local agent is there to answer (no webhook, no
@@ -85,6 +88,7 @@ var codes = []struct {
 	{gossip.ErrTooLarge, CodePayloadTooLarge},
 	{gossip.ErrUnknownVersion, CodeUnsupportedVersion},
 	{gossip.ErrWrongKey, CodeWrongKey},
+	{ErrKeyRevoked, CodeKeyRevoked},
 	{gossip.ErrUnsigned, CodeInvalidSignature},
 	{gossip.ErrWeakSignature, CodeInvalidSignature},
 	{identity.ErrBadSignature, CodeInvalidSignature},
@@ -139,6 +143,7 @@ var expectations = map[Code][2]string{
 	CodeUnsupportedVersion: {"IFP-4 messages (\"ifp\": 4)", "resend as an IFP-4 message"},
 	CodeInvalidSignature:   {"an ed25519 signature covering message_id, date, from, to, conversation_id, sequence, phase, content_type and the body", "sign the whole message with the key of your peer ID"},
 	CodeWrongKey:           {"a signature by the key of the peer ID that opened this stream", "sign with your own key"},
+	CodeKeyRevoked:         {"a key the owner trusts", "ask the owner to compare fingerprints with you again and pin your key"},
 	CodeReplay:             {"a new message_id and a current date", "send a new message"},
 	CodeOutOfSequence:      {"the next sequence number of this conversation, a greeting first, nothing after close", "resend with the next sequence number, or start a new conversation"},
 	CodeStaleSeq:           {"a capability document with a higher seq than the one held", "send your current document"},

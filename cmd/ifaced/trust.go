@@ -1,0 +1,352 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/store"
+)
+
+// The trust verbs:
+//
+//	ifaced trust                                   list the trust records
+//	ifaced trust PEER [--verify FINGERPRINT | --revoke | --check]
+//	ifaced introduce --label NAME [--expires 7d] [--disclosure TIER] [--persona P]
+//	ifaced introduce --list | --revoke ID
+//	ifaced accept-intro TOKEN
+
+func runTrust(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "trust", "[PEER [--verify FINGERPRINT | --revoke | --check]]", true)
+	verify := f.String("verify", "", "pin PEER's key: the fingerprint (SHA256:…) you compared with its owner out of band")
+	revoke := f.Bool("revoke", false, "revoke trust in PEER's key: unpin it and refuse its messages")
+	check := f.Bool("check", false, "fetch PEER's identity document now and show the level it reaches")
+	pos, err := f.parseInterleaved(args)
+	if err != nil {
+		return err
+	}
+	actions := 0
+	for _, set := range []bool{*verify != "", *revoke, *check} {
+		if set {
+			actions++
+		}
+	}
+	switch {
+	case len(pos) > 1:
+		return usageError("trust takes at most one PEER, got %q", pos)
+	case actions > 1:
+		return usageError("trust takes one of --verify, --revoke or --check")
+	case actions == 1 && len(pos) == 0:
+		return usageError("--verify, --revoke and --check need a PEER")
+	case len(pos) == 1 && !isPeerRef(pos[0]):
+		return usageError("trust %q: not a peer ID or agent ID", pos[0])
+	}
+	c, err := f.dial(e)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if len(pos) == 0 {
+		list, err := c.Trust(ctx)
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return writeJSON(e.stdout, list)
+		}
+		printTrustList(e.stdout, list)
+		return nil
+	}
+	var info *node.TrustInfo
+	switch {
+	case *verify != "":
+		info, err = c.TrustPeer(ctx, pos[0], api.TrustAction{Verify: *verify})
+	case *revoke:
+		info, err = c.TrustPeer(ctx, pos[0], api.TrustAction{Revoke: true})
+	case *check:
+		info, err = c.TrustPeer(ctx, pos[0], api.TrustAction{Check: true})
+	default:
+		info, err = c.PeerTrust(ctx, pos[0])
+	}
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeJSON(e.stdout, info)
+	}
+	switch {
+	case *verify != "":
+		fmt.Fprintf(e.stdout, "pinned %s: %s is now at level %s\n\n", info.PinnedKey, info.Peer, info.Level)
+	case *revoke:
+		fmt.Fprintf(e.stdout, "revoked trust in key %s: %s has no level and its messages are refused\n\n", info.RevokedKey, info.Peer)
+	case *check:
+		fmt.Fprintln(e.stdout, describeCheck(info.Check))
+		fmt.Fprintln(e.stdout)
+	}
+	printTrust(e.stdout, info)
+	return nil
+}
+
+// describeCheck says what an identity document check reached, or why not.
+func describeCheck(c *store.DocCheck) string {
+	if c == nil {
+		return "no identity document checked"
+	}
+	if c.Level > int(conditions.Signed) {
+		return fmt.Sprintf("identity document: level %s reached: %s", conditions.Level(c.Level), c.Reason)
+	}
+	why := map[string]string{
+		node.CheckFetchFailed:     "fetch failed",
+		node.CheckInvalidDocument: "not a valid document",
+		node.CheckKeyNotListed:    "key not listed",
+		node.CheckKeyRetired:      "key retired",
+		node.CheckKeyRevoked:      "key revoked",
+		node.CheckIDMismatch:      "id mismatch",
+		node.CheckNotFetched:      "nothing to fetch",
+		node.CheckNoAgentID:       "no agent_id known",
+	}[c.Outcome]
+	if why == "" {
+		why = c.Outcome
+	}
+	return fmt.Sprintf("identity document: no level beyond %s: %s: %s", conditions.Signed, why, c.Reason)
+}
+
+func printTrustList(w io.Writer, list []node.TrustInfo) {
+	if len(list) == 0 {
+		fmt.Fprintln(w, "no trust records: every peer is at level 1 (signed) until you pin its key (ifaced trust PEER --verify FINGERPRINT),")
+		fmt.Fprintln(w, "it proves an introduction token you minted (ifaced introduce), or its identity document lists its key")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PEER\tLEVEL\tHOW\tSINCE")
+	for _, t := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Peer, t.Level, strings.Join(t.How, "; "), formatTime(t.Since))
+	}
+	tw.Flush()
+	for _, t := range list {
+		if t.Refusal != "" {
+			fmt.Fprintf(w, "%s: introduction refused %s: %s\n", t.Peer, formatTime(t.RefusedAt), t.Refusal)
+		}
+	}
+}
+
+func printTrust(w io.Writer, t *node.TrustInfo) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "peer\t%s\n", t.Peer)
+	fmt.Fprintf(tw, "fingerprint\t%s\n", t.Fingerprint)
+	fmt.Fprintf(tw, "level\t%s\n", t.Level)
+	fmt.Fprintf(tw, "how\t%s\n", strings.Join(t.How, "; "))
+	if !t.Since.IsZero() {
+		fmt.Fprintf(tw, "since\t%s\n", formatTime(t.Since))
+	}
+	if t.AgentID != "" {
+		fmt.Fprintf(tw, "agent_id\t%s (bound)\n", t.AgentID)
+	}
+	if t.PinnedKey != "" {
+		fmt.Fprintf(tw, "pinned\t%s on %s\n", t.PinnedKey, formatTime(t.PinnedAt))
+	}
+	if t.RevokedKey != "" {
+		fmt.Fprintf(tw, "revoked\t%s on %s\n", t.RevokedKey, formatTime(t.RevokedAt))
+	}
+	for _, in := range t.Intros {
+		grants := "no tier"
+		if in.Disclosure != "" {
+			p := in.Persona
+			if p == "" {
+				p = "default"
+			}
+			grants = in.Disclosure + " under " + p
+		}
+		fmt.Fprintf(tw, "introduced\ttoken %s (%q), %s, until %s\n", in.TokenID, in.Label, grants, formatTime(in.Expires))
+	}
+	if t.Check != nil {
+		fmt.Fprintf(tw, "document\t%s (%s, checked %s)\n", orDash(t.Check.AgentID), t.Check.Outcome, formatTime(t.Check.CheckedAt))
+	}
+	if t.Refusal != "" {
+		fmt.Fprintf(tw, "refused\t%s: %s\n", formatTime(t.RefusedAt), t.Refusal)
+	}
+	tw.Flush()
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func runIntroduce(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "introduce", "--label NAME [--expires 7d] [--disclosure TIER] [--persona P] | --list | --revoke ID", true)
+	label := f.String("label", "", "who the token is for (\"Bob from the conference\")")
+	expires := f.String("expires", "", "how long the token may be used: 7d, 36h, 90m (default trust.intro_expiry)")
+	disclosure := f.String("disclosure", "", "the least disclosure tier the peer who uses the token is granted")
+	persona := f.String("persona", "", "the persona that tier applies under (default: the owner's default context)")
+	list := f.Bool("list", false, "list the tokens this daemon minted and those it holds")
+	revoke := f.String("revoke", "", "revoke the token with this ID")
+	pos, err := f.parseInterleaved(args)
+	if err != nil {
+		return err
+	}
+	minting := *label != "" || *expires != "" || *disclosure != "" || *persona != ""
+	switch {
+	case len(pos) > 0:
+		return usageError("introduce takes flags only, got %q", pos)
+	case *list && (*revoke != "" || minting), *revoke != "" && minting:
+		return usageError("introduce takes --label (with its options), --list or --revoke ID")
+	case !*list && *revoke == "" && *label == "":
+		return usageError("introduce needs --label NAME: who is the token for?")
+	}
+	var ttl time.Duration
+	if *expires != "" {
+		if ttl, err = parseExpiry(*expires); err != nil {
+			return usageError("--expires: %v", err)
+		}
+	}
+	c, err := f.dial(e)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	switch {
+	case *list:
+		l, err := c.Intros(ctx)
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return writeJSON(e.stdout, l)
+		}
+		printIntros(e.stdout, l)
+		return nil
+	case *revoke != "":
+		info, err := c.RevokeIntro(ctx, *revoke)
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return writeJSON(e.stdout, info)
+		}
+		fmt.Fprintf(e.stdout, "revoked introduction token %s (%q)", info.ID, info.Label)
+		if info.BoundPeer != "" {
+			fmt.Fprintf(e.stdout, "; %s no longer gets its tier", info.BoundPeer)
+		}
+		fmt.Fprintln(e.stdout)
+		return nil
+	}
+	m, err := c.Introduce(ctx, api.IntroRequest{Label: *label, ExpiresSeconds: int64(ttl / time.Second),
+		Disclosure: *disclosure, Persona: *persona})
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeJSON(e.stdout, m)
+	}
+	w := e.stdout
+	fmt.Fprintf(w, "introduction token %s for %q, valid until %s", m.ID, m.Label, formatTime(m.Expires))
+	if m.Disclosure != "" {
+		p := m.Persona
+		if p == "" {
+			p = "default"
+		}
+		fmt.Fprintf(w, ", granting at least %s under %s", m.Disclosure, p)
+	}
+	fmt.Fprintf(w, ":\n\n%s\n\n", m.Token)
+	fmt.Fprintln(w, "Hand it to the other human by a channel you trust; on their daemon they run")
+	fmt.Fprintf(w, "  ifaced accept-intro %s\n", m.Token)
+	fmt.Fprintln(w, "The first daemon that proves it holds the token binds it. It is not shown again;")
+	fmt.Fprintf(w, "`ifaced introduce --list` shows its state, `ifaced introduce --revoke %s` revokes it.\n", m.ID)
+	return nil
+}
+
+// parseExpiry reads a lifetime: a Go duration ("36h", "90m"), or a whole
+// or fractional number of days ("7d") or weeks ("2w").
+func parseExpiry(s string) (time.Duration, error) {
+	var d time.Duration
+	unit := time.Duration(0)
+	switch {
+	case strings.HasSuffix(s, "d"):
+		unit = 24 * time.Hour
+	case strings.HasSuffix(s, "w"):
+		unit = 7 * 24 * time.Hour
+	}
+	if unit != 0 {
+		v, err := strconv.ParseFloat(strings.TrimSpace(s[:len(s)-1]), 64)
+		if err != nil || v <= 0 || v > 100*365 {
+			return 0, fmt.Errorf("%q: want a positive lifetime such as 7d, 2w or 36h", s)
+		}
+		d = time.Duration(v * float64(unit))
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil || d <= 0 {
+			return 0, fmt.Errorf("%q: want a positive lifetime such as 7d, 2w or 36h", s)
+		}
+	}
+	if d < time.Second {
+		return 0, fmt.Errorf("%q: a token must last at least a second", s)
+	}
+	return d, nil
+}
+
+func printIntros(w io.Writer, l *api.IntroList) {
+	if len(l.Issued) == 0 && len(l.Held) == 0 {
+		fmt.Fprintln(w, "no introduction tokens (mint one with `ifaced introduce --label NAME`)")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if len(l.Issued) > 0 {
+		fmt.Fprintln(tw, "MINTED\tLABEL\tSTATE\tEXPIRES\tGRANTS\tBOUND TO")
+		for _, in := range l.Issued {
+			grants := "-"
+			if in.Disclosure != "" {
+				grants = in.Disclosure
+				if in.Persona != "" {
+					grants += " under " + in.Persona
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, in.Label, in.State, formatTime(in.Expires), grants, orDash(in.BoundPeer))
+		}
+	}
+	if len(l.Held) > 0 {
+		if len(l.Issued) > 0 {
+			fmt.Fprintln(tw)
+		}
+		fmt.Fprintln(tw, "HELD\tLABEL\tFROM\tEXPIRES")
+		for _, in := range l.Held {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", in.ID, in.Label, in.IssuerPeer, formatTime(in.Expires))
+		}
+	}
+	tw.Flush()
+}
+
+func runAcceptIntro(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "accept-intro", "TOKEN", true)
+	pos, err := f.parseInterleaved(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("accept-intro takes one TOKEN (the ifintro1… string the issuer's `ifaced introduce` printed)")
+	}
+	c, err := f.dial(e)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	h, err := c.AcceptIntro(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeJSON(e.stdout, h)
+	}
+	fmt.Fprintf(e.stdout, "holding introduction token %s (%q) from %s, valid until %s;\ngreetings to that peer now carry its proof (greet it: ifaced greet %s)\n",
+		h.ID, h.Label, h.IssuerPeer, formatTime(h.Expires), h.IssuerPeer)
+	return nil
+}

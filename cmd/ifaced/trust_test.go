@@ -1,0 +1,106 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/api"
+)
+
+func TestTrustVerbs(t *testing.T) {
+	aliceHome, alice := startDaemon(t, aliceConfig())
+	bobHome, bob := startDaemon(t, nil)
+	a, b := aliceHome.Dir, bobHome.Dir
+	aliceID, bobID := alice.ID().PeerID().String(), bob.ID().PeerID().String()
+
+	wantLines(t, "trust before anything", mustRun(t, a, "trust"), "no trust records")
+
+	var m node.MintedIntro
+	out := mustRun(t, a, "introduce", "--label", "Bob", "--expires", "2d", "--disclosure", "professional", "--json")
+	if err := json.Unmarshal([]byte(out), &m); err != nil || !strings.HasPrefix(m.Token, "ifintro1") {
+		t.Fatalf("introduce --json: %+v %v\n%s", m, err, out)
+	}
+	if d := time.Until(m.Expires); d < 47*time.Hour || d > 48*time.Hour {
+		t.Errorf("--expires 2d gave a token until %s", m.Expires)
+	}
+	out = mustRun(t, a, "introduce", "--label", "Carol")
+	wantLines(t, "introduce", out, "introduction token ", `for "Carol", valid until`, "ifaced accept-intro ifintro1", "ifaced introduce --revoke ")
+
+	wantLines(t, "accept-intro", mustRun(t, b, "accept-intro", m.Token), "holding introduction token "+m.ID+` ("Bob") from `+aliceID)
+	mustRun(t, b, "connect", alice.Addrs()[0].String())
+	out = mustRun(t, b, "greet", aliceID)
+	// Alice's grant follows the introduction once converse.go asks policyFor;
+	// her trust record shows it already.
+	wantLines(t, "greet", out, "granted you")
+
+	out = mustRun(t, a, "trust")
+	wantLines(t, "trust", out, "PEER", bobID, "1 (signed)", `introduced via token "Bob" (professional under default)`)
+	out = mustRun(t, a, "introduce", "--list")
+	wantLines(t, "introduce --list", out, m.ID, "bound", bobID, "professional", "Carol", "unused")
+	wantLines(t, "bob's introduce --list", mustRun(t, b, "introduce", "--list"), "HELD", m.ID, aliceID)
+
+	// Pinning: the wrong fingerprint is refused with both shown.
+	r := ifaced(t, a, "trust", bobID, "--verify", alice.ID().Fingerprint())
+	if r.code != 1 || !strings.Contains(r.stderr, alice.ID().Fingerprint()) || !strings.Contains(r.stderr, bob.ID().Fingerprint()) {
+		t.Errorf("verify with the wrong fingerprint: exit %d\n%s", r.code, r.stderr)
+	}
+	out = mustRun(t, a, "trust", bobID, "--verify", bob.ID().Fingerprint())
+	wantLines(t, "trust --verify", out, "pinned "+bob.ID().Fingerprint()+": "+bobID+" is now at level 2 (verified)", "how          pinned ")
+	out = mustRun(t, a, "trust", bobID, "--check")
+	wantLines(t, "trust --check", out, "identity document: no level beyond 1 (signed): nothing to fetch:", "level        2 (verified)")
+	var info node.TrustInfo
+	if err := json.Unmarshal([]byte(mustRun(t, a, "trust", bobID, "--json")), &info); err != nil || info.Level != conditions.Verified {
+		t.Errorf("trust PEER --json: %+v %v", info, err)
+	}
+	out = mustRun(t, a, "trust", bobID, "--revoke")
+	wantLines(t, "trust --revoke", out, "revoked trust in key "+bob.ID().Fingerprint(), "level        none")
+	var list []node.TrustInfo
+	if err := json.Unmarshal([]byte(mustRun(t, a, "trust", "--json")), &list); err != nil || len(list) != 1 || list[0].Level != conditions.NoLevel {
+		t.Errorf("trust --json: %+v %v", list, err)
+	}
+
+	wantLines(t, "introduce --revoke", mustRun(t, a, "introduce", "--revoke", m.ID), "revoked introduction token "+m.ID, bobID+" no longer gets its tier")
+	var l api.IntroList
+	if err := json.Unmarshal([]byte(mustRun(t, a, "introduce", "--list", "--json")), &l); err != nil || len(l.Issued) != 2 {
+		t.Errorf("introduce --list --json: %+v %v", l, err)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"trust", bobID, "--revoke", "--check"}, 2, "one of"},
+		{[]string{"trust", "--check"}, 2, "need a PEER"},
+		{[]string{"introduce"}, 2, "--label"},
+		{[]string{"introduce", "--label", "x", "--expires", "soon"}, 2, "--expires"},
+		{[]string{"introduce", "--label", "x", "--disclosure", "bestie"}, 1, "not a known tier"},
+		{[]string{"introduce", "--revoke", "0123456789abcdef"}, 1, "no introduction token"},
+		{[]string{"accept-intro"}, 2, "one TOKEN"},
+		{[]string{"accept-intro", "ifintro1garbage"}, 1, "not a valid introduction token"},
+	} {
+		r := ifaced(t, a, tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("ifaced %q: exit %d, stderr %q; want exit %d saying %q", tc.args, r.code, r.stderr, tc.code, tc.want)
+		}
+	}
+}
+
+func TestParseExpiry(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"7d": 7 * 24 * time.Hour, "1.5d": 36 * time.Hour, "2w": 14 * 24 * time.Hour, "36h": 36 * time.Hour, "90m": 90 * time.Minute,
+	} {
+		if got, err := parseExpiry(in); err != nil || got != want {
+			t.Errorf("parseExpiry(%q) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "d", "-1d", "0h", "soon", "1ms", "99999999d"} {
+		if got, err := parseExpiry(in); err == nil {
+			t.Errorf("parseExpiry(%q) = %s, want an error", in, got)
+		}
+	}
+}

@@ -1,0 +1,228 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/ifaced/ifaced/node"
+)
+
+// Trust and introductions:
+//
+//	GET    /v1/trust                  every trust record: level, how it was reached, when, the last refusal
+//	GET    /v1/trust/{peer}           one peer's (level 1, signed only, when there is no record)
+//	POST   /v1/trust/{peer}           {"verify": fingerprint} | {"revoke": true} | {"check": true} → the peer's trust
+//	POST   /v1/intros                 {"label", "expires_seconds", "disclosure", "persona"} → {"token", "id", "expires", …}
+//	GET    /v1/intros                 the tokens minted here (without secrets) and those held from other daemons
+//	DELETE /v1/intros/{id}            revoke a token minted here → the token
+//	POST   /v1/intros/accept          {"token"} → the token now held
+//
+// A fingerprint that does not match the peer's key is a 400 on "verify"
+// whose message shows both; an expired or mangled token is a 400 on
+// "token"; an unknown token ID is a 404. A check that fetched nothing, or
+// found the key unlisted, is not an error: the answer's check says why.
+
+// TrustList is the answer of GET /v1/trust.
+type TrustList struct {
+	Peers []node.TrustInfo `json:"peers"`
+}
+
+// TrustAction is the body of POST /v1/trust/{peer}: exactly one member.
+type TrustAction struct {
+	Verify string `json:"verify,omitempty"` // pin the key whose fingerprint (SHA256:…) this is
+	Revoke bool   `json:"revoke,omitempty"` // revoke trust in the peer's key
+	Check  bool   `json:"check,omitempty"`  // fetch the peer's identity document now
+}
+
+// IntroRequest is the body of POST /v1/intros.
+type IntroRequest struct {
+	Label          string `json:"label"`
+	ExpiresSeconds int64  `json:"expires_seconds,omitempty"` // 0: trust.intro_expiry
+	Disclosure     string `json:"disclosure,omitempty"`
+	Persona        string `json:"persona,omitempty"`
+}
+
+// IntroList is the answer of GET /v1/intros.
+type IntroList struct {
+	Issued []node.IssuedIntroInfo `json:"issued"`
+	Held   []node.HeldIntroInfo   `json:"held"`
+}
+
+// AcceptIntroRequest is the body of POST /v1/intros/accept.
+type AcceptIntroRequest struct {
+	Token string `json:"token"`
+}
+
+func (s *Server) trustList(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, TrustList{Peers: s.n.Trust()})
+}
+
+func (s *Server) peerTrust(w http.ResponseWriter, r *http.Request) {
+	pid, e := s.resolvePeer(r.PathValue("peer"))
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.n.PeerTrust(pid))
+}
+
+func (s *Server) trustPeer(w http.ResponseWriter, r *http.Request) {
+	var req TrustAction
+	if e := decodeBody(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	n := 0
+	for _, set := range []bool{req.Verify != "", req.Revoke, req.Check} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		writeError(w, &Error{Status: http.StatusBadRequest, Code: CodeBadRequest,
+			Message: `send exactly one of {"verify": fingerprint}, {"revoke": true} or {"check": true}`})
+		return
+	}
+	pid, e := s.resolvePeer(r.PathValue("peer"))
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	var info node.TrustInfo
+	var err error
+	switch {
+	case req.Verify != "":
+		info, err = s.n.PinKey(pid, req.Verify)
+	case req.Revoke:
+		info, err = s.n.RevokeKey(pid)
+	default:
+		ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
+		defer cancel()
+		info, err = s.n.CheckTrust(ctx, pid)
+	}
+	if err != nil {
+		writeError(w, trustError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (s *Server) introduce(w http.ResponseWriter, r *http.Request) {
+	var req IntroRequest
+	if e := decodeBody(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.ExpiresSeconds < 0 || req.ExpiresSeconds > math.MaxInt64/int64(time.Second) {
+		writeError(w, badField("expires_seconds", "%d: want a positive number of seconds (0 for the default)", req.ExpiresSeconds))
+		return
+	}
+	m, err := s.n.Introduce(node.IntroRequest{Label: req.Label, TTL: time.Duration(req.ExpiresSeconds) * time.Second,
+		Disclosure: req.Disclosure, Persona: req.Persona})
+	if err != nil {
+		writeError(w, trustError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+func (s *Server) intros(w http.ResponseWriter, r *http.Request) {
+	issued, err := s.n.IssuedIntros()
+	if err != nil {
+		writeError(w, internal(err))
+		return
+	}
+	held := s.n.HeldIntros()
+	if held == nil {
+		held = []node.HeldIntroInfo{}
+	}
+	writeJSON(w, http.StatusOK, IntroList{Issued: issued, Held: held})
+}
+
+func (s *Server) revokeIntro(w http.ResponseWriter, r *http.Request) {
+	info, err := s.n.RevokeIntro(r.PathValue("id"))
+	if err != nil {
+		writeError(w, trustError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (s *Server) acceptIntro(w http.ResponseWriter, r *http.Request) {
+	var req AcceptIntroRequest
+	if e := decodeBody(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.Token == "" {
+		writeError(w, badField("token", "is required: the string `ifaced introduce` printed on the issuer's side"))
+		return
+	}
+	info, err := s.n.AcceptIntro(req.Token)
+	if err != nil {
+		writeError(w, trustError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// trustError classifies the failure of a trust request.
+func trustError(err error) *Error {
+	var ie *node.TrustInputError
+	switch {
+	case errors.As(err, &ie):
+		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Field: ie.Field, Message: err.Error()}
+	case errors.Is(err, node.ErrNoSuchIntro):
+		return notFound("%v", err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return &Error{Status: http.StatusGatewayTimeout, Code: CodePeerTimeout, Message: err.Error()}
+	}
+	return internal(err)
+}
+
+// Trust lists the trust records.
+func (c *Client) Trust(ctx context.Context) ([]node.TrustInfo, error) {
+	var out TrustList
+	err := c.call(ctx, http.MethodGet, "/v1/trust", nil, &out)
+	return out.Peers, err
+}
+
+// PeerTrust returns what the daemon established about one peer.
+func (c *Client) PeerTrust(ctx context.Context, peer string) (*node.TrustInfo, error) {
+	var out node.TrustInfo
+	return &out, c.call(ctx, http.MethodGet, "/v1/trust/"+url.PathEscape(peer), nil, &out)
+}
+
+// TrustPeer pins, revokes or checks a peer's key.
+func (c *Client) TrustPeer(ctx context.Context, peer string, a TrustAction) (*node.TrustInfo, error) {
+	var out node.TrustInfo
+	return &out, c.call(ctx, http.MethodPost, "/v1/trust/"+url.PathEscape(peer), a, &out)
+}
+
+// Introduce mints an introduction token.
+func (c *Client) Introduce(ctx context.Context, req IntroRequest) (*node.MintedIntro, error) {
+	var out node.MintedIntro
+	return &out, c.call(ctx, http.MethodPost, "/v1/intros", req, &out)
+}
+
+// Intros lists the tokens minted by the daemon and those it holds.
+func (c *Client) Intros(ctx context.Context) (*IntroList, error) {
+	var out IntroList
+	return &out, c.call(ctx, http.MethodGet, "/v1/intros", nil, &out)
+}
+
+// RevokeIntro revokes a token the daemon minted.
+func (c *Client) RevokeIntro(ctx context.Context, id string) (*node.IssuedIntroInfo, error) {
+	var out node.IssuedIntroInfo
+	return &out, c.call(ctx, http.MethodDelete, "/v1/intros/"+url.PathEscape(id), nil, &out)
+}
+
+// AcceptIntro stores a token another daemon minted for this one.
+func (c *Client) AcceptIntro(ctx context.Context, token string) (*node.HeldIntroInfo, error) {
+	var out node.HeldIntroInfo
+	return &out, c.call(ctx, http.MethodPost, "/v1/intros/accept", AcceptIntroRequest{Token: token}, &out)
+}
