@@ -21,9 +21,10 @@ var HeaderNames = []string{
 }
 
 // RequiredSignedHeaders must be covered by any signature ifaced accepts:
-// without them replay protection and conversation state would rest on
-// unsigned data.
-var RequiredSignedHeaders = []string{"message_id", "date", "from", "to", "conversation_id", "sequence", "phase", "content_type"}
+// every header, because every one of them can drive a decision (which
+// capability is requested, which request is answered, the proposed tier)
+// and a relay or inbox between the peers must not be able to change one.
+var RequiredSignedHeaders = HeaderNames
 
 var (
 	// ErrUnsigned: the message carries no Ed25519 signature.
@@ -158,14 +159,16 @@ func (m *Message) AddIntroProof(tok *identity.Introduction, created time.Time) e
 	return nil
 }
 
-// IntroProof returns the message's introduction proof, if it has one.
+// IntroProof returns the message's introduction proof, if it has one that
+// covers every header and the body, as a signature must.
 func (m *Message) IntroProof() (*identity.MessageSignature, bool) {
 	if m.Security == nil {
 		return nil, false
 	}
 	for i := range m.Security.Signatures {
 		s := &m.Security.Signatures[i]
-		if s.Alg == identity.AlgHMACSHA256 && strings.HasPrefix(s.KeyID, "intro:") {
+		if s.Alg == identity.AlgHMACSHA256 && strings.HasPrefix(s.KeyID, "intro:") &&
+			s.SignedBody && len(s.Covers(RequiredSignedHeaders)) == 0 {
 			return s, true
 		}
 	}

@@ -2,7 +2,6 @@ package negotiate
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/ifaced/ifaced/conditions"
 )
@@ -39,15 +38,14 @@ type Granted struct {
 }
 
 // Policy is the owner's side of a negotiation: the disclosure map
-// (persona → peer → tier, IFP-12 §3.4), the default tier, per-peer
-// temperature maxima, and the personas the owner offers.
+// (persona → peer → tier, IFP-12 §3.4), the default tier, and per-peer
+// temperature maxima.
 type Policy struct {
 	Order          *conditions.TierOrder
 	DefaultTier    string
 	Map            map[string]map[string]string
 	DefaultMaxTemp string
 	MaxTemp        map[string]string
-	Personas       []string
 }
 
 // DefaultPersona is the disclosure-map key of the owner's undifferentiated
@@ -59,12 +57,11 @@ const DefaultPersona = "default"
 // grants more than the map and caps allow, whatever was proposed.
 func (p *Policy) Grant(peerID, agentID string, level conditions.Level, prop Proposal) Granted {
 	g := Granted{AuthLevel: level}
-	if prop.Persona != "" {
-		if slices.Contains(p.Personas, prop.Persona) {
-			g.Persona = prop.Persona
-		} else {
-			g.Notes = append(g.Notes, fmt.Sprintf("persona %q is not offered; the conversation uses the owner's default context", prop.Persona))
-		}
+	// Any persona may be proposed. Refusing unknown ones would tell a
+	// prober which personas exist; a persona the map does not name simply
+	// gets the default tier.
+	if len(prop.Persona) <= 128 {
+		g.Persona = prop.Persona
 	}
 	mapKey := g.Persona
 	if mapKey == "" {
@@ -124,15 +121,21 @@ func lookup(m map[string]string, keys ...string) (string, bool) {
 }
 
 // Raise combines the grant of a later greeting in the same conversation
-// with the current one: disclosure, level and temperature never go down
-// inside a conversation (IFP-5 §2, IFP-12 §3.6); the persona follows the
-// later greeting.
+// with the current one: the level never goes down inside a conversation
+// (IFP-5 §2), nor do disclosure and temperature while the persona stays
+// the same (IFP-12 §3.6); a change of persona takes that persona's grant.
 func (g Granted) Raise(next Granted, order *conditions.TierOrder) Granted {
 	out := next
+	out.AuthLevel = max(g.AuthLevel, next.AuthLevel)
+	if next.Persona != g.Persona {
+		// Tiers and temperatures belong to a persona's map: a greeting that
+		// changes persona starts from that persona's grant, and nothing
+		// granted under the previous persona carries over.
+		return out
+	}
 	if order.AtLeast(g.Disclosure, next.Disclosure) {
 		out.Disclosure = g.Disclosure
 	}
-	out.AuthLevel = max(g.AuthLevel, next.AuthLevel)
 	gr, _ := conditions.TemperatureRank(g.Temperature)
 	nr, _ := conditions.TemperatureRank(next.Temperature)
 	if gr > nr {

@@ -17,7 +17,6 @@ func testPolicy() *Policy {
 		},
 		DefaultMaxTemp: "cool",
 		MaxTemp:        map[string]string{"peer-bob": "hot"},
-		Personas:       []string{"researcher"},
 	}
 }
 
@@ -38,7 +37,7 @@ func TestGrant(t *testing.T) {
 		{"bob as researcher", "peer-bob", "", Proposal{Persona: "researcher", Disclosure: "close"}, "professional-open", OutcomeLowered, "cool", "researcher", "lowered"},
 		{"carol by agent id", "peer-c", "https://carol.example", Proposal{Persona: "researcher"}, "professional", OutcomeGranted, "cool", "researcher", ""},
 		{"unknown tier", "peer-bob", "", Proposal{Disclosure: "bestie"}, "personal", OutcomeDeclined, "cool", "", "not a tier"},
-		{"unknown persona", "peer-bob", "", Proposal{Persona: "artist"}, "personal", OutcomeGranted, "cool", "", "not offered"},
+		{"persona the map does not name", "peer-bob", "", Proposal{Persona: "artist"}, "public", OutcomeGranted, "cool", "artist", ""},
 		{"stranger asks hot", "peer-x", "", Proposal{Temperature: "hot"}, "public", OutcomeGranted, "cool", "", "lowered to \"cool\""},
 		{"bob asks hot", "peer-bob", "", Proposal{Temperature: "hot"}, "personal", OutcomeGranted, "hot", "", ""},
 		{"bad temperature", "peer-bob", "", Proposal{Temperature: "boiling"}, "personal", OutcomeGranted, "cool", "", "boiling"},
@@ -58,13 +57,18 @@ func TestGrant(t *testing.T) {
 func TestRaiseNeverLowers(t *testing.T) {
 	order := conditions.DefaultTierOrder()
 	first := Granted{Disclosure: "personal", AuthLevel: conditions.Verified, Temperature: "warm", Persona: "researcher"}
-	later := Granted{Disclosure: "public", AuthLevel: conditions.Signed, Temperature: "cool"}
+	later := Granted{Disclosure: "public", AuthLevel: conditions.Signed, Temperature: "cool", Persona: "researcher"}
 	got := first.Raise(later, order)
-	if got.Disclosure != "personal" || got.AuthLevel != conditions.Verified || got.Temperature != "warm" || got.Persona != "" {
+	if got.Disclosure != "personal" || got.AuthLevel != conditions.Verified || got.Temperature != "warm" || got.Persona != "researcher" {
 		t.Fatalf("Raise lowered something: %+v", got)
 	}
-	higher := Granted{Disclosure: "close", AuthLevel: conditions.Bound, Temperature: "hot"}
+	higher := Granted{Disclosure: "close", AuthLevel: conditions.Bound, Temperature: "hot", Persona: "researcher"}
 	if got := first.Raise(higher, order); got.Disclosure != "close" || got.AuthLevel != conditions.Bound || got.Temperature != "hot" {
 		t.Fatalf("Raise did not raise: %+v", got)
+	}
+	// Another persona takes its own grant; only the level carries over.
+	work := Granted{Disclosure: "public", AuthLevel: conditions.Signed, Temperature: "cool", Persona: "work"}
+	if got := first.Raise(work, order); got.Disclosure != "public" || got.Temperature != "cool" || got.AuthLevel != conditions.Verified || got.Persona != "work" {
+		t.Fatalf("persona switch kept the other persona's grant: %+v", got)
 	}
 }

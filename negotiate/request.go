@@ -3,6 +3,7 @@ package negotiate
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +44,11 @@ func (d *Document) Decide(name string, f conditions.Facts, order *conditions.Tie
 	dec := conditions.Evaluate(c.Conds(), f, order, retryHint)
 	if dec.Absent() || (c.Hidden() && !dec.Eligible()) {
 		return nil, unknown(name)
+	}
+	if !dec.Eligible() {
+		// How busy a capability is concerns only those who may use it.
+		dec.Unmet = slices.DeleteFunc(dec.Unmet, func(u conditions.Unmet) bool { return u.Condition == conditions.CondMaxConcurrent })
+		dec.RetryAfter = 0
 	}
 	if err := dec.Error(); err != nil {
 		return c, fmt.Errorf("capability %q: %w", name, err)

@@ -142,8 +142,8 @@ func DecodeView(content any) (*Document, error) {
 	if d.IFP != Version {
 		return nil, fmt.Errorf("%w: ifp is %d, want %d", ErrNotAView, d.IFP, Version)
 	}
-	if d.AgentID == "" {
-		return nil, fmt.Errorf("%w: agent_id is missing", ErrNotAView)
+	if d.AgentID == "" || len(d.AgentID) > 512 {
+		return nil, fmt.Errorf("%w: agent_id is missing or longer than 512 bytes", ErrNotAView)
 	}
 	if len(d.Capabilities) > MaxCapabilities {
 		return nil, fmt.Errorf("%w: %d capabilities, at most %d", ErrNotAView, len(d.Capabilities), MaxCapabilities)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -56,6 +57,7 @@ const maxAgentAnswer = 1 << 20
 
 // bridge hands invocations to the local agent.
 type bridge struct {
+	log     *slog.Logger
 	webhook string
 	client  *http.Client
 	events  *hub
@@ -64,8 +66,8 @@ type bridge struct {
 	waiting map[string]chan InvocationAnswer
 }
 
-func newBridge(cfg AgentConfig, events *hub) *bridge {
-	return &bridge{webhook: cfg.Webhook, client: &http.Client{}, events: events, waiting: map[string]chan InvocationAnswer{}}
+func newBridge(cfg AgentConfig, events *hub, log *slog.Logger) *bridge {
+	return &bridge{log: log, webhook: cfg.Webhook, client: &http.Client{}, events: events, waiting: map[string]chan InvocationAnswer{}}
 }
 
 // invoke asks the agent and waits for its answer until ctx ends.
@@ -94,25 +96,32 @@ func (b *bridge) post(ctx context.Context, inv Invocation) (InvocationAnswer, er
 	if err != nil {
 		return InvocationAnswer{}, fmt.Errorf("encoding invocation: %w", err)
 	}
+	// Errors here reach the requester, so they say what happened but never
+	// where: the webhook's address (and any secret in it) stays local.
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.webhook, bytes.NewReader(body))
 	if err != nil {
-		return InvocationAnswer{}, fmt.Errorf("%w: %v", wire.ErrAgentUnavailable, err)
+		b.log.Warn("building the webhook request", "err", err)
+		return InvocationAnswer{}, fmt.Errorf("%w: the webhook could not be called", wire.ErrAgentUnavailable)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := b.client.Do(req)
+	if resp != nil {
+		defer resp.Body.Close()
+	}
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return InvocationAnswer{}, fmt.Errorf("%w (webhook)", wire.ErrAgentTimeout)
 	case err != nil:
-		return InvocationAnswer{}, fmt.Errorf("%w: webhook: %v", wire.ErrAgentUnavailable, err)
+		b.log.Warn("calling the agent's webhook", "err", err)
+		return InvocationAnswer{}, fmt.Errorf("%w: the webhook could not be reached", wire.ErrAgentUnavailable)
 	}
-	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAgentAnswer+1))
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return InvocationAnswer{}, fmt.Errorf("%w (webhook)", wire.ErrAgentTimeout)
 		}
-		return InvocationAnswer{}, fmt.Errorf("%w: reading the webhook's answer: %v", wire.ErrAgentFailed, err)
+		b.log.Warn("reading the agent's webhook answer", "err", err)
+		return InvocationAnswer{}, fmt.Errorf("%w: the webhook's answer could not be read", wire.ErrAgentFailed)
 	}
 	if len(raw) > maxAgentAnswer {
 		return InvocationAnswer{}, fmt.Errorf("%w: the webhook's answer is over %d bytes", wire.ErrAgentFailed, maxAgentAnswer)
@@ -122,7 +131,8 @@ func (b *bridge) post(ctx context.Context, inv Invocation) (InvocationAnswer, er
 	}
 	var ans InvocationAnswer
 	if err := json.Unmarshal(raw, &ans); err != nil {
-		return InvocationAnswer{}, fmt.Errorf("%w: the webhook's answer is not an InvocationAnswer: %v", wire.ErrAgentFailed, err)
+		b.log.Warn("decoding the agent's webhook answer", "err", err)
+		return InvocationAnswer{}, fmt.Errorf("%w: the webhook's answer is not an invocation answer", wire.ErrAgentFailed)
 	}
 	return ans, nil
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -42,8 +43,37 @@ type conv struct {
 	stream *wire.Stream
 	wmu    sync.Mutex // one writer at a time
 
-	gmu     sync.Mutex
-	granted negotiate.Granted // what this daemon grants the peer
+	gmu      sync.Mutex
+	granted  negotiate.Granted // what this daemon grants the peer
+	lastView []byte            // content of the last view sent, without seq and signature
+
+	doneOnce, endOnce sync.Once
+	done              chan struct{} // closed when the conversation ends
+}
+
+func (c *conv) doneChan() chan struct{} {
+	c.doneOnce.Do(func() { c.done = make(chan struct{}) })
+	return c.done
+}
+
+// ended is closed when the conversation ends.
+func (c *conv) ended() <-chan struct{} { return c.doneChan() }
+
+// end marks the conversation ended; later calls do nothing.
+func (c *conv) end() { c.endOnce.Do(func() { close(c.doneChan()) }) }
+
+// viewChanged records view as sent and reports whether its content differs
+// from the last one sent in this conversation.
+func (c *conv) viewChanged(view *negotiate.Document) bool {
+	key, err := contentKey(view)
+	if err != nil {
+		return true
+	}
+	c.gmu.Lock()
+	defer c.gmu.Unlock()
+	changed := !bytes.Equal(key, c.lastView)
+	c.lastView = key
+	return changed
 }
 
 func (c *conv) grant() negotiate.Granted {
@@ -111,7 +141,10 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 		Conversation: gossip.NewConversation(gossip.NewID("conv", n.now()), n.localAgent(), remote),
 		peer:         pid,
 		stream:       wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration),
-		granted:      n.grant(pid, nil, negotiate.Proposal{}),
+		// What this daemon grants the peer comes from its own map, under
+		// the persona it proposes; the peer's answer can only raise the
+		// level this daemon establishes for it.
+		granted: n.grant(pid, nil, negotiate.Proposal{Persona: prop.Persona}),
 	}
 	greeting, err := n.greeting(c, prop, nil)
 	if err == nil {
@@ -149,7 +182,8 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 		}
 	}
 	// The peer's greeting states what it proposes for our side.
-	granted := c.raise(n.grant(pid, reply, proposalOf(reply)), n.order)
+	level, _ := n.trustOf(pid, reply)
+	granted := c.raiseLevel(level)
 	if proto == wire.Conversation {
 		n.open(c)
 	} else {
@@ -262,12 +296,13 @@ func (n *Node) serve(c *conv) {
 			// A later greeting renegotiates; nothing it grants goes down.
 			c.raise(n.grant(c.peer, m, proposalOf(m)), n.order)
 		}
-		if n.invocations.deliver(m) {
+		if isRequest(m) {
+			if !n.spawn(func() { n.handleRequest(c, m) }) {
+				return
+			}
 			continue
 		}
-		if isRequest(m) {
-			n.wg.Add(1)
-			go n.handleRequest(c, m)
+		if n.invocations.deliver(c.ID, m) {
 			continue
 		}
 		if m.Headers.Phase == gossip.PhaseClose || m.Headers.Phase == gossip.PhaseError && c.Closed() {
@@ -310,6 +345,7 @@ func (n *Node) greeting(c *conv, prop negotiate.Proposal, granted *negotiate.Gra
 	if err != nil {
 		return nil, err
 	}
+	c.viewChanged(v.doc)
 	h := &m.Headers
 	h.Disclosure, h.Persona = prop.Disclosure, prop.Persona
 	var offer []string
@@ -411,8 +447,12 @@ func (n *Node) readVerified(s *wire.Stream, pid peer.ID) (*gossip.Message, error
 // accept fits a verified message into its conversation, audits it and
 // tells the local agent.
 func (n *Node) accept(c *conv, m *gossip.Message) error {
-	if err := n.rates.allow(c.peer, c.grant().Temperature); err != nil {
-		return err
+	// Answers to this daemon's own requests are not charged: refusing them
+	// would leave the request waiting for an answer that already came.
+	if !n.invocations.awaits(c.ID, m) {
+		if err := n.rates.allow(c.peer, c.grant().Temperature); err != nil {
+			return err
+		}
 	}
 	if err := c.Accept(m); err != nil {
 		return err
@@ -563,11 +603,9 @@ func (n *Node) open(c *conv) {
 	n.events.publish(Event{Type: EventConversation, At: n.now(), Peer: c.peer.String(), ConversationID: c.ID, Detail: "open"})
 	if c.stream.Stat().Direction == network.DirOutbound {
 		// The initiator also listens for the rest of the conversation.
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.serve(c)
-		}()
+		if !n.spawn(func() { n.serve(c) }) {
+			n.closeConv(c)
+		}
 	}
 }
 
@@ -575,6 +613,7 @@ func (n *Node) closeConv(c *conv) {
 	n.mu.Lock()
 	delete(n.convs, c.ID)
 	n.mu.Unlock()
+	c.end()
 	c.stream.Close()
 	n.events.publish(Event{Type: EventConversation, At: n.now(), Peer: c.peer.String(), ConversationID: c.ID, Detail: "closed"})
 }

@@ -39,11 +39,16 @@ const busyRetry = 5 * time.Second
 type invocations struct {
 	mu       sync.Mutex
 	inFlight map[string]int
-	pending  map[string]chan *gossip.Message
+	pending  map[string]waiter // by request message ID
+}
+
+type waiter struct {
+	convID string
+	ch     chan *gossip.Message
 }
 
 func newInvocations() *invocations {
-	return &invocations{inFlight: map[string]int{}, pending: map[string]chan *gossip.Message{}}
+	return &invocations{inFlight: map[string]int{}, pending: map[string]waiter{}}
 }
 
 // start counts one more running invocation of name unless that would pass
@@ -71,20 +76,53 @@ func (iv *invocations) running(name string) int {
 	return iv.inFlight[name]
 }
 
-// deliver hands an answer to whoever waits for it; it reports whether
-// someone did.
-func (iv *invocations) deliver(m *gossip.Message) bool {
-	if m.Headers.Thread == nil || m.Headers.Thread.InReplyTo == "" {
+// answerTo returns the request m answers, when m is an answer: an error,
+// or a probe with a result, in reply to a request.
+func answerTo(m *gossip.Message) (string, bool) {
+	h := &m.Headers
+	if h.Thread == nil || h.Thread.InReplyTo == "" {
+		return "", false
+	}
+	if h.Phase == gossip.PhaseError {
+		return h.Thread.InReplyTo, true
+	}
+	if _, ok := m.Body.Part(partResult); ok && h.Phase == gossip.PhaseProbe {
+		return h.Thread.InReplyTo, true
+	}
+	return "", false
+}
+
+// awaits reports whether m answers a request this daemon sent in
+// conversation convID and still waits for.
+func (iv *invocations) awaits(convID string, m *gossip.Message) bool {
+	id, ok := answerTo(m)
+	if !ok {
 		return false
 	}
 	iv.mu.Lock()
-	ch, ok := iv.pending[m.Headers.Thread.InReplyTo]
-	delete(iv.pending, m.Headers.Thread.InReplyTo)
-	iv.mu.Unlock()
-	if ok {
-		ch <- m
+	defer iv.mu.Unlock()
+	w, ok := iv.pending[id]
+	return ok && w.convID == convID
+}
+
+// deliver hands an answer to whoever waits for it; it reports whether
+// someone did. Only an answer in the request's own conversation counts.
+func (iv *invocations) deliver(convID string, m *gossip.Message) bool {
+	id, ok := answerTo(m)
+	if !ok {
+		return false
 	}
-	return ok
+	iv.mu.Lock()
+	w, ok := iv.pending[id]
+	if ok && w.convID == convID {
+		delete(iv.pending, id)
+	}
+	iv.mu.Unlock()
+	if !ok || w.convID != convID {
+		return false
+	}
+	w.ch <- m
+	return true
 }
 
 // InvokeResult is a peer's answer to a capability request.
@@ -120,7 +158,7 @@ func (n *Node) Invoke(ctx context.Context, pid peer.ID, capability string, param
 	}
 	ch := make(chan *gossip.Message, 1)
 	n.invocations.mu.Lock()
-	n.invocations.pending[m.Headers.MessageID] = ch
+	n.invocations.pending[m.Headers.MessageID] = waiter{convID: c.ID, ch: ch}
 	n.invocations.mu.Unlock()
 	defer func() {
 		n.invocations.mu.Lock()
@@ -140,6 +178,8 @@ func (n *Node) Invoke(ctx context.Context, pid peer.ID, capability string, param
 			res.Result = p.Content
 		}
 		return res, nil
+	case <-c.ended():
+		return nil, fmt.Errorf("invoking %s on %s: the conversation ended before an answer came", capability, pid)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("invoking %s on %s: no answer: %w", capability, pid, ctx.Err())
 	}
@@ -161,7 +201,6 @@ func isRequest(m *gossip.Message) bool {
 // its own goroutine so that a slow agent does not hold up the
 // conversation.
 func (n *Node) handleRequest(c *conv, req *gossip.Message) {
-	defer n.wg.Done()
 	result, name, err := n.runRequest(c, req)
 	if err != nil {
 		n.log.Info("refused capability request", "peer", c.peer, "capability", name, "code", wire.CodeOf(err), "err", err)
@@ -170,6 +209,7 @@ func (n *Node) handleRequest(c *conv, req *gossip.Message) {
 	}
 	m, err := c.Next(gossip.PhaseProbe, n.now())
 	if err != nil {
+		n.log.Info("answering capability request", "peer", c.peer, "capability", name, "err", err)
 		return
 	}
 	m.Headers.Thread = &gossip.Thread{InReplyTo: req.Headers.MessageID}

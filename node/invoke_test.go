@@ -233,7 +233,7 @@ func TestLyingGreetingGetsNothingMore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := r.GrantedToUs; g.Disclosure != "public" || g.Temperature != "cool" || g.AuthLevel != conditions.Signed || g.Persona != "" {
+	if g := r.GrantedToUs; g.Disclosure != "public" || g.Temperature != "cool" || g.AuthLevel != conditions.Signed || g.Persona != "researcher" {
 		t.Fatalf("mallory was granted %+v", g)
 	}
 	_, err = mallory.Invoke(ctx, alice.id.PeerID(), "diary.read", nil)

@@ -52,9 +52,11 @@ type Node struct {
 	invocations *invocations
 	schemas     *negotiate.Schemas // of doc, compiled once per seq (under mu)
 
-	ctx    context.Context // ends at Close; bounds every background task
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx     context.Context // ends at Close; bounds every background task
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	wgMu    sync.Mutex // guards closing against wg.Add racing wg.Wait
+	closing bool
 
 	trust *trustState // trust records and held introduction tokens (trust.go)
 }
@@ -91,7 +93,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		o(n)
 	}
 	n.started = n.now()
-	n.bridge = newBridge(cfg.Agent, n.events)
+	n.bridge = newBridge(cfg.Agent, n.events, log)
 	n.rates = newRateLimits(cfg.Rates, n.now)
 	n.invocations = newInvocations()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -125,8 +127,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	n.host.SetStreamHandler(wire.Conversation, n.handleConversation)
 	n.host.SetStreamHandler(wire.Capabilities, n.handleCapabilities)
 	n.host.SetStreamHandler(wire.Update, n.handleUpdate)
-	n.wg.Add(1)
-	go n.pruneLoop()
+	n.spawn(n.pruneLoop)
 	ok = true
 	log.Info("ifaced started", "peer", id.PeerID(), "did", id.DID(), "addrs", n.Addrs(),
 		"capabilities", len(doc.Capabilities), "seq", n.Document().Seq)
@@ -134,9 +135,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 }
 
 // policyFrom turns the disclosure and temperature config, with the
-// owner's run-time overrides on top, into a policy. The personas the owner
-// offers are those named in the disclosure map or in any capability's
-// persona condition.
+// owner's run-time overrides on top, into a policy.
 func policyFrom(cfg *Config, order *conditions.TierOrder, o store.PolicyOverrides) *negotiate.Policy {
 	p := &negotiate.Policy{Order: order, DefaultTier: cfg.Disclosure.Default, Map: map[string]map[string]string{},
 		DefaultMaxTemp: cfg.Temperature.DefaultMax, MaxTemp: map[string]string{}}
@@ -155,21 +154,6 @@ func policyFrom(cfg *Config, order *conditions.TierOrder, o store.PolicyOverride
 			p.MaxTemp[peer] = t
 		}
 	}
-	for persona := range p.Map {
-		if persona != negotiate.DefaultPersona {
-			p.Personas = append(p.Personas, persona)
-		}
-	}
-	if doc, err := cfg.Document("x"); err == nil {
-		for _, c := range doc.Capabilities {
-			for _, persona := range c.Conds().Persona {
-				if !slices.Contains(p.Personas, persona) {
-					p.Personas = append(p.Personas, persona)
-				}
-			}
-		}
-	}
-	slices.Sort(p.Personas)
 	return p
 }
 
@@ -410,9 +394,25 @@ func (n *Node) Connect(ctx context.Context, addr string) (peer.ID, error) {
 	return info.ID, nil
 }
 
-// pruneLoop forgets message IDs the replay window no longer needs.
+// spawn runs f in the background unless the node is closing; Close waits
+// for everything spawned. It reports whether f was started.
+func (n *Node) spawn(f func()) bool {
+	n.wgMu.Lock()
+	defer n.wgMu.Unlock()
+	if n.closing {
+		return false
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// pruneLoop forgets message IDs the replay window no longer needs, and the
+// rate limiters of peers that have been quiet.
 func (n *Node) pruneLoop() {
-	defer n.wg.Done()
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
@@ -423,6 +423,7 @@ func (n *Node) pruneLoop() {
 			if err := n.replay.Prune(n.now()); err != nil {
 				n.log.Warn("pruning seen message IDs", "err", err)
 			}
+			n.rates.prune()
 		}
 	}
 }
@@ -445,6 +446,9 @@ func (n *Node) Close() error {
 }
 
 func (n *Node) closeAll() error {
+	n.wgMu.Lock()
+	n.closing = true
+	n.wgMu.Unlock()
 	n.cancel()
 	var errs []error
 	if n.host != nil {

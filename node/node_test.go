@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
@@ -503,7 +504,16 @@ func TestStaleUpdateRefused(t *testing.T) {
 	g := raw.greeting(alice, nil)
 	g.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: view(5)}}
 	g.Sign(raw.id, time.Now())
-	if m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, g)); err != nil || m.Headers.Phase != gossip.PhaseGreeting {
+	// The conversation stays open while the updates arrive.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := raw.NewStream(ctx, alice.id.PeerID(), wire.Conversation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Reset()
+	cs.Write(frame(t, g))
+	if m, err := gossip.ReadMessage(bufio.NewReader(cs)); err != nil || m.Headers.Phase != gossip.PhaseGreeting {
 		t.Fatalf("greeting with seq 5: %v %v", m, err)
 	}
 	update := func(seq uint64) *gossip.Message {
@@ -531,6 +541,18 @@ func TestStaleUpdateRefused(t *testing.T) {
 	rec, err := alice.Store().Peer(raw.id.PeerID().String())
 	if err != nil || rec.Seq != 6 {
 		t.Fatalf("alice holds seq %d (%v), want 6", rec.Seq, err)
+	}
+	// An update in no open conversation is refused.
+	stray := update(7)
+	stray.Headers.ConversationID = "conv:none"
+	stray.Security = nil
+	stray.Sign(raw.id, time.Now())
+	m, err = raw.exchange(t, alice, string(wire.Update), frame(t, stray))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := errorCode(t, m); code != wire.CodeOutOfSequence {
+		t.Fatalf("update outside a conversation: %s", code)
 	}
 }
 
@@ -564,5 +586,48 @@ func TestGreetAgainWithRaisedContext(t *testing.T) {
 	rec, err := bob.Store().Peer(alice.id.PeerID().String())
 	if err != nil || !strings.Contains(string(rec.View), "diary.read") {
 		t.Fatalf("the cache kept the first view: %v", err)
+	}
+}
+
+// TestHiddenChangeIsNotPushed: a change to a capability the peer cannot
+// see sends it nothing.
+func TestHiddenChangeIsNotPushed(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	bob := startDaemon(t, nil)
+	connect(t, bob, alice)
+	r, err := bob.Greet(context.Background(), alice.pid(), negotiate.Proposal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = alice.UpdateDocument(func(d *negotiate.Document) error {
+		d.Capabilities = append(d.Capabilities, negotiate.Capability{Name: "vault.open", Description: "x", Advertise: negotiate.AdvertiseWhenEligible,
+			Conditions: &conditions.Conditions{MinDisclosure: "close"}})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A visible change afterwards is pushed; the hidden one before it was not.
+	events, stop := bob.Subscribe()
+	defer stop()
+	if _, err := alice.UpdateDocument(func(d *negotiate.Document) error {
+		d.Capabilities = append(d.Capabilities, negotiate.Capability{Name: "weather.now", Description: "x"})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, events, func(e Event) bool { return e.Type == EventPeerView && strings.HasPrefix(e.Detail, "seq 3,") })
+	entries, err := bob.Audit().Entries(r.ConversationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates := 0
+	for _, e := range entries {
+		if e.Direction == gossip.Received && e.Message.Headers.Subject == "capability update" {
+			updates++
+		}
+	}
+	if updates != 1 {
+		t.Fatalf("bob received %d updates, want only the visible one", updates)
 	}
 }

@@ -68,3 +68,20 @@ func orCool(t string) string {
 	}
 	return t
 }
+
+// idleLimiter is how long a peer's bucket is kept after it last refilled
+// completely: a quiet peer costs nothing, and a returning one starts full.
+const idleLimiter = 10 * time.Minute
+
+// prune forgets the buckets of peers that have been quiet, so memory does
+// not grow with every peer ID ever seen.
+func (r *rateLimits) prune() {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for pid, l := range r.peers {
+		if l.TokensAt(now.Add(-idleLimiter)) >= float64(l.Burst()) {
+			delete(r.peers, pid)
+		}
+	}
+}

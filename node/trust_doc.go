@@ -195,10 +195,8 @@ func (n *Node) checkInBackground(pid peer.ID, agentID string, rec store.TrustRec
 		return
 	}
 	t.inflight[pid] = true
-	n.wg.Add(1)
 	t.mu.Unlock()
-	go func() {
-		defer n.wg.Done()
+	started := n.spawn(func() {
 		defer func() {
 			t.mu.Lock()
 			delete(t.inflight, pid)
@@ -206,7 +204,13 @@ func (n *Node) checkInBackground(pid peer.ID, agentID string, rec store.TrustRec
 			<-t.fetch.sem
 		}()
 		n.runCheck(n.ctx, pid, agentID)
-	}()
+	})
+	if !started {
+		t.mu.Lock()
+		delete(t.inflight, pid)
+		t.mu.Unlock()
+		<-t.fetch.sem
+	}
 }
 
 // CheckTrust checks pid's identity document now, for the agent ID of the

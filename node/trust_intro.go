@@ -103,9 +103,8 @@ func (n *Node) Introduce(req IntroRequest) (MintedIntro, error) {
 	if persona == negotiate.DefaultPersona {
 		persona = ""
 	}
-	if persona != "" && !slices.Contains(n.currentPolicy().Personas, persona) {
-		return MintedIntro{}, inputError("persona", "%q is not a persona this daemon offers (offered: %s)",
-			persona, strings.Join(append([]string{negotiate.DefaultPersona}, n.currentPolicy().Personas...), ", "))
+	if len(persona) > 128 || strings.ContainsAny(persona, " \t\r\n") {
+		return MintedIntro{}, inputError("persona", "%q: at most 128 bytes, no white space", persona)
 	}
 	ttl := req.TTL
 	if ttl == 0 {

@@ -255,7 +255,7 @@ func TestAcceptIntroRefuses(t *testing.T) {
 		{IntroRequest{Label: strings.Repeat("x", 200)}, "label"},
 		{IntroRequest{Label: "x", TTL: -time.Hour}, "expires_seconds"},
 		{IntroRequest{Label: "x", Disclosure: "intimate"}, "disclosure"},
-		{IntroRequest{Label: "x", Disclosure: "personal", Persona: "pirate"}, "persona"},
+		{IntroRequest{Label: "x", Disclosure: "personal", Persona: "two words"}, "persona"},
 		{IntroRequest{Label: "x", Persona: "default"}, "persona"},
 	} {
 		_, err := alice.Introduce(tc.req)

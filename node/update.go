@@ -27,15 +27,13 @@ func (n *Node) pushUpdates() {
 	}
 	n.mu.Unlock()
 	for _, c := range convs {
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
+		n.spawn(func() {
 			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.StreamTimeout.Duration)
 			defer cancel()
 			if err := n.pushUpdate(ctx, c); err != nil {
 				n.log.Warn("pushing capability update", "peer", c.peer, "conversation", c.ID, "err", err)
 			}
-		}()
+		})
 	}
 }
 
@@ -43,6 +41,11 @@ func (n *Node) pushUpdate(ctx context.Context, c *conv) error {
 	v, err := n.view(c.grant().Facts(c.peer.String(), 0))
 	if err != nil {
 		return err
+	}
+	if !c.viewChanged(v.doc) {
+		// Nothing this peer can see changed: a push would only tell it that
+		// something it cannot see did.
+		return nil
 	}
 	s, err := n.host.NewStream(ctx, c.peer, wire.Update)
 	if err != nil {
@@ -81,8 +84,13 @@ func (n *Node) pushUpdate(ctx context.Context, c *conv) error {
 		s.Reset()
 		return fmt.Errorf("reading update acknowledgement: %w", err)
 	}
-	n.record(gossip.Received, c.peer, ack, "capability update answer")
+	if err := n.record(gossip.Received, c.peer, ack, "capability update answer"); err != nil {
+		n.log.Warn("auditing an update answer", "err", err)
+	}
 	s.Close()
+	if ack.Headers.Thread == nil || ack.Headers.Thread.InReplyTo != m.Headers.MessageID || ack.Headers.ConversationID != m.Headers.ConversationID {
+		return fmt.Errorf("%w: the answer to update %s does not reply to it", gossip.ErrWrongConversation, m.Headers.MessageID)
+	}
 	if ack.Headers.Phase == gossip.PhaseError {
 		return remoteError(c.peer, ack)
 	}
@@ -98,6 +106,17 @@ func (n *Node) handleUpdate(s network.Stream) {
 	c := &conv{Conversation: gossip.NewConversation(m.Headers.ConversationID, n.localAgent(), remote), peer: pid, stream: ws}
 	if m.Headers.From.Agent != remote.Agent || m.Headers.Phase != gossip.PhaseContext {
 		n.refuseIn(c, m, fmt.Errorf("%w: an update is a context message from the stream's peer", gossip.ErrUnexpectedPhase))
+		return
+	}
+	// Updates belong to an open conversation with their sender, and count
+	// against its rate like any other message.
+	open := n.conversation(m.Headers.ConversationID)
+	if open == nil || open.peer != pid {
+		n.refuseIn(c, m, fmt.Errorf("%w: no open conversation %s with you; greet first", gossip.ErrWrongConversation, m.Headers.ConversationID))
+		return
+	}
+	if err := n.rates.allow(pid, open.grant().Temperature); err != nil {
+		n.refuseIn(c, m, err)
 		return
 	}
 	if err := n.record(gossip.Received, pid, m, "capability update"); err != nil {

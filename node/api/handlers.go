@@ -492,17 +492,21 @@ func (s *Server) resolvePeer(ref string) (peer.ID, *Error) {
 	if err != nil {
 		return "", internal(err)
 	}
+	// A peer's agent ID names it only once this daemon established it
+	// (level 3, bound); a claimed agent ID or display name could be anyone's.
 	var found []peer.ID
 	for _, rec := range recs {
-		if rec.AgentID == ref || rec.Display == ref {
-			if pid, err := peer.Decode(rec.PeerID); err == nil {
-				found = append(found, pid)
-			}
+		if rec.AgentID != ref {
+			continue
+		}
+		pid, err := peer.Decode(rec.PeerID)
+		if err == nil && s.n.PeerTrust(pid).AgentID == ref {
+			found = append(found, pid)
 		}
 	}
 	switch len(found) {
 	case 0:
-		return "", notFound("unknown peer %q: not a peer ID, and no cached peer has that agent ID or display name", ref)
+		return "", notFound("unknown peer %q: name a peer by its peer ID or did:key (an agent ID works once this daemon has verified it, level 3)", ref)
 	case 1:
 		return found[0], nil
 	}

@@ -16,7 +16,6 @@ type Policy struct {
 	Disclosure            map[string]map[string]string `json:"disclosure"`
 	DefaultMaxTemperature string                       `json:"default_max_temperature"`
 	MaxTemperature        map[string]string            `json:"max_temperature"`
-	Personas              []string                     `json:"personas"`
 }
 
 // DisclosureChange grants a peer a tier under a persona; an empty tier
@@ -36,7 +35,7 @@ type TemperatureChange struct {
 func (s *Server) policy(w http.ResponseWriter, r *http.Request) {
 	p := s.n.Policy()
 	writeJSON(w, http.StatusOK, Policy{DefaultTier: p.DefaultTier, Tiers: p.Order.Tiers(), Disclosure: p.Map,
-		DefaultMaxTemperature: p.DefaultMaxTemp, MaxTemperature: p.MaxTemp, Personas: p.Personas})
+		DefaultMaxTemperature: p.DefaultMaxTemp, MaxTemperature: p.MaxTemp})
 }
 
 func (s *Server) setDisclosure(w http.ResponseWriter, r *http.Request) {

@@ -70,6 +70,11 @@ func (s *Store) PutPeer(rec PeerRecord) (changed bool, err error) {
 			default:
 				next.ChangedAt = rec.FetchedAt
 				changed = true
+				// A pushed update carries no negotiated context; the last
+				// one still describes the conversation.
+				if len(next.Context) == 0 {
+					next.Context = old.Context
+				}
 			}
 		} else {
 			next.ChangedAt = rec.FetchedAt
