@@ -176,7 +176,8 @@ func (m *Message) IntroProof() (*identity.MessageSignature, bool) {
 }
 
 // Verify checks that m carries an Ed25519 signature by pub that covers the
-// required headers and the body. A signature whose did:key key_id names
+// required headers and the body. Only the first Ed25519 signature not
+// naming another did:key is tried. A signature whose did:key key_id names
 // another key is not tried; if only such signatures exist the error is
 // ErrWrongKey, which says whose key signed.
 func (m *Message) Verify(pub ed25519.PublicKey) error {
@@ -192,6 +193,11 @@ func (m *Message) Verify(pub ed25519.PublicKey) error {
 			if named, err := identity.PublicKeyFromKeyID(sig.KeyID); err == nil && !named.Equal(pub) {
 				wrong = append(wrong, sig.KeyID)
 				continue
+			}
+			if tried > 0 {
+				// One candidate is enough for an honest sender; trying more
+				// would let a hostile one multiply the work per message.
+				break
 			}
 			tried++
 			if missing := sig.Covers(RequiredSignedHeaders); len(missing) > 0 || !sig.SignedBody {
