@@ -115,7 +115,7 @@ func newTrust(n *Node) *trustState {
 	t := &trustState{recs: map[peer.ID]store.TrustRecord{}, held: map[peer.ID][]heldIntro{},
 		inflight: map[peer.ID]bool{}}
 	var err error
-	if t.fetch, err = newDocFetcher(n.cfg.Trust.CAFile); err != nil {
+	if t.fetch, err = newDocFetcher(n.cfg.Trust.CAFile, n.cfg.Trust.FetchPrivate); err != nil {
 		n.log.Error("identity documents cannot be fetched", "err", err)
 	}
 	recs, err := n.store.Trusts()

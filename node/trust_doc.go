@@ -13,9 +13,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ifaced/ifaced/conditions"
@@ -92,7 +94,32 @@ type docFetcher struct {
 	sem    chan struct{} // one slot per check in flight
 }
 
-func newDocFetcher(caFile string) (*docFetcher, error) {
+// errPrivateAddress refuses a fetch that would reach this machine or its
+// network: a peer names the URL, and must not make the daemon probe
+// addresses only it can reach.
+var errPrivateAddress = errors.New("refusing to fetch from a loopback, private or link-local address (set trust.fetch_private = true to allow it)")
+
+// publicOnly is a net.Dialer Control hook that refuses non-public
+// addresses at connect time, after DNS resolution, so a name that resolves
+// to a private address is refused too.
+func publicOnly(network, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return err
+	}
+	ip = ip.Unmap()
+	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
+		return fmt.Errorf("%w: %s", errPrivateAddress, ip)
+	}
+	return nil
+}
+
+func newDocFetcher(caFile string, allowPrivate bool) (*docFetcher, error) {
 	f := &docFetcher{sem: make(chan struct{}, maxChecksInFlight)}
 	pool, err := x509.SystemCertPool()
 	if err != nil || pool == nil {
@@ -108,9 +135,13 @@ func newDocFetcher(caFile string) (*docFetcher, error) {
 			pool.AddCert(c)
 		}
 	}
+	dialer := &net.Dialer{Timeout: docFetchTimeout}
+	if !allowPrivate {
+		dialer.Control = publicOnly
+	}
 	tr := &http.Transport{
-		Proxy:                  http.ProxyFromEnvironment,
-		DialContext:            (&net.Dialer{Timeout: docFetchTimeout}).DialContext,
+		// No proxy: the address check must see where the connection goes.
+		DialContext:            dialer.DialContext,
 		TLSClientConfig:        &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    docFetchTimeout,
 		ResponseHeaderTimeout:  docFetchTimeout,

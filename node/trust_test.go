@@ -390,6 +390,7 @@ func TestIdentityDocuments(t *testing.T) {
 	ds, ca := newDocServer(t)
 	cfg := loopbackConfig()
 	cfg.Trust.CAFile = ca
+	cfg.Trust.FetchPrivate = true // the test server is on loopback
 	alice := startDaemon(t, cfg)
 
 	t.Run("url bound", func(t *testing.T) {
@@ -505,8 +506,20 @@ func TestIdentityDocuments(t *testing.T) {
 			t.Errorf("%+v", info.Check)
 		}
 	})
+	t.Run("private address refused by default", func(t *testing.T) {
+		other := startDaemon(t, nil)
+		url := ds.URL + "/bound3"
+		bob := withAgentID(t, url)
+		ds.serve("/bound3", identity.NewDocument(bob.id, url, "Bob", time.Now()))
+		info := check(t, other, bob)
+		if info.Level != conditions.Signed || info.Check.Outcome != CheckFetchFailed || !strings.Contains(info.Check.Reason, "fetch_private") {
+			t.Errorf("%+v", info.Check)
+		}
+	})
 	t.Run("untrusted certificate", func(t *testing.T) {
-		other := startDaemon(t, nil) // no ca_file: the test server's certificate is unknown
+		cfg := loopbackConfig()
+		cfg.Trust.FetchPrivate = true // no ca_file: the test server's certificate is unknown
+		other := startDaemon(t, cfg)
 		url := ds.URL + "/bound2"
 		bob := withAgentID(t, url)
 		ds.serve("/bound2", identity.NewDocument(bob.id, url, "Bob", time.Now()))
@@ -531,6 +544,7 @@ func TestDocumentChecksAreBounded(t *testing.T) {
 	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600)
 	cfg := loopbackConfig()
 	cfg.Trust.CAFile = ca
+	cfg.Trust.FetchPrivate = true // the test server is on loopback
 	alice := startDaemon(t, cfg)
 
 	now := time.Now()
@@ -630,6 +644,7 @@ func TestTrustChecksLeaveNoGoroutine(t *testing.T) {
 	defer ds.Close()
 	cfg := loopbackConfig()
 	cfg.Trust.CAFile = ca
+	cfg.Trust.FetchPrivate = true // the test server is on loopback
 	alice := startDaemon(t, cfg)
 	url := ds.URL + "/bob"
 	bob := withAgentID(t, url)
