@@ -438,7 +438,9 @@ func (n *Node) readVerified(s *wire.Stream, pid peer.ID) (*gossip.Message, error
 	if err := n.keyRevoked(pid); err != nil {
 		return m, err
 	}
-	if err := n.replay.Check(m.Headers.MessageID, m.Headers.Date, n.now()); err != nil {
+	// Seen IDs are kept per signer, so no peer can use up another's
+	// message IDs before the genuine messages arrive (say, through a relay).
+	if err := n.replay.Check(pid.String()+" "+m.Headers.MessageID, m.Headers.Date, n.now()); err != nil {
 		return m, err
 	}
 	return m, nil
