@@ -25,6 +25,12 @@ const (
 // categories"). A custom category is written "custom:<name>".
 var ToolCategories = []string{"search", "social_search", "media_gen", "web", "code_exec", "voice"}
 
+// ValidToolCategory reports whether cat is an ACP tool category: one of
+// ToolCategories, or custom:<name>.
+func ValidToolCategory(cat string) bool {
+	return slices.Contains(ToolCategories, cat) || categoryRE.MatchString(cat)
+}
+
 // Document is an IFP-7 capability document with ifaced's optional
 // additions; a plain IFP-7 reader can ignore every field it does not know.
 type Document struct {
@@ -246,7 +252,7 @@ func (d *Document) Validate(order *conditions.TierOrder) error {
 			}
 		}
 		for j, cat := range c.Categories {
-			if !slices.Contains(ToolCategories, cat) && !categoryRE.MatchString(cat) {
+			if !ValidToolCategory(cat) {
 				capBad(fmt.Sprintf(".categories[%d]", j), "%q is not a tool category (want one of %s, or custom:<name>)", cat, strings.Join(ToolCategories, ", "))
 			}
 		}

@@ -109,17 +109,25 @@ func (d *Document) Sign(id *identity.Identity, now time.Time) ([]byte, error) {
 
 // Verify checks the document's signature under pub.
 func (d *Document) Verify(pub []byte) error {
+	_, err := d.VerifyCanonical(pub)
+	return err
+}
+
+// VerifyCanonical checks the signature and returns the canonical bytes it
+// covers, so a caller that also needs them (to hash or cache the document)
+// does not canonicalize twice.
+func (d *Document) VerifyCanonical(pub []byte) ([]byte, error) {
 	if d.Signature == nil {
-		return fmt.Errorf("verifying capability document: %w: no signature", identity.ErrMalformedSignature)
+		return nil, fmt.Errorf("verifying capability document: %w: no signature", identity.ErrMalformedSignature)
 	}
 	canon, err := d.Canonical()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := identity.VerifyDocument(pub, d.Signature, canon); err != nil {
-		return fmt.Errorf("verifying capability document: %w", err)
+		return nil, fmt.Errorf("verifying capability document: %w", err)
 	}
-	return nil
+	return canon, nil
 }
 
 // ErrNotAView wraps problems with a document a peer sent.

@@ -62,13 +62,9 @@ func (c *conv) ended() <-chan struct{} { return c.doneChan() }
 // end marks the conversation ended; later calls do nothing.
 func (c *conv) end() { c.endOnce.Do(func() { close(c.doneChan()) }) }
 
-// viewChanged records view as sent and reports whether its content differs
-// from the last one sent in this conversation.
-func (c *conv) viewChanged(view *negotiate.Document) bool {
-	key, err := contentKey(view)
-	if err != nil {
-		return true
-	}
+// viewChanged records the content key of the view sent and reports
+// whether it differs from the last one sent in this conversation.
+func (c *conv) viewChanged(key []byte) bool {
 	c.gmu.Lock()
 	defer c.gmu.Unlock()
 	changed := !bytes.Equal(key, c.lastView)
@@ -345,7 +341,7 @@ func (n *Node) greeting(c *conv, prop negotiate.Proposal, granted *negotiate.Gra
 	if err != nil {
 		return nil, err
 	}
-	c.viewChanged(v.doc)
+	c.viewChanged(v.key)
 	h := &m.Headers
 	h.Disclosure, h.Persona = prop.Disclosure, prop.Persona
 	var offer []string
@@ -488,10 +484,7 @@ func (n *Node) acceptView(pid peer.ID, m *gossip.Message, required bool) (*negot
 	if err != nil {
 		return nil, err
 	}
-	if err := view.Verify(pub); err != nil {
-		return nil, err
-	}
-	canon, err := view.Canonical()
+	canon, err := view.VerifyCanonical(pub)
 	if err != nil {
 		return nil, err
 	}

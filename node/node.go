@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,6 +68,7 @@ type Node struct {
 type signedView struct {
 	doc     *negotiate.Document
 	content any
+	key     []byte // the view's content without seq and signature, to tell a changed view from a re-signed one
 }
 
 // maxCachedViews bounds the signed views kept between document changes.
@@ -303,7 +305,12 @@ func (n *Node) view(f conditions.Facts) (*signedView, error) {
 	if err := json.Unmarshal(raw, &content); err != nil {
 		return nil, fmt.Errorf("encoding view: %w", err)
 	}
-	v = &signedView{doc: view, content: content}
+	ck, err := contentKey(view)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(ck)
+	v = &signedView{doc: view, content: content, key: sum[:]}
 	n.mu.Lock()
 	if n.doc.Seq == doc.Seq {
 		if len(n.views) >= maxCachedViews {

@@ -42,7 +42,7 @@ func (n *Node) pushUpdate(ctx context.Context, c *conv) error {
 	if err != nil {
 		return err
 	}
-	if !c.viewChanged(v.doc) {
+	if !c.viewChanged(v.key) {
 		// Nothing this peer can see changed: a push would only tell it that
 		// something it cannot see did.
 		return nil

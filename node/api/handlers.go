@@ -288,7 +288,7 @@ func (s *Server) greet(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for i, c := range req.ToolCategories {
-		if !slices.Contains(negotiate.ToolCategories, c) && (!strings.HasPrefix(c, "custom:") || len(c) == len("custom:")) {
+		if !negotiate.ValidToolCategory(c) {
 			writeError(w, badField(fmt.Sprintf("tool_categories[%d]", i), "%q is not a tool category (want one of %s, or custom:<name>)",
 				c, strings.Join(negotiate.ToolCategories, ", ")))
 			return
