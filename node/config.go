@@ -17,6 +17,7 @@ import (
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-multiaddr"
 	"github.com/pelletier/go-toml/v2"
 )
@@ -50,6 +51,9 @@ type Config struct {
 	Temperature TemperatureConfig `toml:"temperature"`
 	Agent       AgentConfig       `toml:"agent"`
 	Rates       RatesConfig       `toml:"rates"`
+	Relay       RelayConfig       `toml:"relay"`
+	Mailbox     MailboxConfig     `toml:"mailbox"`
+	Discovery   DiscoveryConfig   `toml:"discovery"`
 	Log         LogConfig         `toml:"log"`
 	// Capabilities and AGUI are the owner's IFP-7 document, inline. They
 	// are decoded by package negotiate's strict rules.
@@ -136,6 +140,47 @@ type RatesConfig struct {
 	Hot  int `toml:"hot"`
 }
 
+// RelayConfig is circuit relay v2: serving it, and using others.
+type RelayConfig struct {
+	Service bool     `toml:"service"` // serve circuit relay v2 (and, with mailbox, IFP-8 mailboxes)
+	Use     []string `toml:"use"`     // relays to reserve slots on: multiaddrs ending in /p2p/<relay peer ID>
+	Mailbox bool     `toml:"mailbox"` // with service: hold messages for peers that are away
+	// Resources of the relay service.
+	MaxReservations int      `toml:"max_reservations"` // peers holding a slot at once
+	MaxCircuits     int      `toml:"max_circuits"`     // relayed connections per peer
+	CircuitDuration Duration `toml:"circuit_duration"` // how long one relayed connection may last
+	CircuitDataKB   int      `toml:"circuit_data_kb"`  // bytes one relayed connection may carry, each way
+}
+
+// MailboxConfig sizes the IFP-8 mailboxes a relay holds, and how a daemon
+// uses the mailboxes of others.
+type MailboxConfig struct {
+	Retention    Duration `toml:"retention"`      // how long an unacknowledged message is kept (IFP-8 §6: at least 7 days)
+	MaxMessages  int      `toml:"max_messages"`   // per recipient
+	MaxKB        int      `toml:"max_kb"`         // per recipient, message bytes
+	MaxPerSender int      `toml:"max_per_sender"` // held at once from one sender, across recipients
+	Poll         Duration `toml:"poll"`           // how often a daemon with relay.use fetches its mail
+	GiveUp       Duration `toml:"give_up"`        // a queued outgoing message is dropped (and the owner told) after this
+}
+
+// DiscoveryConfig is how daemons find each other.
+type DiscoveryConfig struct {
+	MDNS        bool     `toml:"mdns"`         // find and greet daemons on the LAN
+	MDNSService string   `toml:"mdns_service"` // the DNS-SD service name
+	DHT         string   `toml:"dht"`          // auto, server, client or off
+	Bootstrap   []string `toml:"bootstrap"`    // DHT and gossip bootstrap peers: multiaddrs ending in /p2p/<peer ID>
+	Reprovide   Duration `toml:"reprovide"`    // how often provider records are renewed
+	Gossip      bool     `toml:"gossip"`       // announce and follow capabilities.update on GossipSub
+}
+
+// DHT modes.
+const (
+	DHTAuto   = "auto"
+	DHTServer = "server"
+	DHTClient = "client"
+	DHTOff    = "off"
+)
+
 // LogConfig sets up log/slog.
 type LogConfig struct {
 	Level  string `toml:"level"`  // debug, info, warn, error
@@ -203,13 +248,19 @@ func DefaultConfig() *Config {
 			ConnectionsLow: 400, ConnectionsHigh: 600, GracePeriod: Duration{20 * time.Second},
 			StreamTimeout: Duration{30 * time.Second}, MaxStreams: 1024, MaxMemoryMB: 256,
 		},
-		Replay:       ReplayConfig{Window: Duration{identity.DefaultReplayWindow}, ClockSkew: Duration{identity.DefaultClockSkew}},
-		Trust:        TrustConfig{KeyTransition: Duration{7 * 24 * time.Hour}, IntroExpiry: Duration{7 * 24 * time.Hour}},
-		Tiers:        TiersConfig{Custom: []conditions.CustomTier{}},
-		Disclosure:   DisclosureConfig{Default: "public"},
-		Temperature:  TemperatureConfig{DefaultMax: conditions.Cool},
-		Agent:        AgentConfig{Timeout: Duration{30 * time.Second}},
-		Rates:        RatesConfig{Cool: 10, Warm: 30, Hot: 60},
+		Replay:      ReplayConfig{Window: Duration{identity.DefaultReplayWindow}, ClockSkew: Duration{identity.DefaultClockSkew}},
+		Trust:       TrustConfig{KeyTransition: Duration{7 * 24 * time.Hour}, IntroExpiry: Duration{7 * 24 * time.Hour}},
+		Tiers:       TiersConfig{Custom: []conditions.CustomTier{}},
+		Disclosure:  DisclosureConfig{Default: "public"},
+		Temperature: TemperatureConfig{DefaultMax: conditions.Cool},
+		Agent:       AgentConfig{Timeout: Duration{30 * time.Second}},
+		Rates:       RatesConfig{Cool: 10, Warm: 30, Hot: 60},
+		Relay: RelayConfig{Use: []string{}, Mailbox: true, MaxReservations: 128, MaxCircuits: 16,
+			CircuitDuration: Duration{30 * time.Minute}, CircuitDataKB: 16 << 10},
+		Mailbox: MailboxConfig{Retention: Duration{7 * 24 * time.Hour}, MaxMessages: 1000, MaxKB: 16 << 10,
+			MaxPerSender: 200, Poll: Duration{time.Minute}, GiveUp: Duration{24 * time.Hour}},
+		Discovery: DiscoveryConfig{MDNS: true, MDNSService: "_ifaced._udp", DHT: DHTAuto, Bootstrap: []string{},
+			Reprovide: Duration{12 * time.Hour}, Gossip: true},
 		Log:          LogConfig{Level: "info", Format: "text"},
 		Capabilities: StandardCapabilities(),
 	}
@@ -335,7 +386,10 @@ func (c *Config) Validate() error {
 	l := c.Limits
 	positive := map[string]int{"limits.connections_low": l.ConnectionsLow, "limits.connections_high": l.ConnectionsHigh,
 		"limits.max_streams": l.MaxStreams, "limits.max_memory_mb": l.MaxMemoryMB,
-		"rates.cool": c.Rates.Cool, "rates.warm": c.Rates.Warm, "rates.hot": c.Rates.Hot}
+		"rates.cool": c.Rates.Cool, "rates.warm": c.Rates.Warm, "rates.hot": c.Rates.Hot,
+		"relay.max_reservations": c.Relay.MaxReservations, "relay.max_circuits": c.Relay.MaxCircuits,
+		"relay.circuit_data_kb": c.Relay.CircuitDataKB, "mailbox.max_messages": c.Mailbox.MaxMessages,
+		"mailbox.max_kb": c.Mailbox.MaxKB, "mailbox.max_per_sender": c.Mailbox.MaxPerSender}
 	for _, k := range slices.Sorted(maps.Keys(positive)) {
 		if positive[k] <= 0 {
 			bad(k, "must be positive, got %d", positive[k])
@@ -347,7 +401,9 @@ func (c *Config) Validate() error {
 	durations := map[string]Duration{"limits.grace_period": l.GracePeriod, "limits.stream_timeout": l.StreamTimeout,
 		"replay.window": c.Replay.Window, "replay.clock_skew": c.Replay.ClockSkew,
 		"trust.key_transition": c.Trust.KeyTransition, "trust.intro_expiry": c.Trust.IntroExpiry,
-		"agent.timeout": c.Agent.Timeout}
+		"agent.timeout": c.Agent.Timeout, "relay.circuit_duration": c.Relay.CircuitDuration,
+		"mailbox.retention": c.Mailbox.Retention, "mailbox.poll": c.Mailbox.Poll, "mailbox.give_up": c.Mailbox.GiveUp,
+		"discovery.reprovide": c.Discovery.Reprovide}
 	for _, k := range slices.Sorted(maps.Keys(durations)) {
 		if durations[k].Duration <= 0 {
 			bad(k, "must be a positive duration, got %s", durations[k])
@@ -395,6 +451,22 @@ func (c *Config) Validate() error {
 		} else if _, err := LoadCAFile(f); err != nil {
 			bad("trust.ca_file", "%v", err)
 		}
+	}
+	for i, a := range c.Relay.Use {
+		if err := checkPeerAddr(a); err != nil {
+			bad(fmt.Sprintf("relay.use[%d]", i), "%v", err)
+		}
+	}
+	for i, a := range c.Discovery.Bootstrap {
+		if err := checkPeerAddr(a); err != nil {
+			bad(fmt.Sprintf("discovery.bootstrap[%d]", i), "%v", err)
+		}
+	}
+	if c.Discovery.MDNS && c.Discovery.MDNSService == "" {
+		bad("discovery.mdns_service", "is empty; the default is \"_ifaced._udp\"")
+	}
+	if !slices.Contains([]string{DHTAuto, DHTServer, DHTClient, DHTOff}, c.Discovery.DHT) {
+		bad("discovery.dht", "%q: want auto, server, client or off", c.Discovery.DHT)
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)
@@ -444,6 +516,19 @@ func (c *Config) documentFrom(agentID string, order *conditions.TierOrder) (*neg
 		return nil, err
 	}
 	return &d, nil
+}
+
+// checkPeerAddr accepts a multiaddr that names its peer, as a relay or
+// bootstrap peer must: /ip4/198.51.100.7/tcp/4817/p2p/12D3KooW….
+func checkPeerAddr(s string) error {
+	ma, err := multiaddr.NewMultiaddr(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a multiaddr: %v", s, err)
+	}
+	if _, err := peer.AddrInfoFromP2pAddr(ma); err != nil {
+		return fmt.Errorf("%q must end in /p2p/<peer ID> (e.g. \"/ip4/198.51.100.7/tcp/%d/p2p/12D3KooW…\")", s, DefaultPort)
+	}
+	return nil
 }
 
 // checkLoopback accepts only host:port on a loopback address: the control

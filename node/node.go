@@ -60,6 +60,13 @@ type Node struct {
 	closing bool
 
 	trust *trustState // trust records and held introduction tokens (trust.go)
+
+	reach   *reachState    // relay service and reservations on others' relays (relay.go)
+	mail    *mailState     // IFP-8 mailboxes held here and messages queued for peers away (mailbox.go)
+	dht     *dhtState      // Kademlia DHT and capability provider records (dht.go)
+	gossip  *gossipState   // GossipSub capabilities.update announcements (announce.go)
+	mdns    *mdnsState     // LAN discovery (mdns.go)
+	closers []func() error // run by Close in reverse order, before the host closes
 }
 
 // signedView is a view as sent: signed, and as the generic JSON value a
@@ -129,6 +136,12 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	n.host.SetStreamHandler(wire.Conversation, n.handleConversation)
 	n.host.SetStreamHandler(wire.Capabilities, n.handleCapabilities)
 	n.host.SetStreamHandler(wire.Update, n.handleUpdate)
+	if err := n.startReach(); err != nil {
+		return nil, err
+	}
+	if err := n.startDiscovery(); err != nil {
+		return nil, err
+	}
 	n.spawn(n.pruneLoop)
 	ok = true
 	log.Info("ifaced started", "peer", id.PeerID(), "did", id.DID(), "addrs", n.Addrs(),
@@ -345,6 +358,7 @@ func (n *Node) UpdateDocument(change func(d *negotiate.Document) error) (*negoti
 	doc := n.Document()
 	n.events.publish(Event{Type: EventDocument, At: n.now(), Detail: fmt.Sprintf("seq %d, %d capabilities", doc.Seq, len(doc.Capabilities))})
 	n.pushUpdates()
+	n.documentChanged()
 	return doc, nil
 }
 
@@ -417,6 +431,10 @@ func (n *Node) spawn(f func()) bool {
 	return true
 }
 
+// onClose registers f to run when the node closes, before the host does.
+// Only New's start functions call it, so it needs no lock.
+func (n *Node) onClose(f func() error) { n.closers = append(n.closers, f) }
+
 // pruneLoop forgets message IDs the replay window no longer needs, and the
 // rate limiters of peers that have been quiet.
 func (n *Node) pruneLoop() {
@@ -458,6 +476,9 @@ func (n *Node) closeAll() error {
 	n.wgMu.Unlock()
 	n.cancel()
 	var errs []error
+	for i := len(n.closers) - 1; i >= 0; i-- {
+		errs = append(errs, n.closers[i]())
+	}
 	if n.host != nil {
 		errs = append(errs, n.host.Close())
 	}

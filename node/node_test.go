@@ -31,7 +31,18 @@ func loopbackConfig() *Config {
 	c := DefaultConfig()
 	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"}
 	c.API.Listen = "127.0.0.1:0"
+	quietDiscovery(c)
 	return c
+}
+
+// quietDiscovery turns off what a test has not asked for: mDNS multicasts
+// on every interface, which tests must not do outside a namespace of
+// their own, and the DHT and GossipSub cost goroutines most tests do not
+// need. Tests of those switch them on again.
+func quietDiscovery(c *Config) {
+	c.Discovery.MDNS = false
+	c.Discovery.DHT = DHTOff
+	c.Discovery.Gossip = false
 }
 
 type testDaemon struct {

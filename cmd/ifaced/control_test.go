@@ -50,6 +50,7 @@ func loopbackConfig() *node.Config {
 	c := node.DefaultConfig()
 	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
 	c.API.Listen = "127.0.0.1:0"
+	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, node.DHTOff, false
 	return c
 }
 
@@ -269,7 +270,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	start := func(name string) *proc {
 		p := &proc{home: filepath.Join(dir, name), done: make(chan error, 1)}
-		p.cmd = exec.Command(bin, "run", "--home", p.home, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0")
+		p.cmd = exec.Command(bin, "run", "--home", p.home, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--no-mdns")
 		p.cmd.Stderr = &p.stderr
 		if err := p.cmd.Start(); err != nil {
 			t.Fatal(err)

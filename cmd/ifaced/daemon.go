@@ -19,6 +19,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "run", "", false)
 	listen := f.String("listen", "", "comma-separated libp2p listen multiaddrs (overrides listen.addresses)")
 	apiAddr := f.String("api", "", "control API address, a loopback host:port (overrides api.listen)")
+	noMDNS := f.Bool("no-mdns", false, "do not multicast on the LAN (overrides discovery.mdns)")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -41,6 +42,9 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	}
 	if err := overrideListen(cfg, *listen, *apiAddr); err != nil {
 		return err
+	}
+	if *noMDNS {
+		cfg.Discovery.MDNS = false
 	}
 	log, err := newLogger(e.stderr, cfg.Log)
 	if err != nil {

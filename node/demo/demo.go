@@ -230,6 +230,9 @@ func config(name string, bob peer.ID, webhook string) (*node.Config, error) {
 	}
 	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
 	c.API.Listen = "127.0.0.1:0"
+	// The demo's daemons find each other by address; none of them should
+	// multicast on the machine's networks or wait on a DHT.
+	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, node.DHTOff, false
 	c.Identity.Display = strings.ToUpper(name[:1]) + name[1:] + "'s agent"
 	return c, nil
 }

@@ -1,0 +1,37 @@
+package node
+
+// Discovery is three independent mechanisms, each in its own file and each
+// switched by [discovery] in the config:
+//
+//   - mdns.go: daemons on one LAN find each other by multicast DNS and
+//     exchange views with no configuration;
+//   - dht.go: the Kademlia DHT under ifaced's own protocol prefix, with a
+//     provider record per advertised capability name, so peers are found by
+//     what they can do (`ifaced find`);
+//   - announce.go: signed capabilities.update announcements on GossipSub,
+//     so peers that cached a view learn when a newer one exists.
+//
+// None of them carries anything a stranger could not already see in the
+// daemon's public view: provider records and announcements are built from
+// the view for an unknown peer, so a capability with advertise =
+// "when-eligible" never appears in them.
+
+// startDiscovery starts the configured discovery mechanisms. The DHT
+// comes first, so the others can use it as a router.
+func (n *Node) startDiscovery() error {
+	if err := n.startDHT(); err != nil {
+		return err
+	}
+	if err := n.startGossip(); err != nil {
+		return err
+	}
+	return n.startMDNS()
+}
+
+// documentChanged tells discovery that the owner's document changed:
+// provider records follow the advertised names, and an announcement goes
+// out when the public view changed.
+func (n *Node) documentChanged() {
+	n.reprovide()
+	n.announce()
+}
