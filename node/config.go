@@ -367,8 +367,9 @@ func (c *Config) Validate() error {
 			bad("identity.name", "%v", err)
 		}
 	}
-	if len(c.Listen.Addresses) == 0 {
-		bad("listen.addresses", "needs at least one multiaddr (e.g. \"/ip4/0.0.0.0/tcp/%d\")", DefaultPort)
+	if len(c.Listen.Addresses) == 0 && len(c.Relay.Use) == 0 {
+		// Without either, nobody could ever reach the daemon.
+		bad("listen.addresses", "needs at least one multiaddr (e.g. \"/ip4/0.0.0.0/tcp/%d\"), or relay.use must name relays to be reached through", DefaultPort)
 	}
 	for i, a := range c.Listen.Addresses {
 		if _, err := multiaddr.NewMultiaddr(a); err != nil {

@@ -125,7 +125,8 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 	if err != nil {
 		return nil, err
 	}
-	s, err := n.host.NewStream(ctx, pid, proto)
+	n.dialHints(pid)
+	s, err := n.host.NewStream(network.WithAllowLimitedConn(ctx, "ifaced conversation"), pid, proto)
 	if err != nil {
 		return nil, fmt.Errorf("opening conversation with %s: %w", pid, err)
 	}

@@ -1,5 +1,7 @@
 package node
 
+import "github.com/ifaced/ifaced/conditions"
+
 // Discovery is three independent mechanisms, each in its own file and each
 // switched by [discovery] in the config:
 //
@@ -35,3 +37,17 @@ func (n *Node) documentChanged() {
 	n.reprovide()
 	n.announce()
 }
+
+// publicFacts are what this daemon knows of a stranger: a peer whose
+// messages verify and nothing more, under the default persona, at the
+// default tier, in a cool conversation. Everything discovery publishes is
+// cut from the view for these facts.
+func (n *Node) publicFacts() conditions.Facts {
+	return conditions.Facts{AuthLevel: conditions.Signed, Disclosure: n.currentPolicy().DefaultTier, Temperature: conditions.Cool}
+}
+
+// publicView is the owner's signed view for a stranger (see publicFacts).
+// It leaves out hidden capabilities and those of other personas, so
+// provider records and announcements built from it reveal nothing a
+// stranger could not see by greeting.
+func (n *Node) publicView() (*signedView, error) { return n.view(n.publicFacts()) }

@@ -16,6 +16,8 @@ const (
 	EventEventsLost   = "events_lost"  // the subscriber fell behind; read the audit log
 	EventConversation = "conversation" // a conversation opened or closed
 	EventInvocation   = "invocation"   // a peer invoked a capability; answer with POST /v1/invocations/{id}
+	EventRelay        = "relay"        // a relay slot was reserved or lost
+	EventMail         = "mail"         // a message was left at a peer's mailbox, delivered, or given up on
 )
 
 // Event is one thing the local agent may want to know, in the order the

@@ -23,7 +23,8 @@ const maxFDs = 4096
 // identify and ping, a resource manager scaled to limits.max_memory_mb
 // with the daemon-wide stream ceiling of limits.max_streams, and a
 // connection manager with the configured water marks. Metrics stay off.
-func newHost(cfg *Config, id *identity.Identity) (host.Host, error) {
+// extra adds what reachability needs (relay.go).
+func newHost(cfg *Config, id *identity.Identity, extra ...libp2p.Option) (host.Host, error) {
 	scaling := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&scaling)
 	concrete := scaling.Scale(int64(cfg.Limits.MaxMemoryMB)<<20, maxFDs)
@@ -47,7 +48,7 @@ func newHost(cfg *Config, id *identity.Identity) (host.Host, error) {
 		rm.Close()
 		return nil, fmt.Errorf("creating connection manager: %w", err)
 	}
-	h, err := libp2p.New(
+	opts := append([]libp2p.Option{
 		libp2p.Identity(id.LibP2PKey()),
 		libp2p.ListenAddrStrings(cfg.Listen.Addresses...),
 		libp2p.Transport(tcp.NewTCPTransport),
@@ -59,7 +60,8 @@ func newHost(cfg *Config, id *identity.Identity) (host.Host, error) {
 		libp2p.ConnectionManager(cm),
 		libp2p.Ping(true),
 		libp2p.DisableMetrics(),
-	)
+	}, extra...)
+	h, err := libp2p.New(opts...)
 	if err != nil {
 		rm.Close()
 		cm.Close()

@@ -1,4 +1,636 @@
 package node
 
-// mailState is the IFP-8 mailbox (placeholder until implemented).
-type mailState struct{}
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/store"
+	"github.com/ifaced/ifaced/node/wire"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/multiformats/go-multiaddr"
+)
+
+// Store and forward (IFP-8), in three parts:
+//
+//   - At a relay (relay.service and relay.mailbox), handleMailbox holds
+//     messages for registered peers: a peer registers by reserving a slot
+//     or by fetching its mail, and stays registered for mailbox.retention,
+//     so the relay is never an open mail drop for strangers. A published
+//     message must be signed by the publishing peer; the relay appends its
+//     trace.received entry and keeps it for mailbox.retention (IFP-8 §6:
+//     7 days), less if the message's ttl_seconds says so, or until the
+//     recipient acknowledges it. Quotas bound what each recipient can be
+//     sent and what each sender can leave.
+//   - A sender (Send) whose peer cannot be reached queues the message in
+//     its outbox (in the store, so a restart loses nothing) and leaves it
+//     at one of the relays the peer's document names; a relay that cannot
+//     be reached is tried again after 1 minute, 5 minutes, 30 minutes, then
+//     hourly (IFP-6 §7), until mailbox.give_up, when the owner is told.
+//     Errors that resending cannot fix (a malformed or unsigned message)
+//     are not retried.
+//   - A recipient (fetchMail) fetches its mail each time it reserves a slot
+//     on one of its relays and every mailbox.poll after: each message's
+//     signature must verify under the key its signature names, it must be
+//     addressed to this daemon and pass the replay window; it is audited
+//     with its trace, and only then acknowledged, so a crash between the
+//     two delivers it again and the replay window drops the copy.
+//
+// A message left at a mailbox is a greeting of a conversation of its own,
+// carrying text and no capability view: the relay reads everything it
+// holds, and a view is meant for one peer's eyes only.
+
+const mailboxProtocol = wire.Mailbox
+
+// mailBudget is how many message bytes one retrieve answer carries, so
+// the answer fits in a frame.
+const mailBudget = wire.MaxMailMessage
+
+// mailRetries is the IFP-6 §7 schedule: the wait before each retry; the
+// last one repeats until mailbox.give_up.
+var mailRetries = []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, time.Hour}
+
+// mailState is the outbox worker's state.
+type mailState struct {
+	kick    chan struct{} // wakes the outbox worker
+	retries []time.Duration
+	rates   *rateLimits // mailbox requests per peer, at a relay
+	fetchMu sync.Mutex  // one fetch at a time, so two fetches never deliver one message twice
+}
+
+// WithMailRetries replaces the IFP-6 retry schedule (tests).
+func WithMailRetries(d ...time.Duration) Option {
+	return func(n *Node) { n.mail.retries = d }
+}
+
+func newMailState(cfg *Config, now func() time.Time) *mailState {
+	return &mailState{kick: make(chan struct{}, 1), retries: mailRetries,
+		rates: newRateLimits(RatesConfig{Cool: 60, Warm: 60, Hot: 60}, now)}
+}
+
+// ErrUnreachable: a peer could not be reached directly and no mailbox
+// relay is known for it.
+var ErrUnreachable = errors.New("peer unreachable")
+
+// SendResult says how a message went.
+type SendResult struct {
+	ConversationID string `json:"conversation_id"`
+	MessageID      string `json:"message_id"`
+	Delivered      string `json:"delivered"` // "conversation": said in a live conversation; "queued": in the outbox for the peer's mailbox
+	Detail         string `json:"detail,omitempty"`
+}
+
+// Send says text to pid: in the open conversation with it if there is
+// one, else in a new one (a greeting, dialled through any address known,
+// relayed ones included); if the peer cannot be reached, the text is
+// queued for its mailbox relays as a one-message conversation.
+func (n *Node) Send(ctx context.Context, pid peer.ID, text string) (*SendResult, error) {
+	if strings.TrimSpace(text) == "" {
+		return nil, errors.New("sending: the text is empty")
+	}
+	c := n.conversationWith(pid)
+	if c == nil {
+		res, err := n.Greet(ctx, pid, negotiate.Proposal{})
+		if err != nil {
+			var remote *wire.RemoteError
+			if errors.As(err, &remote) || ctx.Err() != nil {
+				return nil, err
+			}
+			// Nobody answered: leave it at the peer's mailbox.
+			return n.queueMail(pid, text, err)
+		}
+		c = n.conversation(res.ConversationID)
+		if c == nil {
+			return nil, fmt.Errorf("sending to %s: the conversation closed at once", pid)
+		}
+	}
+	m, err := n.Say(c.ID, gossip.PhaseContext, text)
+	if err != nil {
+		return nil, err
+	}
+	return &SendResult{ConversationID: c.ID, MessageID: m.Headers.MessageID, Delivered: "conversation"}, nil
+}
+
+// mailRelays are the relays pid's cached document names, as dialable
+// relay addresses.
+func (n *Node) mailRelays(pid peer.ID) []peer.AddrInfo {
+	rec, err := n.store.Peer(pid.String())
+	if err != nil {
+		return nil
+	}
+	view, err := negotiate.DecodeView(rec.View)
+	if err != nil || view.Relay == nil {
+		return nil
+	}
+	byID := map[peer.ID]*peer.AddrInfo{}
+	var order []peer.ID
+	for _, u := range view.Relay.URLs {
+		info, ok := relayOf(u)
+		if !ok || info.ID == pid || info.ID == n.id.PeerID() {
+			continue
+		}
+		if byID[info.ID] == nil {
+			byID[info.ID] = &peer.AddrInfo{ID: info.ID}
+			order = append(order, info.ID)
+		}
+		byID[info.ID].Addrs = append(byID[info.ID].Addrs, info.Addrs...)
+	}
+	out := make([]peer.AddrInfo, 0, len(order))
+	for _, id := range order {
+		out = append(out, *byID[id])
+	}
+	return out
+}
+
+// relayOf reads the relay out of a circuit address
+// (<relay addr>/p2p/<relay>/p2p-circuit[/p2p/<peer>]).
+func relayOf(s string) (peer.AddrInfo, bool) {
+	ma, err := multiaddr.NewMultiaddr(s)
+	if err != nil {
+		return peer.AddrInfo{}, false
+	}
+	relayPart, _ := multiaddr.SplitFunc(ma, func(c multiaddr.Component) bool { return c.Code() == multiaddr.P_CIRCUIT })
+	if relayPart == nil {
+		return peer.AddrInfo{}, false
+	}
+	info, err := peer.AddrInfoFromP2pAddr(relayPart)
+	if err != nil {
+		return peer.AddrInfo{}, false
+	}
+	return *info, true
+}
+
+// queueMail builds the one-message conversation for pid and queues it.
+func (n *Node) queueMail(pid peer.ID, text string, cause error) (*SendResult, error) {
+	if len(n.mailRelays(pid)) == 0 {
+		return nil, fmt.Errorf("sending to %s: %w (%v), and it names no mailbox relay: greet it once while it is reachable, or ask its owner for a relay", pid, ErrUnreachable, cause)
+	}
+	remote, err := agentOf(pid)
+	if err != nil {
+		return nil, err
+	}
+	conv := gossip.NewConversation(gossip.NewID("conv", n.now()), n.localAgent(), remote)
+	m, err := conv.Next(gossip.PhaseGreeting, n.now())
+	if err != nil {
+		return nil, err
+	}
+	m.Headers.TTLSeconds = int64(n.cfg.Mailbox.Retention.Duration / time.Second)
+	m.Body = gossip.Body{Text: text}
+	if err := m.Sign(n.id, n.now()); err != nil {
+		return nil, err
+	}
+	raw, err := gossip.EncodeCBOR(m)
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > wire.MaxMailMessage {
+		return nil, fmt.Errorf("sending to %s: %w: %d bytes, a mailbox takes at most %d", pid, gossip.ErrTooLarge, len(raw), wire.MaxMailMessage)
+	}
+	if err := n.record(gossip.Sent, pid, m, "queued for the peer's mailbox: "+cause.Error()); err != nil {
+		return nil, err
+	}
+	now := n.now()
+	item := store.OutboxItem{ID: m.Headers.MessageID, To: pid.String(), Message: raw, Queued: now, NextAttempt: now}
+	if err := n.store.PutOutbox(item); err != nil {
+		return nil, err
+	}
+	n.kickOutbox()
+	return &SendResult{ConversationID: m.Headers.ConversationID, MessageID: m.Headers.MessageID, Delivered: "queued",
+		Detail: fmt.Sprintf("%s is unreachable (%v); the message is queued for its mailbox relays", pid, cause)}, nil
+}
+
+func (n *Node) kickOutbox() {
+	select {
+	case n.mail.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Outbox lists the messages waiting to be left at a mailbox.
+func (n *Node) Outbox() ([]store.OutboxItem, error) { return n.store.Outbox() }
+
+// outboxLoop delivers queued messages when they are due.
+func (n *Node) outboxLoop() {
+	for {
+		next := n.deliverDue()
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(next.Sub(n.now()), 0)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-n.ctx.Done():
+			t.Stop()
+			return
+		case <-n.mail.kick:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// deliverDue tries every due message once and returns when the next one
+// is due (zero if none is queued).
+func (n *Node) deliverDue() time.Time {
+	items, err := n.store.Outbox()
+	if err != nil {
+		n.log.Error("reading the outbox", "err", err)
+		return n.now().Add(time.Minute)
+	}
+	var next time.Time
+	for _, item := range items {
+		if n.ctx.Err() != nil {
+			return time.Time{}
+		}
+		if item.NextAttempt.After(n.now()) {
+			if next.IsZero() || item.NextAttempt.Before(next) {
+				next = item.NextAttempt
+			}
+			continue
+		}
+		if due := n.attemptMail(item); !due.IsZero() && (next.IsZero() || due.Before(next)) {
+			next = due
+		}
+	}
+	return next
+}
+
+// attemptMail tries to leave item at one of its recipient's relays, and
+// returns when to try again (zero when it is done, delivered or given up).
+func (n *Node) attemptMail(item store.OutboxItem) time.Time {
+	pid, err := peer.Decode(item.To)
+	if err != nil {
+		n.abandonMail(item, fmt.Sprintf("the recipient %q is not a peer ID", item.To))
+		return time.Time{}
+	}
+	relays := n.mailRelays(pid)
+	var errs []string
+	for _, r := range relays {
+		id, expires, err := n.publishMail(r, pid, item.Message)
+		if err == nil {
+			if err := n.store.DeleteOutbox(item.ID); err != nil {
+				n.log.Error("removing a delivered message from the outbox", "id", item.ID, "err", err)
+			}
+			n.log.Info("left a message at a mailbox", "to", pid, "relay", r.ID, "message", item.ID, "mail_id", id)
+			n.events.publish(Event{Type: EventMail, At: n.now(), Peer: pid.String(),
+				Detail: fmt.Sprintf("message %s left at relay %s (kept until %s)", item.ID, r.ID, expires)})
+			return time.Time{}
+		}
+		var remote *wire.RemoteError
+		if errors.As(err, &remote) && permanentMailError(remote.Body.Code) {
+			n.abandonMail(item, err.Error())
+			return time.Time{}
+		}
+		errs = append(errs, err.Error())
+	}
+	if len(relays) == 0 {
+		errs = append(errs, "the recipient names no mailbox relay")
+	}
+	item.Attempts++
+	item.LastError = strings.Join(errs, "; ")
+	wait := n.mail.retries[min(item.Attempts-1, len(n.mail.retries)-1)]
+	item.NextAttempt = n.now().Add(wait)
+	if item.NextAttempt.Sub(item.Queued) > n.cfg.Mailbox.GiveUp.Duration {
+		n.abandonMail(item, item.LastError)
+		return time.Time{}
+	}
+	if err := n.store.PutOutbox(item); err != nil {
+		n.log.Error("updating the outbox", "id", item.ID, "err", err)
+	}
+	n.log.Info("could not leave a message at a mailbox; will retry", "to", pid, "message", item.ID,
+		"attempt", item.Attempts, "in", wait, "err", item.LastError)
+	return item.NextAttempt
+}
+
+// permanentMailError: resending the same message cannot help (IFP-6 §7:
+// no retry on client errors). A full or refusing mailbox can change.
+func permanentMailError(c wire.Code) bool {
+	switch c {
+	case wire.CodeMailboxFull, wire.CodeMailboxRefused, wire.CodeRateLimited, wire.CodeInternal:
+		return false
+	}
+	return true
+}
+
+func (n *Node) abandonMail(item store.OutboxItem, why string) {
+	if err := n.store.DeleteOutbox(item.ID); err != nil {
+		n.log.Error("removing an undeliverable message from the outbox", "id", item.ID, "err", err)
+	}
+	n.log.Warn("gave up on a message", "to", item.To, "message", item.ID, "attempts", item.Attempts, "err", why)
+	n.events.publish(Event{Type: EventMail, At: n.now(), Peer: item.To,
+		Detail: fmt.Sprintf("gave up on message %s after %d attempts: %s", item.ID, item.Attempts, why)})
+}
+
+// mailExchange sends one request to a relay and reads its answer.
+func (n *Node) mailExchange(ctx context.Context, relay peer.ID, req *wire.MailboxRequest) (*wire.MailboxResponse, error) {
+	s, err := n.host.NewStream(network.WithAllowLimitedConn(ctx, "mailbox"), relay, mailboxProtocol)
+	if err != nil {
+		return nil, fmt.Errorf("opening mailbox at %s: %w", relay, err)
+	}
+	defer s.Close()
+	if err := s.Scope().SetService(wire.ServiceName); err != nil {
+		s.Reset()
+		return nil, fmt.Errorf("opening mailbox at %s: %w", relay, err)
+	}
+	ws := wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration)
+	if err := ws.WriteMailbox(req); err != nil {
+		s.Reset()
+		return nil, fmt.Errorf("mailbox %s at %s: %w", req.Op, relay, err)
+	}
+	s.CloseWrite()
+	raw, err := ws.ReadMailbox()
+	if err != nil {
+		s.Reset()
+		return nil, fmt.Errorf("mailbox %s at %s: reading the answer: %w", req.Op, relay, err)
+	}
+	res, err := wire.DecodeMailboxResponse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("mailbox %s at %s: %w", req.Op, relay, err)
+	}
+	if !res.OK {
+		return nil, &wire.RemoteError{Peer: relay.String(), Body: *res.Error}
+	}
+	return res, nil
+}
+
+// publishMail leaves msg (CBOR) for to at relay.
+func (n *Node) publishMail(relay peer.AddrInfo, to peer.ID, msg []byte) (id, expires string, err error) {
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.StreamTimeout.Duration)
+	defer cancel()
+	if err := n.host.Connect(ctx, relay); err != nil {
+		return "", "", fmt.Errorf("connecting to relay %s: %w", relay.ID, err)
+	}
+	res, err := n.mailExchange(ctx, relay.ID, &wire.MailboxRequest{Op: wire.OpPublish, To: to.String(), Message: msg})
+	if err != nil {
+		return "", "", err
+	}
+	return res.ID, res.Expires, nil
+}
+
+// fetchMail fetches, checks, audits and acknowledges the mail waiting at
+// relay, until none is left.
+func (n *Node) fetchMail(relay peer.ID) {
+	n.mail.fetchMu.Lock()
+	defer n.mail.fetchMu.Unlock()
+	for n.ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.StreamTimeout.Duration)
+		res, err := n.mailExchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpRetrieve, Limit: wire.MaxMailBatch})
+		cancel()
+		if err != nil {
+			if errors.Is(err, network.ErrReset) || strings.Contains(err.Error(), "protocols not supported") {
+				n.log.Debug("relay holds no mailbox", "relay", relay, "err", err)
+			} else {
+				n.log.Info("fetching mail", "relay", relay, "err", err)
+			}
+			return
+		}
+		var done []string
+		for _, mail := range res.Messages {
+			if err := n.acceptMail(relay, mail); err != nil {
+				if errors.Is(err, errAuditFailed) {
+					// Not acknowledged: it will come again once the
+					// audit log can be written.
+					n.log.Error("could not audit mail; leaving it at the relay", "relay", relay, "err", err)
+					continue
+				}
+				n.log.Info("refused mail", "relay", relay, "mail_id", mail.ID, "err", err)
+			}
+			done = append(done, mail.ID)
+		}
+		if len(done) > 0 {
+			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.StreamTimeout.Duration)
+			_, err := n.mailExchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpAck, IDs: done})
+			cancel()
+			if err != nil {
+				n.log.Info("acknowledging mail", "relay", relay, "err", err)
+				return
+			}
+		}
+		if !res.More || len(done) == 0 {
+			return
+		}
+	}
+}
+
+var errAuditFailed = errors.New("audit failed")
+
+// acceptMail checks one fetched message and hands it on: the signature
+// must verify under the key it names (the sender is whoever holds that
+// key, not whoever relayed it), it must be addressed to this daemon and
+// pass the replay window.
+func (n *Node) acceptMail(relay peer.ID, mail wire.Mail) error {
+	m, err := gossip.DecodeCBOR(mail.Message)
+	if err != nil {
+		return err
+	}
+	from, err := signerOf(m)
+	if err != nil {
+		return err
+	}
+	refuse := func(err error) error {
+		if aerr := n.record(gossip.Received, from, m, "refused mail from relay "+relay.String()+": "+err.Error()); aerr != nil {
+			return fmt.Errorf("%w: %v", errAuditFailed, aerr)
+		}
+		n.events.publish(Event{Type: EventRefused, At: n.now(), Peer: from.String(), ConversationID: m.Headers.ConversationID, Detail: err.Error()})
+		return err
+	}
+	pub, _ := identity.PublicKeyFromPeerID(from)
+	if err := m.Verify(pub); err != nil {
+		return refuse(err)
+	}
+	if err := n.keyRevoked(from); err != nil {
+		return refuse(err)
+	}
+	if !slices.ContainsFunc(m.Headers.To, func(a gossip.Agent) bool { return a.Agent == n.id.DID() }) {
+		return refuse(fmt.Errorf("%w: the message is addressed to someone else", gossip.ErrInvalidMessage))
+	}
+	if err := n.replay.Check(from.String()+" "+m.Headers.MessageID, m.Headers.Date, n.now()); err != nil {
+		return refuse(err)
+	}
+	note := "delivered by the mailbox at relay " + relay.String()
+	if aerr := n.record(gossip.Received, from, m, note); aerr != nil {
+		return fmt.Errorf("%w: %v", errAuditFailed, aerr)
+	}
+	n.events.publish(Event{Type: EventMessage, At: n.now(), Peer: from.String(), ConversationID: m.Headers.ConversationID,
+		Message: m, Detail: note})
+	return nil
+}
+
+// signerOf is the peer whose key made m's Ed25519 signature.
+func signerOf(m *gossip.Message) (peer.ID, error) {
+	if m.Security != nil {
+		for _, sig := range m.Security.Signatures {
+			if sig.Alg != identity.AlgEd25519 {
+				continue
+			}
+			pub, err := identity.PublicKeyFromKeyID(sig.KeyID)
+			if err != nil {
+				return "", fmt.Errorf("%w: %v", gossip.ErrUnsigned, err)
+			}
+			return identity.PeerIDFromPublicKey(pub)
+		}
+	}
+	return "", fmt.Errorf("%w: a mailbox message needs an ed25519 signature", gossip.ErrUnsigned)
+}
+
+// handleMailbox serves one mailbox request at a relay.
+func (n *Node) handleMailbox(s network.Stream) {
+	defer s.Close()
+	if err := s.Scope().SetService(wire.ServiceName); err != nil {
+		s.Reset()
+		return
+	}
+	pid := s.Conn().RemotePeer()
+	ws := wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration)
+	answer := func(res *wire.MailboxResponse) {
+		if err := ws.WriteMailbox(res); err != nil {
+			n.log.Debug("answering a mailbox request", "peer", pid, "err", err)
+			s.Reset()
+		}
+	}
+	fail := func(err error) {
+		body := wire.NewErrorBody(err)
+		n.log.Info("refused a mailbox request", "peer", pid, "err", err)
+		answer(&wire.MailboxResponse{Error: &body})
+	}
+	raw, err := ws.ReadMailbox()
+	if err != nil {
+		if !errors.Is(err, gossip.ErrFrameTooLarge) && !errors.Is(err, gossip.ErrTruncatedFrame) && !errors.Is(err, gossip.ErrEmptyFrame) {
+			s.Reset()
+			return
+		}
+		fail(err)
+		return
+	}
+	req, err := wire.DecodeMailboxRequest(raw)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if err := n.mail.rates.allow(pid, ""); err != nil {
+		fail(err)
+		return
+	}
+	now := n.now()
+	switch req.Op {
+	case wire.OpPublish:
+		res, err := n.holdMail(pid, req, now)
+		if err != nil {
+			fail(err)
+			return
+		}
+		answer(res)
+	case wire.OpRetrieve:
+		if err := n.store.RegisterMailbox(pid.String(), now); err != nil {
+			fail(err)
+			return
+		}
+		limit := wire.MaxMailBatch
+		if req.Limit > 0 {
+			limit = min(req.Limit, limit)
+		}
+		items, more, err := n.store.Mail(pid.String(), now, limit, mailBudget)
+		if err != nil {
+			fail(err)
+			return
+		}
+		res := &wire.MailboxResponse{OK: true, More: more}
+		for _, it := range items {
+			res.Messages = append(res.Messages, wire.Mail{ID: it.ID, Message: it.Message})
+		}
+		answer(res)
+	case wire.OpAck:
+		acked, err := n.store.AckMail(pid.String(), req.IDs)
+		if err != nil {
+			fail(err)
+			return
+		}
+		answer(&wire.MailboxResponse{OK: true, Acked: acked})
+	}
+}
+
+// holdMail checks and stores a published message.
+func (n *Node) holdMail(from peer.ID, req *wire.MailboxRequest, now time.Time) (*wire.MailboxResponse, error) {
+	to, err := peer.Decode(req.To)
+	if err != nil {
+		return nil, fmt.Errorf("%w: \"to\" %q is not a peer ID", gossip.ErrMalformed, req.To)
+	}
+	m, err := gossip.DecodeCBOR(req.Message)
+	if err != nil {
+		return nil, err
+	}
+	// Only the sender's own messages: the quota is charged to a key that
+	// signed, and nobody can leave mail in another's name.
+	pub, err := identity.PublicKeyFromPeerID(from)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Verify(pub); err != nil {
+		return nil, err
+	}
+	retention := n.cfg.Mailbox.Retention.Duration
+	ok, err := n.store.MailboxRegistered(to.String(), now.Add(-retention))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: %s has not reserved a slot or fetched mail here", wire.ErrMailboxRefused, to)
+	}
+	expires := now.Add(retention)
+	if ttl := m.Headers.TTLSeconds; ttl > 0 {
+		date, err := time.Parse(time.RFC3339, m.Headers.Date)
+		if err != nil {
+			return nil, fmt.Errorf("%w: date %q: %v", gossip.ErrInvalidMessage, m.Headers.Date, err)
+		}
+		if end := date.Add(time.Duration(ttl) * time.Second); end.Before(expires) {
+			expires = end
+		}
+	}
+	if !now.Before(expires) {
+		return nil, fmt.Errorf("%w: its ttl_seconds ran out before it arrived", gossip.ErrInvalidMessage)
+	}
+	if m.Trace == nil {
+		m.Trace = &gossip.Trace{}
+	}
+	if len(m.Trace.Received) >= gossip.MaxTraceEntries {
+		return nil, fmt.Errorf("%w: the trace already has %d entries", gossip.ErrInvalidMessage, len(m.Trace.Received))
+	}
+	m.Trace.Received = append(m.Trace.Received, gossip.TraceEntry{
+		By: "relay:/p2p/" + n.id.PeerID().String(), With: "libp2p+ifp-8", At: gossip.FormatDate(now), From: from.String()})
+	held, err := gossip.EncodeCBOR(m)
+	if err != nil {
+		return nil, err
+	}
+	q := store.MailQuota{MaxMessages: n.cfg.Mailbox.MaxMessages, MaxBytes: n.cfg.Mailbox.MaxKB << 10, MaxPerSender: n.cfg.Mailbox.MaxPerSender}
+	id, err := n.store.PutMail(store.MailItem{ID: gossip.NewID("mail", now), To: to.String(), From: from.String(),
+		MessageID: m.Headers.MessageID, Received: now, Expires: expires, Message: held}, q)
+	if errors.Is(err, store.ErrMailQuota) {
+		return nil, fmt.Errorf("%w: %v", wire.ErrMailboxFull, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	n.log.Info("holding mail", "from", from, "to", to, "mail_id", id, "expires", expires.Format(time.RFC3339))
+	return &wire.MailboxResponse{OK: true, ID: id, Expires: gossip.FormatDate(expires)}, nil
+}
+
+// pruneMail drops expired mail and stale registrations.
+func (n *Node) pruneMail() {
+	now := n.now()
+	dropped, err := n.store.PruneMail(now, now.Add(-n.cfg.Mailbox.Retention.Duration))
+	if err != nil {
+		n.log.Warn("pruning mail", "err", err)
+		return
+	}
+	if dropped > 0 {
+		n.log.Info("dropped expired mail", "messages", dropped)
+	}
+}

@@ -98,6 +98,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	}
 	n := &Node{id: id, cfg: cfg, home: home, log: log, order: order, events: newHub(), now: time.Now,
 		views: map[string]*signedView{}, convs: map[string]*conv{}}
+	n.mail = newMailState(cfg, func() time.Time { return n.now() })
 	for _, o := range opts {
 		o(n)
 	}
@@ -127,10 +128,11 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	if err != nil {
 		return nil, fmt.Errorf("building capability document: %w", err)
 	}
+	doc.Relay = n.relayPreferences()
 	if err := n.setDocument(doc); err != nil {
 		return nil, err
 	}
-	if n.host, err = newHost(cfg, id); err != nil {
+	if n.host, err = newHost(cfg, id, n.hostOptions()...); err != nil {
 		return nil, err
 	}
 	n.host.SetStreamHandler(wire.Conversation, n.handleConversation)
@@ -143,6 +145,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		return nil, err
 	}
 	n.spawn(n.pruneLoop)
+	n.spawn(n.outboxLoop)
 	ok = true
 	log.Info("ifaced started", "peer", id.PeerID(), "did", id.DID(), "addrs", n.Addrs(),
 		"capabilities", len(doc.Capabilities), "seq", n.Document().Seq)
@@ -449,6 +452,10 @@ func (n *Node) pruneLoop() {
 				n.log.Warn("pruning seen message IDs", "err", err)
 			}
 			n.rates.prune()
+			n.mail.rates.prune()
+			if n.cfg.Relay.Service && n.cfg.Relay.Mailbox {
+				n.pruneMail()
+			}
 		}
 	}
 }

@@ -1,6 +1,349 @@
 package node
 
-// reachState is the relay service and reservations (placeholder until implemented).
-type reachState struct{}
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
 
-func (n *Node) startReach() error { return nil }
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
+	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
+	"github.com/multiformats/go-multiaddr"
+)
+
+// Reachability. A daemon configured with [relay] use reserves a slot on
+// each of those relays and keeps it: it reserves again before the
+// reservation expires and as soon as the connection to the relay drops
+// (with backoff while the relay is away). Each live reservation adds a
+// /p2p-circuit address to the host's addresses, so identify tells peers
+// how to reach it; the configured relays also go into the capability
+// document's relay preferences (IFP-8 §2.3), whether or not a reservation
+// is live at the moment, because they are where peers should look.
+//
+// go-libp2p's autorelay is not used: it advertises only relays with
+// public addresses and picks relays itself, where ifaced's owner names
+// them. Hole punching (DCUtR) and AutoNAT are on, so a relayed connection
+// is replaced by a direct one where the network allows; streams are
+// opened with network.WithAllowLimitedConn, so conversations also work
+// where it does not.
+//
+// A daemon with [relay] service = true serves circuit relay v2 with the
+// configured resources at once, without waiting for AutoNAT to call it
+// public (go-libp2p's EnableRelayService would wait), because its owner
+// said it is a relay. With [relay] mailbox it also holds IFP-8 mailboxes
+// (mailbox.go) for the peers that reserve slots on it.
+
+// reachState is the relay service and this daemon's reservations.
+type reachState struct {
+	service *relayv2.Relay // nil unless relay.service
+
+	mu       sync.Mutex
+	circuits map[peer.ID][]multiaddr.Multiaddr // live reservations: relay → this daemon's circuit addresses through it
+}
+
+// relayRetry bounds the wait between attempts to reserve on a relay that
+// is away; attempts start at relayRetryMin and double.
+const (
+	relayRetryMin = 500 * time.Millisecond
+	relayRetryMax = time.Minute
+)
+
+// hostOptions are the libp2p options reachability adds to the host.
+func (n *Node) hostOptions() []libp2p.Option {
+	n.reach = &reachState{circuits: map[peer.ID][]multiaddr.Multiaddr{}}
+	opts := []libp2p.Option{
+		libp2p.EnableRelay(), // the circuit transport: dial through relays, and be dialled through ours
+		libp2p.EnableHolePunching(),
+		libp2p.EnableNATService(),
+		libp2p.EnableAutoNATv2(),
+		libp2p.AddrsFactory(func(addrs []multiaddr.Multiaddr) []multiaddr.Multiaddr {
+			return append(addrs, n.reach.circuitAddrs()...)
+		}),
+	}
+	if len(n.cfg.Listen.Addresses) == 0 {
+		// Reachable only through relays (a daemon behind a NAT that
+		// accepts nothing directly).
+		opts = append(opts, libp2p.NoListenAddrs)
+	}
+	return opts
+}
+
+// circuitAddrs are this daemon's addresses through its live reservations.
+func (r *reachState) circuitAddrs() []multiaddr.Multiaddr {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []multiaddr.Multiaddr
+	for _, id := range slices.Sorted(func(yield func(peer.ID) bool) {
+		for id := range r.circuits {
+			if !yield(id) {
+				return
+			}
+		}
+	}) {
+		out = append(out, r.circuits[id]...)
+	}
+	return out
+}
+
+func (r *reachState) setCircuits(relay peer.ID, addrs []multiaddr.Multiaddr) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if addrs == nil {
+		delete(r.circuits, relay)
+	} else {
+		r.circuits[relay] = addrs
+	}
+}
+
+// RelayReservations lists the relays this daemon holds a live slot on.
+func (n *Node) RelayReservations() []peer.ID {
+	n.reach.mu.Lock()
+	defer n.reach.mu.Unlock()
+	var out []peer.ID
+	for id := range n.reach.circuits {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// configuredRelays parses relay.use (already validated by the config).
+func (n *Node) configuredRelays() []peer.AddrInfo {
+	var out []peer.AddrInfo
+	for _, s := range n.cfg.Relay.Use {
+		info, err := peer.AddrInfoFromString(s)
+		if err != nil || info.ID == n.id.PeerID() {
+			continue
+		}
+		out = append(out, *info)
+	}
+	return out
+}
+
+// relayPreferences are the IFP-8 §2.3 relay preferences for this daemon:
+// its circuit address through each configured relay.
+func (n *Node) relayPreferences() *identity.Relay {
+	var urls []string
+	for _, info := range n.configuredRelays() {
+		for _, a := range circuitThrough(info) {
+			urls = append(urls, a.String()+"/p2p/"+n.id.PeerID().String())
+		}
+	}
+	if len(urls) == 0 {
+		return nil
+	}
+	return &identity.Relay{URLs: urls, Preference: "any"}
+}
+
+// circuitThrough turns a relay's addresses into circuit addresses
+// (relay address/p2p/<relay>/p2p-circuit), as the host advertises them.
+func circuitThrough(info peer.AddrInfo) []multiaddr.Multiaddr {
+	var out []multiaddr.Multiaddr
+	suffix, err := multiaddr.NewMultiaddr("/p2p/" + info.ID.String() + "/p2p-circuit")
+	if err != nil {
+		return nil
+	}
+	for _, a := range info.Addrs {
+		out = append(out, a.Encapsulate(suffix))
+	}
+	return out
+}
+
+// IdentityDocument is this daemon's IFP-5 identity document: its key,
+// agent ID, display name and relay preferences.
+func (n *Node) IdentityDocument() *identity.Document {
+	doc := identity.NewDocument(n.id, n.Document().AgentID, n.cfg.Identity.Display, n.started)
+	doc.Relay = n.relayPreferences()
+	return doc
+}
+
+// startReach starts the relay service when configured, and keeps a
+// reservation on each configured relay.
+func (n *Node) startReach() error {
+	if n.cfg.Relay.Service {
+		rc := relayv2.DefaultResources()
+		rc.MaxReservations = n.cfg.Relay.MaxReservations
+		rc.MaxCircuits = n.cfg.Relay.MaxCircuits
+		rc.Limit = &relayv2.RelayLimit{Duration: n.cfg.Relay.CircuitDuration.Duration, Data: int64(n.cfg.Relay.CircuitDataKB) << 10}
+		svc, err := relayv2.New(n.host, relayv2.WithResources(rc), relayv2.WithACL(relayACL{n}))
+		if err != nil {
+			return fmt.Errorf("starting relay service: %w", err)
+		}
+		n.reach.service = svc
+		n.onClose(svc.Close)
+	}
+	if n.cfg.Relay.Service && n.cfg.Relay.Mailbox {
+		n.host.SetStreamHandler(mailboxProtocol, n.handleMailbox)
+	}
+	relays := n.configuredRelays()
+	if len(relays) == 0 {
+		return nil
+	}
+	sub, err := n.host.EventBus().Subscribe(new(event.EvtPeerConnectednessChanged))
+	if err != nil {
+		return fmt.Errorf("watching relay connections: %w", err)
+	}
+	n.onClose(sub.Close)
+	lost := map[peer.ID]chan struct{}{}
+	for _, info := range relays {
+		lost[info.ID] = make(chan struct{}, 1)
+	}
+	n.spawn(func() {
+		for {
+			select {
+			case <-n.ctx.Done():
+				return
+			case e, ok := <-sub.Out():
+				if !ok {
+					return
+				}
+				ev := e.(event.EvtPeerConnectednessChanged)
+				if ch, ok := lost[ev.Peer]; ok && ev.Connectedness != network.Connected {
+					select {
+					case ch <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}
+	})
+	for _, info := range relays {
+		n.spawn(func() { n.keepReservation(info, lost[info.ID]) })
+	}
+	return nil
+}
+
+// keepReservation holds a slot on one relay until the node closes.
+func (n *Node) keepReservation(info peer.AddrInfo, lost <-chan struct{}) {
+	wait := relayRetryMin
+	for {
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.StreamTimeout.Duration)
+		res, err := client.Reserve(ctx, n.host, info)
+		cancel()
+		if n.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			n.reach.setCircuits(info.ID, nil)
+			n.log.Info("reserving a relay slot failed; retrying", "relay", info.ID, "in", wait, "err", err)
+			if !n.sleep(wait) {
+				return
+			}
+			wait = min(2*wait, relayRetryMax)
+			continue
+		}
+		wait = relayRetryMin
+		n.reach.setCircuits(info.ID, circuitThrough(info))
+		n.log.Info("holding a relay slot", "relay", info.ID, "until", res.Expiration.Format(time.RFC3339),
+			"limit_duration", res.LimitDuration, "limit_kb", res.LimitData>>10)
+		n.events.publish(Event{Type: EventRelay, At: n.now(), Peer: info.ID.String(),
+			Detail: "reserved a slot until " + res.Expiration.UTC().Format(time.RFC3339)})
+		// The mail waiting at a relay is fetched each time this daemon is
+		// back on it, and then every mailbox.poll.
+		n.spawn(func() { n.fetchMail(info.ID) })
+		// Renew when three quarters of the reservation are gone, or at
+		// once when the relay goes away.
+		renew := time.NewTimer(max(time.Until(res.Expiration)*3/4, time.Second))
+		poll := time.NewTicker(n.cfg.Mailbox.Poll.Duration)
+		drop := false
+	held:
+		for {
+			select {
+			case <-n.ctx.Done():
+				renew.Stop()
+				poll.Stop()
+				return
+			case <-renew.C:
+				break held
+			case <-poll.C:
+				n.spawn(func() { n.fetchMail(info.ID) })
+			case <-lost:
+				if n.host.Network().Connectedness(info.ID) != network.Connected {
+					drop = true
+					break held
+				}
+			}
+		}
+		renew.Stop()
+		poll.Stop()
+		if drop {
+			n.reach.setCircuits(info.ID, nil)
+			n.log.Info("lost the connection to a relay; reserving again", "relay", info.ID)
+			n.events.publish(Event{Type: EventRelay, At: n.now(), Peer: info.ID.String(), Detail: "lost the relay; reserving again"})
+			if !n.sleep(wait) {
+				return
+			}
+		}
+	}
+}
+
+// sleep waits d, or until the node closes (then it returns false).
+func (n *Node) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-n.ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// relayACL lets anyone reserve and connect (the resource limits bound
+// them) and registers each peer that reserves as a mailbox recipient, so
+// messages for it are held while it is away.
+type relayACL struct{ n *Node }
+
+func (a relayACL) AllowReserve(p peer.ID, _ multiaddr.Multiaddr) bool {
+	if a.n.cfg.Relay.Mailbox {
+		if err := a.n.store.RegisterMailbox(p.String(), a.n.now()); err != nil {
+			a.n.log.Warn("registering a mailbox", "peer", p, "err", err)
+		}
+	}
+	return true
+}
+
+func (a relayACL) AllowConnect(peer.ID, multiaddr.Multiaddr, peer.ID) bool { return true }
+
+// dialHints gives the peerstore what the cache knows of how to reach pid
+// (the addresses it was last reached at, and its circuit addresses through
+// the relays its document names), so a peer met before can be greeted
+// again after restarts and relay changes without being told its address.
+func (n *Node) dialHints(pid peer.ID) {
+	if n.host.Network().Connectedness(pid) == network.Connected {
+		return
+	}
+	rec, err := n.store.Peer(pid.String())
+	if err != nil {
+		return
+	}
+	urls := slices.Clone(rec.Addrs)
+	if view, err := negotiate.DecodeView(rec.View); err == nil && view.Relay != nil {
+		urls = append(urls, view.Relay.URLs...)
+	}
+	var addrs []multiaddr.Multiaddr
+	for _, u := range urls {
+		a, err := multiaddr.NewMultiaddr(u)
+		if err != nil {
+			continue
+		}
+		if rest, last := multiaddr.SplitLast(a); last != nil && last.Code() == multiaddr.P_P2P {
+			if last.Value() != pid.String() {
+				continue
+			}
+			a = rest
+		}
+		if len(a) > 0 {
+			addrs = append(addrs, a)
+		}
+	}
+	n.host.Peerstore().AddAddrs(pid, addrs, peerstore.TempAddrTTL)
+}

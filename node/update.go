@@ -47,7 +47,7 @@ func (n *Node) pushUpdate(ctx context.Context, c *conv) error {
 		// something it cannot see did.
 		return nil
 	}
-	s, err := n.host.NewStream(ctx, c.peer, wire.Update)
+	s, err := n.host.NewStream(network.WithAllowLimitedConn(ctx, "ifaced update"), c.peer, wire.Update)
 	if err != nil {
 		return fmt.Errorf("opening update stream: %w", err)
 	}

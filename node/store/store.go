@@ -46,7 +46,8 @@ var (
 
 // dataBuckets are created with the file alongside meta.
 var dataBuckets = [][]byte{bucketPeers, bucketSeen, bucketSeenByExpiry, bucketOwn,
-	bucketTrust, bucketIntrosIssued, bucketIntrosHeld}
+	bucketTrust, bucketIntrosIssued, bucketIntrosHeld,
+	bucketMail, bucketMailBySender, bucketMailRecipients, bucketOutbox}
 
 // Store is the open store file. It is safe for concurrent use: bbolt runs
 // one writer at a time and readers beside it.

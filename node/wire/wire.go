@@ -107,6 +107,9 @@ var codes = []struct {
 	{negotiate.ErrInvalidParams, CodeInvalidParams},
 	{negotiate.ErrInvalidOutput, CodeAgentError},
 	{ErrRateLimited, CodeRateLimited},
+	{ErrMailboxRefused, CodeMailboxRefused},
+	{ErrMailboxFull, CodeMailboxFull},
+	{ErrMailboxUnknownOp, CodeInvalidFormat},
 	{ErrAgentUnavailable, CodeAgentUnavailable},
 	{ErrAgentTimeout, CodeAgentTimeout},
 	{ErrAgentFailed, CodeAgentError},
@@ -155,6 +158,8 @@ var expectations = map[Code][2]string{
 	CodeAgentUnavailable:   {"a local agent connected to this daemon", "try again later; the agent's owner has been told nothing is listening"},
 	CodeAgentTimeout:       {"an answer from the local agent within its timeout", "try again later"},
 	CodeAgentError:         {"a result from the local agent that matches the capability's output_schema", "try again later, or tell the agent's owner"},
+	CodeMailboxRefused:     {"a recipient that registered here (reserved a relay slot or fetched its mail)", "deliver through another of the recipient's relays, or wait until it is back"},
+	CodeMailboxFull:        {"room in the recipient's mailbox and within your own quota", "retry after the recipient fetched its mail"},
 	CodeInternal:           {"", "try again later"},
 }
 

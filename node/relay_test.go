@@ -1,0 +1,572 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/store"
+	"github.com/ifaced/ifaced/node/wire"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// startWith starts a daemon in a fresh home with options.
+func startWith(t *testing.T, cfg *Config, opts ...Option) *testDaemon {
+	t.Helper()
+	h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+	id, err := h.Init(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return restartWith(t, &testDaemon{home: h, cfg: cfg, id: id}, opts...)
+}
+
+func restartWith(t *testing.T, d *testDaemon, opts ...Option) *testDaemon {
+	t.Helper()
+	n, err := New(d.cfg, d.id, d.home, testLogger(t), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return &testDaemon{Node: n, home: d.home, cfg: d.cfg, id: d.id}
+}
+
+// relayConfig serves circuit relay v2 and mailboxes on loopback.
+func relayConfig() *Config {
+	c := loopbackConfig()
+	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
+	c.Relay.Service = true
+	return c
+}
+
+// natConfig listens on nothing: the daemon can only be reached through
+// the relays it reserves slots on.
+func natConfig(relays ...*testDaemon) *Config {
+	c := loopbackConfig()
+	c.Listen.Addresses = nil
+	for _, r := range relays {
+		c.Relay.Use = append(c.Relay.Use, r.Addrs()[0].String())
+	}
+	return c
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// tcpOnly drops QUIC: dialling a closed QUIC port waits out the
+// handshake timeout (nothing answers UDP), which tests of peers that went
+// away would otherwise spend seconds on.
+func tcpOnly(c *Config) *Config {
+	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
+	return c
+}
+
+// waitGone waits until d has noticed that gone closed.
+func waitGone(t *testing.T, d, gone *testDaemon) {
+	t.Helper()
+	waitFor(t, "the peer's connections to close", func() bool {
+		return d.Host().Network().Connectedness(gone.id.PeerID()) != network.Connected
+	})
+}
+
+func holdsSlots(d *testDaemon, relays ...*testDaemon) func() bool {
+	return func() bool {
+		got := d.RelayReservations()
+		for _, r := range relays {
+			if !slices.Contains(got, r.id.PeerID()) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func circuitAddr(relay, target *testDaemon) string {
+	return fmt.Sprintf("%s/p2p-circuit/p2p/%s", relay.Addrs()[0], target.id.PeerID())
+}
+
+// limitedVia reports whether every connection from d to pid is relayed
+// by relay.
+func limitedVia(d *testDaemon, pid peer.ID, relay *testDaemon) bool {
+	conns := d.Host().Network().ConnsToPeer(pid)
+	if len(conns) == 0 {
+		return false
+	}
+	for _, c := range conns {
+		if !c.Stat().Limited || !strings.Contains(c.RemoteMultiaddr().String(), relay.id.PeerID().String()) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestConversationThroughRelayAndRecoveryThroughSecondRelay(t *testing.T) {
+	r1, r2 := startDaemon(t, relayConfig()), startDaemon(t, relayConfig())
+	bob := startDaemon(t, natConfig(r1, r2))
+	alice := startDaemon(t, aliceConfig(bob.id.PeerID()))
+	waitFor(t, "bob's slots on both relays", holdsSlots(bob, r1, r2))
+
+	// Bob listens on nothing: his addresses are his circuits, and his
+	// document names both relays.
+	for _, a := range bob.Host().Addrs() {
+		if !strings.Contains(a.String(), "/p2p-circuit") {
+			t.Fatalf("bob advertises a direct address %s", a)
+		}
+	}
+	if prefs := bob.Document().Relay; prefs == nil || len(prefs.URLs) != 2 {
+		t.Fatalf("bob's document relay preferences = %+v, want both relays", prefs)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := alice.Connect(ctx, circuitAddr(r1, bob)); err != nil {
+		t.Fatal(err)
+	}
+	bobEvents, stop := bob.Subscribe()
+	defer stop()
+	res, err := alice.Greet(ctx, bob.id.PeerID(), negotiate.Proposal{})
+	if err != nil {
+		t.Fatalf("greeting through the relay: %v", err)
+	}
+	if !limitedVia(alice, bob.id.PeerID(), r1) {
+		t.Fatal("alice's connection to bob is not relayed by r1")
+	}
+	if capNames(res.View) == "" {
+		t.Fatal("bob's view through the relay is empty")
+	}
+	// A whole conversation: context, probe, a capability request, close.
+	for _, phase := range []gossip.Phase{gossip.PhaseContext, gossip.PhaseProbe} {
+		m, err := alice.Say(res.ConversationID, phase, "through the relay: "+string(phase))
+		if err != nil {
+			t.Fatalf("saying %s: %v", phase, err)
+		}
+		waitEvent(t, bobEvents, func(e Event) bool {
+			return e.Type == EventMessage && e.Message != nil && e.Message.Headers.MessageID == m.Headers.MessageID
+		})
+	}
+	if _, err := bob.Invoke(ctx, alice.id.PeerID(), "ping", nil); err == nil || !strings.Contains(err.Error(), "agent") {
+		// Alice has no local agent: the request crosses the relay and
+		// comes back as agent_unavailable, which proves the round trip.
+		t.Fatalf("bob invoking alice's ping through the relay: %v, want agent_unavailable", err)
+	}
+	if _, err := alice.Say(res.ConversationID, gossip.PhaseClose, "bye"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A second conversation, then r1 goes away.
+	res2, err := alice.Greet(ctx, bob.id.PeerID(), negotiate.Proposal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1.Close()
+	waitFor(t, "the conversation over r1 to end", func() bool { return alice.conversation(res2.ConversationID) == nil })
+	waitFor(t, "bob to notice r1 is gone", func() bool { return !slices.Contains(bob.RelayReservations(), r1.id.PeerID()) })
+
+	// Alice's next message finds bob through r2 with no new address.
+	sent, err := alice.Send(ctx, bob.id.PeerID(), "still there?")
+	if err != nil {
+		t.Fatalf("sending after r1 died: %v", err)
+	}
+	if sent.Delivered != "conversation" {
+		t.Fatalf("sent = %+v, want delivered in a conversation", sent)
+	}
+	waitEvent(t, bobEvents, func(e Event) bool {
+		return e.Type == EventMessage && e.Message != nil && e.Message.Headers.MessageID == sent.MessageID
+	})
+	if !limitedVia(alice, bob.id.PeerID(), r2) {
+		t.Fatal("alice's new connection to bob is not relayed by r2")
+	}
+}
+
+// mailSetup: a relay with mailboxes, bob holding a slot on it (and
+// listening directly, so alice can greet him once), alice who has bob's
+// view cached.
+func mailSetup(t *testing.T, opts ...Option) (relay, alice, bob *testDaemon) {
+	t.Helper()
+	relay = startDaemon(t, relayConfig())
+	bc := tcpOnly(loopbackConfig())
+	bc.Relay.Use = []string{relay.Addrs()[0].String()}
+	bob = startDaemon(t, bc)
+	alice = startWith(t, aliceConfig(bob.id.PeerID()), opts...)
+	waitFor(t, "bob's slot on the relay", holdsSlots(bob, relay))
+	connect(t, alice, bob)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := alice.QueryCapabilities(ctx, bob.id.PeerID(), negotiate.Proposal{}); err != nil {
+		t.Fatal(err)
+	}
+	return relay, alice, bob
+}
+
+func TestMailboxDeliversToPeerThatWasAway(t *testing.T) {
+	relay, alice, bob := mailSetup(t)
+	bob.Close()
+	waitGone(t, alice, bob)
+
+	aliceEvents, stop := alice.Subscribe()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sent, err := alice.Send(ctx, bob.id.PeerID(), "Call me when you are back.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent.Delivered != "queued" {
+		t.Fatalf("sent = %+v, want queued", sent)
+	}
+	waitEvent(t, aliceEvents, func(e Event) bool { return e.Type == EventMail && strings.Contains(e.Detail, "left at relay") })
+	if items, _ := alice.Outbox(); len(items) != 0 {
+		t.Fatalf("outbox after delivery to the relay: %+v", items)
+	}
+	held, _, err := relay.Store().Mail(bob.id.PeerID().String(), time.Now(), 10, 1<<20)
+	if err != nil || len(held) != 1 {
+		t.Fatalf("relay holds %d messages for bob (%v), want 1", len(held), err)
+	}
+
+	// Bob comes back: he reserves his slot again and fetches his mail.
+	bob = restartDaemon(t, bob)
+	bobEvents, stopBob := bob.Subscribe()
+	defer stopBob()
+	var got *gossip.Message
+	for got == nil {
+		e := waitEvent(t, bobEvents, func(e Event) bool { return e.Type == EventMessage || e.Type == EventRefused })
+		if e.Type == EventRefused {
+			t.Fatalf("bob refused his mail: %s", e.Detail)
+		}
+		got = e.Message
+	}
+	if got.Headers.MessageID != sent.MessageID || got.Body.Text != "Call me when you are back." {
+		t.Fatalf("bob got %s %q", got.Headers.MessageID, got.Body.Text)
+	}
+	tr := got.Trace
+	if tr == nil || len(tr.Received) != 1 || tr.Received[0].By != "relay:/p2p/"+relay.id.PeerID().String() ||
+		tr.Received[0].From != alice.id.PeerID().String() {
+		t.Fatalf("trace = %+v, want one entry by the relay from alice", tr)
+	}
+	pub, _ := identity.PublicKeyFromPeerID(alice.id.PeerID())
+	if err := got.Verify(pub); err != nil {
+		t.Fatalf("the delivered message does not verify: %v", err)
+	}
+	// Audited with its trace, and acknowledged at the relay.
+	convs, err := bob.Audit().Conversations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(convs, func(c gossip.AuditConversation) bool { return c.ID == got.Headers.ConversationID }) {
+		t.Fatalf("bob's audit log has no conversation %s", got.Headers.ConversationID)
+	}
+	waitFor(t, "the relay to drop acknowledged mail", func() bool {
+		held, _, _ := relay.Store().Mail(bob.id.PeerID().String(), time.Now(), 10, 1<<20)
+		return len(held) == 0
+	})
+}
+
+func TestOutboxRetriesAcrossRestartUntilTheRecipientRegisters(t *testing.T) {
+	relay := startDaemon(t, relayConfig())
+	bc := tcpOnly(loopbackConfig())
+	bc.Relay.Use = []string{relay.Addrs()[0].String()}
+	bc.Mailbox.Poll = Duration{100 * time.Millisecond}
+	bob := startDaemon(t, bc)
+	alice := startWith(t, aliceConfig(bob.id.PeerID()), WithMailRetries(50*time.Millisecond))
+	waitFor(t, "bob's slot", holdsSlots(bob, relay))
+	connect(t, alice, bob)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := alice.QueryCapabilities(ctx, bob.id.PeerID(), negotiate.Proposal{}); err != nil {
+		t.Fatal(err)
+	}
+	bob.Close()
+	waitGone(t, alice, bob)
+	// The relay forgets bob's registration (as it does after
+	// mailbox.retention without a visit): it must now refuse his mail.
+	if _, err := relay.Store().PruneMail(time.Now(), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	sent, err := alice.Send(ctx, bob.id.PeerID(), "hello from the outbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent.Delivered != "queued" {
+		t.Fatalf("sent = %+v, want queued", sent)
+	}
+	waitFor(t, "two refused attempts", func() bool {
+		items, _ := alice.Outbox()
+		return len(items) == 1 && items[0].Attempts >= 2 && strings.Contains(items[0].LastError, string(wire.CodeMailboxRefused))
+	})
+
+	// The queue survives a restart of the sender.
+	alice.Close()
+	alice = restartWith(t, alice, WithMailRetries(50*time.Millisecond))
+	if items, err := alice.Outbox(); err != nil || len(items) != 1 {
+		t.Fatalf("outbox after restart: %d items (%v), want 1", len(items), err)
+	}
+
+	// Bob comes back and registers; alice's next retry lands; bob fetches it.
+	bob = restartDaemon(t, bob)
+	bobEvents, stop := bob.Subscribe()
+	defer stop()
+	e := waitEvent(t, bobEvents, func(e Event) bool {
+		return e.Type == EventMessage && e.Message != nil && e.Message.Headers.MessageID == sent.MessageID
+	})
+	if e.Message.Body.Text != "hello from the outbox" {
+		t.Fatalf("bob got %q", e.Message.Body.Text)
+	}
+	waitFor(t, "alice's outbox to empty", func() bool { items, _ := alice.Outbox(); return len(items) == 0 })
+}
+
+func TestOutboxGivesUp(t *testing.T) {
+	relay, alice, bob := mailSetup(t, WithMailRetries(20*time.Millisecond))
+	alice.cfg.Mailbox.GiveUp = Duration{300 * time.Millisecond}
+	bob.Close()
+	waitGone(t, alice, bob)
+	if _, err := relay.Store().PruneMail(time.Now(), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	events, stop := alice.Subscribe()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sent, err := alice.Send(ctx, bob.id.PeerID(), "anyone?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := waitEvent(t, events, func(e Event) bool { return e.Type == EventMail && strings.Contains(e.Detail, "gave up") })
+	if !strings.Contains(e.Detail, sent.MessageID) || !strings.Contains(e.Detail, string(wire.CodeMailboxRefused)) {
+		t.Fatalf("give-up event %q does not name the message and the reason", e.Detail)
+	}
+	if items, _ := alice.Outbox(); len(items) != 0 {
+		t.Fatalf("outbox after giving up: %+v", items)
+	}
+}
+
+func TestSendWithoutRelayIsAClearError(t *testing.T) {
+	bob := startDaemon(t, tcpOnly(loopbackConfig()))
+	alice := startDaemon(t, aliceConfig(""))
+	connect(t, alice, bob)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := alice.QueryCapabilities(ctx, bob.id.PeerID(), negotiate.Proposal{}); err != nil {
+		t.Fatal(err)
+	}
+	bob.Close()
+	waitGone(t, alice, bob)
+	_, err := alice.Send(ctx, bob.id.PeerID(), "hi")
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "names no mailbox relay") {
+		t.Fatalf("send to an unreachable peer without relays: %v", err)
+	}
+	if items, _ := alice.Outbox(); len(items) != 0 {
+		t.Fatalf("something was queued: %+v", items)
+	}
+	if _, err := alice.Send(ctx, bob.id.PeerID(), "  "); err == nil {
+		t.Fatal("empty text accepted")
+	}
+}
+
+// signedMail is a message from from to to, as Send builds it.
+func signedMail(t *testing.T, from *identity.Identity, to peer.ID, text string) *gossip.Message {
+	t.Helper()
+	local := gossip.Agent{Agent: from.DID()}
+	remote, err := agentOf(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := gossip.NewConversation(gossip.NewID("conv", time.Now()), local, remote)
+	m, err := c.Next(gossip.PhaseGreeting, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Body.Text = text
+	if err := m.Sign(from, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func encodeMail(t *testing.T, m *gossip.Message) []byte {
+	t.Helper()
+	b, err := gossip.EncodeCBOR(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestMailboxRefusals(t *testing.T) {
+	rc := relayConfig()
+	rc.Mailbox.MaxMessages = 2
+	rc.Mailbox.MaxPerSender = 3
+	relay := startDaemon(t, rc)
+	alice := startDaemon(t, nil)
+	mallory := startDaemon(t, nil)
+	bob := startDaemon(t, nil)
+	carol := startDaemon(t, nil)
+	for _, d := range []*testDaemon{alice, mallory, bob, carol} {
+		connect(t, d, relay)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rid := relay.id.PeerID()
+	ask := func(d *testDaemon, req *wire.MailboxRequest) (*wire.MailboxResponse, wire.Code) {
+		t.Helper()
+		res, err := d.mailExchange(ctx, rid, req)
+		var remote *wire.RemoteError
+		if errors.As(err, &remote) {
+			return nil, remote.Body.Code
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", req.Op, err)
+		}
+		return res, ""
+	}
+	bobID := bob.id.PeerID().String()
+	publish := func(d *testDaemon, to peer.ID, m *gossip.Message) (*wire.MailboxResponse, wire.Code) {
+		return ask(d, &wire.MailboxRequest{Op: wire.OpPublish, To: to.String(), Message: encodeMail(t, m)})
+	}
+
+	// Not registered yet: refused.
+	if _, code := publish(alice, bob.id.PeerID(), signedMail(t, alice.id, bob.id.PeerID(), "1")); code != wire.CodeMailboxRefused {
+		t.Fatalf("mail for an unregistered peer: code %q, want mailbox_refused", code)
+	}
+	// Bob registers by fetching (nothing waits yet).
+	if res, code := ask(bob, &wire.MailboxRequest{Op: wire.OpRetrieve}); code != "" || len(res.Messages) != 0 {
+		t.Fatalf("first fetch: %+v %q", res, code)
+	}
+	first := signedMail(t, alice.id, bob.id.PeerID(), "1")
+	res, code := publish(alice, bob.id.PeerID(), first)
+	if code != "" {
+		t.Fatalf("publish: %q", code)
+	}
+	// A retry of the same message is not stored twice.
+	if again, code := publish(alice, bob.id.PeerID(), first); code != "" || again.ID != res.ID {
+		t.Fatalf("retried publish: %+v %q, want the same ID %s", again, code, res.ID)
+	}
+	// Mallory cannot leave a message signed by alice, nor an altered one.
+	if _, code := publish(mallory, bob.id.PeerID(), signedMail(t, alice.id, bob.id.PeerID(), "forged")); code != wire.CodeWrongKey {
+		t.Fatalf("someone else's message: code %q, want wrong_key", code)
+	}
+	tampered := signedMail(t, mallory.id, bob.id.PeerID(), "original")
+	tampered.Body.Text = "altered"
+	if _, code := publish(mallory, bob.id.PeerID(), tampered); code != wire.CodeInvalidSignature {
+		t.Fatalf("altered message: code %q, want invalid_signature", code)
+	}
+	// A message whose ttl ran out is refused.
+	old := signedMail(t, alice.id, bob.id.PeerID(), "late")
+	old.Headers.TTLSeconds = 1
+	old.Headers.Date = gossip.FormatDate(time.Now().Add(-time.Minute))
+	old.Security = nil
+	if err := old.Sign(alice.id, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, code := publish(alice, bob.id.PeerID(), old); code != wire.CodeInvalidFormat {
+		t.Fatalf("expired ttl: code %q, want invalid_format", code)
+	}
+	// Recipient quota: two messages at most.
+	if _, code := publish(carol, bob.id.PeerID(), signedMail(t, carol.id, bob.id.PeerID(), "2")); code != "" {
+		t.Fatalf("second message: %q", code)
+	}
+	if _, code := publish(carol, bob.id.PeerID(), signedMail(t, carol.id, bob.id.PeerID(), "3")); code != wire.CodeMailboxFull {
+		t.Fatalf("third message for bob: code %q, want mailbox_full", code)
+	}
+	// Bad requests.
+	if _, code := ask(alice, &wire.MailboxRequest{Op: "steal"}); code != wire.CodeInvalidFormat {
+		t.Fatalf("unknown op: %q", code)
+	}
+	if _, code := ask(alice, &wire.MailboxRequest{Op: wire.OpPublish, To: "not-a-peer", Message: encodeMail(t, first)}); code != wire.CodeInvalidFormat {
+		t.Fatalf("bad recipient: %q", code)
+	}
+	if _, code := ask(alice, &wire.MailboxRequest{Op: wire.OpPublish, To: bobID, Message: []byte{0xff, 0x00}}); code != wire.CodeInvalidFormat {
+		t.Fatalf("garbage message: %q", code)
+	}
+
+	// Only bob sees bob's mail, and only bob can delete it.
+	if res, _ := ask(alice, &wire.MailboxRequest{Op: wire.OpRetrieve}); len(res.Messages) != 0 {
+		t.Fatalf("alice fetched %d of bob's messages", len(res.Messages))
+	}
+	got, _ := ask(bob, &wire.MailboxRequest{Op: wire.OpRetrieve})
+	if len(got.Messages) != 2 {
+		t.Fatalf("bob fetched %d messages, want 2", len(got.Messages))
+	}
+	ids := []string{got.Messages[0].ID, got.Messages[1].ID}
+	if res, _ := ask(alice, &wire.MailboxRequest{Op: wire.OpAck, IDs: ids}); res.Acked != 0 {
+		t.Fatalf("alice deleted %d of bob's messages", res.Acked)
+	}
+	if res, _ := ask(bob, &wire.MailboxRequest{Op: wire.OpAck, IDs: ids}); res.Acked != 2 {
+		t.Fatalf("bob acknowledged %d, want 2", res.Acked)
+	}
+	held, _, _ := relay.Store().Mail(bobID, time.Now(), 10, 1<<20)
+	if len(held) != 0 {
+		t.Fatalf("relay still holds %d messages after the ack", len(held))
+	}
+}
+
+func TestFetchedMailIsVerifiedBeforeItIsAccepted(t *testing.T) {
+	relay, alice, bob := mailSetup(t)
+	bobEvents, stop := bob.Subscribe()
+	defer stop()
+	// A relay (or whoever wrote to its store) alters a held message, and
+	// plants one addressed to someone else.
+	altered := signedMail(t, alice.id, bob.id.PeerID(), "pay 10")
+	altered.Body.Text = "pay 1000"
+	misaddressed := signedMail(t, alice.id, relay.id.PeerID(), "for the relay")
+	good := signedMail(t, alice.id, bob.id.PeerID(), "genuine")
+	q := store.MailQuota{MaxMessages: 10, MaxBytes: 1 << 20, MaxPerSender: 10}
+	for _, m := range []*gossip.Message{altered, misaddressed, good} {
+		if _, err := relay.Store().PutMail(store.MailItem{ID: gossip.NewID("mail", time.Now()), To: bob.id.PeerID().String(),
+			From: alice.id.PeerID().String(), MessageID: m.Headers.MessageID, Received: time.Now(),
+			Expires: time.Now().Add(time.Hour), Message: encodeMail(t, m)}, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bob.fetchMail(relay.id.PeerID())
+	var refused, accepted []string
+	for len(refused)+len(accepted) < 3 {
+		e := waitEvent(t, bobEvents, func(e Event) bool { return e.Type == EventMessage || e.Type == EventRefused })
+		if e.Type == EventRefused {
+			refused = append(refused, e.Detail)
+		} else {
+			accepted = append(accepted, e.Message.Body.Text)
+		}
+	}
+	if len(accepted) != 1 || accepted[0] != "genuine" {
+		t.Fatalf("accepted %q, want only the genuine message", accepted)
+	}
+	if !slices.ContainsFunc(refused, func(s string) bool { return strings.Contains(s, "signature") }) ||
+		!slices.ContainsFunc(refused, func(s string) bool { return strings.Contains(s, "addressed to someone else") }) {
+		t.Fatalf("refusals %q do not name the bad signature and the wrong address", refused)
+	}
+	// All three are acknowledged: a refused message would never get better.
+	held, _, _ := relay.Store().Mail(bob.id.PeerID().String(), time.Now(), 10, 1<<20)
+	if len(held) != 0 {
+		t.Fatalf("relay still holds %d messages", len(held))
+	}
+	// Delivered again (a crash before the ack), the genuine one is a replay.
+	if _, err := relay.Store().PutMail(store.MailItem{ID: gossip.NewID("mail", time.Now()), To: bob.id.PeerID().String(),
+		From: alice.id.PeerID().String(), MessageID: good.Headers.MessageID, Received: time.Now(),
+		Expires: time.Now().Add(time.Hour), Message: encodeMail(t, good)}, q); err != nil {
+		t.Fatal(err)
+	}
+	bob.fetchMail(relay.id.PeerID())
+	e := waitEvent(t, bobEvents, func(e Event) bool { return e.Type == EventMessage || e.Type == EventRefused })
+	if e.Type != EventRefused || !strings.Contains(e.Detail, "replay") && !strings.Contains(e.Detail, "seen") {
+		t.Fatalf("second delivery: %s %q, want refused as a replay", e.Type, e.Detail)
+	}
+}

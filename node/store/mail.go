@@ -1,0 +1,313 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The mailbox (IFP-8) a relay daemon holds for peers that are away, and
+// the outbox of messages this daemon could not deliver yet. Layout:
+//
+//	mail             recipient ‖ 0 ‖ mail ID → MailItem (mail IDs are ULIDs,
+//	                 so a recipient's mail reads back in arrival order)
+//	mail_by_sender   sender ‖ 0 ‖ recipient ‖ 0 ‖ mail ID → nothing, for the
+//	                 per-sender quota
+//	mail_recipients  peer ID → time it last registered (reserved a slot or
+//	                 fetched its mail); only registered peers get mail
+//	outbox           outbox ID → OutboxItem
+//
+// A message and its index entries change in one transaction, so a crash
+// never leaves one without the other.
+
+var (
+	bucketMail           = []byte("mail")
+	bucketMailBySender   = []byte("mail_by_sender")
+	bucketMailRecipients = []byte("mail_recipients")
+	bucketOutbox         = []byte("outbox")
+)
+
+// ErrMailQuota: a mailbox is full, for the recipient or from the sender.
+var ErrMailQuota = errors.New("mailbox quota exceeded")
+
+// MailItem is one message held for a recipient.
+type MailItem struct {
+	ID        string    `json:"id"`         // the relay's own ID for it (a ULID)
+	To        string    `json:"to"`         // recipient peer ID
+	From      string    `json:"from"`       // sender peer ID (the stream's peer that published it)
+	MessageID string    `json:"message_id"` // the IFP-4 message_id, to spot a sender's retry
+	Received  time.Time `json:"received"`
+	Expires   time.Time `json:"expires"`
+	Message   []byte    `json:"message"` // the IFP-4 message as CBOR, trace entry included
+}
+
+// MailQuota bounds what PutMail accepts.
+type MailQuota struct {
+	MaxMessages  int // per recipient
+	MaxBytes     int // per recipient, message bytes
+	MaxPerSender int // held from one sender, across recipients
+}
+
+func mailKey(to, id string) []byte { return []byte(to + "\x00" + id) }
+
+func senderKey(from, to, id string) []byte { return []byte(from + "\x00" + to + "\x00" + id) }
+
+// PutMail stores item unless a quota would be exceeded (ErrMailQuota,
+// saying which). A message the same sender already published (a retry
+// after a lost answer) is not stored twice: PutMail returns the first
+// copy's ID.
+func (s *Store) PutMail(item MailItem, q MailQuota) (id string, err error) {
+	if item.To == "" || item.From == "" || item.ID == "" {
+		return "", errors.New("storing mail: recipient, sender and ID are required")
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		mail, bySender := tx.Bucket(bucketMail), tx.Bucket(bucketMailBySender)
+		count, size := 0, len(item.Message)
+		prefix := []byte(item.To + "\x00")
+		c := mail.Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			var held MailItem
+			if err := decode(bucketMail, k, v, &held); err != nil {
+				return err
+			}
+			if held.From == item.From && held.MessageID == item.MessageID {
+				id = held.ID
+				return nil
+			}
+			count++
+			size += len(held.Message)
+		}
+		if count >= q.MaxMessages {
+			return fmt.Errorf("%w: the recipient already has %d messages waiting (at most %d)", ErrMailQuota, count, q.MaxMessages)
+		}
+		if size > q.MaxBytes {
+			return fmt.Errorf("%w: the recipient's mailbox would hold %d bytes (at most %d)", ErrMailQuota, size, q.MaxBytes)
+		}
+		sent := 0
+		sp := []byte(item.From + "\x00")
+		sc := bySender.Cursor()
+		for k, _ := sc.Seek(sp); k != nil && bytes.HasPrefix(k, sp); k, _ = sc.Next() {
+			sent++
+		}
+		if sent >= q.MaxPerSender {
+			return fmt.Errorf("%w: %d messages from this sender are already waiting (at most %d)", ErrMailQuota, sent, q.MaxPerSender)
+		}
+		raw, err := encode(item)
+		if err != nil {
+			return fmt.Errorf("encoding mail: %w", err)
+		}
+		if err := mail.Put(mailKey(item.To, item.ID), raw); err != nil {
+			return err
+		}
+		id = item.ID
+		return bySender.Put(senderKey(item.From, item.To, item.ID), nil)
+	})
+	if err != nil {
+		return "", fmt.Errorf("storing mail for %s: %w", item.To, err)
+	}
+	return id, nil
+}
+
+// Mail returns up to limit messages waiting for to, oldest first, that
+// have not expired at now and fit in maxBytes together (at least one is
+// returned whatever its size). more says whether others are waiting.
+func (s *Store) Mail(to string, now time.Time, limit, maxBytes int) (items []MailItem, more bool, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		prefix := []byte(to + "\x00")
+		c := tx.Bucket(bucketMail).Cursor()
+		size := 0
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			var item MailItem
+			if err := decode(bucketMail, k, v, &item); err != nil {
+				return err
+			}
+			if !now.Before(item.Expires) {
+				continue
+			}
+			if len(items) >= limit || (len(items) > 0 && size+len(item.Message) > maxBytes) {
+				more = true
+				return nil
+			}
+			size += len(item.Message)
+			items = append(items, item)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("reading mail for %s: %w", to, err)
+	}
+	return items, more, nil
+}
+
+// AckMail deletes the messages ids held for to and returns how many there
+// were. IDs of other recipients' mail are ignored: a peer can only
+// acknowledge its own.
+func (s *Store) AckMail(to string, ids []string) (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		mail, bySender := tx.Bucket(bucketMail), tx.Bucket(bucketMailBySender)
+		for _, id := range ids {
+			k := mailKey(to, id)
+			v := mail.Get(k)
+			if v == nil {
+				continue
+			}
+			var item MailItem
+			if err := decode(bucketMail, k, v, &item); err != nil {
+				return err
+			}
+			if err := mail.Delete(k); err != nil {
+				return err
+			}
+			if err := bySender.Delete(senderKey(item.From, item.To, item.ID)); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("acknowledging mail for %s: %w", to, err)
+	}
+	return n, nil
+}
+
+// PruneMail deletes every message expired at now, and registrations older
+// than registeredSince, and returns how many messages went.
+func (s *Store) PruneMail(now, registeredSince time.Time) (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		mail, bySender := tx.Bucket(bucketMail), tx.Bucket(bucketMailBySender)
+		var expired []MailItem
+		err := mail.ForEach(func(k, v []byte) error {
+			var item MailItem
+			if err := decode(bucketMail, k, v, &item); err != nil {
+				return err
+			}
+			if !now.Before(item.Expires) {
+				expired = append(expired, item)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, item := range expired {
+			if err := mail.Delete(mailKey(item.To, item.ID)); err != nil {
+				return err
+			}
+			if err := bySender.Delete(senderKey(item.From, item.To, item.ID)); err != nil {
+				return err
+			}
+		}
+		n = len(expired)
+		reg := tx.Bucket(bucketMailRecipients)
+		var stale [][]byte
+		err = reg.ForEach(func(k, v []byte) error {
+			var at time.Time
+			if err := at.UnmarshalText(v); err != nil || at.Before(registeredSince) {
+				stale = append(stale, bytes.Clone(k))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range stale {
+			if err := reg.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pruning mail: %w", err)
+	}
+	return n, nil
+}
+
+// RegisterMailbox records that peer uses this relay's mailbox as of at.
+func (s *Store) RegisterMailbox(peer string, at time.Time) error {
+	v, err := at.UTC().MarshalText()
+	if err != nil {
+		return err
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMailRecipients).Put([]byte(peer), v) })
+	if err != nil {
+		return fmt.Errorf("registering mailbox of %s: %w", peer, err)
+	}
+	return nil
+}
+
+// MailboxRegistered reports whether peer registered at or after since.
+func (s *Store) MailboxRegistered(peer string, since time.Time) (bool, error) {
+	var at time.Time
+	found := false
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketMailRecipients).Get([]byte(peer))
+		if v == nil {
+			return nil
+		}
+		found = true
+		return at.UnmarshalText(v)
+	})
+	if err != nil {
+		return false, fmt.Errorf("reading mailbox registration of %s: %w", peer, err)
+	}
+	return found && !at.Before(since), nil
+}
+
+// OutboxItem is a message this daemon could not deliver yet.
+type OutboxItem struct {
+	ID          string    `json:"id"`      // the message's message_id
+	To          string    `json:"to"`      // recipient peer ID
+	Message     []byte    `json:"message"` // the signed IFP-4 message as CBOR
+	Queued      time.Time `json:"queued"`
+	Attempts    int       `json:"attempts"`
+	NextAttempt time.Time `json:"next_attempt"`
+	LastError   string    `json:"last_error,omitempty"`
+}
+
+// PutOutbox stores or replaces item.
+func (s *Store) PutOutbox(item OutboxItem) error {
+	raw, err := encode(item)
+	if err != nil {
+		return fmt.Errorf("encoding outbox item: %w", err)
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketOutbox).Put([]byte(item.ID), raw) })
+	if err != nil {
+		return fmt.Errorf("queueing message %s: %w", item.ID, err)
+	}
+	return nil
+}
+
+// Outbox returns every queued message, in ID order.
+func (s *Store) Outbox() ([]OutboxItem, error) {
+	var items []OutboxItem
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketOutbox).ForEach(func(k, v []byte) error {
+			var item OutboxItem
+			if err := decode(bucketOutbox, k, v, &item); err != nil {
+				return err
+			}
+			items = append(items, item)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading outbox: %w", err)
+	}
+	return items, nil
+}
+
+// DeleteOutbox removes a delivered (or abandoned) message.
+func (s *Store) DeleteOutbox(id string) error {
+	err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketOutbox).Delete([]byte(id)) })
+	if err != nil {
+		return fmt.Errorf("removing %s from the outbox: %w", id, err)
+	}
+	return nil
+}
