@@ -115,6 +115,9 @@ func (n *Node) RelayReservations() []peer.ID {
 	return out
 }
 
+// RelayService reports whether this daemon serves circuit relay v2.
+func (n *Node) RelayService() bool { return n.reach.service != nil }
+
 // configuredRelays parses relay.use (already validated by the config).
 func (n *Node) configuredRelays() []peer.AddrInfo {
 	var out []peer.AddrInfo

@@ -90,6 +90,19 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(w, "document       seq %d, %d capabilities\nconversations  %d open\npeers          %d connected\nuptime         %s\n",
 		st.Seq, st.Capabilities, st.Conversations, st.ConnectedPeers, time.Duration(st.UptimeSeconds)*time.Second)
+	if st.RelayService {
+		fmt.Fprintf(w, "relay          serving circuit relay v2\n")
+	}
+	for i, r := range st.RelaySlots {
+		label := ""
+		if i == 0 {
+			label = "relay slots"
+		}
+		fmt.Fprintf(w, "%-14s %s\n", label, r)
+	}
+	if st.Outbox > 0 {
+		fmt.Fprintf(w, "outbox         %d waiting for a peer's mailbox (`ifaced outbox`)\n", st.Outbox)
+	}
 	return nil
 }
 

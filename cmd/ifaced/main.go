@@ -51,6 +51,8 @@ func commands() []command {
 		{"greet", "open a conversation with a peer and show what each side granted (greet PEER)", runGreet},
 		{"caps", "show, add, remove or validate capabilities (caps [PEER] | add FILE | remove NAME | validate FILE)", runCapsCommand},
 		{"say", "send a message in an open conversation (say CONVERSATION --phase P --text TEXT)", runSay},
+		{"send", "say something to a peer, through its mailbox relay if it is away (send PEER --text TEXT)", runSend},
+		{"outbox", "list messages waiting to be left at a peer's mailbox", runOutbox},
 		{"policy", "show or change the disclosure map and temperature caps (policy [disclosure PEER TIER | temperature PEER MAX])", runPolicy},
 		{"invoke", "ask a peer to run one of its capabilities (invoke PEER CAPABILITY --params JSON)", runInvoke},
 		{"trust", "show what the daemon established about peers, or pin, revoke or check one (trust [PEER [--verify FINGERPRINT | --revoke | --check]])", runTrust},

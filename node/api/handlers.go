@@ -38,6 +38,13 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	for _, a := range s.n.Addrs() {
 		st.Addrs = append(st.Addrs, a.String())
 	}
+	st.RelayService, st.RelaySlots = s.n.RelayService(), []string{}
+	for _, r := range s.n.RelayReservations() {
+		st.RelaySlots = append(st.RelaySlots, r.String())
+	}
+	if items, err := s.n.Outbox(); err == nil {
+		st.Outbox = len(items)
+	}
 	writeJSON(w, http.StatusOK, st)
 }
 

@@ -138,6 +138,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/greet", s.greet)
 	mux.HandleFunc("GET /v1/conversations", s.conversations)
 	mux.HandleFunc("POST /v1/say", s.say)
+	mux.HandleFunc("POST /v1/send", s.send)
+	mux.HandleFunc("GET /v1/outbox", s.outbox)
 	mux.HandleFunc("GET /v1/audit", s.audit)
 	mux.HandleFunc("GET /v1/events", s.events)
 	mux.HandleFunc("POST /v1/invoke", s.invoke)

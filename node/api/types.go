@@ -53,6 +53,9 @@ type Status struct {
 	Conversations  int      `json:"conversations"`
 	ConnectedPeers int      `json:"connected_peers"`
 	UptimeSeconds  int64    `json:"uptime_seconds"`
+	RelayService   bool     `json:"relay_service"` // this daemon serves circuit relay v2
+	RelaySlots     []string `json:"relay_slots"`   // relays this daemon holds a live slot on
+	Outbox         int      `json:"outbox"`        // messages waiting for a peer's mailbox
 }
 
 // StaleAfter is the age past which a cached peer view is reported stale:

@@ -22,7 +22,24 @@
 //	                           the sender's new view (part "capabilities") to a
 //	                           peer in conversation; the answer is one signed
 //	                           message, an acknowledgement or an error.
-//	/ifp/8/mailbox/1.0.0       store-and-forward at a relay (reserved).
+//	/ifp/8/mailbox/1.0.0       store-and-forward at a relay (IFP-8): one request
+//	                           frame, one response frame (MailboxRequest and
+//	                           MailboxResponse, deterministic CBOR maps with
+//	                           no unknown keys). publish {to, message}: the
+//	                           message (an IFP-4 message as CBOR bytes, at most
+//	                           MaxMailMessage) must be signed by the stream's
+//	                           peer and the recipient registered at the relay;
+//	                           the answer names the relay's mail ID and when
+//	                           the mail expires. retrieve {limit}: the stream's
+//	                           peer's waiting messages, oldest first, each with
+//	                           the relay's trace.received entry appended, at
+//	                           most MaxMailBatch and a frame's worth, with
+//	                           "more" when others wait; retrieving registers
+//	                           the peer. ack {ids}: deletes the peer's own
+//	                           messages. Refusals carry an ErrorBody under
+//	                           "error" with the codes below, plus
+//	                           mailbox_refused (recipient not registered) and
+//	                           mailbox_full (a quota is used up).
 //
 // Capability requests travel in a conversation: a probe whose
 // headers.capabilities.request names one capability, its parameters in a
