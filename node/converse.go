@@ -585,7 +585,12 @@ func (n *Node) sendError(c *conv, cause error) bool {
 
 // record writes m to the audit log before anything acts on it.
 func (n *Node) record(dir gossip.Direction, pid peer.ID, m *gossip.Message, note string) error {
-	err := n.audit.Record(gossip.AuditEntry{At: n.now().UTC(), Direction: dir, Peer: pid.String(), Transport: "libp2p", Note: note, Message: m})
+	return n.recordVia("libp2p", dir, pid, m, note)
+}
+
+// recordVia audits a message that travelled by transport.
+func (n *Node) recordVia(transport string, dir gossip.Direction, pid peer.ID, m *gossip.Message, note string) error {
+	err := n.audit.Record(gossip.AuditEntry{At: n.now().UTC(), Direction: dir, Peer: pid.String(), Transport: transport, Note: note, Message: m})
 	if err != nil {
 		return fmt.Errorf("auditing %s message: %w", dir, err)
 	}

@@ -50,6 +50,9 @@ import (
 
 const mailboxProtocol = wire.Mailbox
 
+// viaMailbox is the transport the audit log names for mailbox mail.
+const viaMailbox = "ifp-8-mailbox"
+
 // mailBudget is how many message bytes one retrieve answer carries, so
 // the answer fits in a frame.
 const mailBudget = wire.MaxMailMessage
@@ -194,7 +197,7 @@ func (n *Node) queueMail(pid peer.ID, text string, cause error) (*SendResult, er
 	if len(raw) > wire.MaxMailMessage {
 		return nil, fmt.Errorf("sending to %s: %w: %d bytes, a mailbox takes at most %d", pid, gossip.ErrTooLarge, len(raw), wire.MaxMailMessage)
 	}
-	if err := n.record(gossip.Sent, pid, m, "queued for the peer's mailbox: "+cause.Error()); err != nil {
+	if err := n.recordVia(viaMailbox, gossip.Sent, pid, m, "queued for the peer's mailbox: "+cause.Error()); err != nil {
 		return nil, err
 	}
 	now := n.now()
@@ -436,7 +439,7 @@ func (n *Node) acceptMail(relay peer.ID, mail wire.Mail) error {
 		return err
 	}
 	refuse := func(err error) error {
-		if aerr := n.record(gossip.Received, from, m, "refused mail from relay "+relay.String()+": "+err.Error()); aerr != nil {
+		if aerr := n.recordVia(viaMailbox, gossip.Received, from, m, "refused mail from relay "+relay.String()+": "+err.Error()); aerr != nil {
 			return fmt.Errorf("%w: %v", errAuditFailed, aerr)
 		}
 		n.events.publish(Event{Type: EventRefused, At: n.now(), Peer: from.String(), ConversationID: m.Headers.ConversationID, Detail: err.Error()})
@@ -456,7 +459,7 @@ func (n *Node) acceptMail(relay peer.ID, mail wire.Mail) error {
 		return refuse(err)
 	}
 	note := "delivered by the mailbox at relay " + relay.String()
-	if aerr := n.record(gossip.Received, from, m, note); aerr != nil {
+	if aerr := n.recordVia(viaMailbox, gossip.Received, from, m, note); aerr != nil {
 		return fmt.Errorf("%w: %v", errAuditFailed, aerr)
 	}
 	n.events.publish(Event{Type: EventMessage, At: n.now(), Peer: from.String(), ConversationID: m.Headers.ConversationID,
