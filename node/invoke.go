@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/ifaced/ifaced/conditions"
 	"sync"
 	"time"
 
@@ -231,38 +232,55 @@ func (n *Node) runRequest(c *conv, req *gossip.Message) (any, string, error) {
 	// nothing goes down.
 	level, _ := n.trustOf(c.peer, nil)
 	g := c.raiseLevel(level)
-	doc, schemas := n.documentAndSchemas()
-	cap, err := doc.Decide(name, g.Facts(c.peer.String(), n.invocations.running(name)), n.order, busyRetry)
-	if err != nil {
-		return nil, name, err
-	}
 	var params any
 	if p, ok := req.Body.Part(partParameters); ok {
 		params = p.Content
 	}
+	result, err := n.execute(name, params, g, c.peer.String(), c.ID)
+	return result, name, err
+}
+
+// execute runs capability name for a requester the daemon granted g: the
+// conditions on those facts, the parameters against the schema, the
+// workload limit, the local agent, and the output against its schema.
+// Every transport's requests come through here, so none can skip a check.
+// requester is the peer ID, or "" for an anonymous HTTP caller.
+func (n *Node) execute(name string, params any, g negotiate.Granted, requester, convID string) (any, error) {
+	doc, schemas := n.documentAndSchemas()
+	facts := func(inFlight int) conditions.Facts {
+		f := g.Facts(requester, inFlight)
+		if requester == "" {
+			f.AuthLevel = conditions.NoLevel
+		}
+		return f
+	}
+	cap, err := doc.Decide(name, facts(n.invocations.running(name)), n.order, busyRetry)
+	if err != nil {
+		return nil, err
+	}
 	if err := schemas.CheckParams(name, params); err != nil {
-		return nil, name, err
+		return nil, err
 	}
 	seen, ok := n.invocations.start(name, cap.Conds().MaxConcurrent)
 	if !ok {
 		// Another request took the last slot since Decide counted.
-		_, err := doc.Decide(name, g.Facts(c.peer.String(), seen), n.order, busyRetry)
-		return nil, name, err
+		_, err := doc.Decide(name, facts(seen), n.order, busyRetry)
+		return nil, err
 	}
 	defer n.invocations.done(name)
 	timeout := n.cfg.Agent.Timeout.Duration
 	ctx, cancel := context.WithTimeout(n.ctx, timeout)
 	defer cancel()
 	inv := Invocation{ID: gossip.NewID("inv", n.now()), Capability: name, Version: cap.VersionOrDefault(), Params: params,
-		Peer: c.peer.String(), ConversationID: c.ID, Granted: g, Deadline: n.now().Add(timeout)}
+		Peer: requester, ConversationID: convID, Granted: g, Deadline: n.now().Add(timeout)}
 	result, err := n.bridge.invoke(ctx, inv, n.now())
 	if err != nil {
-		return nil, name, err
+		return nil, err
 	}
 	if err := schemas.CheckOutput(name, result); err != nil {
-		return nil, name, err
+		return nil, err
 	}
-	return result, name, nil
+	return result, nil
 }
 
 // answerError sends an error message in reply to req without closing the
