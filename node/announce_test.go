@@ -1,0 +1,527 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/store"
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"go.uber.org/goleak"
+)
+
+// gossipConfig is the loopback config with GossipSub on.
+func gossipConfig() *Config {
+	c := tcpOnly(loopbackConfig())
+	c.Discovery.Gossip = true
+	return c
+}
+
+// inMesh reports whether d forwards announcements to every one of peers.
+func inMesh(d *testDaemon, peers ...peer.ID) func() bool {
+	return func() bool {
+		mesh := d.gossipMesh()
+		for _, p := range peers {
+			if !slices.Contains(mesh, p) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// rawGossip is a bare libp2p host on the announcement topic, with no
+// validator: it publishes what a daemon never would, and sees exactly
+// what its neighbours forward.
+type rawGossip struct {
+	host.Host
+	id    *identity.Identity
+	topic *pubsub.Topic
+
+	mu  sync.Mutex
+	got [][]byte // payloads received from others, in order
+}
+
+func newRawGossip(t *testing.T) *rawGossip {
+	t.Helper()
+	id, _ := identity.Generate(nil)
+	h, err := libp2p.New(libp2p.Identity(id.LibP2PKey()), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); h.Close() })
+	ps, err := pubsub.NewGossipSub(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, err := ps.Join(announceTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := topic.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rawGossip{Host: h, id: id, topic: topic}
+	go func() {
+		for {
+			m, err := sub.Next(ctx)
+			if err != nil {
+				return
+			}
+			if m.GetFrom() != h.ID() {
+				r.mu.Lock()
+				r.got = append(r.got, m.Data)
+				r.mu.Unlock()
+			}
+		}
+	}()
+	return r
+}
+
+func (r *rawGossip) connect(t *testing.T, d *testDaemon) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Connect(ctx, peer.AddrInfo{ID: d.pid(), Addrs: d.Host().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *rawGossip) received() [][]byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+// seqs decodes every payload received (they must all decode) and returns
+// their seqs.
+func (r *rawGossip) seqs(t *testing.T) []uint64 {
+	t.Helper()
+	var out []uint64
+	for _, b := range r.received() {
+		v, err := decodeAnnouncement(b)
+		if err != nil {
+			t.Fatalf("a raw subscriber received an announcement that does not decode: %v", err)
+		}
+		out = append(out, v.Seq)
+	}
+	return out
+}
+
+func (r *rawGossip) publish(t *testing.T, payload []byte) {
+	t.Helper()
+	if err := r.topic.Publish(context.Background(), payload); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// signedDoc is a minimal capability view of id at seq, signed by signer.
+func signedDoc(t *testing.T, id, signer *identity.Identity, seq uint64, caps ...string) *negotiate.Document {
+	t.Helper()
+	d := &negotiate.Document{IFP: negotiate.Version, AgentID: id.DID(), Seq: seq}
+	for _, c := range caps {
+		d.Capabilities = append(d.Capabilities, negotiate.Capability{Name: c, Description: "does " + c})
+	}
+	if _, err := d.Sign(signer, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func payload(t *testing.T, d *negotiate.Document) []byte {
+	t.Helper()
+	b, err := encodeAnnouncement(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func cachedSeq(d *testDaemon, pid peer.ID) uint64 {
+	rec, err := d.Store().Peer(pid.String())
+	if err != nil {
+		return 0
+	}
+	return rec.Seq
+}
+
+// TestGossipUpdateReachesEverySubscriber: five daemons in a line, each
+// connected only to its neighbours; a capability added at one end reaches
+// every other daemon's cache through the mesh, four hops at the far end.
+//
+//	go test ./node -run TestGossipUpdateReachesEverySubscriber -count=1 -v
+func TestGossipUpdateReachesEverySubscriber(t *testing.T) {
+	const size = 5
+	line := make([]*testDaemon, size)
+	for i := range line {
+		line[i] = startDaemon(t, gossipConfig())
+	}
+	for i := 1; i < size; i++ {
+		connect(t, line[i-1], line[i])
+	}
+	for i, d := range line {
+		var neighbours []peer.ID
+		if i > 0 {
+			neighbours = append(neighbours, line[i-1].pid())
+		}
+		if i < size-1 {
+			neighbours = append(neighbours, line[i+1].pid())
+		}
+		waitFor(t, fmt.Sprintf("daemon %d's mesh to hold its neighbours", i), inMesh(d, neighbours...))
+	}
+	author, receivers := line[0], line[1:]
+	events := make([]<-chan Event, len(receivers))
+	for i, d := range receivers {
+		var stop func()
+		events[i], stop = d.Subscribe()
+		defer stop()
+	}
+
+	start := time.Now()
+	doc, err := author.UpdateDocument(func(d *negotiate.Document) error {
+		d.Capabilities = append(d.Capabilities, negotiate.Capability{Name: "weather.now", Description: "Current weather"})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last time.Time
+	for i, d := range receivers {
+		e := waitEvent(t, events[i], func(e Event) bool {
+			return e.Type == EventPeerView && e.Peer == author.pid().String() && strings.HasPrefix(e.Detail, fmt.Sprintf("seq %d,", doc.Seq))
+		})
+		if e.At.After(last) {
+			last = e.At
+		}
+		rec, err := d.Store().Peer(author.pid().String())
+		if err != nil {
+			t.Fatalf("daemon %d: %v", i+1, err)
+		}
+		view, err := negotiate.DecodeView(rec.View)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Seq != doc.Seq {
+			t.Errorf("daemon %d caches seq %d, want %d", i+1, rec.Seq, doc.Seq)
+		}
+		if _, ok := view.Capability("weather.now"); !ok {
+			t.Errorf("daemon %d's cached view lacks the new capability: %s", i+1, capNames(view))
+		}
+		if err := view.Verify(author.id.PublicKey()); err != nil {
+			t.Errorf("daemon %d cached a view that does not verify: %v", i+1, err)
+		}
+	}
+	t.Logf("gossip propagation to %d nodes: %d ms", len(receivers), last.Sub(start).Milliseconds())
+}
+
+// TestGossipAnnouncesNothingHidden: the announcements a subscriber sees
+// carry only the public view, and a change to hidden capabilities alone
+// announces nothing at all.
+func TestGossipAnnouncesNothingHidden(t *testing.T) {
+	c := aliceConfig("")
+	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
+	c.Discovery.Gossip = true
+	alice := startDaemon(t, c)
+	sub := newRawGossip(t)
+	sub.connect(t, alice)
+	waitFor(t, "alice's mesh to hold the subscriber", inMesh(alice, sub.ID()))
+	waitFor(t, "alice's first announcement", func() bool { return alice.gossip.published.Load() == 1 })
+
+	hidden, err := alice.UpdateDocument(func(d *negotiate.Document) error {
+		d.Capabilities = append(d.Capabilities, negotiate.Capability{Name: "vault.open", Description: "Open the vault",
+			Advertise: negotiate.AdvertiseWhenEligible, Conditions: &conditions.Conditions{MinDisclosure: "close"}})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "alice's announcer to settle", func() bool {
+		g := alice.gossip
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return !g.publishing
+	})
+	if n := alice.gossip.published.Load(); n != 1 {
+		t.Fatalf("a hidden change was announced: %d announcements", n)
+	}
+
+	visible, err := alice.UpdateDocument(func(d *negotiate.Document) error {
+		d.Capabilities = append(d.Capabilities, negotiate.Capability{Name: "weather.now", Description: "Current weather"})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the visible change's announcement", func() bool { return slices.Contains(sub.seqs(t), visible.Seq) })
+	if got := sub.seqs(t); !slices.Equal(got, []uint64{visible.Seq}) {
+		t.Errorf("the subscriber saw announcements of seqs %v; want only %d (seq %d changed only hidden capabilities)", got, visible.Seq, hidden.Seq)
+	}
+	for _, b := range sub.received() {
+		if bytes.Contains(b, []byte("diary")) || bytes.Contains(b, []byte("vault")) {
+			t.Errorf("an announcement names a hidden capability: %q", b)
+		}
+		v, _ := decodeAnnouncement(b)
+		if got := capNames(v); got != "+ping -calendar.availability +weather.now" {
+			t.Errorf("announced view %q", got)
+		}
+		if err := v.Verify(alice.id.PublicKey()); err != nil {
+			t.Errorf("announced view: %v", err)
+		}
+	}
+	if n := alice.gossip.published.Load(); n != 2 {
+		t.Errorf("%d announcements, want the first and the visible change's", n)
+	}
+}
+
+// TestGossipDropsForgedAndStaleAnnouncements: a raw publisher P sends to
+// a daemon R, which forwards to a raw subscriber S. What R's validator
+// refuses is neither cached at R nor forwarded to S.
+func TestGossipDropsForgedAndStaleAnnouncements(t *testing.T) {
+	r := startDaemon(t, gossipConfig())
+	p, s := newRawGossip(t), newRawGossip(t)
+	p.connect(t, r)
+	s.connect(t, r)
+	waitFor(t, "R's mesh to hold P and S", inMesh(r, p.ID(), s.ID()))
+	waitFor(t, "P to see R on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), r.pid()) })
+	g := r.gossip
+
+	// A genuine announcement goes through.
+	p.publish(t, payload(t, signedDoc(t, p.id, p.id, 2, "ping")))
+	waitFor(t, "R to cache P's seq 2", func() bool { return cachedSeq(r, p.ID()) == 2 })
+	waitFor(t, "S to receive P's seq 2", func() bool { return slices.Equal(s.seqs(t), []uint64{2}) })
+
+	// An older one, validly signed, is ignored.
+	p.publish(t, payload(t, signedDoc(t, p.id, p.id, 1, "ping", "old.thing")))
+	waitFor(t, "R to ignore the older announcement", func() bool { return g.ignored.Load() == 1 })
+
+	// Forged: another key's view, published by P.
+	other, _ := identity.Generate(nil)
+	p.publish(t, payload(t, signedDoc(t, other, other, 7, "forged.thing")))
+	// P's own view claiming P's agent ID, signed by another key.
+	p.publish(t, payload(t, signedDoc(t, p.id, other, 8, "forged.thing")))
+	// Tampered after signing.
+	tampered := signedDoc(t, p.id, p.id, 9, "ping")
+	tampered.Capabilities = append(tampered.Capabilities, negotiate.Capability{Name: "tampered.thing", Description: "x"})
+	p.publish(t, payload(t, tampered))
+	// Not an announcement at all.
+	p.publish(t, []byte("not an announcement"))
+	waitFor(t, "R to reject the four bad announcements", func() bool { return g.rejected.Load() == 4 })
+
+	// A newer genuine one still goes through, after all of them.
+	p.publish(t, payload(t, signedDoc(t, p.id, p.id, 3, "ping", "new.thing")))
+	waitFor(t, "S to receive P's seq 3", func() bool { return slices.Contains(s.seqs(t), 3) })
+
+	if got := s.seqs(t); !slices.Equal(got, []uint64{2, 3}) {
+		t.Errorf("S received seqs %v, want [2 3]", got)
+	}
+	for _, b := range s.received() {
+		if bytes.Contains(b, []byte("forged")) || bytes.Contains(b, []byte("tampered")) || bytes.Contains(b, []byte("old.thing")) {
+			t.Errorf("S received a refused announcement: %q", b)
+		}
+	}
+	if g.accepted.Load() != 2 || g.rejected.Load() != 4 || g.ignored.Load() != 1 {
+		t.Errorf("R accepted %d, rejected %d, ignored %d; want 2, 4, 1", g.accepted.Load(), g.rejected.Load(), g.ignored.Load())
+	}
+	rec, err := r.Store().Peer(p.ID().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Seq != 3 || !bytes.Contains(rec.View, []byte("new.thing")) {
+		t.Errorf("R caches P at seq %d: %s", rec.Seq, rec.View)
+	}
+	if _, err := r.Store().Peer(other.PeerID().String()); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("R cached the forged view's signer: %v", err)
+	}
+}
+
+// TestGossipRequeryKeepsRicherView: a peer that negotiated a richer view
+// than the public one fetches its own view when an announcement arrives,
+// instead of caching the public view over it.
+func TestGossipRequeryKeepsRicherView(t *testing.T) {
+	bobID, _ := identity.Generate(nil)
+	ac := aliceConfig(bobID.PeerID())
+	ac.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
+	ac.Discovery.Gossip = true
+	alice := startDaemon(t, ac)
+	bob := startWithID(t, gossipConfig(), bobID)
+	connect(t, bob, alice)
+	waitFor(t, "the mesh", inMesh(alice, bob.pid()))
+	if _, err := bob.QueryCapabilities(context.Background(), alice.pid(), negotiate.Proposal{Disclosure: "professional"}); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := alice.UpdateDocument(func(d *negotiate.Document) error {
+		d.Capabilities = append(d.Capabilities, negotiate.Capability{Name: "weather.now", Description: "Current weather"})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "bob to cache alice's new seq", func() bool { return cachedSeq(bob, alice.pid()) == doc.Seq })
+	rec, _ := bob.Store().Peer(alice.pid().String())
+	view, err := negotiate.DecodeView(rec.View)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := capNames(view); got != "+ping +calendar.availability +weather.now" {
+		t.Errorf("bob caches %q; the public view would have been a downgrade", got)
+	}
+}
+
+// TestGossipForwardsWhatAPushAlreadyBrought: B already holds P's seq 2
+// (from a greeting or a pushed update, which can outrun the announcement)
+// when P announces it; B still forwards the announcement to C, whose only
+// way to learn of it is through B.
+func TestGossipForwardsWhatAPushAlreadyBrought(t *testing.T) {
+	b, c := startDaemon(t, gossipConfig()), startDaemon(t, gossipConfig())
+	p := newRawGossip(t)
+	p.connect(t, b)
+	connect(t, c, b)
+	waitFor(t, "B's mesh to hold P and C", inMesh(b, p.ID(), c.pid()))
+	waitFor(t, "P to see B on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), b.pid()) })
+	doc := signedDoc(t, p.id, p.id, 2, "ping", "weather.now")
+	a, err := verifyAnnouncement(p.ID(), payload(t, doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := b.Store().PutPeer(store.PeerRecord{PeerID: p.ID().String(), AgentID: doc.AgentID, Seq: 2, DocHash: a.hash, View: a.raw,
+		Context: []byte(`{"disclosure":"public"}`), FetchedAt: now, ChangedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	p.publish(t, payload(t, doc))
+	waitFor(t, "C to hold P's seq 2", func() bool { return cachedSeq(c, p.ID()) == 2 })
+}
+
+// startWithID starts a daemon with a given identity.
+func startWithID(t *testing.T, cfg *Config, id *identity.Identity) *testDaemon {
+	t.Helper()
+	h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+	if err := identity.SaveKey(h.KeyPath(), id); err != nil {
+		t.Fatal(err)
+	}
+	return restartDaemon(t, &testDaemon{home: h, cfg: cfg, id: id})
+}
+
+// TestGossipLeavesNoGoroutine: GossipSub, its validator and the receive
+// loop all end when the daemons close.
+func TestGossipLeavesNoGoroutine(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	a, b := startDaemon(t, gossipConfig()), startDaemon(t, gossipConfig())
+	connect(t, a, b)
+	waitFor(t, "the mesh", inMesh(a, b.pid()))
+	if _, err := a.UpdateDocument(func(d *negotiate.Document) error {
+		d.Capabilities = d.Capabilities[:1]
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b to cache a's update", func() bool { return cachedSeq(b, a.pid()) == a.Document().Seq })
+	a.Close()
+	b.Close()
+}
+
+func TestAnnouncementDecoderRefuses(t *testing.T) {
+	id, _ := identity.Generate(nil)
+	good := payload(t, signedDoc(t, id, id, 4, "ping"))
+	enc, _ := cbor.CoreDetEncOptions().EncMode()
+	mk := func(v any) []byte {
+		b, err := enc.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	view := func(d *negotiate.Document) []byte { b, _ := json.Marshal(d); return b }
+	unsigned := &negotiate.Document{IFP: negotiate.Version, AgentID: id.DID(), Seq: 4,
+		Capabilities: []negotiate.Capability{{Name: "ping", Description: "x"}}}
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want error
+	}{
+		{"empty", nil, gossip.ErrMalformed},
+		{"garbage", []byte("\xff\xfe not cbor"), gossip.ErrMalformed},
+		{"truncated", good[:len(good)/2], gossip.ErrMalformed},
+		{"one byte short", good[:len(good)-1], gossip.ErrMalformed},
+		{"trailing bytes", append(slices.Clone(good), 0x00), gossip.ErrMalformed},
+		{"oversized", make([]byte, maxAnnouncementSize+1), gossip.ErrTooLarge},
+		{"not a map", mk([]any{4, "x"}), gossip.ErrMalformed},
+		{"unknown key", mk(map[string]any{"seq": 4, "view": view(unsigned), "extra": 1}), gossip.ErrMalformed},
+		{"no view", mk(map[string]any{"seq": 4}), gossip.ErrMalformed},
+		{"seq zero", mk(map[string]any{"seq": 0, "view": view(unsigned)}), gossip.ErrMalformed},
+		{"view not JSON", mk(map[string]any{"seq": 4, "view": []byte("{nope")}), negotiate.ErrNotAView},
+		{"view not IFP-7", mk(map[string]any{"seq": 4, "view": []byte(`{"ifp":6,"agent_id":"x","seq":4,"capabilities":[]}`)}), negotiate.ErrNotAView},
+		{"seq differs from the view's", mk(map[string]any{"seq": 5, "view": view(unsigned)}), gossip.ErrMalformed},
+		{"unsigned view", mk(map[string]any{"seq": 4, "view": view(unsigned)}), gossip.ErrMalformed},
+		{"indefinite length", append([]byte{0xbf}, append(good[1:], 0xff)...), gossip.ErrMalformed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := decodeAnnouncement(tc.in)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if !strings.HasPrefix(err.Error(), "decoding announcement: ") {
+				t.Errorf("error %q does not say what failed", err)
+			}
+		})
+	}
+	if v, err := decodeAnnouncement(good); err != nil || v.Seq != 4 {
+		t.Fatalf("a good payload: %v", err)
+	}
+	if _, err := verifyAnnouncement(id.PeerID(), good); err != nil {
+		t.Fatalf("verifying a good payload: %v", err)
+	}
+	other, _ := identity.Generate(nil)
+	if _, err := verifyAnnouncement(other.PeerID(), good); err == nil {
+		t.Fatal("a view verified under another author's key")
+	}
+}
+
+func FuzzDecodeAnnouncement(f *testing.F) {
+	id, _ := identity.Generate(nil)
+	d := &negotiate.Document{IFP: negotiate.Version, AgentID: id.DID(), Seq: 3,
+		Capabilities: []negotiate.Capability{{Name: "ping", Description: "x"}}}
+	if _, err := d.Sign(id, time.Now()); err != nil {
+		f.Fatal(err)
+	}
+	good, err := encodeAnnouncement(d)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add(good[:len(good)/3])
+	f.Add([]byte{0xa0})
+	f.Add([]byte{0xbf, 0xff})
+	f.Add([]byte("garbage"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := decodeAnnouncement(b)
+		if err != nil {
+			if v != nil {
+				t.Fatal("a view with an error")
+			}
+			return
+		}
+		if v.Seq == 0 || v.Signature == nil {
+			t.Fatalf("accepted an unsigned or seq-less view: %+v", v)
+		}
+		_, _ = verifyAnnouncement(id.PeerID(), b)
+	})
+}
