@@ -80,7 +80,10 @@ type APIConfig struct {
 
 // HTTPConfig is the public HTTP binding.
 type HTTPConfig struct {
-	Listen string `toml:"listen"` // "" is off
+	Listen   string `toml:"listen"`    // "" is off
+	CertFile string `toml:"cert_file"` // TLS certificate (PEM); required unless listen is loopback
+	KeyFile  string `toml:"key_file"`  // its private key (PEM)
+	URL      string `toml:"url"`       // how others reach it (for the agent card); "" derives it from listen
 }
 
 // LimitsConfig bounds what peers can make the daemon hold.
@@ -382,6 +385,21 @@ func (c *Config) Validate() error {
 	if c.HTTP.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
 			bad("http.listen", "%q is not host:port: %v", c.HTTP.Listen, err)
+		} else if (c.HTTP.CertFile == "") != (c.HTTP.KeyFile == "") {
+			bad("http.cert_file", "cert_file and key_file go together: set both for TLS, or neither")
+		} else if c.HTTP.CertFile == "" && checkLoopback(c.HTTP.Listen) != nil {
+			// IFP-6 §8: beyond this machine, only over TLS.
+			bad("http.listen", "%q is not a loopback address, so the binding needs TLS: set http.cert_file and http.key_file", c.HTTP.Listen)
+		}
+	}
+	for _, f := range []struct{ key, path string }{{"http.cert_file", c.HTTP.CertFile}, {"http.key_file", c.HTTP.KeyFile}} {
+		if f.path != "" && !filepath.IsAbs(f.path) {
+			bad(f.key, "%q is not an absolute path", f.path)
+		}
+	}
+	if u := c.HTTP.URL; u != "" {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			bad("http.url", "%q is not an http(s) URL", u)
 		}
 	}
 	l := c.Limits

@@ -66,6 +66,7 @@ type Node struct {
 	dht     *dhtState      // Kademlia DHT and capability provider records (dht.go)
 	gossip  *gossipState   // GossipSub capabilities.update announcements (announce.go)
 	mdns    *mdnsState     // LAN discovery (mdns.go)
+	inbox   inboxConvs     // conversations held through the HTTPS inbox (inbox.go)
 	closers []func() error // run by Close in reverse order, before the host closes
 }
 

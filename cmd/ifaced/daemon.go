@@ -12,6 +12,7 @@ import (
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/httpapi"
 	"github.com/libp2p/go-libp2p/gologshim"
 )
 
@@ -64,9 +65,21 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	log.Info("control API listening", "addr", srv.Addr(), "token", api.TokenFile(h))
+	var public *httpapi.Server
+	if cfg.HTTP.Listen != "" {
+		if public, err = httpapi.Listen(n, cfg.HTTP, log); err != nil {
+			srv.Close()
+			n.Close()
+			return err
+		}
+	}
 	<-ctx.Done()
-	// The API goes first, so no request reaches a node that is shutting down.
-	return errors.Join(srv.Close(), n.Close())
+	// The APIs go first, so no request reaches a node that is shutting down.
+	var errs []error
+	if public != nil {
+		errs = append(errs, public.Close())
+	}
+	return errors.Join(append(errs, srv.Close(), n.Close())...)
 }
 
 // overrideListen applies --listen and --api to cfg and validates them as

@@ -1,0 +1,258 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/wire"
+)
+
+// viewMaxAge is how long a shared cache may keep the anonymous view: long
+// enough to spare the daemon, short enough that a change shows soon.
+const viewMaxAge = 60 * time.Second
+
+func (s *Server) identity(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(viewMaxAge/time.Second)))
+	writeJSON(w, http.StatusOK, s.n.IdentityDocument())
+}
+
+// view is the signed view for an HTTP caller, with its ETag. The caller
+// proved nothing, so every caller gets the same view, and shared caches
+// may keep it.
+func (s *Server) view(w http.ResponseWriter, r *http.Request) (*negotiate.Document, bool) {
+	doc, tag, err := s.n.ViewFor(s.n.HTTPFacts())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, CodeInternal, "building the view failed")
+		s.log.Error("building the HTTP view", "err", err)
+		return nil, false
+	}
+	etag := `"` + tag + `"`
+	w.Header().Set("ETag", etag)
+	w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(viewMaxAge/time.Second)))
+	w.Header().Set("Vary", "Accept")
+	if match := r.Header.Get("If-None-Match"); match != "" && strings.Contains(match, etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return nil, false
+	}
+	return doc, true
+}
+
+func (s *Server) wellKnownCapabilities(w http.ResponseWriter, r *http.Request) {
+	if doc, ok := s.view(w, r); ok {
+		writeJSON(w, http.StatusOK, doc)
+	}
+}
+
+// aguiIdentity is what the projections say of the agent.
+func (s *Server) aguiIdentity() negotiate.AGUIIdentity {
+	return negotiate.AGUIIdentity{DisplayName: s.n.DisplayName()}
+}
+
+func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
+	doc, ok := s.view(w, r)
+	if !ok {
+		return
+	}
+	v := doc
+	if cats := r.URL.Query().Get("requested_tool_categories"); cats != "" {
+		v, _ = negotiate.OrderByCategories(doc, strings.Split(cats, ","))
+	}
+	writeJSON(w, http.StatusOK, v.CapabilitiesObject(s.aguiIdentity()))
+}
+
+func (s *Server) agentCard(w http.ResponseWriter, r *http.Request) {
+	doc, ok := s.view(w, r)
+	if !ok {
+		return
+	}
+	card := doc.AgentCard(negotiate.A2AOptions{Identity: s.aguiIdentity(), URL: s.url + "/a2a"})
+	if err := card.Sign(s.n.ID()); err != nil {
+		writeError(w, http.StatusInternalServerError, CodeInternal, "signing the agent card failed")
+		s.log.Error("signing the agent card", "err", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, card)
+}
+
+// InboxAccepted is the IFP-6 §3.1 answer.
+type InboxAccepted struct {
+	Status    string `json:"status"` // "accepted"
+	MessageID string `json:"message_id"`
+	// Refused says why a message that arrived intact did not fit its
+	// conversation (IFP-6: a protocol error is not a transport error).
+	Refused *wire.ErrorBody `json:"refused,omitempty"`
+	// Duplicate marks a message received before and not processed again.
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
+	if !isJSON(r) {
+		writeError(w, http.StatusBadRequest, CodeInvalidFormat, fmt.Sprintf("Content-Type is %q; send application/json; charset=utf-8 (IFP-6 §2.2)", r.Header.Get("Content-Type")))
+		return
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	m, err := gossip.DecodeJSON(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, CodeInvalidFormat, err.Error())
+		return
+	}
+	if key := r.Header.Get("Idempotency-Key"); key != "" && key != m.Headers.MessageID {
+		// The seen-set is keyed by signer and message_id, which IFP-6 §4.2
+		// recommends as the key; another key would promise a second,
+		// different deduplication this daemon does not keep.
+		writeError(w, http.StatusBadRequest, CodeInvalidFormat,
+			fmt.Sprintf("Idempotency-Key %q differs from the message_id %q; use the message_id", key, m.Headers.MessageID))
+		return
+	}
+	d, err := s.n.Deliver(m, "https")
+	var retry *wire.RetryAfterError
+	switch {
+	case errors.Is(err, node.ErrDuplicate):
+		writeJSON(w, http.StatusAccepted, InboxAccepted{Status: "accepted", MessageID: m.Headers.MessageID, Duplicate: true})
+	case errors.Is(err, node.ErrUnknownSender):
+		writeError(w, http.StatusUnauthorized, CodeUnknownSender, err.Error())
+	case errors.As(err, &retry):
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((retry.After+time.Second-1)/time.Second))))
+		writeError(w, http.StatusTooManyRequests, CodeRateLimited, err.Error())
+	case isSignatureError(err):
+		writeError(w, http.StatusUnauthorized, CodeInvalidSignature, err.Error())
+	case errors.Is(err, identity.ErrStale), errors.Is(err, identity.ErrFuture):
+		writeError(w, http.StatusBadRequest, CodeInvalidFormat, err.Error())
+	case err != nil:
+		s.log.Error("delivering an inbox message", "err", err)
+		writeError(w, http.StatusInternalServerError, CodeInternal, "the message could not be processed")
+	default:
+		out := InboxAccepted{Status: "accepted", MessageID: d.MessageID}
+		if d.Refused != nil {
+			body := wire.NewErrorBody(d.Refused)
+			out.Refused = &body
+		}
+		writeJSON(w, http.StatusAccepted, out)
+	}
+}
+
+func isSignatureError(err error) bool {
+	for _, e := range []error{gossip.ErrUnsigned, gossip.ErrWeakSignature, gossip.ErrWrongKey, identity.ErrBadSignature,
+		identity.ErrMalformedSignature, wire.ErrKeyRevoked} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// InvokeRequest is the body of POST /invoke: the action named in the
+// actions list, and its input (matching input_schema).
+type InvokeRequest struct {
+	Action string `json:"action"`
+	Input  any    `json:"input"`
+}
+
+// InvokeResult is the answer of a successful invocation.
+type InvokeResult struct {
+	Action string `json:"action"`
+	Output any    `json:"output"`
+}
+
+func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
+	if !isJSON(r) {
+		writeError(w, http.StatusBadRequest, CodeInvalidFormat, fmt.Sprintf("Content-Type is %q; send application/json", r.Header.Get("Content-Type")))
+		return
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var req InvokeRequest
+	if err := decodeStrict(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, CodeInvalidFormat, "reading the request: "+err.Error()+` (want {"action": NAME, "input": {...}})`)
+		return
+	}
+	if req.Action == "" {
+		writeError(w, http.StatusBadRequest, CodeInvalidFormat, `"action" is required: the name of one of the actions GET /capabilities lists`)
+		return
+	}
+	out, err := s.n.Execute(req.Action, req.Input, s.n.HTTPFacts())
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, InvokeResult{Action: req.Action, Output: out})
+}
+
+// refuse answers a refused invocation with the status that fits and the
+// wire error body (which condition failed, what would meet it). Unknown
+// and hidden capabilities get the same answer.
+func (s *Server) refuse(w http.ResponseWriter, err error) {
+	body := wire.NewErrorBody(err)
+	status := http.StatusInternalServerError
+	switch body.Code {
+	case wire.CodeUnknownCapability:
+		status = http.StatusNotFound
+	case wire.CodeConditionsNotMet:
+		status = http.StatusForbidden
+	case wire.CodeInvalidParams:
+		status = http.StatusBadRequest
+	case wire.CodeBusy, wire.CodeRateLimited:
+		status = http.StatusTooManyRequests
+		if body.RetryAfterSeconds > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(body.RetryAfterSeconds))
+		}
+	case wire.CodeAgentUnavailable:
+		status = http.StatusServiceUnavailable
+	case wire.CodeAgentTimeout:
+		status = http.StatusGatewayTimeout
+	case wire.CodeAgentError:
+		status = http.StatusBadGateway
+	}
+	writeJSON(w, status, Error{Status: "error", Code: string(body.Code), Message: body.Message, Detail: body})
+}
+
+func isJSON(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == "application/json"
+}
+
+// readBody reads the whole body, answering 413 past MaxBody.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	b, err := io.ReadAll(r.Body)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, CodePayloadTooLarge, fmt.Sprintf("the body is over %d bytes (IFP-6 §5)", MaxBody))
+		return nil, false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, CodeInvalidFormat, "reading the body: "+err.Error())
+		return nil, false
+	}
+	return b, true
+}
+
+// decodeStrict decodes one JSON value, refusing unknown fields and
+// trailing data.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("data after the JSON value")
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+// Package httpapi is the daemon's public HTTP binding: the face it shows
+// agents that are not on the libp2p network. Every endpoint is a
+// projection of the one IFP-7 document, cut to the view the caller may
+// see, and every request goes through the same checks as over libp2p:
+//
+//	GET  /.well-known/iface/identity      IFP-5 identity document
+//	GET  /.well-known/iface/capabilities  the signed view for an anonymous caller (ETag, Cache-Control)
+//	POST /.well-known/iface/inbox         IFP-6 delivery of a signed IFP-4 message (202, or an IFP-6 error)
+//	GET  /capabilities                    AG-UI AgentCapabilities merged with the orchestrator contract
+//	POST /invoke                          run a capability (orchestrator contract)
+//	GET  /.well-known/agent-card.json     A2A agent card, JWS-signed
+//
+// An HTTP caller proves nothing by connecting, so it has no
+// authentication level: a capability with any min_auth_level is not
+// available to it, and a capability hidden from strangers appears in none
+// of these answers. Errors are IFP-6 JSON ({"status": "error", "code",
+// "message"}) with the IFP-6 status codes; bodies over 1 MB get 413.
+//
+// The binding is a separate listener from the control API and shares
+// nothing with it: no route here changes the daemon. Plain HTTP is allowed
+// on loopback only (the config refuses anything else without TLS).
+package httpapi
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ifaced/ifaced/node"
+)
+
+// MaxBody is the IFP-6 §5 message size limit.
+const MaxBody = 1 << 20
+
+// Server is a running HTTP binding.
+type Server struct {
+	n    *node.Node
+	cfg  node.HTTPConfig
+	log  *slog.Logger
+	srv  *http.Server
+	addr string
+	url  string // how callers reach it
+	tls  bool
+}
+
+// Listen serves the binding of n as cfg says. cfg.Listen must be set.
+func Listen(n *node.Node, cfg node.HTTPConfig, log *slog.Logger) (*Server, error) {
+	var tlsCfg *tls.Config
+	if cfg.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("starting HTTP binding: loading http.cert_file and http.key_file: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("starting HTTP binding on %s: %w", cfg.Listen, err)
+	}
+	s := &Server{n: n, cfg: cfg, log: log, addr: ln.Addr().String(), tls: tlsCfg != nil}
+	s.url = cfg.URL
+	if s.url == "" {
+		scheme := "http"
+		if s.tls {
+			scheme = "https"
+		}
+		s.url = scheme + "://" + s.addr
+	}
+	s.srv = &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      n.AgentTimeout() + 30*time.Second, // /invoke waits for the local agent
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    32 << 10,
+		TLSConfig:         tlsCfg,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	go func() {
+		var err error
+		if s.tls {
+			err = s.srv.ServeTLS(ln, "", "")
+		} else {
+			err = s.srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("HTTP binding stopped", "err", err)
+		}
+	}()
+	log.Info("HTTP binding listening", "url", s.url)
+	return s, nil
+}
+
+// Addr is the bound host:port.
+func (s *Server) Addr() string { return s.addr }
+
+// URL is the base URL callers use.
+func (s *Server) URL() string { return s.url }
+
+// Close stops serving, letting requests in flight finish for a few seconds.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		s.srv.Close()
+	}
+	return nil
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/iface/identity", s.identity)
+	mux.HandleFunc("GET /.well-known/iface/capabilities", s.wellKnownCapabilities)
+	mux.HandleFunc("POST /.well-known/iface/inbox", s.inbox)
+	mux.HandleFunc("GET /capabilities", s.capabilities)
+	mux.HandleFunc("POST /invoke", s.invoke)
+	mux.HandleFunc("GET /.well-known/agent-card.json", s.agentCard)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allowed := allowedMethods(mux, r); allowed != "" {
+			w.Header().Set("Allow", allowed)
+			writeError(w, http.StatusMethodNotAllowed, CodeInvalidFormat, fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path))
+			return
+		}
+		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no endpoint %s (see /.well-known/iface/capabilities)", r.URL.Path))
+	})
+	return limitBody(mux)
+}
+
+// allowedMethods lists the methods the path has a route for, if any.
+func allowedMethods(mux *http.ServeMux, r *http.Request) string {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		alt := r.Clone(r.Context())
+		alt.Method = m
+		if _, pattern := mux.Handler(alt); pattern != "/" {
+			allowed = append(allowed, m)
+		}
+	}
+	return strings.Join(allowed, ", ")
+}
+
+// limitBody caps every request body at MaxBody.
+func limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > MaxBody {
+			writeError(w, http.StatusRequestEntityTooLarge, CodePayloadTooLarge,
+				fmt.Sprintf("the body is %d bytes; at most %d (IFP-6 §5)", r.ContentLength, MaxBody))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// IFP-6 §3.2 error codes, and the few this binding adds.
+const (
+	CodeInvalidFormat    = "invalid_format"
+	CodeInvalidSignature = "invalid_signature"
+	CodeUnknownSender    = "unknown_sender"
+	CodeRateLimited      = "rate_limited"
+	CodePayloadTooLarge  = "payload_too_large"
+	CodeInternal         = "internal_error"
+	CodeNotFound         = "not_found"
+)
+
+// Error is the IFP-6 error body, with the wire error body when a
+// capability request was refused (which condition, what would meet it).
+type Error struct {
+	Status  string `json:"status"` // "error"
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Detail  any    `json:"detail,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, Error{Status: "error", Code: code, Message: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"status":"error","code":"internal_error","message":"encoding the answer failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
