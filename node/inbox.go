@@ -132,7 +132,7 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 		}
 		n.events.publish(Event{Type: EventMessage, At: n.now(), Peer: from.String(), ConversationID: c.ID, Message: m, Detail: "via " + transport})
 		if isRequest(m) {
-			go n.handleRequest(c, m)
+			n.spawn(func() { n.handleRequest(c, m) })
 		}
 		return d, nil
 	}
