@@ -1,8 +1,529 @@
 package node
 
-// dhtState is the Kademlia DHT (placeholder until implemented).
-type dhtState struct{}
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
-func (n *Node) startDHT() error { return nil }
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ipfs/go-cid"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/core/routing"
+	"github.com/multiformats/go-multiaddr"
+	"github.com/multiformats/go-multihash"
+)
 
-func (n *Node) reprovide() {}
+// The DHT is Kademlia (go-libp2p-kad-dht) under ifaced's own protocol,
+// /ifaced/kad/1.0.0, so daemons form a network of their own and never join
+// the public IPFS DHT. It holds one kind of record: provider records, "this
+// peer offers capability X", under a key derived from the capability name.
+// Value records are switched off, so nobody can park data in it.
+//
+// kad-dht dials only what it is given: without bootstrap peers it starts
+// with the peers the host is already connected to (mDNS, `ifaced connect`,
+// relays) and never the public bootstrap nodes (DefaultBootstrapPeers is
+// used only when passed in, which this file never does).
+//
+// A record says no more than a stranger could learn by greeting: names come
+// from the public view (publicView), less any capability marked
+// advertise = "when-eligible", so a hidden capability is never announced,
+// whoever might be eligible for it. Finding a provider then means asking it
+// for its view for us (QueryCapabilities), which its own daemon decides on
+// facts it established itself; the record is only a pointer.
+
+// dhtPrefix makes the protocol /ifaced/kad/1.0.0.
+const dhtPrefix protocol.ID = "/ifaced"
+
+// capabilityKeyDomain separates capability keys from every other hash of
+// the same bytes; v1 leaves room to change the derivation.
+const capabilityKeyDomain = "ifaced/capability/v1\n"
+
+// Timings of provider records. kad-dht keeps a record 48 hours
+// (amino.DefaultProvideValidity); discovery.reprovide (12 hours by
+// default) renews it well before then.
+const (
+	provideTimeout  = time.Minute      // one name's lookup and puts
+	provideParallel = 4                // names provided at once
+	retryFirst      = time.Second      // after a round that reached no DHT peer
+	retryMax        = 5 * time.Minute  // the retry backoff's ceiling
+	joinTimeout     = 30 * time.Second // dialing one bootstrap peer
+)
+
+// Limits of Find.
+const (
+	DefaultFindLimit  = 20               // providers looked up when the caller says 0
+	MaxFindLimit      = 100              // the most one Find looks up
+	findLookupTimeout = 30 * time.Second // the DHT lookup; asking the providers comes after
+	findQueryTimeout  = 20 * time.Second // opening the capabilities query with one provider
+	findParallel      = 8                // providers asked at once
+)
+
+// Errors of Find; each is wrapped with the capability asked for.
+var (
+	ErrDHTOff                = errors.New("the DHT is off (discovery.dht = \"off\"); set it to auto, server or client")
+	ErrNoDHTPeers            = errors.New("no DHT peers known yet: add discovery.bootstrap peers, or connect to a daemon")
+	ErrInvalidCapabilityName = errors.New("invalid capability name")
+	ErrInvalidVersion        = errors.New("invalid version")
+)
+
+// errNoDHTPeers: a provide round had nobody to send records to.
+var errNoDHTPeers = errors.New("no DHT peers to send provider records to")
+
+// dhtState is the Kademlia DHT and the provider records sent from it.
+type dhtState struct {
+	dht  *dht.IpfsDHT
+	kick chan struct{} // a document change asks for a round; one pending is enough
+
+	mu       sync.Mutex
+	provided map[string]time.Time // names whose records went out since the last full round, and when
+}
+
+var dhtModes = map[string]dht.ModeOpt{DHTAuto: dht.ModeAuto, DHTServer: dht.ModeServer, DHTClient: dht.ModeClient}
+
+// capabilityKey is the DHT key of a capability name: a CIDv1 (raw codec)
+// of the SHA-256 of the domain-separated name.
+func capabilityKey(name string) cid.Cid {
+	mh, err := multihash.Sum([]byte(capabilityKeyDomain+name), multihash.SHA2_256, -1)
+	if err != nil {
+		panic(fmt.Sprintf("node: hashing a capability name: %v", err)) // SHA2_256 is always registered
+	}
+	return cid.NewCidV1(cid.Raw, mh)
+}
+
+// newCapabilityDHT starts kad-dht on h as ifaced runs it. Tests build their
+// bare networks with it too, so they exercise the daemon's configuration.
+func newCapabilityDHT(h host.Host, mode dht.ModeOpt, bootstrap []peer.AddrInfo, extra ...dht.Option) (*dht.IpfsDHT, error) {
+	opts := []dht.Option{dht.ProtocolPrefix(dhtPrefix), dht.Mode(mode), dht.DisableValues()}
+	if len(bootstrap) > 0 {
+		// Used again whenever the routing table runs empty.
+		opts = append(opts, dht.BootstrapPeers(bootstrap...))
+	}
+	return dht.New(h, append(opts, extra...)...)
+}
+
+// advertisedNames are the names that may go into provider records: those
+// in a public view, less any marked when-eligible (a stranger may happen to
+// be eligible for one; it is still not announced).
+func advertisedNames(public *negotiate.Document) []string {
+	var names []string
+	for i := range public.Capabilities {
+		if c := &public.Capabilities[i]; !c.Hidden() {
+			names = append(names, c.Name)
+		}
+	}
+	return names
+}
+
+// provideCapabilities announces this peer as a provider of each name and
+// returns the names whose records went out.
+func provideCapabilities(ctx context.Context, r routing.ContentRouting, names []string) ([]string, error) {
+	var (
+		mu   sync.Mutex
+		done []string
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, provideParallel)
+	)
+	for _, name := range names {
+		wg.Go(func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			pctx, cancel := context.WithTimeout(ctx, provideTimeout)
+			err := r.Provide(pctx, capabilityKey(name), true)
+			cancel()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("providing %q: %w", name, err))
+				return
+			}
+			done = append(done, name)
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	slices.Sort(done)
+	return done, errors.Join(errs...)
+}
+
+// findCapabilityProviders looks up at most limit providers of name, other
+// than self. It returns when it has limit of them or the lookup ends.
+func findCapabilityProviders(ctx context.Context, r routing.ContentRouting, name string, self peer.ID, limit int) []peer.AddrInfo {
+	// One more than wanted: self, when it provides the name, counts in
+	// kad-dht's limit.
+	var out []peer.AddrInfo
+	seen := map[peer.ID]bool{self: true}
+	for p := range r.FindProvidersAsync(ctx, capabilityKey(name), limit+1) {
+		if seen[p.ID] || len(out) == limit {
+			continue // keep draining: the lookup blocks on an unread channel
+		}
+		seen[p.ID] = true
+		out = append(out, p)
+	}
+	return out
+}
+
+// startDHT starts the DHT unless discovery.dht is off, and the loop that
+// sends provider records.
+func (n *Node) startDHT() error {
+	mode, on := dhtModes[n.cfg.Discovery.DHT]
+	if !on {
+		return nil
+	}
+	boot, err := bootstrapPeers(n.cfg.Discovery.Bootstrap, n.id.PeerID())
+	if err != nil {
+		return err
+	}
+	d, err := newCapabilityDHT(n.host, mode, boot)
+	if err != nil {
+		return fmt.Errorf("starting the DHT: %w", err)
+	}
+	n.dht = &dhtState{dht: d, kick: make(chan struct{}, 1), provided: map[string]time.Time{}}
+	n.onClose(func() error {
+		if err := d.Close(); err != nil {
+			return fmt.Errorf("closing the DHT: %w", err)
+		}
+		return nil
+	})
+	n.spawn(func() { n.provideLoop(boot) })
+	return nil
+}
+
+// bootstrapPeers reads discovery.bootstrap (validated with the config),
+// merging addresses of the same peer and leaving this daemon out.
+func bootstrapPeers(addrs []string, self peer.ID) ([]peer.AddrInfo, error) {
+	var mas []multiaddr.Multiaddr
+	for _, a := range addrs {
+		ma, err := multiaddr.NewMultiaddr(a)
+		if err != nil {
+			return nil, fmt.Errorf("discovery.bootstrap: %q is not a multiaddr: %w", a, err)
+		}
+		mas = append(mas, ma)
+	}
+	infos, err := peer.AddrInfosFromP2pAddrs(mas...)
+	if err != nil {
+		return nil, fmt.Errorf("discovery.bootstrap: %w", err)
+	}
+	return slices.DeleteFunc(infos, func(ai peer.AddrInfo) bool { return ai.ID == self }), nil
+}
+
+// reprovide asks the provide loop for a round because the document changed.
+// It never blocks: a round already pending covers this change too.
+func (n *Node) reprovide() {
+	if n.dht == nil {
+		return
+	}
+	select {
+	case n.dht.kick <- struct{}{}:
+	default:
+	}
+}
+
+// provideLoop joins the DHT, then sends provider records: all names at
+// once and every discovery.reprovide, the names not yet sent whenever the
+// document changes, and again with backoff while no DHT peer is known.
+func (n *Node) provideLoop(boot []peer.AddrInfo) {
+	st := n.dht
+	n.joinDHT(boot)
+	interval := n.cfg.Discovery.Reprovide.Duration
+	periodic := time.NewTimer(0) // the first round sends everything
+	defer periodic.Stop()
+	var retry <-chan time.Time // set while records could not go out
+	backoff := retryFirst
+	full := false
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-periodic.C:
+			full = true
+			periodic.Reset(interval)
+		case <-st.kick:
+		case <-retry:
+		}
+		err := n.provideRound(full)
+		switch {
+		case n.ctx.Err() != nil:
+			return
+		case err == nil:
+			full, retry, backoff = false, nil, retryFirst
+		default:
+			// A full round that failed stays full, so the retry renews
+			// every record and not only the new ones.
+			lvl := slog.LevelWarn
+			if errors.Is(err, errNoDHTPeers) {
+				lvl = slog.LevelDebug // expected until a peer turns up
+			}
+			n.log.Log(n.ctx, lvl, "provider records not sent; retrying", "in", backoff, "err", err)
+			retry = time.After(backoff)
+			backoff = min(2*backoff, retryMax)
+		}
+	}
+}
+
+// joinDHT dials the bootstrap peers and starts filling the routing table.
+func (n *Node) joinDHT(boot []peer.AddrInfo) {
+	var wg sync.WaitGroup
+	for _, ai := range boot {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(n.ctx, joinTimeout)
+			defer cancel()
+			if err := n.host.Connect(ctx, ai); err != nil {
+				n.log.Warn("DHT bootstrap peer unreachable", "peer", ai.ID, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := n.dht.dht.Bootstrap(n.ctx); err != nil {
+		n.log.Warn("bootstrapping the DHT", "err", err)
+	}
+}
+
+// provideRound sends the provider records due: every advertised name when
+// full, else those not sent since the last full round. Names that left the
+// public view are simply not sent again: kad-dht cannot withdraw a record,
+// so theirs expire within 48 hours, and until then a finder asking the
+// peer is told it is not offered.
+func (n *Node) provideRound(full bool) error {
+	st := n.dht
+	view, err := n.publicView()
+	if err != nil {
+		return fmt.Errorf("building the public view: %w", err)
+	}
+	names := advertisedNames(view.doc)
+	st.mu.Lock()
+	for name := range st.provided {
+		if !slices.Contains(names, name) {
+			delete(st.provided, name)
+		}
+	}
+	todo := names
+	if !full {
+		todo = slices.DeleteFunc(slices.Clone(names), func(name string) bool { _, ok := st.provided[name]; return ok })
+	}
+	st.mu.Unlock()
+	if len(todo) == 0 {
+		return nil
+	}
+	if st.dht.RoutingTable().Size() == 0 {
+		return errNoDHTPeers
+	}
+	done, err := provideCapabilities(n.ctx, st.dht, todo)
+	now := n.now()
+	st.mu.Lock()
+	if full {
+		clear(st.provided)
+	}
+	for _, name := range done {
+		st.provided[name] = now
+	}
+	st.mu.Unlock()
+	if len(done) > 0 {
+		n.log.Info("provider records sent", "capabilities", done, "full", full)
+	}
+	return err
+}
+
+// FindResult statuses, in the order Find sorts them.
+const (
+	FindEligible        = "eligible"          // offered to you, and you meet its conditions now
+	FindIneligible      = "ineligible"        // offered to you; Why says what is missing
+	FindBelowMinVersion = "below_min_version" // offered, at a version below the one asked for
+	FindNotOffered      = "not_offered"       // the peer's view for you does not list it (hidden from you, or removed since its record went out)
+	FindUnreachable     = "unreachable"       // the peer could not be asked; Error says why
+)
+
+var findRank = map[string]int{FindEligible: 0, FindIneligible: 1, FindBelowMinVersion: 2, FindNotOffered: 3, FindUnreachable: 4}
+
+// FindResult is one provider of a capability, as its own view for this
+// daemon shows it.
+type FindResult struct {
+	PeerID      string                `json:"peer_id"`
+	AgentID     string                `json:"agent_id,omitempty"`
+	Display     string                `json:"display,omitempty"`
+	Addrs       []string              `json:"addrs,omitempty"`
+	Status      string                `json:"status"`
+	Why         []string              `json:"why,omitempty"`           // for ineligible and below_min_version, one line per reason
+	Capability  *negotiate.Capability `json:"capability,omitempty"`    // as the provider's view shows it: version, description, conditions, unmet
+	GrantedToUs *negotiate.Granted    `json:"granted_to_us,omitempty"` // the context the provider granted for that view
+	Error       string                `json:"error,omitempty"`         // for unreachable
+}
+
+// Find looks up the providers of capability in the DHT (at most limit of
+// them; 0 means DefaultFindLimit) and asks each for its view for this
+// daemon, as QueryCapabilities does (so each provider learns who asked):
+// the view is verified and cached, and the provider's daemon decides on
+// facts it established itself whether we meet the capability's conditions. Each provider is reported with a
+// status, eligible ones first. A provider whose view no longer lists the
+// capability is reported not_offered and nothing more. With minVersion
+// (dotted integers, e.g. "2" or "1.3"), a provider offering a lower version
+// is still reported, as below_min_version, so the caller sees why a peer it
+// expected is not usable; a version that is not dotted integers cannot be
+// compared and counts as below.
+func (n *Node) Find(ctx context.Context, capability, minVersion string, limit int) ([]FindResult, error) {
+	fail := func(err error) ([]FindResult, error) {
+		return nil, fmt.Errorf("finding providers of %q: %w", capability, err)
+	}
+	if err := CheckCapabilityName(capability); err != nil {
+		return fail(err)
+	}
+	var atLeast []int
+	if minVersion != "" {
+		var err error
+		if atLeast, err = ParseVersion(minVersion); err != nil {
+			return fail(err)
+		}
+	}
+	switch {
+	case limit == 0:
+		limit = DefaultFindLimit
+	case limit < 0 || limit > MaxFindLimit:
+		return fail(fmt.Errorf("limit %d: want 1 to %d", limit, MaxFindLimit))
+	}
+	if n.dht == nil {
+		return fail(ErrDHTOff)
+	}
+	if n.dht.dht.RoutingTable().Size() == 0 {
+		return fail(ErrNoDHTPeers)
+	}
+	lctx, cancel := context.WithTimeout(ctx, findLookupTimeout)
+	provs := findCapabilityProviders(lctx, n.dht.dht, capability, n.id.PeerID(), limit)
+	cancel()
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	out := make([]FindResult, len(provs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, findParallel)
+	for i, ai := range provs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i] = n.askProvider(ctx, ai, capability, atLeast)
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(out, func(a, b FindResult) int {
+		return cmp.Or(cmp.Compare(findRank[a.Status], findRank[b.Status]), cmp.Compare(a.PeerID, b.PeerID))
+	})
+	return out, nil
+}
+
+// askProvider asks one provider for its view for this daemon and reports
+// what the view says of capability.
+func (n *Node) askProvider(ctx context.Context, ai peer.AddrInfo, capability string, atLeast []int) FindResult {
+	r := FindResult{PeerID: ai.ID.String()}
+	qctx, cancel := context.WithTimeout(ctx, findQueryTimeout)
+	defer cancel()
+	res, err := n.QueryCapabilities(qctx, ai.ID, negotiate.Proposal{})
+	r.Addrs = n.peerAddrs(ai.ID)
+	if err != nil {
+		r.Status, r.Error = FindUnreachable, err.Error()
+		return r
+	}
+	r.AgentID = res.View.AgentID
+	if rec, err := n.store.Peer(r.PeerID); err == nil {
+		r.Display = rec.Display
+	}
+	if g := res.GrantedToUs; g.Disclosure != "" {
+		r.GrantedToUs = &g // a peer that sent no context part granted nothing we can show
+	}
+	c, ok := res.View.Capability(capability)
+	if !ok {
+		r.Status = FindNotOffered
+		return r
+	}
+	r.Capability = c
+	switch {
+	case atLeast != nil && !versionAtLeast(c.VersionOrDefault(), atLeast):
+		r.Status = FindBelowMinVersion
+		r.Why = []string{fmt.Sprintf("offers version %s, below %s", c.VersionOrDefault(), formatVersion(atLeast))}
+	case c.Eligible == nil:
+		r.Status = FindIneligible
+		r.Why = []string{"its view does not say whether you meet the conditions"}
+	case *c.Eligible:
+		r.Status = FindEligible
+	default:
+		r.Status = FindIneligible
+		for _, u := range c.Unmet {
+			r.Why = append(r.Why, fmt.Sprintf("needs %s %s, you have %s", u.Condition, u.Required, u.Have))
+		}
+	}
+	return r
+}
+
+// CheckCapabilityName reports whether name is a capability name a document
+// may hold (dot notation, at most negotiate.MaxNameLen bytes). The rule is
+// negotiate's own: a one-capability document is validated.
+func CheckCapabilityName(name string) error {
+	d := negotiate.Document{IFP: negotiate.Version, AgentID: "did:key:check",
+		Capabilities: []negotiate.Capability{{Name: name, Description: "check"}}}
+	for _, e := range negotiate.Errors(d.Validate(nil)) {
+		var fe *negotiate.FieldError
+		if errors.As(e, &fe) && fe.Field == "capabilities[0].name" {
+			return fmt.Errorf("%w: %s", ErrInvalidCapabilityName, fe.Problem)
+		}
+	}
+	return nil
+}
+
+// ParseVersion reads a version of dotted integers ("2", "1.3.0").
+// Capabilities without a version are version "1".
+func ParseVersion(v string) ([]int, error) {
+	parts := strings.Split(v, ".")
+	out := make([]int, len(parts))
+	for i, p := range parts {
+		k, err := strconv.Atoi(p)
+		if err != nil || k < 0 || p == "" || p[0] == '+' {
+			return nil, fmt.Errorf("%w: %q is not dotted integers (e.g. 2 or 1.3)", ErrInvalidVersion, v)
+		}
+		out[i] = k
+	}
+	return out, nil
+}
+
+// versionAtLeast compares dotted integers, a missing part counting as 0
+// ("1.0" equals "1"). A version that does not parse is not at least anything.
+func versionAtLeast(v string, want []int) bool {
+	have, err := ParseVersion(v)
+	if err != nil {
+		return false
+	}
+	for i := range max(len(have), len(want)) {
+		var h, m int
+		if i < len(have) {
+			h = have[i]
+		}
+		if i < len(want) {
+			m = want[i]
+		}
+		if h != m {
+			return h > m
+		}
+	}
+	return true
+}
+
+func formatVersion(v []int) string {
+	s := make([]string, len(v))
+	for i, k := range v {
+		s[i] = strconv.Itoa(k)
+	}
+	return strings.Join(s, ".")
+}

@@ -55,6 +55,7 @@ func commands() []command {
 		{"outbox", "list messages waiting to be left at a peer's mailbox", runOutbox},
 		{"policy", "show or change the disclosure map and temperature caps (policy [disclosure PEER TIER | temperature PEER MAX])", runPolicy},
 		{"invoke", "ask a peer to run one of its capabilities (invoke PEER CAPABILITY --params JSON)", runInvoke},
+		{"find", "find daemons offering a capability through the DHT, and whether you meet its conditions (find CAPABILITY [--min-version V])", runFind},
 		{"trust", "show what the daemon established about peers, or pin, revoke or check one (trust [PEER [--verify FINGERPRINT | --revoke | --check]])", runTrust},
 		{"introduce", "mint an introduction token for a peer whose key you do not know yet (introduce --label NAME | --list | --revoke ID)", runIntroduce},
 		{"accept-intro", "hold an introduction token another daemon minted for this one (accept-intro TOKEN)", runAcceptIntro},

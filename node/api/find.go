@@ -1,0 +1,99 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+
+	"github.com/ifaced/ifaced/node"
+)
+
+// Finding agents by capability:
+//
+//	GET /v1/find/{capability}[?min_version=V&limit=N]   → FindAnswer
+//
+// The daemon looks up the capability's provider records in the DHT (at
+// most limit, default node.DefaultFindLimit, at most node.MaxFindLimit)
+// and asks each provider for its view for this daemon; every provider is
+// listed with a status (eligible, ineligible with why, below_min_version,
+// not_offered, unreachable), eligible ones first. A malformed capability
+// name, min_version or limit is a 400 naming it; a daemon with the DHT
+// off, or with no DHT peer yet, answers 503 dht_unavailable; a lookup that
+// ran out of time is a 504.
+
+// CodeDHTUnavailable: the daemon cannot search the DHT (it is off, or no
+// DHT peer is known yet); the message says which.
+const CodeDHTUnavailable = "dht_unavailable"
+
+// FindAnswer is the answer of GET /v1/find/{capability}.
+type FindAnswer struct {
+	Capability string            `json:"capability"`
+	MinVersion string            `json:"min_version,omitempty"`
+	Providers  []node.FindResult `json:"providers"`
+}
+
+// find handles GET /v1/find/{capability}.
+func (s *Server) find(w http.ResponseWriter, r *http.Request) {
+	name, q := r.PathValue("capability"), r.URL.Query()
+	ans := FindAnswer{Capability: name, MinVersion: q.Get("min_version"), Providers: []node.FindResult{}}
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		var err error
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > node.MaxFindLimit {
+			writeError(w, badField("limit", "%q: want a number from 1 to %d", v, node.MaxFindLimit))
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
+	defer cancel()
+	found, err := s.n.Find(ctx, name, ans.MinVersion, limit)
+	if err != nil {
+		writeError(w, findFailure(err))
+		return
+	}
+	ans.Providers = append(ans.Providers, found...)
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// findFailure maps an error of node.Find to its answer.
+func findFailure(err error) *Error {
+	bad := func(field string) *Error {
+		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Field: field, Message: err.Error()}
+	}
+	switch {
+	case errors.Is(err, node.ErrInvalidCapabilityName):
+		return bad("capability")
+	case errors.Is(err, node.ErrInvalidVersion):
+		return bad("min_version")
+	case errors.Is(err, node.ErrDHTOff), errors.Is(err, node.ErrNoDHTPeers):
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeDHTUnavailable, Message: err.Error()}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return &Error{Status: http.StatusGatewayTimeout, Code: CodePeerTimeout, Message: err.Error()}
+	}
+	return internal(err)
+}
+
+// Find looks up the providers of a capability and what each offers this
+// daemon; minVersion "" and limit 0 leave them to the daemon.
+func (c *Client) Find(ctx context.Context, capability, minVersion string, limit int) (*FindAnswer, error) {
+	if capability == "" {
+		return nil, fmt.Errorf("finding providers: %w: the name is empty", node.ErrInvalidCapabilityName)
+	}
+	q := url.Values{}
+	if minVersion != "" {
+		q.Set("min_version", minVersion)
+	}
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/v1/find/" + url.PathEscape(capability)
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out FindAnswer
+	return &out, c.call(ctx, http.MethodGet, path, nil, &out)
+}
