@@ -174,6 +174,8 @@ type DiscoveryConfig struct {
 	Bootstrap   []string `toml:"bootstrap"`    // DHT and gossip bootstrap peers: multiaddrs ending in /p2p/<peer ID>
 	Reprovide   Duration `toml:"reprovide"`    // how often provider records are renewed
 	Gossip      bool     `toml:"gossip"`       // announce and follow capabilities.update on GossipSub
+	// ImportRefresh is how often imported outside agents are fetched again.
+	ImportRefresh Duration `toml:"import_refresh"`
 }
 
 // DHT modes.
@@ -263,7 +265,7 @@ func DefaultConfig() *Config {
 		Mailbox: MailboxConfig{Retention: Duration{7 * 24 * time.Hour}, MaxMessages: 1000, MaxKB: 16 << 10,
 			MaxPerSender: 200, Poll: Duration{time.Minute}, GiveUp: Duration{24 * time.Hour}},
 		Discovery: DiscoveryConfig{MDNS: true, MDNSService: "_ifaced._udp", DHT: DHTAuto, Bootstrap: []string{},
-			Reprovide: Duration{12 * time.Hour}, Gossip: true},
+			Reprovide: Duration{12 * time.Hour}, Gossip: true, ImportRefresh: Duration{6 * time.Hour}},
 		Log:          LogConfig{Level: "info", Format: "text"},
 		Capabilities: StandardCapabilities(),
 	}
@@ -422,7 +424,7 @@ func (c *Config) Validate() error {
 		"trust.key_transition": c.Trust.KeyTransition, "trust.intro_expiry": c.Trust.IntroExpiry,
 		"agent.timeout": c.Agent.Timeout, "relay.circuit_duration": c.Relay.CircuitDuration,
 		"mailbox.retention": c.Mailbox.Retention, "mailbox.poll": c.Mailbox.Poll, "mailbox.give_up": c.Mailbox.GiveUp,
-		"discovery.reprovide": c.Discovery.Reprovide}
+		"discovery.reprovide": c.Discovery.Reprovide, "discovery.import_refresh": c.Discovery.ImportRefresh}
 	for _, k := range slices.Sorted(maps.Keys(durations)) {
 		if durations[k].Duration <= 0 {
 			bad(k, "must be a positive duration, got %s", durations[k])

@@ -347,9 +347,10 @@ const (
 	FindBelowMinVersion = "below_min_version" // offered, at a version below the one asked for
 	FindNotOffered      = "not_offered"       // the peer's view for you does not list it (hidden from you, or removed since its record went out)
 	FindUnreachable     = "unreachable"       // the peer could not be asked; Error says why
+	FindImported        = "imported"          // an outside agent the owner imported; its conditions are unknown
 )
 
-var findRank = map[string]int{FindEligible: 0, FindIneligible: 1, FindBelowMinVersion: 2, FindNotOffered: 3, FindUnreachable: 4}
+var findRank = map[string]int{FindEligible: 0, FindIneligible: 1, FindBelowMinVersion: 2, FindNotOffered: 3, FindUnreachable: 4, FindImported: 5}
 
 // FindResult is one provider of a capability, as its own view for this
 // daemon shows it.
@@ -363,6 +364,11 @@ type FindResult struct {
 	Capability  *negotiate.Capability `json:"capability,omitempty"`    // as the provider's view shows it: version, description, conditions, unmet
 	GrantedToUs *negotiate.Granted    `json:"granted_to_us,omitempty"` // the context the provider granted for that view
 	Error       string                `json:"error,omitempty"`         // for unreachable
+	// For imported agents: where the document came from, its format, and
+	// whether its signature verified.
+	Source string `json:"source,omitempty"`
+	Format string `json:"format,omitempty"`
+	Signed bool   `json:"signed,omitempty"`
 }
 
 // Find looks up the providers of capability in the DHT (at most limit of
@@ -396,10 +402,14 @@ func (n *Node) Find(ctx context.Context, capability, minVersion string, limit in
 	case limit < 0 || limit > MaxFindLimit:
 		return fail(fmt.Errorf("limit %d: want 1 to %d", limit, MaxFindLimit))
 	}
-	if n.dht == nil {
-		return fail(ErrDHTOff)
-	}
-	if n.dht.dht.RoutingTable().Size() == 0 {
+	imported := n.importedProviders(capability)
+	if n.dht == nil || n.dht.dht.RoutingTable().Size() == 0 {
+		if len(imported) > 0 {
+			return imported, nil
+		}
+		if n.dht == nil {
+			return fail(ErrDHTOff)
+		}
 		return fail(ErrNoDHTPeers)
 	}
 	lctx, cancel := context.WithTimeout(ctx, findLookupTimeout)
@@ -419,8 +429,9 @@ func (n *Node) Find(ctx context.Context, capability, minVersion string, limit in
 		})
 	}
 	wg.Wait()
+	out = append(out, imported...)
 	slices.SortFunc(out, func(a, b FindResult) int {
-		return cmp.Or(cmp.Compare(findRank[a.Status], findRank[b.Status]), cmp.Compare(a.PeerID, b.PeerID))
+		return cmp.Or(cmp.Compare(findRank[a.Status], findRank[b.Status]), cmp.Compare(a.PeerID, b.PeerID), cmp.Compare(a.Source, b.Source))
 	})
 	return out, nil
 }

@@ -61,13 +61,15 @@ type Node struct {
 
 	trust *trustState // trust records and held introduction tokens (trust.go)
 
-	reach   *reachState    // relay service and reservations on others' relays (relay.go)
-	mail    *mailState     // IFP-8 mailboxes held here and messages queued for peers away (mailbox.go)
-	dht     *dhtState      // Kademlia DHT and capability provider records (dht.go)
-	gossip  *gossipState   // GossipSub capabilities.update announcements (announce.go)
-	mdns    *mdnsState     // LAN discovery (mdns.go)
-	inbox   inboxConvs     // conversations held through the HTTPS inbox (inbox.go)
-	closers []func() error // run by Close in reverse order, before the host closes
+	reach  *reachState  // relay service and reservations on others' relays (relay.go)
+	mail   *mailState   // IFP-8 mailboxes held here and messages queued for peers away (mailbox.go)
+	dht    *dhtState    // Kademlia DHT and capability provider records (dht.go)
+	gossip *gossipState // GossipSub capabilities.update announcements (announce.go)
+	mdns   *mdnsState   // LAN discovery (mdns.go)
+	inbox  inboxConvs   // conversations held through the HTTPS inbox (inbox.go)
+
+	importTimeout time.Duration  // one fetch of an outside agent's document (importer.go)
+	closers       []func() error // run by Close in reverse order, before the host closes
 }
 
 // signedView is a view as sent: signed, and as the generic JSON value a
@@ -100,6 +102,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	n := &Node{id: id, cfg: cfg, home: home, log: log, order: order, events: newHub(), now: time.Now,
 		views: map[string]*signedView{}, convs: map[string]*conv{}}
 	n.mail = newMailState(cfg, func() time.Time { return n.now() })
+	n.importTimeout = defaultImportTimeout
 	for _, o := range opts {
 		o(n)
 	}
@@ -147,6 +150,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	}
 	n.spawn(n.pruneLoop)
 	n.spawn(n.outboxLoop)
+	n.spawn(n.refreshImports)
 	ok = true
 	log.Info("ifaced started", "peer", id.PeerID(), "did", id.DID(), "addrs", n.Addrs(),
 		"capabilities", len(doc.Capabilities), "seq", n.Document().Seq)

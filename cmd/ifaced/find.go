@@ -68,7 +68,11 @@ func runFind(ctx context.Context, e *env, args []string) error {
 		if p.Capability != nil {
 			version = p.Capability.VersionOrDefault()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.PeerID, orDash(p.Display), version, describeFound(p))
+		who := p.PeerID
+		if p.Status == node.FindImported {
+			who = p.Source
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", who, orDash(p.Display), version, describeFound(p))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -91,6 +95,17 @@ func describeFound(p node.FindResult) string {
 		return "not offered to you"
 	case node.FindUnreachable:
 		return "unreachable: " + p.Error
+	case node.FindImported:
+		s := fmt.Sprintf("imported %s, ", p.Format)
+		if p.Signed {
+			s += "JWS verified"
+		} else {
+			s += "unsigned"
+		}
+		if len(p.Why) > 0 {
+			s += " (" + strings.Join(p.Why, "; ") + ")"
+		}
+		return s + "; conditions unknown"
 	}
 	s := strings.ReplaceAll(p.Status, "_", " ")
 	if len(p.Why) > 0 {

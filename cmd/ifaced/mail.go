@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/store"
 )
 
 func runSend(ctx context.Context, e *env, args []string) error {
@@ -76,4 +79,77 @@ func runOutbox(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	return nil
+}
+
+func runImport(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "import", "URL | --list | --remove URL", true)
+	list := f.Bool("list", false, "list imported agents")
+	remove := f.Bool("remove", false, "forget the imported agent at URL")
+	pos, err := f.parseInterleaved(args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case *list && (len(pos) > 0 || *remove):
+		return usageError("import --list takes no URL")
+	case !*list && len(pos) != 1:
+		return usageError("import takes one URL: an AG-UI /capabilities, an A2A agent card, or an orchestrator /capabilities")
+	}
+	c, err := f.dial(e)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	switch {
+	case *list:
+		out, err := c.Imports(ctx)
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return writeJSON(e.stdout, out)
+		}
+		if len(out.Imports) == 0 {
+			fmt.Fprintln(e.stdout, "nothing imported (`ifaced import URL` adds an outside agent)")
+		}
+		for _, r := range out.Imports {
+			printImport(e, &r)
+		}
+		return nil
+	case *remove:
+		if err := c.RemoveImport(ctx, pos[0]); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "forgot %s\n", pos[0])
+		return nil
+	}
+	rec, err := c.Import(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeJSON(e.stdout, rec)
+	}
+	printImport(e, rec)
+	return nil
+}
+
+func printImport(e *env, r *store.ImportRecord) {
+	var doc negotiate.Document
+	json.Unmarshal(r.View, &doc)
+	signed := "unsigned"
+	if r.Signed {
+		signed = "JWS verified"
+	}
+	fmt.Fprintf(e.stdout, "%s: %s (%s, %s), %d capabilities, fetched %s\n", r.URL, orDash(r.Name), r.Format, signed,
+		len(doc.Capabilities), r.FetchedAt.Local().Format(time.DateTime))
+	if r.Note != "" {
+		fmt.Fprintf(e.stdout, "    note: %s\n", r.Note)
+	}
+	if r.LastError != "" {
+		fmt.Fprintf(e.stdout, "    last refresh failed: %s\n", r.LastError)
+	}
+	for _, c := range doc.Capabilities {
+		fmt.Fprintf(e.stdout, "    %s  %s\n", c.Name, c.Description)
+	}
 }

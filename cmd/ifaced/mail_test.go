@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -54,5 +56,28 @@ func TestSendAndOutbox(t *testing.T) {
 	}
 	if r := ifaced(t, a, "send", "notapeer", "--text", "x"); r.code != 1 || !strings.Contains(r.stderr, "notapeer") {
 		t.Errorf("send to nonsense: %d %q", r.code, r.stderr)
+	}
+}
+
+func TestImportCommand(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"message": "I summarize.", "actions": [{"name": "summarize", "description": "Summarize a document",
+			"input_schema": {"type": "object"}, "output_schema": {"type": "object"}}]}`))
+	}))
+	defer srv.Close()
+	home, _ := startDaemon(t, nil)
+	a := home.Dir
+	wantLines(t, "import", mustRun(t, a, "import", srv.URL+"/capabilities"), "(orchestrator, unsigned), 1 capabilities", "summarize  Summarize a document")
+	wantLines(t, "import --list", mustRun(t, a, "import", "--list"), srv.URL+"/capabilities")
+	wantLines(t, "find an imported capability", mustRun(t, a, "find", "summarize"), srv.URL+"/capabilities", "imported orchestrator, unsigned; conditions unknown")
+	wantLines(t, "import --remove", mustRun(t, a, "import", "--remove", srv.URL+"/capabilities"), "forgot ")
+	for _, args := range [][]string{{"import"}, {"import", "--list", "x"}, {"import", "a", "b"}} {
+		if r := ifaced(t, a, args...); r.code != 2 {
+			t.Errorf("%q: exit %d, want 2\n%s", args, r.code, r.stderr)
+		}
+	}
+	if r := ifaced(t, a, "import", "ftp://example.invalid"); r.code != 1 || !strings.Contains(r.stderr, "not an http(s) URL") {
+		t.Errorf("import of an ftp URL: %d %q", r.code, r.stderr)
 	}
 }

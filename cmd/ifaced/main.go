@@ -53,6 +53,7 @@ func commands() []command {
 		{"say", "send a message in an open conversation (say CONVERSATION --phase P --text TEXT)", runSay},
 		{"send", "say something to a peer, through its mailbox relay if it is away (send PEER --text TEXT)", runSend},
 		{"outbox", "list messages waiting to be left at a peer's mailbox", runOutbox},
+		{"import", "bring in an outside agent: AG-UI /capabilities, A2A agent card or orchestrator /capabilities (import URL | --list | --remove URL)", runImport},
 		{"policy", "show or change the disclosure map and temperature caps (policy [disclosure PEER TIER | temperature PEER MAX])", runPolicy},
 		{"invoke", "ask a peer to run one of its capabilities (invoke PEER CAPABILITY --params JSON)", runInvoke},
 		{"find", "find daemons offering a capability through the DHT, and whether you meet its conditions (find CAPABILITY [--min-version V])", runFind},
