@@ -32,6 +32,12 @@
 //	POST   /v1/greet                  {"peer", "disclosure", "persona", "temperature", "tool_categories"} → the greeting's result
 //	GET    /v1/conversations          the open conversations
 //	POST   /v1/say                    {"conversation_id", "phase", "text"} → the message sent
+//	POST   /v1/send                   {"peer", "text"} → said in a conversation, or queued for the peer's mailbox relays
+//	GET    /v1/outbox                 messages waiting to be left at a peer's mailbox, with attempts and last error
+//	GET    /v1/find/{capability}[?min_version=V&limit=N] providers from the DHT and imports, each with its status
+//	POST   /v1/imports                {"url"} → the imported agent (fetched again when posted again)
+//	GET    /v1/imports                the imported agents
+//	DELETE /v1/imports?url=U          forget an imported agent
 //	GET    /v1/audit[?peer=P]         the recorded conversations, newest first
 //	GET    /v1/audit?conversation=ID  one conversation's entries and the path of its .md file
 //	GET    /v1/events                 server-sent events, one per node.Event
