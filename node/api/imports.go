@@ -84,4 +84,3 @@ func (c *Client) Imports(ctx context.Context) (*ImportList, error) {
 func (c *Client) RemoveImport(ctx context.Context, u string) error {
 	return c.call(ctx, http.MethodDelete, "/v1/imports?url="+url.QueryEscape(u), nil, nil)
 }
-
