@@ -14,7 +14,8 @@
 // # Signatures (§8.4)
 //
 // A signature is a JWS (RFC 7515) with a detached payload: the payload is
-// the RFC 8785 canonical JSON of the card without its "signatures" member,
+// the RFC 8785 canonical JSON of the card's A2A 1.0 AgentCard members
+// (§8.4.1, see "What a signature covers" below) without "signatures",
 // the JWS signing input is BASE64URL(protected) "." BASE64URL(payload), and
 // the card carries only {"protected", "signature"}. The protected header is
 // {"alg":"EdDSA","typ":"JOSE","kid":<IFP-5 key_id>}; the key_id is
@@ -36,10 +37,33 @@
 // libp2p varint-prefixed domain, so no signature of one kind is valid as
 // another.
 //
-// Verification is over the card as received, minus "signatures": any
-// re-serialization (key order, white space, escapes) verifies, but adding
-// or removing a member — even one with a default value — does not, because
-// it is no longer the card that was signed.
+// # What a signature covers
+//
+// §8.4.1 canonicalizes the card as the JSON of the AgentCard message of
+// spec/a2a.proto, with proto field presence: a member that is REQUIRED or
+// proto3 optional is kept whatever its value, any other member is left out
+// when it holds its default ("", false, 0, [] or {}), and null is unset.
+// Members outside that message are not in it at all. So the payload holds
+// the 1.0 members only (a2aCardFields), and not the 0.3 members beside
+// them — url, protocolVersion, preferredTransport, additionalInterfaces,
+// security, capabilities.stateTransitionHistory — nor any unknown member.
+// The official verifiers compute it the same way (@a2a-js/sdk's
+// canonicalizeAgentCard round-trips the card through the 1.0 AgentCard
+// type first), and reject a signature over anything more.
+//
+// A 0.3 client connects to url with preferredTransport, which no signature
+// covers, so the verifier accepts those members only when they repeat
+// signed ones: url and preferredTransport (JSONRPC when absent) must be a
+// signed supportedInterfaces entry, protocolVersion must be that entry's
+// version, and each additionalInterfaces entry must be a signed entry too;
+// otherwise the card is refused as altered. security and
+// stateTransitionHistory have no signed counterpart to be compared with,
+// so the verified card does not carry them.
+//
+// Within the 1.0 members, any re-serialization (key order, white space,
+// escapes) verifies, but adding or removing a member that is kept whatever
+// its value, or changing any value, does not: it is no longer the card that
+// was signed.
 
 package negotiate
 
@@ -239,17 +263,160 @@ func contains(list []string, s string) bool {
 }
 
 // SigningPayload returns the bytes a signature on the card covers: the
-// RFC 8785 form of the card without its signatures. It changes only when
-// the card does, so a server can keep it (and the signed card) per
-// document seq.
+// RFC 8785 form of its A2A 1.0 members without its signatures (see the
+// file comment). It changes only when the card does, so a server can keep
+// it (and the signed card) per document seq.
 func (c *AgentCard) SigningPayload() ([]byte, error) {
 	u := *c
 	u.Signatures = nil
-	b, err := identity.Canonicalize(&u)
+	raw, err := json.Marshal(&u)
 	if err != nil {
 		return nil, fmt.Errorf("canonicalizing agent card: %w", err)
 	}
+	var members map[string]jsontext.Value
+	if err := jsonv2.Unmarshal(raw, &members); err != nil {
+		return nil, fmt.Errorf("canonicalizing agent card: %w", err)
+	}
+	return a2aPayload(members)
+}
+
+// a2aField is a member of an A2A 1.0 message in spec/a2a.proto.
+type a2aField struct {
+	// keep: REQUIRED, proto3 optional, or a message — present whenever
+	// set, even to a default value.
+	keep bool
+	// message lists the members of the member's message type, when it is
+	// a message or a repeated message; nil for scalars, maps and Structs,
+	// which are taken whole.
+	message map[string]a2aField
+}
+
+// a2aCardFields are the members of A2A 1.0's AgentCard, the only ones a
+// signature covers (§8.4.1). signatures is left out: it is never signed.
+var a2aCardFields = map[string]a2aField{
+	"name":        {keep: true},
+	"description": {keep: true},
+	"supportedInterfaces": {keep: true, message: map[string]a2aField{
+		"url": {keep: true}, "protocolBinding": {keep: true}, "tenant": {}, "protocolVersion": {keep: true},
+	}},
+	"provider":         {keep: true, message: map[string]a2aField{"url": {keep: true}, "organization": {keep: true}}},
+	"version":          {keep: true},
+	"documentationUrl": {keep: true},
+	"capabilities": {keep: true, message: map[string]a2aField{
+		"streaming": {keep: true}, "pushNotifications": {keep: true}, "extendedAgentCard": {keep: true},
+		"extensions": {message: map[string]a2aField{"uri": {}, "description": {}, "required": {}, "params": {}}},
+	}},
+	"securitySchemes":      {},
+	"securityRequirements": {},
+	"defaultInputModes":    {keep: true},
+	"defaultOutputModes":   {keep: true},
+	"skills": {keep: true, message: map[string]a2aField{
+		"id": {keep: true}, "name": {keep: true}, "description": {keep: true}, "tags": {keep: true},
+		"examples": {}, "inputModes": {}, "outputModes": {}, "securityRequirements": {},
+	}},
+	"iconUrl": {keep: true},
+}
+
+// a2aPayload is the RFC 8785 form of the A2A 1.0 members of a card's
+// top-level members.
+func a2aPayload(members map[string]jsontext.Value) ([]byte, error) {
+	kept, err := a2aMembers(members, a2aCardFields)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := jsonv2.Marshal(kept)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrAgentCardMalformed, err)
+	}
+	b, err := identity.CanonicalizeJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrAgentCardMalformed, err)
+	}
 	return b, nil
+}
+
+// a2aMembers keeps the members of an object that fields lists, with
+// proto field presence: null is unset, and a member that is not kept
+// whatever its value is left out when it holds its default.
+func a2aMembers(members map[string]jsontext.Value, fields map[string]a2aField) (map[string]jsontext.Value, error) {
+	out := make(map[string]jsontext.Value, len(members))
+	for name, v := range members {
+		f, ok := fields[name]
+		if !ok || v.Kind() == 'n' || (!f.keep && isDefaultJSON(v)) {
+			continue
+		}
+		if f.message != nil {
+			var err error
+			if v, err = a2aMessage(v, f.message); err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
+// a2aMessage applies a2aMembers to a message, or to each message of an
+// array. Any other value is kept as it is: the signature covers it, and
+// it is the reader's business whether it makes sense.
+func a2aMessage(v jsontext.Value, fields map[string]a2aField) (jsontext.Value, error) {
+	var out any
+	switch v.Kind() {
+	case '{':
+		var m map[string]jsontext.Value
+		if err := jsonv2.Unmarshal(v, &m); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrAgentCardMalformed, err)
+		}
+		kept, err := a2aMembers(m, fields)
+		if err != nil {
+			return nil, err
+		}
+		out = kept
+	case '[':
+		var list []jsontext.Value
+		if err := jsonv2.Unmarshal(v, &list); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrAgentCardMalformed, err)
+		}
+		for i, e := range list {
+			if e.Kind() != '{' {
+				continue
+			}
+			var err error
+			if list[i], err = a2aMessage(e, fields); err != nil {
+				return nil, fmt.Errorf("[%d]: %w", i, err)
+			}
+		}
+		out = list
+	default:
+		return v, nil
+	}
+	b, err := jsonv2.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrAgentCardMalformed, err)
+	}
+	return b, nil
+}
+
+// isDefaultJSON reports whether v is a proto3 default: "", false, 0, []
+// or {}.
+func isDefaultJSON(v jsontext.Value) bool {
+	var x any
+	if err := jsonv2.Unmarshal(v, &x); err != nil {
+		return false
+	}
+	switch x := x.(type) {
+	case string:
+		return x == ""
+	case bool:
+		return !x
+	case float64:
+		return x == 0
+	case []any:
+		return len(x) == 0
+	case map[string]any:
+		return len(x) == 0
+	}
+	return false
 }
 
 // Sign adds a signature by id to the card (replacing an earlier one by the
@@ -307,19 +474,24 @@ var (
 	ErrAgentCardUnknownKey = errors.New("agent card signed by an unknown key")
 	// ErrAgentCardBadSignature: the signature does not verify under the
 	// kid's key — the card was changed after it was signed, or the key is
-	// not the one that signed it (the two cannot be told apart).
+	// not the one that signed it (the two cannot be told apart) — or an
+	// A2A 0.3 member, which no signature covers, does not repeat a signed
+	// one (see the file comment).
 	ErrAgentCardBadSignature = errors.New("agent card signature does not verify")
 )
 
 // VerifyAgentCard reads a signed agent card and returns it if at least one
 // of its signatures verifies (A2A §8.4.3) under the key resolveKey returns
 // for its kid; resolveKey decides which keys are trusted, and returns an
-// error for any other kid. The signature covers the card as received,
-// minus "signatures", in its RFC 8785 form, so any re-serialization of a
-// signed card verifies and any change of content does not. Duplicate
+// error for any other kid. The signature covers the card's A2A 1.0
+// members, minus "signatures", in their RFC 8785 form, so any
+// re-serialization of a signed card verifies and any change of their
+// content does not. The A2A 0.3 members are accepted only when they repeat
+// signed ones, and security and capabilities.stateTransitionHistory, which
+// cannot be checked so, are not returned (see the file comment). Duplicate
 // member names and invalid UTF-8 are refused outright, so that what was
 // verified and what is returned cannot differ; members this package does
-// not know are covered by the signature but not returned.
+// not know are not returned.
 func VerifyAgentCard(raw []byte, resolveKey func(kid string) (ed25519.PublicKey, error)) (*AgentCard, error) {
 	if resolveKey == nil {
 		return nil, errors.New("verifying agent card: no key resolver")
@@ -335,6 +507,9 @@ func VerifyAgentCard(raw []byte, resolveKey func(kid string) (ed25519.PublicKey,
 			var card AgentCard
 			if err := jsonv2.Unmarshal(raw, &card); err != nil {
 				return nil, fmt.Errorf("%w: %v", ErrAgentCardMalformed, err)
+			}
+			if err := checkUnsigned03(&card); err != nil {
+				return nil, fmt.Errorf("verifying agent card: %w", err)
 			}
 			return &card, nil
 		}
@@ -368,16 +543,56 @@ func agentCardPayload(raw []byte) ([]byte, []A2ASignature, error) {
 	if len(sigs) > MaxAgentCardSignatures {
 		return nil, nil, fmt.Errorf("%w: %d signatures, at most %d", ErrAgentCardMalformed, len(sigs), MaxAgentCardSignatures)
 	}
-	delete(members, "signatures")
-	rest, err := jsonv2.Marshal(members)
+	payload, err := a2aPayload(members)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrAgentCardMalformed, err)
-	}
-	payload, err := identity.CanonicalizeJSON(rest)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrAgentCardMalformed, err)
+		return nil, nil, err
 	}
 	return payload, sigs, nil
+}
+
+// checkUnsigned03 checks the A2A 0.3 members of a card whose signature
+// verified, which the signature does not cover, against its signed
+// supportedInterfaces, and clears the two that cannot be checked.
+func checkUnsigned03(c *AgentCard) error {
+	signed := func(url, binding string) *A2AInterface {
+		for i := range c.SupportedInterfaces {
+			in := &c.SupportedInterfaces[i]
+			if in.URL == url && strings.EqualFold(in.ProtocolBinding, binding) {
+				return in
+			}
+		}
+		return nil
+	}
+	if c.URL != "" || c.PreferredTransport != "" || c.ProtocolVersion != "" {
+		transport := c.PreferredTransport
+		if transport == "" {
+			transport = A2ATransportJSONRPC // the 0.3 default
+		}
+		in := signed(c.URL, transport)
+		if in == nil {
+			return fmt.Errorf("%w: url %q with preferredTransport %q is not one of the signed supportedInterfaces, and no signature covers it",
+				ErrAgentCardBadSignature, c.URL, transport)
+		}
+		if c.ProtocolVersion != "" && majorMinor(c.ProtocolVersion) != majorMinor(in.ProtocolVersion) {
+			return fmt.Errorf("%w: protocolVersion %q differs from the signed interface's %q, and no signature covers it",
+				ErrAgentCardBadSignature, c.ProtocolVersion, in.ProtocolVersion)
+		}
+	}
+	for i, a := range c.AdditionalInterfaces {
+		if signed(a.URL, a.Transport) == nil {
+			return fmt.Errorf("%w: additionalInterfaces[%d] (%s at %q) is not one of the signed supportedInterfaces, and no signature covers it",
+				ErrAgentCardBadSignature, i, a.Transport, a.URL)
+		}
+	}
+	c.Security, c.Capabilities.StateTransitionHistory = nil, nil
+	return nil
+}
+
+// majorMinor is "0.3" of "0.3", "0.3.0" or "0.3.1".
+func majorMinor(v string) string {
+	major, rest, _ := strings.Cut(v, ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	return major + "." + minor
 }
 
 func decodeJWSHeader(protected string) (*jwsHeader, error) {

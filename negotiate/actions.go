@@ -5,10 +5,11 @@
 // orchestrators that expect {message, actions[]}. One merged object serves
 // both, so no content negotiation is needed:
 //
-//   - @ag-ui/core's AgentCapabilitiesSchema is a plain z.object — neither
-//     .strict() nor .passthrough() — and zod's default for unknown keys is to
-//     strip them, not to fail: "message" and "actions" are dropped by an
-//     AG-UI client that validates, and ignored by one that does not;
+//   - @ag-ui/core's AgentCapabilitiesSchema (1.0.0, "@ag-ui/core/schemas")
+//     is a z.looseObject, so unknown keys pass through rather than fail:
+//     "message" and "actions" survive AgentCapabilitiesSchema.parse, and an
+//     AG-UI client ignores them (interop/js/check.mjs checks this with the
+//     real package);
 //   - the orchestrator contract names only message and actions; the AG-UI
 //     members beside them are extra context for its LLM, nothing more;
 //   - the member names do not collide (AG-UI's are identity, transport,

@@ -1,0 +1,160 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// requireInterop names the environment variable that turns a missing
+// Node.js into a failure rather than a skip (CI sets it).
+const requireInterop = "IFACED_REQUIRE_INTEROP"
+
+// interopTimeout bounds each outside command: a cold npm ci, or the first
+// build of a2a-go and gRPC on a small machine, takes minutes.
+const interopTimeout = 10 * time.Minute
+
+// TestRealClientsAcceptTheEndpoints serves the binding of a real daemon
+// and has the real client libraries read it: @ag-ui/core's
+// AgentCapabilitiesSchema and @a2a-js/sdk's card resolver, client factory
+// and signature verifier (interop/js/check.mjs), and a2a-go's card
+// resolver and client factory (interop/a2ago, a module of its own so that
+// ifaced's go.mod does not carry gRPC). The JavaScript dependencies are
+// installed with npm ci from the committed lock file when missing or older
+// than it.
+func TestRealClientsAcceptTheEndpoints(t *testing.T) {
+	d := start(t, testConfig())
+	root, err := filepath.Abs(filepath.Join("..", "..", "interop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("js", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(root, "js")
+		needNode(t)
+		npmCI(t, dir)
+		out := run(t, dir, "node", "check.mjs", d.url)
+		var got struct {
+			AGUI struct {
+				Identity    string            `json:"identity"`
+				Tools       []string          `json:"tools"`
+				UnknownKeys map[string]string `json:"unknownKeys"`
+				Actions     []string          `json:"actions"`
+			} `json:"agui"`
+			A2A struct {
+				Name              string   `json:"name"`
+				Skills            []string `json:"skills"`
+				SignatureVerified bool     `json:"signatureVerified"`
+			} `json:"a2a"`
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("check.mjs printed no JSON summary (%v): %s", err, out)
+		}
+		want := []string{"ping", "weather.forecast"}
+		if got.AGUI.Identity != "Alice's agent" || !slices.Equal(got.AGUI.Tools, want) || !slices.Equal(got.AGUI.Actions, want) {
+			t.Errorf("AG-UI: identity %q, tools %q, actions %q; want %q and %q", got.AGUI.Identity, got.AGUI.Tools, got.AGUI.Actions, "Alice's agent", want)
+		}
+		if got.A2A.Name != "Alice's agent" || !slices.Equal(got.A2A.Skills, want) || !got.A2A.SignatureVerified {
+			t.Errorf("A2A (@a2a-js/sdk): %+v", got.A2A)
+		}
+	})
+
+	t.Run("a2a-go", func(t *testing.T) {
+		t.Parallel()
+		out := run(t, filepath.Join(root, "a2ago"), "go", "run", ".", d.url)
+		var got struct {
+			Name   string   `json:"name"`
+			URL    string   `json:"url"`
+			Skills []string `json:"skills"`
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("a2ago printed no JSON summary (%v): %s", err, out)
+		}
+		if got.Name != "Alice's agent" || got.URL != d.url+"/a2a" || !slices.Equal(got.Skills, []string{"ping", "weather.forecast"}) {
+			t.Errorf("A2A (a2a-go): %+v", got)
+		}
+	})
+}
+
+// needNode skips the test when Node.js 20 or later and npm are not
+// installed, or fails it when requireInterop is set.
+func needNode(t *testing.T) {
+	t.Helper()
+	missing := func(why string) {
+		if os.Getenv(requireInterop) != "" {
+			t.Fatalf("%s, and %s is set", why, requireInterop)
+		}
+		t.Skipf("%s; install Node.js 20 or later with npm to run this check (set %s to make this a failure)", why, requireInterop)
+	}
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing(tool + " is not on PATH")
+		}
+	}
+	v, err := exec.Command("node", "--version").Output()
+	if err != nil {
+		missing("node --version failed: " + err.Error())
+	}
+	major, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(string(v)), "v"), ".")
+	if n, err := strconv.Atoi(major); err != nil || n < 20 {
+		missing("node is " + strings.TrimSpace(string(v)) + ", older than 20")
+	}
+}
+
+// npmCI installs dir's dependencies from its package-lock.json unless
+// node_modules holds that lock file's install already (npm writes
+// node_modules/.package-lock.json last, so an interrupted install is
+// redone).
+func npmCI(t *testing.T, dir string) {
+	t.Helper()
+	lock, err := os.Stat(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json")); err == nil && !done.ModTime().Before(lock.ModTime()) {
+		return
+	}
+	run(t, dir, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+}
+
+// run runs name with args in dir and returns its standard output, failing
+// the test with the command's standard error when it fails.
+func run(t *testing.T, dir, name string, args ...string) []byte {
+	t.Helper()
+	timeout := interopTimeout
+	if dl, ok := t.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl)-10*time.Second)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off") // interop/a2ago is built as its own module
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	begin := time.Now()
+	err := cmd.Run()
+	line := strings.Join(append([]string{name}, args...), " ")
+	if err != nil {
+		for l := range strings.Lines(stderr.String()) {
+			t.Log(strings.TrimRight(l, "\n"))
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Fatalf("%s (in %s) did not finish in %v", line, dir, timeout)
+		}
+		t.Fatalf("%s (in %s): %v; stdout: %s", line, dir, err, stdout.Bytes())
+	}
+	t.Logf("%s (%v): %s", line, time.Since(begin).Round(time.Millisecond), bytes.TrimSpace(stdout.Bytes()))
+	return stdout.Bytes()
+}
