@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 )
@@ -111,39 +112,35 @@ func (m *mdnsState) newlyFound(pid peer.ID, now time.Time) bool {
 }
 
 // lanPeerFound connects to a daemon found on the LAN and, unless its view
-// is fresh in the cache, exchanges views with it.
+// is fresh in the cache, exchanges views with it. Both daemons find each
+// other at about the same moment, and two simultaneous dials can each
+// fail the other's handshake; so only the lower peer ID dials at once,
+// and the higher one waits up to mdnsGrace for that dial and query before
+// it tries itself.
 func (n *Node) lanPeerFound(m *mdnsState, pi peer.AddrInfo) {
 	defer m.done(pi.ID)
-	ctx, cancel := context.WithTimeout(n.ctx, mdnsConnectTimeout)
-	err := n.host.Connect(ctx, pi)
-	cancel()
-	if err != nil {
-		n.log.Debug("connecting to a LAN peer found by mDNS", "peer", pi.ID, "err", err)
+	if n.host.ID() > pi.ID && n.awaitLANQuery(pi.ID) {
+		n.lanPeerEvent(m, pi)
 		return
 	}
-	if now := n.now(); m.newlyFound(pi.ID, now) {
-		addrs := make([]string, 0, len(pi.Addrs))
-		for _, a := range pi.Addrs {
-			addrs = append(addrs, a.String())
+	var err error
+	for attempt, wait := 0, 250*time.Millisecond; attempt < 3; attempt, wait = attempt+1, wait*2 {
+		ctx, cancel := context.WithTimeout(n.ctx, mdnsConnectTimeout)
+		err = n.host.Connect(ctx, pi)
+		cancel()
+		if err == nil || n.ctx.Err() != nil || !n.sleep(wait) {
+			break
 		}
-		n.events.publish(Event{Type: EventLANPeer, At: now, Peer: pi.ID.String(), Detail: "found on the LAN at " + strings.Join(addrs, ", ")})
 	}
+	if err != nil {
+		n.log.Info("connecting to a LAN peer found by mDNS", "peer", pi.ID, "err", err)
+		return
+	}
+	n.lanPeerEvent(m, pi)
 	if n.viewFresh(pi.ID) {
 		return
 	}
-	if n.host.ID() > pi.ID {
-		t := time.NewTimer(mdnsGrace)
-		select {
-		case <-n.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		if n.viewFresh(pi.ID) {
-			return // the lower peer ID queried us, and we cached its view then
-		}
-	}
-	ctx, cancel = context.WithTimeout(n.ctx, n.cfg.Limits.StreamTimeout.Duration)
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.StreamTimeout.Duration)
 	defer cancel()
 	r, err := n.QueryCapabilities(ctx, pi.ID, negotiate.Proposal{})
 	if err != nil {
@@ -153,6 +150,38 @@ func (n *Node) lanPeerFound(m *mdnsState, pi peer.AddrInfo) {
 		return
 	}
 	n.log.Info("LAN peer found", "peer", pi.ID, "agent", r.View.AgentID, "seq", r.View.Seq, "capabilities", len(r.View.Capabilities))
+}
+
+// awaitLANQuery waits up to mdnsGrace for the lower peer ID's query to
+// have cached its view here, and reports whether it did.
+func (n *Node) awaitLANQuery(pid peer.ID) bool {
+	deadline := time.NewTimer(mdnsGrace)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if n.viewFresh(pid) && n.host.Network().Connectedness(pid) == network.Connected {
+			return true
+		}
+		select {
+		case <-n.ctx.Done():
+			return false
+		case <-deadline.C:
+			return n.viewFresh(pid)
+		case <-tick.C:
+		}
+	}
+}
+
+// lanPeerEvent tells the local agent of a LAN peer, once per mdnsFresh.
+func (n *Node) lanPeerEvent(m *mdnsState, pi peer.AddrInfo) {
+	if now := n.now(); m.newlyFound(pi.ID, now) {
+		addrs := make([]string, 0, len(pi.Addrs))
+		for _, a := range pi.Addrs {
+			addrs = append(addrs, a.String())
+		}
+		n.events.publish(Event{Type: EventLANPeer, At: now, Peer: pi.ID.String(), Detail: "found on the LAN at " + strings.Join(addrs, ", ")})
+	}
 }
 
 // viewFresh reports whether the cache holds a view of pid fetched within

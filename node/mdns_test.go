@@ -47,17 +47,15 @@ func TestMDNSFindsPeersOnTheLAN(t *testing.T) {
 		c.Discovery.MDNS = true
 		return c
 	}
-	a, b := startDaemon(t, lan()), startDaemon(t, lan())
+	// a subscribes before b exists, so a's lan_peer event for b cannot
+	// come before the subscription; b may find a while it is starting.
+	a := startDaemon(t, lan())
 	aEvents, stopA := a.Subscribe()
 	defer stopA()
-	bEvents, stopB := b.Subscribe()
-	defer stopB()
 	start := time.Now()
-	for _, tc := range []struct {
-		who, peer *testDaemon
-		events    <-chan Event
-	}{{a, b, aEvents}, {b, a, bEvents}} {
-		waitEvent(t, tc.events, func(e Event) bool { return e.Type == EventLANPeer && e.Peer == tc.peer.pid().String() })
+	b := startDaemon(t, lan())
+	waitEventFor(t, 45*time.Second, aEvents, func(e Event) bool { return e.Type == EventLANPeer && e.Peer == b.pid().String() })
+	for _, tc := range []struct{ who, peer *testDaemon }{{a, b}, {b, a}} {
 		waitFor(t, "the LAN peer's view in the cache", func() bool { return cachedSeq(tc.who, tc.peer.pid()) == tc.peer.Document().Seq })
 		rec, err := tc.who.Store().Peer(tc.peer.pid().String())
 		if err != nil {
@@ -79,7 +77,6 @@ func TestMDNSFindsPeersOnTheLAN(t *testing.T) {
 		}
 	}
 	stopA()
-	stopB()
 	a.Close()
 	b.Close()
 }
@@ -96,7 +93,7 @@ func runInNetworkNamespace(t *testing.T) {
 	if out, err := exec.Command("unshare", "-rn", "true").CombinedOutput(); err != nil {
 		t.Skipf("mDNS must be tested in a network namespace of its own, and unshare -rn fails here: %v: %s", err, out)
 	}
-	cmd := exec.Command("unshare", "-rn", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v", "-test.timeout=2m")
+	cmd := exec.Command("unshare", "-rn", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v", "-test.timeout=3m")
 	cmd.Env = append(os.Environ(), mdnsNamespaceEnv+"=1")
 	out, err := cmd.CombinedOutput()
 	t.Logf("in a network namespace of its own:\n%s", out)

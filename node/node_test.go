@@ -315,7 +315,13 @@ func TestCacheAndSeqSurviveRestart(t *testing.T) {
 
 func waitEvent(t *testing.T, ch <-chan Event, match func(Event) bool) Event {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	return waitEventFor(t, 10*time.Second, ch, match)
+}
+
+// waitEventFor waits up to d for an event matching match.
+func waitEventFor(t *testing.T, d time.Duration, ch <-chan Event, match func(Event) bool) Event {
+	t.Helper()
+	timeout := time.After(d)
 	for {
 		select {
 		case e, ok := <-ch:
