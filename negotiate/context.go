@@ -35,6 +35,9 @@ type Granted struct {
 	Temperature       string           `json:"temperature"`
 	Persona           string           `json:"persona,omitempty"`
 	Notes             []string         `json:"notes,omitempty"`
+	// ToolCategories are the requested ACP tool categories this view
+	// supports, and so puts first (ACP requested_tool_categories).
+	ToolCategories []string `json:"tool_categories,omitempty"`
 }
 
 // Policy is the owner's side of a negotiation: the disclosure map

@@ -42,6 +42,10 @@ type Document struct {
 	Updated      string            `json:"updated,omitempty"`
 	Relay        *identity.Relay   `json:"relay,omitempty"` // IFP-8 §2.3
 	AGUI         *AGUICapabilities `json:"agui,omitempty"`
+	// SupportedCategories are the ACP tool categories of the capabilities
+	// in this view (set by View, so a hidden capability's category never
+	// shows); requesters may ask for them with requested_tool_categories.
+	SupportedCategories []string `json:"supported_tool_categories,omitempty"`
 	// Signature is present when the document is served on its own; it
 	// covers every other member (see identity).
 	Signature *identity.DocumentSignature `json:"signature,omitempty"`

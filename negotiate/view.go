@@ -62,6 +62,7 @@ func (d *Document) View(f conditions.Facts, order *conditions.TierOrder) *Docume
 		}
 		v.Capabilities = append(v.Capabilities, c)
 	}
+	v.SupportedCategories = v.SupportedToolCategories()
 	return &v
 }
 

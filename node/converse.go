@@ -36,6 +36,9 @@ const (
 	partError        = "error"        // the error body of an error phase message
 )
 
+// maxRequestedCategories bounds the ACP categories honoured per greeting.
+const maxRequestedCategories = 16
+
 // conv is an open conversation on a stream.
 type conv struct {
 	*gossip.Conversation
@@ -43,9 +46,10 @@ type conv struct {
 	stream *wire.Stream
 	wmu    sync.Mutex // one writer at a time
 
-	gmu      sync.Mutex
-	granted  negotiate.Granted // what this daemon grants the peer
-	lastView []byte            // content of the last view sent, without seq and signature
+	gmu        sync.Mutex
+	granted    negotiate.Granted // what this daemon grants the peer
+	categories []string          // ACP tool categories the peer asked for, put first in its views
+	lastView   []byte            // content of the last view sent, without seq and signature
 
 	doneOnce, endOnce sync.Once
 	done              chan struct{} // closed when the conversation ends
@@ -223,7 +227,11 @@ func (n *Node) answerGreeting(s network.Stream, conversation bool) {
 		n.refuseIn(c, first, err)
 		return
 	}
-	c.granted = n.grant(pid, first, proposalOf(first))
+	prop := proposalOf(first)
+	c.granted = n.grant(pid, first, prop)
+	// Only a hint: a few are plenty, and a peer's list costs memory per
+	// conversation.
+	c.categories = prop.ToolCategories[:min(len(prop.ToolCategories), maxRequestedCategories)]
 	reply, err := n.greeting(c, negotiate.Proposal{Disclosure: c.granted.Disclosure, Persona: c.granted.Persona, Temperature: c.granted.Temperature}, &c.granted)
 	if err == nil {
 		err = n.send(c, reply)
@@ -341,6 +349,15 @@ func (n *Node) greeting(c *conv, prop negotiate.Proposal, granted *negotiate.Gra
 	v, err := n.view(c.grant().Facts(c.peer.String(), 0))
 	if err != nil {
 		return nil, err
+	}
+	if len(c.categories) > 0 {
+		var honoured []string
+		if v, honoured, err = n.orderedView(v, c.categories); err != nil {
+			return nil, err
+		}
+		if granted != nil {
+			granted.ToolCategories = honoured
+		}
 	}
 	c.viewChanged(v.key)
 	h := &m.Headers

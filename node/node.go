@@ -343,6 +343,30 @@ func (n *Node) view(f conditions.Facts) (*signedView, error) {
 	return v, nil
 }
 
+// orderedView is v with the capabilities of the requested ACP tool
+// categories first, signed, and the requested categories it supports. A
+// request that changes nothing returns v. It keeps v's content key: the
+// order is the peer's request, not a change of what it may see.
+func (n *Node) orderedView(v *signedView, requested []string) (*signedView, []string, error) {
+	doc, honoured := negotiate.OrderByCategories(v.doc, requested)
+	if len(honoured) == 0 {
+		return v, nil, nil
+	}
+	doc.Signature = nil
+	if _, err := doc.Sign(n.id, n.now()); err != nil {
+		return nil, nil, err
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding view: %w", err)
+	}
+	var content any
+	if err := json.Unmarshal(raw, &content); err != nil {
+		return nil, nil, fmt.Errorf("encoding view: %w", err)
+	}
+	return &signedView{doc: doc, content: content, key: v.key}, honoured, nil
+}
+
 // UpdateDocument replaces the owner's capability list (as `caps add` and
 // `caps remove` do): the document is validated, gets the next seq, is
 // signed and stored, and every peer in an open conversation is sent its

@@ -203,6 +203,9 @@ func runGreet(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(w, "conversation  %s\npeer          %s\n", res.ConversationID, res.Peer)
 	fmt.Fprintf(w, "you grant     %s\n", describeGrant(res.Granted))
 	fmt.Fprintf(w, "granted you   %s\n", describeGrant(res.GrantedToUs))
+	if cats := res.GrantedToUs.ToolCategories; len(cats) > 0 {
+		fmt.Fprintf(w, "categories    %s supported, and listed first\n", strings.Join(cats, ", "))
+	}
 	for _, n := range res.GrantedToUs.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
