@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -202,3 +203,50 @@ func (n *Node) DisplayName() string { return n.displayName() }
 
 // AgentTimeout is how long the local agent may take per invocation.
 func (n *Node) AgentTimeout() time.Duration { return n.cfg.Agent.Timeout.Duration }
+
+// ExecuteSigned runs the capability request m (a probe naming one
+// capability in headers.capabilities.request, its parameters in a
+// "parameters" part) for whoever signed it: the signature is checked as
+// for any inbox message, and the signer is granted what this daemon grants
+// that peer (its trust level, the disclosure map, the temperature cap),
+// so a signed HTTP request is decided exactly like one over libp2p. It
+// returns the capability's name and result.
+func (n *Node) ExecuteSigned(m *gossip.Message) (string, any, error) {
+	from, err := signerOf(m)
+	if err != nil {
+		if m.Security != nil && len(m.Security.Signatures) > 0 {
+			return "", nil, fmt.Errorf("%w: %v", ErrUnknownSender, err)
+		}
+		return "", nil, err
+	}
+	pub, _ := identity.PublicKeyFromPeerID(from)
+	if err := m.Verify(pub); err != nil {
+		return "", nil, err
+	}
+	if err := n.keyRevoked(from); err != nil {
+		return "", nil, err
+	}
+	if !slices.ContainsFunc(m.Headers.To, func(a gossip.Agent) bool { return a.Agent == n.id.DID() }) {
+		return "", nil, fmt.Errorf("%w: the request is addressed to someone else", gossip.ErrInvalidMessage)
+	}
+	if err := n.rates.allow(from, conditions.Cool); err != nil {
+		return "", nil, err
+	}
+	if err := n.replay.Check(from.String()+" "+m.Headers.MessageID, m.Headers.Date, n.now()); err != nil {
+		return "", nil, err
+	}
+	if !isRequest(m) || len(m.Headers.Capabilities.Request) != 1 {
+		return "", nil, fmt.Errorf("%w: a request is a probe naming exactly one capability in headers.capabilities.request", gossip.ErrInvalidMessage)
+	}
+	name := m.Headers.Capabilities.Request[0]
+	var params any
+	if p, ok := m.Body.Part(partParameters); ok {
+		params = p.Content
+	}
+	if err := n.recordVia("https", gossip.Received, from, m, "capability request through POST /invoke"); err != nil {
+		return "", nil, err
+	}
+	g := n.grant(from, nil, proposalOf(m))
+	result, err := n.execute(name, params, g, from.String(), m.Headers.ConversationID)
+	return name, result, err
+}

@@ -178,6 +178,13 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	var probe struct {
+		IFP *int `json:"ifp"`
+	}
+	if json.Unmarshal(body, &probe) == nil && probe.IFP != nil {
+		s.invokeSigned(w, body)
+		return
+	}
 	var req InvokeRequest
 	if err := decodeStrict(body, &req); err != nil {
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, "reading the request: "+err.Error()+` (want {"action": NAME, "input": {...}})`)
@@ -193,6 +200,34 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, InvokeResult{Action: req.Action, Output: out})
+}
+
+// invokeSigned runs a signed IFP-4 capability request: the signer is
+// granted what the daemon grants that peer, as over libp2p.
+func (s *Server) invokeSigned(w http.ResponseWriter, body []byte) {
+	m, err := gossip.DecodeJSON(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, CodeInvalidFormat, err.Error())
+		return
+	}
+	name, out, err := s.n.ExecuteSigned(m)
+	var retry *wire.RetryAfterError
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, InvokeResult{Action: name, Output: out})
+	case errors.Is(err, node.ErrUnknownSender):
+		writeError(w, http.StatusUnauthorized, CodeUnknownSender, err.Error())
+	case isSignatureError(err):
+		writeError(w, http.StatusUnauthorized, CodeInvalidSignature, err.Error())
+	case errors.As(err, &retry) && errors.Is(err, wire.ErrRateLimited):
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((retry.After+time.Second-1)/time.Second))))
+		writeError(w, http.StatusTooManyRequests, CodeRateLimited, err.Error())
+	case errors.Is(err, identity.ErrReplay), errors.Is(err, identity.ErrStale), errors.Is(err, identity.ErrFuture),
+		errors.Is(err, gossip.ErrInvalidMessage):
+		writeError(w, http.StatusBadRequest, CodeInvalidFormat, err.Error())
+	default:
+		s.refuse(w, err)
+	}
 }
 
 // refuse answers a refused invocation with the status that fits and the

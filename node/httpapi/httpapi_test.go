@@ -479,3 +479,62 @@ func TestAgentCardVerifies(t *testing.T) {
 		t.Fatalf("card: %s", r.body)
 	}
 }
+
+// request is a signed IFP-4 capability request from id to the daemon.
+func request(t *testing.T, from *identity.Identity, to peer.ID, capability string, params any) *gossip.Message {
+	t.Helper()
+	m := greeting(t, from, to, "please")
+	m.Headers.Phase = gossip.PhaseProbe
+	m.Headers.Capabilities = &gossip.CapabilityHeaders{Request: []string{capability}}
+	if params != nil {
+		m.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: "parameters", Content: params}}
+	}
+	m.Security = nil
+	if err := m.Sign(from, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestSignedInvokeGetsTheSignersLevel(t *testing.T) {
+	cfg := testConfig()
+	cfg.Agent.Webhook = agent(t, func(inv node.Invocation) node.InvocationAnswer {
+		return node.InvocationAnswer{Result: map[string]any{"free": "Tuesday", "asked_by": inv.Peer}}
+	})
+	d := start(t, cfg)
+	sender, _ := identity.Generate(nil)
+	to := d.n.ID().PeerID()
+	send := func(m *gossip.Message) response {
+		return do(t, "POST", d.url+"/invoke", "application/json", mustEncode(t, m))
+	}
+	// Anonymous: no level, so min_auth_level 1 is not met.
+	if r := do(t, "POST", d.url+"/invoke", "application/json", []byte(`{"action": "calendar.availability"}`)); r.status != 403 {
+		t.Fatalf("anonymous: %d %s", r.status, r.body)
+	}
+	// Signed: level 1, met; the agent learns who asked.
+	m := request(t, sender, to, "calendar.availability", nil)
+	r := send(m)
+	if r.status != 200 || !strings.Contains(string(r.body), sender.PeerID().String()) {
+		t.Fatalf("signed request: %d %s", r.status, r.body)
+	}
+	if r := send(m); r.status != 400 || r.errorCode(t) != CodeInvalidFormat {
+		t.Errorf("the same request again (a replay): %d %s", r.status, r.body)
+	}
+	altered := request(t, sender, to, "calendar.availability", nil)
+	altered.Body.Text = "altered"
+	if r := send(altered); r.status != 401 || r.errorCode(t) != CodeInvalidSignature {
+		t.Errorf("altered: %d %s", r.status, r.body)
+	}
+	other, _ := identity.Generate(nil)
+	if r := send(request(t, sender, other.PeerID(), "calendar.availability", nil)); r.status != 400 {
+		t.Errorf("addressed to another daemon: %d %s", r.status, r.body)
+	}
+	// A hidden capability is as unknown to a signed stranger as to anyone.
+	if r := send(request(t, sender, to, "diary.read", nil)); r.status != 404 || r.errorCode(t) != "unknown_capability" {
+		t.Errorf("hidden, signed: %d %s", r.status, r.body)
+	}
+	notProbe := greeting(t, sender, to, "hello")
+	if r := send(notProbe); r.status != 400 {
+		t.Errorf("a greeting sent to /invoke: %d %s", r.status, r.body)
+	}
+}

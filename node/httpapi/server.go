@@ -7,7 +7,8 @@
 //	GET  /.well-known/iface/capabilities  the signed view for an anonymous caller (ETag, Cache-Control)
 //	POST /.well-known/iface/inbox         IFP-6 delivery of a signed IFP-4 message (202, or an IFP-6 error)
 //	GET  /capabilities                    AG-UI AgentCapabilities merged with the orchestrator contract
-//	POST /invoke                          run a capability (orchestrator contract)
+//	POST /invoke                          run a capability: {"action", "input"} (orchestrator contract),
+//	                                      or a signed IFP-4 capability request, decided for its signer
 //	GET  /.well-known/agent-card.json     A2A agent card, JWS-signed
 //
 // An HTTP caller proves nothing by connecting, so it has no
