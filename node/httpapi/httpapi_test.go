@@ -538,3 +538,43 @@ func TestSignedInvokeGetsTheSignersLevel(t *testing.T) {
 		t.Errorf("a greeting sent to /invoke: %d %s", r.status, r.body)
 	}
 }
+
+func TestA2AMessageSendRunsASkill(t *testing.T) {
+	cfg := testConfig()
+	cfg.Agent.Webhook = agent(t, func(inv node.Invocation) node.InvocationAnswer {
+		city, _ := inv.Params.(map[string]any)["city"].(string)
+		return node.InvocationAnswer{Result: map[string]any{"summary": "rain in " + city}}
+	})
+	d := start(t, cfg)
+	rpc := func(body string) map[string]any {
+		t.Helper()
+		r := do(t, "POST", d.url+"/a2a", "application/json", []byte(body))
+		var out map[string]any
+		if r.status != 200 || json.Unmarshal(r.body, &out) != nil {
+			t.Fatalf("%s: %d %s", body, r.status, r.body)
+		}
+		return out
+	}
+	out := rpc(`{"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {"kind": "message", "role": "user",
+		"messageId": "m1", "parts": [{"kind": "data", "data": {"skill": "weather.forecast", "input": {"city": "Porto"}}}]}}}`)
+	if !strings.Contains(fmt.Sprint(out["result"]), "rain in Porto") {
+		t.Fatalf("message/send: %v", out)
+	}
+	code := func(out map[string]any) float64 {
+		e, _ := out["error"].(map[string]any)
+		c, _ := e["code"].(float64)
+		return c
+	}
+	for body, want := range map[string]float64{
+		`{"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {}}`:                                                                 a2aUnsupported,
+		`{"jsonrpc": "2.0", "id": 3, "method": "nope"}`:                                                                                    rpcMethodNotFound,
+		`{"jsonrpc": "2.0", "id": 4, "method": "message/send", "params": {"message": {"parts": [{"kind": "text", "text": "hi"}]}}}`:        rpcInvalidParams,
+		`{"jsonrpc": "2.0", "id": 5, "method": "message/send", "params": {"message": {"metadata": {"skill": "diary.read"}, "parts": []}}}`: rpcInvalidParams,
+		`{"id": 6}`:    rpcInvalidRequest,
+		`{"jsonrpc": `: rpcParseError,
+	} {
+		if got := code(rpc(body)); got != want {
+			t.Errorf("%s: code %v, want %v", body, got, want)
+		}
+	}
+}

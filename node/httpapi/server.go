@@ -10,6 +10,7 @@
 //	POST /invoke                          run a capability: {"action", "input"} (orchestrator contract),
 //	                                      or a signed IFP-4 capability request, decided for its signer
 //	GET  /.well-known/agent-card.json     A2A agent card, JWS-signed
+//	POST /a2a                             A2A JSON-RPC: message/send runs one skill (see a2a.go)
 //
 // An HTTP caller proves nothing by connecting, so it has no
 // authentication level: a capability with any min_auth_level is not
@@ -123,6 +124,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /capabilities", s.capabilities)
 	mux.HandleFunc("POST /invoke", s.invoke)
 	mux.HandleFunc("GET /.well-known/agent-card.json", s.agentCard)
+	mux.HandleFunc("POST /a2a", s.a2a)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allowed := allowedMethods(mux, r); allowed != "" {
 			w.Header().Set("Allow", allowed)
