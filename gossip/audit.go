@@ -53,9 +53,10 @@ import (
 // id to its hashed name. A hostile id therefore never leaves the directory
 // and never writes into another conversation's files.
 //
-// Record appends to the .jsonl, then to the .md, and fsyncs each (and the
-// directory when it created a file) before it returns, so a crash loses
-// nothing Record reported as recorded. A crash in the middle of a write can
+// Record appends to the .jsonl and fsyncs it (and the directory when it
+// created a file), then appends to the .md, before it returns, so a crash
+// loses nothing Record reported as recorded. The .md, a rendering of the
+// .jsonl, is not fsynced: after a power loss its tail may be missing. A crash in the middle of a write can
 // leave a torn line: the first Record of that conversation after OpenAuditLog
 // ends it with a newline before appending, and Entries skips torn lines and
 // reports them with ErrTornAuditLine. Files are opened for each Record rather
@@ -158,8 +159,8 @@ func (a *AuditLog) Close() error {
 	return nil
 }
 
-// Record appends e to its conversation's files (.jsonl first, then .md) and
-// fsyncs both before returning. It refuses a nil message, an empty
+// Record appends e to its conversation's files (.jsonl first, fsynced,
+// then .md) before returning. It refuses a nil message, an empty
 // conversation_id and a direction other than Sent or Received, and
 // otherwise records the message as it is, valid or not. The reply-to numbers
 // of the rendering come from the conversation's earlier entries.
@@ -432,7 +433,12 @@ func (c *auditConv) append(dir string, e AuditEntry, line []byte) error {
 	c.jsonlTorn = false
 
 	md := filepath.Join(dir, c.name+auditMDExt)
-	if err := appendSync(md, func(size int64) []byte {
+	// The .md is a rendering of the .jsonl, which is fsynced above: it is
+	// written but not synced, so a record costs one fsync, not two. After
+	// a process crash it is complete (the kernel holds the write); after a
+	// power loss its tail may be missing or torn, and the .jsonl still
+	// holds every entry.
+	if err := appendNoSync(md, func(size int64) []byte {
 		var b bytes.Buffer
 		if size == 0 {
 			created = true
@@ -458,6 +464,15 @@ func (c *auditConv) append(dir string, e AuditEntry, line []byte) error {
 // appendSync opens path for appending (creating it with mode 0600), writes
 // what content returns for the file's current size, and fsyncs.
 func appendSync(path string, content func(size int64) []byte) error {
+	return appendTo(path, content, true)
+}
+
+// appendNoSync is appendSync without the fsync.
+func appendNoSync(path string, content func(size int64) []byte) error {
+	return appendTo(path, content, false)
+}
+
+func appendTo(path string, content func(size int64) []byte, sync bool) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
@@ -466,7 +481,7 @@ func appendSync(path string, content func(size int64) []byte) error {
 	if err == nil {
 		_, err = f.Write(content(st.Size()))
 	}
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -43,6 +45,9 @@ func (r PeerRecord) Age(now time.Time) time.Duration { return now.Sub(r.FetchedA
 func (s *Store) PutPeer(rec PeerRecord) (changed bool, err error) {
 	if rec.PeerID == "" {
 		return false, errors.New("storing peer: empty peer ID")
+	}
+	if s.confirmsRecently(rec) {
+		return false, nil
 	}
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketPeers)
@@ -90,6 +95,34 @@ func (s *Store) PutPeer(rec PeerRecord) (changed bool, err error) {
 		return false, fmt.Errorf("storing peer %s: %w", rec.PeerID, err)
 	}
 	return changed, nil
+}
+
+// fetchedGranularity is how precisely FetchedAt is kept: a view confirmed
+// again within it, with nothing else new, is not written again. Ages are
+// shown in seconds and go stale after a day; a write (and its fsync) per
+// greeting would cost more than the precision is worth.
+const fetchedGranularity = time.Minute
+
+// confirmsRecently reports whether rec only repeats what the cache holds,
+// confirmed less than fetchedGranularity ago.
+func (s *Store) confirmsRecently(rec PeerRecord) bool {
+	var same bool
+	s.db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketPeers).Get([]byte(rec.PeerID))
+		if raw == nil {
+			return nil
+		}
+		var old PeerRecord
+		if json.Unmarshal(raw, &old) != nil {
+			return nil
+		}
+		same = rec.Seq == old.Seq && rec.DocHash == old.DocHash &&
+			(len(rec.Addrs) == 0 || slices.Equal(rec.Addrs, old.Addrs)) &&
+			(len(rec.Context) == 0 || bytes.Equal(rec.Context, old.Context)) &&
+			rec.FetchedAt.Sub(old.FetchedAt) < fetchedGranularity
+		return nil
+	})
+	return same
 }
 
 // Peer returns the cached record of peerID, or ErrNotFound.
