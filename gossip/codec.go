@@ -51,6 +51,37 @@ func init() {
 	}
 }
 
+// CBORLimits size a strict CBOR decoder for one kind of item.
+type CBORLimits struct {
+	MaxNested, MaxArray, MaxMap int
+}
+
+// StrictCBOR returns the encoder and decoder every ifaced CBOR item uses
+// beside messages (mailbox frames, announcements): core deterministic
+// encoding, and decoding that refuses duplicate keys, indefinite lengths,
+// tags, NaN and infinities, field names matched only by case, and fields
+// the target struct does not have.
+func StrictCBOR(l CBORLimits) (cbor.EncMode, cbor.DecMode, error) {
+	enc, err := cbor.CoreDetEncOptions().EncMode()
+	if err != nil {
+		return nil, nil, err
+	}
+	dec, err := cbor.DecOptions{
+		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
+		IndefLength:       cbor.IndefLengthForbidden,
+		TagsMd:            cbor.TagsForbidden,
+		MaxNestedLevels:   l.MaxNested,
+		MaxArrayElements:  l.MaxArray,
+		MaxMapPairs:       l.MaxMap,
+		DefaultMapType:    reflect.TypeOf(map[string]any(nil)),
+		FieldNameMatching: cbor.FieldNameMatchingCaseSensitive,
+		NaN:               cbor.NaNDecodeForbidden,
+		Inf:               cbor.InfDecodeForbidden,
+		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
+	}.DecMode()
+	return enc, dec, err
+}
+
 // EncodeCBOR returns the deterministic CBOR encoding of m.
 func EncodeCBOR(m *Message) ([]byte, error) {
 	b, err := cborEnc.Marshal(m)

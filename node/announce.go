@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,23 +101,7 @@ var (
 
 func init() {
 	var err error
-	// Core deterministic encoding, as every ifaced CBOR item (gossip, wire).
-	if announceEnc, err = cbor.CoreDetEncOptions().EncMode(); err != nil {
-		panic(err)
-	}
-	// Strict: a flat map of two known keys, nothing else.
-	announceDec, err = cbor.DecOptions{
-		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
-		IndefLength:       cbor.IndefLengthForbidden,
-		TagsMd:            cbor.TagsForbidden,
-		MaxNestedLevels:   4,
-		MaxArrayElements:  16,
-		MaxMapPairs:       16,
-		DefaultMapType:    reflect.TypeOf(map[string]any(nil)),
-		FieldNameMatching: cbor.FieldNameMatchingCaseSensitive,
-		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
-	}.DecMode()
-	if err != nil {
+	if announceEnc, announceDec, err = gossip.StrictCBOR(gossip.CBORLimits{MaxNested: 4, MaxArray: 16, MaxMap: 16}); err != nil {
 		panic(err)
 	}
 }

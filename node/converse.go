@@ -442,22 +442,46 @@ func (n *Node) readVerified(s *wire.Stream, pid peer.ID) (*gossip.Message, error
 	if err != nil {
 		return nil, err
 	}
-	pub, err := identity.PublicKeyFromPeerID(pid)
-	if err != nil {
+	if err := n.verifySigner(m, pid); err != nil {
 		return m, err
 	}
-	if err := m.Verify(pub); err != nil {
-		return m, err
-	}
-	if err := n.keyRevoked(pid); err != nil {
-		return m, err
-	}
-	// Seen IDs are kept per signer, so no peer can use up another's
-	// message IDs before the genuine messages arrive (say, through a relay).
-	if err := n.replay.Check(pid.String()+" "+m.Headers.MessageID, m.Headers.Date, n.now()); err != nil {
+	if err := n.checkReplay(pid, m); err != nil {
 		return m, err
 	}
 	return m, nil
+}
+
+// verifySigner checks that m is signed by from's key, and that the owner
+// has not revoked trust in that key.
+func (n *Node) verifySigner(m *gossip.Message, from peer.ID) error {
+	pub, err := identity.PublicKeyFromPeerID(from)
+	if err != nil {
+		return err
+	}
+	if err := m.Verify(pub); err != nil {
+		return err
+	}
+	return n.keyRevoked(from)
+}
+
+// checkReplay refuses a message_id from seen before, or a date outside the
+// window. Seen IDs are kept per signer, so no peer can use up another's
+// message IDs before the genuine messages arrive (say, through a relay),
+// and whichever transport brings a message first, the second is a replay.
+func (n *Node) checkReplay(from peer.ID, m *gossip.Message) error {
+	return n.replay.Check(from.String()+" "+m.Headers.MessageID, m.Headers.Date, n.now())
+}
+
+// senderOf is the signer of a message that came without a secure channel
+// to vouch for it (a relay, the HTTPS inbox): whoever holds the key its
+// Ed25519 signature names. A signature naming no key this daemon can
+// resolve is ErrUnknownSender; no signature at all is gossip.ErrUnsigned.
+func senderOf(m *gossip.Message) (peer.ID, error) {
+	from, err := signerOf(m)
+	if err != nil && m.Security != nil && len(m.Security.Signatures) > 0 {
+		return "", fmt.Errorf("%w: %v", ErrUnknownSender, err)
+	}
+	return from, err
 }
 
 // accept fits a verified message into its conversation, audits it and

@@ -91,18 +91,11 @@ type Delivered struct {
 // passes those but does not fit its conversation is audited as refused and
 // returned with Refused set.
 func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) {
-	from, err := signerOf(m)
+	from, err := senderOf(m)
 	if err != nil {
-		if errors.Is(err, gossip.ErrUnsigned) && m.Security != nil && len(m.Security.Signatures) > 0 {
-			return nil, fmt.Errorf("%w: %v", ErrUnknownSender, err)
-		}
 		return nil, err
 	}
-	pub, _ := identity.PublicKeyFromPeerID(from)
-	if err := m.Verify(pub); err != nil {
-		return nil, err
-	}
-	if err := n.keyRevoked(from); err != nil {
+	if err := n.verifySigner(m, from); err != nil {
 		return nil, err
 	}
 	c := n.conversation(m.Headers.ConversationID)
@@ -116,7 +109,7 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 	if err := n.rates.allow(from, temperature); err != nil {
 		return nil, err
 	}
-	if err := n.replay.Check(from.String()+" "+m.Headers.MessageID, m.Headers.Date, n.now()); err != nil {
+	if err := n.checkReplay(from, m); err != nil {
 		if errors.Is(err, identity.ErrReplay) {
 			return nil, fmt.Errorf("%w: %s", ErrDuplicate, m.Headers.MessageID)
 		}
@@ -212,18 +205,11 @@ func (n *Node) AgentTimeout() time.Duration { return n.cfg.Agent.Timeout.Duratio
 // so a signed HTTP request is decided exactly like one over libp2p. It
 // returns the capability's name and result.
 func (n *Node) ExecuteSigned(m *gossip.Message) (string, any, error) {
-	from, err := signerOf(m)
+	from, err := senderOf(m)
 	if err != nil {
-		if m.Security != nil && len(m.Security.Signatures) > 0 {
-			return "", nil, fmt.Errorf("%w: %v", ErrUnknownSender, err)
-		}
 		return "", nil, err
 	}
-	pub, _ := identity.PublicKeyFromPeerID(from)
-	if err := m.Verify(pub); err != nil {
-		return "", nil, err
-	}
-	if err := n.keyRevoked(from); err != nil {
+	if err := n.verifySigner(m, from); err != nil {
 		return "", nil, err
 	}
 	if !slices.ContainsFunc(m.Headers.To, func(a gossip.Agent) bool { return a.Agent == n.id.DID() }) {
@@ -232,7 +218,7 @@ func (n *Node) ExecuteSigned(m *gossip.Message) (string, any, error) {
 	if err := n.rates.allow(from, conditions.Cool); err != nil {
 		return "", nil, err
 	}
-	if err := n.replay.Check(from.String()+" "+m.Headers.MessageID, m.Headers.Date, n.now()); err != nil {
+	if err := n.checkReplay(from, m); err != nil {
 		return "", nil, err
 	}
 	if !isRequest(m) || len(m.Headers.Capabilities.Request) != 1 {

@@ -445,17 +445,13 @@ func (n *Node) acceptMail(relay peer.ID, mail wire.Mail) error {
 		n.events.publish(Event{Type: EventRefused, At: n.now(), Peer: from.String(), ConversationID: m.Headers.ConversationID, Detail: err.Error()})
 		return err
 	}
-	pub, _ := identity.PublicKeyFromPeerID(from)
-	if err := m.Verify(pub); err != nil {
-		return refuse(err)
-	}
-	if err := n.keyRevoked(from); err != nil {
+	if err := n.verifySigner(m, from); err != nil {
 		return refuse(err)
 	}
 	if !slices.ContainsFunc(m.Headers.To, func(a gossip.Agent) bool { return a.Agent == n.id.DID() }) {
 		return refuse(fmt.Errorf("%w: the message is addressed to someone else", gossip.ErrInvalidMessage))
 	}
-	if err := n.replay.Check(from.String()+" "+m.Headers.MessageID, m.Headers.Date, n.now()); err != nil {
+	if err := n.checkReplay(from, m); err != nil {
 		return refuse(err)
 	}
 	note := "delivered by the mailbox at relay " + relay.String()

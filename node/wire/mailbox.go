@@ -3,7 +3,6 @@ package wire
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
@@ -74,21 +73,7 @@ var (
 
 func init() {
 	var err error
-	if mailEnc, err = cbor.CoreDetEncOptions().EncMode(); err != nil {
-		panic(err)
-	}
-	mailDec, err = cbor.DecOptions{
-		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
-		IndefLength:       cbor.IndefLengthForbidden,
-		TagsMd:            cbor.TagsForbidden,
-		MaxNestedLevels:   8,
-		MaxArrayElements:  1024,
-		MaxMapPairs:       64,
-		DefaultMapType:    reflect.TypeOf(map[string]any(nil)),
-		FieldNameMatching: cbor.FieldNameMatchingCaseSensitive,
-		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
-	}.DecMode()
-	if err != nil {
+	if mailEnc, mailDec, err = gossip.StrictCBOR(gossip.CBORLimits{MaxNested: 8, MaxArray: 1024, MaxMap: 64}); err != nil {
 		panic(err)
 	}
 }
