@@ -144,6 +144,9 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 			d.Refused = err
 			return d, n.refuseDelivered(transport, from, m, err)
 		}
+		// As over libp2p: an introduction proof is checked and bound, and
+		// an agent ID's document is checked in the background.
+		n.trustOf(from, m)
 	}
 	if err := n.recordVia(transport, gossip.Received, from, m, ""); err != nil {
 		return nil, err
@@ -232,7 +235,8 @@ func (n *Node) ExecuteSigned(m *gossip.Message) (string, any, error) {
 	if err := n.recordVia("https", gossip.Received, from, m, "capability request through POST /invoke"); err != nil {
 		return "", nil, err
 	}
-	g := n.grant(from, nil, proposalOf(m))
+	// An introduction proof on the request counts as on a greeting.
+	g := n.grant(from, m, proposalOf(m))
 	result, err := n.execute(name, params, g, from.String(), m.Headers.ConversationID)
 	return name, result, err
 }

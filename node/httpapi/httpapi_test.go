@@ -578,3 +578,54 @@ func TestA2AMessageSendRunsASkill(t *testing.T) {
 		}
 	}
 }
+
+func TestIntroductionProofOverHTTP(t *testing.T) {
+	cfg := testConfig()
+	cfg.Agent.Webhook = agent(t, func(inv node.Invocation) node.InvocationAnswer {
+		return node.InvocationAnswer{Result: map[string]any{"level": fmt.Sprint(inv.Granted.AuthLevel), "tier": inv.Granted.Disclosure}}
+	})
+	cfg.Capabilities = append(cfg.Capabilities, map[string]any{"name": "files.share", "description": "Share files",
+		"conditions": map[string]any{"min_disclosure": "professional", "min_auth_level": 0}})
+	d := start(t, cfg)
+	minted, err := d.n.Introduce(node.IntroRequest{Label: "Bob from the conference", Disclosure: "professional"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := identity.ParseIntroduction(minted.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, _ := identity.Generate(nil)
+	to := d.n.ID().PeerID()
+	// Without the proof, bob is a signed stranger at the public tier.
+	if r := do(t, "POST", d.url+"/invoke", "application/json", mustEncode(t, request(t, bob, to, "files.share", nil))); r.status != 403 {
+		t.Fatalf("without the introduction: %d %s", r.status, r.body)
+	}
+	// A greeting to the inbox carrying the proof binds the token to bob.
+	g := greeting(t, bob, to, "Hello, we met at the conference.")
+	if err := g.AddIntroProof(tok, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if r := post(t, d, g); r.status != 202 {
+		t.Fatalf("introduced greeting: %d %s", r.status, r.body)
+	}
+	info := d.n.PeerTrust(bob.PeerID())
+	if len(info.Intros) != 1 {
+		t.Fatalf("bob's trust record after the introduced greeting: %+v", info)
+	}
+	// Now the token's tier applies to bob's signed requests.
+	r := do(t, "POST", d.url+"/invoke", "application/json", mustEncode(t, request(t, bob, to, "files.share", nil)))
+	if r.status != 200 || !strings.Contains(string(r.body), "professional") {
+		t.Fatalf("after the introduction: %d %s", r.status, r.body)
+	}
+	// The token is bound: another key presenting it gets nothing.
+	mallory, _ := identity.Generate(nil)
+	g2 := greeting(t, mallory, to, "I am Bob too.")
+	if err := g2.AddIntroProof(tok, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	post(t, d, g2)
+	if r := do(t, "POST", d.url+"/invoke", "application/json", mustEncode(t, request(t, mallory, to, "files.share", nil))); r.status != 403 {
+		t.Fatalf("a second key with the same token: %d %s", r.status, r.body)
+	}
+}
