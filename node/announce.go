@@ -267,7 +267,7 @@ func (n *Node) publishLoop(g *gossipState) {
 // announces nothing, which would otherwise tell everyone that something
 // hidden changed.
 func (n *Node) publishView(g *gossipState) error {
-	v, err := n.publicView()
+	v, err := n.advertisedView()
 	if err != nil {
 		return err
 	}
@@ -377,6 +377,11 @@ func (n *Node) receiveAnnouncements(g *gossipState) {
 func (n *Node) receiveAnnouncement(g *gossipState, author peer.ID, a *announced) {
 	old, err := n.store.Peer(author.String())
 	switch {
+	case errors.Is(err, store.ErrNotFound):
+		// Announcements refresh what this daemon already knows. A stranger's
+		// is forwarded but not cached: anyone can mint a key a second, and
+		// every view cached costs disk on every daemon of the mesh.
+		return
 	case err == nil && old.Seq >= a.view.Seq:
 		return // this document, in a view at least as rich, or a newer one
 	case err == nil && len(old.Context) > 0:

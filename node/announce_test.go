@@ -155,6 +155,31 @@ func payload(t *testing.T, d *negotiate.Document) []byte {
 	return b
 }
 
+// knows seeds d's cache with doc, signed by its author, as an earlier
+// greeting would have: announcements refresh only what a daemon knows.
+func knows(t *testing.T, d *testDaemon, author peer.ID, doc *negotiate.Document) {
+	t.Helper()
+	a, err := verifyAnnouncement(author, payload(t, doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := d.Store().PutPeer(store.PeerRecord{PeerID: author.String(), AgentID: doc.AgentID, Seq: doc.Seq,
+		DocHash: a.hash, View: a.raw, FetchedAt: now, ChangedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// knowsDaemon seeds d's cache with author's current public view.
+func knowsDaemon(t *testing.T, d, author *testDaemon) {
+	t.Helper()
+	v, err := author.publicView()
+	if err != nil {
+		t.Fatal(err)
+	}
+	knows(t, d, author.pid(), v.doc)
+}
+
 func cachedSeq(d *testDaemon, pid peer.ID) uint64 {
 	rec, err := d.Store().Peer(pid.String())
 	if err != nil {
@@ -188,6 +213,9 @@ func TestGossipUpdateReachesEverySubscriber(t *testing.T) {
 		waitFor(t, fmt.Sprintf("daemon %d's mesh to hold its neighbours", i), inMesh(d, neighbours...))
 	}
 	author, receivers := line[0], line[1:]
+	for _, d := range receivers {
+		knowsDaemon(t, d, author)
+	}
 	events := make([]<-chan Event, len(receivers))
 	for i, d := range receivers {
 		var stop func()
@@ -302,6 +330,7 @@ func TestGossipDropsForgedAndStaleAnnouncements(t *testing.T) {
 	waitFor(t, "R's mesh to hold P and S", inMesh(r, p.ID(), s.ID()))
 	waitFor(t, "P to see R on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), r.pid()) })
 	g := r.gossip
+	knows(t, r, p.ID(), signedDoc(t, p.id, p.id, 1, "ping"))
 
 	// A genuine announcement goes through.
 	p.publish(t, payload(t, signedDoc(t, p.id, p.id, 2, "ping")))
@@ -396,6 +425,7 @@ func TestGossipForwardsWhatAPushAlreadyBrought(t *testing.T) {
 	connect(t, c, b)
 	waitFor(t, "B's mesh to hold P and C", inMesh(b, p.ID(), c.pid()))
 	waitFor(t, "P to see B on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), b.pid()) })
+	knows(t, c, p.ID(), signedDoc(t, p.id, p.id, 1, "ping"))
 	doc := signedDoc(t, p.id, p.id, 2, "ping", "weather.now")
 	a, err := verifyAnnouncement(p.ID(), payload(t, doc))
 	if err != nil {
@@ -427,6 +457,7 @@ func TestGossipLeavesNoGoroutine(t *testing.T) {
 	a, b := startDaemon(t, gossipConfig()), startDaemon(t, gossipConfig())
 	connect(t, a, b)
 	waitFor(t, "the mesh", inMesh(a, b.pid()))
+	knowsDaemon(t, b, a)
 	if _, err := a.UpdateDocument(func(d *negotiate.Document) error {
 		d.Capabilities = d.Capabilities[:1]
 		return nil
@@ -524,4 +555,42 @@ func FuzzDecodeAnnouncement(f *testing.F) {
 		}
 		_, _ = verifyAnnouncement(id.PeerID(), b)
 	})
+}
+
+// TestGossipForwardsButDoesNotCacheStrangers: an announcement by a key R
+// never met reaches S through R, but R does not cache it (anyone can mint
+// keys; caching every one would let them fill every disk of the mesh).
+func TestGossipForwardsButDoesNotCacheStrangers(t *testing.T) {
+	r := startDaemon(t, gossipConfig())
+	p, s := newRawGossip(t), newRawGossip(t)
+	p.connect(t, r)
+	s.connect(t, r)
+	waitFor(t, "R's mesh to hold P and S", inMesh(r, p.ID(), s.ID()))
+	waitFor(t, "P to see R on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), r.pid()) })
+	p.publish(t, payload(t, signedDoc(t, p.id, p.id, 3, "ping")))
+	waitFor(t, "S to receive the stranger's announcement", func() bool { return slices.Equal(s.seqs(t), []uint64{3}) })
+	if _, err := r.Store().Peer(p.ID().String()); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("R cached a stranger's announced view: %v", err)
+	}
+}
+
+// TestAnnouncementLeavesOutHiddenEvenWhenStrangersAreEligible: a hidden
+// capability with no condition a stranger fails is still never announced.
+func TestAnnouncementLeavesOutHiddenEvenWhenStrangersAreEligible(t *testing.T) {
+	cfg := gossipConfig()
+	cfg.Capabilities = []map[string]any{
+		{"name": "ping", "description": "Respond to connectivity tests"},
+		{"name": "secret.door", "description": "Only for those who know", "advertise": "when-eligible"},
+	}
+	a := startDaemon(t, cfg)
+	v, err := a.advertisedView()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := capNames(v.doc); got != "+ping" {
+		t.Fatalf("advertised view %q, want only ping", got)
+	}
+	if err := v.doc.Verify(a.id.PublicKey()); err != nil {
+		t.Fatalf("the advertised view does not verify: %v", err)
+	}
 }

@@ -1,6 +1,11 @@
 package node
 
-import "github.com/ifaced/ifaced/conditions"
+import (
+	"slices"
+
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/negotiate"
+)
 
 // Discovery is three independent mechanisms, each in its own file and each
 // switched by [discovery] in the config:
@@ -51,3 +56,23 @@ func (n *Node) publicFacts() conditions.Facts {
 // provider records and announcements built from it reveal nothing a
 // stranger could not see by greeting.
 func (n *Node) publicView() (*signedView, error) { return n.view(n.publicFacts()) }
+
+// advertisedView is the public view without the capabilities marked
+// when-eligible, even those a stranger happens to be eligible for: an
+// announcement reaches peers this daemon grants less than a stranger (a
+// lower tier in the disclosure map, a revoked key), and a hidden
+// capability must never reach anyone not eligible for it.
+func (n *Node) advertisedView() (*signedView, error) {
+	v, err := n.publicView()
+	if err != nil {
+		return nil, err
+	}
+	if !slices.ContainsFunc(v.doc.Capabilities, func(c negotiate.Capability) bool { return c.Hidden() }) {
+		return v, nil
+	}
+	doc := *v.doc
+	doc.Signature = nil
+	doc.Capabilities = slices.DeleteFunc(slices.Clone(v.doc.Capabilities), func(c negotiate.Capability) bool { return c.Hidden() })
+	doc.SupportedCategories = doc.SupportedToolCategories()
+	return n.signView(&doc)
+}

@@ -314,7 +314,23 @@ func (n *Node) view(f conditions.Facts) (*signedView, error) {
 	if ok {
 		return v, nil
 	}
-	view := doc.View(f, n.order)
+	v, err := n.signView(doc.View(f, n.order))
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	if n.doc.Seq == doc.Seq {
+		if len(n.views) >= maxCachedViews {
+			n.views = map[string]*signedView{} // cheap to rebuild; bounded memory matters more
+		}
+		n.views[key] = v
+	}
+	n.mu.Unlock()
+	return v, nil
+}
+
+// signView signs view and keeps it with its JSON value and content key.
+func (n *Node) signView(view *negotiate.Document) (*signedView, error) {
 	if _, err := view.Sign(n.id, n.now()); err != nil {
 		return nil, err
 	}
@@ -331,16 +347,7 @@ func (n *Node) view(f conditions.Facts) (*signedView, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(ck)
-	v = &signedView{doc: view, content: content, key: sum[:]}
-	n.mu.Lock()
-	if n.doc.Seq == doc.Seq {
-		if len(n.views) >= maxCachedViews {
-			n.views = map[string]*signedView{} // cheap to rebuild; bounded memory matters more
-		}
-		n.views[key] = v
-	}
-	n.mu.Unlock()
-	return v, nil
+	return &signedView{doc: view, content: content, key: sum[:]}, nil
 }
 
 // orderedView is v with the capabilities of the requested ACP tool
@@ -353,18 +360,12 @@ func (n *Node) orderedView(v *signedView, requested []string) (*signedView, []st
 		return v, nil, nil
 	}
 	doc.Signature = nil
-	if _, err := doc.Sign(n.id, n.now()); err != nil {
+	ordered, err := n.signView(doc)
+	if err != nil {
 		return nil, nil, err
 	}
-	raw, err := json.Marshal(doc)
-	if err != nil {
-		return nil, nil, fmt.Errorf("encoding view: %w", err)
-	}
-	var content any
-	if err := json.Unmarshal(raw, &content); err != nil {
-		return nil, nil, fmt.Errorf("encoding view: %w", err)
-	}
-	return &signedView{doc: doc, content: content, key: v.key}, honoured, nil
+	ordered.key = v.key
+	return ordered, honoured, nil
 }
 
 // UpdateDocument replaces the owner's capability list (as `caps add` and
