@@ -29,6 +29,8 @@ type SeenSet interface {
 	Add(id string, expires time.Time) (added bool, err error)
 	// Prune forgets entries that expired before now.
 	Prune(now time.Time) error
+	// Forget removes id (a message that was checked but not processed).
+	Forget(id string) error
 }
 
 // ReplayGuard rejects replayed and out-of-window messages.
@@ -78,6 +80,11 @@ func (g *ReplayGuard) Check(messageID, date string, now time.Time) error {
 // Prune forgets IDs that the date check now rejects by itself.
 func (g *ReplayGuard) Prune(now time.Time) error { return g.seen.Prune(now) }
 
+// Forget undoes the Check of a message that could not be processed after
+// all (say, its audit entry could not be written), so that it is accepted
+// when it comes again rather than refused as a replay and lost.
+func (g *ReplayGuard) Forget(messageID string) error { return g.seen.Forget(messageID) }
+
 // MemorySeenSet is an in-memory SeenSet for tests and for daemons that opt
 // out of persistence.
 type MemorySeenSet struct {
@@ -99,6 +106,14 @@ func (s *MemorySeenSet) Add(id string, expires time.Time) (bool, error) {
 	}
 	s.expires[id] = expires
 	return true, nil
+}
+
+// Forget implements SeenSet.
+func (s *MemorySeenSet) Forget(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.expires, id)
+	return nil
 }
 
 // Prune implements SeenSet.

@@ -469,7 +469,20 @@ func (n *Node) verifySigner(m *gossip.Message, from peer.ID) error {
 // message IDs before the genuine messages arrive (say, through a relay),
 // and whichever transport brings a message first, the second is a replay.
 func (n *Node) checkReplay(from peer.ID, m *gossip.Message) error {
-	return n.replay.Check(from.String()+" "+m.Headers.MessageID, m.Headers.Date, n.now())
+	return n.replay.Check(seenKey(from, m), m.Headers.Date, n.now())
+}
+
+// seenKey is a message's entry in the seen-set.
+func seenKey(from peer.ID, m *gossip.Message) string {
+	return from.String() + " " + m.Headers.MessageID
+}
+
+// unsee forgets a message that passed checkReplay but could not be
+// recorded, so its sender's retry is not refused as a replay.
+func (n *Node) unsee(from peer.ID, m *gossip.Message) {
+	if err := n.replay.Forget(seenKey(from, m)); err != nil {
+		n.log.Warn("forgetting a message ID", "peer", from, "message", m.Headers.MessageID, "err", err)
+	}
 }
 
 // senderOf is the signer of a message that came without a secure channel

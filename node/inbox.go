@@ -122,6 +122,7 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 			return d, n.refuseDelivered(transport, from, m, err)
 		}
 		if err := n.recordVia(transport, gossip.Received, from, m, ""); err != nil {
+			n.unsee(from, m)
 			return nil, err
 		}
 		n.events.publish(Event{Type: EventMessage, At: n.now(), Peer: from.String(), ConversationID: c.ID, Message: m, Detail: "via " + transport})
@@ -149,6 +150,7 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 		n.trustOf(from, m)
 	}
 	if err := n.recordVia(transport, gossip.Received, from, m, ""); err != nil {
+		n.unsee(from, m)
 		return nil, err
 	}
 	detail := "via " + transport
@@ -163,6 +165,7 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 // the local agent. It returns nil unless the audit log failed.
 func (n *Node) refuseDelivered(transport string, from peer.ID, m *gossip.Message, cause error) error {
 	if err := n.recordVia(transport, gossip.Received, from, m, "refused: "+cause.Error()); err != nil {
+		n.unsee(from, m)
 		return err
 	}
 	n.events.publish(Event{Type: EventRefused, At: n.now(), Peer: from.String(), ConversationID: m.Headers.ConversationID, Detail: cause.Error()})
@@ -233,6 +236,7 @@ func (n *Node) ExecuteSigned(m *gossip.Message) (string, any, error) {
 		params = p.Content
 	}
 	if err := n.recordVia("https", gossip.Received, from, m, "capability request through POST /invoke"); err != nil {
+		n.unsee(from, m)
 		return "", nil, err
 	}
 	// An introduction proof on the request counts as on a greeting.

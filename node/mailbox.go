@@ -451,11 +451,12 @@ func (n *Node) acceptMail(relay peer.ID, mail wire.Mail) error {
 	if !slices.ContainsFunc(m.Headers.To, func(a gossip.Agent) bool { return a.Agent == n.id.DID() }) {
 		return refuse(fmt.Errorf("%w: the message is addressed to someone else", gossip.ErrInvalidMessage))
 	}
-	if err := n.checkReplay(from, m); err != nil {
+	if err := n.mailReplay.Check(seenKey(from, m), m.Headers.Date, n.now()); err != nil {
 		return refuse(err)
 	}
 	note := "delivered by the mailbox at relay " + relay.String()
 	if aerr := n.recordVia(viaMailbox, gossip.Received, from, m, note); aerr != nil {
+		n.unsee(from, m) // not acknowledged: it comes again, and must then be accepted
 		return fmt.Errorf("%w: %v", errAuditFailed, aerr)
 	}
 	n.events.publish(Event{Type: EventMessage, At: n.now(), Peer: from.String(), ConversationID: m.Headers.ConversationID,

@@ -35,10 +35,12 @@ type Node struct {
 	store  *store.Store
 	audit  *gossip.AuditLog
 	replay *identity.ReplayGuard
-	order  *conditions.TierOrder
-	policy *negotiate.Policy
-	events *hub
-	now    func() time.Time
+	// mailReplay checks mail fetched from a mailbox (mailbox.go).
+	mailReplay *identity.ReplayGuard
+	order      *conditions.TierOrder
+	policy     *negotiate.Policy
+	events     *hub
+	now        func() time.Time
 
 	started time.Time
 	docMu   sync.Mutex // one document change at a time, so none is lost and no seq is reused
@@ -127,6 +129,9 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		return nil, err
 	}
 	n.replay = identity.NewReplayGuard(n.store.Seen(), cfg.Replay.Window.Duration, cfg.Replay.ClockSkew.Duration)
+	// Mail may wait at a relay for mailbox.retention, so it is dated within
+	// that window rather than the replay window; the seen-set is the same.
+	n.mailReplay = identity.NewReplayGuard(n.store.Seen(), max(cfg.Mailbox.Retention.Duration, cfg.Replay.Window.Duration), cfg.Replay.ClockSkew.Duration)
 	n.trust = newTrust(n)
 	doc, err := cfg.Document(id.DID())
 	if err != nil {

@@ -570,3 +570,48 @@ func TestFetchedMailIsVerifiedBeforeItIsAccepted(t *testing.T) {
 		t.Fatalf("second delivery: %s %q, want refused as a replay", e.Type, e.Detail)
 	}
 }
+
+func TestMailWaitsLongerThanTheReplayWindow(t *testing.T) {
+	relay, alice, bob := mailSetup(t)
+	events, stop := bob.Subscribe()
+	defer stop()
+	q := store.MailQuota{MaxMessages: 10, MaxBytes: 1 << 20, MaxPerSender: 10}
+	leave := func(age time.Duration, text string) *gossip.Message {
+		remote, _ := agentOf(bob.id.PeerID())
+		c := gossip.NewConversation(gossip.NewID("conv", time.Now()), gossip.Agent{Agent: alice.id.DID()}, remote)
+		m, err := c.Next(gossip.PhaseGreeting, time.Now().Add(-age))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Body.Text = text
+		if err := m.Sign(alice.id, time.Now().Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := relay.Store().PutMail(store.MailItem{ID: gossip.NewID("mail", time.Now()), To: bob.id.PeerID().String(),
+			From: alice.id.PeerID().String(), MessageID: m.Headers.MessageID, Received: time.Now(),
+			Expires: time.Now().Add(time.Hour), Message: encodeMail(t, m)}, q); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	// Three days at the relay: past the 24 h replay window, within the
+	// 7-day retention. Eight days: past both.
+	fresh := leave(72*time.Hour, "three days old")
+	leave(8*24*time.Hour, "eight days old")
+	bob.fetchMail(relay.id.PeerID())
+	var accepted, refused []string
+	for len(accepted)+len(refused) < 2 {
+		e := waitEvent(t, events, func(e Event) bool { return e.Type == EventMessage || e.Type == EventRefused })
+		if e.Type == EventMessage {
+			accepted = append(accepted, e.Message.Headers.MessageID)
+		} else {
+			refused = append(refused, e.Detail)
+		}
+	}
+	if len(accepted) != 1 || accepted[0] != fresh.Headers.MessageID {
+		t.Fatalf("accepted %v, want only the three-day-old message", accepted)
+	}
+	if len(refused) != 1 || !strings.Contains(refused[0], "older than") {
+		t.Fatalf("refused %q, want the eight-day-old one as stale", refused)
+	}
+}

@@ -103,3 +103,28 @@ func TestMailQuotasOrderAckAndPrune(t *testing.T) {
 		t.Fatalf("outbox after delete: %+v", items)
 	}
 }
+
+func TestSeenForget(t *testing.T) {
+	s, _ := openTemp(t)
+	seen := s.Seen()
+	exp := time.Now().Add(time.Hour)
+	if added, err := seen.Add("p msg:1", exp); !added || err != nil {
+		t.Fatalf("first add: %v %v", added, err)
+	}
+	if err := seen.Forget("p msg:1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := seen.Forget("p never-seen"); err != nil {
+		t.Fatalf("forgetting an unknown ID: %v", err)
+	}
+	if added, _ := seen.Add("p msg:1", exp); !added {
+		t.Fatal("a forgotten ID is still seen")
+	}
+	// The expiry index was cleaned too: pruning later finds nothing stale to trip on.
+	if err := seen.Prune(exp.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if added, _ := seen.Add("p msg:1", exp.Add(time.Hour)); !added {
+		t.Fatal("pruned ID still seen")
+	}
+}

@@ -70,6 +70,32 @@ func (ss seenSet) Add(id string, expires time.Time) (added bool, err error) {
 	return added, nil
 }
 
+// Forget removes id, so a message whose processing failed after its check
+// (its audit could not be written) is not refused as a replay when it
+// comes again.
+func (ss seenSet) Forget(id string) error {
+	err := ss.s.db.Update(func(tx *bolt.Tx) error {
+		seen, index := tx.Bucket(bucketSeen), tx.Bucket(bucketSeenByExpiry)
+		key := []byte(id)
+		raw := seen.Get(key)
+		if raw == nil {
+			return nil
+		}
+		var old seenRecord
+		if err := decode(bucketSeen, key, raw, &old); err != nil {
+			return err
+		}
+		if err := index.Delete(expiryKey(old.Expires, id)); err != nil {
+			return err
+		}
+		return seen.Delete(key)
+	})
+	if err != nil {
+		return fmt.Errorf("forgetting message ID %q: %w", id, err)
+	}
+	return nil
+}
+
 // Prune deletes entries whose expiry is before now. It reads the expiry
 // index from its start and stops at the first entry that is still live, so
 // its cost follows the number of expired entries, not the size of the set.
