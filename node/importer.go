@@ -48,6 +48,9 @@ func importClient(importTimeout time.Duration) *http.Client {
 		Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, ResponseHeaderTimeout: importTimeout,
 			MaxResponseHeaderBytes: 64 << 10, DisableKeepAlives: true},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if req.URL.Scheme != via[0].URL.Scheme {
+				return fmt.Errorf("redirected from %s to %s; import that URL instead if you trust it", via[0].URL.Scheme, req.URL.Redacted())
+			}
 			if req.URL.Host != via[0].URL.Host {
 				return fmt.Errorf("redirected to another host, %s; import that URL instead if you trust it", req.URL.Redacted())
 			}
@@ -77,7 +80,7 @@ func (n *Node) Import(ctx context.Context, rawURL string) (store.ImportRecord, e
 
 func signedWord(signed bool) string {
 	if signed {
-		return "JWS verified"
+		return "JWS verified, self-signed"
 	}
 	return "unsigned"
 }

@@ -49,13 +49,13 @@ type inboxConvs struct {
 	order []string
 }
 
-func (ic *inboxConvs) get(id string, local, remote gossip.Agent) *gossip.Conversation {
+func (ic *inboxConvs) get(key, id string, local, remote gossip.Agent) *gossip.Conversation {
 	ic.mu.Lock()
 	defer ic.mu.Unlock()
 	if ic.convs == nil {
 		ic.convs = map[string]*gossip.Conversation{}
 	}
-	if c, ok := ic.convs[id]; ok {
+	if c, ok := ic.convs[key]; ok {
 		return c
 	}
 	if len(ic.order) >= maxInboxConversations {
@@ -70,8 +70,8 @@ func (ic *inboxConvs) get(id string, local, remote gossip.Agent) *gossip.Convers
 		ic.order = append(ic.order[:victim], ic.order[victim+1:]...)
 	}
 	c := gossip.NewConversation(id, local, remote)
-	ic.convs[id] = c
-	ic.order = append(ic.order, id)
+	ic.convs[key] = c
+	ic.order = append(ic.order, key)
 	return c
 }
 
@@ -135,7 +135,9 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 	if err != nil {
 		return nil, err
 	}
-	ic := n.inbox.get(m.Headers.ConversationID, n.localAgent(), remote)
+	// Keyed by signer too: the first to use a conversation ID must not
+	// take it from its owner.
+	ic := n.inbox.get(from.String()+" "+m.Headers.ConversationID, m.Headers.ConversationID, n.localAgent(), remote)
 	if err := ic.Accept(m); err != nil {
 		d.Refused = err
 		return d, n.refuseDelivered(transport, from, m, err)

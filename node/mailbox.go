@@ -197,12 +197,16 @@ func (n *Node) queueMail(pid peer.ID, text string, cause error) (*SendResult, er
 	if len(raw) > wire.MaxMailMessage {
 		return nil, fmt.Errorf("sending to %s: %w: %d bytes, a mailbox takes at most %d", pid, gossip.ErrTooLarge, len(raw), wire.MaxMailMessage)
 	}
-	if err := n.recordVia(viaMailbox, gossip.Sent, pid, m, "queued for the peer's mailbox: "+cause.Error()); err != nil {
-		return nil, err
-	}
+	// Queued first, audited second: a crash between the two leaves a
+	// message that will be sent and whose audit entry is missing, rather
+	// than one the audit log says was queued and that never goes.
 	now := n.now()
 	item := store.OutboxItem{ID: m.Headers.MessageID, To: pid.String(), Message: raw, Queued: now, NextAttempt: now}
 	if err := n.store.PutOutbox(item); err != nil {
+		return nil, err
+	}
+	if err := n.recordVia(viaMailbox, gossip.Sent, pid, m, "queued for the peer's mailbox: "+cause.Error()); err != nil {
+		n.store.DeleteOutbox(item.ID)
 		return nil, err
 	}
 	n.kickOutbox()
@@ -381,7 +385,10 @@ func (n *Node) publishMail(relay peer.AddrInfo, to peer.ID, msg []byte) (id, exp
 // fetchMail fetches, checks, audits and acknowledges the mail waiting at
 // relay, until none is left.
 func (n *Node) fetchMail(relay peer.ID) {
-	n.mail.fetchMu.Lock()
+	// One fetch at a time; a poll that finds one running has nothing to add.
+	if !n.mail.fetchMu.TryLock() {
+		return
+	}
 	defer n.mail.fetchMu.Unlock()
 	for n.ctx.Err() == nil {
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.StreamTimeout.Duration)

@@ -98,7 +98,7 @@ func describeFound(p node.FindResult) string {
 	case node.FindImported:
 		s := fmt.Sprintf("imported %s, ", p.Format)
 		if p.Signed {
-			s += "JWS verified"
+			s += "JWS verified, self-signed"
 		} else {
 			s += "unsigned"
 		}

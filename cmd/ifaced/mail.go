@@ -139,7 +139,7 @@ func printImport(e *env, r *store.ImportRecord) {
 	json.Unmarshal(r.View, &doc)
 	signed := "unsigned"
 	if r.Signed {
-		signed = "JWS verified"
+		signed = "JWS verified, self-signed"
 	}
 	fmt.Fprintf(e.stdout, "%s: %s (%s, %s), %d capabilities, fetched %s\n", r.URL, orDash(r.Name), r.Format, signed,
 		len(doc.Capabilities), r.FetchedAt.Local().Format(time.DateTime))

@@ -65,6 +65,12 @@ type a2aMessage struct {
 }
 
 func (s *Server) a2a(w http.ResponseWriter, r *http.Request) {
+	// JSON only: a web page can send text/plain across origins without
+	// asking, and must not be able to run skills that way.
+	if !isJSON(r) {
+		writeError(w, http.StatusUnsupportedMediaType, CodeInvalidFormat, fmt.Sprintf("Content-Type is %q; send application/json", r.Header.Get("Content-Type")))
+		return
+	}
 	body, ok := readBody(w, r)
 	if !ok {
 		return
