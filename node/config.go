@@ -162,6 +162,7 @@ type MailboxConfig struct {
 	MaxMessages  int      `toml:"max_messages"`   // per recipient
 	MaxKB        int      `toml:"max_kb"`         // per recipient, message bytes
 	MaxPerSender int      `toml:"max_per_sender"` // held at once from one sender, across recipients
+	MaxTotalMB   int      `toml:"max_total_mb"`   // held for everyone together
 	Poll         Duration `toml:"poll"`           // how often a daemon with relay.use fetches its mail
 	GiveUp       Duration `toml:"give_up"`        // a queued outgoing message is dropped (and the owner told) after this
 }
@@ -263,7 +264,7 @@ func DefaultConfig() *Config {
 		Relay: RelayConfig{Use: []string{}, Mailbox: true, MaxReservations: 128, MaxCircuits: 16,
 			CircuitDuration: Duration{30 * time.Minute}, CircuitDataKB: 16 << 10},
 		Mailbox: MailboxConfig{Retention: Duration{7 * 24 * time.Hour}, MaxMessages: 1000, MaxKB: 16 << 10,
-			MaxPerSender: 200, Poll: Duration{time.Minute}, GiveUp: Duration{24 * time.Hour}},
+			MaxPerSender: 200, MaxTotalMB: 256, Poll: Duration{time.Minute}, GiveUp: Duration{24 * time.Hour}},
 		Discovery: DiscoveryConfig{MDNS: true, MDNSService: "_ifaced._udp", DHT: DHTAuto, Bootstrap: []string{},
 			Reprovide: Duration{12 * time.Hour}, Gossip: true, ImportRefresh: Duration{6 * time.Hour}},
 		Log:          LogConfig{Level: "info", Format: "text"},
@@ -410,7 +411,7 @@ func (c *Config) Validate() error {
 		"rates.cool": c.Rates.Cool, "rates.warm": c.Rates.Warm, "rates.hot": c.Rates.Hot,
 		"relay.max_reservations": c.Relay.MaxReservations, "relay.max_circuits": c.Relay.MaxCircuits,
 		"relay.circuit_data_kb": c.Relay.CircuitDataKB, "mailbox.max_messages": c.Mailbox.MaxMessages,
-		"mailbox.max_kb": c.Mailbox.MaxKB, "mailbox.max_per_sender": c.Mailbox.MaxPerSender}
+		"mailbox.max_kb": c.Mailbox.MaxKB, "mailbox.max_per_sender": c.Mailbox.MaxPerSender, "mailbox.max_total_mb": c.Mailbox.MaxTotalMB}
 	for _, k := range slices.Sorted(maps.Keys(positive)) {
 		if positive[k] <= 0 {
 			bad(k, "must be positive, got %d", positive[k])

@@ -536,9 +536,10 @@ func (n *Node) handleMailbox(s network.Stream) {
 		}
 		answer(res)
 	case wire.OpRetrieve:
-		if err := n.store.RegisterMailbox(pid.String(), now); err != nil {
-			fail(err)
-			return
+		// Fetching registers the peer, unless the relay holds all the
+		// mailboxes it may; what waits for it is served either way.
+		if err := n.store.RegisterMailbox(pid.String(), now, n.maxMailboxes()); err != nil {
+			n.log.Info("not registering a mailbox", "peer", pid, "err", err)
 		}
 		limit := wire.MaxMailBatch
 		if req.Limit > 0 {
@@ -616,7 +617,8 @@ func (n *Node) holdMail(from peer.ID, req *wire.MailboxRequest, now time.Time) (
 	if err != nil {
 		return nil, err
 	}
-	q := store.MailQuota{MaxMessages: n.cfg.Mailbox.MaxMessages, MaxBytes: n.cfg.Mailbox.MaxKB << 10, MaxPerSender: n.cfg.Mailbox.MaxPerSender}
+	q := store.MailQuota{MaxMessages: n.cfg.Mailbox.MaxMessages, MaxBytes: n.cfg.Mailbox.MaxKB << 10, MaxPerSender: n.cfg.Mailbox.MaxPerSender,
+		MaxTotalBytes: n.cfg.Mailbox.MaxTotalMB << 20}
 	id, err := n.store.PutMail(store.MailItem{ID: gossip.NewID("mail", now), To: to.String(), From: from.String(),
 		MessageID: m.Headers.MessageID, Received: now, Expires: expires, Message: held}, q)
 	if errors.Is(err, store.ErrMailQuota) {
@@ -628,6 +630,11 @@ func (n *Node) holdMail(from peer.ID, req *wire.MailboxRequest, now time.Time) (
 	n.log.Info("holding mail", "from", from, "to", to, "mail_id", id, "expires", expires.Format(time.RFC3339))
 	return &wire.MailboxResponse{OK: true, ID: id, Expires: gossip.FormatDate(expires)}, nil
 }
+
+// maxMailboxes bounds the peers registered at once: every peer may hold
+// a slot, and as many again may be away with mail waiting, several times
+// over.
+func (n *Node) maxMailboxes() int { return 4 * n.cfg.Relay.MaxReservations }
 
 // pruneMail drops expired mail and stale registrations.
 func (n *Node) pruneMail() {

@@ -307,7 +307,7 @@ type relayACL struct{ n *Node }
 
 func (a relayACL) AllowReserve(p peer.ID, _ multiaddr.Multiaddr) bool {
 	if a.n.cfg.Relay.Mailbox {
-		if err := a.n.store.RegisterMailbox(p.String(), a.n.now()); err != nil {
+		if err := a.n.store.RegisterMailbox(p.String(), a.n.now(), a.n.maxMailboxes()); err != nil {
 			a.n.log.Warn("registering a mailbox", "peer", p, "err", err)
 		}
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -28,6 +29,9 @@ var (
 	bucketMailBySender   = []byte("mail_by_sender")
 	bucketMailRecipients = []byte("mail_recipients")
 	bucketOutbox         = []byte("outbox")
+	bucketMailMeta       = []byte("mail_meta") // totals kept with the mail they count
+
+	keyMailBytes = []byte("bytes") // message bytes held, all recipients
 )
 
 // ErrMailQuota: a mailbox is full, for the recipient or from the sender.
@@ -46,9 +50,32 @@ type MailItem struct {
 
 // MailQuota bounds what PutMail accepts.
 type MailQuota struct {
-	MaxMessages  int // per recipient
-	MaxBytes     int // per recipient, message bytes
-	MaxPerSender int // held from one sender, across recipients
+	MaxMessages   int // per recipient
+	MaxBytes      int // per recipient, message bytes
+	MaxPerSender  int // held from one sender, across recipients
+	MaxTotalBytes int // held for everyone together; 0 is no limit
+}
+
+func mailBytes(tx *bolt.Tx) uint64 {
+	if v := tx.Bucket(bucketMailMeta).Get(keyMailBytes); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+func addMailBytes(tx *bolt.Tx, delta int) error {
+	total := int64(mailBytes(tx)) + int64(delta)
+	total = max(total, 0)
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], uint64(total))
+	return tx.Bucket(bucketMailMeta).Put(keyMailBytes, v[:])
+}
+
+// MailBytes is the message bytes held for all recipients.
+func (s *Store) MailBytes() (uint64, error) {
+	var n uint64
+	err := s.db.View(func(tx *bolt.Tx) error { n = mailBytes(tx); return nil })
+	return n, err
 }
 
 func mailKey(to, id string) []byte { return []byte(to + "\x00" + id) }
@@ -94,6 +121,12 @@ func (s *Store) PutMail(item MailItem, q MailQuota) (id string, err error) {
 		}
 		if sent >= q.MaxPerSender {
 			return fmt.Errorf("%w: %d messages from this sender are already waiting (at most %d)", ErrMailQuota, sent, q.MaxPerSender)
+		}
+		if total := mailBytes(tx); q.MaxTotalBytes > 0 && total+uint64(len(item.Message)) > uint64(q.MaxTotalBytes) {
+			return fmt.Errorf("%w: the relay holds %d bytes of mail for everyone (at most %d)", ErrMailQuota, total, q.MaxTotalBytes)
+		}
+		if err := addMailBytes(tx, len(item.Message)); err != nil {
+			return err
 		}
 		raw, err := encode(item)
 		if err != nil {
@@ -165,6 +198,9 @@ func (s *Store) AckMail(to string, ids []string) (int, error) {
 			if err := bySender.Delete(senderKey(item.From, item.To, item.ID)); err != nil {
 				return err
 			}
+			if err := addMailBytes(tx, -len(item.Message)); err != nil {
+				return err
+			}
 			n++
 		}
 		return nil
@@ -202,6 +238,9 @@ func (s *Store) PruneMail(now, registeredSince time.Time) (int, error) {
 			if err := bySender.Delete(senderKey(item.From, item.To, item.ID)); err != nil {
 				return err
 			}
+			if err := addMailBytes(tx, -len(item.Message)); err != nil {
+				return err
+			}
 		}
 		n = len(expired)
 		reg := tx.Bucket(bucketMailRecipients)
@@ -229,13 +268,31 @@ func (s *Store) PruneMail(now, registeredSince time.Time) (int, error) {
 	return n, nil
 }
 
-// RegisterMailbox records that peer uses this relay's mailbox as of at.
-func (s *Store) RegisterMailbox(peer string, at time.Time) error {
+// ErrTooManyMailboxes: the relay holds as many mailboxes as it may.
+var ErrTooManyMailboxes = errors.New("the relay holds as many mailboxes as it may")
+
+// RegisterMailbox records that peer uses this relay's mailbox as of at. A
+// peer not yet registered is refused (ErrTooManyMailboxes) once max are;
+// max 0 is no limit.
+func (s *Store) RegisterMailbox(peer string, at time.Time, max int) error {
 	v, err := at.UTC().MarshalText()
 	if err != nil {
 		return err
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMailRecipients).Put([]byte(peer), v) })
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketMailRecipients)
+		if max > 0 && b.Get([]byte(peer)) == nil {
+			n := 0
+			c := b.Cursor()
+			for k, _ := c.First(); k != nil && n < max; k, _ = c.Next() {
+				n++
+			}
+			if n >= max {
+				return ErrTooManyMailboxes
+			}
+		}
+		return b.Put([]byte(peer), v)
+	})
 	if err != nil {
 		return fmt.Errorf("registering mailbox of %s: %w", peer, err)
 	}

@@ -26,6 +26,10 @@ func TestMailQuotasOrderAckAndPrune(t *testing.T) {
 	if _, err := s.PutMail(mailItem("bob", "dave", 2, now), q); !errors.Is(err, ErrMailQuota) {
 		t.Fatalf("over the byte quota: %v", err)
 	}
+	// Total: the relay's own ceiling across recipients.
+	if _, err := s.PutMail(mailItem("zoe", "yann", 9, now), MailQuota{MaxMessages: 9, MaxBytes: 1000, MaxPerSender: 9, MaxTotalBytes: 250}); !errors.Is(err, ErrMailQuota) {
+		t.Fatalf("over the total quota: %v", err)
+	}
 	// Per sender: alice may leave two across recipients.
 	if _, err := s.PutMail(mailItem("erin", "alice", 3, now), q); err != nil {
 		t.Fatal(err)
@@ -69,11 +73,23 @@ func TestMailQuotasOrderAckAndPrune(t *testing.T) {
 	if got, _, _ := s.Mail("bob", later, 10, 1<<20); len(got) != 0 {
 		t.Fatalf("expired mail served: %+v", got)
 	}
-	if err := s.RegisterMailbox("bob", now); err != nil {
+	if err := s.RegisterMailbox("bob", now, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterMailbox("carol", now, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterMailbox("dave", now, 2); !errors.Is(err, ErrTooManyMailboxes) {
+		t.Fatalf("a third mailbox with room for two: %v", err)
+	}
+	if err := s.RegisterMailbox("bob", now.Add(time.Second), 2); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _ := s.MailboxRegistered("bob", now.Add(-time.Minute)); !ok {
 		t.Fatal("bob not registered")
+	}
+	if b, _ := s.MailBytes(); b != 3*100 {
+		t.Fatalf("mail bytes %d, want 300 (three messages held)", b)
 	}
 	n, err := s.PruneMail(later, now.Add(time.Minute))
 	if err != nil || n != 3 {
@@ -92,6 +108,9 @@ func TestMailQuotasOrderAckAndPrune(t *testing.T) {
 	s = reopen(t, s)
 	if got, _, _ := s.Mail("bob", later, 10, 1<<20); len(got) != 1 {
 		t.Fatalf("after reopen bob has %d messages", len(got))
+	}
+	if b, _ := s.MailBytes(); b != 100 {
+		t.Fatalf("mail bytes after pruning and one more message: %d, want 100", b)
 	}
 	if items, _ := s.Outbox(); len(items) != 1 || items[0].ID != "msg_1" {
 		t.Fatalf("outbox after reopen: %+v", items)

@@ -47,7 +47,7 @@ var (
 // dataBuckets are created with the file alongside meta.
 var dataBuckets = [][]byte{bucketPeers, bucketSeen, bucketSeenByExpiry, bucketOwn,
 	bucketTrust, bucketIntrosIssued, bucketIntrosHeld,
-	bucketMail, bucketMailBySender, bucketMailRecipients, bucketOutbox, bucketImports}
+	bucketMail, bucketMailBySender, bucketMailRecipients, bucketOutbox, bucketImports, bucketMailMeta}
 
 // Store is the open store file. It is safe for concurrent use: bbolt runs
 // one writer at a time and readers beside it.
