@@ -110,6 +110,11 @@ func (s *Server) a2a(w http.ResponseWriter, r *http.Request) {
 		answer(nil, &rpcError{Code: rpcInvalidParams, Message: `name the skill to run: message.metadata.skill, or a data part {"skill": ID, "input": {...}}`})
 		return
 	}
+	release, ok := s.invocation(w)
+	if !ok {
+		return
+	}
+	defer release()
 	out, err := s.n.Execute(skill, input, s.n.HTTPFacts())
 	if err != nil {
 		body := wire.NewErrorBody(err)

@@ -194,6 +194,11 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, `"action" is required: the name of one of the actions GET /capabilities lists`)
 		return
 	}
+	release, ok := s.invocation(w)
+	if !ok {
+		return
+	}
+	defer release()
 	out, err := s.n.Execute(req.Action, req.Input, s.n.HTTPFacts())
 	if err != nil {
 		s.refuse(w, err)
@@ -210,6 +215,11 @@ func (s *Server) invokeSigned(w http.ResponseWriter, body []byte) {
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, err.Error())
 		return
 	}
+	release, ok := s.invocation(w)
+	if !ok {
+		return
+	}
+	defer release()
 	name, out, err := s.n.ExecuteSigned(m)
 	var retry *wire.RetryAfterError
 	switch {

@@ -50,6 +50,9 @@ type Server struct {
 	addr string
 	url  string // how callers reach it
 	tls  bool
+
+	limit   *limiter
+	running chan struct{} // one token per invocation running
 }
 
 // Listen serves the binding of n as cfg says. cfg.Listen must be set.
@@ -66,7 +69,8 @@ func Listen(n *node.Node, cfg node.HTTPConfig, log *slog.Logger) (*Server, error
 	if err != nil {
 		return nil, fmt.Errorf("starting HTTP binding on %s: %w", cfg.Listen, err)
 	}
-	s := &Server{n: n, cfg: cfg, log: log, addr: ln.Addr().String(), tls: tlsCfg != nil}
+	s := &Server{n: n, cfg: cfg, log: log, addr: ln.Addr().String(), tls: tlsCfg != nil,
+		limit: newLimiter(), running: make(chan struct{}, maxInvocations)}
 	s.url = cfg.URL
 	if s.url == "" {
 		scheme := "http"
@@ -133,7 +137,7 @@ func (s *Server) routes() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no endpoint %s (see /.well-known/iface/capabilities)", r.URL.Path))
 	})
-	return limitBody(mux)
+	return s.limited(limitBody(mux))
 }
 
 // allowedMethods lists the methods the path has a route for, if any.
