@@ -12,7 +12,8 @@ import (
 // Frames. On a libp2p stream every message travels as one frame: an
 // unsigned varint (multiformats, at most 9 bytes, minimally encoded) giving
 // the length of the payload, then the payload, one deterministic CBOR item.
-// A length over MaxMessageSize is refused before anything is allocated.
+// A length over MaxMessageSize is refused before anything is allocated,
+// and the payload's buffer grows as its bytes arrive, never ahead of them.
 
 var (
 	// ErrFrameTooLarge: the length prefix announces more than MaxMessageSize.
@@ -54,14 +55,41 @@ func ReadFrame(r *bufio.Reader) ([]byte, error) {
 	case n > MaxMessageSize:
 		return nil, fmt.Errorf("reading frame: %w: %d bytes announced, at most %d", ErrFrameTooLarge, n, MaxMessageSize)
 	}
-	payload := make([]byte, n)
-	if _, err := io.ReadFull(r, payload); err != nil {
+	payload, err := readPayload(r, int(n))
+	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, fmt.Errorf("reading frame of %d bytes: %w", n, ErrTruncatedFrame)
 		}
 		return nil, fmt.Errorf("reading frame of %d bytes: %w", n, err)
 	}
 	return payload, nil
+}
+
+// frameChunk is the buffer a frame's payload starts in; most frames fit.
+const frameChunk = 64 << 10
+
+// readPayload reads n bytes into a buffer that grows (doubling, never past
+// n) only as they arrive, so a peer that announces 1 MiB and stalls holds
+// no more memory than it sent, twice at most.
+func readPayload(r io.Reader, n int) ([]byte, error) {
+	buf := make([]byte, min(n, frameChunk))
+	got := 0
+	for {
+		m, err := io.ReadFull(r, buf[got:])
+		got += m
+		if err != nil {
+			if got > 0 && err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		if got == n {
+			return buf, nil
+		}
+		next := make([]byte, min(n, 2*len(buf)))
+		copy(next, buf)
+		buf = next
+	}
 }
 
 // WriteMessage encodes m as CBOR and writes it as one frame.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"runtime"
 	"testing"
 )
 
@@ -85,4 +86,33 @@ func FuzzReadMessage(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFramePayloadGrowsAsItArrives: a frame longer than the first buffer
+// reads back whole, and a frame that announces 1 MiB but delivers a few
+// bytes costs about what arrived, not what was announced.
+func TestFramePayloadGrowsAsItArrives(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 300<<10/16) // 300 KiB: past the first buffer, and past a doubling
+	var buf bytes.Buffer
+	if err := WriteFrame(&buf, big); err != nil {
+		t.Fatal(err)
+	}
+	whole := buf.Bytes()
+	if got, err := ReadFrame(bufio.NewReader(bytes.NewReader(whole))); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("a 300 KiB frame: %d bytes, %v", len(got), err)
+	}
+	if _, err := ReadFrame(bufio.NewReader(bytes.NewReader(whole[:200<<10]))); !errors.Is(err, ErrTruncatedFrame) {
+		t.Fatalf("a 300 KiB frame cut at 200 KiB: %v, want ErrTruncatedFrame", err)
+	}
+	stalled := append([]byte{0xff, 0xff, 0x3f}, "a few bytes"...) // announces 1048575
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := ReadFrame(bufio.NewReader(bytes.NewReader(stalled)))
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrTruncatedFrame) {
+		t.Fatalf("a frame that stops after a few bytes: %v, want ErrTruncatedFrame", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 256<<10 {
+		t.Errorf("reading a few bytes of a frame announcing 1 MiB allocated %d KiB", got>>10)
+	}
 }

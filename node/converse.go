@@ -176,6 +176,7 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 		s.Reset()
 		return nil, fmt.Errorf("greeting %s: %w", pid, err)
 	}
+	n.markGreeted(pid)
 	var theirs negotiate.Granted
 	if p, ok := reply.Body.Part(partContext); ok {
 		if err := decodePart(p, &theirs); err != nil {
@@ -192,6 +193,14 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 	}
 	return &GreetResult{ConversationID: c.ID, Peer: pid.String(), Granted: granted, GrantedToUs: theirs, View: view}, nil
 }
+
+// greetedTag marks, for the connection manager, the peers this daemon has
+// exchanged verified greetings with. When it trims connections it closes
+// those of lower value first, so strangers that never greeted (a flood of
+// fresh identities, say) go before the peers in a negotiation.
+const greetedTag = "ifaced-greeted"
+
+func (n *Node) markGreeted(pid peer.ID) { n.host.ConnManager().TagPeer(pid, greetedTag, 10) }
 
 // handleConversation answers a greeting and serves the conversation until
 // it closes.
@@ -227,6 +236,7 @@ func (n *Node) answerGreeting(s network.Stream, conversation bool) {
 		n.refuseIn(c, first, err)
 		return
 	}
+	n.markGreeted(pid)
 	prop := proposalOf(first)
 	c.granted = n.grant(pid, first, prop)
 	// Only a hint: a few are plenty, and a peer's list costs memory per

@@ -19,11 +19,17 @@ import (
 // connections and streams; the rest stay free for the store and logs.
 const maxFDs = 4096
 
+// peerStreamShare is how many inbound streams one peer may hold at once:
+// an eighth of limits.max_streams, and at least 8, which is room for a
+// handful of open conversations and the queries beside them.
+func peerStreamShare(maxStreams int) int { return max(maxStreams/8, 8) }
+
 // newHost builds the libp2p host: TCP and QUIC, Noise and TLS, yamux,
 // identify and ping, a resource manager scaled to limits.max_memory_mb
-// with the daemon-wide stream ceiling of limits.max_streams, and a
-// connection manager with the configured water marks. Metrics stay off.
-// extra adds what reachability needs (relay.go).
+// with the daemon-wide stream ceiling of limits.max_streams (of which one
+// peer may hold an eighth), and a connection manager with the configured
+// water marks. Metrics stay off. extra adds what reachability needs
+// (relay.go).
 func newHost(cfg *Config, id *identity.Identity, extra ...libp2p.Option) (host.Host, error) {
 	scaling := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&scaling)
@@ -37,7 +43,12 @@ func newHost(cfg *Config, id *identity.Identity, extra ...libp2p.Option) (host.H
 		Conns:        conns,
 		ConnsInbound: conns,
 		FD:           maxFDs,
-	}, Transient: rcmgr.ResourceLimits{Conns: conns, ConnsInbound: conns}}.Build(concrete)
+	}, Transient: rcmgr.ResourceLimits{Conns: conns, ConnsInbound: conns},
+		// One peer may open at most its share of the daemon-wide ceiling,
+		// so a peer flooding idle streams cannot take the streams every
+		// other peer needs (the scaled default lets one peer hold 288).
+		PeerDefault: rcmgr.ResourceLimits{StreamsInbound: rcmgr.LimitVal(peerStreamShare(cfg.Limits.MaxStreams))},
+	}.Build(concrete)
 	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(concrete))
 	if err != nil {
 		return nil, fmt.Errorf("creating resource manager: %w", err)
