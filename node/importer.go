@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"time"
@@ -94,7 +95,14 @@ func (n *Node) fetchImport(ctx context.Context, u string) (store.ImportRecord, e
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := importClient(n.importTimeout).Do(req)
-	if err != nil {
+	var ne net.Error
+	switch {
+	case err == nil:
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		// The request's deadline and the client's timeout are the same;
+		// whichever fires first, it is one thing to the owner.
+		return store.ImportRecord{}, fmt.Errorf("%w: fetching %s: no answer within the %s timeout", ErrImport, u, n.importTimeout)
+	default:
 		return store.ImportRecord{}, fmt.Errorf("%w: fetching %s: %v", ErrImport, u, err)
 	}
 	defer resp.Body.Close()

@@ -82,8 +82,10 @@ func tcpOnly(c *Config) *Config {
 // waitGone waits until d has noticed that gone closed.
 func waitGone(t *testing.T, d, gone *testDaemon) {
 	t.Helper()
+	// NotConnected, not merely not Connected: a relayed connection is
+	// Limited while it lasts.
 	waitFor(t, "the peer's connections to close", func() bool {
-		return d.Host().Network().Connectedness(gone.id.PeerID()) != network.Connected
+		return d.Host().Network().Connectedness(gone.id.PeerID()) == network.NotConnected
 	})
 }
 

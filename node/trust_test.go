@@ -114,6 +114,7 @@ func TestIntroductionGrantsItsTier(t *testing.T) {
 
 	// The introduction holds across a restart, and greeting again changes nothing.
 	alice.Close()
+	waitDisconnected(t, bob, alice) // else bob may greet over the dying connection
 	alice = restartDaemon(t, alice)
 	connect(t, bob, alice)
 	greet(t, bob, alice)
