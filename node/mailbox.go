@@ -99,27 +99,37 @@ func (n *Node) Send(ctx context.Context, pid peer.ID, text string) (*SendResult,
 	if strings.TrimSpace(text) == "" {
 		return nil, errors.New("sending: the text is empty")
 	}
-	c := n.conversationWith(pid)
-	if c == nil {
-		res, err := n.Greet(ctx, pid, negotiate.Proposal{})
-		if err != nil {
-			var remote *wire.RemoteError
-			if errors.As(err, &remote) || ctx.Err() != nil {
-				return nil, err
+	for attempt := 0; ; attempt++ {
+		c := n.conversationWith(pid)
+		fresh := c == nil
+		if fresh {
+			res, err := n.Greet(ctx, pid, negotiate.Proposal{})
+			if err != nil {
+				var remote *wire.RemoteError
+				if errors.As(err, &remote) || ctx.Err() != nil {
+					return nil, err
+				}
+				// Nobody answered: leave it at the peer's mailbox.
+				return n.queueMail(pid, text, err)
 			}
-			// Nobody answered: leave it at the peer's mailbox.
-			return n.queueMail(pid, text, err)
+			if c = n.conversation(res.ConversationID); c == nil {
+				return nil, fmt.Errorf("sending to %s: the conversation closed at once", pid)
+			}
 		}
-		c = n.conversation(res.ConversationID)
-		if c == nil {
-			return nil, fmt.Errorf("sending to %s: the conversation closed at once", pid)
+		m, err := n.Say(c.ID, gossip.PhaseContext, text)
+		if err == nil {
+			return &SendResult{ConversationID: c.ID, MessageID: m.Headers.MessageID, Delivered: "conversation"}, nil
 		}
+		if fresh || attempt > 0 || ctx.Err() != nil {
+			return nil, err
+		}
+		// The conversation looked open but could not carry the message
+		// (its stream died with a relay, say, or the peer closed it): end
+		// it, and greet again through whatever path works now.
+		n.log.Info("an open conversation failed; greeting again", "peer", pid, "conversation", c.ID, "err", err)
+		c.stream.Reset()
+		n.closeConv(c)
 	}
-	m, err := n.Say(c.ID, gossip.PhaseContext, text)
-	if err != nil {
-		return nil, err
-	}
-	return &SendResult{ConversationID: c.ID, MessageID: m.Headers.MessageID, Delivered: "conversation"}, nil
 }
 
 // mailRelays are the relays pid's cached document names, as dialable

@@ -617,3 +617,39 @@ func TestMailWaitsLongerThanTheReplayWindow(t *testing.T) {
 		t.Fatalf("refused %q, want the eight-day-old one as stale", refused)
 	}
 }
+
+func TestSendGreetsAgainWhenTheOpenConversationCannotCarryIt(t *testing.T) {
+	bob := startDaemon(t, nil)
+	alice := startDaemon(t, aliceConfig(""))
+	connect(t, alice, bob)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := alice.Send(ctx, bob.id.PeerID(), "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The conversation is still listed, but its stream can no longer
+	// carry anything (as when a relay under it died unnoticed).
+	c := alice.conversation(first.ConversationID)
+	if c == nil {
+		t.Fatal("no open conversation after the first send")
+	}
+	if err := c.stream.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	events, stop := bob.Subscribe()
+	defer stop()
+	second, err := alice.Send(ctx, bob.id.PeerID(), "two")
+	if err != nil {
+		t.Fatalf("sending over a dead conversation: %v", err)
+	}
+	if second.ConversationID == first.ConversationID || second.Delivered != "conversation" {
+		t.Fatalf("second send %+v, want a new conversation", second)
+	}
+	waitEvent(t, events, func(e Event) bool {
+		return e.Type == EventMessage && e.Message != nil && e.Message.Headers.MessageID == second.MessageID
+	})
+	if alice.conversation(first.ConversationID) != nil {
+		t.Fatal("the dead conversation is still open")
+	}
+}
