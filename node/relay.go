@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -81,13 +82,7 @@ func (r *reachState) circuitAddrs() []multiaddr.Multiaddr {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []multiaddr.Multiaddr
-	for _, id := range slices.Sorted(func(yield func(peer.ID) bool) {
-		for id := range r.circuits {
-			if !yield(id) {
-				return
-			}
-		}
-	}) {
+	for _, id := range slices.Sorted(maps.Keys(r.circuits)) {
 		out = append(out, r.circuits[id]...)
 	}
 	return out
@@ -107,12 +102,7 @@ func (r *reachState) setCircuits(relay peer.ID, addrs []multiaddr.Multiaddr) {
 func (n *Node) RelayReservations() []peer.ID {
 	n.reach.mu.Lock()
 	defer n.reach.mu.Unlock()
-	var out []peer.ID
-	for id := range n.reach.circuits {
-		out = append(out, id)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(n.reach.circuits))
 }
 
 // RelayService reports whether this daemon serves circuit relay v2.

@@ -77,13 +77,21 @@ func (s *Server) agentCard(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	card := doc.AgentCard(negotiate.A2AOptions{Identity: s.aguiIdentity(), URL: s.url + "/a2a"})
-	if err := card.Sign(s.n.ID()); err != nil {
-		writeError(w, http.StatusInternalServerError, CodeInternal, "signing the agent card failed")
-		s.log.Error("signing the agent card", "err", err)
-		return
+	// The card changes only with the view (its ETag), and signing means
+	// canonicalizing the whole card: sign once per view, not per request.
+	tag := w.Header().Get("ETag")
+	s.cardMu.Lock()
+	defer s.cardMu.Unlock()
+	if s.cardTag != tag {
+		card := doc.AgentCard(negotiate.A2AOptions{Identity: s.aguiIdentity(), URL: s.url + "/a2a"})
+		if err := card.Sign(s.n.ID()); err != nil {
+			writeError(w, http.StatusInternalServerError, CodeInternal, "signing the agent card failed")
+			s.log.Error("signing the agent card", "err", err)
+			return
+		}
+		s.card, s.cardTag = card, tag
 	}
-	writeJSON(w, http.StatusOK, card)
+	writeJSON(w, http.StatusOK, s.card)
 }
 
 // InboxAccepted is the IFP-6 §3.1 answer.

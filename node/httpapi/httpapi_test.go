@@ -478,6 +478,18 @@ func TestAgentCardVerifies(t *testing.T) {
 	if card.URL == "" || card.ProtocolVersion == "" || len(card.Skills) != 2 || strings.Contains(string(r.body), "diary") {
 		t.Fatalf("card: %s", r.body)
 	}
+	// The card is signed once per view: a changed document gives a new one.
+	if _, err := d.n.UpdateDocument(func(doc *negotiate.Document) error {
+		doc.Capabilities = append(doc.Capabilities, negotiate.Capability{Name: "news.read", Description: "Read the news"})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r = do(t, "GET", d.url+"/.well-known/agent-card.json", "", nil)
+	card, err = negotiate.VerifyAgentCard(r.body, func(kid string) (ed25519.PublicKey, error) { return identity.PublicKeyFromKeyID(kid) })
+	if err != nil || len(card.Skills) != 3 {
+		t.Fatalf("the card after a change: %v %s", err, r.body)
+	}
 }
 
 // request is a signed IFP-4 capability request from id to the daemon.

@@ -33,8 +33,10 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
 )
 
@@ -53,6 +55,10 @@ type Server struct {
 
 	limit   *limiter
 	running chan struct{} // one token per invocation running
+
+	cardMu  sync.Mutex
+	card    *negotiate.AgentCard // signed, for the view tagged cardTag
+	cardTag string
 }
 
 // Listen serves the binding of n as cfg says. cfg.Listen must be set.
