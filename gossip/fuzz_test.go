@@ -54,6 +54,17 @@ func FuzzDecodeCBOR(f *testing.F) {
 		if _, err := EncodeJSON(m); err != nil {
 			t.Fatalf("decoded CBOR message has no JSON form: %v", err)
 		}
+		// The signature's body bytes, assembled part by part (and from the
+		// memo), are the body's plain RFC 8785 form.
+		for range 2 {
+			got, err := m.Body.canonical()
+			if err != nil {
+				return // a content with no canonical form (a huge number) has no signature either
+			}
+			if want := genericCanonical(t, m.Body); !bytes.Equal(got, want) {
+				t.Fatalf("assembled body canonical form differs:\n got %s\nwant %s", got, want)
+			}
+		}
 	})
 }
 

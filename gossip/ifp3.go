@@ -2,13 +2,15 @@ package gossip
 
 import (
 	"bytes"
-	"encoding/json"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -148,16 +150,110 @@ func RenderIFP3(m *Message, seqOf func(messageID string) (int64, bool)) ([]byte,
 	out.WriteByte('\n')
 	hasAppendix := app.Headers != nil || len(app.Parts) > 0 || app.Trace != nil || app.Security != nil
 	if hasAppendix || strings.Contains(m.Body.Text, strings.TrimSuffix(appendixMarker, "```json\n")) {
-		j, err := json.MarshalIndent(app, "", "  ")
-		if err != nil {
+		out.WriteString(appendixMarker)
+		if err := writeAppendix(&out, &app); err != nil {
 			return nil, fmt.Errorf("rendering IFP-3 appendix: %w", err)
 		}
-		out.WriteString(appendixMarker)
-		out.Write(j)
 		out.WriteString(appendixEnd)
 	}
 	return out.Bytes(), nil
 }
+
+// writeAppendix writes app as json.MarshalIndent(app, "", "  ") would,
+// but member by member, so that a part whose canonical content is known
+// (a capability view, sent and received again and again) is indented once
+// and then taken from indentMemo: indenting a 13 KB view was most of what
+// recording a greeting cost.
+func writeAppendix(out *bytes.Buffer, app *appendix) error {
+	n := 0
+	member := func(name string) {
+		if n > 0 {
+			out.WriteByte(',')
+		}
+		n++
+		out.WriteString("\n  \"" + name + "\": ")
+	}
+	value := func(v any, prefix string) error {
+		b, err := jsonv1.MarshalIndent(v, prefix, "  ")
+		out.Write(b)
+		return err
+	}
+	out.WriteByte('{')
+	if app.Headers != nil {
+		member("headers")
+		if err := value(app.Headers, "  "); err != nil {
+			return err
+		}
+	}
+	if len(app.Parts) > 0 {
+		member("parts")
+		out.WriteByte('[')
+		for i := range app.Parts {
+			if i > 0 {
+				out.WriteByte(',')
+			}
+			out.WriteString("\n    ")
+			if err := writePart(out, &app.Parts[i], value); err != nil {
+				return fmt.Errorf("parts[%d]: %w", i, err)
+			}
+		}
+		out.WriteString("\n  ]")
+	}
+	if app.Trace != nil {
+		member("trace")
+		if err := value(app.Trace, "  "); err != nil {
+			return err
+		}
+	}
+	if app.Security != nil {
+		member("security")
+		if err := value(app.Security, "  "); err != nil {
+			return err
+		}
+	}
+	if n > 0 {
+		out.WriteByte('\n')
+	}
+	out.WriteByte('}')
+	return nil
+}
+
+// partIndent is where a part's members start in the appendix.
+const partIndent = "      "
+
+func writePart(out *bytes.Buffer, p *Part, value func(any, string) error) error {
+	if p.canon == nil {
+		return value(p, "    ")
+	}
+	out.WriteString("{\n" + partIndent + `"content_type": `)
+	if err := value(p.ContentType, ""); err != nil {
+		return err
+	}
+	if p.Name != "" {
+		out.WriteString(",\n" + partIndent + `"name": `)
+		if err := value(p.Name, ""); err != nil {
+			return err
+		}
+	}
+	out.WriteString(",\n" + partIndent + `"content": `)
+	sum := sha256.Sum256(p.canon)
+	indented, ok := indentMemo.get(sum)
+	if !ok {
+		v := jsontext.Value(bytes.Clone(p.canon))
+		if err := v.Indent(jsontext.WithIndentPrefix(partIndent), jsontext.WithIndent("  ")); err != nil {
+			return err
+		}
+		indented = v
+		indentMemo.add(sum, indented, len(indented))
+	}
+	out.Write(indented)
+	out.WriteString("\n    }")
+	return nil
+}
+
+// indentMemo keeps the indented appendix form of canonical part contents,
+// by the SHA-256 of the canonical bytes.
+var indentMemo = newCanonicalMemo(memoBudget)
 
 // ParseIFP3 reads a rendering made by RenderIFP3 (or an IFP-3 message
 // written by hand) back into an IFP-4 message and validates it. idOf maps a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -112,11 +113,16 @@ type Body struct {
 	Parts []Part `json:"parts,omitempty"`
 }
 
-// Part is one MIME-like body part. Content is any JSON value.
+// Part is one MIME-like body part. Content is any JSON value; it must not
+// change once the part is in a signed message (see canonical.go).
 type Part struct {
 	ContentType string `json:"content_type"`
 	Name        string `json:"name,omitempty"`
 	Content     any    `json:"content,omitempty"`
+
+	canon   []byte    // RFC 8785 form of Content, when known
+	cborRaw []byte    // CBOR encoding of Content, when known
+	rawSum  *[32]byte // SHA-256 of the CBOR Content was decoded from, for large contents
 }
 
 // Trace records the hops a message took (IFP-4 §2.3).
@@ -372,31 +378,45 @@ func (v *validator) agent(field string, a Agent) {
 }
 
 // value checks that x is a JSON value both codecs carry unchanged: no byte
-// strings, no non-finite numbers, string keys, bounded depth.
+// strings, no non-finite numbers, string keys, bounded depth. It reports
+// the first problem in x; the field path is built only then, since
+// contents are large (a capability view has thousands of members).
 func (v *validator) value(field string, x any, depth int) {
+	if path, problem := checkValue(x, depth); problem != "" {
+		v.bad(field+path, "%s", problem)
+	}
+}
+
+// checkValue returns the path below x (".key", "[3]") and the problem of
+// the first value that is not plain JSON, or "" and "".
+func checkValue(x any, depth int) (path, problem string) {
 	if depth > MaxValueDepth {
-		v.bad(field, "nests deeper than %d levels", MaxValueDepth)
-		return
+		return "", fmt.Sprintf("nests deeper than %d levels", MaxValueDepth)
 	}
 	switch x := x.(type) {
 	case nil, bool, string, int64, uint64, int, int32, uint32:
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
-			v.bad(field, "%v has no JSON form", x)
+			return "", fmt.Sprintf("%v has no JSON form", x)
 		}
 	case float32:
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			v.bad(field, "%v has no JSON form", x)
+			return "", fmt.Sprintf("%v has no JSON form", x)
 		}
 	case []any:
 		for i, e := range x {
-			v.value(fmt.Sprintf("%s[%d]", field, i), e, depth+1)
+			if p, problem := checkValue(e, depth+1); problem != "" {
+				return "[" + strconv.Itoa(i) + "]" + p, problem
+			}
 		}
 	case map[string]any:
 		for k, e := range x {
-			v.value(field+"."+k, e, depth+1)
+			if p, problem := checkValue(e, depth+1); problem != "" {
+				return "." + k + p, problem
+			}
 		}
 	default:
-		v.bad(field, "holds a %T, which is not a JSON value", x)
+		return "", fmt.Sprintf("holds a %T, which is not a JSON value", x)
 	}
+	return "", ""
 }

@@ -107,7 +107,7 @@ func (m *Message) SignedValues(sig *identity.MessageSignature) (map[string]any, 
 	var body []byte
 	if sig.SignedBody {
 		var err error
-		if body, err = identity.Canonicalize(m.Body); err != nil {
+		if body, err = m.Body.canonical(); err != nil {
 			return nil, nil, fmt.Errorf("canonicalizing body: %w", err)
 		}
 	}

@@ -1,0 +1,319 @@
+package gossip
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/fxamacker/cbor/v2"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/ifaced/ifaced/identity"
+)
+
+// A greeting carries the sender's signed capability view, about 13 KB of
+// JSON for 20 capabilities, and the message signature covers the RFC 8785
+// form of the whole body. Canonicalizing that view is most of the CPU a
+// naive greeting costs, yet it rarely changes: the sender re-sends the view
+// it signed until its document's seq moves, and the receiver sees the same
+// bytes greeting after greeting. So a part's canonical content is computed
+// once and kept:
+//
+//   - the sender seals the view once (SealContent: its canonical JSON and
+//     its CBOR) and builds each greeting's part from the seal;
+//   - the receiver decodes each large CBOR content with its SHA-256, and
+//     canonicalMemo maps that hash to the canonical bytes. Equal CBOR bytes
+//     decode (deterministically) to equal values, so equal canonical forms:
+//     the memo never changes what is verified, only how often the work is
+//     done.
+//
+// Known canonical bytes also serve the JSON encoding of the part (the
+// audit log writes every message), in place of encoding Content again.
+// That is sound only while Content does not change, which a signed message
+// guarantees anyway: any change would break its signature.
+
+// SealedContent is a part content with its encodings computed once, for a
+// content sent many times. It must not change after SealContent.
+type SealedContent struct {
+	value       any
+	canon, cbor []byte
+}
+
+// SealContent computes the RFC 8785 JSON and deterministic CBOR of v, a
+// JSON value as a message part holds it.
+func SealContent(v any) (*SealedContent, error) {
+	if path, problem := checkValue(v, 1); problem != "" {
+		return nil, fmt.Errorf("sealing part content: %s: %s", path, problem)
+	}
+	canon, err := identity.Canonicalize(v)
+	if err != nil {
+		return nil, fmt.Errorf("sealing part content: %w", err)
+	}
+	c, err := cborEnc.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("sealing part content: %w", err)
+	}
+	return &SealedContent{value: v, canon: canon, cbor: c}, nil
+}
+
+// Canonical returns the content's RFC 8785 form.
+func (s *SealedContent) Canonical() []byte { return s.canon }
+
+// Part returns a part carrying the sealed content.
+func (s *SealedContent) Part(contentType, name string) Part {
+	return Part{ContentType: contentType, Name: name, Content: s.value, canon: s.canon, cborRaw: s.cbor}
+}
+
+// CanonicalContent returns the RFC 8785 form of the part's content
+// ("null" for none): the known bytes when there are some, else computed,
+// and kept when the content came in as CBOR.
+func (p *Part) CanonicalContent() ([]byte, error) {
+	if p.canon != nil {
+		return p.canon, nil
+	}
+	if p.rawSum != nil {
+		if c, ok := memo.get(*p.rawSum); ok {
+			p.canon = c
+			return c, nil
+		}
+	}
+	c, err := identity.Canonicalize(p.Content)
+	if err != nil {
+		return nil, err
+	}
+	if p.rawSum != nil {
+		memo.add(*p.rawSum, c, len(c))
+		p.canon = c
+	}
+	return c, nil
+}
+
+// canonical returns the RFC 8785 form of the body, as
+// identity.Canonicalize(b) would, assembled from its parts' canonical
+// contents. The member names are fixed ASCII, written in RFC 8785 order:
+// "parts" < "text", and "content" < "content_type" < "name".
+func (b *Body) canonical() ([]byte, error) {
+	var out bytes.Buffer
+	out.WriteByte('{')
+	if len(b.Parts) > 0 {
+		out.WriteString(`"parts":[`)
+		for i := range b.Parts {
+			if i > 0 {
+				out.WriteByte(',')
+			}
+			if err := b.Parts[i].appendCanonical(&out); err != nil {
+				return nil, fmt.Errorf("body.parts[%d]: %w", i, err)
+			}
+		}
+		out.WriteByte(']')
+	}
+	if b.Text != "" {
+		if len(b.Parts) > 0 {
+			out.WriteByte(',')
+		}
+		out.WriteString(`"text":`)
+		if err := appendCanonicalString(&out, b.Text); err != nil {
+			return nil, err
+		}
+	}
+	out.WriteByte('}')
+	return out.Bytes(), nil
+}
+
+func (p *Part) appendCanonical(out *bytes.Buffer) error {
+	out.WriteByte('{')
+	if p.Content != nil { // omitempty on an interface omits only nil
+		c, err := p.CanonicalContent()
+		if err != nil {
+			return err
+		}
+		out.WriteString(`"content":`)
+		out.Write(c)
+		out.WriteByte(',')
+	}
+	out.WriteString(`"content_type":`)
+	if err := appendCanonicalString(out, p.ContentType); err != nil {
+		return err
+	}
+	if p.Name != "" {
+		out.WriteString(`,"name":`)
+		if err := appendCanonicalString(out, p.Name); err != nil {
+			return err
+		}
+	}
+	out.WriteByte('}')
+	return nil
+}
+
+func appendCanonicalString(out *bytes.Buffer, s string) error {
+	c, err := identity.Canonicalize(s)
+	if err != nil {
+		return err
+	}
+	out.Write(c)
+	return nil
+}
+
+// partFields is Part without its methods, for the default encodings.
+type partFields struct {
+	ContentType string `json:"content_type"`
+	Name        string `json:"name,omitempty"`
+	Content     any    `json:"content,omitempty"`
+}
+
+// MarshalJSON writes the known canonical content rather than encoding the
+// content again; the JSON is the same value either way. The part is
+// assembled by hand: encoding/json would otherwise scan the content once
+// more than the caller's encoder does, and a capability view is large.
+func (p Part) MarshalJSON() ([]byte, error) {
+	if p.canon == nil {
+		return json.Marshal(partFields{p.ContentType, p.Name, p.Content})
+	}
+	var out bytes.Buffer
+	out.Grow(len(p.canon) + len(p.ContentType) + len(p.Name) + 48)
+	out.WriteString(`{"content_type":`)
+	if err := appendCanonicalString(&out, p.ContentType); err != nil {
+		return nil, err
+	}
+	if p.Name != "" {
+		out.WriteString(`,"name":`)
+		if err := appendCanonicalString(&out, p.Name); err != nil {
+			return nil, err
+		}
+	}
+	out.WriteString(`,"content":`)
+	out.Write(p.canon)
+	out.WriteByte('}')
+	return out.Bytes(), nil
+}
+
+// MarshalCBOR writes a sealed content's CBOR as it is; other parts encode
+// as the struct would.
+func (p Part) MarshalCBOR() ([]byte, error) {
+	if p.cborRaw == nil {
+		return cborEnc.Marshal(partFields{p.ContentType, p.Name, p.Content})
+	}
+	return cborEnc.Marshal(struct {
+		ContentType string          `json:"content_type"`
+		Name        string          `json:"name,omitempty"`
+		Content     cbor.RawMessage `json:"content"`
+	}{p.ContentType, p.Name, p.cborRaw})
+}
+
+// memoMinSize is the smallest content worth hashing on arrival: below it,
+// canonicalizing costs less than the lookup.
+const memoMinSize = 1024
+
+// UnmarshalCBOR decodes a part with the message decoder's rules, and keeps
+// the SHA-256 of a large content's CBOR for canonicalMemo.
+func (p *Part) UnmarshalCBOR(data []byte) error {
+	var w struct {
+		ContentType string          `json:"content_type"`
+		Name        string          `json:"name,omitempty"`
+		Content     cbor.RawMessage `json:"content,omitempty"`
+	}
+	if err := cborDec.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*p = Part{ContentType: w.ContentType, Name: w.Name}
+	if w.Content == nil {
+		return nil
+	}
+	if len(w.Content) < memoMinSize {
+		return cborDec.Unmarshal(w.Content, &p.Content)
+	}
+	sum := sha256.Sum256(w.Content)
+	p.rawSum = &sum
+	// Equal CBOR bytes decode to equal values: copying the value decoded
+	// before costs a fraction of decoding again.
+	if v, ok := decodedMemo.get(sum); ok {
+		p.Content = copyValue(v)
+		return nil
+	}
+	if err := cborDec.Unmarshal(w.Content, &p.Content); err != nil {
+		return err
+	}
+	// A decoded value takes about four times its CBOR in memory.
+	decodedMemo.add(sum, copyValue(p.Content), 4*len(w.Content))
+	return nil
+}
+
+// memoLRU maps the SHA-256 of a content to something derived from it (its
+// canonical JSON, its decoded value, its indented rendering), least
+// recently used first out, within a budget of bytes. A peer that sends
+// ever-new contents only makes itself slower: each costs what it would
+// without the memo.
+type memoLRU[V any] struct {
+	mu    sync.Mutex
+	lru   *simplelru.LRU[[32]byte, memoEntry[V]]
+	bytes int
+	max   int
+}
+
+type memoEntry[V any] struct {
+	v    V
+	cost int
+}
+
+// memoBudget bounds each memo: a few hundred capability views.
+const memoBudget = 8 << 20
+
+var (
+	memo        = newMemo[[]byte](memoBudget) // canonical JSON of CBOR contents
+	decodedMemo = newMemo[any](memoBudget)    // decoded CBOR contents; handed out as copies
+)
+
+func newCanonicalMemo(budget int) *memoLRU[[]byte] { return newMemo[[]byte](budget) }
+
+func newMemo[V any](budget int) *memoLRU[V] {
+	m := &memoLRU[V]{max: budget}
+	// The entry count only backs up the byte budget.
+	m.lru, _ = simplelru.NewLRU(budget/memoMinSize, func(_ [32]byte, e memoEntry[V]) { m.bytes -= e.cost })
+	return m
+}
+
+func (m *memoLRU[V]) get(k [32]byte) (V, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.lru.Get(k)
+	return e.v, ok
+}
+
+// add keeps v under k; cost is what it holds in bytes, or an estimate.
+func (m *memoLRU[V]) add(k [32]byte, v V, cost int) {
+	if cost > m.max/8 {
+		return // one content must not flush everything else
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.lru.Peek(k); ok {
+		m.bytes -= old.cost
+	}
+	m.lru.Add(k, memoEntry[V]{v, cost})
+	m.bytes += cost
+	for m.bytes > m.max {
+		m.lru.RemoveOldest()
+	}
+}
+
+// copyValue deep-copies a decoded JSON value (maps, slices, scalars), so
+// that a memoized value is never shared with a message's owner.
+func copyValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = copyValue(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = copyValue(e)
+		}
+		return out
+	default:
+		return v // strings, numbers, booleans and nil are values
+	}
+}
