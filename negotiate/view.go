@@ -140,11 +140,16 @@ var ErrNotAView = errors.New("invalid capability view")
 // structure must hold: ifp 7, an agent_id, capabilities with unique
 // non-empty names and descriptions, within the size limits.
 func DecodeView(content any) (*Document, error) {
-	var d Document
 	raw, err := json.Marshal(content)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotAView, err)
 	}
+	return DecodeViewJSON(raw)
+}
+
+// DecodeViewJSON is DecodeView for a view held as JSON text.
+func DecodeViewJSON(raw []byte) (*Document, error) {
+	var d Document
 	if err := jsonv2.Unmarshal(raw, &d); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotAView, err)
 	}

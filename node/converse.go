@@ -385,7 +385,7 @@ func (n *Node) greeting(c *conv, prop negotiate.Proposal, granted *negotiate.Gra
 	text := fmt.Sprintf("Greetings from %s. I offer you %d of my %d capabilities; my signed view for you is attached.",
 		n.displayName(), len(offer), len(v.doc.Capabilities))
 	m.Body = gossip.Body{Text: text, Parts: []gossip.Part{
-		{ContentType: "application/json", Name: partCapabilities, Content: v.content},
+		v.part(),
 		{ContentType: "application/json", Name: partGreeting, Content: toJSONValue(prop)},
 	}}
 	if granted != nil {
@@ -530,6 +530,19 @@ func (n *Node) accept(c *conv, m *gossip.Message) error {
 	return nil
 }
 
+// maxVerifiedViews bounds the peers whose last verified view is kept.
+const maxVerifiedViews = 4096
+
+// verifiedView is a view a peer sent, decoded and verified: the same
+// content (the SHA-256 of its RFC 8785 form) from the same peer needs
+// neither again. A peer re-sends its view in every greeting, so this is
+// most of what a warm greeting would otherwise cost.
+type verifiedView struct {
+	sum     [32]byte
+	doc     *negotiate.Document // shared: never modified
+	docHash string              // SHA-256 of the document's signed bytes, as the peer cache keeps it
+}
+
 // acceptView verifies the peer's view in m (signed by the same key as the
 // stream's peer) and caches it. The initiator requires one in the answer
 // to its greeting; a responder accepts a greeting without one.
@@ -541,30 +554,22 @@ func (n *Node) acceptView(pid peer.ID, m *gossip.Message, required bool) (*negot
 		}
 		return nil, nil
 	}
-	view, err := negotiate.DecodeView(p.Content)
+	raw, err := p.CanonicalContent()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", gossip.ErrInvalidMessage, err)
 	}
-	pub, err := identity.PublicKeyFromPeerID(pid)
+	vv, err := n.verifyView(pid, raw)
 	if err != nil {
 		return nil, err
 	}
-	canon, err := view.VerifyCanonical(pub)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(canon)
-	raw, err := json.Marshal(p.Content)
-	if err != nil {
-		return nil, err
-	}
+	view := vv.doc
 	var ctxRaw json.RawMessage
 	if cp, ok := m.Body.Part(partContext); ok {
 		ctxRaw, _ = json.Marshal(cp.Content)
 	}
 	now := n.now()
 	rec := store.PeerRecord{PeerID: pid.String(), AgentID: view.AgentID, Display: m.Headers.From.Display,
-		Addrs: n.peerAddrs(pid), Seq: view.Seq, DocHash: hex.EncodeToString(sum[:]), View: raw, Context: ctxRaw,
+		Addrs: n.peerAddrs(pid), Seq: view.Seq, DocHash: vv.docHash, View: raw, Context: ctxRaw,
 		FetchedAt: now, ChangedAt: now}
 	changed, err := n.store.PutPeer(rec)
 	if errors.Is(err, store.ErrStaleSeq) {
@@ -585,6 +590,31 @@ func (n *Node) acceptView(pid peer.ID, m *gossip.Message, required bool) (*negot
 			Detail: fmt.Sprintf("seq %d, %d capabilities", view.Seq, len(view.Capabilities))})
 	}
 	return view, nil
+}
+
+// verifyView decodes and verifies the canonical JSON of a view pid sent,
+// or finds it verified already.
+func (n *Node) verifyView(pid peer.ID, canon []byte) (verifiedView, error) {
+	sum := sha256.Sum256(canon)
+	if vv, ok := n.peerViews.Get(pid); ok && vv.sum == sum {
+		return vv, nil
+	}
+	view, err := negotiate.DecodeViewJSON(canon)
+	if err != nil {
+		return verifiedView{}, fmt.Errorf("%w: %v", gossip.ErrInvalidMessage, err)
+	}
+	pub, err := identity.PublicKeyFromPeerID(pid)
+	if err != nil {
+		return verifiedView{}, err
+	}
+	signed, err := view.VerifyCanonical(pub)
+	if err != nil {
+		return verifiedView{}, err
+	}
+	docSum := sha256.Sum256(signed)
+	vv := verifiedView{sum: sum, doc: view, docHash: hex.EncodeToString(docSum[:])}
+	n.peerViews.Add(pid, vv)
+	return vv, nil
 }
 
 // refuse answers a message that failed before any conversation existed.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -50,6 +51,8 @@ type Node struct {
 	views map[string]*signedView // signed views by seq and facts
 	convs map[string]*conv       // open conversations by ID
 
+	peerViews *lru.Cache[peer.ID, verifiedView] // the last view each peer sent, verified (converse.go)
+
 	bridge      *bridge
 	rates       *rateLimits
 	invocations *invocations
@@ -79,9 +82,12 @@ type Node struct {
 // requester's facts do, so they are signed once and reused.
 type signedView struct {
 	doc     *negotiate.Document
-	content any
-	key     []byte // the view's content without seq and signature, to tell a changed view from a re-signed one
+	content *gossip.SealedContent // encoded once: every message that carries the view signs and sends these bytes
+	key     []byte                // the view's content without seq and signature, to tell a changed view from a re-signed one
 }
+
+// part is the message part that carries the view.
+func (v *signedView) part() gossip.Part { return v.content.Part("application/json", partCapabilities) }
 
 // maxCachedViews bounds the signed views kept between document changes.
 const maxCachedViews = 4096
@@ -103,6 +109,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	}
 	n := &Node{id: id, cfg: cfg, home: home, log: log, order: order, events: newHub(), now: time.Now,
 		views: map[string]*signedView{}, convs: map[string]*conv{}}
+	n.peerViews, _ = lru.New[peer.ID, verifiedView](maxVerifiedViews)
 	n.mail = newMailState(cfg, func() time.Time { return n.now() })
 	n.importTimeout = defaultImportTimeout
 	for _, o := range opts {
@@ -347,12 +354,16 @@ func (n *Node) signView(view *negotiate.Document) (*signedView, error) {
 	if err := json.Unmarshal(raw, &content); err != nil {
 		return nil, fmt.Errorf("encoding view: %w", err)
 	}
+	sealed, err := gossip.SealContent(content)
+	if err != nil {
+		return nil, fmt.Errorf("encoding view: %w", err)
+	}
 	ck, err := contentKey(view)
 	if err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256(ck)
-	return &signedView{doc: view, content: content, key: sum[:]}, nil
+	return &signedView{doc: view, content: sealed, key: sum[:]}, nil
 }
 
 // orderedView is v with the capabilities of the requested ACP tool

@@ -64,7 +64,7 @@ func (n *Node) pushUpdate(ctx context.Context, c *conv) error {
 		Subject: "capability update",
 	}, Body: gossip.Body{
 		Text:  fmt.Sprintf("My capabilities changed (seq %d); my new signed view for you is attached.", v.doc.Seq),
-		Parts: []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: v.content}},
+		Parts: []gossip.Part{v.part()},
 	}}
 	if err := m.Sign(n.id, now); err != nil {
 		s.Reset()

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -112,8 +113,16 @@ func (s *Store) confirmsRecently(rec PeerRecord) bool {
 		if raw == nil {
 			return nil
 		}
-		var old PeerRecord
-		if json.Unmarshal(raw, &old) != nil {
+		// Only the fields compared: the view is most of the record, and
+		// this runs on every greeting.
+		var old struct {
+			Seq       uint64          `json:"seq"`
+			DocHash   string          `json:"doc_hash"`
+			Addrs     []string        `json:"addrs"`
+			Context   json.RawMessage `json:"context"`
+			FetchedAt time.Time       `json:"fetched_at"`
+		}
+		if jsonv2.Unmarshal(raw, &old) != nil {
 			return nil
 		}
 		same = rec.Seq == old.Seq && rec.DocHash == old.DocHash &&
