@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 	"unicode"
+
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // The audit log (IFP-3 §5): every message sent and received, stored before
@@ -53,9 +55,15 @@ import (
 // id to its hashed name. A hostile id therefore never leaves the directory
 // and never writes into another conversation's files.
 //
-// Record appends to the .jsonl and fsyncs it (and the directory when it
-// created a file), then appends to the .md, before it returns, so a crash
-// loses nothing Record reported as recorded. The .md, a rendering of the
+// Record appends to the .jsonl, then to the .md, before it returns, so a
+// crash of the process (kill -9 included) loses nothing Record reported as
+// recorded: the kernel holds the writes. When they reach the disk depends
+// on the sync policy. By default (OpenAuditLog) Record also fsyncs the
+// .jsonl (and the directory when it created a file) before it returns, so
+// a power loss loses nothing either; with SyncEvery, a background task
+// fsyncs the files written since its last pass at that interval (and at
+// Sync and Close), so a power loss can lose the entries of the last
+// interval, and Record costs no disk flush. The .md, a rendering of the
 // .jsonl, is not fsynced: after a power loss its tail may be missing. A crash in the middle of a write can
 // leave a torn line: the first Record of that conversation after OpenAuditLog
 // ends it with a newline before appending, and Entries skips torn lines and
@@ -121,6 +129,27 @@ type AuditLog struct {
 	closed bool
 	convs  map[string]*auditConv // by conversation_id
 	names  map[string]string     // lower-cased file name → conversation_id
+
+	// With SyncEvery: the files written and not yet fsynced, and whether
+	// a file was created since the directory was last fsynced.
+	interval time.Duration
+	dirtyMu  sync.Mutex
+	dirty    map[string]bool
+	dirDirty bool
+	syncMu   sync.Mutex // one pass at a time
+	stop     chan struct{}
+	stopped  chan struct{}
+
+	spares *spareFiles // empty files made ahead, so a new conversation costs no file creation
+}
+
+// AuditOption adjusts how an audit log is written.
+type AuditOption func(*AuditLog)
+
+// SyncEvery makes Record write without fsyncing, and fsyncs what was
+// written every interval instead (see the comment at the top of this file).
+func SyncEvery(interval time.Duration) AuditOption {
+	return func(a *AuditLog) { a.interval = interval }
 }
 
 // auditConv is the in-memory state of one conversation's files.
@@ -137,7 +166,7 @@ type auditConv struct {
 
 // OpenAuditLog opens (creating with mode 0700 when needed) the audit log in
 // dir.
-func OpenAuditLog(dir string) (*AuditLog, error) {
+func OpenAuditLog(dir string, opts ...AuditOption) (*AuditLog, error) {
 	_, statErr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("opening audit log: %w", err)
@@ -147,16 +176,115 @@ func OpenAuditLog(dir string) (*AuditLog, error) {
 			return nil, fmt.Errorf("opening audit log: %w", err)
 		}
 	}
-	return &AuditLog{dir: dir, convs: map[string]*auditConv{}, names: map[string]string{}}, nil
+	a := &AuditLog{dir: dir, convs: map[string]*auditConv{}, names: map[string]string{}}
+	for _, o := range opts {
+		o(a)
+	}
+	spares, err := openSpareFiles(filepath.Join(dir, spareDir), spareTarget)
+	if err != nil {
+		return nil, fmt.Errorf("opening audit log: %w", err)
+	}
+	a.spares = spares
+	if a.interval > 0 {
+		a.dirty = map[string]bool{}
+		a.stop, a.stopped = make(chan struct{}), make(chan struct{})
+		go a.syncLoop()
+	}
+	return a, nil
 }
 
-// Close ends the log: later Records fail with ErrAuditLogClosed. Nothing is
-// held open between Records, so there is nothing to flush.
+// Close ends the log: later Records fail with ErrAuditLogClosed, and what
+// was written is fsynced. Nothing is held open between Records.
 func (a *AuditLog) Close() error {
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	already := a.closed
 	a.closed = true
-	return nil
+	a.mu.Unlock()
+	if already {
+		return nil
+	}
+	a.spares.close()
+	if a.stop == nil {
+		return nil
+	}
+	close(a.stop)
+	<-a.stopped
+	return a.Sync()
+}
+
+func (a *AuditLog) syncLoop() {
+	defer close(a.stopped)
+	t := time.NewTicker(a.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-t.C:
+			// A failure is kept in the set and reported by the next Sync
+			// or Close; the loop goes on.
+			_ = a.Sync()
+		}
+	}
+}
+
+// Sync fsyncs every file written since the last pass (and the directory
+// when files were created). Without SyncEvery, Record has done it already.
+func (a *AuditLog) Sync() error {
+	if a.dirty == nil {
+		return nil
+	}
+	a.syncMu.Lock()
+	defer a.syncMu.Unlock()
+	a.dirtyMu.Lock()
+	files, dir := a.dirty, a.dirDirty
+	a.dirty, a.dirDirty = map[string]bool{}, false
+	a.dirtyMu.Unlock()
+	var errs []error
+	failed := map[string]bool{}
+	for path := range files {
+		if err := syncFile(path); err != nil {
+			errs = append(errs, fmt.Errorf("syncing audit log %s: %w", path, err))
+			// A file someone removed has nothing left to sync; retry the rest.
+			failed[path] = !errors.Is(err, fs.ErrNotExist)
+		}
+	}
+	if dir {
+		if err := syncDir(a.dir); err != nil {
+			errs = append(errs, fmt.Errorf("syncing audit log directory: %w", err))
+		}
+	}
+	if len(errs) > 0 {
+		a.dirtyMu.Lock()
+		for path, retry := range failed {
+			if retry {
+				a.dirty[path] = true
+			}
+		}
+		a.dirDirty = a.dirDirty || dir
+		a.dirtyMu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// written notes a file Record wrote without fsyncing.
+func (a *AuditLog) written(path string, created bool) {
+	a.dirtyMu.Lock()
+	a.dirty[path] = true
+	a.dirDirty = a.dirDirty || created
+	a.dirtyMu.Unlock()
+}
+
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Record appends e to its conversation's files (.jsonl first, fsynced,
@@ -180,7 +308,9 @@ func (a *AuditLog) Record(e AuditEntry) error {
 	}
 	e.At = e.At.UTC()
 	var line bytes.Buffer
-	enc := json.NewEncoder(&line)
+	// encoding/json's semantics on the faster v2 engine: a greeting's view
+	// is large, and every message is encoded here.
+	enc := jsonv1.NewEncoder(&line)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(&e); err != nil { // Encode ends the line with '\n'
 		return fmt.Errorf("recording audit entry for conversation %q: %w", id, err)
@@ -197,7 +327,7 @@ func (a *AuditLog) Record(e AuditEntry) error {
 			return err
 		}
 	}
-	if err := c.append(a.dir, e, line.Bytes()); err != nil {
+	if err := c.append(a, e, line.Bytes()); err != nil {
 		c.loaded = false // the files are in an unknown state: look again next time
 		return err
 	}
@@ -418,16 +548,17 @@ func endsTorn(path string) (bool, error) {
 }
 
 // append writes one entry to both files.
-func (c *auditConv) append(dir string, e AuditEntry, line []byte) error {
+func (c *auditConv) append(a *AuditLog, e AuditEntry, line []byte) error {
 	var created bool
+	dir := a.dir
 	jsonl := filepath.Join(dir, c.name+auditJSONLExt)
 	if c.jsonlTorn {
 		line = append([]byte{'\n'}, line...)
 	}
-	if err := appendSync(jsonl, func(size int64) []byte {
+	if err := a.appendTo(jsonl, func(size int64) []byte {
 		created = created || size == 0
 		return line
-	}); err != nil {
+	}, a.dirty == nil); err != nil {
 		return fmt.Errorf("recording audit entry in %s: %w", jsonl, err)
 	}
 	c.jsonlTorn = false
@@ -438,7 +569,7 @@ func (c *auditConv) append(dir string, e AuditEntry, line []byte) error {
 	// a process crash it is complete (the kernel holds the write); after a
 	// power loss its tail may be missing or torn, and the .jsonl still
 	// holds every entry.
-	if err := appendNoSync(md, func(size int64) []byte {
+	if err := a.appendTo(md, func(size int64) []byte {
 		var b bytes.Buffer
 		if size == 0 {
 			created = true
@@ -449,10 +580,14 @@ func (c *auditConv) append(dir string, e AuditEntry, line []byte) error {
 		}
 		c.writeEntry(&b, e)
 		return b.Bytes()
-	}); err != nil {
+	}, false); err != nil {
 		return fmt.Errorf("recording audit entry in %s: %w", md, err)
 	}
 	c.mdTorn = false
+	if a.dirty != nil {
+		a.written(jsonl, created)
+		return nil
+	}
 	if created {
 		if err := syncDir(dir); err != nil {
 			return fmt.Errorf("recording audit entry: %w", err)
@@ -461,19 +596,15 @@ func (c *auditConv) append(dir string, e AuditEntry, line []byte) error {
 	return nil
 }
 
-// appendSync opens path for appending (creating it with mode 0600), writes
-// what content returns for the file's current size, and fsyncs.
-func appendSync(path string, content func(size int64) []byte) error {
-	return appendTo(path, content, true)
-}
-
-// appendNoSync is appendSync without the fsync.
-func appendNoSync(path string, content func(size int64) []byte) error {
-	return appendTo(path, content, false)
-}
-
-func appendTo(path string, content func(size int64) []byte, sync bool) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+// appendTo opens path for appending (putting a spare file in its place
+// when it does not exist), writes what content returns for the file's
+// current size, and fsyncs when sync.
+func (a *AuditLog) appendTo(path string, content func(size int64) []byte, sync bool) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		a.spares.place(path)
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	}
 	if err != nil {
 		return err
 	}
@@ -612,6 +743,36 @@ func readAuditFile(path string, lenient bool, fn func(AuditEntry)) error {
 	}
 	if len(torn) > 0 {
 		return fmt.Errorf("%s: line %s: %w; skipped", path, strings.Join(torn, ", "), ErrTornAuditLine)
+	}
+	return nil
+}
+
+// ReceivedSince calls fn for each received entry recorded at or after
+// since, reading only the .jsonl files modified since then: after a crash,
+// what was derived from messages as they arrived (the replay seen-set) is
+// rebuilt from the log that recorded them first. Torn and undecodable
+// lines are passed over.
+func (a *AuditLog) ReceivedSince(since time.Time, fn func(AuditEntry)) error {
+	des, err := os.ReadDir(a.dir)
+	if err != nil {
+		return fmt.Errorf("reading audit log: %w", err)
+	}
+	for _, de := range des {
+		if !strings.HasSuffix(de.Name(), auditJSONLExt) || !de.Type().IsRegular() {
+			continue
+		}
+		info, err := de.Info()
+		if err != nil || info.ModTime().Before(since) {
+			continue
+		}
+		err = readAuditFile(filepath.Join(a.dir, de.Name()), true, func(e AuditEntry) {
+			if e.Direction == Received && !e.At.Before(since) {
+				fn(e)
+			}
+		})
+		if err != nil && !errors.Is(err, ErrTornAuditLine) {
+			return fmt.Errorf("reading audit log: %w", err)
+		}
 	}
 	return nil
 }

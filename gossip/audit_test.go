@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -310,13 +311,21 @@ func TestAuditLogNames(t *testing.T) {
 			t.Fatalf("%q: %v", id, err)
 		}
 	}
-	// Nothing outside the audit directory, no sub-directories, two files per id.
+	// Nothing outside the audit directory, no sub-directories but the
+	// spare files', two files per id.
 	if des, _ := os.ReadDir(parent); len(des) != 1 {
 		t.Errorf("files next to the audit directory: %v", des)
 	}
-	des, err := os.ReadDir(dir)
+	all, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var des []os.DirEntry
+	for _, de := range all {
+		if de.Name() == spareDir && de.IsDir() {
+			continue
+		}
+		des = append(des, de)
 	}
 	for _, de := range des {
 		if !de.Type().IsRegular() {
@@ -508,5 +517,171 @@ func TestAuditLogConcurrent(t *testing.T) {
 		if _, err := ParseIFP3(e.body, nil); err != nil {
 			t.Errorf("md entry %d: %v", i, err)
 		}
+	}
+}
+
+// spareNames lists the spare files ready in an audit directory.
+func spareNames(t *testing.T, dir string) map[string]os.FileInfo {
+	t.Helper()
+	des, err := os.ReadDir(filepath.Join(dir, spareDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]os.FileInfo{}
+	for _, de := range des {
+		if info, err := de.Info(); err == nil {
+			out[de.Name()] = info
+		}
+	}
+	return out
+}
+
+// waitFor polls cond until it holds; the spare files are made by a
+// goroutine the test cannot otherwise wait for.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestAuditLogNewConversationTakesSpareFiles(t *testing.T) {
+	alice, bob := testIdentity(t, 1), testIdentity(t, 2)
+	dir := filepath.Join(t.TempDir(), "audit")
+	a := openAudit(t, dir)
+	waitFor(t, "spare files", func() bool { return len(spareNames(t, dir)) >= spareTarget })
+	before := spareNames(t, dir)
+
+	m := auditMessage(t, alice, bob, auditConvID, 1, "")
+	if err := a.Record(AuditEntry{At: testNow, Direction: Sent, Peer: bob.PeerID().String(), Transport: "libp2p", Message: m}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ext := range []string{auditJSONLExt, auditMDExt} {
+		path := filepath.Join(dir, "conv_01JNTP8R1S3X4V5W6Y7Z8A9BCE"+ext)
+		info, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode().Perm() != 0o600 || info.Size() == 0 {
+			t.Errorf("%s: mode %v, %d bytes", path, info.Mode().Perm(), info.Size())
+		}
+		var was string
+		for name, spare := range before {
+			if os.SameFile(spare, info) {
+				was = name
+			}
+		}
+		if was == "" {
+			t.Errorf("%s was created rather than taken from the spares", path)
+		}
+		if _, err := os.Stat(filepath.Join(dir, spareDir, was)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("spare %s still in %s after it was used: %v", was, spareDir, err)
+		}
+	}
+	if entries, err := a.Entries(auditConvID); err != nil || len(entries) != 1 {
+		t.Fatalf("Entries: %d, %v", len(entries), err)
+	}
+	waitFor(t, "the spares to be made again", func() bool { return len(spareNames(t, dir)) >= spareTarget })
+}
+
+func TestAuditLogSparesNeverReplaceAFile(t *testing.T) {
+	dir := t.TempDir()
+	sp, err := openSpareFiles(filepath.Join(dir, spareDir), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.close()
+	waitFor(t, "spare files", func() bool { return len(spareNames(t, dir)) == 2 })
+	target := filepath.Join(dir, "taken.jsonl")
+	if err := os.WriteFile(target, []byte("someone's entries\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sp.place(target)
+	if b, _ := os.ReadFile(target); string(b) != "someone's entries\n" {
+		t.Fatalf("the file at the target changed: %q", b)
+	}
+	sp.mu.Lock()
+	ready := len(sp.ready)
+	sp.mu.Unlock()
+	if ready != 2 {
+		t.Errorf("%d spares ready after a refused placement, want 2 (the spare is kept)", ready)
+	}
+}
+
+func TestAuditLogLeavesNonEmptySparesAlone(t *testing.T) {
+	dir := t.TempDir()
+	spares := filepath.Join(dir, spareDir)
+	os.MkdirAll(spares, 0o700)
+	odd := filepath.Join(spares, "spare-1")
+	if err := os.WriteFile(odd, []byte("not empty"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sp, err := openSpareFiles(spares, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "spare files", func() bool { return len(spareNames(t, dir)) == 4 })
+	sp.close()
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if slices.Contains(sp.ready, odd) {
+		t.Fatal("a spare with content was made ready")
+	}
+	if b, _ := os.ReadFile(odd); string(b) != "not empty" {
+		t.Fatalf("the odd spare changed: %q", b)
+	}
+}
+
+func TestAuditLogSyncEvery(t *testing.T) {
+	alice, bob := testIdentity(t, 1), testIdentity(t, 2)
+	dir := filepath.Join(t.TempDir(), "audit")
+	a, err := OpenAuditLog(dir, SyncEvery(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := auditMessage(t, alice, bob, auditConvID, 1, "")
+	if err := a.Record(AuditEntry{At: testNow, Direction: Sent, Peer: bob.PeerID().String(), Transport: "libp2p", Message: m}); err != nil {
+		t.Fatal(err)
+	}
+	// Written before Record returned, though not yet synced.
+	if entries, err := a.Entries(auditConvID); err != nil || len(entries) != 1 {
+		t.Fatalf("Entries before any sync: %d, %v", len(entries), err)
+	}
+	a.dirtyMu.Lock()
+	dirty, dirDirty := len(a.dirty), a.dirDirty
+	a.dirtyMu.Unlock()
+	if dirty != 1 || !dirDirty {
+		t.Fatalf("after one Record: %d files and directory %v awaiting fsync, want 1 and true", dirty, dirDirty)
+	}
+	if err := a.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	a.dirtyMu.Lock()
+	dirty, dirDirty = len(a.dirty), a.dirDirty
+	a.dirtyMu.Unlock()
+	if dirty != 0 || dirDirty {
+		t.Fatalf("after Sync: %d files and directory %v awaiting fsync", dirty, dirDirty)
+	}
+	// A file removed behind the log's back is reported once, not retried forever.
+	m2 := auditMessage(t, alice, bob, "conv:gone", 1, "")
+	if err := a.Record(AuditEntry{At: testNow, Direction: Sent, Peer: "p", Transport: "libp2p", Message: m2}); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, "conv_gone.jsonl"))
+	if err := a.Sync(); err == nil || !strings.Contains(err.Error(), "conv_gone.jsonl") {
+		t.Fatalf("Sync with a removed file: %v", err)
+	}
+	if err := a.Sync(); err != nil {
+		t.Fatalf("second Sync: %v", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Record(AuditEntry{At: testNow, Direction: Sent, Peer: "p", Transport: "libp2p", Message: m}); !errors.Is(err, ErrAuditLogClosed) {
+		t.Fatalf("Record after Close: %v", err)
 	}
 }
