@@ -77,6 +77,23 @@ func (g *ReplayGuard) Check(messageID, date string, now time.Time) error {
 	return nil
 }
 
+// Recall records the ID of a message accepted before a restart whose
+// record may not have reached the seen-set's storage (see
+// store.BufferedSeen), for as long as Check would have kept it. A date
+// that does not parse has nothing to protect: Check refuses it anyway.
+// It reports whether the ID was missing.
+func (g *ReplayGuard) Recall(messageID, date string) (bool, error) {
+	t, err := time.Parse(time.RFC3339, date)
+	if err != nil {
+		return false, nil
+	}
+	added, err := g.seen.Add(messageID, t.Add(g.window+2*g.skew))
+	if err != nil {
+		return false, fmt.Errorf("recalling message ID: %w", err)
+	}
+	return added, nil
+}
+
 // Prune forgets IDs that the date check now rejects by itself.
 func (g *ReplayGuard) Prune(now time.Time) error { return g.seen.Prune(now) }
 

@@ -54,6 +54,7 @@ type Config struct {
 	Relay       RelayConfig       `toml:"relay"`
 	Mailbox     MailboxConfig     `toml:"mailbox"`
 	Discovery   DiscoveryConfig   `toml:"discovery"`
+	Durability  DurabilityConfig  `toml:"durability"`
 	Log         LogConfig         `toml:"log"`
 	// Capabilities and AGUI are the owner's IFP-7 document, inline. They
 	// are decoded by package negotiate's strict rules.
@@ -193,6 +194,21 @@ type LogConfig struct {
 	Format string `toml:"format"` // text or json
 }
 
+// The values of durability.sync.
+const (
+	SyncInterval = "interval" // write before acting, fsync every durability.interval
+	SyncAlways   = "always"   // fsync before acting on each message
+)
+
+// DurabilityConfig says when what the daemon records of each message (its
+// audit entry, its ID in the replay seen-set) reaches the disk. Either way
+// it is written before the daemon acts on the message, so a crash or a
+// kill -9 of the daemon loses none of it; the choice is about power loss.
+type DurabilityConfig struct {
+	Sync     string   `toml:"sync"`     // SyncInterval or SyncAlways
+	Interval Duration `toml:"interval"` // with SyncInterval: the most a power loss can take
+}
+
 // Duration is a time.Duration written as a Go duration string ("24h").
 type Duration struct{ time.Duration }
 
@@ -267,6 +283,7 @@ func DefaultConfig() *Config {
 			MaxPerSender: 200, MaxTotalMB: 256, Poll: Duration{time.Minute}, GiveUp: Duration{24 * time.Hour}},
 		Discovery: DiscoveryConfig{MDNS: true, MDNSService: "_ifaced._udp", DHT: DHTAuto, Bootstrap: []string{},
 			Reprovide: Duration{12 * time.Hour}, Gossip: true, ImportRefresh: Duration{6 * time.Hour}},
+		Durability:   DurabilityConfig{Sync: SyncInterval, Interval: Duration{time.Second}},
 		Log:          LogConfig{Level: "info", Format: "text"},
 		Capabilities: StandardCapabilities(),
 	}
@@ -489,6 +506,12 @@ func (c *Config) Validate() error {
 	}
 	if !slices.Contains([]string{DHTAuto, DHTServer, DHTClient, DHTOff}, c.Discovery.DHT) {
 		bad("discovery.dht", "%q: want auto, server, client or off", c.Discovery.DHT)
+	}
+	switch d := c.Durability; {
+	case d.Sync != SyncInterval && d.Sync != SyncAlways:
+		bad("durability.sync", "%q: want %q (fsync every durability.interval) or %q (fsync before acting on each message)", d.Sync, SyncInterval, SyncAlways)
+	case d.Sync == SyncInterval && (d.Interval.Duration <= 0 || d.Interval.Duration > time.Minute):
+		bad("durability.interval", "%s: want a duration above zero and at most 1m (the default is 1s)", d.Interval)
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)

@@ -44,6 +44,8 @@ func TestDefaultsSpelledOut(t *testing.T) {
 		"disclosure.default":      {c.Disclosure.Default, "public"},
 		"temperature.default_max": {c.Temperature.DefaultMax, "cool"},
 		"log.level":               {c.Log.Level, "info"},
+		"durability.sync":         {c.Durability.Sync, "interval"},
+		"durability.interval":     {c.Durability.Interval.Duration, time.Second},
 		"capabilities":            {len(c.Capabilities), 6},
 	}
 	for key, v := range checks {
@@ -78,6 +80,8 @@ func TestConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"bad capability", "version = 1\n\n[[capabilities]]\nname = \"ok.one\"\ndescription = \"x\"\n\n[[capabilities]]\nname = \"two\"\n", "capabilities[1].description", 7, "required"},
 		{"capability condition typo", "version = 1\n[[capabilities]]\nname = \"a.b\"\ndescription = \"x\"\n[capabilities.conditions]\nmin_auth = 1\n", "capabilities[0].conditions.min_auth", 6, "not a known condition"},
 		{"connections inverted", "version = 1\n[limits]\nconnections_low = 700\n", "limits.connections_low", 3, "above"},
+		{"unknown sync policy", "version = 1\n[durability]\nsync = \"never\"\n", "durability.sync", 3, "\"always\""},
+		{"sync interval too long", "version = 1\n[durability]\ninterval = \"1h\"\n", "durability.interval", 3, "at most 1m"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

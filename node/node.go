@@ -36,6 +36,7 @@ type Node struct {
 	store  *store.Store
 	audit  *gossip.AuditLog
 	replay *identity.ReplayGuard
+	seen   *store.BufferedSeen // with durability.sync = "interval"; nil when every Add commits
 	// mailReplay checks mail fetched from a mailbox (mailbox.go).
 	mailReplay *identity.ReplayGuard
 	order      *conditions.TierOrder
@@ -129,16 +130,34 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	if n.store, err = store.Open(filepath.Join(home.Dir, "ifaced.db")); err != nil {
 		return nil, err
 	}
-	if n.audit, err = gossip.OpenAuditLog(filepath.Join(home.Dir, "audit")); err != nil {
+	var auditOpts []gossip.AuditOption
+	if cfg.Durability.Sync == SyncInterval {
+		auditOpts = append(auditOpts, gossip.SyncEvery(cfg.Durability.Interval.Duration))
+	}
+	if n.audit, err = gossip.OpenAuditLog(filepath.Join(home.Dir, "audit"), auditOpts...); err != nil {
 		return nil, err
 	}
 	if err := n.reloadPolicy(); err != nil {
 		return nil, err
 	}
-	n.replay = identity.NewReplayGuard(n.store.Seen(), cfg.Replay.Window.Duration, cfg.Replay.ClockSkew.Duration)
+	seen := n.store.Seen()
+	if cfg.Durability.Sync == SyncInterval {
+		n.seen = n.store.BufferedSeen()
+		seen = n.seen
+	}
+	n.replay = identity.NewReplayGuard(seen, cfg.Replay.Window.Duration, cfg.Replay.ClockSkew.Duration)
 	// Mail may wait at a relay for mailbox.retention, so it is dated within
 	// that window rather than the replay window; the seen-set is the same.
-	n.mailReplay = identity.NewReplayGuard(n.store.Seen(), max(cfg.Mailbox.Retention.Duration, cfg.Replay.Window.Duration), cfg.Replay.ClockSkew.Duration)
+	n.mailReplay = identity.NewReplayGuard(seen, max(cfg.Mailbox.Retention.Duration, cfg.Replay.Window.Duration), cfg.Replay.ClockSkew.Duration)
+	if err := n.recoverSeen(); err != nil {
+		return nil, err
+	}
+	if n.seen != nil {
+		// From here on, a crash is recovered from this instant.
+		if err := n.seen.Flush(); err != nil {
+			return nil, err
+		}
+	}
 	n.trust = newTrust(n)
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
@@ -161,6 +180,9 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		return nil, err
 	}
 	n.spawn(n.pruneLoop)
+	if n.seen != nil {
+		n.spawn(n.flushLoop)
+	}
 	n.spawn(n.outboxLoop)
 	n.spawn(n.refreshImports)
 	ok = true
@@ -541,6 +563,9 @@ func (n *Node) closeAll() error {
 	}
 	n.mu.Unlock()
 	n.wg.Wait()
+	if n.seen != nil {
+		errs = append(errs, n.seen.Flush())
+	}
 	if n.audit != nil {
 		errs = append(errs, n.audit.Close())
 	}

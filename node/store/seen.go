@@ -39,35 +39,42 @@ func (ss seenSet) Add(id string, expires time.Time) (added bool, err error) {
 		return false, errors.New("recording message ID: empty ID")
 	}
 	err = ss.s.db.Update(func(tx *bolt.Tx) error {
-		seen, index := tx.Bucket(bucketSeen), tx.Bucket(bucketSeenByExpiry)
-		key := []byte(id)
-		if raw := seen.Get(key); raw != nil {
-			var old seenRecord
-			if err := decode(bucketSeen, key, raw, &old); err != nil {
-				return err
-			}
-			if !expires.After(old.Expires) {
-				return nil
-			}
-			if err := index.Delete(expiryKey(old.Expires, id)); err != nil {
-				return err
-			}
-		} else {
+		if tx.Bucket(bucketSeen).Get([]byte(id)) == nil {
 			added = true
 		}
-		raw, err := encode(seenRecord{Expires: expires})
-		if err != nil {
-			return fmt.Errorf("encoding record: %w", err)
-		}
-		if err := seen.Put(key, raw); err != nil {
-			return err
-		}
-		return index.Put(expiryKey(expires, id), nil)
+		return putSeen(tx, id, expires)
 	})
 	if err != nil {
 		return false, fmt.Errorf("recording message ID %q: %w", id, err)
 	}
 	return added, nil
+}
+
+// putSeen records id until expires, or until its stored expiry when that
+// is later.
+func putSeen(tx *bolt.Tx, id string, expires time.Time) error {
+	seen, index := tx.Bucket(bucketSeen), tx.Bucket(bucketSeenByExpiry)
+	key := []byte(id)
+	if raw := seen.Get(key); raw != nil {
+		var old seenRecord
+		if err := decode(bucketSeen, key, raw, &old); err != nil {
+			return err
+		}
+		if !expires.After(old.Expires) {
+			return nil
+		}
+		if err := index.Delete(expiryKey(old.Expires, id)); err != nil {
+			return err
+		}
+	}
+	raw, err := encode(seenRecord{Expires: expires})
+	if err != nil {
+		return fmt.Errorf("encoding record: %w", err)
+	}
+	if err := seen.Put(key, raw); err != nil {
+		return err
+	}
+	return index.Put(expiryKey(expires, id), nil)
 }
 
 // Forget removes id, so a message whose processing failed after its check

@@ -1,0 +1,90 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/node/wire"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// crash stops the daemon as a kill -9 would leave its files: what it wrote
+// stays, what it held in memory (the seen-set's unflushed IDs) is gone.
+// The audit log's Close only fsyncs what is already written.
+func (d *testDaemon) crash(t *testing.T) {
+	t.Helper()
+	d.seen = nil // Close would flush it
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reconnect connects r to target again (after target restarted on new ports).
+func (r *rawPeer) reconnect(t *testing.T, target *testDaemon) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r.Peerstore().ClearAddrs(target.id.PeerID())
+	if err := r.Connect(ctx, peer.AddrInfo{ID: target.id.PeerID(), Addrs: target.Host().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With durability.sync = "interval", a message's ID is only in memory until
+// the next flush; a crash before it must still not let the message be
+// replayed: the restarted daemon finds it in the audit log.
+func TestReplayIsRefusedAfterACrashBeforeTheFlush(t *testing.T) {
+	cfg := aliceConfig("")
+	cfg.Durability = DurabilityConfig{Sync: SyncInterval, Interval: Duration{time.Minute}}
+	alice := startDaemon(t, cfg)
+	raw := newRawPeer(t, alice)
+	first := raw.greeting(alice, raw.id)
+	if m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, first)); err != nil || m.Headers.Phase != gossip.PhaseGreeting {
+		t.Fatalf("first greeting: %v, %+v", err, m)
+	}
+	if n := alice.seen.Pending(); n != 1 {
+		t.Fatalf("%d IDs waiting for the flush, want 1 (the greeting)", n)
+	}
+	alice.crash(t)
+
+	alice = restartDaemon(t, alice)
+	raw.reconnect(t, alice)
+	m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, first))
+	if err != nil {
+		t.Fatalf("replay after restart: no answer: %v", err)
+	}
+	if code := errorCode(t, m); code != wire.CodeReplay {
+		t.Fatalf("replay after a crash: %s, want %s", code, wire.CodeReplay)
+	}
+	// A new message is accepted as ever.
+	if m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, raw.greeting(alice, raw.id))); err != nil || m.Headers.Phase != gossip.PhaseGreeting {
+		t.Fatalf("new greeting after restart: %v, %+v", err, m)
+	}
+}
+
+// The same, with every ID committed on the spot: nothing waits in memory.
+func TestReplayIsRefusedAfterACrashWithSyncAlways(t *testing.T) {
+	cfg := aliceConfig("")
+	cfg.Durability = DurabilityConfig{Sync: SyncAlways}
+	alice := startDaemon(t, cfg)
+	if alice.seen != nil {
+		t.Fatal("sync = always buffers the seen-set")
+	}
+	raw := newRawPeer(t, alice)
+	first := raw.greeting(alice, raw.id)
+	if m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, first)); err != nil || m.Headers.Phase != gossip.PhaseGreeting {
+		t.Fatalf("first greeting: %v, %+v", err, m)
+	}
+	alice.crash(t)
+	alice = restartDaemon(t, alice)
+	raw.reconnect(t, alice)
+	m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := errorCode(t, m); code != wire.CodeReplay {
+		t.Fatalf("replay after a crash: %s, want %s", code, wire.CodeReplay)
+	}
+}

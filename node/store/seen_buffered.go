@@ -1,0 +1,166 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ifaced/ifaced/identity"
+	bolt "go.etcd.io/bbolt"
+)
+
+// keySeenFlushedAt (in meta) is when the last Flush of a BufferedSeen took
+// its batch: every Add before that instant is on disk.
+var keySeenFlushedAt = []byte("seen_flushed_at")
+
+// BufferedSeen is the seen-set with its writes batched: Add answers from
+// memory and the store together, and Flush commits what was added since
+// the last Flush in one transaction (one fsync) instead of one per message.
+// Between flushes the newest IDs live only in memory, so a crash loses
+// them; the daemon rebuilds them from its audit log, which recorded every
+// accepted message before it was acted on (node.recoverSeen), starting at
+// SeenFlushedAt.
+type BufferedSeen struct {
+	s *Store
+
+	mu       sync.Mutex           // orders Adds; held across the store lookup
+	pending  map[string]time.Time // added since the last Flush took its batch
+	flushing map[string]time.Time // taken by a Flush, not yet committed
+
+	flushMu sync.Mutex // one Flush at a time
+}
+
+var _ identity.SeenSet = (*BufferedSeen)(nil)
+
+// BufferedSeen returns a seen-set over the same entries as Seen whose Adds
+// are committed by Flush.
+func (s *Store) BufferedSeen() *BufferedSeen {
+	return &BufferedSeen{s: s, pending: map[string]time.Time{}, flushing: map[string]time.Time{}}
+}
+
+// Add records id until expires and reports whether it was new, as Seen's
+// Add does; the record reaches the disk at the next Flush.
+func (b *BufferedSeen) Add(id string, expires time.Time) (bool, error) {
+	if id == "" {
+		return false, errors.New("recording message ID: empty ID")
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if old, ok := b.pending[id]; ok {
+		b.pending[id] = later(old, expires)
+		return false, nil
+	}
+	if old, ok := b.flushing[id]; ok {
+		if expires.After(old) {
+			b.pending[id] = expires
+		}
+		return false, nil
+	}
+	var stored *seenRecord
+	err := b.s.db.View(func(tx *bolt.Tx) error {
+		key := []byte(id)
+		raw := tx.Bucket(bucketSeen).Get(key)
+		if raw == nil {
+			return nil
+		}
+		stored = new(seenRecord)
+		return decode(bucketSeen, key, raw, stored)
+	})
+	if err != nil {
+		return false, fmt.Errorf("recording message ID %q: %w", id, err)
+	}
+	if stored == nil || expires.After(stored.Expires) {
+		b.pending[id] = expires
+	}
+	return stored == nil, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// Forget removes id from memory and from the store.
+func (b *BufferedSeen) Forget(id string) error {
+	b.mu.Lock()
+	delete(b.pending, id)
+	_, inFlight := b.flushing[id]
+	b.mu.Unlock()
+	if inFlight {
+		b.flushMu.Lock() // wait for the Flush under way, which writes it, then delete it
+		b.flushMu.Unlock()
+	}
+	return seenSet{b.s}.Forget(id)
+}
+
+// Prune commits what is pending, then deletes expired entries.
+func (b *BufferedSeen) Prune(now time.Time) error {
+	if err := b.Flush(); err != nil {
+		return err
+	}
+	return seenSet{b.s}.Prune(now)
+}
+
+// Flush commits every ID added before it was called, and records that
+// instant as SeenFlushedAt, in one transaction. On failure the batch stays
+// in memory for the next Flush.
+func (b *BufferedSeen) Flush() error {
+	b.flushMu.Lock()
+	defer b.flushMu.Unlock()
+	b.mu.Lock()
+	batch := b.pending
+	b.flushing, b.pending = batch, map[string]time.Time{}
+	b.mu.Unlock()
+	at := time.Now()
+	err := b.s.db.Update(func(tx *bolt.Tx) error {
+		for id, expires := range batch {
+			if err := putSeen(tx, id, expires); err != nil {
+				return err
+			}
+		}
+		raw, err := encode(at.UTC())
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keySeenFlushedAt, raw)
+	})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		// Put the batch back under anything added since.
+		for id, expires := range batch {
+			b.pending[id] = later(b.pending[id], expires)
+		}
+		b.flushing = map[string]time.Time{}
+		return fmt.Errorf("committing seen message IDs: %w", err)
+	}
+	b.flushing = map[string]time.Time{}
+	return nil
+}
+
+// Pending is how many IDs wait for the next Flush.
+func (b *BufferedSeen) Pending() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.pending) + len(b.flushing)
+}
+
+// SeenFlushedAt is when the last BufferedSeen.Flush took its batch, or the
+// zero time when none ever did (every Add was committed at once).
+func (s *Store) SeenFlushedAt() (time.Time, error) {
+	var at time.Time
+	err := s.db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketMeta).Get(keySeenFlushedAt)
+		if raw == nil {
+			return nil
+		}
+		return decode(bucketMeta, keySeenFlushedAt, raw, &at)
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reading %s/%s: %w", bucketMeta, keySeenFlushedAt, err)
+	}
+	return at, nil
+}
