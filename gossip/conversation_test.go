@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"errors"
+	"sync"
 	"testing"
 )
 
@@ -97,5 +98,40 @@ func TestConversationFirstMessageMustGreet(t *testing.T) {
 	m := &Message{IFP: Version, Headers: Headers{ConversationID: "c", From: alice, To: []Agent{bob}, Sequence: 1, Phase: PhaseProbe}}
 	if err := b.Accept(m); !errors.Is(err, ErrUnexpectedPhase) {
 		t.Fatalf("probe first: %v", err)
+	}
+}
+
+// Answers built at once by several goroutines each get a number of their
+// own when stamped, and the numbers follow the order of stamping.
+func TestConversationStampNumbersConcurrentAnswers(t *testing.T) {
+	alice, bob := Agent{Agent: "did:key:alice"}, Agent{Agent: "did:key:bob"}
+	c := NewConversation("conv:1", alice, bob)
+	g, _ := c.Next(PhaseGreeting, testNow)
+	c.Stamp(g)
+	c.Sent(g)
+	const n = 16
+	msgs := make([]*Message, n)
+	for i := range msgs {
+		msgs[i], _ = c.Next(PhaseContext, testNow) // all built before any is sent: one number
+	}
+	if msgs[0].Headers.Sequence != msgs[n-1].Headers.Sequence {
+		t.Fatal("Next numbered unsent messages apart; the test assumes it does not")
+	}
+	var mu sync.Mutex
+	var order []int64
+	var wg sync.WaitGroup
+	for _, m := range msgs {
+		wg.Go(func() {
+			mu.Lock() // the sender's write lock
+			defer mu.Unlock()
+			c.Stamp(m)
+			order = append(order, m.Headers.Sequence)
+		})
+	}
+	wg.Wait()
+	for i, seq := range order {
+		if seq != int64(i+2) {
+			t.Fatalf("stamp %d gave sequence %d, want %d: %v", i, seq, i+2, order)
+		}
 	}
 }

@@ -400,16 +400,23 @@ func (n *Node) greeting(c *conv, prop negotiate.Proposal, granted *negotiate.Gra
 	return m, nil
 }
 
-// send signs m, records it in the audit log, then writes it.
+// send numbers m, signs it, records it in the audit log, then writes it:
+// all under the conversation's write lock, so that messages leave in the
+// order of their sequence numbers however many goroutines answer at once.
+// A message that already carries a proof (a greeting with an
+// introduction) keeps the number it was proved with.
 func (n *Node) send(c *conv, m *gossip.Message) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if m.Security == nil {
+		c.Stamp(m)
+	}
 	if err := m.Sign(n.id, n.now()); err != nil {
 		return err
 	}
 	if err := n.record(gossip.Sent, c.peer, m, ""); err != nil {
 		return err
 	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	if err := c.stream.Write(m); err != nil {
 		return fmt.Errorf("sending %s to %s: %w", m.Headers.Phase, c.peer, err)
 	}

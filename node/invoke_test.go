@@ -39,6 +39,7 @@ conditions = { max_concurrent = 1 }
 	}
 	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
 	c.API.Listen = "127.0.0.1:0"
+	quietDiscovery(c)
 	c.Agent.Webhook = webhook
 	return c
 }

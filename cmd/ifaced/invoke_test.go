@@ -17,6 +17,7 @@ func TestInvokeVerb(t *testing.T) {
 	}
 	cfg.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
 	cfg.API.Listen = "127.0.0.1:0"
+	cfg.Discovery.MDNS, cfg.Discovery.DHT, cfg.Discovery.Gossip = false, node.DHTOff, false
 	cfg.Agent.Webhook = hook.URL
 	_, alice := startDaemon(t, cfg)
 	bobHome, _ := startDaemon(t, nil)
