@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/identity"
+	"github.com/oklog/ulid/v2"
 )
 
 const auditConvID = "conv:01JNTP8R1S3X4V5W6Y7Z8A9BCE"
@@ -39,12 +40,18 @@ func auditMessage(t *testing.T, from, to *identity.Identity, conv string, seq in
 }
 
 // auditMarker matches the marker line of one entry in a .md file.
-var auditMarker = regexp.MustCompile(`(?m)^<!-- ifaced audit: (sent|received) (\S+) peer (\S+) via (\S+)(?: — (.*))? -->\n`)
+var auditMarker = regexp.MustCompile(`(?m)^<!-- ifaced audit: (sent|received) (\S+) peer (\S+) via (\S+) conversation (\S+)(?: — (.*))? -->\n`)
 
 type mdEntry struct {
-	direction, at, peer, transport, note string
-	body                                 []byte // what follows the marker, without the blank line
+	direction, at, peer, transport, conv, note string
+	body                                       []byte // what follows the marker, without the blank line
 }
+
+// testDay is the audit day directory of testNow.
+const testDay = "2026-03-04"
+
+// peerFile is the path of a peer's audit file of a day, by its kept name.
+func peerFile(dir, day, peer, ext string) string { return filepath.Join(dir, day, peer+ext) }
 
 // splitAuditMD splits a .md audit file at its marker lines.
 func splitAuditMD(t *testing.T, path string) (title string, entries []mdEntry) {
@@ -69,8 +76,9 @@ func splitAuditMD(t *testing.T, path string) (title string, entries []mdEntry) {
 		}
 		e := mdEntry{body: seg[:len(seg)-1]}
 		e.direction, e.at, e.peer, e.transport = string(b[l[2]:l[3]]), string(b[l[4]:l[5]]), string(b[l[6]:l[7]]), string(b[l[8]:l[9]])
-		if l[10] >= 0 {
-			e.note = string(b[l[10]:l[11]])
+		e.conv = string(b[l[10]:l[11]])
+		if l[12] >= 0 {
+			e.note = string(b[l[12]:l[13]])
 		}
 		entries = append(entries, e)
 	}
@@ -120,7 +128,7 @@ func TestAuditLogConversation(t *testing.T) {
 	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
 		t.Errorf("audit directory: %v, mode %v, want 0700", err, st.Mode().Perm())
 	}
-	md := filepath.Join(dir, "conv_01JNTP8R1S3X4V5W6Y7Z8A9BCE.md")
+	md := peerFile(dir, testDay, bobPeer, ".md")
 	for _, p := range []string{md, strings.TrimSuffix(md, ".md") + ".jsonl"} {
 		if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o600 {
 			t.Fatalf("%s: %v, want mode 0600", p, err)
@@ -129,7 +137,7 @@ func TestAuditLogConversation(t *testing.T) {
 
 	// The .md reads as intended and each rendering parses back.
 	title, got := splitAuditMD(t, md)
-	if !strings.HasPrefix(title, "# Conversation "+auditConvID+"\n") || !strings.Contains(title, bobPeer) {
+	if !strings.HasPrefix(title, "# Peer "+bobPeer+", "+testDay+"\n") {
 		t.Errorf("title:\n%s", title)
 	}
 	if len(got) != 3 {
@@ -140,7 +148,7 @@ func TestAuditLogConversation(t *testing.T) {
 	signers := []*identity.Identity{alice, bob, alice}
 	for i, e := range got {
 		want := recorded[i]
-		if e.direction != string(want.Direction) || e.at != "2026-03-04T23:58:1"+fmt.Sprint(2+i)+"Z" || e.peer != bobPeer || e.transport != "libp2p" {
+		if e.direction != string(want.Direction) || e.at != "2026-03-04T23:58:1"+fmt.Sprint(2+i)+"Z" || e.peer != bobPeer || e.transport != "libp2p" || e.conv != auditConvID {
 			t.Errorf("marker %d: %+v", i, e)
 		}
 		replyTo := []string{"", "reply-to: 1\n", "reply-to: 2\n"}[i]
@@ -201,7 +209,7 @@ func TestAuditLogConversation(t *testing.T) {
 	if len(got) != 4 || !bytes.Contains(got[3].body, []byte("reply-to: 3\n")) || got[3].transport != "relay" {
 		t.Fatalf("after reopening: %d entries, last:\n%s", len(got), got[len(got)-1].body)
 	}
-	if strings.Count(title, "# Conversation") != 1 {
+	if strings.Count(title, "# Peer") != 1 {
 		t.Errorf("title written again")
 	}
 	if entries, err := a.Entries(auditConvID); err != nil || len(entries) != 4 {
@@ -224,7 +232,7 @@ func TestAuditLogConversation(t *testing.T) {
 	}
 	c0, c1 := convs[0], convs[1]
 	if c0.ID != "conv:01JNTP8R1S3X4V5W6Y7Z8A9BCF" || c0.Messages != 1 || !c0.First.Equal(later) || !c0.Last.Equal(later) ||
-		len(c0.Peers) != 1 || c0.Peers[0] != carol.PeerID().String() || c0.File != filepath.Join(dir, "conv_01JNTP8R1S3X4V5W6Y7Z8A9BCF.md") {
+		len(c0.Peers) != 1 || c0.Peers[0] != carol.PeerID().String() || c0.File != peerFile(dir, "2026-03-05", carol.PeerID().String(), ".md") {
 		t.Errorf("newest conversation: %+v", c0)
 	}
 	if c1.ID != auditConvID || c1.Messages != 4 || !c1.First.Equal(testNow) || !c1.Last.Equal(testNow.Add(3*time.Second)) ||
@@ -270,7 +278,14 @@ func TestAuditLogRecordsAnything(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, got := splitAuditMD(t, filepath.Join(dir, "conv_bare.md"))
+	convs, err := a.Conversations()
+	if err != nil || len(convs) != 1 {
+		t.Fatalf("Conversations: %+v, %v", convs, err)
+	}
+	if _, h := auditNames("203.0.113.9:4431"); filepath.Base(convs[0].File) != h+".md" {
+		t.Errorf("a peer with a ':' is in %s, want its hashed name %s", convs[0].File, h)
+	}
+	_, got := splitAuditMD(t, convs[0].File)
 	if len(got) != 2 {
 		t.Fatalf("%d marker lines, want 2 (a body must not forge one)", len(got))
 	}
@@ -285,47 +300,51 @@ func TestAuditLogRecordsAnything(t *testing.T) {
 }
 
 func TestAuditLogNames(t *testing.T) {
-	for id, want := range map[string]string{
-		"conv:01JNTP8R1S3X4V5W6Y7Z8A9BCE": "conv_01JNTP8R1S3X4V5W6Y7Z8A9BCE",
-		"a1b2c3":                          "a1b2c3",
-		"x.y-z":                           "x.y-z",
+	for peer, want := range map[string]string{
+		"12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo": "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo",
+		"a1b2c3": "a1b2c3",
+		"x.y-z":  "x.y-z",
 	} {
-		if kept, _ := auditNames(id); kept != want {
-			t.Errorf("%q: named %q, want %q", id, kept, want)
+		if kept, _ := auditNames(peer); kept != want {
+			t.Errorf("%q: named %q, want %q", peer, kept, want)
 		}
 	}
 	_, h := auditNames("a/b")
-	for _, id := range []string{"../../etc/passwd", "a/b", "..", ".hidden", "-rf", "con_1", "NUL", "com1", "nul.x", "with space", "", strings.Repeat("x", 129), h} {
-		if kept, _ := auditNames(id); kept != "" {
-			t.Errorf("%q kept as %q, want a hashed name", id, kept)
+	for _, peer := range []string{"../../etc/passwd", "a/b", "..", ".hidden", "-rf", "peer_1", "NUL", "com1", "nul.x", "with space",
+		"203.0.113.9:4431", "", strings.Repeat("x", 129), h} {
+		if kept, _ := auditNames(peer); kept != "" {
+			t.Errorf("%q kept as %q, want a hashed name", peer, kept)
 		}
 	}
 
+	// Hostile peers and hostile conversation IDs, all on one day.
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "audit")
 	a := openAudit(t, dir)
-	hostile := []string{"../../etc/passwd", "a/b", "../x", "/abs", strings.Repeat("y", 300), "con:1", "con_1", "CON:1", h, "conv:ok", "a\nb"}
-	for i, id := range hostile {
-		m := &Message{IFP: Version, Headers: Headers{ConversationID: id, MessageID: fmt.Sprintf("msg:%d", i), Sequence: 1}}
-		if err := a.Record(AuditEntry{At: testNow.Add(time.Duration(i) * time.Second), Direction: Received, Peer: "p", Transport: "libp2p", Message: m}); err != nil {
-			t.Fatalf("%q: %v", id, err)
+	hostile := []string{"../../etc/passwd", "a/b", "../x", "/abs", strings.Repeat("y", 300), "con:1", "con_1", "CON:1", h, "ok", "a\nb", "2026-03-04"}
+	for i, s := range hostile {
+		m := &Message{IFP: Version, Headers: Headers{ConversationID: s, MessageID: fmt.Sprintf("msg:%d", i), Sequence: 1}}
+		if err := a.Record(AuditEntry{At: testNow.Add(time.Duration(i) * time.Millisecond), Direction: Received, Peer: s, Transport: "libp2p", Message: m}); err != nil {
+			t.Fatalf("%q: %v", s, err)
 		}
 	}
-	// Nothing outside the audit directory, no sub-directories but the
-	// spare files', two files per id.
+	// Nothing outside the audit directory; in it, the spares and the day;
+	// in the day, two regular files per peer.
 	if des, _ := os.ReadDir(parent); len(des) != 1 {
 		t.Errorf("files next to the audit directory: %v", des)
 	}
-	all, err := os.ReadDir(dir)
+	top, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var des []os.DirEntry
-	for _, de := range all {
-		if de.Name() == spareDir && de.IsDir() {
-			continue
+	for _, de := range top {
+		if !de.IsDir() || de.Name() != spareDir && de.Name() != testDay {
+			t.Errorf("%s in the audit directory", de.Name())
 		}
-		des = append(des, de)
+	}
+	des, err := os.ReadDir(filepath.Join(dir, testDay))
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, de := range des {
 		if !de.Type().IsRegular() {
@@ -333,7 +352,7 @@ func TestAuditLogNames(t *testing.T) {
 		}
 	}
 	if len(des) != 2*len(hostile) {
-		t.Errorf("%d files for %d conversations", len(des), len(hostile))
+		t.Errorf("%d files for %d peers", len(des), len(hostile))
 	}
 	// Each conversation reads back alone.
 	for i, id := range hostile {
@@ -347,41 +366,133 @@ func TestAuditLogNames(t *testing.T) {
 		t.Fatalf("Conversations: %d, %v", len(convs), err)
 	}
 	for i, c := range convs {
-		if want := hostile[len(hostile)-1-i]; c.ID != want || filepath.Dir(c.File) != dir {
+		if want := hostile[len(hostile)-1-i]; c.ID != want || filepath.Dir(c.File) != filepath.Join(dir, testDay) {
 			t.Errorf("conversation %d: %q in %s, want %q", i, c.ID, c.File, want)
 		}
 	}
-	// A reopened log finds every conversation at the same name.
+	// A reopened log finds every peer at the same name.
 	b := openAudit(t, dir)
-	for i, id := range hostile {
-		if entries, err := b.Entries(id); err != nil || len(entries) != 1 || entries[0].Message.Headers.MessageID != fmt.Sprintf("msg:%d", i) {
-			t.Errorf("reopened, %q: %v", id, err)
+	for i, s := range hostile {
+		m := &Message{IFP: Version, Headers: Headers{ConversationID: s, MessageID: fmt.Sprintf("msg:again-%d", i), Sequence: 2}}
+		if err := b.Record(AuditEntry{At: testNow.Add(time.Second), Direction: Received, Peer: s, Transport: "libp2p", Message: m}); err != nil {
+			t.Fatal(err)
+		}
+		if entries, err := b.Entries(s); err != nil || len(entries) != 2 {
+			t.Errorf("reopened, %q: %d entries, %v", s, len(entries), err)
+		}
+	}
+	if des, _ := os.ReadDir(filepath.Join(dir, testDay)); len(des) != 2*len(hostile) {
+		t.Errorf("after reopening: %d files for %d peers", len(des), len(hostile))
+	}
+}
+
+// Every conversation with a peer on one day shares the peer's two files.
+func TestAuditLogConversationsShareTheirPeersFiles(t *testing.T) {
+	alice, bob := testIdentity(t, 1), testIdentity(t, 2)
+	bobPeer := bob.PeerID().String()
+	dir := t.TempDir()
+	a := openAudit(t, dir)
+	var ids []string
+	for i := range 10 {
+		id := fmt.Sprintf("conv:%d", i)
+		ids = append(ids, id)
+		for seq := int64(1); seq <= 2; seq++ {
+			m := auditMessage(t, alice, bob, id, seq, "")
+			if err := a.Record(AuditEntry{At: testNow.Add(time.Duration(i) * time.Millisecond), Direction: Sent, Peer: bobPeer, Transport: "libp2p", Message: m}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	des, _ := os.ReadDir(filepath.Join(dir, testDay))
+	if len(des) != 2 {
+		t.Fatalf("%d files for one peer's day, want 2", len(des))
+	}
+	_, got := splitAuditMD(t, peerFile(dir, testDay, bobPeer, ".md"))
+	if len(got) != 20 || got[0].conv != "conv:0" || got[19].conv != "conv:9" {
+		t.Fatalf("%d entries in the .md, first of %s, last of %s", len(got), got[0].conv, got[len(got)-1].conv)
+	}
+	for _, id := range ids {
+		entries, err := a.Entries(id)
+		if err != nil || len(entries) != 2 || entries[0].Message.Headers.ConversationID != id || entries[1].Message.Headers.Sequence != 2 {
+			t.Fatalf("%s: %d entries, %v", id, len(entries), err)
+		}
+	}
+	convs, err := a.Conversations()
+	if err != nil || len(convs) != 10 || convs[0].ID != "conv:9" || convs[0].Messages != 2 || convs[0].File != peerFile(dir, testDay, bobPeer, ".md") {
+		t.Fatalf("Conversations: %+v, %v", convs, err)
+	}
+}
+
+// A conversation that goes on past midnight, and across a restart, reads
+// back whole; so does one whose ID is not a ULID, or whose ULID lies.
+func TestAuditLogConversationAcrossDays(t *testing.T) {
+	alice, bob := testIdentity(t, 1), testIdentity(t, 2)
+	dir := t.TempDir()
+	a := openAudit(t, dir)
+	lying := "conv:" + ulid.MustNew(ulid.Timestamp(testNow.Add(72*time.Hour)), nil).String()
+	for _, id := range []string{auditConvID, "plain-id", lying} {
+		for seq := int64(1); seq <= 3; seq++ {
+			at := testNow.Add(time.Duration(seq) * time.Minute) // 23:59, 00:00, 00:01
+			m := auditMessage(t, alice, bob, id, seq, "")
+			if err := a.Record(AuditEntry{At: at, Direction: Sent, Peer: "p", Transport: "libp2p", Message: m}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, day := range []string{testDay, "2026-03-05"} {
+		if _, err := os.Stat(peerFile(dir, day, "p", ".jsonl")); err != nil {
+			t.Fatalf("no file for %s: %v", day, err)
+		}
+	}
+	for _, log := range []*AuditLog{a, openAudit(t, dir)} {
+		for _, id := range []string{auditConvID, "plain-id", lying} {
+			entries, err := log.Entries(id)
+			if err != nil || len(entries) != 3 {
+				t.Fatalf("%s: %d entries, %v", id, len(entries), err)
+			}
+			for i, e := range entries {
+				if e.Message.Headers.Sequence != int64(i+1) {
+					t.Errorf("%s: entry %d has sequence %d", id, i, e.Message.Headers.Sequence)
+				}
+			}
+		}
+	}
+	convs, err := a.Conversations()
+	if err != nil || len(convs) != 3 {
+		t.Fatalf("Conversations: %+v, %v", convs, err)
+	}
+	for _, c := range convs {
+		if c.Messages != 3 || c.File != peerFile(dir, testDay, "p", ".md") || !c.First.Equal(testNow.Add(time.Minute)) {
+			t.Errorf("%s: %+v", c.ID, c)
 		}
 	}
 }
 
-// A file that belongs to another conversation (as two ids differing in case
+// A file that belongs to another peer (as two peer IDs differing in case
 // meet on a case-insensitive file system) is left alone.
-func TestAuditLogFileOfAnotherConversation(t *testing.T) {
+func TestAuditLogFileOfAnotherPeer(t *testing.T) {
 	dir := t.TempDir()
 	a := openAudit(t, dir)
 	m := &Message{Headers: Headers{ConversationID: "conv:X", MessageID: "msg:1"}}
-	if err := a.Record(AuditEntry{Direction: Sent, Message: m}); err != nil {
+	if err := a.Record(AuditEntry{At: testNow, Direction: Sent, Peer: "PeerX", Message: m}); err != nil {
 		t.Fatal(err)
 	}
-	// Simulate case folding: the kept name of "conv:Y" is made to hold conv:X.
+	// Simulate case folding: the kept name of "PeerY" is made to hold PeerX's files.
 	for _, ext := range []string{".md", ".jsonl"} {
-		b, _ := os.ReadFile(filepath.Join(dir, "conv_X"+ext))
-		os.WriteFile(filepath.Join(dir, "conv_Y"+ext), b, 0o600)
+		b, _ := os.ReadFile(peerFile(dir, testDay, "PeerX", ext))
+		os.WriteFile(peerFile(dir, testDay, "PeerY", ext), b, 0o600)
 	}
 	b := openAudit(t, dir)
 	y := &Message{Headers: Headers{ConversationID: "conv:Y", MessageID: "msg:2"}}
-	if err := b.Record(AuditEntry{Direction: Sent, Message: y}); err != nil {
+	if err := b.Record(AuditEntry{At: testNow, Direction: Sent, Peer: "PeerY", Message: y}); err != nil {
 		t.Fatal(err)
 	}
-	_, h := auditNames("conv:Y")
-	if _, err := os.Stat(filepath.Join(dir, h+".jsonl")); err != nil {
-		t.Fatalf("conv:Y not sent to its hashed name: %v", err)
+	_, h := auditNames("PeerY")
+	if _, err := os.Stat(peerFile(dir, testDay, h, ".jsonl")); err != nil {
+		t.Fatalf("PeerY not sent to its hashed name: %v", err)
+	}
+	if raw, _ := os.ReadFile(peerFile(dir, testDay, "PeerY", ".jsonl")); bytes.Contains(raw, []byte("conv:Y")) {
+		t.Fatal("PeerY's entry went into PeerX's file")
 	}
 	c := openAudit(t, dir)
 	if entries, err := c.Entries("conv:Y"); err != nil || len(entries) != 1 || entries[0].Message.Headers.MessageID != "msg:2" {
@@ -404,8 +515,8 @@ func TestAuditLogTornLine(t *testing.T) {
 	a.Close()
 
 	// A crash in the middle of writing a third entry to both files.
-	jsonl := filepath.Join(dir, "conv_01JNTP8R1S3X4V5W6Y7Z8A9BCE.jsonl")
-	md := filepath.Join(dir, "conv_01JNTP8R1S3X4V5W6Y7Z8A9BCE.md")
+	jsonl := peerFile(dir, testDay, "p", ".jsonl")
+	md := peerFile(dir, testDay, "p", ".md")
 	full, _ := os.ReadFile(jsonl)
 	first := full[:bytes.IndexByte(full, '\n')]
 	appendFile(t, jsonl, first[:len(first)/2])
@@ -442,14 +553,23 @@ func TestAuditLogTornLine(t *testing.T) {
 		t.Fatalf("Conversations with a torn line: %+v, %v", convs, err)
 	}
 
-	// Anything else that does not decode is an error naming file and line.
+	// Anything else that does not decode is an error naming file and
+	// line: for Entries when the line names the conversation, for
+	// Conversations always.
 	appendFile(t, jsonl, []byte("{\"at\": \"yesterday\"}\n"))
-	if _, err := a.Entries(auditConvID); err == nil || errors.Is(err, ErrTornAuditLine) || !strings.Contains(err.Error(), jsonl+": line 5") {
-		t.Fatalf("bad line: %v", err)
+	if _, err := a.Conversations(); err == nil || errors.Is(err, ErrTornAuditLine) || !strings.Contains(err.Error(), jsonl+": line 5") {
+		t.Fatalf("bad line, Conversations: %v", err)
+	}
+	if entries, err := a.Entries(auditConvID); len(entries) != 3 || !errors.Is(err, ErrTornAuditLine) {
+		t.Fatalf("a bad line of no conversation stopped Entries: %d, %v", len(entries), err)
+	}
+	appendFile(t, jsonl, []byte("{\"at\": \"yesterday\", \"conversation_id\": \""+auditConvID+"\"}\n"))
+	if _, err := a.Entries(auditConvID); err == nil || errors.Is(err, ErrTornAuditLine) || !strings.Contains(err.Error(), jsonl+": line 6") {
+		t.Fatalf("bad line of the conversation: %v", err)
 	}
 	// ... which does not stop the daemon from recording.
 	m4 := auditMessage(t, bob, alice, auditConvID, 4, m3.Headers.MessageID)
-	if err := openAudit(t, dir).Record(AuditEntry{Direction: Received, Peer: "p", Transport: "libp2p", Message: m4}); err != nil {
+	if err := openAudit(t, dir).Record(AuditEntry{At: testNow, Direction: Received, Peer: "p", Transport: "libp2p", Message: m4}); err != nil {
 		t.Fatal(err)
 	}
 	if _, got := splitAuditMD(t, md); !bytes.Contains(got[len(got)-1].body, []byte("reply-to: 3\n")) {
@@ -481,7 +601,7 @@ func TestAuditLogConcurrent(t *testing.T) {
 	errs := make(chan error, len(msgs))
 	for _, m := range msgs {
 		wg.Go(func() {
-			errs <- a.Record(AuditEntry{Direction: Sent, Peer: "p", Transport: "libp2p", Message: m})
+			errs <- a.Record(AuditEntry{At: testNow, Direction: Sent, Peer: "p", Transport: "libp2p", Message: m})
 		})
 	}
 	wg.Wait()
@@ -491,7 +611,7 @@ func TestAuditLogConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	raw, _ := os.ReadFile(filepath.Join(dir, "conv_01JNTP8R1S3X4V5W6Y7Z8A9BCE.jsonl"))
+	raw, _ := os.ReadFile(peerFile(dir, testDay, "p", ".jsonl"))
 	if n := bytes.Count(raw, []byte("\n")); n != 8 {
 		t.Errorf("%d lines, want 8", n)
 	}
@@ -509,7 +629,7 @@ func TestAuditLogConcurrent(t *testing.T) {
 	if len(seen) != 8 {
 		t.Errorf("%d distinct messages, want 8", len(seen))
 	}
-	_, got := splitAuditMD(t, filepath.Join(dir, "conv_01JNTP8R1S3X4V5W6Y7Z8A9BCE.md"))
+	_, got := splitAuditMD(t, peerFile(dir, testDay, "p", ".md"))
 	if len(got) != 8 {
 		t.Fatalf("%d entries in the .md, want 8", len(got))
 	}
@@ -561,7 +681,7 @@ func TestAuditLogNewConversationTakesSpareFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ext := range []string{auditJSONLExt, auditMDExt} {
-		path := filepath.Join(dir, "conv_01JNTP8R1S3X4V5W6Y7Z8A9BCE"+ext)
+		path := peerFile(dir, testDay, bob.PeerID().String(), ext)
 		info, err := os.Stat(path)
 		if err != nil {
 			t.Fatal(err)
@@ -652,27 +772,27 @@ func TestAuditLogSyncEvery(t *testing.T) {
 		t.Fatalf("Entries before any sync: %d, %v", len(entries), err)
 	}
 	a.dirtyMu.Lock()
-	dirty, dirDirty := len(a.dirty), a.dirDirty
+	dirty, dirs := len(a.dirty), len(a.dirtyDirs)
 	a.dirtyMu.Unlock()
-	if dirty != 1 || !dirDirty {
-		t.Fatalf("after one Record: %d files and directory %v awaiting fsync, want 1 and true", dirty, dirDirty)
+	if dirty != 1 || dirs != 2 {
+		t.Fatalf("after one Record: %d files and %d directories awaiting fsync, want 1 and 2 (the log's and the day's)", dirty, dirs)
 	}
 	if err := a.Sync(); err != nil {
 		t.Fatal(err)
 	}
 	a.dirtyMu.Lock()
-	dirty, dirDirty = len(a.dirty), a.dirDirty
+	dirty, dirs = len(a.dirty), len(a.dirtyDirs)
 	a.dirtyMu.Unlock()
-	if dirty != 0 || dirDirty {
-		t.Fatalf("after Sync: %d files and directory %v awaiting fsync", dirty, dirDirty)
+	if dirty != 0 || dirs != 0 {
+		t.Fatalf("after Sync: %d files and %d directories awaiting fsync", dirty, dirs)
 	}
 	// A file removed behind the log's back is reported once, not retried forever.
 	m2 := auditMessage(t, alice, bob, "conv:gone", 1, "")
-	if err := a.Record(AuditEntry{At: testNow, Direction: Sent, Peer: "p", Transport: "libp2p", Message: m2}); err != nil {
+	if err := a.Record(AuditEntry{At: testNow, Direction: Sent, Peer: "gone", Transport: "libp2p", Message: m2}); err != nil {
 		t.Fatal(err)
 	}
-	os.Remove(filepath.Join(dir, "conv_gone.jsonl"))
-	if err := a.Sync(); err == nil || !strings.Contains(err.Error(), "conv_gone.jsonl") {
+	os.Remove(peerFile(dir, testDay, "gone", ".jsonl"))
+	if err := a.Sync(); err == nil || !strings.Contains(err.Error(), "gone.jsonl") {
 		t.Fatalf("Sync with a removed file: %v", err)
 	}
 	if err := a.Sync(); err != nil {

@@ -333,7 +333,7 @@ func printEntries(w io.Writer, conv *api.AuditConversation) {
 		fmt.Fprintln(w, line)
 	}
 	if conv.File != "" {
-		fmt.Fprintf(w, "\nthe whole conversation, as a person reads it: %s\n", conv.File)
+		fmt.Fprintf(w, "\nas a person reads it (with the rest of that day's messages with the peer): %s\n", conv.File)
 	}
 }
 

@@ -192,7 +192,7 @@ func TestControlVerbs(t *testing.T) {
 	}
 	out = mustRun(t, b, "audit", "--conversation", conv)
 	wantLines(t, "audit --conversation", out, " sent "+aliceID+" greeting 1: Greetings from ", " received "+aliceID+" greeting 2: ",
-		" sent "+aliceID+" context 3: Hello Alice.\n", "the whole conversation, as a person reads it: "+filepath.Join(b, "audit"))
+		" sent "+aliceID+" context 3: Hello Alice.\n", "as a person reads it (with the rest of that day's messages with the peer): "+filepath.Join(b, "audit"))
 	if r := ifaced(t, b, "audit", "--conversation", "conv:nope"); r.code != 1 || !strings.Contains(r.stderr, "no conversation") {
 		t.Errorf("audit of an unknown conversation: %d %q", r.code, r.stderr)
 	}
