@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
@@ -548,6 +550,24 @@ type verifiedView struct {
 	sum     [32]byte
 	doc     *negotiate.Document // shared: never modified
 	docHash string              // SHA-256 of the document's signed bytes, as the peer cache keeps it
+	stored  storedPeer          // what acceptView last wrote to the peer cache with this view
+}
+
+// storedPeer is what a peer cache write held beside the view.
+type storedPeer struct {
+	at      time.Time
+	addrs   []string
+	context []byte
+}
+
+// confirms reports whether writing rec would change nothing the store's
+// own rule (store.PutPeer) would write: the same view, nothing new beside
+// it, less than a minute after the last write. Reading the record back to
+// decide costs more than the rest of accepting a known view.
+func (s storedPeer) confirms(rec store.PeerRecord) bool {
+	return !s.at.IsZero() && rec.FetchedAt.Sub(s.at) < time.Minute && rec.FetchedAt.After(s.at) &&
+		(len(rec.Addrs) == 0 || slices.Equal(rec.Addrs, s.addrs)) &&
+		(len(rec.Context) == 0 || bytes.Equal(rec.Context, s.context))
 }
 
 // acceptView verifies the peer's view in m (signed by the same key as the
@@ -578,6 +598,9 @@ func (n *Node) acceptView(pid peer.ID, m *gossip.Message, required bool) (*negot
 	rec := store.PeerRecord{PeerID: pid.String(), AgentID: view.AgentID, Display: m.Headers.From.Display,
 		Addrs: n.peerAddrs(pid), Seq: view.Seq, DocHash: vv.docHash, View: raw, Context: ctxRaw,
 		FetchedAt: now, ChangedAt: now}
+	if vv.stored.confirms(rec) {
+		return view, nil
+	}
 	changed, err := n.store.PutPeer(rec)
 	if errors.Is(err, store.ErrStaleSeq) {
 		return nil, fmt.Errorf("%w: %v", wire.ErrStaleSeq, err)
@@ -592,6 +615,8 @@ func (n *Node) acceptView(pid peer.ID, m *gossip.Message, required bool) (*negot
 	if err != nil {
 		return nil, err
 	}
+	vv.stored = storedPeer{at: now, addrs: rec.Addrs, context: rec.Context}
+	n.peerViews.Add(pid, vv)
 	if changed {
 		n.events.publish(Event{Type: EventPeerView, At: now, Peer: pid.String(), ConversationID: m.Headers.ConversationID,
 			Detail: fmt.Sprintf("seq %d, %d capabilities", view.Seq, len(view.Capabilities))})
