@@ -349,10 +349,11 @@ func (a *AuditLog) Record(e AuditEntry) error {
 		e.At = time.Now()
 	}
 	e.At = e.At.UTC()
-	var line bytes.Buffer
+	line := getBuffer()
+	defer putBuffer(line)
 	// encoding/json's semantics on the faster v2 engine: a greeting's view
 	// is large, and every message is encoded here.
-	enc := jsonv1.NewEncoder(&line)
+	enc := jsonv1.NewEncoder(line)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(&e); err != nil { // Encode ends the line with '\n'
 		return fmt.Errorf("recording audit entry for conversation %q: %w", id, err)
@@ -747,16 +748,17 @@ func (f *auditFile) append(a *AuditLog, e AuditEntry, line []byte) error {
 	// synced, so a record costs one fsync, not two. After a process crash
 	// it is complete (the kernel holds the write); after a power loss its
 	// tail may be missing or torn, and the .jsonl still holds every entry.
+	b := getBuffer()
+	defer putBuffer(b)
 	if err := a.appendTo(md, func(size int64) []byte {
-		var b bytes.Buffer
 		if size == 0 {
 			created = true
-			f.writeTitle(&b)
+			f.writeTitle(b)
 		}
 		if f.mdTorn {
 			b.WriteString("\n\n(The entry above was cut short by an interrupted write; " + f.name + auditJSONLExt + " holds what was recorded.)\n\n")
 		}
-		f.writeEntry(&b, e)
+		f.writeEntry(b, e)
 		return b.Bytes()
 	}); err != nil {
 		return fmt.Errorf("recording audit entry in %s: %w", md, err)
@@ -794,6 +796,23 @@ func (a *AuditLog) appendTo(path string, content func(size int64) []byte) error 
 	return err
 }
 
+// Record's buffers are reused: a greeting's entry is tens of KB, rendered
+// twice (JSON line, IFP-3), and growing fresh buffers for each was half of
+// what the daemon allocated per greeting.
+var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func getBuffer() *bytes.Buffer {
+	b := buffers.Get().(*bytes.Buffer)
+	b.Reset()
+	return b
+}
+
+func putBuffer(b *bytes.Buffer) {
+	if b.Cap() <= 4<<20 { // a rare huge message does not pin its buffer
+		buffers.Put(b)
+	}
+}
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -822,12 +841,13 @@ func (f *auditFile) writeEntry(b *bytes.Buffer, e AuditEntry) {
 		b.WriteString(" — " + commentSafe(oneLine(e.Note)))
 	}
 	b.WriteString(" -->\n")
-	r, err := RenderIFP3(e.Message, func(id string) (int64, bool) { s, ok := f.seqOf[id]; return s, ok })
-	if err == nil && !bytes.Contains(r, []byte(auditMarkerPrefix)) {
-		b.Write(r)
+	start := b.Len()
+	err := renderIFP3(b, e.Message, func(id string) (int64, bool) { s, ok := f.seqOf[id]; return s, ok })
+	if err == nil && !bytes.Contains(b.Bytes()[start:], []byte(auditMarkerPrefix)) {
 		b.WriteByte('\n')
 		return
 	}
+	b.Truncate(start)
 	j, jerr := json.MarshalIndent(e.Message, "", "  ")
 	if jerr != nil { // cannot happen: the same message was just encoded for the .jsonl
 		j = []byte(strconv.Quote(jerr.Error()))

@@ -101,6 +101,16 @@ func (a *appendixHeaders) empty() bool {
 // conversation to its sequence number, for the reply-to field; it may be
 // nil, and thread information is kept in the appendix either way.
 func RenderIFP3(m *Message, seqOf func(messageID string) (int64, bool)) ([]byte, error) {
+	var out bytes.Buffer
+	if err := renderIFP3(&out, m, seqOf); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// renderIFP3 is RenderIFP3 into out, which it may leave half written on
+// error.
+func renderIFP3(out *bytes.Buffer, m *Message, seqOf func(messageID string) (int64, bool)) error {
 	h := &m.Headers
 	env := envelope{
 		IFP: 3, MessageID: h.MessageID, From: h.From.Agent, Date: h.Date,
@@ -137,12 +147,16 @@ func RenderIFP3(m *Message, seqOf func(messageID string) (int64, bool)) ([]byte,
 		app.Headers = &ah
 	}
 
-	var out bytes.Buffer
+	size := 2048 + len(m.Body.Text)
+	for i := range m.Body.Parts {
+		size += 2 * len(m.Body.Parts[i].canon) // indented, the appendix is about twice the canonical bytes
+	}
+	out.Grow(size)
 	out.WriteString(frontMatterDelim)
-	enc := yaml.NewEncoder(&out)
+	enc := yaml.NewEncoder(out)
 	enc.SetIndent(2)
 	if err := enc.Encode(&env); err != nil {
-		return nil, fmt.Errorf("rendering IFP-3 envelope: %w", err)
+		return fmt.Errorf("rendering IFP-3 envelope: %w", err)
 	}
 	enc.Close()
 	out.WriteString(frontMatterDelim)
@@ -151,12 +165,12 @@ func RenderIFP3(m *Message, seqOf func(messageID string) (int64, bool)) ([]byte,
 	hasAppendix := app.Headers != nil || len(app.Parts) > 0 || app.Trace != nil || app.Security != nil
 	if hasAppendix || strings.Contains(m.Body.Text, strings.TrimSuffix(appendixMarker, "```json\n")) {
 		out.WriteString(appendixMarker)
-		if err := writeAppendix(&out, &app); err != nil {
-			return nil, fmt.Errorf("rendering IFP-3 appendix: %w", err)
+		if err := writeAppendix(out, &app); err != nil {
+			return fmt.Errorf("rendering IFP-3 appendix: %w", err)
 		}
 		out.WriteString(appendixEnd)
 	}
-	return out.Bytes(), nil
+	return nil
 }
 
 // writeAppendix writes app as json.MarshalIndent(app, "", "  ") would,
