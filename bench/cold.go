@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node"
 )
 
 // coldSection is row 2: a peer that has no connection yet connects and
@@ -22,7 +23,7 @@ func coldSection(ctx context.Context, root string, n int) section {
 	}
 	// Bob stays: he is the known peer, and his first greeting gives the
 	// view the card is made of.
-	p, err := newWarmPair(ctx, root)
+	p, err := newWarmPair(ctx, root, node.SyncInterval)
 	if err != nil {
 		return fail(err)
 	}

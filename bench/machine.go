@@ -69,7 +69,7 @@ func (m machine) oneLine() string {
 func (m machine) print(w io.Writer) {
 	fmt.Fprintf(w, "machine:   %d CPUs (nproc), %s; Linux %s; load average at start %s\n", m.cpus, m.model, m.kernel, m.load)
 	fmt.Fprintf(w, "software:  %s, go-libp2p %s, MCP Go SDK %s\n", m.goVersion, m.libp2p, m.mcp)
-	fmt.Fprintf(w, "homes:     %s (%s): every audit record and store write is fsynced there\n", m.dir, m.fsType)
+	fmt.Fprintf(w, "homes:     %s (%s): the daemons' audit logs and stores, and their fsyncs, are there\n", m.dir, m.fsType)
 	fmt.Fprintf(w, "limits:    %d file descriptors per process\n", m.fds)
 	fmt.Fprintf(w, "network:   loopback (127.0.0.1) only; all parties on this machine, sharing its cores\n")
 }

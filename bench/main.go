@@ -24,9 +24,10 @@
 // iterations after warm-up, the variants of one table section interleaved
 // in small blocks so that a shared machine's drift falls on all of them
 // alike. The daemons' homes go in a temporary directory (-dir chooses
-// where): every audit record and store write is fsynced there, so the file
+// where): their audit logs and stores are fsynced there, so the file
 // system is printed with the figures, and row 1 also runs the greeting
-// with homes on tmpfs to show what durability costs.
+// with durability.sync = "always" (an fsync per audit entry and seen ID)
+// beside the default's batched fsyncs, to show what durability costs.
 //
 // It is a separate module so that what it compares against (the MCP SDK)
 // never enters ifaced's own go.mod. Run it from the repository root:

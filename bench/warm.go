@@ -31,13 +31,19 @@ type warmPair struct {
 }
 
 // newWarmPair starts Alice and Bob with homes under root, connects them
-// and greets once, keeping the greeting's two messages.
-func newWarmPair(ctx context.Context, root string) (*warmPair, error) {
-	alice, err := startDaemon(root, benchConfig())
+// and greets once, keeping the greeting's two messages. sync is their
+// durability.sync.
+func newWarmPair(ctx context.Context, root, sync string) (*warmPair, error) {
+	cfg := func() *node.Config {
+		c := benchConfig()
+		c.Durability.Sync = sync
+		return c
+	}
+	alice, err := startDaemon(root, cfg())
 	if err != nil {
 		return nil, err
 	}
-	bob, err := startDaemon(root, benchConfig())
+	bob, err := startDaemon(root, cfg())
 	if err != nil {
 		alice.close()
 		return nil, err
@@ -215,25 +221,18 @@ func warmSection(ctx context.Context, root string, n int, profile string) sectio
 		sec.rows = append(sec.rows, failed("setup", err))
 		return sec
 	}
-	p, err := newWarmPair(ctx, root)
+	p, err := newWarmPair(ctx, root, node.SyncInterval)
 	if err != nil {
 		return fail(err)
 	}
 	defer p.close()
-	// The same pair with its homes on tmpfs, where an fsync costs next
-	// to nothing: the greeting without the price of durability.
-	var tp *warmPair
-	noTmpfs := "no tmpfs at /dev/shm, or the homes are on tmpfs already"
-	switch shm, err := tmpfsDir(root); {
-	case err != nil:
-		noTmpfs = err.Error()
-	case shm != "":
-		defer os.RemoveAll(shm)
-		if tp, err = newWarmPair(ctx, shm); err != nil {
-			return fail(fmt.Errorf("the pair on tmpfs: %w", err))
-		}
-		defer tp.close()
+	// The same pair fsyncing each audit entry and seen ID before acting
+	// (durable against power loss): what the default's batching saves.
+	sp, err := newWarmPair(ctx, root, node.SyncAlways)
+	if err != nil {
+		return fail(fmt.Errorf("the pair with sync = always: %w", err))
 	}
+	defer sp.close()
 	floor1, err := p.newFloor(1)
 	if err != nil {
 		return fail(err)
@@ -269,21 +268,18 @@ func warmSection(ctx context.Context, root string, n int, profile string) sectio
 		}
 	}
 	var (
-		query   = &variant{name: "(a) ifaced QueryCapabilities", once: func() (time.Duration, error) { return p.query(ctx) }}
-		greet   = &variant{name: "(a) ifaced Greet (conversation stays open)", once: func() (time.Duration, error) { return p.greet(ctx) }}
-		queryFS = &variant{name: "(a′) QueryCapabilities, homes on tmpfs", once: func() (time.Duration, error) { return tp.query(ctx) }}
-		fl1     = &variant{name: "(b) floor: stream round trip, 1 sign + 1 verify each way", once: func() (time.Duration, error) { return floor1.once(ctx) }}
-		fl2     = &variant{name: "(b′) floor, 1 sign + 2 verify each way (as ifaced does)", once: func() (time.Duration, error) { return floor2.once(ctx) }}
-		card    = &variant{name: "(c) HTTPS keep-alive: signed A2A card, signed per request", once: fetch(cardPath)}
-		cached  = &variant{name: "(c) HTTPS keep-alive: signed A2A card, signed once", once: fetch(cachedCardPath)}
-		mcpInit = &variant{name: "(d) MCP initialize (streamable HTTP)", once: func() (time.Duration, error) { return mcps.connect(ctx, false) }}
-		mcpList = &variant{name: "(d) MCP initialize + tools/list (20 tools)", once: func() (time.Duration, error) { return mcps.connect(ctx, true) }}
-		fsync   = &variant{name: "fsync: append 1 KB + fsync in the homes' directory", once: probe.once}
+		query     = &variant{name: "(a) ifaced QueryCapabilities", once: func() (time.Duration, error) { return p.query(ctx) }}
+		greet     = &variant{name: "(a) ifaced Greet (conversation stays open)", once: func() (time.Duration, error) { return p.greet(ctx) }}
+		querySync = &variant{name: "(a′) QueryCapabilities, durability.sync = always", once: func() (time.Duration, error) { return sp.query(ctx) }}
+		fl1       = &variant{name: "(b) floor: stream round trip, 1 sign + 1 verify each way", once: func() (time.Duration, error) { return floor1.once(ctx) }}
+		fl2       = &variant{name: "(b′) floor, 1 sign + 2 verify each way (as ifaced does)", once: func() (time.Duration, error) { return floor2.once(ctx) }}
+		card      = &variant{name: "(c) HTTPS keep-alive: signed A2A card, signed per request", once: fetch(cardPath)}
+		cached    = &variant{name: "(c) HTTPS keep-alive: signed A2A card, signed once", once: fetch(cachedCardPath)}
+		mcpInit   = &variant{name: "(d) MCP initialize (streamable HTTP)", once: func() (time.Duration, error) { return mcps.connect(ctx, false) }}
+		mcpList   = &variant{name: "(d) MCP initialize + tools/list (20 tools)", once: func() (time.Duration, error) { return mcps.connect(ctx, true) }}
+		fsync     = &variant{name: "fsync: append 1 KB + fsync in the homes' directory", once: probe.once}
 	)
-	vs := []*variant{query, greet, fl1, fl2, card, cached, mcpInit, mcpList, fsync}
-	if tp != nil {
-		vs = slices.Insert(vs, 2, queryFS)
-	}
+	vs := []*variant{query, greet, querySync, fl1, fl2, card, cached, mcpInit, mcpList, fsync}
 	interleave(vs, max(n/10, 3), n, 10, func() bool { return ctx.Err() != nil })
 	pair := measureSignVerify(n*5, len(p.reply), len(p.request))
 
@@ -291,11 +287,7 @@ func warmSection(ctx context.Context, root string, n int, profile string) sectio
 	sec.rows = append(sec.rows,
 		rowOf(query, base, fmt.Sprintf("%.1f KB out, %.1f KB back (CBOR frames)", kb(p.request), kb(p.reply))),
 		rowOf(greet, base, "close untimed"))
-	if tp != nil {
-		sec.rows = append(sec.rows, rowOf(queryFS, base, "not durable; shows what fsync costs (a) above"))
-	} else {
-		sec.rows = append(sec.rows, notMeasured(queryFS.name, noTmpfs))
-	}
+	sec.rows = append(sec.rows, rowOf(querySync, base, "an fsync per audit entry and seen ID before acting; (a) batches them every second"))
 	sec.rows = append(sec.rows,
 		rowOf(fl1, base, "same connection, same bytes; the floor of DESIGN §8"),
 		rowOf(fl2, base, "ifaced verifies the message and the view inside it"),
@@ -345,15 +337,4 @@ func profileQueries(ctx context.Context, p *warmPair, n int, path string) error 
 
 // tmpfsDir makes a directory on /dev/shm for homes whose fsyncs cost
 // nothing, unless root is on tmpfs already or there is no /dev/shm ("").
-func tmpfsDir(root string) (string, error) {
-	if fsType(root) == "tmpfs" || fsType("/dev/shm") != "tmpfs" {
-		return "", nil
-	}
-	dir, err := os.MkdirTemp("/dev/shm", "ifaced-bench-")
-	if err != nil {
-		return "", fmt.Errorf("making a directory on tmpfs: %w", err)
-	}
-	return dir, nil
-}
-
 func kb(b []byte) float64 { return float64(len(b)) / 1024 }
