@@ -539,8 +539,10 @@ func (n *Node) accept(c *conv, m *gossip.Message) error {
 	return nil
 }
 
-// maxVerifiedViews bounds the peers whose last verified view is kept.
-const maxVerifiedViews = 4096
+// maxVerifiedViews bounds the peers whose last verified view is kept: a
+// 20-capability view decoded is some 50 KB, so about 50 MB at most. A
+// peer pushed out is verified again at its next greeting.
+const maxVerifiedViews = 1024
 
 // verifiedView is a view a peer sent, decoded and verified: the same
 // content (the SHA-256 of its RFC 8785 form) from the same peer needs

@@ -91,7 +91,10 @@ type signedView struct {
 func (v *signedView) part() gossip.Part { return v.content.Part("application/json", partCapabilities) }
 
 // maxCachedViews bounds the signed views kept between document changes.
-const maxCachedViews = 4096
+// Each holds the view as a document, a JSON value, and its canonical and
+// CBOR bytes (some 120 KB for 20 capabilities), so about 60 MB at most;
+// past it the cache starts again and views are signed anew.
+const maxCachedViews = 512
 
 // Option adjusts a Node for tests.
 type Option func(*Node)
