@@ -433,6 +433,21 @@ func TestIFP3BodyEdgeCases(t *testing.T) {
 			t.Errorf("%q: round trip gave %+v", text, back.Body)
 		}
 	}
+	// A carriage return would come back as a line end (found by
+	// FuzzParseIFP3: a body "\r" rendered as "\r\n" and read as ""): such
+	// a text has no IFP-3 rendering, and the audit log shows it as JSON.
+	for _, text := range []string{"\r", "a\r\nb", "end\r"} {
+		m := sampleMessage(from, to)
+		m.Body.Text = text
+		if _, err := RenderIFP3(m, nil); !errors.Is(err, ErrIFP3) {
+			t.Errorf("%q rendered: %v", text, err)
+		}
+	}
+	// A file whose lines end in CR alone reads as one with LF.
+	back, err := ParseIFP3([]byte("---\rifp: 3\rmessage-id: msg:1\rfrom: a\rto: b\rdate: \"2026-03-04T23:58:12Z\"\rconversation: c\rsequence: 1\rphase: context\r---\rHello\r"), nil)
+	if err != nil || back.Body.Text != "Hello" {
+		t.Fatalf("CR line ends: %v, %+v", err, back)
+	}
 }
 
 func TestIFP3ReplyToLookup(t *testing.T) {

@@ -111,6 +111,11 @@ func RenderIFP3(m *Message, seqOf func(messageID string) (int64, bool)) ([]byte,
 // renderIFP3 is RenderIFP3 into out, which it may leave half written on
 // error.
 func renderIFP3(out *bytes.Buffer, m *Message, seqOf func(messageID string) (int64, bool)) error {
+	if strings.ContainsRune(m.Body.Text, '\r') {
+		// A reader (ParseIFP3 among them) takes CR as a line end: the
+		// text would not come back as it was signed.
+		return fmt.Errorf("%w: the body text holds a carriage return (U+000D), which IFP-3 text does not keep", ErrIFP3)
+	}
 	h := &m.Headers
 	env := envelope{
 		IFP: 3, MessageID: h.MessageID, From: h.From.Agent, Date: h.Date,
@@ -277,7 +282,8 @@ func ParseIFP3(b []byte, idOf func(seq int64) (string, bool)) (*Message, error) 
 	if len(b) > MaxIFP3Size {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrIFP3, len(b), MaxIFP3Size)
 	}
-	s := strings.ReplaceAll(string(b), "\r\n", "\n")
+	// Line ends as a text editor may leave them: CRLF, or a lone CR.
+	s := strings.ReplaceAll(strings.ReplaceAll(string(b), "\r\n", "\n"), "\r", "\n")
 	if !strings.HasPrefix(s, frontMatterDelim) {
 		return nil, fmt.Errorf("%w: line 1: want \"---\" to open the YAML envelope", ErrIFP3)
 	}
