@@ -15,6 +15,15 @@ type Proposal struct {
 	Temperature    string   `json:"temperature,omitempty"`
 	IFPSupport     []int    `json:"ifp_support,omitempty"`
 	ToolCategories []string `json:"requested_tool_categories,omitempty"`
+
+	// HaveView, in a greeting, is the hex SHA-256 of the RFC 8785 form of
+	// the view the sender holds, verified, from the recipient. A recipient
+	// whose view for the sender has that hash may answer without it, and
+	// says so with ViewUnchanged (the same hash) in its answer. Like an
+	// HTTP If-None-Match: a peer that knows neither field sends its view
+	// every time, and nothing breaks.
+	HaveView      string `json:"have_view,omitempty"`
+	ViewUnchanged string `json:"view_unchanged,omitempty"`
 }
 
 // Outcomes of a proposal (IFP-12 §3.5).

@@ -51,6 +51,7 @@ type conv struct {
 	gmu        sync.Mutex
 	granted    negotiate.Granted // what this daemon grants the peer
 	categories []string          // ACP tool categories the peer asked for, put first in its views
+	peerHas    string            // have_view of the peer's greeting: the hash of our view it holds
 	lastView   []byte            // content of the last view sent, without seq and signature
 
 	doneOnce, endOnce sync.Once
@@ -149,6 +150,11 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 		// level this daemon establishes for it.
 		granted: n.grant(pid, nil, negotiate.Proposal{Persona: prop.Persona}),
 	}
+	// Holding the peer's view, say so: an unchanged view need not come again.
+	held, holding := n.peerViews.Get(pid)
+	if holding {
+		prop.HaveView = hex.EncodeToString(held.sum[:])
+	}
 	greeting, err := n.greeting(c, prop, nil)
 	if err == nil {
 		err = n.send(c, greeting)
@@ -172,7 +178,11 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 		s.Reset()
 		return nil, fmt.Errorf("greeting %s: %w", pid, err)
 	}
-	view, err := n.acceptView(pid, reply, true)
+	var heldView *verifiedView
+	if holding {
+		heldView = &held
+	}
+	view, err := n.acceptView(pid, reply, true, heldView)
 	if err != nil {
 		n.sendError(c, err)
 		s.Reset()
@@ -234,13 +244,14 @@ func (n *Node) answerGreeting(s network.Stream, conversation bool) {
 		n.refuseIn(c, first, fmt.Errorf("%w: conversation %s is already open; start a new one", gossip.ErrOutOfSequence, c.ID))
 		return
 	}
-	if _, err := n.acceptView(pid, first, false); err != nil {
+	if _, err := n.acceptView(pid, first, false, nil); err != nil {
 		n.refuseIn(c, first, err)
 		return
 	}
 	n.markGreeted(pid)
 	prop := proposalOf(first)
 	c.granted = n.grant(pid, first, prop)
+	c.peerHas = prop.HaveView
 	// Only a hint: a few are plenty, and a peer's list costs memory per
 	// conversation.
 	c.categories = prop.ToolCategories[:min(len(prop.ToolCategories), maxRequestedCategories)]
@@ -384,12 +395,22 @@ func (n *Node) greeting(c *conv, prop negotiate.Proposal, granted *negotiate.Gra
 		h.Capabilities = &gossip.CapabilityHeaders{Offer: offer}
 	}
 	prop.IFPSupport = v.doc.IFPSupport
-	text := fmt.Sprintf("Greetings from %s. I offer you %d of my %d capabilities; my signed view for you is attached.",
-		n.displayName(), len(offer), len(v.doc.Capabilities))
+	// Only an answer omits the view, and only the very view the peer
+	// holds: any change (seq, grant, order) changes the hash.
+	unchanged := granted != nil && c.peerHas != "" && c.peerHas == v.sum
+	attached := "my signed view for you is attached"
+	if unchanged {
+		prop.ViewUnchanged = v.sum
+		attached = "my signed view for you is the one you hold (sha256 " + v.sum[:16] + "…)"
+	}
+	text := fmt.Sprintf("Greetings from %s. I offer you %d of my %d capabilities; %s.",
+		n.displayName(), len(offer), len(v.doc.Capabilities), attached)
 	m.Body = gossip.Body{Text: text, Parts: []gossip.Part{
-		v.part(),
 		{ContentType: "application/json", Name: partGreeting, Content: toJSONValue(prop)},
 	}}
+	if !unchanged {
+		m.Body.Parts = slices.Insert(m.Body.Parts, 0, v.part())
+	}
 	if granted != nil {
 		m.Body.Text += fmt.Sprintf(" You are granted disclosure %q (%s), authentication level %s, temperature %q.",
 			granted.Disclosure, granted.DisclosureOutcome, granted.AuthLevel, granted.Temperature)
@@ -550,6 +571,7 @@ const maxVerifiedViews = 1024
 // most of what a warm greeting would otherwise cost.
 type verifiedView struct {
 	sum     [32]byte
+	canon   []byte              // the view's RFC 8785 form, as the peer cache keeps it
 	doc     *negotiate.Document // shared: never modified
 	docHash string              // SHA-256 of the document's signed bytes, as the peer cache keeps it
 	stored  storedPeer          // what acceptView last wrote to the peer cache with this view
@@ -574,22 +596,31 @@ func (s storedPeer) confirms(rec store.PeerRecord) bool {
 
 // acceptView verifies the peer's view in m (signed by the same key as the
 // stream's peer) and caches it. The initiator requires one in the answer
-// to its greeting; a responder accepts a greeting without one.
-func (n *Node) acceptView(pid peer.ID, m *gossip.Message, required bool) (*negotiate.Document, error) {
-	p, ok := m.Body.Part(partCapabilities)
-	if !ok {
-		if required {
-			return nil, fmt.Errorf("%w: the greeting has no %q part", gossip.ErrInvalidMessage, partCapabilities)
+// to its greeting, or, when it named held in have_view, the answer's word
+// that the view is unchanged; a responder accepts a greeting without one.
+func (n *Node) acceptView(pid peer.ID, m *gossip.Message, required bool, held *verifiedView) (*negotiate.Document, error) {
+	var vv verifiedView
+	var raw []byte
+	if p, ok := m.Body.Part(partCapabilities); ok {
+		var err error
+		if raw, err = p.CanonicalContent(); err != nil {
+			return nil, fmt.Errorf("%w: %v", gossip.ErrInvalidMessage, err)
 		}
-		return nil, nil
-	}
-	raw, err := p.CanonicalContent()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", gossip.ErrInvalidMessage, err)
-	}
-	vv, err := n.verifyView(pid, raw)
-	if err != nil {
-		return nil, err
+		if vv, err = n.verifyView(pid, raw); err != nil {
+			return nil, err
+		}
+	} else {
+		said := proposalOf(m).ViewUnchanged
+		switch {
+		case said != "" && held != nil && said == hex.EncodeToString(held.sum[:]):
+			vv, raw = *held, held.canon
+		case said != "":
+			return nil, fmt.Errorf("%w: the answer says the view is unchanged (%.16s…), but that is not the view this daemon named", gossip.ErrInvalidMessage, said)
+		case required:
+			return nil, fmt.Errorf("%w: the greeting has no %q part", gossip.ErrInvalidMessage, partCapabilities)
+		default:
+			return nil, nil
+		}
 	}
 	view := vv.doc
 	var ctxRaw json.RawMessage
@@ -646,7 +677,7 @@ func (n *Node) verifyView(pid peer.ID, canon []byte) (verifiedView, error) {
 		return verifiedView{}, err
 	}
 	docSum := sha256.Sum256(signed)
-	vv := verifiedView{sum: sum, doc: view, docHash: hex.EncodeToString(docSum[:])}
+	vv := verifiedView{sum: sum, canon: canon, doc: view, docHash: hex.EncodeToString(docSum[:])}
 	n.peerViews.Add(pid, vv)
 	return vv, nil
 }

@@ -143,7 +143,7 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 		return d, n.refuseDelivered(transport, from, m, err)
 	}
 	if m.Headers.Phase == gossip.PhaseGreeting {
-		if _, err := n.acceptView(from, m, false); err != nil {
+		if _, err := n.acceptView(from, m, false, nil); err != nil {
 			d.Refused = err
 			return d, n.refuseDelivered(transport, from, m, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,6 +85,7 @@ type Node struct {
 type signedView struct {
 	doc     *negotiate.Document
 	content *gossip.SealedContent // encoded once: every message that carries the view signs and sends these bytes
+	sum     string                // hex SHA-256 of the content's RFC 8785 form: what a peer holding it names in have_view
 	key     []byte                // the view's content without seq and signature, to tell a changed view from a re-signed one
 }
 
@@ -388,7 +390,8 @@ func (n *Node) signView(view *negotiate.Document) (*signedView, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(ck)
-	return &signedView{doc: view, content: sealed, key: sum[:]}, nil
+	held := sha256.Sum256(sealed.Canonical())
+	return &signedView{doc: view, content: sealed, sum: hex.EncodeToString(held[:]), key: sum[:]}, nil
 }
 
 // orderedView is v with the capabilities of the requested ACP tool

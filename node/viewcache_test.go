@@ -1,0 +1,114 @@
+package node
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/negotiate"
+)
+
+// A peer asked again answers without its view when the asker holds it
+// unchanged, and with it as soon as it changed.
+func TestUnchangedViewIsNotSentAgain(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	bob := startDaemon(t, nil)
+	connect(t, bob, alice)
+	ctx := context.Background()
+	pid := alice.id.PeerID()
+
+	first, err := bob.QueryCapabilities(ctx, pid, negotiate.Proposal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := bob.QueryCapabilities(ctx, pid, negotiate.Proposal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if capNames(second.View) != capNames(first.View) || second.View.Seq != first.View.Seq {
+		t.Fatalf("second view %q seq %d, first %q seq %d", capNames(second.View), second.View.Seq, capNames(first.View), first.View.Seq)
+	}
+	answer := answerOf(t, bob, second.ConversationID)
+	if _, ok := answer.Body.Part(partCapabilities); ok {
+		t.Fatal("the view came again though bob holds it unchanged")
+	}
+	held, _ := bob.peerViews.Get(pid)
+	if got := proposalOf(answer).ViewUnchanged; got != hex.EncodeToString(held.sum[:]) {
+		t.Fatalf("view_unchanged %q, want the hash bob holds", got)
+	}
+	if !strings.Contains(answer.Body.Text, "the one you hold") {
+		t.Errorf("the answer's text does not say the view is the one held: %q", answer.Body.Text)
+	}
+	// The answer was signed and audited on both sides like any other.
+	if err := answer.Verify(alice.id.PublicKey()); err != nil {
+		t.Fatal(err)
+	}
+	if entries, err := alice.Audit().Entries(second.ConversationID); err != nil || len(entries) != 2 {
+		t.Fatalf("alice's audit of the second query: %d entries, %v", len(entries), err)
+	}
+
+	// A change of document changes the view's hash: the view comes again.
+	if _, err := alice.UpdateDocument(func(d *negotiate.Document) error {
+		d.Capabilities = append(d.Capabilities, negotiate.Capability{Name: "weather.today", Description: "Today's weather"})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	third, err := bob.QueryCapabilities(ctx, pid, negotiate.Proposal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := answerOf(t, bob, third.ConversationID).Body.Part(partCapabilities); !ok {
+		t.Fatal("a changed view was not sent")
+	}
+	if !strings.Contains(capNames(third.View), "weather.today") || third.View.Seq <= first.View.Seq {
+		t.Fatalf("third view %q seq %d", capNames(third.View), third.View.Seq)
+	}
+}
+
+// An answer that claims an unchanged view the asker did not name is refused.
+func TestUnchangedViewClaimMustMatch(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	bob := startDaemon(t, nil)
+	connect(t, bob, alice)
+	pid := alice.id.PeerID()
+	if _, err := bob.QueryCapabilities(context.Background(), pid, negotiate.Proposal{}); err != nil {
+		t.Fatal(err)
+	}
+	held, ok := bob.peerViews.Get(pid)
+	if !ok {
+		t.Fatal("bob holds no view of alice after a query")
+	}
+	claim := func(hash string) *gossip.Message {
+		return &gossip.Message{Body: gossip.Body{Parts: []gossip.Part{{ContentType: "application/json", Name: partGreeting,
+			Content: toJSONValue(negotiate.Proposal{ViewUnchanged: hash})}}}}
+	}
+	for name, tc := range map[string]struct {
+		m    *gossip.Message
+		held *verifiedView
+	}{
+		"another hash":          {claim(strings.Repeat("ab", 32)), &held},
+		"nothing named":         {claim(hex.EncodeToString(held.sum[:])), nil},
+		"no view and no claims": {claim(""), &held},
+	} {
+		if _, err := bob.acceptView(pid, tc.m, true, tc.held); !errors.Is(err, gossip.ErrInvalidMessage) {
+			t.Errorf("%s: %v, want %v", name, err, gossip.ErrInvalidMessage)
+		}
+	}
+	if doc, err := bob.acceptView(pid, claim(hex.EncodeToString(held.sum[:])), true, &held); err != nil || doc != held.doc {
+		t.Fatalf("a matching claim: %v", err)
+	}
+}
+
+// answerOf is the greeting d received in a conversation it started.
+func answerOf(t *testing.T, d *testDaemon, convID string) *gossip.Message {
+	t.Helper()
+	entries, err := d.Audit().Entries(convID)
+	if err != nil || len(entries) != 2 || entries[1].Direction != gossip.Received {
+		t.Fatalf("audit of %s: %d entries, %v", convID, len(entries), err)
+	}
+	return entries[1].Message
+}
