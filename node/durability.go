@@ -22,6 +22,24 @@ import (
 // messages before it was acted on. So a replay is refused across a crash
 // exactly as without one; only a power loss can take the last interval.
 
+// commitRecords makes what was recorded so far survive a power loss, for
+// the moments the daemon takes responsibility for a message towards
+// someone who will then let go of it: the acknowledgement that makes a
+// relay delete mail, the 202 of the HTTPS inbox. With sync = "always"
+// everything already is.
+func (n *Node) commitRecords() error {
+	if n.seen == nil {
+		return nil
+	}
+	if err := n.audit.Sync(); err != nil {
+		return fmt.Errorf("committing the audit log: %w", err)
+	}
+	if err := n.seen.Flush(); err != nil {
+		return fmt.Errorf("committing the replay seen-set: %w", err)
+	}
+	return nil
+}
+
 // recoverMargin reaches back before the last flush of the seen-set: an ID
 // is added a moment before its message is recorded, and clocks can step.
 const recoverMargin = time.Minute

@@ -88,3 +88,25 @@ func TestReplayIsRefusedAfterACrashWithSyncAlways(t *testing.T) {
 		t.Fatalf("replay after a crash: %s, want %s", code, wire.CodeReplay)
 	}
 }
+
+// A message taken through the inbox is committed before the sender is told
+// so (it will not send it again); with sync = "interval" that means a flush.
+func TestInboxDeliveryIsCommittedBeforeItIsAcknowledged(t *testing.T) {
+	cfg := aliceConfig("")
+	cfg.Durability = DurabilityConfig{Sync: SyncInterval, Interval: Duration{time.Minute}}
+	alice := startDaemon(t, cfg)
+	raw := newRawPeer(t, alice)
+	if _, err := alice.Deliver(raw.greeting(alice, raw.id), "https"); err != nil {
+		t.Fatal(err)
+	}
+	if n := alice.seen.Pending(); n != 0 {
+		t.Fatalf("%d seen IDs still waiting for a flush after the inbox took the message", n)
+	}
+	// A libp2p greeting, answered in the conversation, waits for the next flush.
+	if m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, raw.greeting(alice, raw.id))); err != nil || m.Headers.Phase != gossip.PhaseGreeting {
+		t.Fatalf("greeting: %v", err)
+	}
+	if n := alice.seen.Pending(); n != 1 {
+		t.Fatalf("%d seen IDs waiting after a libp2p greeting, want 1", n)
+	}
+}

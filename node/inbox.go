@@ -125,6 +125,10 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 			n.unsee(from, m)
 			return nil, err
 		}
+		// The sender lets go of the message once told it was taken.
+		if err := n.commitRecords(); err != nil {
+			return nil, err
+		}
 		n.events.publish(Event{Type: EventMessage, At: n.now(), Peer: from.String(), ConversationID: c.ID, Message: m, Detail: "via " + transport})
 		if isRequest(m) {
 			n.spawn(func() { n.handleRequest(c, m) })
@@ -153,6 +157,9 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 	}
 	if err := n.recordVia(transport, gossip.Received, from, m, ""); err != nil {
 		n.unsee(from, m)
+		return nil, err
+	}
+	if err := n.commitRecords(); err != nil {
 		return nil, err
 	}
 	detail := "via " + transport

@@ -426,6 +426,11 @@ func (n *Node) fetchMail(relay peer.ID) {
 			done = append(done, mail.ID)
 		}
 		if len(done) > 0 {
+			// The relay deletes what is acknowledged: it must be on disk here first.
+			if err := n.commitRecords(); err != nil {
+				n.log.Error("could not commit fetched mail; leaving it at the relay", "relay", relay, "err", err)
+				return
+			}
 			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.StreamTimeout.Duration)
 			_, err := n.mailExchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpAck, IDs: done})
 			cancel()
