@@ -527,7 +527,14 @@ func (a *AuditLog) Entries(conversationID string) ([]AuditEntry, error) {
 
 // entriesIn reads a conversation's entries from the files of days.
 func (a *AuditLog) entriesIn(days []string, conversationID string) ([]AuditEntry, error) {
-	quoted, _ := json.Marshal(conversationID)
+	// The ID as Record wrote it into each line: the same encoder, the same escapes.
+	var q bytes.Buffer
+	enc := jsonv1.NewEncoder(&q)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(conversationID); err != nil {
+		return nil, err
+	}
+	quoted := bytes.TrimSuffix(q.Bytes(), []byte{'\n'})
 	var out []AuditEntry
 	var torn []error
 	files := 0

@@ -19,7 +19,10 @@ import (
 // new conversation links one into place under its name. os.Link never
 // replaces an existing file, so a spare can only ever fill a gap. Spares
 // left by a crash are found again at open; a file that is not empty there
-// (which nothing here writes) is left alone and not used.
+// (which nothing here writes) is left alone and not used, and one with a
+// second link (a crash between the link and the removal of the spare's
+// name) loses the spare's name. On a file system without hard links the
+// spares stop, and files are created as before.
 
 const (
 	spareDir    = ".spare"
@@ -31,9 +34,9 @@ type spareFiles struct {
 	target int
 
 	mu     sync.Mutex
-	ready  []string // empty files in dir, ready to be linked into place
-	next   int      // for unique spare names
-	closed bool
+	ready  []string      // empty files in dir, ready to be linked into place
+	next   int           // for unique spare names
+	closed bool          // no more spares are made (Close, or no hard links here)
 	want   chan struct{} // wakes the refiller
 	done   chan struct{} // closed when the refiller has returned
 }
@@ -48,9 +51,18 @@ func openSpareFiles(dir string, target int) (*spareFiles, error) {
 	}
 	s := &spareFiles{dir: dir, target: target, want: make(chan struct{}, 1), done: make(chan struct{})}
 	for _, de := range des {
-		if info, err := de.Info(); err == nil && de.Type().IsRegular() && info.Size() == 0 && strings.HasPrefix(de.Name(), "spare-") {
-			s.ready = append(s.ready, filepath.Join(dir, de.Name()))
+		info, err := de.Info()
+		if err != nil || !de.Type().IsRegular() || info.Size() != 0 || !strings.HasPrefix(de.Name(), "spare-") {
+			continue
 		}
+		path := filepath.Join(dir, de.Name())
+		if links(info) > 1 {
+			// A crash between place's link and its remove: the file is in
+			// use under another name. Only this name goes.
+			os.Remove(path)
+			continue
+		}
+		s.ready = append(s.ready, path)
 	}
 	s.next = len(des)
 	go s.refill()
@@ -75,7 +87,12 @@ func (s *spareFiles) place(path string) {
 	if err := os.Link(spare, path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			s.put(spare) // someone else's file is there: keep the spare
+			return
 		}
+		// A file system without hard links (vfat, some network mounts):
+		// spares cannot work here; stop making them.
+		os.Remove(spare)
+		s.disable()
 		return
 	}
 	os.Remove(spare)
@@ -122,6 +139,18 @@ func (s *spareFiles) refill() {
 			f.Close()
 			s.put(name)
 		}
+	}
+}
+
+// disable stops the spares for good, removing those ready.
+func (s *spareFiles) disable() {
+	s.close()
+	s.mu.Lock()
+	ready := s.ready
+	s.ready = nil
+	s.mu.Unlock()
+	for _, p := range ready {
+		os.Remove(p)
 	}
 }
 

@@ -321,7 +321,8 @@ func TestAuditLogNames(t *testing.T) {
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "audit")
 	a := openAudit(t, dir)
-	hostile := []string{"../../etc/passwd", "a/b", "../x", "/abs", strings.Repeat("y", 300), "con:1", "con_1", "CON:1", h, "ok", "a\nb", "2026-03-04"}
+	hostile := []string{"../../etc/passwd", "a/b", "../x", "/abs", strings.Repeat("y", 300), "con:1", "con_1", "CON:1", h, "ok", "a\nb", "2026-03-04",
+		"conv:a&b<c>", "q\"uote\\", "line\u2028sep", "é"}
 	for i, s := range hostile {
 		m := &Message{IFP: Version, Headers: Headers{ConversationID: s, MessageID: fmt.Sprintf("msg:%d", i), Sequence: 1}}
 		if err := a.Record(AuditEntry{At: testNow.Add(time.Duration(i) * time.Millisecond), Direction: Received, Peer: s, Transport: "libp2p", Message: m}); err != nil {
@@ -803,5 +804,39 @@ func TestAuditLogSyncEvery(t *testing.T) {
 	}
 	if err := a.Record(AuditEntry{At: testNow, Direction: Sent, Peer: "p", Transport: "libp2p", Message: m}); !errors.Is(err, ErrAuditLogClosed) {
 		t.Fatalf("Record after Close: %v", err)
+	}
+}
+
+// A crash between linking a spare into place and removing the spare's name
+// leaves one empty file under two names: at the next open the spare's name
+// goes, and the peer's file stays, its own.
+func TestAuditLogSpareLinkedBeforeACrashIsNotReused(t *testing.T) {
+	dir := t.TempDir()
+	spares := filepath.Join(dir, spareDir)
+	os.MkdirAll(spares, 0o700)
+	spare := filepath.Join(spares, "spare-7")
+	if err := os.WriteFile(spare, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	peerFile := filepath.Join(dir, "peer.jsonl")
+	if err := os.Link(spare, peerFile); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	sp, err := openSpareFiles(spares, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.close()
+	sp.mu.Lock()
+	reused := slices.Contains(sp.ready, spare)
+	sp.mu.Unlock()
+	if reused {
+		t.Fatal("a spare still linked elsewhere was made ready")
+	}
+	if _, err := os.Stat(spare); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the spare's second name is still there: %v", err)
+	}
+	if info, err := os.Stat(peerFile); err != nil || links(info) != 1 {
+		t.Fatalf("the peer's file: %v", err)
 	}
 }

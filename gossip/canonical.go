@@ -83,10 +83,25 @@ func (p *Part) CanonicalContent() ([]byte, error) {
 		return nil, err
 	}
 	if p.rawSum != nil {
-		memo.add(*p.rawSum, c, len(c))
-		p.canon = c
+		p.canon = c // into the memo once the signature over it verified (memoize)
 	}
 	return c, nil
+}
+
+// memoize keeps the canonical form and the decoded value of the message's
+// large CBOR contents for the next message that carries the same bytes.
+// Verify calls it once a signature over them verified, so that only
+// contents someone signed can take the memos' room.
+func (m *Message) memoize() {
+	for i := range m.Body.Parts {
+		p := &m.Body.Parts[i]
+		if p.rawSum == nil || p.canon == nil || p.fromMemo {
+			continue
+		}
+		memo.add(*p.rawSum, p.canon, len(p.canon))
+		v, cost := copyValue(p.Content)
+		decodedMemo.add(*p.rawSum, v, cost)
+	}
 }
 
 // canonical returns the RFC 8785 form of the body, as
@@ -228,15 +243,11 @@ func (p *Part) UnmarshalCBOR(data []byte) error {
 	// Equal CBOR bytes decode to equal values: copying the value decoded
 	// before costs a fraction of decoding again.
 	if v, ok := decodedMemo.get(sum); ok {
-		p.Content = copyValue(v)
+		p.Content, _ = copyValue(v)
+		p.fromMemo = true
 		return nil
 	}
-	if err := cborDec.Unmarshal(w.Content, &p.Content); err != nil {
-		return err
-	}
-	// A decoded value takes about four times its CBOR in memory.
-	decodedMemo.add(sum, copyValue(p.Content), 4*len(w.Content))
-	return nil
+	return cborDec.Unmarshal(w.Content, &p.Content)
 }
 
 // memoLRU maps the SHA-256 of a content to something derived from it (its
@@ -298,22 +309,31 @@ func (m *memoLRU[V]) add(k [32]byte, v V, cost int) {
 }
 
 // copyValue deep-copies a decoded JSON value (maps, slices, scalars), so
-// that a memoized value is never shared with a message's owner.
-func copyValue(v any) any {
+// that a memoized value is never shared with a message's owner, and
+// estimates the bytes the copy holds (headers, entries, strings).
+func copyValue(v any) (any, int) {
 	switch v := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(v))
+		cost := 48
 		for k, e := range v {
-			out[k] = copyValue(e)
+			c, n := copyValue(e)
+			out[k] = c
+			cost += 32 + len(k) + n
 		}
-		return out
+		return out, cost
 	case []any:
 		out := make([]any, len(v))
+		cost := 24
 		for i, e := range v {
-			out[i] = copyValue(e)
+			c, n := copyValue(e)
+			out[i] = c
+			cost += 16 + n
 		}
-		return out
+		return out, cost
+	case string:
+		return v, 16 + len(v)
 	default:
-		return v // strings, numbers, booleans and nil are values
+		return v, 16 // numbers, booleans and nil are values
 	}
 }

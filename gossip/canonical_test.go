@@ -225,13 +225,17 @@ func TestAppendixMatchesMarshalIndent(t *testing.T) {
 }
 
 // A content decoded from the memo is a copy: changing one message's
-// content changes no other message's.
+// content changes no other message's. And only verified contents get there.
 func TestMemoizedContentIsNotShared(t *testing.T) {
 	from, to := testIdentity(t, 1), testIdentity(t, 2)
 	m := sampleMessage(from, to)
 	doc := capabilityDocument()
 	doc["marker"] = "TestMemoizedContentIsNotShared"
 	m.Body.Parts = []Part{{ContentType: "application/json", Name: "capabilities", Content: doc}}
+	m.Trace = nil
+	if err := m.Sign(from, testNow); err != nil {
+		t.Fatal(err)
+	}
 	enc, err := EncodeCBOR(m)
 	if err != nil {
 		t.Fatal(err)
@@ -240,6 +244,19 @@ func TestMemoizedContentIsNotShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Only content under a signature that verified enters the memos.
+	if err := first.Verify(to.PublicKey()); err == nil {
+		t.Fatal("verified under the wrong key")
+	}
+	if _, ok := decodedMemo.get(*first.Body.Parts[0].rawSum); ok {
+		t.Fatal("content whose signature did not verify was memoized")
+	}
+	if err := first.Verify(from.PublicKey()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := decodedMemo.get(*first.Body.Parts[0].rawSum); !ok {
+		t.Fatal("verified content was not memoized")
+	}
 	c := first.Body.Parts[0].Content.(map[string]any)
 	c["agent_id"] = "changed"
 	c["capabilities"].([]any)[0].(map[string]any)["name"] = "changed"
@@ -247,6 +264,9 @@ func TestMemoizedContentIsNotShared(t *testing.T) {
 		again, err := DecodeCBOR(enc)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !again.Body.Parts[0].fromMemo {
+			t.Fatal("decoded again, not copied from the memo")
 		}
 		got := again.Body.Parts[0].Content.(map[string]any)
 		if got["agent_id"] == "changed" || got["capabilities"].([]any)[0].(map[string]any)["name"] == "changed" {

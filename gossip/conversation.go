@@ -79,16 +79,18 @@ func (c *Conversation) Next(phase Phase, now time.Time) (*Message, error) {
 	return m, nil
 }
 
-// Stamp gives m the conversation's next sequence number and counts it as
-// sent. Next numbers a message when it is built; when several goroutines
-// answer in one conversation (concurrent requests), two could be built
-// with one number, or written in another order than numbered, and the peer
-// would refuse the second as out of sequence. The sender stamps under the
-// lock that orders its writes, right before signing.
+// Stamp raises m's sequence number past every number already sent or
+// received in the conversation (never lowering the one it was built with)
+// and counts it as sent. Next numbers a message when it is built; when
+// several goroutines answer in one conversation (concurrent requests), two
+// could be built with one number, or written in another order than
+// numbered, and the peer would refuse the second as out of sequence. The
+// sender stamps under the lock that orders its writes, right before
+// signing.
 func (c *Conversation) Stamp(m *Message) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m.Headers.Sequence = max(c.lastSent, c.lastReceived) + 1
+	m.Headers.Sequence = max(m.Headers.Sequence, max(c.lastSent, c.lastReceived)+1)
 	c.lastSent = m.Headers.Sequence
 }
 

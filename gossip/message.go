@@ -120,9 +120,10 @@ type Part struct {
 	Name        string `json:"name,omitempty"`
 	Content     any    `json:"content,omitempty"`
 
-	canon   []byte    // RFC 8785 form of Content, when known
-	cborRaw []byte    // CBOR encoding of Content, when known
-	rawSum  *[32]byte // SHA-256 of the CBOR Content was decoded from, for large contents
+	canon    []byte    // RFC 8785 form of Content, when known
+	cborRaw  []byte    // CBOR encoding of Content, when known
+	rawSum   *[32]byte // SHA-256 of the CBOR Content was decoded from, for large contents
+	fromMemo bool      // Content is a copy of a memoized value (already in the memos)
 }
 
 // Trace records the hops a message took (IFP-4 §2.3).

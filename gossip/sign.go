@@ -213,6 +213,7 @@ func (m *Message) Verify(pub ed25519.PublicKey) error {
 				lastErr = fmt.Errorf("signature %d: %w", i, err)
 				continue
 			}
+			m.memoize()
 			return nil
 		}
 	}

@@ -454,6 +454,7 @@ func (n *Node) storeAnnounced(author peer.ID, a *announced, old store.PeerRecord
 			changed, err = n.store.PutPeer(rec)
 		}
 	}
+	n.peerViews.Remove(author) // again: a greeting may have put it back during the write
 	switch {
 	case errors.Is(err, store.ErrStaleSeq):
 		return // a greeting brought a newer view meanwhile

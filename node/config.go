@@ -202,8 +202,9 @@ const (
 
 // DurabilityConfig says when what the daemon records of each message (its
 // audit entry, its ID in the replay seen-set) reaches the disk. Either way
-// it is written before the daemon acts on the message, so a crash or a
-// kill -9 of the daemon loses none of it; the choice is about power loss.
+// a crash or a kill -9 of the daemon loses none of it (the audit entry is
+// written before acting, and the seen IDs are rebuilt from it); the choice
+// is about power loss.
 type DurabilityConfig struct {
 	Sync     string   `toml:"sync"`     // SyncInterval or SyncAlways
 	Interval Duration `toml:"interval"` // with SyncInterval: the most a power loss can take

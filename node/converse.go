@@ -251,7 +251,9 @@ func (n *Node) answerGreeting(s network.Stream, conversation bool) {
 	n.markGreeted(pid)
 	prop := proposalOf(first)
 	c.granted = n.grant(pid, first, prop)
-	c.peerHas = prop.HaveView
+	if len(prop.HaveView) == 2*sha256.Size {
+		c.peerHas = prop.HaveView // anything else names no view of ours, and costs memory per conversation
+	}
 	// Only a hint: a few are plenty, and a peer's list costs memory per
 	// conversation.
 	c.categories = prop.ToolCategories[:min(len(prop.ToolCategories), maxRequestedCategories)]

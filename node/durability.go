@@ -13,11 +13,11 @@ import (
 // durability.sync = "always" each record is fsynced on the spot (three
 // flushes per message on an ordinary disk: the audit file, and bbolt's
 // data and meta pages), which is most of what a warm greeting costs. With
-// "interval" (the default) both are written to the kernel before acting,
-// so a crash or kill -9 of the daemon loses neither, and are fsynced in
-// batches every durability.interval: the audit log by gossip.SyncEvery,
-// the seen-set by store.BufferedSeen.Flush. A BufferedSeen keeps the
-// newest IDs in memory until they are flushed; after a crash they are
+// "interval" (the default) the audit entry is written to the kernel before
+// acting, so a crash or kill -9 of the daemon loses none, and the audit
+// files are fsynced in batches every durability.interval (gossip.SyncEvery);
+// the seen-set keeps its newest IDs in memory only and commits them on the
+// same interval (store.BufferedSeen.Flush). After a crash those IDs are
 // rebuilt from the audit log (recoverSeen), which recorded each of those
 // messages before it was acted on. So a replay is refused across a crash
 // exactly as without one; only a power loss can take the last interval.

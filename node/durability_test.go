@@ -110,3 +110,33 @@ func TestInboxDeliveryIsCommittedBeforeItIsAcknowledged(t *testing.T) {
 		t.Fatalf("%d seen IDs waiting after a libp2p greeting, want 1", n)
 	}
 }
+
+// Moving from "interval" to "always": the first start recovers what the
+// buffered run left, and clears the mark, so no later start reads the
+// audit log again.
+func TestSwitchingToSyncAlwaysClearsTheRecoveryMark(t *testing.T) {
+	cfg := aliceConfig("")
+	cfg.Durability = DurabilityConfig{Sync: SyncInterval, Interval: Duration{time.Minute}}
+	alice := startDaemon(t, cfg)
+	raw := newRawPeer(t, alice)
+	first := raw.greeting(alice, raw.id)
+	if _, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, first)); err != nil {
+		t.Fatal(err)
+	}
+	alice.crash(t)
+	always := *cfg
+	always.Durability = DurabilityConfig{Sync: SyncAlways}
+	alice.cfg = &always
+	alice = restartDaemon(t, alice)
+	if at, err := alice.store.SeenFlushedAt(); err != nil || !at.IsZero() {
+		t.Fatalf("the recovery mark after a start with sync = always: %v, %v", at, err)
+	}
+	raw.reconnect(t, alice)
+	m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := errorCode(t, m); code != wire.CodeReplay {
+		t.Fatalf("replay after switching to sync = always: %s, want %s", code, wire.CodeReplay)
+	}
+}

@@ -111,6 +111,11 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 	}
 	if err := n.checkReplay(from, m); err != nil {
 		if errors.Is(err, identity.ErrReplay) {
+			// Answered as taken (IFP-6 idempotency): so it must be on disk,
+			// whatever failed the first time.
+			if cerr := n.commitRecords(); cerr != nil {
+				return nil, cerr
+			}
 			return nil, fmt.Errorf("%w: %s", ErrDuplicate, m.Headers.MessageID)
 		}
 		return nil, err
@@ -125,13 +130,15 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 			n.unsee(from, m)
 			return nil, err
 		}
-		// The sender lets go of the message once told it was taken.
-		if err := n.commitRecords(); err != nil {
-			return nil, err
-		}
 		n.events.publish(Event{Type: EventMessage, At: n.now(), Peer: from.String(), ConversationID: c.ID, Message: m, Detail: "via " + transport})
 		if isRequest(m) {
 			n.spawn(func() { n.handleRequest(c, m) })
+		}
+		// The sender lets go of the message once told it was taken. The
+		// message is recorded and acted on either way; if the commit
+		// fails, the sender's retry is a duplicate, committed again.
+		if err := n.commitRecords(); err != nil {
+			return nil, err
 		}
 		return d, nil
 	}
@@ -159,14 +166,14 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 		n.unsee(from, m)
 		return nil, err
 	}
-	if err := n.commitRecords(); err != nil {
-		return nil, err
-	}
 	detail := "via " + transport
 	if isRequest(m) {
 		detail += "; capability requests are answered over libp2p or POST /invoke, not through the inbox"
 	}
 	n.events.publish(Event{Type: EventMessage, At: n.now(), Peer: from.String(), ConversationID: m.Headers.ConversationID, Message: m, Detail: detail})
+	if err := n.commitRecords(); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 

@@ -162,6 +162,8 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		if err := n.seen.Flush(); err != nil {
 			return nil, err
 		}
+	} else if err := n.store.ClearSeenFlushedAt(); err != nil {
+		return nil, err
 	}
 	n.trust = newTrust(n)
 	doc, err := cfg.Document(id.DID())

@@ -17,16 +17,17 @@ var keySeenFlushedAt = []byte("seen_flushed_at")
 // BufferedSeen is the seen-set with its writes batched: Add answers from
 // memory and the store together, and Flush commits what was added since
 // the last Flush in one transaction (one fsync) instead of one per message.
-// Between flushes the newest IDs live only in memory, so a crash loses
-// them; the daemon rebuilds them from its audit log, which recorded every
+// Between flushes the newest IDs live only in memory (not even in the
+// kernel), so a crash loses them; the daemon rebuilds them from its audit log, which recorded every
 // accepted message before it was acted on (node.recoverSeen), starting at
 // SeenFlushedAt.
 type BufferedSeen struct {
 	s *Store
 
-	mu       sync.Mutex           // orders Adds; held across the store lookup
-	pending  map[string]time.Time // added since the last Flush took its batch
-	flushing map[string]time.Time // taken by a Flush, not yet committed
+	mu        sync.Mutex           // orders Adds; held across the store lookup
+	pending   map[string]time.Time // added since the last Flush took its batch
+	flushing  map[string]time.Time // taken by a Flush, not yet committed
+	forgotten map[string]bool      // forgotten while a Flush was under way: not put back if it fails
 
 	flushMu sync.Mutex // one Flush at a time
 }
@@ -36,7 +37,7 @@ var _ identity.SeenSet = (*BufferedSeen)(nil)
 // BufferedSeen returns a seen-set over the same entries as Seen whose Adds
 // are committed by Flush.
 func (s *Store) BufferedSeen() *BufferedSeen {
-	return &BufferedSeen{s: s, pending: map[string]time.Time{}, flushing: map[string]time.Time{}}
+	return &BufferedSeen{s: s, pending: map[string]time.Time{}, flushing: map[string]time.Time{}, forgotten: map[string]bool{}}
 }
 
 // Add records id until expires and reports whether it was new, as Seen's
@@ -88,6 +89,9 @@ func (b *BufferedSeen) Forget(id string) error {
 	b.mu.Lock()
 	delete(b.pending, id)
 	_, inFlight := b.flushing[id]
+	if inFlight {
+		b.forgotten[id] = true
+	}
 	b.mu.Unlock()
 	if inFlight {
 		b.flushMu.Lock() // wait for the Flush under way, which writes it, then delete it
@@ -110,11 +114,12 @@ func (b *BufferedSeen) Prune(now time.Time) error {
 func (b *BufferedSeen) Flush() error {
 	b.flushMu.Lock()
 	defer b.flushMu.Unlock()
+	at := time.Now() // before the swap: every Add before at is in this batch or stored already
 	b.mu.Lock()
 	batch := b.pending
 	b.flushing, b.pending = batch, map[string]time.Time{}
+	b.forgotten = map[string]bool{}
 	b.mu.Unlock()
-	at := time.Now()
 	err := b.s.db.Update(func(tx *bolt.Tx) error {
 		for id, expires := range batch {
 			if err := putSeen(tx, id, expires); err != nil {
@@ -130,9 +135,12 @@ func (b *BufferedSeen) Flush() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err != nil {
-		// Put the batch back under anything added since.
+		// Put the batch back under anything added since, but for what
+		// was forgotten meanwhile.
 		for id, expires := range batch {
-			b.pending[id] = later(b.pending[id], expires)
+			if !b.forgotten[id] {
+				b.pending[id] = later(b.pending[id], expires)
+			}
 		}
 		b.flushing = map[string]time.Time{}
 		return fmt.Errorf("committing seen message IDs: %w", err)
@@ -146,6 +154,17 @@ func (b *BufferedSeen) Pending() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.pending) + len(b.flushing)
+}
+
+// ClearSeenFlushedAt forgets when a BufferedSeen last flushed: a daemon
+// that commits every Add at once (and has recovered what a buffered run
+// left) has nothing to rebuild after its next crash.
+func (s *Store) ClearSeenFlushedAt() error {
+	err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Delete(keySeenFlushedAt) })
+	if err != nil {
+		return fmt.Errorf("clearing %s/%s: %w", bucketMeta, keySeenFlushedAt, err)
+	}
+	return nil
 }
 
 // SeenFlushedAt is when the last BufferedSeen.Flush took its batch, or the
