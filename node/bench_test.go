@@ -54,12 +54,16 @@ func BenchmarkGreeting(b *testing.B) {
 	if _, err := bob.Connect(ctx, alice.Addrs()[0].String()); err != nil {
 		b.Fatal(err)
 	}
+	if _, err := bob.QueryCapabilities(ctx, alice.id.PeerID(), negotiate.Proposal{}); err != nil {
+		b.Fatal(err)
+	}
+	// A warm greeting: Bob now holds Alice's view, and she answers without it.
 	r, err := bob.QueryCapabilities(ctx, alice.id.PeerID(), negotiate.Proposal{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The floor carries what a greeting carries: one frame of the size of
-	// Bob's greeting out, one of the size of Alice's answer back.
+	// The floor carries what a warm greeting carries: one frame of the size
+	// of Bob's greeting out, one of the size of Alice's answer back.
 	entries, err := bob.Audit().Entries(r.ConversationID)
 	if err != nil || len(entries) != 2 {
 		b.Fatalf("audit: %d entries, %v", len(entries), err)
