@@ -391,7 +391,9 @@ func median[T int | time.Duration](xs []T) T {
 // It runs twice: with the bare nodes at kad-dht's bucket size (20, what
 // daemons use), where every routing table holds most of the network and
 // lookups take one hop, and at bucket size 4, where they must route.
-// IFACED_DHT_NODES=500 builds a network of 500 instead (a few minutes).
+// IFACED_DHT_NODES=N builds a network of N instead. At 500 the hosts'
+// connections (both ends in this one process) need more than 20,000 file
+// descriptors; a larger network needs a harness of several processes.
 func TestDHTFindAt100Nodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 100-node DHT")
