@@ -150,11 +150,13 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 		// level this daemon establishes for it.
 		granted: n.grant(pid, nil, negotiate.Proposal{Persona: prop.Persona}),
 	}
-	// Holding the peer's view, say so: an unchanged view need not come again.
+	// Holding the peer's view, say so: an unchanged view need not come
+	// again. And when the peer said it holds ours, ours need not either.
 	held, holding := n.peerViews.Get(pid)
 	if holding {
 		prop.HaveView = hex.EncodeToString(held.sum[:])
 	}
+	c.peerHas, _ = n.peersHold.Get(pid)
 	greeting, err := n.greeting(c, prop, nil)
 	if err == nil {
 		err = n.send(c, greeting)
@@ -187,6 +189,11 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 		n.sendError(c, err)
 		s.Reset()
 		return nil, fmt.Errorf("greeting %s: %w", pid, err)
+	}
+	if has := proposalOf(reply).HaveView; isViewHash(has) {
+		n.peersHold.Add(pid, has)
+	} else {
+		n.peersHold.Remove(pid)
 	}
 	n.markGreeted(pid)
 	var theirs negotiate.Granted
@@ -244,20 +251,28 @@ func (n *Node) answerGreeting(s network.Stream, conversation bool) {
 		n.refuseIn(c, first, fmt.Errorf("%w: conversation %s is already open; start a new one", gossip.ErrOutOfSequence, c.ID))
 		return
 	}
-	if _, err := n.acceptView(pid, first, false, nil); err != nil {
+	var heldView *verifiedView
+	if held, ok := n.peerViews.Get(pid); ok {
+		heldView = &held
+	}
+	if _, err := n.acceptView(pid, first, false, heldView); err != nil {
 		n.refuseIn(c, first, err)
 		return
 	}
 	n.markGreeted(pid)
 	prop := proposalOf(first)
 	c.granted = n.grant(pid, first, prop)
-	if len(prop.HaveView) == 2*sha256.Size {
+	if isViewHash(prop.HaveView) {
 		c.peerHas = prop.HaveView // anything else names no view of ours, and costs memory per conversation
 	}
 	// Only a hint: a few are plenty, and a peer's list costs memory per
 	// conversation.
 	c.categories = prop.ToolCategories[:min(len(prop.ToolCategories), maxRequestedCategories)]
-	reply, err := n.greeting(c, negotiate.Proposal{Disclosure: c.granted.Disclosure, Persona: c.granted.Persona, Temperature: c.granted.Temperature}, &c.granted)
+	answer := negotiate.Proposal{Disclosure: c.granted.Disclosure, Persona: c.granted.Persona, Temperature: c.granted.Temperature}
+	if held, ok := n.peerViews.Get(pid); ok {
+		answer.HaveView = hex.EncodeToString(held.sum[:]) // the greeter's view, which it need not send again
+	}
+	reply, err := n.greeting(c, answer, &c.granted)
 	if err == nil {
 		err = n.send(c, reply)
 	}
@@ -397,9 +412,9 @@ func (n *Node) greeting(c *conv, prop negotiate.Proposal, granted *negotiate.Gra
 		h.Capabilities = &gossip.CapabilityHeaders{Offer: offer}
 	}
 	prop.IFPSupport = v.doc.IFPSupport
-	// Only an answer omits the view, and only the very view the peer
-	// holds: any change (seq, grant, order) changes the hash.
-	unchanged := granted != nil && c.peerHas != "" && c.peerHas == v.sum
+	// The view is left out only when the peer holds this very view: any
+	// change (seq, grant, order) changes the hash.
+	unchanged := c.peerHas != "" && c.peerHas == v.sum
 	attached := "my signed view for you is attached"
 	if unchanged {
 		prop.ViewUnchanged = v.sum
@@ -562,6 +577,15 @@ func (n *Node) accept(c *conv, m *gossip.Message) error {
 	return nil
 }
 
+// isViewHash reports whether s can name a view: 64 hex digits.
+func isViewHash(s string) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
 // maxVerifiedViews bounds the peers whose last verified view is kept: a
 // 20-capability view decoded is some 50 KB, so about 50 MB at most. A
 // peer pushed out is verified again at its next greeting.
@@ -616,6 +640,8 @@ func (n *Node) acceptView(pid peer.ID, m *gossip.Message, required bool, held *v
 		switch {
 		case said != "" && held != nil && said == hex.EncodeToString(held.sum[:]):
 			vv, raw = *held, held.canon
+		case said != "" && !required:
+			return nil, nil // a view this daemon no longer holds: it learns nothing new, and needs nothing
 		case said != "":
 			return nil, fmt.Errorf("%w: the answer says the view is unchanged (%.16s…), but that is not the view this daemon named", gossip.ErrInvalidMessage, said)
 		case required:
@@ -815,12 +841,17 @@ func (n *Node) displayName() string {
 	return n.id.DID()
 }
 
+// peerAddrs lists the addresses the peerstore holds for pid, sorted: the
+// peerstore returns them in no fixed order, and the peer cache compares
+// lists to decide whether a write is needed (an fsync per greeting, when
+// the order alone changed).
 func (n *Node) peerAddrs(pid peer.ID) []string {
 	var out []string
 	for _, a := range n.host.Peerstore().Addrs(pid) {
 		out = append(out, a.String())
 	}
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // agentOf is the IFP-4 agent of a peer: its did:key, which binds the name

@@ -54,6 +54,7 @@ type Node struct {
 	convs map[string]*conv       // open conversations by ID
 
 	peerViews *lru.Cache[peer.ID, verifiedView] // the last view each peer sent, verified (converse.go)
+	peersHold *lru.Cache[peer.ID, string]       // the hash of our view each peer last said it holds (converse.go)
 
 	bridge      *bridge
 	rates       *rateLimits
@@ -116,6 +117,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	n := &Node{id: id, cfg: cfg, home: home, log: log, order: order, events: newHub(), now: time.Now,
 		views: map[string]*signedView{}, convs: map[string]*conv{}}
 	n.peerViews, _ = lru.New[peer.ID, verifiedView](maxVerifiedViews)
+	n.peersHold, _ = lru.New[peer.ID, string](maxVerifiedViews)
 	n.mail = newMailState(cfg, func() time.Time { return n.now() })
 	n.importTimeout = defaultImportTimeout
 	for _, o := range opts {

@@ -49,6 +49,7 @@ package node
 // trust record, where `ifaced trust` shows it.
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -194,19 +195,24 @@ func (n *Node) trustOf(pid peer.ID, greeting *gossip.Message) (conditions.Level,
 			n.admitIntro(pid, greeting, proof, now)
 			rec, _ = n.trust.record(pid)
 		}
-		agentID = agentIDOf(greeting)
+		agentID = n.agentIDOf(pid, greeting)
 		n.checkInBackground(pid, agentID, rec, now)
 	}
 	st := standingOf(rec, agentID, now)
 	return st.Level, st.AgentID
 }
 
-// agentIDOf reads the agent_id of the view a greeting carries, or "".
+// agentIDOf reads the agent_id of the view a greeting carries, or of the
+// view it says is unchanged when this daemon holds that one, or "".
 // acceptView has already decoded and verified the view; the part's content
 // is the generic JSON value it was decoded from.
-func agentIDOf(m *gossip.Message) string {
+func (n *Node) agentIDOf(pid peer.ID, m *gossip.Message) string {
 	p, ok := m.Body.Part(partCapabilities)
 	if !ok {
+		said := proposalOf(m).ViewUnchanged
+		if held, ok := n.peerViews.Get(pid); ok && said != "" && said == hex.EncodeToString(held.sum[:]) {
+			return held.doc.AgentID
+		}
 		return ""
 	}
 	if obj, ok := p.Content.(map[string]any); ok {

@@ -35,6 +35,18 @@ func TestUnchangedViewIsNotSentAgain(t *testing.T) {
 	if _, ok := answer.Body.Part(partCapabilities); ok {
 		t.Fatal("the view came again though bob holds it unchanged")
 	}
+	// Alice said in her first answer that she holds bob's view: his second
+	// greeting leaves it out too, and she still knows who he is.
+	entries, _ := bob.Audit().Entries(second.ConversationID)
+	if _, ok := entries[0].Message.Body.Part(partCapabilities); ok {
+		t.Fatal("bob's view went again though alice said she holds it")
+	}
+	if got := proposalOf(entries[0].Message).ViewUnchanged; got == "" {
+		t.Fatal("bob's greeting does not say his view is unchanged")
+	}
+	if rec, err := alice.store.Peer(bob.id.PeerID().String()); err != nil || rec.AgentID != bob.id.DID() {
+		t.Fatalf("alice's cache of bob after a greeting without his view: %+v, %v", rec, err)
+	}
 	held, _ := bob.peerViews.Get(pid)
 	if got := proposalOf(answer).ViewUnchanged; got != hex.EncodeToString(held.sum[:]) {
 		t.Fatalf("view_unchanged %q, want the hash bob holds", got)
@@ -67,6 +79,22 @@ func TestUnchangedViewIsNotSentAgain(t *testing.T) {
 	if !strings.Contains(capNames(third.View), "weather.today") || third.View.Seq <= first.View.Seq {
 		t.Fatalf("third view %q seq %d", capNames(third.View), third.View.Seq)
 	}
+
+	// A greeter whose view the responder no longer holds (evicted, or a
+	// restart) still gets an answer, and the view flows again after it.
+	alice.peerViews.Remove(bob.id.PeerID())
+	if _, err := bob.QueryCapabilities(ctx, pid, negotiate.Proposal{}); err != nil {
+		t.Fatalf("a greeting whose unchanged view the responder forgot: %v", err)
+	}
+	fifth, err := bob.QueryCapabilities(ctx, pid, negotiate.Proposal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := bob.Audit().Entries(fifth.ConversationID); len(e) != 2 {
+		t.Fatal("no audit of the fifth query")
+	} else if _, ok := e[0].Message.Body.Part(partCapabilities); !ok {
+		t.Fatal("bob left out his view again though alice said she no longer holds it")
+	}
 }
 
 // An answer that claims an unchanged view the asker did not name is refused.
@@ -91,6 +119,7 @@ func TestUnchangedViewClaimMustMatch(t *testing.T) {
 		held *verifiedView
 	}{
 		"another hash":          {claim(strings.Repeat("ab", 32)), &held},
+		"not a hash":            {claim("x"), &held},
 		"nothing named":         {claim(hex.EncodeToString(held.sum[:])), nil},
 		"no view and no claims": {claim(""), &held},
 	} {
