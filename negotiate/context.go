@@ -16,12 +16,13 @@ type Proposal struct {
 	IFPSupport     []int    `json:"ifp_support,omitempty"`
 	ToolCategories []string `json:"requested_tool_categories,omitempty"`
 
-	// HaveView, in a greeting, is the hex SHA-256 of the RFC 8785 form of
-	// the view the sender holds, verified, from the recipient. A recipient
-	// whose view for the sender has that hash may answer without it, and
-	// says so with ViewUnchanged (the same hash) in its answer. Like an
-	// HTTP If-None-Match: a peer that knows neither field sends its view
-	// every time, and nothing breaks.
+	// HaveView, in a greeting or its answer, is the hex SHA-256 of the RFC
+	// 8785 form of the view the sender holds, verified, from the recipient.
+	// A recipient whose view for the sender still has that hash may leave
+	// it out of its next message (the answer, or its next greeting), and
+	// says so with ViewUnchanged (the same hash). Like an HTTP
+	// If-None-Match: a peer that knows neither field sends its view every
+	// time, and nothing breaks.
 	HaveView      string `json:"have_view,omitempty"`
 	ViewUnchanged string `json:"view_unchanged,omitempty"`
 }

@@ -12,13 +12,14 @@
 //	                           "greeting"), one signed greeting out (the
 //	                           responder's view in "capabilities", the granted
 //	                           context in "context"); then the stream closes.
-//	                           A requester that holds the responder's view
-//	                           names it in the proposal (have_view: the hex
-//	                           SHA-256 of its RFC 8785 form); a responder
-//	                           whose view for it has that hash leaves out
-//	                           "capabilities" and says view_unchanged (the
-//	                           hash) in its own "greeting" part. The same holds
-//	                           for the greetings of a conversation.
+//	                           Each side names the other's view it holds in
+//	                           its "greeting" part (have_view: the hex SHA-256
+//	                           of its RFC 8785 form); a side whose view still
+//	                           has that hash leaves out "capabilities" from its
+//	                           next greeting or answer and says view_unchanged
+//	                           (the hash). A side that no longer holds the
+//	                           view named simply does without it. The same
+//	                           holds for the greetings of a conversation.
 //	/ifp/4/conversation/1.0.0  a conversation: signed IFP-4 messages in both
 //	                           directions, the initiator's greeting first and
 //	                           the responder's greeting (its view for the
