@@ -275,8 +275,6 @@ var (
 	decodedMemo = newMemo[any](memoBudget)    // decoded CBOR contents; handed out as copies
 )
 
-func newCanonicalMemo(budget int) *memoLRU[[]byte] { return newMemo[[]byte](budget) }
-
 func newMemo[V any](budget int) *memoLRU[V] {
 	m := &memoLRU[V]{max: budget}
 	// The entry count only backs up the byte budget.

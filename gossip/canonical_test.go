@@ -146,7 +146,7 @@ func TestPartJSONUsesKnownCanonicalBytes(t *testing.T) {
 }
 
 func TestCanonicalMemoStaysWithinItsBudget(t *testing.T) {
-	m := newCanonicalMemo(64 << 10)
+	m := newMemo[[]byte](64 << 10)
 	big := []byte(strings.Repeat("x", 4<<10))
 	for i := range 100 {
 		m.add(sha256.Sum256([]byte{byte(i)}), big, len(big))

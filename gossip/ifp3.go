@@ -272,7 +272,7 @@ func writePart(out *bytes.Buffer, p *Part, value func(any, string) error) error 
 
 // indentMemo keeps the indented appendix form of canonical part contents,
 // by the SHA-256 of the canonical bytes.
-var indentMemo = newCanonicalMemo(memoBudget)
+var indentMemo = newMemo[[]byte](memoBudget)
 
 // ParseIFP3 reads a rendering made by RenderIFP3 (or an IFP-3 message
 // written by hand) back into an IFP-4 message and validates it. idOf maps a

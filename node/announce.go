@@ -444,9 +444,6 @@ func (n *Node) storeAnnounced(author peer.ID, a *announced, old store.PeerRecord
 	now := n.now()
 	rec := store.PeerRecord{PeerID: author.String(), AgentID: a.view.AgentID, Display: old.Display, Addrs: addrs,
 		Seq: a.view.Seq, DocHash: a.hash, View: a.raw, FetchedAt: now, ChangedAt: now}
-	// The record written here is not the view acceptView last stored: it
-	// must check the cache again rather than trust its memory of it.
-	n.peerViews.Remove(author)
 	changed, err := n.store.PutPeer(rec)
 	if errors.Is(err, store.ErrCorrupt) {
 		n.log.Warn("replacing unreadable peer cache entry", "peer", author, "err", err)
@@ -454,7 +451,6 @@ func (n *Node) storeAnnounced(author peer.ID, a *announced, old store.PeerRecord
 			changed, err = n.store.PutPeer(rec)
 		}
 	}
-	n.peerViews.Remove(author) // again: a greeting may have put it back during the write
 	switch {
 	case errors.Is(err, store.ErrStaleSeq):
 		return // a greeting brought a newer view meanwhile

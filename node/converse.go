@@ -12,7 +12,6 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
@@ -184,13 +183,14 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 	if holding {
 		heldView = &held
 	}
-	view, err := n.acceptView(pid, reply, true, heldView)
+	answer := proposalOf(reply)
+	view, err := n.acceptView(pid, reply, answer.ViewUnchanged, true, heldView)
 	if err != nil {
 		n.sendError(c, err)
 		s.Reset()
 		return nil, fmt.Errorf("greeting %s: %w", pid, err)
 	}
-	if has := proposalOf(reply).HaveView; isViewHash(has) {
+	if has := answer.HaveView; isViewHash(has) {
 		n.peersHold.Add(pid, has)
 	} else {
 		n.peersHold.Remove(pid)
@@ -255,12 +255,12 @@ func (n *Node) answerGreeting(s network.Stream, conversation bool) {
 	if held, ok := n.peerViews.Get(pid); ok {
 		heldView = &held
 	}
-	if _, err := n.acceptView(pid, first, false, heldView); err != nil {
+	prop := proposalOf(first)
+	if _, err := n.acceptView(pid, first, prop.ViewUnchanged, false, heldView); err != nil {
 		n.refuseIn(c, first, err)
 		return
 	}
 	n.markGreeted(pid)
-	prop := proposalOf(first)
 	c.granted = n.grant(pid, first, prop)
 	if isViewHash(prop.HaveView) {
 		c.peerHas = prop.HaveView // anything else names no view of ours, and costs memory per conversation
@@ -600,31 +600,14 @@ type verifiedView struct {
 	canon   []byte              // the view's RFC 8785 form, as the peer cache keeps it
 	doc     *negotiate.Document // shared: never modified
 	docHash string              // SHA-256 of the document's signed bytes, as the peer cache keeps it
-	stored  storedPeer          // what acceptView last wrote to the peer cache with this view
-}
-
-// storedPeer is what a peer cache write held beside the view.
-type storedPeer struct {
-	at      time.Time
-	addrs   []string
-	context []byte
-}
-
-// confirms reports whether writing rec would change nothing the store's
-// own rule (store.PutPeer) would write: the same view, nothing new beside
-// it, less than a minute after the last write. Reading the record back to
-// decide costs more than the rest of accepting a known view.
-func (s storedPeer) confirms(rec store.PeerRecord) bool {
-	return !s.at.IsZero() && rec.FetchedAt.Sub(s.at) < time.Minute && rec.FetchedAt.After(s.at) &&
-		(len(rec.Addrs) == 0 || slices.Equal(rec.Addrs, s.addrs)) &&
-		(len(rec.Context) == 0 || bytes.Equal(rec.Context, s.context))
 }
 
 // acceptView verifies the peer's view in m (signed by the same key as the
 // stream's peer) and caches it. The initiator requires one in the answer
 // to its greeting, or, when it named held in have_view, the answer's word
-// that the view is unchanged; a responder accepts a greeting without one.
-func (n *Node) acceptView(pid peer.ID, m *gossip.Message, required bool, held *verifiedView) (*negotiate.Document, error) {
+// (said: the view_unchanged of m's proposal) that the view is unchanged; a
+// responder accepts a greeting without one.
+func (n *Node) acceptView(pid peer.ID, m *gossip.Message, said string, required bool, held *verifiedView) (*negotiate.Document, error) {
 	var vv verifiedView
 	var raw []byte
 	if p, ok := m.Body.Part(partCapabilities); ok {
@@ -636,7 +619,6 @@ func (n *Node) acceptView(pid peer.ID, m *gossip.Message, required bool, held *v
 			return nil, err
 		}
 	} else {
-		said := proposalOf(m).ViewUnchanged
 		switch {
 		case said != "" && held != nil && said == hex.EncodeToString(held.sum[:]):
 			vv, raw = *held, held.canon
@@ -659,9 +641,6 @@ func (n *Node) acceptView(pid peer.ID, m *gossip.Message, required bool, held *v
 	rec := store.PeerRecord{PeerID: pid.String(), AgentID: view.AgentID, Display: m.Headers.From.Display,
 		Addrs: n.peerAddrs(pid), Seq: view.Seq, DocHash: vv.docHash, View: raw, Context: ctxRaw,
 		FetchedAt: now, ChangedAt: now}
-	if vv.stored.confirms(rec) {
-		return view, nil
-	}
 	changed, err := n.store.PutPeer(rec)
 	if errors.Is(err, store.ErrStaleSeq) {
 		return nil, fmt.Errorf("%w: %v", wire.ErrStaleSeq, err)
@@ -676,8 +655,6 @@ func (n *Node) acceptView(pid peer.ID, m *gossip.Message, required bool, held *v
 	if err != nil {
 		return nil, err
 	}
-	vv.stored = storedPeer{at: now, addrs: rec.Addrs, context: rec.Context}
-	n.peerViews.Add(pid, vv)
 	if changed {
 		n.events.publish(Event{Type: EventPeerView, At: now, Peer: pid.String(), ConversationID: m.Headers.ConversationID,
 			Detail: fmt.Sprintf("seq %d, %d capabilities", view.Seq, len(view.Capabilities))})

@@ -154,7 +154,7 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 		return d, n.refuseDelivered(transport, from, m, err)
 	}
 	if m.Headers.Phase == gossip.PhaseGreeting {
-		if _, err := n.acceptView(from, m, false, nil); err != nil {
+		if _, err := n.acceptView(from, m, proposalOf(m).ViewUnchanged, false, nil); err != nil {
 			d.Refused = err
 			return d, n.refuseDelivered(transport, from, m, err)
 		}

@@ -124,7 +124,7 @@ func (n *Node) handleUpdate(s network.Stream) {
 		s.Reset()
 		return
 	}
-	if _, err := n.acceptView(pid, m, true, nil); err != nil {
+	if _, err := n.acceptView(pid, m, "", true, nil); err != nil {
 		n.refuseIn(c, m, err)
 		return
 	}

@@ -50,10 +50,11 @@ func (s *Store) PutPeer(rec PeerRecord) (changed bool, err error) {
 	if s.confirmsRecently(rec) {
 		return false, nil
 	}
+	var next PeerRecord
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketPeers)
 		key := []byte(rec.PeerID)
-		next := rec
+		next = rec
 		if raw := b.Get(key); raw != nil {
 			var old PeerRecord
 			if err := decode(bucketPeers, key, raw, &old); err != nil {
@@ -93,8 +94,10 @@ func (s *Store) PutPeer(rec PeerRecord) (changed bool, err error) {
 		return b.Put(key, raw)
 	})
 	if err != nil {
+		s.rememberHead(rec.PeerID, nil) // the file decides again
 		return false, fmt.Errorf("storing peer %s: %w", rec.PeerID, err)
 	}
+	s.rememberHead(rec.PeerID, &next)
 	return changed, nil
 }
 
@@ -104,34 +107,55 @@ func (s *Store) PutPeer(rec PeerRecord) (changed bool, err error) {
 // greeting would cost more than the precision is worth.
 const fetchedGranularity = time.Minute
 
+// peerHead is what confirmsRecently compares of a stored record.
+type peerHead struct {
+	Seq       uint64          `json:"seq"`
+	DocHash   string          `json:"doc_hash"`
+	Addrs     []string        `json:"addrs"`
+	Context   json.RawMessage `json:"context"`
+	FetchedAt time.Time       `json:"fetched_at"`
+}
+
+// maxHeads bounds the records whose head is remembered; past it the memory
+// starts again and heads are read back from the file.
+const maxHeads = 8192
+
 // confirmsRecently reports whether rec only repeats what the cache holds,
-// confirmed less than fetchedGranularity ago.
+// confirmed less than fetchedGranularity ago. It runs on every greeting, so
+// the head of each record is remembered as PutPeer writes it (only PutPeer
+// and DeletePeer write the bucket) and read back, fields only, otherwise.
 func (s *Store) confirmsRecently(rec PeerRecord) bool {
-	var same bool
-	s.db.View(func(tx *bolt.Tx) error {
-		raw := tx.Bucket(bucketPeers).Get([]byte(rec.PeerID))
-		if raw == nil {
+	s.headsMu.Lock()
+	old, ok := s.heads[rec.PeerID]
+	s.headsMu.Unlock()
+	if !ok {
+		s.db.View(func(tx *bolt.Tx) error {
+			raw := tx.Bucket(bucketPeers).Get([]byte(rec.PeerID))
+			if raw != nil && jsonv2.Unmarshal(raw, &old) == nil {
+				ok = true
+			}
 			return nil
-		}
-		// Only the fields compared: the view is most of the record, and
-		// this runs on every greeting.
-		var old struct {
-			Seq       uint64          `json:"seq"`
-			DocHash   string          `json:"doc_hash"`
-			Addrs     []string        `json:"addrs"`
-			Context   json.RawMessage `json:"context"`
-			FetchedAt time.Time       `json:"fetched_at"`
-		}
-		if jsonv2.Unmarshal(raw, &old) != nil {
-			return nil
-		}
-		same = rec.Seq == old.Seq && rec.DocHash == old.DocHash &&
-			(len(rec.Addrs) == 0 || slices.Equal(rec.Addrs, old.Addrs)) &&
-			(len(rec.Context) == 0 || bytes.Equal(rec.Context, old.Context)) &&
-			rec.FetchedAt.Sub(old.FetchedAt) < fetchedGranularity
-		return nil
-	})
-	return same
+		})
+	}
+	return ok && rec.Seq == old.Seq && rec.DocHash == old.DocHash &&
+		(len(rec.Addrs) == 0 || slices.Equal(rec.Addrs, old.Addrs)) &&
+		(len(rec.Context) == 0 || bytes.Equal(rec.Context, old.Context)) &&
+		rec.FetchedAt.Sub(old.FetchedAt) < fetchedGranularity
+}
+
+// rememberHead records (or with nil, forgets) the head of what was stored
+// for peerID.
+func (s *Store) rememberHead(peerID string, rec *PeerRecord) {
+	s.headsMu.Lock()
+	defer s.headsMu.Unlock()
+	if rec == nil {
+		delete(s.heads, peerID)
+		return
+	}
+	if s.heads == nil || len(s.heads) >= maxHeads {
+		s.heads = map[string]peerHead{}
+	}
+	s.heads[peerID] = peerHead{Seq: rec.Seq, DocHash: rec.DocHash, Addrs: rec.Addrs, Context: rec.Context, FetchedAt: rec.FetchedAt}
 }
 
 // Peer returns the cached record of peerID, or ErrNotFound.
@@ -173,6 +197,7 @@ func (s *Store) Peers() ([]PeerRecord, error) {
 
 // DeletePeer forgets peerID; forgetting an unknown peer is not an error.
 func (s *Store) DeletePeer(peerID string) error {
+	s.rememberHead(peerID, nil)
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketPeers).Delete([]byte(peerID))
 	})

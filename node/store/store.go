@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -54,6 +55,9 @@ var dataBuckets = [][]byte{bucketPeers, bucketSeen, bucketSeenByExpiry, bucketOw
 type Store struct {
 	db   *bolt.DB
 	path string
+
+	headsMu sync.Mutex
+	heads   map[string]peerHead // what PutPeer last wrote per peer (peers.go)
 }
 
 // Open opens (creating with mode 0600) the store file at path. If another

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -645,4 +646,49 @@ func bucketLen(t *testing.T, s *Store, bucket []byte) int {
 		return nil
 	})
 	return n
+}
+
+// A view confirmed again within a minute with nothing new is not written
+// (the store remembers its last write); a deletion, or anything new, is.
+func TestPutPeerConfirmsFromMemory(t *testing.T) {
+	s, _ := openTemp(t)
+	rec := PeerRecord{PeerID: "p", Seq: 1, DocHash: "h", View: []byte(`{}`), Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, FetchedAt: t0}
+	if changed, err := s.PutPeer(rec); err != nil || !changed {
+		t.Fatalf("first put: %v, %v", changed, err)
+	}
+	again := rec
+	again.FetchedAt = t0.Add(30 * time.Second)
+	if changed, err := s.PutPeer(again); err != nil || changed {
+		t.Fatalf("confirmation: %v, %v", changed, err)
+	}
+	if got, _ := s.Peer("p"); !got.FetchedAt.Equal(t0) {
+		t.Fatalf("a confirmation within the minute was written: fetched_at %v", got.FetchedAt)
+	}
+	moved := again
+	moved.Addrs = []string{"/ip4/127.0.0.1/tcp/2"}
+	if _, err := s.PutPeer(moved); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Peer("p"); !slices.Equal(got.Addrs, moved.Addrs) {
+		t.Fatalf("new addresses were not written: %v", got.Addrs)
+	}
+	if err := s.DeletePeer("p"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutPeer(moved); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Peer("p"); err != nil {
+		t.Fatalf("the same record after a deletion was not written again: %v", err)
+	}
+	// Reopened, the memory is empty and the file decides.
+	s = reopen(t, s)
+	later := moved
+	later.FetchedAt = moved.FetchedAt.Add(10 * time.Second)
+	if changed, err := s.PutPeer(later); err != nil || changed {
+		t.Fatalf("confirmation after reopening: %v, %v", changed, err)
+	}
+	if got, _ := s.Peer("p"); !got.FetchedAt.Equal(moved.FetchedAt) {
+		t.Fatalf("a confirmation after reopening was written: %v", got.FetchedAt)
+	}
 }
