@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,13 +19,14 @@ import (
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/store"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
 // Capability announcements. A daemon with [discovery] gossip on joins the
 // GossipSub topic announceTopic and publishes its public view — the signed
-// view it shows a stranger (publicView), nothing else of its document —
+// view it shows a stranger (strangerViews), nothing else of its document —
 // once at start and whenever that view's content changes. Peers that
 // cached a view of it learn that a newer one exists without a conversation.
 //
@@ -61,9 +63,18 @@ const (
 	announceBuffer = 256
 )
 
-// gossipState is the announcement topic and what this daemon remembers of
-// it.
-type gossipState struct {
+// announcer is the announcement topic and what this daemon remembers of
+// it: it owns GossipSub on the daemon's host, the topic's validator, the
+// loop that receives announcements into the peer cache, the publication of
+// the daemon's own advertised view, and the requeries that keep a richer
+// cached view from being downgraded.
+type announcer struct {
+	host  host.Host
+	deps  announcerDeps
+	now   func() time.Time
+	log   *slog.Logger
+	tasks *tasks
+
 	ps    *pubsub.PubSub
 	topic *pubsub.Topic
 	sub   *pubsub.Subscription
@@ -78,6 +89,23 @@ type gossipState struct {
 
 	// Validation outcomes and announcements sent, for tests and status.
 	accepted, rejected, ignored, published atomic.Uint64
+}
+
+// announcerDeps is what the announcer asks of the rest of the daemon.
+type announcerDeps struct {
+	views      viewSource             // the advertised view it announces
+	peers      peerCache              // the peer cache announcements refresh
+	ask        querier                // fetches an author's view for us when the announced one would downgrade the cached one
+	keyRevoked func(peer.ID) error    // trust: a key the owner revoked is not followed
+	addrs      func(peer.ID) []string // a peer's addresses as the peerstore holds them, sorted
+	events     eventSink
+}
+
+// peerCache is the part of the store announcements write to.
+type peerCache interface {
+	peerReader
+	PutPeer(store.PeerRecord) (changed bool, err error)
+	DeletePeer(peerID string) error
 }
 
 // announced is an announcement that passed validation: the verified view,
@@ -180,17 +208,25 @@ func verifyAnnouncement(author peer.ID, b []byte) (*announced, error) {
 	return &announced{view: view, hash: hex.EncodeToString(sum[:]), raw: raw}, nil
 }
 
-// startGossip joins the announcement topic when [discovery] gossip is on:
-// GossipSub on the daemon's host, bounded by the node's context (pubsub
-// has no Close; its goroutines end when that context does), the validator,
-// the receive loop, and a first announcement.
-func (n *Node) startGossip() error {
-	if !n.cfg.Discovery.Gossip {
-		return nil
+// startAnnouncer joins the announcement topic when cfg.Gossip is on (else
+// it returns nil, announcements off): GossipSub on h, bounded by the
+// announcer's context (pubsub has no Close; its goroutines end when that
+// context does), the validator, the receive loop, and a first
+// announcement. Everything runs until ctx ends or Close.
+func startAnnouncer(ctx context.Context, h host.Host, cfg DiscoveryConfig, deps announcerDeps, now func() time.Time, log *slog.Logger) (*announcer, error) {
+	if !cfg.Gossip {
+		return nil, nil
 	}
-	g := &gossipState{highWater: map[peer.ID]uint64{}, requerying: map[peer.ID]bool{}}
+	g := &announcer{host: h, deps: deps, now: now, log: log, tasks: newTasks(ctx),
+		highWater: map[peer.ID]uint64{}, requerying: map[peer.ID]bool{}}
 	g.mesh.peers = map[peer.ID]struct{}{}
-	ps, err := pubsub.NewGossipSub(n.ctx, n.host,
+	ok := false
+	defer func() {
+		if !ok {
+			g.tasks.close()
+		}
+	}()
+	ps, err := pubsub.NewGossipSub(g.tasks.ctx, h,
 		// Strict signing is the default; an announcement's author must be
 		// known and proven, so it is not left to a default.
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
@@ -198,36 +234,41 @@ func (n *Node) startGossip() error {
 		pubsub.WithRawTracer(&g.mesh),
 	)
 	if err != nil {
-		return fmt.Errorf("starting GossipSub: %w", err)
+		return nil, fmt.Errorf("starting GossipSub: %w", err)
 	}
 	g.ps = ps
 	validate := func(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
-		return n.validateAnnouncement(g, m)
+		return g.validate(m)
 	}
 	if err := ps.RegisterTopicValidator(announceTopic, validate); err != nil {
-		return fmt.Errorf("registering the %s validator: %w", announceTopic, err)
+		return nil, fmt.Errorf("registering the %s validator: %w", announceTopic, err)
 	}
 	if g.topic, err = ps.Join(announceTopic); err != nil {
-		return fmt.Errorf("joining %s: %w", announceTopic, err)
+		return nil, fmt.Errorf("joining %s: %w", announceTopic, err)
 	}
 	if g.sub, err = g.topic.Subscribe(pubsub.WithBufferSize(announceBuffer)); err != nil {
-		return fmt.Errorf("subscribing to %s: %w", announceTopic, err)
+		return nil, fmt.Errorf("subscribing to %s: %w", announceTopic, err)
 	}
-	// Close cancels the node's context before closers run, which stops
-	// pubsub; cancelling the subscription then only releases it.
-	n.onClose(func() error { g.sub.Cancel(); return nil })
-	n.gossip = g
-	n.spawn(func() { n.receiveAnnouncements(g) })
-	n.announce()
+	ok = true
+	g.tasks.spawn(g.receiveLoop)
+	g.announce()
+	return g, nil
+}
+
+// Close stops pubsub (by ending its context) and every task of the
+// announcer, waits for them, and releases the subscription.
+func (g *announcer) Close() error {
+	g.tasks.close()
+	g.sub.Cancel()
 	return nil
 }
 
-// announce publishes the public view if its content changed since the
+// announce publishes the advertised view if its content changed since the
 // last announcement. It returns at once: UpdateDocument calls it holding
 // the document lock. Calls during a publication coalesce into one more
-// run, which announces whatever is current then.
-func (n *Node) announce() {
-	g := n.gossip
+// run, which announces whatever is current then. A nil announcer
+// (announcements off) does nothing.
+func (g *announcer) announce() {
 	if g == nil {
 		return
 	}
@@ -239,35 +280,35 @@ func (n *Node) announce() {
 	}
 	g.publishing = true
 	g.mu.Unlock()
-	if !n.spawn(func() { n.publishLoop(g) }) {
+	if !g.tasks.spawn(g.publishLoop) {
 		g.mu.Lock()
 		g.publishing = false
 		g.mu.Unlock()
 	}
 }
 
-func (n *Node) publishLoop(g *gossipState) {
+func (g *announcer) publishLoop() {
 	for {
 		g.mu.Lock()
-		if !g.dirty || n.ctx.Err() != nil {
+		if !g.dirty || g.tasks.ctx.Err() != nil {
 			g.publishing = false
 			g.mu.Unlock()
 			return
 		}
 		g.dirty = false
 		g.mu.Unlock()
-		if err := n.publishView(g); err != nil {
-			n.log.Warn("announcing capabilities", "err", err)
+		if err := g.publish(); err != nil {
+			g.log.Warn("announcing capabilities", "err", err)
 		}
 	}
 }
 
-// publishView publishes the public view unless its content is the one
+// publish publishes the advertised view unless its content is the one
 // last announced: a change only to capabilities a stranger cannot see
 // announces nothing, which would otherwise tell everyone that something
 // hidden changed.
-func (n *Node) publishView(g *gossipState) error {
-	v, err := n.advertisedView()
+func (g *announcer) publish() error {
+	v, err := g.deps.views.advertised()
 	if err != nil {
 		return err
 	}
@@ -281,28 +322,28 @@ func (n *Node) publishView(g *gossipState) error {
 	if err != nil {
 		return err
 	}
-	if err := g.topic.Publish(n.ctx, data); err != nil {
+	if err := g.topic.Publish(g.tasks.ctx, data); err != nil {
 		return fmt.Errorf("publishing the seq %d announcement: %w", v.doc.Seq, err)
 	}
 	g.mu.Lock()
 	g.lastKey = v.key
 	g.mu.Unlock()
 	g.published.Add(1)
-	n.log.Debug("announced capabilities", "seq", v.doc.Seq, "capabilities", len(v.doc.Capabilities), "topic_peers", len(g.topic.ListPeers()))
+	g.log.Debug("announced capabilities", "seq", v.doc.Seq, "capabilities", len(v.doc.Capabilities), "topic_peers", len(g.topic.ListPeers()))
 	return nil
 }
 
-// validateAnnouncement decides, before delivery and before forwarding,
-// whether an announcement goes on. pubsub runs it on its own goroutines,
-// so it runs as a task Close waits for (during), and not at all once the
-// node is closing.
-func (n *Node) validateAnnouncement(g *gossipState, m *pubsub.Message) pubsub.ValidationResult {
+// validate decides, before delivery and before forwarding, whether an
+// announcement goes on. pubsub runs it on its own goroutines, so it runs as
+// a task Close waits for (during), and not at all once the announcer is
+// closing.
+func (g *announcer) validate(m *pubsub.Message) pubsub.ValidationResult {
 	author := m.GetFrom()
-	if author == n.host.ID() {
+	if author == g.host.ID() {
 		return pubsub.ValidationAccept // our own, checked when it was built
 	}
 	res := pubsub.ValidationIgnore
-	n.during(func() { res = n.judgeAnnouncement(g, author, m) })
+	g.tasks.during(func() { res = g.judge(author, m) })
 	switch res {
 	case pubsub.ValidationAccept:
 		g.accepted.Add(1)
@@ -314,15 +355,15 @@ func (n *Node) validateAnnouncement(g *gossipState, m *pubsub.Message) pubsub.Va
 	return res
 }
 
-func (n *Node) judgeAnnouncement(g *gossipState, author peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+func (g *announcer) judge(author peer.ID, m *pubsub.Message) pubsub.ValidationResult {
 	a, err := verifyAnnouncement(author, m.Data)
 	if err != nil {
 		// Debug: anyone can send these, and the log must not be theirs to fill.
-		n.log.Debug("rejected capabilities announcement", "author", author, "via", m.ReceivedFrom, "err", err)
+		g.log.Debug("rejected capabilities announcement", "author", author, "via", m.ReceivedFrom, "err", err)
 		return pubsub.ValidationReject
 	}
-	if err := n.keyRevoked(author); err != nil {
-		n.log.Debug("ignored capabilities announcement", "author", author, "err", err)
+	if err := g.deps.keyRevoked(author); err != nil {
+		g.log.Debug("ignored capabilities announcement", "author", author, "err", err)
 		return pubsub.ValidationIgnore
 	}
 	seq := a.view.Seq
@@ -330,7 +371,7 @@ func (n *Node) judgeAnnouncement(g *gossipState, author peer.ID, m *pubsub.Messa
 	// seq does not stop it: this daemon may hold that document from a
 	// greeting or a pushed update, while peers behind it in the mesh have
 	// only this announcement to learn it from.
-	if rec, err := n.store.Peer(author.String()); err == nil && rec.Seq > seq {
+	if rec, err := g.deps.peers.Peer(author.String()); err == nil && rec.Seq > seq {
 		return pubsub.ValidationIgnore
 	}
 	g.mu.Lock()
@@ -346,23 +387,23 @@ func (n *Node) judgeAnnouncement(g *gossipState, author peer.ID, m *pubsub.Messa
 	return pubsub.ValidationAccept
 }
 
-// receiveAnnouncements caches the views announced by others until the node
+// receiveLoop caches the views announced by others until the announcer
 // closes.
-func (n *Node) receiveAnnouncements(g *gossipState) {
+func (g *announcer) receiveLoop() {
 	for {
-		m, err := g.sub.Next(n.ctx)
+		m, err := g.sub.Next(g.tasks.ctx)
 		if err != nil {
-			return // the node is closing
+			return // closing
 		}
 		a, ok := m.ValidatorData.(*announced)
-		if m.GetFrom() == n.host.ID() || !ok {
+		if m.GetFrom() == g.host.ID() || !ok {
 			continue
 		}
-		n.receiveAnnouncement(g, m.GetFrom(), a)
+		g.receive(m.GetFrom(), a)
 	}
 }
 
-// receiveAnnouncement refreshes the cache from an announced view.
+// receive refreshes the cache from an announced view.
 //
 // The announced view is the one a stranger gets. A peer that greeted the
 // author holds the view cut for its own context, which may show more: a
@@ -374,8 +415,8 @@ func (n *Node) receiveAnnouncements(g *gossipState) {
 // query, only when the author's public view changed) and caches the
 // announced view only if that fails: a newer document seen through the
 // public view beats an older one seen through a richer context.
-func (n *Node) receiveAnnouncement(g *gossipState, author peer.ID, a *announced) {
-	old, err := n.store.Peer(author.String())
+func (g *announcer) receive(author peer.ID, a *announced) {
+	old, err := g.deps.peers.Peer(author.String())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// Announcements refresh what this daemon already knows. A stranger's
@@ -388,17 +429,17 @@ func (n *Node) receiveAnnouncement(g *gossipState, author peer.ID, a *announced)
 		var granted negotiate.Granted
 		if json.Unmarshal(old.Context, &granted) == nil {
 			prop := negotiate.Proposal{Disclosure: granted.Disclosure, Persona: granted.Persona, Temperature: granted.Temperature}
-			n.requery(g, author, prop, a, old)
+			g.requery(author, prop, a, old)
 			return
 		}
 	}
-	n.storeAnnounced(author, a, old)
+	g.cache(author, a, old)
 }
 
 // requery fetches author's view for this daemon in the background, falling
 // back to the announced view. One query per author is in flight at a time;
 // it fetches the newest document whichever announcement started it.
-func (n *Node) requery(g *gossipState, author peer.ID, prop negotiate.Proposal, a *announced, old store.PeerRecord) {
+func (g *announcer) requery(author peer.ID, prop negotiate.Proposal, a *announced, old store.PeerRecord) {
 	g.mu.Lock()
 	if g.requerying[author] {
 		g.mu.Unlock()
@@ -411,83 +452,66 @@ func (n *Node) requery(g *gossipState, author peer.ID, prop negotiate.Proposal, 
 		delete(g.requerying, author)
 		g.mu.Unlock()
 	}
-	started := n.spawn(func() {
+	started := g.tasks.spawn(func() {
 		defer done()
-		ctx, cancel := context.WithTimeout(n.ctx, requeryTimeout)
+		ctx, cancel := context.WithTimeout(g.tasks.ctx, requeryTimeout)
 		defer cancel()
-		r, err := n.QueryCapabilities(ctx, author, prop)
+		r, err := g.deps.ask.QueryCapabilities(ctx, author, prop)
 		if err == nil && r.View.Seq >= a.view.Seq {
 			return
 		}
 		if err != nil {
-			if n.ctx.Err() != nil {
+			if g.tasks.ctx.Err() != nil {
 				return
 			}
-			n.log.Info("could not fetch an announcing peer's view for us; caching its public view", "peer", author, "seq", a.view.Seq, "err", err)
+			g.log.Info("could not fetch an announcing peer's view for us; caching its public view", "peer", author, "seq", a.view.Seq, "err", err)
 		}
-		n.storeAnnounced(author, a, old)
+		g.cache(author, a, old)
 	})
 	if !started {
 		done()
 	}
 }
 
-// storeAnnounced caches an announced view the way acceptView caches a
+// cache caches an announced view the way acceptView caches a
 // greeted one, with no negotiated context (the store keeps the cached
 // one) and, where this daemon has no fresher ones, the cached display
 // name and addresses: an announcement may arrive over several hops.
-func (n *Node) storeAnnounced(author peer.ID, a *announced, old store.PeerRecord) {
-	addrs := n.peerAddrs(author)
+func (g *announcer) cache(author peer.ID, a *announced, old store.PeerRecord) {
+	addrs := g.deps.addrs(author)
 	if len(addrs) == 0 {
 		addrs = old.Addrs
 	}
-	now := n.now()
+	now := g.now()
 	rec := store.PeerRecord{PeerID: author.String(), AgentID: a.view.AgentID, Display: old.Display, Addrs: addrs,
 		Seq: a.view.Seq, DocHash: a.hash, View: a.raw, FetchedAt: now, ChangedAt: now}
-	changed, err := n.store.PutPeer(rec)
+	changed, err := g.deps.peers.PutPeer(rec)
 	if errors.Is(err, store.ErrCorrupt) {
-		n.log.Warn("replacing unreadable peer cache entry", "peer", author, "err", err)
-		if err = n.store.DeletePeer(author.String()); err == nil {
-			changed, err = n.store.PutPeer(rec)
+		g.log.Warn("replacing unreadable peer cache entry", "peer", author, "err", err)
+		if err = g.deps.peers.DeletePeer(author.String()); err == nil {
+			changed, err = g.deps.peers.PutPeer(rec)
 		}
 	}
 	switch {
 	case errors.Is(err, store.ErrStaleSeq):
 		return // a greeting brought a newer view meanwhile
 	case err != nil:
-		n.log.Warn("caching an announced view", "peer", author, "err", err)
+		g.log.Warn("caching an announced view", "peer", author, "err", err)
 		return
 	}
 	if changed {
-		n.events.publish(Event{Type: EventPeerView, At: now, Peer: author.String(),
+		g.deps.events.publish(Event{Type: EventPeerView, At: now, Peer: author.String(),
 			Detail: fmt.Sprintf("seq %d, %d capabilities, announced", a.view.Seq, len(a.view.Capabilities))})
 	}
 }
 
-// during runs f on the calling goroutine as a task Close waits for, like
-// spawn for background tasks, or not at all once the node is closing. It
-// is for work that libraries start on goroutines of their own (pubsub's
-// validators), so that none of it reaches the store after Close.
-func (n *Node) during(f func()) bool {
-	n.wgMu.Lock()
-	if n.closing {
-		n.wgMu.Unlock()
-		return false
-	}
-	n.wg.Add(1)
-	n.wgMu.Unlock()
-	defer n.wg.Done()
-	f()
-	return true
-}
-
-// gossipMesh is this daemon's GossipSub mesh on the announcement topic: the
+// meshPeers is this daemon's GossipSub mesh on the announcement topic: the
 // peers it forwards announcements to.
-func (n *Node) gossipMesh() []peer.ID {
-	if n.gossip == nil {
+func (g *announcer) meshPeers() []peer.ID {
+	if g == nil {
 		return nil
 	}
-	return n.gossip.mesh.list()
+	return g.mesh.list()
 }
 
 // meshTracer follows the mesh of the announcement topic, which pubsub does

@@ -36,7 +36,7 @@ func gossipConfig() *Config {
 // inMesh reports whether d forwards announcements to every one of peers.
 func inMesh(d *testDaemon, peers ...peer.ID) func() bool {
 	return func() bool {
-		mesh := d.gossipMesh()
+		mesh := d.gossip.meshPeers()
 		for _, p := range peers {
 			if !slices.Contains(mesh, p) {
 				return false
@@ -173,7 +173,7 @@ func knows(t *testing.T, d *testDaemon, author peer.ID, doc *negotiate.Document)
 // knowsDaemon seeds d's cache with author's current public view.
 func knowsDaemon(t *testing.T, d, author *testDaemon) {
 	t.Helper()
-	v, err := author.publicView()
+	v, err := author.strangerViews().public()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -583,7 +583,7 @@ func TestAnnouncementLeavesOutHiddenEvenWhenStrangersAreEligible(t *testing.T) {
 		{"name": "secret.door", "description": "Only for those who know", "advertise": "when-eligible"},
 	}
 	a := startDaemon(t, cfg)
-	v, err := a.advertisedView()
+	v, err := a.strangerViews().advertised()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ import (
 // used only when passed in, which this file never does).
 //
 // A record says no more than a stranger could learn by greeting: names come
-// from the public view (publicView), less any capability marked
+// from the public view (strangerViews.public), less any capability marked
 // advertise = "when-eligible", so a hidden capability is never announced,
 // whoever might be eligible for it. Finding a provider then means asking it
 // for its view for us (QueryCapabilities), which its own daemon decides on
@@ -79,10 +79,22 @@ var (
 // errNoDHTPeers: a provide round had nobody to send records to.
 var errNoDHTPeers = errors.New("no DHT peers to send provider records to")
 
-// dhtState is the Kademlia DHT and the provider records sent from it.
-type dhtState struct {
-	dht  *dht.IpfsDHT
-	kick chan struct{} // a document change asks for a round; one pending is enough
+// capabilityDHT is the Kademlia DHT and the provider records sent from
+// it: it owns the kad-dht instance, the loop that joins the DHT and sends
+// provider records (all names every discovery.reprovide, new names when the
+// document changes, again with backoff while no DHT peer is known), and
+// the record of which names went out. A nil *capabilityDHT is the DHT
+// switched off.
+type capabilityDHT struct {
+	dht       *dht.IpfsDHT
+	host      host.Host
+	views     viewSource
+	boot      []peer.AddrInfo
+	reprovide time.Duration // discovery.reprovide
+	now       func() time.Time
+	log       *slog.Logger
+	tasks     *tasks
+	kick      chan struct{} // a document change asks for a round; one pending is enough
 
 	mu       sync.Mutex
 	provided map[string]time.Time // names whose records went out since the last full round, and when
@@ -179,29 +191,34 @@ func findCapabilityProviders(ctx context.Context, r routing.ContentRouting, name
 	return out
 }
 
-// startDHT starts the DHT unless discovery.dht is off, and the loop that
-// sends provider records.
-func (n *Node) startDHT() error {
-	mode, on := dhtModes[n.cfg.Discovery.DHT]
+// startDHT starts the DHT on h unless cfg.DHT is off (then it returns
+// nil, the DHT switched off), and the loop that sends provider records of
+// the names in views' public view. The loop runs until ctx ends or Close.
+func startDHT(ctx context.Context, h host.Host, cfg DiscoveryConfig, views viewSource, now func() time.Time, log *slog.Logger) (*capabilityDHT, error) {
+	mode, on := dhtModes[cfg.DHT]
 	if !on {
-		return nil
+		return nil, nil
 	}
-	boot, err := bootstrapPeers(n.cfg.Discovery.Bootstrap, n.id.PeerID())
+	boot, err := bootstrapPeers(cfg.Bootstrap, h.ID())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	d, err := newCapabilityDHT(n.host, mode, boot)
+	kad, err := newCapabilityDHT(h, mode, boot)
 	if err != nil {
-		return fmt.Errorf("starting the DHT: %w", err)
+		return nil, fmt.Errorf("starting the DHT: %w", err)
 	}
-	n.dht = &dhtState{dht: d, kick: make(chan struct{}, 1), provided: map[string]time.Time{}}
-	n.onClose(func() error {
-		if err := d.Close(); err != nil {
-			return fmt.Errorf("closing the DHT: %w", err)
-		}
-		return nil
-	})
-	n.spawn(func() { n.provideLoop(boot) })
+	d := &capabilityDHT{dht: kad, host: h, views: views, boot: boot, reprovide: cfg.Reprovide.Duration, now: now, log: log,
+		tasks: newTasks(ctx), kick: make(chan struct{}, 1), provided: map[string]time.Time{}}
+	d.tasks.spawn(d.provideLoop)
+	return d, nil
+}
+
+// Close stops the provide loop, waits for it, and closes the DHT.
+func (d *capabilityDHT) Close() error {
+	d.tasks.close()
+	if err := d.dht.Close(); err != nil {
+		return fmt.Errorf("closing the DHT: %w", err)
+	}
 	return nil
 }
 
@@ -223,25 +240,27 @@ func bootstrapPeers(addrs []string, self peer.ID) ([]peer.AddrInfo, error) {
 	return slices.DeleteFunc(infos, func(ai peer.AddrInfo) bool { return ai.ID == self }), nil
 }
 
-// reprovide asks the provide loop for a round because the document changed.
+// changed asks the provide loop for a round because the document changed.
 // It never blocks: a round already pending covers this change too.
-func (n *Node) reprovide() {
-	if n.dht == nil {
+func (d *capabilityDHT) changed() {
+	if d == nil {
 		return
 	}
 	select {
-	case n.dht.kick <- struct{}{}:
+	case d.kick <- struct{}{}:
 	default:
 	}
 }
 
+// hasPeers reports whether the routing table holds anyone to ask.
+func (d *capabilityDHT) hasPeers() bool { return d.dht.RoutingTable().Size() > 0 }
+
 // provideLoop joins the DHT, then sends provider records: all names at
 // once and every discovery.reprovide, the names not yet sent whenever the
 // document changes, and again with backoff while no DHT peer is known.
-func (n *Node) provideLoop(boot []peer.AddrInfo) {
-	st := n.dht
-	n.joinDHT(boot)
-	interval := n.cfg.Discovery.Reprovide.Duration
+func (d *capabilityDHT) provideLoop() {
+	ctx := d.tasks.ctx
+	d.join()
 	periodic := time.NewTimer(0) // the first round sends everything
 	defer periodic.Stop()
 	var retry <-chan time.Time // set while records could not go out
@@ -249,17 +268,17 @@ func (n *Node) provideLoop(boot []peer.AddrInfo) {
 	full := false
 	for {
 		select {
-		case <-n.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-periodic.C:
 			full = true
-			periodic.Reset(interval)
-		case <-st.kick:
+			periodic.Reset(d.reprovide)
+		case <-d.kick:
 		case <-retry:
 		}
-		err := n.provideRound(full)
+		err := d.provideRound(full)
 		switch {
-		case n.ctx.Err() != nil:
+		case ctx.Err() != nil:
 			return
 		case err == nil:
 			full, retry, backoff = false, nil, retryFirst
@@ -270,28 +289,28 @@ func (n *Node) provideLoop(boot []peer.AddrInfo) {
 			if errors.Is(err, errNoDHTPeers) {
 				lvl = slog.LevelDebug // expected until a peer turns up
 			}
-			n.log.Log(n.ctx, lvl, "provider records not sent; retrying", "in", backoff, "err", err)
+			d.log.Log(ctx, lvl, "provider records not sent; retrying", "in", backoff, "err", err)
 			retry = time.After(backoff)
 			backoff = min(2*backoff, retryMax)
 		}
 	}
 }
 
-// joinDHT dials the bootstrap peers and starts filling the routing table.
-func (n *Node) joinDHT(boot []peer.AddrInfo) {
+// join dials the bootstrap peers and starts filling the routing table.
+func (d *capabilityDHT) join() {
 	var wg sync.WaitGroup
-	for _, ai := range boot {
+	for _, ai := range d.boot {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(n.ctx, joinTimeout)
+			ctx, cancel := context.WithTimeout(d.tasks.ctx, joinTimeout)
 			defer cancel()
-			if err := n.host.Connect(ctx, ai); err != nil {
-				n.log.Warn("DHT bootstrap peer unreachable", "peer", ai.ID, "err", err)
+			if err := d.host.Connect(ctx, ai); err != nil {
+				d.log.Warn("DHT bootstrap peer unreachable", "peer", ai.ID, "err", err)
 			}
 		})
 	}
 	wg.Wait()
-	if err := n.dht.dht.Bootstrap(n.ctx); err != nil {
-		n.log.Warn("bootstrapping the DHT", "err", err)
+	if err := d.dht.Bootstrap(d.tasks.ctx); err != nil {
+		d.log.Warn("bootstrapping the DHT", "err", err)
 	}
 }
 
@@ -300,42 +319,41 @@ func (n *Node) joinDHT(boot []peer.AddrInfo) {
 // public view are simply not sent again: kad-dht cannot withdraw a record,
 // so theirs expire within 48 hours, and until then a finder asking the
 // peer is told it is not offered.
-func (n *Node) provideRound(full bool) error {
-	st := n.dht
-	view, err := n.publicView()
+func (d *capabilityDHT) provideRound(full bool) error {
+	view, err := d.views.public()
 	if err != nil {
 		return fmt.Errorf("building the public view: %w", err)
 	}
 	names := advertisedNames(view.doc)
-	st.mu.Lock()
-	for name := range st.provided {
+	d.mu.Lock()
+	for name := range d.provided {
 		if !slices.Contains(names, name) {
-			delete(st.provided, name)
+			delete(d.provided, name)
 		}
 	}
 	todo := names
 	if !full {
-		todo = slices.DeleteFunc(slices.Clone(names), func(name string) bool { _, ok := st.provided[name]; return ok })
+		todo = slices.DeleteFunc(slices.Clone(names), func(name string) bool { _, ok := d.provided[name]; return ok })
 	}
-	st.mu.Unlock()
+	d.mu.Unlock()
 	if len(todo) == 0 {
 		return nil
 	}
-	if st.dht.RoutingTable().Size() == 0 {
+	if !d.hasPeers() {
 		return errNoDHTPeers
 	}
-	done, err := provideCapabilities(n.ctx, st.dht, todo)
-	now := n.now()
-	st.mu.Lock()
+	done, err := provideCapabilities(d.tasks.ctx, d.dht, todo)
+	now := d.now()
+	d.mu.Lock()
 	if full {
-		clear(st.provided)
+		clear(d.provided)
 	}
 	for _, name := range done {
-		st.provided[name] = now
+		d.provided[name] = now
 	}
-	st.mu.Unlock()
+	d.mu.Unlock()
 	if len(done) > 0 {
-		n.log.Info("provider records sent", "capabilities", done, "full", full)
+		d.log.Info("provider records sent", "capabilities", done, "full", full)
 	}
 	return err
 }
@@ -382,7 +400,7 @@ type FindResult struct {
 // is still reported, as below_min_version, so the caller sees why a peer it
 // expected is not usable; a version that is not dotted integers cannot be
 // compared and counts as below.
-func (n *Node) Find(ctx context.Context, capability, minVersion string, limit int) ([]FindResult, error) {
+func (d *Discovery) Find(ctx context.Context, capability, minVersion string, limit int) ([]FindResult, error) {
 	fail := func(err error) ([]FindResult, error) {
 		return nil, fmt.Errorf("finding providers of %q: %w", capability, err)
 	}
@@ -402,18 +420,18 @@ func (n *Node) Find(ctx context.Context, capability, minVersion string, limit in
 	case limit < 0 || limit > MaxFindLimit:
 		return fail(fmt.Errorf("limit %d: want 1 to %d", limit, MaxFindLimit))
 	}
-	imported := n.importedProviders(capability)
-	if n.dht == nil || n.dht.dht.RoutingTable().Size() == 0 {
+	imported := d.imports.providers(capability)
+	if d.dht == nil || !d.dht.hasPeers() {
 		if len(imported) > 0 {
 			return imported, nil
 		}
-		if n.dht == nil {
+		if d.dht == nil {
 			return fail(ErrDHTOff)
 		}
 		return fail(ErrNoDHTPeers)
 	}
 	lctx, cancel := context.WithTimeout(ctx, findLookupTimeout)
-	provs := findCapabilityProviders(lctx, n.dht.dht, capability, n.id.PeerID(), limit)
+	provs := findCapabilityProviders(lctx, d.dht.dht, capability, d.self, limit)
 	cancel()
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -425,7 +443,7 @@ func (n *Node) Find(ctx context.Context, capability, minVersion string, limit in
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out[i] = n.askProvider(ctx, ai, capability, atLeast)
+			out[i] = d.askProvider(ctx, ai, capability, atLeast)
 		})
 	}
 	wg.Wait()
@@ -438,18 +456,18 @@ func (n *Node) Find(ctx context.Context, capability, minVersion string, limit in
 
 // askProvider asks one provider for its view for this daemon and reports
 // what the view says of capability.
-func (n *Node) askProvider(ctx context.Context, ai peer.AddrInfo, capability string, atLeast []int) FindResult {
+func (d *Discovery) askProvider(ctx context.Context, ai peer.AddrInfo, capability string, atLeast []int) FindResult {
 	r := FindResult{PeerID: ai.ID.String()}
 	qctx, cancel := context.WithTimeout(ctx, findQueryTimeout)
 	defer cancel()
-	res, err := n.QueryCapabilities(qctx, ai.ID, negotiate.Proposal{})
-	r.Addrs = n.peerAddrs(ai.ID)
+	res, err := d.ask.QueryCapabilities(qctx, ai.ID, negotiate.Proposal{})
+	r.Addrs = d.addrs(ai.ID)
 	if err != nil {
 		r.Status, r.Error = FindUnreachable, err.Error()
 		return r
 	}
 	r.AgentID = res.View.AgentID
-	if rec, err := n.store.Peer(r.PeerID); err == nil {
+	if rec, err := d.peers.Peer(r.PeerID); err == nil {
 		r.Display = rec.Display
 	}
 	if g := res.GrantedToUs; g.Disclosure != "" {

@@ -167,11 +167,11 @@ func TestDHTFindEndToEnd(t *testing.T) {
 	waitProvided(t, carol, "calendar.availability")
 	waitProvided(t, dave, "ping")
 	waitDHTPeers(t, bob)
-	if v, _ := dave.publicView(); !slices.ContainsFunc(v.doc.Capabilities, func(c negotiate.Capability) bool { return c.Name == "diary.read" }) {
+	if v, _ := dave.strangerViews().public(); !slices.ContainsFunc(v.doc.Capabilities, func(c negotiate.Capability) bool { return c.Name == "diary.read" }) {
 		t.Fatal("dave's public view lacks diary.read; the test no longer covers a hidden capability a stranger may see")
 	}
 
-	res, err := bob.Find(ctx, "calendar.availability", "", 0)
+	res, err := bob.Discovery().Find(ctx, "calendar.availability", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestDHTFindEndToEnd(t *testing.T) {
 		t.Errorf("alice: %+v", a)
 	}
 
-	res, err = bob.Find(ctx, "calendar.availability", "2", 0)
+	res, err = bob.Discovery().Find(ctx, "calendar.availability", "2", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestDHTFindEndToEnd(t *testing.T) {
 	// Hidden capabilities: found by nobody, held by nobody.
 	dhts := []*dht.IpfsDHT{alice.dht.dht, carol.dht.dht, dave.dht.dht, bob.dht.dht}
 	for _, name := range []string{"diary.read"} {
-		if res, err := bob.Find(ctx, name, "", 0); err != nil || len(res) != 0 {
+		if res, err := bob.Discovery().Find(ctx, name, "", 0); err != nil || len(res) != 0 {
 			t.Errorf("find %s: %+v %v, want nothing", name, res, err)
 		}
 		if h := holders(t, dhts, name); len(h) != 0 {
@@ -219,7 +219,7 @@ func TestDHTFindEndToEnd(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	res, err = bob.Find(ctx, "calendar.availability", "", 0)
+	res, err = bob.Discovery().Find(ctx, "calendar.availability", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestDHTFindEndToEnd(t *testing.T) {
 	}
 	// A capability added is provided without waiting for the next period.
 	waitProvided(t, alice, "weather.forecast")
-	res, err = bob.Find(ctx, "weather.forecast", "", 0)
+	res, err = bob.Discovery().Find(ctx, "weather.forecast", "", 0)
 	if err != nil || len(res) != 1 || res[0].Status != FindEligible {
 		t.Errorf("find weather.forecast after alice added it: %+v %v", res, err)
 	}
@@ -243,20 +243,20 @@ func TestDHTFindEndToEnd(t *testing.T) {
 		{strings.Repeat("a", negotiate.MaxNameLen+1), "", 0, ErrInvalidCapabilityName},
 		{"ping", "v2", 0, ErrInvalidVersion},
 	} {
-		_, err := bob.Find(ctx, tc.name, tc.version, tc.limit)
+		_, err := bob.Discovery().Find(ctx, tc.name, tc.version, tc.limit)
 		if !errors.Is(err, tc.want) || !strings.HasPrefix(err.Error(), fmt.Sprintf("finding providers of %q: ", tc.name)) {
 			t.Errorf("Find(%q, %q): %v, want %v", tc.name, tc.version, err, tc.want)
 		}
 	}
-	if _, err := bob.Find(ctx, "ping", "", MaxFindLimit+1); err == nil {
+	if _, err := bob.Discovery().Find(ctx, "ping", "", MaxFindLimit+1); err == nil {
 		t.Error("Find with a limit over MaxFindLimit succeeded")
 	}
 	off := startDaemon(t, nil)
-	if _, err := off.Find(ctx, "ping", "", 0); !errors.Is(err, ErrDHTOff) {
+	if _, err := off.Discovery().Find(ctx, "ping", "", 0); !errors.Is(err, ErrDHTOff) {
 		t.Errorf("Find with the DHT off: %v", err)
 	}
 	lonely := startDaemon(t, dhtConfig(nil))
-	if _, err := lonely.Find(ctx, "ping", "", 0); !errors.Is(err, ErrNoDHTPeers) {
+	if _, err := lonely.Discovery().Find(ctx, "ping", "", 0); !errors.Is(err, ErrNoDHTPeers) {
 		t.Errorf("Find without DHT peers: %v", err)
 	}
 }
@@ -269,10 +269,10 @@ func TestDHTLeavesNoGoroutine(t *testing.T) {
 	bob := startDaemon(t, dhtConfig(nil, alice.Addrs()[0].String()))
 	waitProvided(t, alice, "ping")
 	waitDHTPeers(t, bob)
-	if res, err := bob.Find(context.Background(), "ping", "", 0); err != nil || len(res) != 1 {
+	if res, err := bob.Discovery().Find(context.Background(), "ping", "", 0); err != nil || len(res) != 1 {
 		t.Fatalf("find ping: %+v %v", res, err)
 	}
-	bob.reprovide()
+	bob.dht.changed()
 	bob.Close()
 	alice.Close()
 }
@@ -298,7 +298,7 @@ func bareHost(t testing.TB) host.Host {
 	return h
 }
 
-// strangerView is a bare node's public view of doc, cut as publicView
+// strangerView is a bare node's public view of doc, cut as strangerViews
 // cuts the daemon's.
 func strangerView(doc *negotiate.Document) *negotiate.Document {
 	f := conditions.Facts{AuthLevel: conditions.Signed, Disclosure: "public", Temperature: conditions.Cool}
@@ -559,7 +559,7 @@ func testDHTAt(t *testing.T, bucket, nodes int) {
 		bucket, len(times), nodes, len(daemons), perHops, len(held))
 
 	// End to end at a daemon: the providers' own daemons decide.
-	res, err := bob.Find(ctx, "calendar.availability", "", 0)
+	res, err := bob.Discovery().Find(ctx, "calendar.availability", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -572,7 +572,7 @@ func testDHTAt(t *testing.T, bucket, nodes int) {
 	if a := findResult(t, res, alice.id.PeerID()); a.Status != FindIneligible || !slices.Contains(a.Why, "needs min_disclosure professional, you have public") {
 		t.Errorf("alice: %+v", a)
 	}
-	res, err = erin.Find(ctx, "calendar.availability", "2", 0)
+	res, err = erin.Discovery().Find(ctx, "calendar.availability", "2", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -580,14 +580,14 @@ func testDHTAt(t *testing.T, bucket, nodes int) {
 		t.Errorf("erin at min version 2: %+v", res)
 	}
 	// Bare providers do not speak ifaced: asked, they are unreachable.
-	res, err = bob.Find(ctx, "translate.text", "", 0)
+	res, err = bob.Discovery().Find(ctx, "translate.text", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res) != len(bareProviders) || slices.ContainsFunc(res, func(r FindResult) bool { return r.Status != FindUnreachable || r.Error == "" }) {
 		t.Errorf("bob's find translate.text: %+v", res)
 	}
-	if res, err := bob.Find(ctx, "notes.share", "", 0); err != nil || len(res) != 0 {
+	if res, err := bob.Discovery().Find(ctx, "notes.share", "", 0); err != nil || len(res) != 0 {
 		t.Errorf("bob found hidden notes.share: %+v %v", res, err)
 	}
 	t.Logf("total %s", time.Since(t0).Round(time.Millisecond))

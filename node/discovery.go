@@ -1,69 +1,113 @@
 package node
 
 import (
+	"context"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/store"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// Discovery is three independent mechanisms, each in its own file and each
-// switched by [discovery] in the config:
+// Discovery is three independent mechanisms, each a component in its own
+// file and each switched by [discovery] in the config:
 //
-//   - mdns.go: daemons on one LAN find each other by multicast DNS and
-//     exchange views with no configuration;
-//   - dht.go: the Kademlia DHT under ifaced's own protocol prefix, with a
-//     provider record per advertised capability name, so peers are found by
-//     what they can do (`ifaced find`);
-//   - announce.go: signed capabilities.update announcements on GossipSub,
-//     so peers that cached a view learn when a newer one exists.
+//   - mdns.go, lanDiscovery: daemons on one LAN find each other by
+//     multicast DNS and exchange views with no configuration;
+//   - dht.go, capabilityDHT: the Kademlia DHT under ifaced's own protocol
+//     prefix, with a provider record per advertised capability name, so
+//     peers are found by what they can do (`ifaced find`);
+//   - announce.go, announcer: signed capabilities.update announcements on
+//     GossipSub, so peers that cached a view learn when a newer one exists.
+//
+// A fourth, importer.go, is not a network mechanism: it keeps the documents
+// of outside agents the owner imported, which Find reports beside the
+// providers the DHT knows.
 //
 // None of them carries anything a stranger could not already see in the
 // daemon's public view: provider records and announcements are built from
-// the view for an unknown peer, so a capability with advertise =
-// "when-eligible" never appears in them.
+// the view for an unknown peer (strangerViews), so a capability with
+// advertise = "when-eligible" never appears in them.
+//
+// The components never hold the Node. Each takes what it needs in its
+// constructor: the host, a narrow part of the store, a logger, a clock,
+// its config values and the few things it asks of the rest of the daemon
+// (strangerViews, querier, eventSink). discovery_delegate.go builds them
+// from the Node's fields.
 
-// startDiscovery starts the configured discovery mechanisms. The DHT
-// comes first, so the others can use it as a router.
-func (n *Node) startDiscovery() error {
-	if err := n.startDHT(); err != nil {
-		return err
-	}
-	if err := n.startGossip(); err != nil {
-		return err
-	}
-	return n.startMDNS()
+// Discovery is what the control API calls of discovery: Find, and the
+// imports of outside agents. It is a façade over the components, which own
+// the state; building one is cheap.
+type Discovery struct {
+	dht     *capabilityDHT // nil when discovery.dht is off
+	imports *importer
+	ask     querier
+	peers   peerReader
+	addrs   func(peer.ID) []string // a peer's addresses as the peerstore holds them, sorted
+	self    peer.ID
 }
 
-// documentChanged tells discovery that the owner's document changed:
-// provider records follow the advertised names, and an announcement goes
-// out when the public view changed.
-func (n *Node) documentChanged() {
-	n.reprovide()
-	n.announce()
+// newDiscovery is the façade over dht (nil when off) and imports; Find asks
+// providers through ask and reads their display names from peers.
+func newDiscovery(dht *capabilityDHT, imports *importer, ask querier, peers peerReader, addrs func(peer.ID) []string, self peer.ID) *Discovery {
+	return &Discovery{dht: dht, imports: imports, ask: ask, peers: peers, addrs: addrs, self: self}
 }
 
-// publicFacts are what this daemon knows of a stranger: a peer whose
-// messages verify and nothing more, under the default persona, at the
-// default tier, in a cool conversation. Everything discovery publishes is
-// cut from the view for these facts.
-func (n *Node) publicFacts() conditions.Facts {
-	return conditions.Facts{AuthLevel: conditions.Signed, Disclosure: n.currentPolicy().DefaultTier, Temperature: conditions.Cool}
+// querier asks a peer for its view for this daemon with one capabilities
+// query (converse.go); the answer's view is verified and cached.
+type querier interface {
+	QueryCapabilities(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*GreetResult, error)
 }
 
-// publicView is the owner's signed view for a stranger (see publicFacts).
-// It leaves out hidden capabilities and those of other personas, so
-// provider records and announcements built from it reveal nothing a
-// stranger could not see by greeting.
-func (n *Node) publicView() (*signedView, error) { return n.view(n.publicFacts()) }
+// peerReader reads the peer cache.
+type peerReader interface {
+	Peer(peerID string) (store.PeerRecord, error)
+}
 
-// advertisedView is the public view without the capabilities marked
+// viewSource is the views discovery publishes (strangerViews).
+type viewSource interface {
+	public() (*signedView, error)
+	advertised() (*signedView, error)
+}
+
+// eventSink tells the local agent what happened (events.go).
+type eventSink interface {
+	publish(Event)
+}
+
+// strangerViews cuts the views discovery publishes from the owner's
+// signed views: the view for a stranger, and that view less what is
+// advertised only when eligible.
+type strangerViews struct {
+	view   func(conditions.Facts) (*signedView, error)    // the owner's signed view for facts
+	sign   func(*negotiate.Document) (*signedView, error) // signs a view cut here
+	policy func() *negotiate.Policy                       // the policy in force
+}
+
+// facts are what this daemon knows of a stranger: a peer whose messages
+// verify and nothing more, under the default persona, at the default tier,
+// in a cool conversation. Everything discovery publishes is cut from the
+// view for these facts.
+func (s strangerViews) facts() conditions.Facts {
+	return conditions.Facts{AuthLevel: conditions.Signed, Disclosure: s.policy().DefaultTier, Temperature: conditions.Cool}
+}
+
+// public is the owner's signed view for a stranger (see facts). It leaves
+// out hidden capabilities and those of other personas, so provider records
+// and announcements built from it reveal nothing a stranger could not see
+// by greeting.
+func (s strangerViews) public() (*signedView, error) { return s.view(s.facts()) }
+
+// advertised is the public view without the capabilities marked
 // when-eligible, even those a stranger happens to be eligible for: an
 // announcement reaches peers this daemon grants less than a stranger (a
 // lower tier in the disclosure map, a revoked key), and a hidden
 // capability must never reach anyone not eligible for it.
-func (n *Node) advertisedView() (*signedView, error) {
-	v, err := n.publicView()
+func (s strangerViews) advertised() (*signedView, error) {
+	v, err := s.public()
 	if err != nil {
 		return nil, err
 	}
@@ -74,5 +118,72 @@ func (n *Node) advertisedView() (*signedView, error) {
 	doc.Signature = nil
 	doc.Capabilities = slices.DeleteFunc(slices.Clone(v.doc.Capabilities), func(c negotiate.Capability) bool { return c.Hidden() })
 	doc.SupportedCategories = doc.SupportedToolCategories()
-	return n.signView(&doc)
+	return s.sign(&doc)
+}
+
+// tasks is a component's background work: it runs under the component's
+// context, and close cancels that context and waits for all of it. Nothing
+// starts once close has begun, so no task reaches the store after the
+// component closed.
+type tasks struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex // guards closing against wg.Add racing wg.Wait
+	closing bool
+	wg      sync.WaitGroup
+}
+
+func newTasks(parent context.Context) *tasks {
+	ctx, cancel := context.WithCancel(parent)
+	return &tasks{ctx: ctx, cancel: cancel}
+}
+
+// spawn runs f in the background unless closing, and reports whether it
+// started.
+func (t *tasks) spawn(f func()) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closing {
+		return false
+	}
+	t.wg.Go(f)
+	return true
+}
+
+// during runs f on the calling goroutine as a task close waits for, or not
+// at all once closing. It is for work that libraries start on goroutines
+// of their own (pubsub's validators).
+func (t *tasks) during(f func()) bool {
+	t.mu.Lock()
+	if t.closing {
+		t.mu.Unlock()
+		return false
+	}
+	t.wg.Add(1)
+	t.mu.Unlock()
+	defer t.wg.Done()
+	f()
+	return true
+}
+
+// sleep waits d, and reports false if the tasks closed first.
+func (t *tasks) sleep(d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-t.ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// close cancels the context and waits for every task.
+func (t *tasks) close() {
+	t.mu.Lock()
+	t.closing = true
+	t.mu.Unlock()
+	t.cancel()
+	t.wg.Wait()
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -41,8 +42,29 @@ var ErrImport = errors.New("import failed")
 // defaultImportTimeout bounds one fetch.
 const defaultImportTimeout = 15 * time.Second
 
-// WithImportTimeout shortens the fetch timeout (tests).
-func WithImportTimeout(d time.Duration) Option { return func(n *Node) { n.importTimeout = d } }
+// importer keeps the imported outside agents: it fetches and converts
+// their documents, refreshes them, and reports those naming a capability
+// to Find. Its state is the store's; an importer is cheap to build.
+type importer struct {
+	store   importStore
+	timeout time.Duration // one fetch
+	events  eventSink
+	now     func() time.Time
+	log     *slog.Logger
+}
+
+// importStore is where imports are kept (node/store).
+type importStore interface {
+	PutImport(store.ImportRecord) error
+	Import(url string) (store.ImportRecord, error)
+	Imports() ([]store.ImportRecord, error)
+	DeleteImport(url string) error
+}
+
+// newImporter keeps imports in st, fetching each within timeout.
+func newImporter(st importStore, timeout time.Duration, events eventSink, now func() time.Time, log *slog.Logger) *importer {
+	return &importer{store: st, timeout: timeout, events: events, now: now, log: log}
+}
 
 func importClient(importTimeout time.Duration) *http.Client {
 	return &http.Client{Timeout: importTimeout,
@@ -63,20 +85,31 @@ func importClient(importTimeout time.Duration) *http.Client {
 }
 
 // Import fetches and keeps the outside agent at rawURL.
-func (n *Node) Import(ctx context.Context, rawURL string) (store.ImportRecord, error) {
+func (d *Discovery) Import(ctx context.Context, rawURL string) (store.ImportRecord, error) {
+	return d.imports.add(ctx, rawURL)
+}
+
+// Imports lists the imported agents.
+func (d *Discovery) Imports() ([]store.ImportRecord, error) { return d.imports.store.Imports() }
+
+// RemoveImport forgets an imported agent.
+func (d *Discovery) RemoveImport(u string) error { return d.imports.store.DeleteImport(u) }
+
+// add fetches and keeps the outside agent at rawURL.
+func (im *importer) add(ctx context.Context, rawURL string) (store.ImportRecord, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return store.ImportRecord{}, fmt.Errorf("%w: %q is not an http(s) URL", ErrImport, rawURL)
 	}
-	rec, err := n.fetchImport(ctx, u.String())
+	rec, err := im.fetch(ctx, u.String())
 	if err != nil {
 		return store.ImportRecord{}, err
 	}
-	if err := n.store.PutImport(rec); err != nil {
+	if err := im.store.PutImport(rec); err != nil {
 		return store.ImportRecord{}, err
 	}
-	n.events.publish(Event{Type: EventPeerView, At: n.now(), Detail: fmt.Sprintf("imported %s (%s, %s)", rec.URL, rec.Format, signedWord(rec.Signed))})
-	return n.store.Import(rec.URL)
+	im.events.publish(Event{Type: EventPeerView, At: im.now(), Detail: fmt.Sprintf("imported %s (%s, %s)", rec.URL, rec.Format, signedWord(rec.Signed))})
+	return im.store.Import(rec.URL)
 }
 
 func signedWord(signed bool) string {
@@ -86,22 +119,23 @@ func signedWord(signed bool) string {
 	return "unsigned"
 }
 
-func (n *Node) fetchImport(ctx context.Context, u string) (store.ImportRecord, error) {
-	ctx, cancel := context.WithTimeout(ctx, n.importTimeout)
+// fetch fetches the document at u and converts it.
+func (im *importer) fetch(ctx context.Context, u string) (store.ImportRecord, error) {
+	ctx, cancel := context.WithTimeout(ctx, im.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return store.ImportRecord{}, fmt.Errorf("%w: %v", ErrImport, err)
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := importClient(n.importTimeout).Do(req)
+	resp, err := importClient(im.timeout).Do(req)
 	var ne net.Error
 	switch {
 	case err == nil:
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		// The request's deadline and the client's timeout are the same;
 		// whichever fires first, it is one thing to the owner.
-		return store.ImportRecord{}, fmt.Errorf("%w: fetching %s: no answer within the %s timeout", ErrImport, u, n.importTimeout)
+		return store.ImportRecord{}, fmt.Errorf("%w: fetching %s: no answer within the %s timeout", ErrImport, u, im.timeout)
 	default:
 		return store.ImportRecord{}, fmt.Errorf("%w: fetching %s: %v", ErrImport, u, err)
 	}
@@ -128,7 +162,7 @@ func (n *Node) fetchImport(ctx context.Context, u string) (store.ImportRecord, e
 		return store.ImportRecord{}, fmt.Errorf("%w: %v", ErrImport, err)
 	}
 	sum := sha256.Sum256(raw)
-	now := n.now()
+	now := im.now()
 	return store.ImportRecord{URL: u, Format: imp.Format, Name: imp.Name, Signed: imp.Signed, Note: imp.Note,
 		View: view, Hash: hex.EncodeToString(sum[:]), FetchedAt: now, ChangedAt: now}, nil
 }
@@ -144,53 +178,50 @@ func resolveCardKey(kid string) (ed25519.PublicKey, error) {
 	return pub, nil
 }
 
-// Imports lists the imported agents.
-func (n *Node) Imports() ([]store.ImportRecord, error) { return n.store.Imports() }
-
-// RemoveImport forgets an imported agent.
-func (n *Node) RemoveImport(u string) error { return n.store.DeleteImport(u) }
-
-// refreshImports refreshes every import each discovery.import_refresh.
-func (n *Node) refreshImports() {
-	t := time.NewTicker(n.cfg.Discovery.ImportRefresh.Duration)
+// refreshLoop refreshes every import each interval (discovery.import_refresh)
+// until ctx ends.
+func (im *importer) refreshLoop(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
-		case <-n.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
-			n.refreshImportsOnce()
+			im.refresh(ctx)
 		}
 	}
 }
 
-func (n *Node) refreshImportsOnce() {
-	recs, err := n.store.Imports()
+// refresh fetches every import again; a failed fetch keeps the last good
+// document and records the error.
+func (im *importer) refresh(ctx context.Context) {
+	recs, err := im.store.Imports()
 	if err != nil {
-		n.log.Warn("reading imports", "err", err)
+		im.log.Warn("reading imports", "err", err)
 		return
 	}
 	for _, old := range recs {
-		if n.ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return
 		}
-		rec, err := n.fetchImport(n.ctx, old.URL)
+		rec, err := im.fetch(ctx, old.URL)
 		if err != nil {
 			old.LastError = err.Error()
 			rec = old
-			n.log.Info("refreshing an import failed; keeping the last good document", "url", old.URL, "err", err)
+			im.log.Info("refreshing an import failed; keeping the last good document", "url", old.URL, "err", err)
 		}
-		if err := n.store.PutImport(rec); err != nil {
-			n.log.Warn("storing an import", "url", old.URL, "err", err)
+		if err := im.store.PutImport(rec); err != nil {
+			im.log.Warn("storing an import", "url", old.URL, "err", err)
 		}
 	}
 }
 
-// importedProviders are the imports whose document names capability.
-func (n *Node) importedProviders(capability string) []FindResult {
-	recs, err := n.store.Imports()
+// providers are the imports whose document names capability.
+func (im *importer) providers(capability string) []FindResult {
+	recs, err := im.store.Imports()
 	if err != nil {
-		n.log.Warn("reading imports", "err", err)
+		im.log.Warn("reading imports", "err", err)
 		return nil
 	}
 	var out []FindResult

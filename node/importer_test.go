@@ -90,19 +90,19 @@ func TestImportOutsideAgentsAndFindThem(t *testing.T) {
 	foreign.Signatures[0].Protected = "eyJhbGciOiJFZERTQSIsImtpZCI6Imh0dHBzOi8vZXhhbXBsZS5pbnZhbGlkL2tleSJ9" // {"alg":"EdDSA","kid":"https://example.invalid/key"}
 	out.set("/foreign-key", serveJSON(&foreign))
 
-	rec, err := d.Import(ctx, srv.URL+"/agui")
+	rec, err := d.Discovery().Import(ctx, srv.URL+"/agui")
 	if err != nil || rec.Format != negotiate.FormatAGUI || rec.Name != "Weather UI agent" || rec.Signed {
 		t.Fatalf("AG-UI import: %+v %v", rec, err)
 	}
-	rec, err = d.Import(ctx, srv.URL+"/orchestrator")
+	rec, err = d.Discovery().Import(ctx, srv.URL+"/orchestrator")
 	if err != nil || rec.Format != negotiate.FormatOrchestrator || rec.Name != "I summarize documents." {
 		t.Fatalf("orchestrator import: %+v %v", rec, err)
 	}
-	rec, err = d.Import(ctx, srv.URL+"/card")
+	rec, err = d.Discovery().Import(ctx, srv.URL+"/card")
 	if err != nil || rec.Format != negotiate.FormatA2A || !rec.Signed {
 		t.Fatalf("signed A2A card: %+v %v", rec, err)
 	}
-	rec, err = d.Import(ctx, srv.URL+"/foreign-key")
+	rec, err = d.Discovery().Import(ctx, srv.URL+"/foreign-key")
 	if err != nil || rec.Signed || !strings.Contains(rec.Note, "unknown key") {
 		t.Fatalf("a card signed with a key this daemon cannot resolve: %+v %v", rec, err)
 	}
@@ -130,49 +130,49 @@ func TestImportOutsideAgentsAndFindThem(t *testing.T) {
 		"/garbage":  "not an AG-UI",
 		"/missing":  "404",
 	} {
-		_, err := d.Import(ctx, srv.URL+path)
+		_, err := d.Discovery().Import(ctx, srv.URL+path)
 		if !errors.Is(err, ErrImport) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an import error saying %q", path, err, want)
 		}
 	}
-	if _, err := d.Import(ctx, "ftp://example.invalid/x"); !errors.Is(err, ErrImport) {
+	if _, err := d.Discovery().Import(ctx, "ftp://example.invalid/x"); !errors.Is(err, ErrImport) {
 		t.Errorf("an ftp URL: %v", err)
 	}
-	if recs, _ := d.Imports(); len(recs) != 4 {
+	if recs, _ := d.Discovery().Imports(); len(recs) != 4 {
 		t.Fatalf("%d imports kept, want 4", len(recs))
 	}
 
 	// find includes them, marked; with the DHT off, they are all it has.
-	found, err := d.Find(ctx, "summarize", "", 0)
+	found, err := d.Discovery().Find(ctx, "summarize", "", 0)
 	if err != nil || len(found) != 1 || found[0].Status != FindImported || found[0].Source != srv.URL+"/orchestrator" ||
 		found[0].Capability.Price == nil {
 		t.Fatalf("find summarize: %+v %v", found, err)
 	}
-	found, err = d.Find(ctx, "translate.text", "", 0)
+	found, err = d.Discovery().Find(ctx, "translate.text", "", 0)
 	if err != nil || len(found) != 2 {
 		t.Fatalf("find translate.text: %+v %v", found, err)
 	}
-	if _, err := d.Find(ctx, "nothing.here", "", 0); !errors.Is(err, ErrDHTOff) {
+	if _, err := d.Discovery().Find(ctx, "nothing.here", "", 0); !errors.Is(err, ErrDHTOff) {
 		t.Fatalf("find with no DHT and no import: %v", err)
 	}
 
 	// A refresh picks up a change; a failed one keeps the last good document.
 	out.set("/agui", serveJSON(map[string]any{"tools": map[string]any{"items": []any{
 		map[string]any{"name": "weather.alerts", "description": "Alerts"}}}}))
-	d.refreshImportsOnce()
-	if found, _ := d.Find(ctx, "weather.alerts", "", 0); len(found) != 1 {
+	d.Discovery().imports.refresh(ctx)
+	if found, _ := d.Discovery().Find(ctx, "weather.alerts", "", 0); len(found) != 1 {
 		t.Fatalf("the refreshed AG-UI document: %+v", found)
 	}
 	out.set("/agui", nil)
-	d.refreshImportsOnce()
+	d.Discovery().imports.refresh(ctx)
 	kept, err := d.Store().Import(srv.URL + "/agui")
 	if err != nil || !strings.Contains(kept.LastError, "404") || !strings.Contains(string(kept.View), "weather.alerts") {
 		t.Fatalf("after a failed refresh: %+v %v", kept, err)
 	}
-	if err := d.RemoveImport(srv.URL + "/agui"); err != nil {
+	if err := d.Discovery().RemoveImport(srv.URL + "/agui"); err != nil {
 		t.Fatal(err)
 	}
-	if found, err := d.Find(ctx, "weather.alerts", "", 0); err == nil {
+	if found, err := d.Discovery().Find(ctx, "weather.alerts", "", 0); err == nil {
 		t.Fatalf("a removed import is still found: %+v", found)
 	}
 }

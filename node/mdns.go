@@ -2,11 +2,13 @@ package node
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
@@ -40,40 +42,58 @@ const (
 	mdnsMaxPending = 32
 )
 
-// mdnsState is LAN discovery: the mDNS service and the peers found.
-type mdnsState struct {
-	n *Node
+// lanDiscovery is LAN discovery: it owns the mDNS service, the peers
+// being connected to and queried, and when each was last reported to the
+// local agent. It is the service's notifee (HandlePeerFound).
+type lanDiscovery struct {
+	host         host.Host
+	peers        peerReader
+	ask          querier
+	events       eventSink
+	queryTimeout time.Duration // one capabilities query (limits.stream_timeout)
+	now          func() time.Time
+	log          *slog.Logger
+	svc          mdns.Service
+	tasks        *tasks
 
 	mu    sync.Mutex
 	busy  map[peer.ID]bool      // peers being connected to and queried
 	found map[peer.ID]time.Time // when each peer was last reported as an event
 }
 
-// startMDNS starts LAN discovery when [discovery] mdns is on. A host with
-// no multicast interface (a container, say) cannot use it; that is logged
-// and the daemon runs without it, since a daemon is reachable by every
-// other means.
-func (n *Node) startMDNS() error {
-	if !n.cfg.Discovery.MDNS {
+// startLAN starts LAN discovery on h when cfg.MDNS is on, advertising
+// under cfg.MDNSService; peers found are queried through ask, within
+// queryTimeout. A host with no multicast interface (a container, say)
+// cannot use it; that is logged and startLAN returns nil, LAN discovery
+// off, since a daemon is reachable by every other means.
+func startLAN(ctx context.Context, h host.Host, cfg DiscoveryConfig, queryTimeout time.Duration, peers peerReader, ask querier,
+	events eventSink, now func() time.Time, log *slog.Logger) *lanDiscovery {
+	if !cfg.MDNS {
 		return nil
 	}
-	m := &mdnsState{n: n, busy: map[peer.ID]bool{}, found: map[peer.ID]time.Time{}}
-	svc := mdns.NewMdnsService(n.host, n.cfg.Discovery.MDNSService, m)
-	if err := svc.Start(); err != nil {
-		svc.Close()
-		n.log.Warn("LAN discovery (mDNS) is off: starting it failed", "service", n.cfg.Discovery.MDNSService, "err", err)
+	m := &lanDiscovery{host: h, peers: peers, ask: ask, events: events, queryTimeout: queryTimeout, now: now, log: log,
+		tasks: newTasks(ctx), busy: map[peer.ID]bool{}, found: map[peer.ID]time.Time{}}
+	m.svc = mdns.NewMdnsService(h, cfg.MDNSService, m)
+	if err := m.svc.Start(); err != nil {
+		m.svc.Close()
+		m.tasks.close()
+		log.Warn("LAN discovery (mDNS) is off: starting it failed", "service", cfg.MDNSService, "err", err)
 		return nil
 	}
-	n.mdns = m
-	n.onClose(svc.Close)
-	return nil
+	return m
+}
+
+// Close stops the mDNS service and waits for the peers being handled.
+func (m *lanDiscovery) Close() error {
+	err := m.svc.Close()
+	m.tasks.close()
+	return err
 }
 
 // HandlePeerFound is called by the mDNS service, on a goroutine of its
 // own, for every daemon found. It hands the peer to a task Close waits for.
-func (m *mdnsState) HandlePeerFound(pi peer.AddrInfo) {
-	n := m.n
-	if pi.ID == n.host.ID() || pi.ID == "" || len(pi.Addrs) == 0 {
+func (m *lanDiscovery) HandlePeerFound(pi peer.AddrInfo) {
+	if pi.ID == m.host.ID() || pi.ID == "" || len(pi.Addrs) == 0 {
 		return
 	}
 	m.mu.Lock()
@@ -83,12 +103,12 @@ func (m *mdnsState) HandlePeerFound(pi peer.AddrInfo) {
 	}
 	m.busy[pi.ID] = true
 	m.mu.Unlock()
-	if !n.spawn(func() { n.lanPeerFound(m, pi) }) {
+	if !m.tasks.spawn(func() { m.peerFound(pi) }) {
 		m.done(pi.ID)
 	}
 }
 
-func (m *mdnsState) done(pid peer.ID) {
+func (m *lanDiscovery) done(pid peer.ID) {
 	m.mu.Lock()
 	delete(m.busy, pid)
 	m.mu.Unlock()
@@ -96,7 +116,7 @@ func (m *mdnsState) done(pid peer.ID) {
 
 // newlyFound records that pid was found and reports whether it had not
 // been within mdnsFresh.
-func (m *mdnsState) newlyFound(pid peer.ID, now time.Time) bool {
+func (m *lanDiscovery) newlyFound(pid peer.ID, now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if last, ok := m.found[pid]; ok && now.Sub(last) < mdnsFresh {
@@ -111,82 +131,83 @@ func (m *mdnsState) newlyFound(pid peer.ID, now time.Time) bool {
 	return true
 }
 
-// lanPeerFound connects to a daemon found on the LAN and, unless its view
+// peerFound connects to a daemon found on the LAN and, unless its view
 // is fresh in the cache, exchanges views with it. Both daemons find each
 // other at about the same moment, and two simultaneous dials can each
 // fail the other's handshake; so only the lower peer ID dials at once,
 // and the higher one waits up to mdnsGrace for that dial and query before
 // it tries itself.
-func (n *Node) lanPeerFound(m *mdnsState, pi peer.AddrInfo) {
+func (m *lanDiscovery) peerFound(pi peer.AddrInfo) {
 	defer m.done(pi.ID)
-	if n.host.ID() > pi.ID && n.awaitLANQuery(pi.ID) {
-		n.lanPeerEvent(m, pi)
+	ctx := m.tasks.ctx
+	if m.host.ID() > pi.ID && m.awaitQuery(pi.ID) {
+		m.peerEvent(pi)
 		return
 	}
 	var err error
 	for attempt, wait := 0, 250*time.Millisecond; attempt < 3; attempt, wait = attempt+1, wait*2 {
-		ctx, cancel := context.WithTimeout(n.ctx, mdnsConnectTimeout)
-		err = n.host.Connect(ctx, pi)
+		cctx, cancel := context.WithTimeout(ctx, mdnsConnectTimeout)
+		err = m.host.Connect(cctx, pi)
 		cancel()
-		if err == nil || n.ctx.Err() != nil || !n.sleep(wait) {
+		if err == nil || ctx.Err() != nil || !m.tasks.sleep(wait) {
 			break
 		}
 	}
 	if err != nil {
-		n.log.Info("connecting to a LAN peer found by mDNS", "peer", pi.ID, "err", err)
+		m.log.Info("connecting to a LAN peer found by mDNS", "peer", pi.ID, "err", err)
 		return
 	}
-	n.lanPeerEvent(m, pi)
-	if n.viewFresh(pi.ID) {
+	m.peerEvent(pi)
+	if m.viewFresh(pi.ID) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.StreamTimeout.Duration)
+	qctx, cancel := context.WithTimeout(ctx, m.queryTimeout)
 	defer cancel()
-	r, err := n.QueryCapabilities(ctx, pi.ID, negotiate.Proposal{})
+	r, err := m.ask.QueryCapabilities(qctx, pi.ID, negotiate.Proposal{})
 	if err != nil {
-		if n.ctx.Err() == nil {
-			n.log.Info("querying the capabilities of a LAN peer", "peer", pi.ID, "err", err)
+		if ctx.Err() == nil {
+			m.log.Info("querying the capabilities of a LAN peer", "peer", pi.ID, "err", err)
 		}
 		return
 	}
-	n.log.Info("LAN peer found", "peer", pi.ID, "agent", r.View.AgentID, "seq", r.View.Seq, "capabilities", len(r.View.Capabilities))
+	m.log.Info("LAN peer found", "peer", pi.ID, "agent", r.View.AgentID, "seq", r.View.Seq, "capabilities", len(r.View.Capabilities))
 }
 
-// awaitLANQuery waits up to mdnsGrace for the lower peer ID's query to
-// have cached its view here, and reports whether it did.
-func (n *Node) awaitLANQuery(pid peer.ID) bool {
+// awaitQuery waits up to mdnsGrace for the lower peer ID's query to have
+// cached its view here, and reports whether it did.
+func (m *lanDiscovery) awaitQuery(pid peer.ID) bool {
 	deadline := time.NewTimer(mdnsGrace)
 	defer deadline.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if n.viewFresh(pid) && n.host.Network().Connectedness(pid) == network.Connected {
+		if m.viewFresh(pid) && m.host.Network().Connectedness(pid) == network.Connected {
 			return true
 		}
 		select {
-		case <-n.ctx.Done():
+		case <-m.tasks.ctx.Done():
 			return false
 		case <-deadline.C:
-			return n.viewFresh(pid)
+			return m.viewFresh(pid)
 		case <-tick.C:
 		}
 	}
 }
 
-// lanPeerEvent tells the local agent of a LAN peer, once per mdnsFresh.
-func (n *Node) lanPeerEvent(m *mdnsState, pi peer.AddrInfo) {
-	if now := n.now(); m.newlyFound(pi.ID, now) {
+// peerEvent tells the local agent of a LAN peer, once per mdnsFresh.
+func (m *lanDiscovery) peerEvent(pi peer.AddrInfo) {
+	if now := m.now(); m.newlyFound(pi.ID, now) {
 		addrs := make([]string, 0, len(pi.Addrs))
 		for _, a := range pi.Addrs {
 			addrs = append(addrs, a.String())
 		}
-		n.events.publish(Event{Type: EventLANPeer, At: now, Peer: pi.ID.String(), Detail: "found on the LAN at " + strings.Join(addrs, ", ")})
+		m.events.publish(Event{Type: EventLANPeer, At: now, Peer: pi.ID.String(), Detail: "found on the LAN at " + strings.Join(addrs, ", ")})
 	}
 }
 
 // viewFresh reports whether the cache holds a view of pid fetched within
 // mdnsFresh.
-func (n *Node) viewFresh(pid peer.ID) bool {
-	rec, err := n.store.Peer(pid.String())
-	return err == nil && rec.Age(n.now()) < mdnsFresh
+func (m *lanDiscovery) viewFresh(pid peer.ID) bool {
+	rec, err := m.peers.Peer(pid.String())
+	return err == nil && rec.Age(m.now()) < mdnsFresh
 }

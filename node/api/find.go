@@ -50,7 +50,7 @@ func (s *Server) find(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
 	defer cancel()
-	found, err := s.n.Find(ctx, name, ans.MinVersion, limit)
+	found, err := s.n.Discovery().Find(ctx, name, ans.MinVersion, limit)
 	if err != nil {
 		writeError(w, findFailure(err))
 		return

@@ -31,7 +31,7 @@ func (s *Server) importAgent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("url", "is required"))
 		return
 	}
-	rec, err := s.n.Import(r.Context(), req.URL)
+	rec, err := s.n.Discovery().Import(r.Context(), req.URL)
 	if err != nil {
 		writeError(w, &Error{Status: http.StatusBadGateway, Code: CodePeerFailed, Message: err.Error()})
 		return
@@ -40,7 +40,7 @@ func (s *Server) importAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) imports(w http.ResponseWriter, r *http.Request) {
-	recs, err := s.n.Imports()
+	recs, err := s.n.Discovery().Imports()
 	if err != nil {
 		writeError(w, internal(err))
 		return
@@ -57,7 +57,7 @@ func (s *Server) removeImport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("url", "is required (DELETE /v1/imports?url=…)"))
 		return
 	}
-	err := s.n.RemoveImport(u)
+	err := s.n.Discovery().RemoveImport(u)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, notFound("%s was not imported", u))

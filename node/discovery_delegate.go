@@ -1,0 +1,76 @@
+package node
+
+import (
+	"time"
+)
+
+// The Node's side of discovery: the one place that reaches into the Node
+// to build the discovery components from its fields, and the few methods
+// New and UpdateDocument call. The components themselves never hold the
+// Node.
+
+// The Node's fields keep the names node.go gives their types.
+type (
+	dhtState    = capabilityDHT // Node.dht
+	gossipState = announcer     // Node.gossip
+	mdnsState   = lanDiscovery  // Node.mdns
+)
+
+// WithImportTimeout shortens the fetch timeout of imports (tests).
+func WithImportTimeout(d time.Duration) Option { return func(n *Node) { n.importTimeout = d } }
+
+// Discovery is the daemon's discovery: Find, and the imports of outside
+// agents.
+func (n *Node) Discovery() *Discovery {
+	imports := newImporter(n.store, n.importTimeout, n.events, func() time.Time { return n.now() }, n.log)
+	return newDiscovery(n.dht, imports, n, n.store, n.peerAddrs, n.id.PeerID())
+}
+
+// startDiscovery starts the configured discovery mechanisms, each closed
+// by Close. The DHT comes first, so the others can use it as a router.
+func (n *Node) startDiscovery() error {
+	views := n.strangerViews()
+	now := func() time.Time { return n.now() }
+	d, err := startDHT(n.ctx, n.host, n.cfg.Discovery, views, now, n.log)
+	if err != nil {
+		return err
+	}
+	if d != nil {
+		n.dht = d
+		n.onClose(d.Close)
+	}
+	g, err := startAnnouncer(n.ctx, n.host, n.cfg.Discovery, announcerDeps{views: views, peers: n.store, ask: n,
+		keyRevoked: n.keyRevoked, addrs: n.peerAddrs, events: n.events}, now, n.log)
+	if err != nil {
+		return err
+	}
+	if g != nil {
+		n.gossip = g
+		n.onClose(g.Close)
+	}
+	if m := startLAN(n.ctx, n.host, n.cfg.Discovery, n.cfg.Limits.StreamTimeout.Duration, n.store, n, n.events, now, n.log); m != nil {
+		n.mdns = m
+		n.onClose(m.Close)
+	}
+	return nil
+}
+
+// documentChanged tells discovery that the owner's document changed:
+// provider records follow the advertised names, and an announcement goes
+// out when the advertised view changed.
+func (n *Node) documentChanged() {
+	n.dht.changed()
+	n.gossip.announce()
+}
+
+// refreshImports refreshes every import each discovery.import_refresh,
+// until the node closes.
+func (n *Node) refreshImports() {
+	n.Discovery().imports.refreshLoop(n.ctx, n.cfg.Discovery.ImportRefresh.Duration)
+}
+
+// strangerViews are the owner's views for a stranger, which discovery
+// publishes.
+func (n *Node) strangerViews() strangerViews {
+	return strangerViews{view: n.view, sign: n.signView, policy: n.currentPolicy}
+}
