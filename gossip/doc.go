@@ -9,9 +9,11 @@
 // canonical JSON form, never the bytes of an encoding, so a message signed
 // before CBOR encoding verifies after CBOR → JSON → CBOR, and one signed
 // from JSON verifies after CBOR. For that to hold, every value in a message
-// must be a JSON value: Validate refuses CBOR byte strings, NaN, infinities
-// and non-string map keys inside part contents and extensions, and dates
-// are kept as the strings that were signed rather than re-formatted.
+// must be a JSON value: Validate refuses CBOR byte strings, NaN, infinities,
+// non-string map keys and integers beyond 2^53-1 (MaxSafeInteger, which
+// also bounds headers.sequence and headers.ttl_seconds) inside part
+// contents and extensions, and dates are kept as the strings that were
+// signed rather than re-formatted.
 //
 // ifaced signs every header (HeaderNames; absent ones as null) and the
 // body. A signature it accepts must cover at least RequiredSignedHeaders and
