@@ -39,4 +39,20 @@
 // (package identity, prefix "ifp/7/capability-document-signature/v1\n").
 // Canonicalization costs far more than the signature itself, so Sign
 // returns the canonical bytes for the caller to keep per seq.
+//
+// # A peer's view, as received
+//
+// A peer's view is read leniently (DecodeView): IFP-2 asks a receiver to
+// ignore the members it does not know, not to drop them. Members this
+// package does not model — on the document, on a capability, inside its
+// conditions — are kept as received (Extra, ConditionsExtra) and written
+// back whenever the view is encoded, so they reach the peer cache, the
+// console and the audit as they came; persona may be a string (as IFP-12
+// writes it) or a list. Its signature is verified over the content as
+// received (VerifyView): the RFC 8785 form of the view without its
+// "signature" member, never this daemon's re-encoding of what it
+// understood, which would refuse every extension as a bad signature and
+// let a form this daemon normalizes pass as signed. testdata/views holds
+// conformance vectors: signed views, their key, and the result a receiver
+// must reach.
 package negotiate

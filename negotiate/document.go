@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/identity"
 )
@@ -49,6 +50,16 @@ type Document struct {
 	// Signature is present when the document is served on its own; it
 	// covers every other member (see identity).
 	Signature *identity.DocumentSignature `json:"signature,omitempty"`
+
+	// Extra holds the members of a peer's view this daemon does not model,
+	// as received, so that encoding the document writes them back (see
+	// DecodeView). An owner's document has none: LoadDocument refuses
+	// members it does not know.
+	Extra map[string]jsontext.Value `json:"-"`
+
+	// received is the JSON a peer's view was decoded from (DecodeView), for
+	// VerifyCanonical; nil for a document made here.
+	received []byte
 }
 
 // Capability is one IFP-7 capability.
@@ -68,6 +79,12 @@ type Capability struct {
 	// and if not, what is missing.
 	Eligible *bool              `json:"eligible,omitempty"`
 	Unmet    []conditions.Unmet `json:"unmet,omitempty"`
+
+	// Extra and ConditionsExtra hold the members of a peer's capability,
+	// and of its conditions object, that this daemon does not model, as
+	// received; encoding writes them back. An owner's capability has none.
+	Extra           map[string]jsontext.Value `json:"-"`
+	ConditionsExtra map[string]jsontext.Value `json:"-"`
 }
 
 // Price is what one invocation costs.
