@@ -475,8 +475,14 @@ func checkValue(x any, depth int) (path, problem string) {
 				return "." + k + p, problem
 			}
 		}
+	case []byte:
+		return "", "is a byte string, which is not a JSON value (send it as text, e.g. base64)"
 	default:
-		return "", fmt.Sprintf("holds a %T, which is not a JSON value", x)
+		what := describeCBOR(x)
+		if what == "a value of another kind" {
+			what = fmt.Sprintf("a %T", x) // built in Go, not decoded
+		}
+		return "", "is " + what + ", which is not a JSON value"
 	}
 	return "", ""
 }
