@@ -58,7 +58,9 @@ type Message struct {
 }
 
 // Headers are the IFP-4 §2.1 headers. Optional headers are absent when
-// zero; that is also how a signature sees them (see identity).
+// zero. A signature sees them in the signed form (sign.go, and the
+// identity package comment): a member that is null, false, "", 0, [] or
+// {} is absent, so thread: {} signs as no thread.
 type Headers struct {
 	MessageID      string             `json:"message_id"`
 	Date           string             `json:"date"` // kept as sent: reformatting would break signatures
