@@ -202,6 +202,8 @@ func splitMembers(obj jsontext.Value, known map[string]bool) (jsontext.Value, ma
 
 func kindName(k jsontext.Kind) string {
 	switch k {
+	case '{':
+		return "an object"
 	case '[':
 		return "an array"
 	case '"':
