@@ -122,13 +122,13 @@ func TestIntroductionGrantsItsTier(t *testing.T) {
 		t.Errorf("after a restart alice grants bob %+v", g)
 	}
 	// The map still wins where it grants more.
-	if err := alice.SetDisclosure("", bob.pid().String(), "personal"); err != nil {
+	if err := alice.Policy().SetDisclosure("", bob.pid().String(), "personal"); err != nil {
 		t.Fatal(err)
 	}
 	if g := grantFor(alice, bob.pid()); g.Disclosure != "personal" {
 		t.Errorf("with the map granting personal, alice grants bob %+v", g)
 	}
-	if err := alice.SetDisclosure("", bob.pid().String(), ""); err != nil {
+	if err := alice.Policy().SetDisclosure("", bob.pid().String(), ""); err != nil {
 		t.Fatal(err)
 	}
 
@@ -417,7 +417,7 @@ func TestIdentityDocuments(t *testing.T) {
 			t.Errorf("greeting again fetched the document %d more times", got-before)
 		}
 		// The disclosure map can name the bound agent ID.
-		if err := alice.SetDisclosure("", url, "personal"); err != nil {
+		if err := alice.Policy().SetDisclosure("", url, "personal"); err != nil {
 			t.Fatal(err)
 		}
 		if g := grantFor(alice, bob.pid()); g.Disclosure != "personal" || g.AuthLevel != conditions.Bound {
