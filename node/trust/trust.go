@@ -1,0 +1,520 @@
+// Package trust is the daemon's trust component: how it decides a peer's
+// authentication level (IFP-5). It owns the trust records and their
+// in-memory cache, pinned and revoked keys, the introduction tokens it
+// minted and those it holds from others (and the admission of their
+// proofs), the checks of peers' identity documents (https agent_id,
+// did:web) and their fetcher, and the revocation check every inbound
+// message passes. Book is the component; New builds it from what it needs.
+//
+// Levels are decided only on proof this daemon checks itself, never on a
+// peer's claim:
+//
+//   - 1, signed: every libp2p peer. Its messages verify under the key of
+//     its peer ID (the daemon's readVerified), so every peer is at least
+//     here.
+//   - 0, introduced: the peer proved, with an HMAC over its greeting, that
+//     it holds an introduction token the owner minted (`ifaced introduce`).
+//     For a libp2p peer this adds nothing to its level, which is already 1;
+//     it matters for callers that are not otherwise authenticated (HTTP,
+//     later) and as a way to pre-authorize a peer whose key the owner does
+//     not know yet: the token's disclosure tier, under its persona, becomes
+//     the least the peer is granted (IntroducedTier, PolicyFor). The first
+//     peer to use a token binds it; nobody else can use it after that.
+//   - 2, verified: the owner compared the peer's key fingerprint out of
+//     band and pinned it (`ifaced trust PEER --verify FINGERPRINT`), or the
+//     peer's agent_id is an https URL that serves an IFP-5 identity
+//     document listing the peer's key as active (or retired within
+//     trust.key_transition).
+//   - 3, bound: that document's agent_id is the URL it was fetched from, or
+//     the agent_id is a did:web whose DID document lists the key under
+//     authentication. Only then is the agent_id reported as established,
+//     so only then does a disclosure-map entry under it apply.
+//
+// The owner can revoke trust in a peer's key (`ifaced trust PEER
+// --revoke`): the pin goes, and from then on LevelOf reports no level at
+// all and KeyRevoked refuses the peer's messages, until the owner pins the
+// key again.
+//
+// A level never goes down inside a conversation: the conversation keeps
+// the highest grant (the daemon's conv.raise); LevelOf only reports the
+// level now.
+//
+// LevelOf never waits on the network. Identity documents are fetched in
+// the background (at most one fetch per peer and four in all), the outcome
+// is kept in the peer's trust record with the time and the agent_id it was
+// for, and it is fetched again after a day; the level rises on the peer's
+// next greeting. `ifaced trust PEER --check` fetches at once (Check).
+// Fetches are HTTPS only (redirects to anything else are refused), 10 s at
+// most, 1 MiB at most, verified against the system roots and
+// trust.ca_file. A fetch that fails replaces an earlier success: the level
+// rests on what the daemon could check last. Judging the documents (does
+// it list this key, where does a did:web live) is package identity's.
+//
+// Refused introduction proofs (wrong secret, expired, revoked, bound to
+// another peer, never issued here) do not fail the greeting: the peer stays
+// at the level it otherwise has, the refusal is logged and kept in its
+// trust record, where `ifaced trust` shows it.
+package trust
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/store"
+	"github.com/ifaced/ifaced/node/wire"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+var (
+	// ErrKeyRevoked: the owner revoked trust in the key of the peer that
+	// sent a message.
+	ErrKeyRevoked = wire.ErrKeyRevoked
+	// ErrFingerprintMismatch: the fingerprint given to pin does not match
+	// the peer's key.
+	ErrFingerprintMismatch = errors.New("fingerprint does not match the peer's key")
+	// ErrNoSuchIntro: no introduction token of that ID was issued here.
+	ErrNoSuchIntro = errors.New("no introduction token of that ID was issued by this daemon")
+	// ErrOwnIntro: a daemon cannot accept a token it minted itself.
+	ErrOwnIntro = errors.New("introduction token was minted by this daemon")
+)
+
+// InputError is a trust request refused as given. Field names the input
+// at fault the way the control API names it.
+type InputError struct {
+	Field string
+	Err   error
+}
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+func inputError(field string, format string, args ...any) error {
+	return &InputError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+// Store is what the component keeps in the daemon's store: trust records,
+// issued and held introduction tokens, and (read only) the peer cache, for
+// the agent ID a peer last presented. *store.Store is one.
+type Store interface {
+	Trusts() ([]store.TrustRecord, error)
+	PutTrust(store.TrustRecord) error
+	IssuedIntro(id string) (store.IssuedIntro, error)
+	IssuedIntros() ([]store.IssuedIntro, error)
+	PutIssuedIntro(store.IssuedIntro) error
+	HeldIntros() ([]store.HeldIntro, error)
+	PutHeldIntro(store.HeldIntro) error
+	Peer(peerID string) (store.PeerRecord, error)
+}
+
+// Config is the trust.* configuration the component reads.
+type Config struct {
+	KeyTransition time.Duration // trust.key_transition: how long a retired key still verifies
+	IntroExpiry   time.Duration // trust.intro_expiry: default lifetime of minted tokens
+	CAFile        string        // trust.ca_file: extra PEM roots for document fetches
+	FetchPrivate  bool          // trust.fetch_private: allow fetches to loopback and private addresses
+}
+
+// Book is the daemon's trust records and held introduction tokens, kept in
+// memory over the store so that a greeting reads no file, with the tokens
+// it minted (in the store only) and the identity document checks running.
+type Book struct {
+	store Store
+	cfg   Config
+	order *conditions.TierOrder
+	did   string // this daemon's did:key, the issuer of the tokens it mints
+	now   func() time.Time
+	log   *slog.Logger
+	ctx   context.Context   // ends when the daemon closes; bounds every check
+	spawn func(func()) bool // runs a background check unless the daemon is closing; the daemon's Close waits for it
+
+	fetch *docFetcher
+
+	imu sync.Mutex // one admission or change of an issued token at a time
+	wmu sync.Mutex // one change of a trust record or held token at a time
+
+	mu       sync.RWMutex
+	recs     map[peer.ID]store.TrustRecord
+	held     map[peer.ID][]heldIntro // by issuer
+	inflight map[peer.ID]bool        // identity document checks running
+}
+
+// New loads the trust records and held tokens of st. did is this daemon's
+// did:key; order is the disclosure tier order in force; ctx ends when the
+// daemon closes, and spawn runs a background check (reporting false, and
+// not running it, once the daemon is closing) so that the daemon's Close
+// waits for it. A record that does not decode is logged and left out: it
+// must not keep the daemon from starting. A trust.ca_file that cannot be
+// read is logged, and every identity document fetch then fails with that
+// error.
+func New(ctx context.Context, st Store, cfg Config, order *conditions.TierOrder, did string,
+	now func() time.Time, log *slog.Logger, spawn func(func()) bool) *Book {
+	b := &Book{store: st, cfg: cfg, order: order, did: did, now: now, log: log, ctx: ctx, spawn: spawn,
+		recs: map[peer.ID]store.TrustRecord{}, held: map[peer.ID][]heldIntro{}, inflight: map[peer.ID]bool{}}
+	var err error
+	if b.fetch, err = newDocFetcher(cfg.CAFile, cfg.FetchPrivate); err != nil {
+		log.Error("identity documents cannot be fetched", "err", err)
+	}
+	recs, err := st.Trusts()
+	if err != nil {
+		log.Warn("reading trust records", "err", err)
+	}
+	for _, r := range recs {
+		if pid, err := peer.Decode(r.PeerID); err == nil {
+			b.recs[pid] = r
+		}
+	}
+	held, err := st.HeldIntros()
+	if err != nil {
+		log.Warn("reading held introduction tokens", "err", err)
+	}
+	for _, h := range held {
+		if err := b.addHeld(h); err != nil {
+			log.Warn("ignoring a held introduction token", "id", h.ID, "err", err)
+		}
+	}
+	return b
+}
+
+// record returns a copy of pid's trust record.
+func (b *Book) record(pid peer.ID) (store.TrustRecord, bool) {
+	b.mu.RLock()
+	rec, ok := b.recs[pid]
+	b.mu.RUnlock()
+	rec.Intros = slices.Clone(rec.Intros)
+	if rec.Check != nil {
+		c := *rec.Check
+		rec.Check = &c
+	}
+	return rec, ok
+}
+
+// update changes pid's trust record with change, which reports whether it
+// changed anything; a change is stored before it is used.
+func (b *Book) update(pid peer.ID, change func(r *store.TrustRecord) bool) (store.TrustRecord, error) {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	rec, ok := b.record(pid)
+	if !ok {
+		rec = store.TrustRecord{PeerID: pid.String()}
+	}
+	if !change(&rec) {
+		return rec, nil
+	}
+	rec.UpdatedAt = b.now().UTC()
+	if err := b.store.PutTrust(rec); err != nil {
+		return rec, err
+	}
+	b.mu.Lock()
+	b.recs[pid] = rec
+	b.mu.Unlock()
+	return rec, nil
+}
+
+// LevelOf returns the authentication level this daemon established for
+// pid and the agent ID it verified for it ("" when none), from its own
+// records and, when given, the greeting pid sent and the agent ID its view
+// presents: an introduction proof in the greeting is checked (and the
+// token bound on first use), and an https or did:web agentID is checked in
+// the background when the record holds no fresh check for it. It never
+// waits on the network.
+func (b *Book) LevelOf(pid peer.ID, greeting *gossip.Message, agentID string) (conditions.Level, string) {
+	now := b.now()
+	rec, _ := b.record(pid)
+	if rec.RevokedKey != "" {
+		b.log.Info("peer's key is revoked", "peer", pid, "since", rec.RevokedAt)
+		return conditions.NoLevel, ""
+	}
+	if greeting != nil {
+		if proof, ok := greeting.IntroProof(); ok {
+			b.admitIntro(pid, greeting, proof, now)
+			rec, _ = b.record(pid)
+		}
+	}
+	b.checkInBackground(pid, agentID, rec, now)
+	st := standingOf(rec, agentID, now)
+	return st.Level, st.AgentID
+}
+
+// standing is what a trust record establishes for a peer.
+type standing struct {
+	Level   conditions.Level
+	AgentID string    // established (level 3) agent ID, or ""
+	How     []string  // how the level was reached, for people
+	Since   time.Time // when the deciding proof was established
+	Revoked bool
+}
+
+// standingOf decides a peer's level from its trust record (the zero
+// record for a peer without one). agentID is the one the peer presents
+// now; "" takes the record's last check as it is. A record holds only its
+// own peer's key, so a pinned or revoked fingerprint is always that key's.
+func standingOf(rec store.TrustRecord, agentID string, now time.Time) standing {
+	st := standing{Level: conditions.Signed}
+	if rec.RevokedKey != "" {
+		return standing{Level: conditions.NoLevel, Revoked: true, Since: rec.RevokedAt,
+			How: []string{"key " + rec.RevokedKey + " revoked by the owner"}}
+	}
+	if rec.PinnedKey != "" {
+		st.Level, st.Since = conditions.Verified, rec.PinnedAt
+		st.How = append(st.How, "pinned "+rec.PinnedKey)
+	}
+	if c := rec.Check; c != nil && c.Level >= int(conditions.Verified) && (agentID == "" || agentID == c.AgentID) {
+		if l := conditions.Level(c.Level); l > st.Level {
+			st.Level, st.Since = l, c.CheckedAt
+		}
+		switch {
+		case c.Level >= int(conditions.Bound):
+			st.AgentID = c.AgentID
+			st.How = append(st.How, "bound to "+c.AgentID)
+		default:
+			st.How = append(st.How, "key listed by the identity document at "+c.URL)
+		}
+	}
+	for _, in := range rec.Intros {
+		if now.Before(in.Expires) {
+			h := fmt.Sprintf("introduced via token %q", in.Label)
+			if in.Disclosure != "" {
+				h += fmt.Sprintf(" (%s under %s)", in.Disclosure, orDefaultPersona(in.Persona))
+			}
+			st.How = append(st.How, h)
+			if st.Since.IsZero() {
+				st.Since = in.AdmittedAt
+			}
+		}
+	}
+	if len(st.How) == 0 {
+		st.How = []string{"signed only"}
+	}
+	return st
+}
+
+func orDefaultPersona(p string) string {
+	if p == "" {
+		return negotiate.DefaultPersona
+	}
+	return p
+}
+
+// KeyRevoked returns an error wrapping ErrKeyRevoked when the owner
+// revoked trust in pid's key, nil otherwise. It is cheap enough to call
+// for every incoming message.
+func (b *Book) KeyRevoked(pid peer.ID) error {
+	b.mu.RLock()
+	rec, ok := b.recs[pid]
+	b.mu.RUnlock()
+	if !ok || rec.RevokedKey == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: the owner revoked trust in key %s on %s; ask them to pin it again (`ifaced trust %s --verify %s`) if that was a mistake",
+		ErrKeyRevoked, rec.RevokedKey, rec.RevokedAt.UTC().Format(time.RFC3339), pid, rec.RevokedKey)
+}
+
+// IntroducedTier is the least disclosure tier pid is granted under persona
+// ("" is the default persona) by the introduction tokens it was admitted
+// with and that are still valid: the highest of their tiers. It reports
+// false when no such token names a tier, or when pid's key is revoked.
+func (b *Book) IntroducedTier(pid peer.ID, persona string) (string, bool) {
+	persona = orDefaultPersona(persona)
+	b.mu.RLock()
+	rec, ok := b.recs[pid]
+	b.mu.RUnlock()
+	if !ok || rec.RevokedKey != "" {
+		return "", false
+	}
+	now, best := b.now(), ""
+	for _, in := range rec.Intros {
+		if in.Disclosure == "" || orDefaultPersona(in.Persona) != persona || !now.Before(in.Expires) {
+			continue
+		}
+		if best == "" || b.order.AtLeast(in.Disclosure, best) {
+			best = in.Disclosure
+		}
+	}
+	return best, best != ""
+}
+
+// PolicyFor is p, the policy in force, with pid's introduced tiers
+// applied: under each persona a token names, pid gets at least the token's
+// tier. Without any, it is p itself.
+func (b *Book) PolicyFor(p *negotiate.Policy, pid peer.ID, agentID string) *negotiate.Policy {
+	rec, ok := b.record(pid)
+	if !ok || len(rec.Intros) == 0 {
+		return p
+	}
+	var out *negotiate.Policy
+	for _, persona := range introPersonas(rec) {
+		tier, ok := b.IntroducedTier(pid, persona)
+		if !ok {
+			continue
+		}
+		mapped := p.DefaultTier
+		if t, ok := p.Map[persona][pid.String()]; ok {
+			mapped = t
+		} else if t, ok := p.Map[persona][agentID]; ok && agentID != "" {
+			mapped = t
+		}
+		if p.Order.AtLeast(mapped, tier) {
+			continue
+		}
+		if out == nil {
+			cp := *p
+			cp.Map = maps.Clone(p.Map)
+			if cp.Map == nil {
+				cp.Map = map[string]map[string]string{}
+			}
+			out = &cp
+		}
+		inner := maps.Clone(out.Map[persona])
+		if inner == nil {
+			inner = map[string]string{}
+		}
+		inner[pid.String()] = tier
+		out.Map[persona] = inner
+	}
+	if out == nil {
+		return p
+	}
+	return out
+}
+
+func introPersonas(rec store.TrustRecord) []string {
+	var out []string
+	for _, in := range rec.Intros {
+		if p := orDefaultPersona(in.Persona); !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Info is what this daemon established about one peer.
+type Info struct {
+	Peer        string             `json:"peer"`
+	Fingerprint string             `json:"fingerprint"` // of the peer's key
+	Level       conditions.Level   `json:"level"`       // -1 when the key is revoked
+	How         []string           `json:"how"`
+	Since       time.Time          `json:"since,omitzero"`
+	AgentID     string             `json:"agent_id,omitempty"` // established (bound) agent ID
+	PinnedKey   string             `json:"pinned_key,omitempty"`
+	PinnedAt    time.Time          `json:"pinned_at,omitzero"`
+	RevokedKey  string             `json:"revoked_key,omitempty"`
+	RevokedAt   time.Time          `json:"revoked_at,omitzero"`
+	Intros      []store.TrustIntro `json:"intros,omitempty"`
+	Check       *store.DocCheck    `json:"check,omitempty"`
+	Refusal     string             `json:"refusal,omitempty"` // why the last introduction proof was refused
+	RefusedAt   time.Time          `json:"refused_at,omitzero"`
+}
+
+func (b *Book) info(pid peer.ID, rec store.TrustRecord) Info {
+	st := standingOf(rec, "", b.now())
+	info := Info{Peer: pid.String(), Level: st.Level, How: st.How, Since: st.Since, AgentID: st.AgentID,
+		PinnedKey: rec.PinnedKey, PinnedAt: rec.PinnedAt, RevokedKey: rec.RevokedKey, RevokedAt: rec.RevokedAt,
+		Intros: rec.Intros, Check: rec.Check, Refusal: rec.Refusal, RefusedAt: rec.RefusedAt}
+	if pub, err := identity.PublicKeyFromPeerID(pid); err == nil {
+		info.Fingerprint = identity.Fingerprint(pub)
+	}
+	return info
+}
+
+// List lists every peer this daemon holds a trust record for, by peer ID.
+// Peers without one are at level 1 (signed only).
+func (b *Book) List() []Info {
+	b.mu.RLock()
+	pids := slices.Collect(maps.Keys(b.recs))
+	b.mu.RUnlock()
+	slices.Sort(pids)
+	out := make([]Info, 0, len(pids))
+	for _, pid := range pids {
+		rec, _ := b.record(pid)
+		out = append(out, b.info(pid, rec))
+	}
+	return out
+}
+
+// Peer is what this daemon established about pid.
+func (b *Book) Peer(pid peer.ID) Info {
+	rec, _ := b.record(pid)
+	return b.info(pid, rec)
+}
+
+// PinKey pins pid's key at level 2 (verified) once the owner compared its
+// fingerprint out of band. A fingerprint that is not pid's is refused with
+// both shown. Pinning also lifts an earlier revocation of the same key.
+func (b *Book) PinKey(pid peer.ID, fingerprint string) (Info, error) {
+	pub, err := identity.PublicKeyFromPeerID(pid)
+	if err != nil {
+		return Info{}, inputError("peer", "pinning %s: %v", pid, err)
+	}
+	want := identity.Fingerprint(pub)
+	got := normalizeFingerprint(fingerprint)
+	if got == "" {
+		return Info{}, inputError("verify", "pinning %s: no fingerprint given (want %s… as its owner's `ifaced id` prints it)", pid, want[:len("SHA256:")+4])
+	}
+	if got != want {
+		return Info{}, &InputError{Field: "verify", Err: fmt.Errorf("%w: you gave %s, but %s has key %s; compare again with its owner (`ifaced id` prints theirs) before pinning",
+			ErrFingerprintMismatch, got, pid, want)}
+	}
+	now := b.now().UTC()
+	rec, err := b.update(pid, func(r *store.TrustRecord) bool {
+		if r.PinnedKey == want && r.RevokedKey == "" {
+			return false
+		}
+		r.PinnedKey, r.PinnedAt = want, now
+		r.RevokedKey, r.RevokedAt = "", time.Time{}
+		return true
+	})
+	if err != nil {
+		return Info{}, err
+	}
+	b.log.Info("pinned peer's key", "peer", pid, "fingerprint", want)
+	return b.info(pid, rec), nil
+}
+
+// normalizeFingerprint accepts a fingerprint with or without its SHA256:
+// prefix, as people copy it.
+func normalizeFingerprint(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) >= 7 && strings.EqualFold(s[:7], "SHA256:") {
+		s = s[7:]
+	}
+	if s == "" {
+		return ""
+	}
+	return "SHA256:" + s
+}
+
+// RevokeKey revokes trust in pid's key: the pin goes, and from then on the
+// peer has no level and its messages are refused (KeyRevoked), until the
+// owner pins the key again.
+func (b *Book) RevokeKey(pid peer.ID) (Info, error) {
+	pub, err := identity.PublicKeyFromPeerID(pid)
+	if err != nil {
+		return Info{}, inputError("peer", "revoking %s: %v", pid, err)
+	}
+	fp := identity.Fingerprint(pub)
+	now := b.now().UTC()
+	rec, err := b.update(pid, func(r *store.TrustRecord) bool {
+		if r.RevokedKey == fp && r.PinnedKey == "" {
+			return false
+		}
+		r.PinnedKey, r.PinnedAt = "", time.Time{}
+		r.RevokedKey, r.RevokedAt = fp, now
+		return true
+	})
+	if err != nil {
+		return Info{}, err
+	}
+	b.log.Info("revoked trust in peer's key", "peer", pid, "fingerprint", fp)
+	return b.info(pid, rec), nil
+}
