@@ -1,6 +1,7 @@
 // Package identity owns who an ifaced daemon is and how it proves it: the
 // Ed25519 key on disk, the identifiers derived from it (libp2p peer ID,
-// did:key, IFP-5 key_id), IFP-5 identity documents, the signatures on
+// did:key, IFP-5 key_id), IFP-5 identity documents (and whether one, or
+// the DID document of a did:web, lists a given key), the signatures on
 // messages and capability documents, level-0 introduction tokens, and the
 // replay guard.
 //

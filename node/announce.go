@@ -321,7 +321,7 @@ func (n *Node) judgeAnnouncement(g *gossipState, author peer.ID, m *pubsub.Messa
 		n.log.Debug("rejected capabilities announcement", "author", author, "via", m.ReceivedFrom, "err", err)
 		return pubsub.ValidationReject
 	}
-	if err := n.keyRevoked(author); err != nil {
+	if err := n.trust.KeyRevoked(author); err != nil {
 		n.log.Debug("ignored capabilities announcement", "author", author, "err", err)
 		return pubsub.ValidationIgnore
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-multiaddr"
 	"github.com/pelletier/go-toml/v2"
@@ -488,7 +489,7 @@ func (c *Config) Validate() error {
 	if f := c.Trust.CAFile; f != "" {
 		if !filepath.IsAbs(f) {
 			bad("trust.ca_file", "%q is not an absolute path", f)
-		} else if _, err := LoadCAFile(f); err != nil {
+		} else if _, err := trust.LoadCAFile(f); err != nil {
 			bad("trust.ca_file", "%v", err)
 		}
 	}

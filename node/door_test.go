@@ -13,6 +13,7 @@ import (
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/store"
+	"github.com/ifaced/ifaced/node/trust"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -117,7 +118,7 @@ func noPeerRecord(t *testing.T, d *testDaemon, pid peer.ID) {
 	if _, err := d.Store().Peer(pid.String()); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the peer cache holds %s after a refusal (%v)", pid, err)
 	}
-	for _, tr := range d.Trust() {
+	for _, tr := range d.TrustBook().List() {
 		if tr.Peer == pid.String() {
 			t.Errorf("a trust record of %s exists after a refusal: %+v", pid, tr)
 		}
@@ -324,12 +325,12 @@ func TestDoorSignedInvokeFromMustBeTheSigner(t *testing.T) {
 	}
 	agent.refusedThenNothing(t, wire.CodeWrongKey, m.Headers.MessageID)
 	refusedOnce(t, alice, m, wire.CodeWrongKey)
-	intros, err := alice.IssuedIntros()
+	intros, err := alice.TrustBook().IssuedIntros()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, in := range intros {
-		if in.ID == tok.ID && in.State != IntroUnused {
+		if in.ID == tok.ID && in.State != trust.IntroUnused {
 			t.Errorf("the holder's token is %s (bound to %s) after a re-signed request", in.State, in.BoundPeer)
 		}
 	}

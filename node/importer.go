@@ -38,8 +38,12 @@ import (
 // ErrImport wraps a failed import.
 var ErrImport = errors.New("import failed")
 
-// defaultImportTimeout bounds one fetch.
-const defaultImportTimeout = 15 * time.Second
+const (
+	// defaultImportTimeout bounds one fetch.
+	defaultImportTimeout = 15 * time.Second
+	// maxRedirects bounds the redirects one fetch follows.
+	maxRedirects = 5
+)
 
 // WithImportTimeout shortens the fetch timeout (tests).
 func WithImportTimeout(d time.Duration) Option { return func(n *Node) { n.importTimeout = d } }

@@ -55,9 +55,9 @@ func TestConditionMatrix(t *testing.T) {
 	}
 	set(alice.Policy().SetMaxTemperature(at.pid().String(), "warm"))
 	set(alice.Policy().SetMaxTemperature(above.pid().String(), "hot"))
-	_, err := alice.PinKey(at.pid(), at.id.Fingerprint())
+	_, err := alice.TrustBook().PinKey(at.pid(), at.id.Fingerprint())
 	set(err)
-	_, err = alice.PinKey(above.pid(), above.id.Fingerprint())
+	_, err = alice.TrustBook().PinKey(above.pid(), above.id.Fingerprint())
 	set(err)
 
 	requesters := []struct {
