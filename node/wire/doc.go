@@ -45,9 +45,7 @@
 //	                           "more" when others wait; retrieving registers
 //	                           the peer. ack {ids}: deletes the peer's own
 //	                           messages. Refusals carry an ErrorBody under
-//	                           "error" with the codes below, plus
-//	                           mailbox_refused (recipient not registered) and
-//	                           mailbox_full (a quota is used up).
+//	                           "error" with the codes below.
 //
 // Capability requests travel in a conversation: a probe whose
 // headers.capabilities.request names one capability, its parameters in a
@@ -87,29 +85,37 @@
 //	 "unmet": [ ... ], "retry_after_seconds": N}
 //
 // (IFP-1 §6.3: say what was expected and what would work), after which the
-// stream is closed. Codes:
+// stream is closed. Each code has one sentinel error (ErrorOf; a received
+// *RemoteError matches it with errors.Is) and one HTTP status (HTTPStatus,
+// IFP-6 §3.2 where it names one), from one table (errors.go). Codes, with
+// the HTTP status of a refusal carrying them:
 //
-//	invalid_format       the frame or message does not decode or validate
-//	payload_too_large    the frame is over 1 MiB
-//	unsupported_version  ifp is not 4
-//	invalid_signature    unsigned, malformed or non-verifying signature
-//	wrong_key            signed by a key other than the stream's peer
-//	key_revoked          the owner revoked trust in the sender's key
-//	replay               message_id seen before, or date outside the window
-//	out_of_sequence      sequence, phase or conversation does not fit
-//	stale_seq            a capability document older than the one held
-//	conditions_not_met   the requester does not meet a capability's conditions
-//	busy                 a capability is at its max_concurrent; retry later
-//	unknown_capability   no such capability is offered to this requester
-//	rate_limited         too many messages; retry after the given time
-//	invalid_params       the parameters fail the capability's JSON Schema
-//	                     (each failing location is named)
-//	agent_unavailable    no local agent is listening (no webhook, no event
-//	                     subscriber)
-//	agent_timeout        the local agent did not answer in time
-//	agent_error          the local agent failed, or its result did not
-//	                     match the capability's output_schema
-//	internal_error       this daemon failed; nothing was accepted
+//	invalid_format       400  the frame or message does not decode or validate
+//	payload_too_large    413  the frame is over 1 MiB
+//	unsupported_version  400  ifp is not 4
+//	invalid_signature    401  unsigned, malformed or non-verifying signature
+//	wrong_key            401  signed by a key other than the stream's peer
+//	key_revoked          401  the owner revoked trust in the sender's key
+//	replay               400  message_id seen before, or date outside the window
+//	out_of_sequence      409  sequence, phase or conversation does not fit
+//	stale_seq            409  a capability document older than the one held
+//	conditions_not_met   403  the requester does not meet a capability's conditions
+//	busy                 503  a capability is at its max_concurrent; retry later
+//	unknown_capability   404  no such capability is offered to this requester
+//	rate_limited         429  too many messages; retry after the given time
+//	invalid_params       400  the parameters fail the capability's JSON Schema
+//	                          (each failing location is named)
+//	agent_unavailable    503  no local agent is listening (no webhook, no event
+//	                          subscriber)
+//	agent_timeout        504  the local agent did not answer in time
+//	agent_error          502  the local agent failed, or its result did not
+//	                          match the capability's output_schema
+//	mailbox_refused      404  (mailbox) the recipient is not registered here
+//	mailbox_full         503  (mailbox) a quota is used up
+//	unknown_sender       401  (HTTP, relayed mail) the signing key names no
+//	                          sender this daemon can resolve
+//	not_found            404  (HTTP) no such endpoint
+//	internal_error       500  this daemon failed; nothing was accepted
 //
 // When no answer can be written (the peer is gone, or a deadline passed),
 // the stream is reset and the failure logged.
