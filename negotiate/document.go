@@ -222,21 +222,16 @@ func (d *Document) Validate(order *conditions.TierOrder) error {
 		c := &d.Capabilities[i]
 		f := fmt.Sprintf("capabilities[%d]", i)
 		capBad := func(field, format string, args ...any) { bad(f+field, c.Name, format, args...) }
-		switch {
-		case c.Name == "":
-			capBad(".name", "is required (dot notation, e.g. calendar.availability)")
-		case len(c.Name) > MaxNameLen:
-			capBad(".name", "is %d bytes, at most %d", len(c.Name), MaxNameLen)
-		case !capNameRE.MatchString(c.Name):
-			capBad(".name", "%q is not dot notation: lowercase segments of letters, digits, _ and -, each starting with a letter, joined by dots", c.Name)
+		if p := nameProblem(c.Name); p != "" {
+			capBad(".name", "%s", p)
 		}
 		if j, dup := seen[c.Name]; dup && c.Name != "" {
 			capBad(".name", "%q is also capabilities[%d]; names must be unique", c.Name, j)
 		} else {
 			seen[c.Name] = i
 		}
-		if c.Version != "" && (len(c.Version) > 32 || strings.ContainsAny(c.Version, " \t\n")) {
-			capBad(".version", "%q: at most 32 bytes, no white space", c.Version)
+		if c.Version != "" && (len(c.Version) > MaxVersionLen || strings.ContainsAny(c.Version, " \t\n")) {
+			capBad(".version", "%q: at most %d bytes, no white space", c.Version, MaxVersionLen)
 		}
 		switch {
 		case strings.TrimSpace(c.Description) == "":
