@@ -336,7 +336,7 @@ func (n *Node) openInbound(s network.Stream) (*wire.Stream, peer.ID, gossip.Agen
 // lower but never raise the grant.
 func (n *Node) grant(pid peer.ID, greeting *gossip.Message, prop negotiate.Proposal) negotiate.Granted {
 	level, agentID := n.trustOf(pid, greeting)
-	return n.policyFor(pid, agentID).Grant(pid.String(), agentID, level, prop)
+	return n.currentPolicy().GrantTo(n.requester(pid, level, agentID), prop)
 }
 
 // serve reads the rest of a conversation until close, error or EOF.

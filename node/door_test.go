@@ -434,3 +434,50 @@ func TestDoorUndecodableFrameIsSummarised(t *testing.T) {
 		t.Errorf("no refusal of the undecodable frame: %+v", refusalsOf(t, alice))
 	}
 }
+
+// A proposed persona is granted only when the owner established it: a
+// stranger proposing "family" is under the default persona, neither sees
+// nor can invoke a when-eligible capability conditioned on it, and is
+// told so in words that are the same whether the persona exists or not.
+func TestDoorPersonaIsEstablishedNotClaimed(t *testing.T) {
+	cfg := aliceConfig("")
+	cfg.Capabilities = append(cfg.Capabilities, map[string]any{"name": "family.album", "description": "The family album",
+		"advertise": "when-eligible", "conditions": map[string]any{"persona": []string{"family"}}})
+	cfg.Disclosure.OpenPersonas = []string{"guest"}
+	alice := startDaemon(t, cfg)
+	stranger := startDaemon(t, nil)
+	named := startDaemon(t, nil)
+	if err := alice.Policy().SetDisclosure("family", named.pid().String(), "public"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, d := range []*testDaemon{stranger, named} {
+		connect(t, d, alice)
+	}
+	sees := func(d *testDaemon, persona string) (negotiate.Granted, bool) {
+		t.Helper()
+		res, err := d.QueryCapabilities(ctx, alice.pid(), negotiate.Proposal{Persona: persona})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := res.View.Capability("family.album")
+		return res.GrantedToUs, ok
+	}
+	g, ok := sees(stranger, "family")
+	if ok || g.Persona != "" {
+		t.Errorf("a stranger proposing family: persona %q, sees family.album %v", g.Persona, ok)
+	}
+	gNone, _ := sees(stranger, "no-such-persona")
+	if strings.Join(g.Notes, "|") != strings.Join(gNone.Notes, "|") || len(g.Notes) == 0 {
+		t.Errorf("the notes differ between an existing and a missing persona: %q vs %q", g.Notes, gNone.Notes)
+	}
+	if _, err := stranger.Invoke(ctx, alice.pid(), "family.album", nil); wire.CodeOf(err) != wire.CodeUnknownCapability {
+		t.Errorf("a stranger invoking family.album: %v, want %s", err, wire.CodeUnknownCapability)
+	}
+	if g, ok := sees(named, "family"); !ok || g.Persona != "family" {
+		t.Errorf("a peer the map names under family: persona %q, sees family.album %v", g.Persona, ok)
+	}
+	if g, _ := sees(stranger, "guest"); g.Persona != "guest" {
+		t.Errorf("an open persona was not granted: %q", g.Persona)
+	}
+}

@@ -46,7 +46,7 @@ var ErrInvalidPolicy = errors.New("invalid policy change")
 // owner's run-time overrides on top, into a policy.
 func policyFrom(cfg *Config, order *conditions.TierOrder, o store.PolicyOverrides) *negotiate.Policy {
 	p := &negotiate.Policy{Order: order, DefaultTier: cfg.Disclosure.Default, Map: map[string]map[string]string{},
-		DefaultMaxTemp: cfg.Temperature.DefaultMax, MaxTemp: map[string]string{}}
+		DefaultMaxTemp: cfg.Temperature.DefaultMax, MaxTemp: map[string]string{}, OpenPersonas: cfg.Disclosure.OpenPersonas}
 	for _, layer := range []map[string]map[string]string{cfg.Disclosure.Personas, o.Disclosure} {
 		for persona, peers := range layer {
 			if p.Map[persona] == nil {

@@ -46,9 +46,11 @@ func (n *Node) trustOf(pid peer.ID, greeting *gossip.Message) (conditions.Level,
 	return n.trust.LevelOf(pid, greeting, agentID)
 }
 
-// policyFor delegates to trust.Book.PolicyFor with the policy in force.
-func (n *Node) policyFor(pid peer.ID, agentID string) *negotiate.Policy {
-	return n.trust.PolicyFor(n.currentPolicy(), pid, agentID)
+// requester is what the daemon established about pid for its policy:
+// its peer ID, the agent ID and level trust established, and the
+// introductions admitted for it.
+func (n *Node) requester(pid peer.ID, level conditions.Level, agentID string) negotiate.Requester {
+	return negotiate.Requester{PeerID: pid.String(), AgentID: agentID, Level: level, Introductions: n.trust.Introductions(pid)}
 }
 
 // attachIntro delegates to trust.Book.AttachIntro.

@@ -18,7 +18,7 @@
 //     it matters for callers that are not otherwise authenticated (HTTP,
 //     later) and as a way to pre-authorize a peer whose key the owner does
 //     not know yet: the token's disclosure tier, under its persona, becomes
-//     the least the peer is granted (IntroducedTier, PolicyFor). The first
+//     the least the peer is granted (IntroducedTier, Introductions). The first
 //     peer to use a token binds it; nobody else can use it after that.
 //   - 2, verified: the owner compared the peer's key fingerprint out of
 //     band and pinned it (`ifaced trust PEER --verify FINGERPRINT`), or the
@@ -344,55 +344,20 @@ func (b *Book) IntroducedTier(pid peer.ID, persona string) (string, bool) {
 	return best, best != ""
 }
 
-// PolicyFor is p, the policy in force, with pid's introduced tiers
-// applied: under each persona a token names, pid gets at least the token's
-// tier. Without any, it is p itself.
-func (b *Book) PolicyFor(p *negotiate.Policy, pid peer.ID, agentID string) *negotiate.Policy {
+// Introductions are the introduction tokens admitted for pid that are
+// still valid (unexpired, pid's key not revoked): what each establishes
+// for pid in the owner's policy (negotiate.Requester). The persona a
+// token names is one the owner established for pid by minting it.
+func (b *Book) Introductions(pid peer.ID) []negotiate.Introduction {
 	rec, ok := b.record(pid)
-	if !ok || len(rec.Intros) == 0 {
-		return p
+	if !ok || rec.RevokedKey != "" {
+		return nil
 	}
-	var out *negotiate.Policy
-	for _, persona := range introPersonas(rec) {
-		tier, ok := b.IntroducedTier(pid, persona)
-		if !ok {
-			continue
-		}
-		mapped := p.DefaultTier
-		if t, ok := p.Map[persona][pid.String()]; ok {
-			mapped = t
-		} else if t, ok := p.Map[persona][agentID]; ok && agentID != "" {
-			mapped = t
-		}
-		if p.Order.AtLeast(mapped, tier) {
-			continue
-		}
-		if out == nil {
-			cp := *p
-			cp.Map = maps.Clone(p.Map)
-			if cp.Map == nil {
-				cp.Map = map[string]map[string]string{}
-			}
-			out = &cp
-		}
-		inner := maps.Clone(out.Map[persona])
-		if inner == nil {
-			inner = map[string]string{}
-		}
-		inner[pid.String()] = tier
-		out.Map[persona] = inner
-	}
-	if out == nil {
-		return p
-	}
-	return out
-}
-
-func introPersonas(rec store.TrustRecord) []string {
-	var out []string
+	now := b.now()
+	var out []negotiate.Introduction
 	for _, in := range rec.Intros {
-		if p := orDefaultPersona(in.Persona); !slices.Contains(out, p) {
-			out = append(out, p)
+		if now.Before(in.Expires) {
+			out = append(out, negotiate.Introduction{Persona: in.Persona, Disclosure: in.Disclosure})
 		}
 	}
 	return out
