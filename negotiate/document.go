@@ -3,6 +3,7 @@ package negotiate
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -214,6 +215,12 @@ func (d *Document) Validate(order *conditions.TierOrder) error {
 			bad(fmt.Sprintf("ifp_support[%d]", i), "", "%d is not an IFP number", n)
 		}
 	}
+	// An owner's document models everything it says: a member that would
+	// be kept as unknown in a peer's view is a misspelling here.
+	unknown := "is not a known field (check its spelling)"
+	for _, name := range slices.Sorted(maps.Keys(d.Extra)) {
+		bad(name, "", "%s", unknown)
+	}
 	if len(d.Capabilities) > MaxCapabilities {
 		bad("capabilities", "", "has %d entries, at most %d", len(d.Capabilities), MaxCapabilities)
 	}
@@ -224,6 +231,12 @@ func (d *Document) Validate(order *conditions.TierOrder) error {
 		capBad := func(field, format string, args ...any) { bad(f+field, c.Name, format, args...) }
 		if p := nameProblem(c.Name); p != "" {
 			capBad(".name", "%s", p)
+		}
+		for _, name := range slices.Sorted(maps.Keys(c.Extra)) {
+			capBad("."+name, "%s", unknown)
+		}
+		for _, name := range slices.Sorted(maps.Keys(c.ConditionsExtra)) {
+			capBad(".conditions."+name, "is not a known condition; refusing it rather than ignoring a condition")
 		}
 		if j, dup := seen[c.Name]; dup && c.Name != "" {
 			capBad(".name", "%q is also capabilities[%d]; names must be unique", c.Name, j)

@@ -27,6 +27,16 @@ import (
 // bytes a view arrived as (VerifiedView.Canon) keep everything, and are
 // what its signature is checked over.
 
+// Decoding follows the caller's strictness. Under
+// jsonv2.RejectUnknownMembers (LoadDocument, DecodeStrict: an owner's
+// file, where a misspelt member would silently drop a condition) every
+// member must be known, a condition's too. Otherwise (DecodeView, and
+// encoding/json's Unmarshal, as the control API's client reads views)
+// the members a type does not model are kept in Extra and
+// ConditionsExtra, and Validate refuses a document that has any: an
+// owner's document decoded leniently by mistake still cannot carry a
+// misspelt condition into force.
+
 // plainDocument and plainCapability have the fields of Document and
 // Capability without their methods, so encoding them does not recurse.
 type (
@@ -72,6 +82,90 @@ func encodeCapabilityTo(enc *jsontext.Encoder, c *Capability) error {
 	}
 	return enc.WriteValue(b)
 }
+
+// documentIn and capabilityIn are a document and a capability as decoded
+// leniently: the modeled members, the conditions object as it came, and
+// the rest.
+type (
+	documentIn struct {
+		plainDocument
+		Extra map[string]jsontext.Value `json:",embed"`
+	}
+	capabilityIn struct {
+		plainCapability
+		Conditions jsontext.Value            `json:"conditions"`
+		Extra      map[string]jsontext.Value `json:",embed"`
+	}
+)
+
+// strict reports whether dec refuses unknown members.
+func strict(dec *jsontext.Decoder) bool {
+	v, _ := jsonv2.GetOption(dec.Options(), jsonv2.RejectUnknownMembers)
+	return v
+}
+
+// UnmarshalJSONFrom decodes a document (see the rules above).
+func (d *Document) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if strict(dec) {
+		var p plainDocument
+		if err := jsonv2.UnmarshalDecode(dec, &p); err != nil {
+			return err
+		}
+		*d = Document(p)
+		return nil
+	}
+	var in documentIn
+	if err := jsonv2.UnmarshalDecode(dec, &in); err != nil {
+		return err
+	}
+	*d = Document(in.plainDocument)
+	d.Extra = in.Extra
+	return nil
+}
+
+// UnmarshalJSON decodes a document for encoding/json, keeping the members
+// it does not model.
+func (d *Document) UnmarshalJSON(b []byte) error { return jsonv2.Unmarshal(b, d) }
+
+// UnmarshalJSONFrom decodes a capability (see the rules above). Leniently,
+// the conditions object is read by package conditions (persona as a
+// string or a list) once the members it does not know are set aside: in
+// an owner's file an unknown condition is an error, because ignoring it
+// would lift a condition the owner meant; in a peer's view it is the
+// peer's own business, which the peer decides.
+func (c *Capability) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if strict(dec) {
+		var p plainCapability
+		if err := jsonv2.UnmarshalDecode(dec, &p); err != nil {
+			return err
+		}
+		*c = Capability(p)
+		return nil
+	}
+	var in capabilityIn
+	if err := jsonv2.UnmarshalDecode(dec, &in); err != nil {
+		return err
+	}
+	*c = Capability(in.plainCapability)
+	c.Extra = in.Extra
+	if len(in.Conditions) == 0 || in.Conditions.Kind() == 'n' {
+		return nil
+	}
+	known, extra, err := splitMembers(in.Conditions, conditionNames())
+	if err != nil {
+		return fmt.Errorf("conditions: %w", err)
+	}
+	var conds conditions.Conditions
+	if err := conds.UnmarshalJSON(known); err != nil {
+		return fmt.Errorf("conditions: %w", err)
+	}
+	c.Conditions, c.ConditionsExtra = &conds, extra
+	return nil
+}
+
+// UnmarshalJSON decodes a capability for encoding/json, keeping the
+// members it does not model.
+func (c *Capability) UnmarshalJSON(b []byte) error { return jsonv2.Unmarshal(b, c) }
 
 // capabilityOut replaces a capability's conditions with the conditions
 // object and its unmodeled members, encoded.

@@ -113,3 +113,45 @@ func TestUnmodeledMembersAreWrittenBack(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodingFollowsTheCallersStrictness: an owner's file refuses what a
+// peer's view keeps, and encoding/json's Unmarshal (the control API's
+// client) keeps it too.
+func TestDecodingFollowsTheCallersStrictness(t *testing.T) {
+	src := []byte(`{"ifp":7,"agent_id":"a","x-home":"h","capabilities":[{"name":"x","description":"d","x-rating":5,
+		"conditions":{"min_disclosure":"professional","min_disclosur":"close"}}]}`)
+	_, err := LoadDocument(src, FormatJSON, nil)
+	if fes := fieldErrors(err); len(fes) == 0 || fes[0].Field != "x-home" {
+		t.Errorf("LoadDocument: %v", err)
+	}
+	var c Capability
+	err = DecodeStrict([]byte(`{"name":"x","description":"d","conditions":{"min_disclosur":"close"}}`), FormatJSON, "", &c)
+	if fes := fieldErrors(err); len(fes) == 0 || fes[0].Field != "conditions.min_disclosur" {
+		t.Errorf("DecodeStrict: %v", err)
+	}
+
+	var d Document
+	if err := json.Unmarshal(src, &d); err != nil {
+		t.Fatal(err)
+	}
+	cp := d.Capabilities[0]
+	if string(d.Extra["x-home"]) != `"h"` || string(cp.Extra["x-rating"]) != `5` || string(cp.ConditionsExtra["min_disclosur"]) != `"close"` ||
+		cp.Conds().MinDisclosure != "professional" {
+		t.Errorf("json.Unmarshal kept %v / %v / %v", d.Extra, cp.Extra, cp.ConditionsExtra)
+	}
+	var peerCaps struct {
+		View *Document `json:"view"`
+	}
+	if err := json.Unmarshal([]byte(`{"view":`+string(src)+`}`), &peerCaps); err != nil || peerCaps.View.Extra["x-home"] == nil {
+		t.Errorf("a view inside an answer: %v", err)
+	}
+	// Whatever decoded it leniently, such a document is no owner's.
+	fes := fieldErrors(d.Validate(nil))
+	var fields []string
+	for _, fe := range fes {
+		fields = append(fields, fe.Field)
+	}
+	if strings.Join(fields, " ") != "x-home capabilities[0].x-rating capabilities[0].conditions.min_disclosur" {
+		t.Errorf("Validate: %v", fields)
+	}
+}

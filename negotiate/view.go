@@ -9,7 +9,6 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/identity"
 )
@@ -197,32 +196,14 @@ func DecodeViewJSON(raw []byte) (*Document, error) {
 	return decodeView(bytes.Clone(raw))
 }
 
-// documentIn and capabilityIn are a view's document and capability as
-// decoded: the modeled members, the conditions object as it came, and the
-// rest.
-type (
-	documentIn struct {
-		plainDocument
-		Extra map[string]jsontext.Value `json:",embed"`
-	}
-	capabilityIn struct {
-		plainCapability
-		Conditions jsontext.Value            `json:"conditions"`
-		Extra      map[string]jsontext.Value `json:",embed"`
-	}
-)
-
-var viewOptions = jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(decodeCapabilityFrom))
-
 // decodeView decodes raw, which it keeps (see VerifyCanonical): the
 // caller must not change it afterwards.
 func decodeView(raw []byte) (*Document, error) {
-	var in documentIn
-	if err := jsonv2.Unmarshal(raw, &in, viewOptions); err != nil {
+	d := new(Document)
+	if err := jsonv2.Unmarshal(raw, d); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotAView, err)
 	}
-	d := (*Document)(&in.plainDocument)
-	d.Extra, d.received = in.Extra, raw
+	d.received = raw
 	if d.IFP != Version {
 		return nil, fmt.Errorf("%w: ifp is %d, want %d", ErrNotAView, d.IFP, Version)
 	}
@@ -245,32 +226,4 @@ func decodeView(raw []byte) (*Document, error) {
 		seen[c.Name] = true
 	}
 	return d, nil
-}
-
-// decodeCapabilityFrom decodes one capability of a peer's view, keeping
-// what it does not model. The conditions object is read by package
-// conditions (persona as a string or a list) once the members it does not
-// know are set aside: in an owner's file an unknown condition is an error,
-// because ignoring it would lift a condition the owner meant; in a peer's
-// view it is the peer's own business, which the peer decides.
-func decodeCapabilityFrom(dec *jsontext.Decoder, c *Capability) error {
-	var in capabilityIn
-	if err := jsonv2.UnmarshalDecode(dec, &in); err != nil {
-		return err
-	}
-	*c = Capability(in.plainCapability)
-	c.Extra = in.Extra
-	if len(in.Conditions) == 0 || in.Conditions.Kind() == 'n' {
-		return nil
-	}
-	known, extra, err := splitMembers(in.Conditions, conditionNames())
-	if err != nil {
-		return fmt.Errorf("conditions: %w", err)
-	}
-	var conds conditions.Conditions
-	if err := conds.UnmarshalJSON(known); err != nil {
-		return fmt.Errorf("conditions: %w", err)
-	}
-	c.Conditions, c.ConditionsExtra = &conds, extra
-	return nil
 }
