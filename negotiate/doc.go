@@ -73,7 +73,9 @@
 // conditions — are kept as received (Extra, ConditionsExtra) and written
 // back whenever the view is encoded, so they reach the peer cache, the
 // console and the audit as they came; persona may be a string (as IFP-12
-// writes it) or a list. Its signature is verified over the content as
+// writes it) or a list. encoding/json's Unmarshal reads documents the
+// same way; only a strict decode (LoadDocument, DecodeStrict) refuses
+// unknown members, and Validate refuses a document that kept any. Its signature is verified over the content as
 // received (VerifyView): the RFC 8785 form of the view without its
 // "signature" member, never this daemon's re-encoding of what it
 // understood, which would refuse every extension as a bad signature.
