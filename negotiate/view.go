@@ -30,7 +30,7 @@ import (
 // itself in it. The view carries the document's seq and no signature.
 func (d *Document) View(f conditions.Facts, order *conditions.TierOrder) *Document {
 	v := *d
-	v.Signature = nil
+	v.Signature, v.received = nil, nil
 	v.Capabilities = make([]Capability, 0, len(d.Capabilities))
 	for i := range d.Capabilities {
 		c := d.Capabilities[i]
@@ -109,7 +109,7 @@ func (d *Document) Sign(id *identity.Identity, now time.Time) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("signing capability document: %w", err)
 	}
-	d.Signature = sig
+	d.Signature, d.received = sig, nil // signed here: what it says now is what counts
 	return canon, nil
 }
 
