@@ -359,6 +359,13 @@ func (d *Daemon) cleanup() {
 	if failed && os.Getenv("IFACED_LAB_LOGS") != "" {
 		d.t.Logf("log of %s:\n%s", d.Name, d.LogTail(60))
 	}
+	// IFACED_LAB_KEEP_LOGS=DIR keeps every daemon's log (the data
+	// directories go with the test's temporary directory).
+	if dir := os.Getenv("IFACED_LAB_KEEP_LOGS"); dir != "" {
+		if b, err := os.ReadFile(d.Home + ".log"); err == nil && os.MkdirAll(dir, 0o755) == nil {
+			os.WriteFile(filepath.Join(dir, strings.ReplaceAll(d.t.Name(), "/", "_")+"-"+d.Name+".log"), b, 0o644)
+		}
+	}
 }
 
 // LogTail is the last n lines of the daemon's log.

@@ -19,9 +19,16 @@
 //   - the NAT lab's public segment is 192.0.0.128/25, inside 192.0.0.0/24
 //     (IETF protocol assignments), of which go-multiaddr excludes only
 //     192.0.0.0/26;
-//   - the discovery lab's segment is 2001:2::/64, inside 2001:2::/48
-//     (IPv6 benchmarking, RFC 5180), which is global unicast to
-//     go-multiaddr and far larger than the 500 addresses a long run needs.
+//   - the discovery lab's segment is 2001:1ff::/32, inside 2001::/23 (IETF
+//     protocol assignments, not globally reachable; none of its
+//     registered sub-blocks), which is global unicast to go-multiaddr.
+//     Each daemon has a /48 of its own on the one on-link /32: go-libp2p's
+//     resource manager admits at most 8 concurrent connections from one
+//     IPv6 /56 and 64 from one /48, so daemons sharing a /64 (the
+//     benchmarking range 2001:2::/48 was tried first) refuse each other's
+//     connections after the eighth ("failed to negotiate security
+//     protocol: EOF") and the DHT never forms. Real daemons sharing one
+//     /56 (a data centre, a campus) would meet the same wall.
 //
 // Neither range is routed anywhere, and neither leaves the lab: no
 // namespace of the lab has a link to the machine's own namespace or any

@@ -176,7 +176,7 @@ func configureDev(dev string, addrs []string, gateway string) string {
 		if strings.Contains(a, ":") {
 			// No duplicate address detection: the lab assigns addresses
 			// itself, and DAD would hold them tentative for a second.
-			fmt.Fprintf(&b, "-6 addr add %s dev %s nodad\n", a, dev)
+			fmt.Fprintf(&b, "addr add %s dev %s nodad\n", a, dev)
 		} else {
 			fmt.Fprintf(&b, "addr add %s dev %s\n", a, dev)
 		}
