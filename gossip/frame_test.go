@@ -93,6 +93,15 @@ func FuzzReadMessage(f *testing.F) {
 		r := bufio.NewReader(bytes.NewReader(b))
 		for i := 0; i < 4; i++ {
 			if _, err := ReadMessage(r); err != nil {
+				// Every refusal is one a peer can be told about (a wire
+				// code other than internal_error).
+				known := err == io.EOF
+				for _, s := range []error{ErrInvalidMessage, ErrMalformed, ErrTruncatedFrame, ErrEmptyFrame, ErrFrameTooLarge, ErrTooLarge} {
+					known = known || errors.Is(err, s)
+				}
+				if !known {
+					t.Fatalf("unclassified error: %v", err)
+				}
 				return
 			}
 		}
