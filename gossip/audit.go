@@ -417,7 +417,10 @@ func (a *AuditLog) file(day, peer string) (*auditFile, error) {
 			return nil, fmt.Errorf("recording audit entry: %w", err)
 		}
 	}
-	name := a.chooseName(day, peer)
+	name := refusedName // not a name any peer's file can have (auditNames)
+	if peer != refusedName {
+		name = a.chooseName(day, peer)
+	}
 	f := &auditFile{day: day, name: name, peer: peer}
 	a.files[key] = f
 	a.names[day+"/"+strings.ToLower(name)] = peer
@@ -539,7 +542,7 @@ func (a *AuditLog) entriesIn(days []string, conversationID string) ([]AuditEntry
 	var torn []error
 	files := 0
 	for _, day := range days {
-		paths, err := filepath.Glob(filepath.Join(a.dir, day, "*"+auditJSONLExt))
+		paths, err := a.entryFiles(day)
 		if err != nil {
 			return nil, err
 		}
@@ -581,6 +584,13 @@ func ulidDay(id string) (string, bool) {
 	return ulid.Time(u.Time()).UTC().Format(auditDayLayout), true
 }
 
+// entryFiles lists the .jsonl files of day that hold conversations' entries:
+// every peer's, not the record of refusals (refusals.go).
+func (a *AuditLog) entryFiles(day string) ([]string, error) {
+	paths, err := filepath.Glob(filepath.Join(a.dir, day, "*"+auditJSONLExt))
+	return slices.DeleteFunc(paths, func(p string) bool { return filepath.Base(p) == refusedName+auditJSONLExt }), err
+}
+
 // days lists the day directories, oldest first.
 func (a *AuditLog) days() ([]string, error) {
 	des, err := os.ReadDir(a.dir)
@@ -609,7 +619,7 @@ func (a *AuditLog) Conversations() ([]AuditConversation, error) {
 	seenPeer := map[string]map[string]bool{}
 	var errs []error
 	for _, day := range days {
-		paths, err := filepath.Glob(filepath.Join(a.dir, day, "*"+auditJSONLExt))
+		paths, err := a.entryFiles(day)
 		if err != nil {
 			return nil, err
 		}
@@ -666,7 +676,7 @@ func (a *AuditLog) ReceivedSince(since time.Time, fn func(AuditEntry)) error {
 	}
 	i, _ := slices.BinarySearch(days, dayBefore(since.UTC().Format(auditDayLayout)))
 	for _, day := range days[i:] {
-		paths, err := filepath.Glob(filepath.Join(a.dir, day, "*"+auditJSONLExt))
+		paths, err := a.entryFiles(day)
 		if err != nil {
 			return err
 		}

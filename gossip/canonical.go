@@ -138,21 +138,25 @@ func (b *Body) canonical() ([]byte, error) {
 
 func (p *Part) appendCanonical(out *bytes.Buffer) error {
 	out.WriteByte('{')
-	if p.Content != nil { // omitempty on an interface omits only nil
+	sep := ""
+	if p.Content != nil { // a free-form value: absent only when null
 		c, err := p.CanonicalContent()
 		if err != nil {
 			return err
 		}
 		out.WriteString(`"content":`)
 		out.Write(c)
-		out.WriteByte(',')
+		sep = ","
 	}
-	out.WriteString(`"content_type":`)
-	if err := appendCanonicalString(out, p.ContentType); err != nil {
-		return err
+	if p.ContentType != "" { // required, so only an invalid part lacks it
+		out.WriteString(sep + `"content_type":`)
+		if err := appendCanonicalString(out, p.ContentType); err != nil {
+			return err
+		}
+		sep = ","
 	}
 	if p.Name != "" {
-		out.WriteString(`,"name":`)
+		out.WriteString(sep + `"name":`)
 		if err := appendCanonicalString(out, p.Name); err != nil {
 			return err
 		}

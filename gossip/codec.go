@@ -96,7 +96,9 @@ func EncodeCBOR(m *Message) ([]byte, error) {
 
 // DecodeCBOR decodes and validates one CBOR message. Duplicate map keys,
 // tags, indefinite lengths, NaN and infinities, trailing bytes and
-// anything over MaxMessageSize are refused.
+// anything over MaxMessageSize are refused. Every refusal but the last
+// wraps a *FieldError naming the IFP-4 member at fault and
+// ErrInvalidMessage; one that does not decode also wraps ErrMalformed.
 func DecodeCBOR(b []byte) (*Message, error) {
 	if len(b) > MaxMessageSize {
 		return nil, fmt.Errorf("decoding CBOR message: %w: %d bytes, at most %d", ErrTooLarge, len(b), MaxMessageSize)
@@ -104,10 +106,11 @@ func DecodeCBOR(b []byte) (*Message, error) {
 	var m Message
 	rest, err := cborDec.UnmarshalFirst(b, &m)
 	if err != nil {
-		return nil, fmt.Errorf("decoding CBOR message: %w: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("decoding CBOR message: %w: %w", ErrMalformed, cborDecodeError(b, err))
 	}
 	if len(rest) != 0 {
-		return nil, fmt.Errorf("decoding CBOR message: %w: %d bytes after the message", ErrMalformed, len(rest))
+		return nil, fmt.Errorf("decoding CBOR message: %w: %w", ErrMalformed,
+			&FieldError{Field: "", Problem: fmt.Sprintf("is followed by %d bytes; a frame holds one CBOR item", len(rest))})
 	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("decoding CBOR message: %w", err)
@@ -127,14 +130,15 @@ func EncodeJSON(m *Message) ([]byte, error) {
 // DecodeJSON decodes and validates one JSON message. Duplicate member
 // names, invalid UTF-8, and member names that match a field only when
 // case is ignored are refused, so that every reader sees the message this
-// daemon verified.
+// daemon verified. Errors are as DecodeCBOR's.
 func DecodeJSON(b []byte) (*Message, error) {
 	if len(b) > MaxMessageSize {
 		return nil, fmt.Errorf("decoding JSON message: %w: %d bytes, at most %d", ErrTooLarge, len(b), MaxMessageSize)
 	}
 	var m Message
-	if err := jsonv2.Unmarshal(bytes.TrimSpace(b), &m); err != nil {
-		return nil, fmt.Errorf("decoding JSON message: %w: %v", ErrMalformed, err)
+	b = bytes.TrimSpace(b)
+	if err := jsonv2.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("decoding JSON message: %w: %w", ErrMalformed, jsonDecodeError(b, err))
 	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("decoding JSON message: %w", err)

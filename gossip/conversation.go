@@ -14,6 +14,11 @@ import (
 // than the last one it received from that peer; both sides sending at
 // once may then produce equal numbers, which is allowed.
 //
+// Sequence numbers run from 1 to MaxSequence. A conversation whose numbers
+// are used up cannot go on: Next and TryStamp refuse with ErrOutOfSequence
+// rather than number past MaxSequence, and Accept refuses any number
+// outside 1..MaxSequence, so no arithmetic on them can overflow.
+//
 // The first message of a conversation is a greeting. A greeting may come
 // again later (IFP-12: tier changes are proposed in a greeting); nothing
 // but an error may follow a close.
@@ -63,13 +68,17 @@ func (c *Conversation) Next(phase Phase, now time.Time) (*Message, error) {
 	if !c.started && phase != PhaseGreeting && phase != PhaseError {
 		return nil, fmt.Errorf("sending %s in conversation %s: %w: the first message is a greeting", phase, c.ID, ErrUnexpectedPhase)
 	}
+	seq := nextSeq(c.lastSent, c.lastReceived)
+	if seq > MaxSequence {
+		return nil, fmt.Errorf("sending %s in conversation %s: %w: every sequence number up to %d is used; start a new conversation", phase, c.ID, ErrOutOfSequence, MaxSequence)
+	}
 	m := &Message{IFP: Version, Headers: Headers{
 		MessageID:      NewID("msg", now),
 		Date:           FormatDate(now),
 		From:           c.Local,
 		To:             []Agent{c.Remote},
 		ConversationID: c.ID,
-		Sequence:       max(c.lastSent, c.lastReceived) + 1,
+		Sequence:       seq,
 		Phase:          phase,
 		ContentType:    DefaultContentType,
 	}}
@@ -87,11 +96,39 @@ func (c *Conversation) Next(phase Phase, now time.Time) (*Message, error) {
 // numbered, and the peer would refuse the second as out of sequence. The
 // sender stamps under the lock that orders its writes, right before
 // signing.
+//
+// When the conversation's numbers are used up, Stamp numbers m
+// MaxSequence+1, which every receiver refuses; TryStamp says so instead.
 func (c *Conversation) Stamp(m *Message) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m.Headers.Sequence = max(m.Headers.Sequence, max(c.lastSent, c.lastReceived)+1)
+	m.Headers.Sequence = max(m.Headers.Sequence, nextSeq(c.lastSent, c.lastReceived))
 	c.lastSent = m.Headers.Sequence
+}
+
+// TryStamp is Stamp, except that when no valid number is left (the
+// number m would get is past MaxSequence) it leaves m and the
+// conversation unchanged and returns ErrOutOfSequence.
+func (c *Conversation) TryStamp(m *Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seq := max(m.Headers.Sequence, nextSeq(c.lastSent, c.lastReceived))
+	if seq > MaxSequence {
+		return fmt.Errorf("numbering %s in conversation %s: %w: every sequence number up to %d is used; start a new conversation", m.Headers.Phase, c.ID, ErrOutOfSequence, MaxSequence)
+	}
+	m.Headers.Sequence = seq
+	c.lastSent = seq
+	return nil
+}
+
+// nextSeq is one more than the highest of a and b (and of 0), saturating
+// at MaxSequence+1 so that no input can make it overflow.
+func nextSeq(a, b int64) int64 {
+	n := max(a, b, 0)
+	if n >= MaxSequence {
+		return MaxSequence + 1
+	}
+	return n + 1
 }
 
 // Sent records an outgoing message.
@@ -115,6 +152,8 @@ func (c *Conversation) Accept(m *Message) error {
 		return fmt.Errorf("%w: from %q, this conversation is with %q", ErrWrongConversation, h.From.Agent, c.Remote.Agent)
 	case !addressedTo(h.To, c.Local.Agent):
 		return fmt.Errorf("%w: addressed to %v, not to %q", ErrWrongConversation, agentIDs(h.To), c.Local.Agent)
+	case h.Sequence < 1 || h.Sequence > MaxSequence:
+		return fmt.Errorf("%w: sequence %d is outside 1 to %d", ErrOutOfSequence, h.Sequence, MaxSequence)
 	case h.Sequence <= c.lastReceived:
 		return fmt.Errorf("%w: sequence %d after %d; send %d or higher", ErrOutOfSequence, h.Sequence, c.lastReceived, c.lastReceived+1)
 	case c.closed && h.Phase != PhaseError:

@@ -2,6 +2,8 @@ package gossip
 
 import (
 	"errors"
+	"math"
+	"strconv"
 	"sync"
 	"testing"
 )
@@ -133,5 +135,96 @@ func TestConversationStampNumbersConcurrentAnswers(t *testing.T) {
 		if seq != int64(i+2) {
 			t.Fatalf("stamp %d gave sequence %d, want %d: %v", i, seq, i+2, order)
 		}
+	}
+}
+
+// TestSequenceBounds: sequence numbers stay within 1..MaxSequence (2^53-1)
+// everywhere, so a greeting at 2^63-1 is refused, not answered at -2^63.
+func TestSequenceBounds(t *testing.T) {
+	alice, bob := Agent{Agent: "did:key:alice"}, Agent{Agent: "did:key:bob"}
+	greeting := func(seq int64) *Message {
+		return &Message{IFP: Version, Headers: Headers{MessageID: "msg:" + strconv.FormatInt(seq, 10), Date: "2026-03-04T23:58:12Z",
+			From: alice, To: []Agent{bob}, ConversationID: "conv:1", Sequence: seq, Phase: PhaseGreeting, ContentType: DefaultContentType}}
+	}
+	for _, seq := range []int64{-1, 0, MaxSequence + 1, math.MaxInt64, math.MinInt64} {
+		m := greeting(seq)
+		var fe *FieldError
+		if err := m.Validate(); !errors.As(err, &fe) || fe.Field != "headers.sequence" || !errors.Is(err, ErrInvalidMessage) {
+			t.Errorf("Validate at sequence %d: %v, want a FieldError naming headers.sequence", seq, err)
+		}
+		b := NewConversation("conv:1", bob, alice)
+		if err := b.Accept(m); !errors.Is(err, ErrOutOfSequence) {
+			t.Errorf("Accept at sequence %d: %v, want ErrOutOfSequence", seq, err)
+		}
+	}
+	if err := greeting(MaxSequence).Validate(); err != nil {
+		t.Fatalf("sequence 2^53-1 is valid: %v", err)
+	}
+
+	// The answer to a greeting at the highest number cannot be numbered:
+	// Next and TryStamp refuse; nothing wraps around.
+	b := NewConversation("conv:1", bob, alice)
+	if err := b.Accept(greeting(MaxSequence)); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := b.Next(PhaseGreeting, testNow); !errors.Is(err, ErrOutOfSequence) {
+		t.Fatalf("Next after 2^53-1: %+v, %v; want ErrOutOfSequence", m, err)
+	}
+	m := greeting(1)
+	if err := b.TryStamp(m); !errors.Is(err, ErrOutOfSequence) || m.Headers.Sequence != 1 {
+		t.Fatalf("TryStamp after 2^53-1: sequence %d, %v; want it untouched and ErrOutOfSequence", m.Headers.Sequence, err)
+	}
+	b.Stamp(m)
+	if m.Headers.Sequence != MaxSequence+1 {
+		t.Fatalf("Stamp after 2^53-1 gave %d, want %d (refused by every receiver)", m.Headers.Sequence, int64(MaxSequence+1))
+	}
+	// Even a sender that recorded an absurd number never overflows.
+	c := NewConversation("conv:2", alice, bob)
+	c.Sent(greeting(math.MaxInt64))
+	m = greeting(1)
+	c.Stamp(m)
+	if m.Headers.Sequence != MaxSequence+1 {
+		t.Fatalf("Stamp after a recorded 2^63-1 gave %d", m.Headers.Sequence)
+	}
+	if err := c.TryStamp(greeting(1)); !errors.Is(err, ErrOutOfSequence) {
+		t.Fatalf("TryStamp after a recorded 2^63-1: %v", err)
+	}
+
+	// TryStamp numbers like Stamp while numbers are left.
+	d := NewConversation("conv:3", alice, bob)
+	m = greeting(1)
+	if err := d.TryStamp(m); err != nil || m.Headers.Sequence != 1 {
+		t.Fatalf("TryStamp on a new conversation: %d, %v", m.Headers.Sequence, err)
+	}
+	m = greeting(1)
+	if err := d.TryStamp(m); err != nil || m.Headers.Sequence != 2 {
+		t.Fatalf("second TryStamp: %d, %v", m.Headers.Sequence, err)
+	}
+}
+
+func TestTTLAndIntegerBounds(t *testing.T) {
+	from, to := testIdentity(t, 1), testIdentity(t, 2)
+	cases := map[string]struct {
+		mutate func(*Message)
+		field  string
+	}{
+		"ttl past 2^53-1":   {func(m *Message) { m.Headers.TTLSeconds = MaxSafeInteger + 1 }, "headers.ttl_seconds"},
+		"content integer":   {func(m *Message) { m.Body.Parts[0].Content = map[string]any{"n": uint64(1) << 60} }, "body.parts[0].content.n"},
+		"negative content":  {func(m *Message) { m.Body.Parts[0].Content = []any{int64(-MaxSafeInteger - 1)} }, "body.parts[0].content[0]"},
+		"extension integer": {func(m *Message) { m.Headers.Extensions = map[string]any{"x": int64(math.MaxInt64)} }, "headers.extensions.x"},
+	}
+	for name, tc := range cases {
+		m := sampleMessage(from, to)
+		tc.mutate(m)
+		var fe *FieldError
+		if err := m.Validate(); !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("%s: %v, want a FieldError naming %s", name, err, tc.field)
+		}
+	}
+	m := sampleMessage(from, to)
+	m.Headers.TTLSeconds = MaxSafeInteger
+	m.Body.Parts[0].Content = map[string]any{"n": int64(MaxSafeInteger), "m": int64(-MaxSafeInteger), "u": uint64(MaxSafeInteger), "f": 1e300}
+	if err := m.Validate(); err != nil {
+		t.Fatalf("integers at the bounds and a large float: %v", err)
 	}
 }

@@ -9,9 +9,11 @@
 // canonical JSON form, never the bytes of an encoding, so a message signed
 // before CBOR encoding verifies after CBOR → JSON → CBOR, and one signed
 // from JSON verifies after CBOR. For that to hold, every value in a message
-// must be a JSON value: Validate refuses CBOR byte strings, NaN, infinities
-// and non-string map keys inside part contents and extensions, and dates
-// are kept as the strings that were signed rather than re-formatted.
+// must be a JSON value: Validate refuses CBOR byte strings, NaN, infinities,
+// non-string map keys and integers beyond 2^53-1 (MaxSafeInteger, which
+// also bounds headers.sequence and headers.ttl_seconds) inside part
+// contents and extensions, and dates are kept as the strings that were
+// signed rather than re-formatted.
 //
 // ifaced signs every header (HeaderNames; absent ones as null) and the
 // body. A signature it accepts must cover at least RequiredSignedHeaders and
@@ -24,9 +26,14 @@
 // decoding, then refuse duplicate map keys (a parser differential would let
 // two readers see two messages under one signature), CBOR tags and
 // indefinite lengths, trailing bytes, and field names that match only when
-// case is ignored. Decoded messages are validated; every problem is a
-// *FieldError naming the IFP-4 path ("headers.sequence") and wrapping
-// ErrInvalidMessage. Unknown top-level and header members are ignored
+// case is ignored. Decoded messages are validated. Every problem, whether
+// the bytes do not decode or the message does not validate, is a
+// *FieldError naming the IFP-4 path ("headers.sequence") and what was
+// wrong in words a peer can read ("expected an integer, got a text
+// string"; never Go's types), and wraps ErrInvalidMessage; bytes that do
+// not decode also wrap ErrMalformed. A decode error is named by decoding
+// the input again without a target type and walking it against the IFP-4
+// structure (shape.go). Unknown top-level and header members are ignored
 // (IFP-2: ignore what you do not understand) and are not forwarded;
 // headers.extensions is kept whole.
 //

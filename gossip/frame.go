@@ -22,6 +22,11 @@ var (
 	ErrTruncatedFrame = errors.New("truncated frame")
 	// ErrEmptyFrame: a zero-length frame carries no message.
 	ErrEmptyFrame = errors.New("empty frame")
+	// ErrFrameLength: the length prefix is not a minimally encoded
+	// unsigned varint of at most 9 bytes (it overflows 63 bits, or has
+	// needless trailing zero groups). It wraps ErrMalformed: the bytes are
+	// not a frame, whatever follows.
+	ErrFrameLength = fmt.Errorf("%w: invalid frame length", ErrMalformed)
 )
 
 // WriteFrame writes payload as one frame.
@@ -48,6 +53,8 @@ func ReadFrame(r *bufio.Reader) ([]byte, error) {
 		return nil, io.EOF
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return nil, fmt.Errorf("reading frame length: %w", ErrTruncatedFrame)
+	case errors.Is(err, varint.ErrOverflow), errors.Is(err, varint.ErrNotMinimal):
+		return nil, fmt.Errorf("reading frame length: %w: %v (want a minimally encoded unsigned varint of at most 9 bytes)", ErrFrameLength, err)
 	case err != nil:
 		return nil, fmt.Errorf("reading frame length: %w", err)
 	case n == 0:

@@ -54,10 +54,21 @@ func TestFrameRejects(t *testing.T) {
 			t.Errorf("%s: %v, want %v", name, err, tc.want)
 		}
 	}
-	// Non-minimal and overflowing varints are refused, not misread.
-	for _, in := range [][]byte{{0x81, 0x00}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}} {
-		if _, err := ReadFrame(bufio.NewReader(bytes.NewReader(in))); err == nil {
-			t.Errorf("%x: accepted", in)
+	// Non-minimal and overflowing varints are refused, not misread, as
+	// malformed input (wire code invalid_format), not as a failure here.
+	for _, in := range [][]byte{
+		{0x81, 0x00},             // 1, with a needless zero group
+		{0x80, 0x80, 0x00},       // 0, likewise
+		{0x81, 0x80, 0x80, 0x00}, // 1 in four bytes
+		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, // ten bytes: past 63 bits
+		{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80}, // no end in ten bytes
+	} {
+		_, err := ReadFrame(bufio.NewReader(bytes.NewReader(in)))
+		if !errors.Is(err, ErrFrameLength) || !errors.Is(err, ErrMalformed) {
+			t.Errorf("%x: %v, want ErrFrameLength (ErrMalformed)", in, err)
+		}
+		if _, err := ReadMessage(bufio.NewReader(bytes.NewReader(in))); !errors.Is(err, ErrFrameLength) {
+			t.Errorf("ReadMessage %x: %v, want ErrFrameLength", in, err)
 		}
 	}
 	if err := WriteFrame(io.Discard, make([]byte, MaxMessageSize+1)); !errors.Is(err, ErrFrameTooLarge) {
@@ -82,6 +93,15 @@ func FuzzReadMessage(f *testing.F) {
 		r := bufio.NewReader(bytes.NewReader(b))
 		for i := 0; i < 4; i++ {
 			if _, err := ReadMessage(r); err != nil {
+				// Every refusal is one a peer can be told about (a wire
+				// code other than internal_error).
+				known := err == io.EOF
+				for _, s := range []error{ErrInvalidMessage, ErrMalformed, ErrTruncatedFrame, ErrEmptyFrame, ErrFrameTooLarge, ErrTooLarge} {
+					known = known || errors.Is(err, s)
+				}
+				if !known {
+					t.Fatalf("unclassified error: %v", err)
+				}
 				return
 			}
 		}

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,6 +38,7 @@ func FuzzDecodeCBOR(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodeCBOR(b)
 		if err != nil {
+			peerReadable(t, err)
 			return
 		}
 		again, err := EncodeCBOR(m)
@@ -68,6 +70,18 @@ func FuzzDecodeCBOR(f *testing.F) {
 	})
 }
 
+// peerReadable fails unless a decode error names the member at fault (a
+// *FieldError wrapping ErrInvalidMessage) without Go's words, or is
+// ErrTooLarge.
+func peerReadable(t *testing.T, err error) {
+	t.Helper()
+	var fe *FieldError
+	if !errors.Is(err, ErrTooLarge) && (!errors.As(err, &fe) || !errors.Is(err, ErrInvalidMessage)) {
+		t.Fatalf("decode error is not a FieldError: %v", err)
+	}
+	noGoWords(t, err)
+}
+
 func FuzzDecodeJSON(f *testing.F) {
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"ifp":4,"headers":{"sequence":1e400}}`))
@@ -75,6 +89,7 @@ func FuzzDecodeJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodeJSON(b)
 		if err != nil {
+			peerReadable(t, err)
 			return
 		}
 		c, err := EncodeCBOR(m)

@@ -58,7 +58,9 @@ type Message struct {
 }
 
 // Headers are the IFP-4 §2.1 headers. Optional headers are absent when
-// zero; that is also how a signature sees them (see identity).
+// zero. A signature sees them in the signed form (sign.go, and the
+// identity package comment): a member that is null, false, "", 0, [] or
+// {} is absent, so thread: {} signs as no thread.
 type Headers struct {
 	MessageID      string             `json:"message_id"`
 	Date           string             `json:"date"` // kept as sent: reformatting would break signatures
@@ -184,6 +186,22 @@ const (
 	MaxCapabilityRef = 256
 )
 
+// MaxSafeInteger is the largest integer a message may carry anywhere
+// (headers.sequence, headers.ttl_seconds, numbers in part contents and
+// extensions): 2^53−1, the largest integer every JSON implementation holds
+// exactly (RFC 7493 §2.2) and the largest below which every integer is an
+// IEEE 754 double. Messages travel as JSON as well as CBOR, and their
+// signatures cover RFC 8785 JSON, which writes every number as a double:
+// past 2^53 two different integers would have one canonical form, so one
+// signature would cover two messages, and a JSON reader might see another
+// number than the signer wrote. Bounding every integer here also means no
+// arithmetic on a sequence number can overflow.
+const MaxSafeInteger = 1<<53 - 1
+
+// MaxSequence is the highest sequence number (MaxSafeInteger). A
+// conversation that has used it up cannot go on; start a new one.
+const MaxSequence = MaxSafeInteger
+
 // ErrInvalidMessage wraps every validation failure; ErrUnknownVersion also
 // wraps it.
 var (
@@ -191,23 +209,44 @@ var (
 	ErrUnknownVersion = fmt.Errorf("%w: unknown ifp version", ErrInvalidMessage)
 )
 
-// FieldError says which field of a message is wrong and why.
+// FieldError says which member of a message is wrong and why. Every
+// problem Validate, DecodeCBOR and DecodeJSON find is one: a wrong type
+// ("headers.sequence: expected an integer, got a text string"), a value
+// out of bounds, a missing member. Its text never names Go types, so it
+// can be sent to the peer as it is.
 type FieldError struct {
-	Field   string // dotted IFP-4 path, e.g. "headers.sequence"
+	// Field is the dotted IFP-4 path ("headers.sequence",
+	// "body.parts[0].content.x"); "" is the message as a whole.
+	Field   string
 	Problem string
+	// Err is the sentinel the problem is an instance of, when it is more
+	// precise than ErrInvalidMessage (ErrUnknownVersion); it wraps
+	// ErrInvalidMessage. Nil means ErrInvalidMessage.
+	Err error
 }
 
-func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return "message: " + e.Problem
+	}
+	return e.Field + ": " + e.Problem
+}
 
-// Unwrap lets errors.Is match ErrInvalidMessage.
-func (e *FieldError) Unwrap() error { return ErrInvalidMessage }
+// Unwrap lets errors.Is match ErrInvalidMessage (and Err, when set).
+func (e *FieldError) Unwrap() error {
+	if e.Err != nil {
+		return e.Err
+	}
+	return ErrInvalidMessage
+}
 
 // Validate checks a message against IFP-4 and this package's limits and
 // returns every problem, each a *FieldError naming its field.
 func (m *Message) Validate() error {
 	var v validator
 	if m.IFP != Version {
-		v.errs = append(v.errs, fmt.Errorf("%w: ifp is %d; this daemon speaks IFP-%d messages (resend with \"ifp\": %d)", ErrUnknownVersion, m.IFP, Version, Version))
+		v.errs = append(v.errs, &FieldError{Field: "ifp", Err: ErrUnknownVersion,
+			Problem: fmt.Sprintf("is %d; this daemon speaks IFP-%d messages (resend with \"ifp\": %d)", m.IFP, Version, Version)})
 	}
 	h := &m.Headers
 	v.id("headers.message_id", h.MessageID, true)
@@ -223,8 +262,11 @@ func (m *Message) Validate() error {
 		v.agent(fmt.Sprintf("headers.to[%d]", i), a)
 	}
 	v.id("headers.conversation_id", h.ConversationID, true)
-	if h.Sequence < 1 {
+	switch {
+	case h.Sequence < 1:
 		v.bad("headers.sequence", "must be 1 or more, got %d", h.Sequence)
+	case h.Sequence > MaxSequence:
+		v.bad("headers.sequence", "must be at most %d (2^53-1), got %d", MaxSequence, h.Sequence)
 	}
 	if !h.Phase.Valid() {
 		v.bad("headers.phase", "%q is not a phase (want one of greeting, context, probe, recommend, close, error)", h.Phase)
@@ -258,8 +300,11 @@ func (m *Message) Validate() error {
 	default:
 		v.bad("headers.priority", "%q is not a priority (want low, normal or urgent)", h.Priority)
 	}
-	if h.TTLSeconds < 0 {
+	switch {
+	case h.TTLSeconds < 0:
 		v.bad("headers.ttl_seconds", "must not be negative, got %d", h.TTLSeconds)
+	case h.TTLSeconds > MaxSafeInteger:
+		v.bad("headers.ttl_seconds", "must be at most %d (2^53-1), got %d", MaxSafeInteger, h.TTLSeconds)
 	}
 	if c := h.Capabilities; c != nil {
 		for i, s := range c.Request {
@@ -388,6 +433,10 @@ func (v *validator) value(field string, x any, depth int) {
 	}
 }
 
+func unsafeInteger(n string) string {
+	return fmt.Sprintf("integer %s is outside -(2^53-1) to 2^53-1, which JSON does not hold exactly (send it as a string)", n)
+}
+
 // checkValue returns the path below x (".key", "[3]") and the problem of
 // the first value that is not plain JSON, or "" and "".
 func checkValue(x any, depth int) (path, problem string) {
@@ -395,7 +444,19 @@ func checkValue(x any, depth int) (path, problem string) {
 		return "", fmt.Sprintf("nests deeper than %d levels", MaxValueDepth)
 	}
 	switch x := x.(type) {
-	case nil, bool, string, int64, uint64, int, int32, uint32:
+	case nil, bool, string, int32, uint32:
+	case int64:
+		if x > MaxSafeInteger || x < -MaxSafeInteger {
+			return "", unsafeInteger(strconv.FormatInt(x, 10))
+		}
+	case int:
+		if x > MaxSafeInteger || x < -MaxSafeInteger {
+			return "", unsafeInteger(strconv.Itoa(x))
+		}
+	case uint64:
+		if x > MaxSafeInteger {
+			return "", unsafeInteger(strconv.FormatUint(x, 10))
+		}
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			return "", fmt.Sprintf("%v has no JSON form", x)
@@ -416,8 +477,14 @@ func checkValue(x any, depth int) (path, problem string) {
 				return "." + k + p, problem
 			}
 		}
+	case []byte:
+		return "", "is a byte string, which is not a JSON value (send it as text, e.g. base64)"
 	default:
-		return "", fmt.Sprintf("holds a %T, which is not a JSON value", x)
+		what := describeCBOR(x)
+		if what == "a value of another kind" {
+			what = fmt.Sprintf("a %T", x) // built in Go, not decoded
+		}
+		return "", "is " + what + ", which is not a JSON value"
 	}
 	return "", ""
 }

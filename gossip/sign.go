@@ -44,32 +44,76 @@ func isHeaderName(name string) bool {
 	return false
 }
 
-// headerValue returns the IFP-4 value of one header, or nil when the
-// message does not carry it (exactly when JSON encoding omits it).
+// The signed form. A signature covers the IFP-4 form of a message, and
+// that form must not depend on how one implementation spells "nothing". So
+// the signed form of a message is its IFP-4 JSON form with this rule
+// applied, from the innermost members out:
+//
+//	A member of an object IFP-4 defines (a header; a member of from, of
+//	an entry of to, of thread, languages, capabilities, the body or a
+//	body part) whose value is null, false, the empty string, the number
+//	0, an empty array or an empty object is absent; every other member
+//	is present.
+//
+// From the innermost out: an object whose members are all absent is empty
+// and so absent itself ("thread": {"references": []} is absent). Array
+// elements are never absent (to[0] stays, whatever it holds). The rule
+// stops at free-form values, which are signed exactly as received: a
+// part's content (absent only when it is null) and the value of each
+// member of headers.extensions (present whatever it is; extensions itself
+// is absent when it has no members). Absent headers are signed as null.
+
+// signedAgent is an Agent in the signed form: every member optional.
+type signedAgent struct {
+	Agent   string `json:"agent,omitempty"`
+	Display string `json:"display,omitempty"`
+	Human   string `json:"human,omitempty"`
+}
+
+func (a Agent) signed() any {
+	if a == (Agent{}) {
+		return nil
+	}
+	return signedAgent(a)
+}
+
+// headerValue returns the value of one header in the signed form, or nil
+// when the signed form leaves it out.
 func (h *Headers) headerValue(name string) (any, error) {
 	switch name {
 	case "message_id":
-		return h.MessageID, nil
+		return orNil(h.MessageID != "", h.MessageID), nil
 	case "date":
-		return h.Date, nil
+		return orNil(h.Date != "", h.Date), nil
 	case "from":
-		return h.From, nil
+		return h.From.signed(), nil
 	case "to":
-		return h.To, nil
+		if len(h.To) == 0 {
+			return nil, nil
+		}
+		to := make([]any, len(h.To))
+		for i, a := range h.To {
+			if to[i] = a.signed(); to[i] == nil {
+				to[i] = struct{}{} // an element is never absent: {}
+			}
+		}
+		return to, nil
 	case "conversation_id":
-		return h.ConversationID, nil
+		return orNil(h.ConversationID != "", h.ConversationID), nil
 	case "sequence":
-		return h.Sequence, nil
+		return orNil(h.Sequence != 0, h.Sequence), nil
 	case "phase":
-		return h.Phase, nil
+		return orNil(h.Phase != "", h.Phase), nil
 	case "content_type":
-		return h.ContentType, nil
+		return orNil(h.ContentType != "", h.ContentType), nil
 	case "subject":
 		return orNil(h.Subject != "", h.Subject), nil
 	case "thread":
-		return orNil(h.Thread != nil, h.Thread), nil
+		t := h.Thread
+		return orNil(t != nil && (t.InReplyTo != "" || len(t.References) > 0), t), nil
 	case "languages":
-		return orNil(h.Languages != nil, h.Languages), nil
+		l := h.Languages
+		return orNil(l != nil && (l.Content != "" || len(l.Preferred) > 0 || len(l.Human) > 0), l), nil
 	case "disclosure":
 		return orNil(h.Disclosure != "", h.Disclosure), nil
 	case "persona":
@@ -79,7 +123,8 @@ func (h *Headers) headerValue(name string) (any, error) {
 	case "ttl_seconds":
 		return orNil(h.TTLSeconds != 0, h.TTLSeconds), nil
 	case "capabilities":
-		return orNil(h.Capabilities != nil, h.Capabilities), nil
+		c := h.Capabilities
+		return orNil(c != nil && (len(c.Request) > 0 || len(c.Offer) > 0), c), nil
 	case "extensions":
 		return orNil(len(h.Extensions) > 0, h.Extensions), nil
 	}

@@ -1,6 +1,7 @@
 // Package identity owns who an ifaced daemon is and how it proves it: the
 // Ed25519 key on disk, the identifiers derived from it (libp2p peer ID,
-// did:key, IFP-5 key_id), IFP-5 identity documents, the signatures on
+// did:key, IFP-5 key_id), IFP-5 identity documents (and whether one, or
+// the DID document of a did:web, lists a given key), the signatures on
 // messages and capability documents, level-0 introduction tokens, and the
 // replay guard.
 //
@@ -42,15 +43,49 @@
 //	{
 //	  "signature": {"alg": …, "key_id": …, "created": …,
 //	                "signed_headers": [ … ], "signed_body": true|false},
-//	  "headers":   {<each name in signed_headers>: <its IFP-4 value, or null if absent>},
-//	  "body":      <the IFP-4 body: {"text": …, "parts": [ … ]}>   (only when signed_body)
+//	  "headers":   {<each name in signed_headers>: <its value in the signed form, or null if absent>},
+//	  "body":      <the body in the signed form: {"text": …, "parts": [ … ]}>   (only when signed_body)
 //	}
 //
 // The signature's own parameters are signed, so neither the list of covered
 // headers nor the key, time or algorithm can be changed without breaking it;
 // signed_headers keeps the signer's order (it is an array) and may not
-// repeat a name. A listed header that the message does not carry is signed
-// as null, so adding it later breaks the signature.
+// repeat a name. The signature object always has exactly these five
+// members, signed_body included when false. A listed header that the
+// signed form leaves out is signed as null, so adding it later breaks the
+// signature.
+//
+// # The signed form
+//
+// Headers and body are signed in their signed form: the IFP-4 JSON form
+// of the message with this rule applied, from the innermost members out:
+//
+//	A member of an object IFP-4 defines — a header; a member of
+//	headers.from, of an entry of headers.to, of headers.thread,
+//	headers.languages or headers.capabilities; a member of the body or of
+//	a body part — whose value is null, false, the empty string "", the
+//	number 0, an empty array [] or an empty object {} is absent. Every
+//	other member is present.
+//
+// Applied from the inside out, an object whose members are all absent is
+// itself empty and so absent: "thread": {} and "thread": {"references": []}
+// are absent, and the header is signed as null. Array elements are never
+// absent (an entry of headers.to stays, whatever it holds). The rule stops
+// at free-form values, which are signed exactly as received: a part's
+// "content" (absent only when it is null) and the value of each member of
+// headers.extensions (present whatever it is: {"x": ""} is signed as it
+// is; "extensions" itself is absent when it has no members). Members IFP-4
+// does not define are not part of the signed form. No member is ever
+// added: a sender that means a default (ttl_seconds 0, no subject) says it
+// by leaving the member out, and either spelling signs the same.
+//
+// Which headers a signature must cover is the verifier's policy, not part
+// of the signing input. ifaced signs, and requires every accepted
+// signature to cover, all seventeen IFP-4 headers — message_id, date,
+// from, to, conversation_id, sequence, phase, content_type, subject,
+// thread, languages, disclosure, persona, priority, ttl_seconds,
+// capabilities, extensions — and the body (signed_body true); see package
+// gossip (HeaderNames, RequiredSignedHeaders).
 //
 // For a capability document, object is
 //

@@ -2,6 +2,7 @@ package negotiate
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ifaced/ifaced/conditions"
 )
@@ -51,40 +52,98 @@ type Granted struct {
 }
 
 // Policy is the owner's side of a negotiation: the disclosure map
-// (persona → peer → tier, IFP-12 §3.4), the default tier, and per-peer
-// temperature maxima.
+// (persona → peer → tier, IFP-12 §3.4), the default tier, per-peer
+// temperature maxima, and the personas anyone may propose.
 type Policy struct {
 	Order          *conditions.TierOrder
 	DefaultTier    string
 	Map            map[string]map[string]string
 	DefaultMaxTemp string
 	MaxTemp        map[string]string
+	// OpenPersonas are the personas the owner declared open (config
+	// disclosure.open_personas): any requester may propose them. Every
+	// other persona is granted only to requesters the owner established
+	// under it (see GrantTo).
+	OpenPersonas []string
 }
 
 // DefaultPersona is the disclosure-map key of the owner's undifferentiated
 // context (a conversation without a persona).
 const DefaultPersona = "default"
 
-// Grant computes what the owner grants a requester, known by peer ID and
-// agent ID, at authentication level level, given its proposal. It never
-// grants more than the map and caps allow, whatever was proposed.
+// maxPersonaLen bounds a proposed persona name.
+const maxPersonaLen = 128
+
+// Requester is what the owner's daemon established about whoever asks —
+// never what the requester claims.
+type Requester struct {
+	PeerID  string           // its libp2p peer ID, or "" (an HTTP caller without one)
+	AgentID string           // the agent ID the daemon established for it (IFP-5 level 3), or ""
+	Level   conditions.Level // its authentication level
+	// Introductions are the introduction tokens the owner minted that
+	// were admitted for this requester and are still valid (unexpired,
+	// its key not revoked).
+	Introductions []Introduction
+}
+
+// Introduction is what one admitted introduction token grants: the
+// persona it names (established for the requester by the owner's own
+// token), and under it at least the tier Disclosure ("" grants none).
+// Persona "" or DefaultPersona is the default persona.
+type Introduction struct {
+	Persona    string
+	Disclosure string
+}
+
+// noteUnestablishedPersona is the note of a proposed persona the owner
+// has not established for the requester. It is the same for every such
+// persona, whether the owner has it or not, so that proposing cannot
+// probe which personas exist.
+const noteUnestablishedPersona = "the persona you proposed is not one the owner has established for you; the conversation is under the owner's default persona"
+
+// Grant computes what the owner grants a requester known by peer ID and
+// established agent ID at level, without introductions.
+//
+// Deprecated: use GrantTo, which also applies the requester's
+// introductions.
 func (p *Policy) Grant(peerID, agentID string, level conditions.Level, prop Proposal) Granted {
-	g := Granted{AuthLevel: level}
-	// Any persona may be proposed. Refusing unknown ones would tell a
-	// prober which personas exist; a persona the map does not name simply
-	// gets the default tier.
-	if len(prop.Persona) <= 128 {
-		g.Persona = prop.Persona
+	return p.GrantTo(Requester{PeerID: peerID, AgentID: agentID, Level: level}, prop)
+}
+
+// GrantTo computes what the owner grants requester r given its proposal.
+// It never grants more than the owner established, whatever was proposed:
+//
+//   - Persona. A persona conditions are decided on must be the owner's
+//     word, not the requester's claim. A proposed persona is granted only
+//     when the owner established it for r: the disclosure map names r
+//     under it (by peer ID or established agent ID), an introduction
+//     token admitted for r names it, or the owner declared it open.
+//     Otherwise the grant is the default persona, with a note that is the
+//     same whether the persona exists or not.
+//   - Disclosure. The granted persona's map entry for r, else the default
+//     tier, raised to the highest tier r's introductions grant under that
+//     persona; a proposal can lower it, never raise it.
+//   - Temperature. At most r's maximum (else the default maximum).
+func (p *Policy) GrantTo(r Requester, prop Proposal) Granted {
+	g := Granted{AuthLevel: r.Level}
+	persona := prop.Persona
+	if persona == DefaultPersona {
+		persona = ""
 	}
-	mapKey := g.Persona
-	if mapKey == "" {
-		mapKey = DefaultPersona
+	if persona != "" && !p.established(r, persona) {
+		g.Notes = append(g.Notes, noteUnestablishedPersona)
+		persona = ""
 	}
+	g.Persona = persona
+	mapKey := orDefault(persona)
 	allowed := p.DefaultTier
-	if t, ok := lookup(p.Map[mapKey], peerID, agentID); ok {
+	if t, ok := lookup(p.Map[mapKey], r.PeerID, r.AgentID); ok {
 		allowed = t
 	}
 	order := p.Order
+	if floor := r.introducedTier(mapKey, order); floor != "" && !order.AtLeast(allowed, floor) {
+		allowed = floor
+	}
 	switch {
 	case prop.Disclosure == "":
 		g.Disclosure, g.DisclosureOutcome = allowed, OutcomeGranted
@@ -99,7 +158,7 @@ func (p *Policy) Grant(peerID, agentID string, level conditions.Level, prop Prop
 	}
 
 	maxTemp := p.DefaultMaxTemp
-	if t, ok := lookup(p.MaxTemp, peerID, agentID); ok {
+	if t, ok := lookup(p.MaxTemp, r.PeerID, r.AgentID); ok {
 		maxTemp = t
 	}
 	want := prop.Temperature
@@ -119,6 +178,46 @@ func (p *Policy) Grant(peerID, agentID string, level conditions.Level, prop Prop
 		g.Temperature = want
 	}
 	return g
+}
+
+// established reports whether the owner established persona (not the
+// default one) for r.
+func (p *Policy) established(r Requester, persona string) bool {
+	if len(persona) > maxPersonaLen {
+		return false
+	}
+	if _, ok := lookup(p.Map[persona], r.PeerID, r.AgentID); ok {
+		return true
+	}
+	for _, in := range r.Introductions {
+		if orDefault(in.Persona) == persona {
+			return true
+		}
+	}
+	return slices.Contains(p.OpenPersonas, persona)
+}
+
+// introducedTier is the highest tier r's introductions grant under the
+// map key persona, or "".
+func (r Requester) introducedTier(persona string, order *conditions.TierOrder) string {
+	best := ""
+	for _, in := range r.Introductions {
+		if in.Disclosure == "" || orDefault(in.Persona) != persona || !order.Known(in.Disclosure) {
+			continue
+		}
+		if best == "" || order.AtLeast(in.Disclosure, best) {
+			best = in.Disclosure
+		}
+	}
+	return best
+}
+
+// orDefault is the disclosure-map key of persona.
+func orDefault(persona string) string {
+	if persona == "" {
+		return DefaultPersona
+	}
+	return persona
 }
 
 func lookup(m map[string]string, keys ...string) (string, bool) {

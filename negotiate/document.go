@@ -3,11 +3,13 @@ package negotiate
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/identity"
 )
@@ -49,6 +51,16 @@ type Document struct {
 	// Signature is present when the document is served on its own; it
 	// covers every other member (see identity).
 	Signature *identity.DocumentSignature `json:"signature,omitempty"`
+
+	// Extra holds the members of a peer's view this daemon does not model,
+	// as received, so that encoding the document writes them back (see
+	// DecodeView). An owner's document has none: LoadDocument refuses
+	// members it does not know.
+	Extra map[string]jsontext.Value `json:"-"`
+
+	// received is the JSON a peer's view was decoded from (DecodeView), for
+	// VerifyCanonical; nil for a document made here.
+	received []byte
 }
 
 // Capability is one IFP-7 capability.
@@ -68,6 +80,12 @@ type Capability struct {
 	// and if not, what is missing.
 	Eligible *bool              `json:"eligible,omitempty"`
 	Unmet    []conditions.Unmet `json:"unmet,omitempty"`
+
+	// Extra and ConditionsExtra hold the members of a peer's capability,
+	// and of its conditions object, that this daemon does not model, as
+	// received; encoding writes them back. An owner's capability has none.
+	Extra           map[string]jsontext.Value `json:"-"`
+	ConditionsExtra map[string]jsontext.Value `json:"-"`
 }
 
 // Price is what one invocation costs.
@@ -197,6 +215,12 @@ func (d *Document) Validate(order *conditions.TierOrder) error {
 			bad(fmt.Sprintf("ifp_support[%d]", i), "", "%d is not an IFP number", n)
 		}
 	}
+	// An owner's document models everything it says: a member that would
+	// be kept as unknown in a peer's view is a misspelling here.
+	unknown := "is not a known field (check its spelling)"
+	for _, name := range slices.Sorted(maps.Keys(d.Extra)) {
+		bad(name, "", "%s", unknown)
+	}
 	if len(d.Capabilities) > MaxCapabilities {
 		bad("capabilities", "", "has %d entries, at most %d", len(d.Capabilities), MaxCapabilities)
 	}
@@ -205,21 +229,22 @@ func (d *Document) Validate(order *conditions.TierOrder) error {
 		c := &d.Capabilities[i]
 		f := fmt.Sprintf("capabilities[%d]", i)
 		capBad := func(field, format string, args ...any) { bad(f+field, c.Name, format, args...) }
-		switch {
-		case c.Name == "":
-			capBad(".name", "is required (dot notation, e.g. calendar.availability)")
-		case len(c.Name) > MaxNameLen:
-			capBad(".name", "is %d bytes, at most %d", len(c.Name), MaxNameLen)
-		case !capNameRE.MatchString(c.Name):
-			capBad(".name", "%q is not dot notation: lowercase segments of letters, digits, _ and -, each starting with a letter, joined by dots", c.Name)
+		if p := nameProblem(c.Name); p != "" {
+			capBad(".name", "%s", p)
+		}
+		for _, name := range slices.Sorted(maps.Keys(c.Extra)) {
+			capBad("."+name, "%s", unknown)
+		}
+		for _, name := range slices.Sorted(maps.Keys(c.ConditionsExtra)) {
+			capBad(".conditions."+name, "is not a known condition; refusing it rather than ignoring a condition")
 		}
 		if j, dup := seen[c.Name]; dup && c.Name != "" {
 			capBad(".name", "%q is also capabilities[%d]; names must be unique", c.Name, j)
 		} else {
 			seen[c.Name] = i
 		}
-		if c.Version != "" && (len(c.Version) > 32 || strings.ContainsAny(c.Version, " \t\n")) {
-			capBad(".version", "%q: at most 32 bytes, no white space", c.Version)
+		if c.Version != "" && (len(c.Version) > MaxVersionLen || strings.ContainsAny(c.Version, " \t\n")) {
+			capBad(".version", "%q: at most %d bytes, no white space", c.Version, MaxVersionLen)
 		}
 		switch {
 		case strings.TrimSpace(c.Description) == "":

@@ -325,4 +325,30 @@ func BenchmarkDocumentSignVerify(b *testing.B) {
 			}
 		}
 	})
+	// What a receiver pays for a peer's changed view: decoding and
+	// verifying its canonical bytes as received (VerifyView), against
+	// decoding, re-encoding and verifying (DecodeViewJSON + Verify).
+	sv, err := SignView(d, id, now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	canon := sv.Content.Canonical()
+	b.Run("verify view as received", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := VerifyView(id.PublicKey(), canon); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode and verify re-encoded", func(b *testing.B) {
+		for b.Loop() {
+			v, err := DecodeViewJSON(canon)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := v.Verify(id.PublicKey()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

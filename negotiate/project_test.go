@@ -15,7 +15,7 @@ import (
 	"github.com/ifaced/ifaced/identity"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/projections from the current code")
+var update = flag.Bool("update", false, "rewrite testdata/projections and testdata/views from the current code")
 
 // projectionDoc is testdata/document.json with a secret category and tag on
 // the hidden diary.read, so that a leak through any member would show.

@@ -152,11 +152,11 @@ func semanticProblem(se *jsonv2.SemanticError) string {
 		return se.Err.Error()
 	}
 	if se.GoType != nil {
-		kind := "value"
+		kind := "this value"
 		if se.JSONKind != 0 {
-			kind = se.JSONKind.String()
+			kind = kindName(se.JSONKind)
 		}
-		msg := fmt.Sprintf("cannot be a JSON %s here (want %s)", kind, se.GoType)
+		msg := fmt.Sprintf("cannot be %s here (want %s)", kind, jsonWords(se.GoType))
 		if se.Err != nil {
 			msg += ": " + se.Err.Error()
 		}

@@ -1,6 +1,7 @@
 package negotiate
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,7 +30,7 @@ import (
 // itself in it. The view carries the document's seq and no signature.
 func (d *Document) View(f conditions.Facts, order *conditions.TierOrder) *Document {
 	v := *d
-	v.Signature = nil
+	v.Signature, v.received = nil, nil
 	v.Capabilities = make([]Capability, 0, len(d.Capabilities))
 	for i := range d.Capabilities {
 		c := d.Capabilities[i]
@@ -86,7 +87,11 @@ func (d *Document) Advertised() []string {
 func (d *Document) Canonical() ([]byte, error) {
 	c := *d
 	c.Signature = nil
-	b, err := identity.Canonicalize(&c)
+	raw, err := encodeDocument(&c)
+	if err != nil {
+		return nil, fmt.Errorf("canonicalizing capability document: %w", err)
+	}
+	b, err := identity.CanonicalizeJSON(raw)
 	if err != nil {
 		return nil, fmt.Errorf("canonicalizing capability document: %w", err)
 	}
@@ -104,7 +109,7 @@ func (d *Document) Sign(id *identity.Identity, now time.Time) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("signing capability document: %w", err)
 	}
-	d.Signature = sig
+	d.Signature, d.received = sig, nil // signed here: what it says now is what counts
 	return canon, nil
 }
 
@@ -117,6 +122,15 @@ func (d *Document) Verify(pub []byte) error {
 // VerifyCanonical checks the signature and returns the canonical bytes it
 // covers, so a caller that also needs them (to hash or cache the document)
 // does not canonicalize twice.
+//
+// The signature covers the document as its signer wrote it. For a
+// document this daemon signed, and for a peer's view that holds only what
+// this package models, that is the canonical form of d itself. A view a
+// peer sent (DecodeView) may say more (members this package does not
+// model, persona written as a string): then the signature is checked over
+// the bytes the view was decoded from, and holds only while d still says
+// what those bytes say. VerifyView does the same in one step, for a view
+// held as its canonical bytes.
 func (d *Document) VerifyCanonical(pub []byte) ([]byte, error) {
 	if d.Signature == nil {
 		return nil, fmt.Errorf("verifying capability document: %w: no signature", identity.ErrMalformedSignature)
@@ -125,10 +139,34 @@ func (d *Document) VerifyCanonical(pub []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := identity.VerifyDocument(pub, d.Signature, canon); err != nil {
+	err = identity.VerifyDocument(pub, d.Signature, canon)
+	if errors.Is(err, identity.ErrBadSignature) && d.received != nil {
+		if signed, ok := d.verifyReceived(pub, canon); ok {
+			return signed, nil
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("verifying capability document: %w", err)
 	}
 	return canon, nil
+}
+
+// verifyReceived checks the signature over the bytes d was decoded from,
+// and that d still says what they say: modeled is d's canonical form.
+func (d *Document) verifyReceived(pub, modeled []byte) ([]byte, bool) {
+	canon, err := identity.CanonicalizeJSON(d.received)
+	if err != nil {
+		return nil, false
+	}
+	vv, signed, err := verifyView(pub, canon)
+	if err != nil || *vv.Doc.Signature != *d.Signature {
+		return nil, false
+	}
+	again, err := vv.Doc.Canonical()
+	if err != nil || !bytes.Equal(again, modeled) {
+		return nil, false
+	}
+	return signed, true
 }
 
 // ErrNotAView wraps problems with a document a peer sent.
@@ -139,20 +177,33 @@ var ErrNotAView = errors.New("invalid capability view")
 // use members or custom tiers this daemon does not know — but the
 // structure must hold: ifp 7, an agent_id, capabilities with unique
 // non-empty names and descriptions, within the size limits.
+//
+// Members this package does not model, on the document, on a capability
+// or in its conditions, are kept as received (Extra, ConditionsExtra) and
+// written back when the view is encoded; persona may be a string (as
+// IFP-12 writes it) or a list. Duplicate member names are refused, so
+// that every reader of the same bytes reads the same view.
 func DecodeView(content any) (*Document, error) {
 	raw, err := json.Marshal(content)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotAView, err)
 	}
-	return DecodeViewJSON(raw)
+	return decodeView(raw)
 }
 
 // DecodeViewJSON is DecodeView for a view held as JSON text.
 func DecodeViewJSON(raw []byte) (*Document, error) {
-	var d Document
-	if err := jsonv2.Unmarshal(raw, &d); err != nil {
+	return decodeView(bytes.Clone(raw))
+}
+
+// decodeView decodes raw, which it keeps (see VerifyCanonical): the
+// caller must not change it afterwards.
+func decodeView(raw []byte) (*Document, error) {
+	d := new(Document)
+	if err := jsonv2.Unmarshal(raw, d); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotAView, err)
 	}
+	d.received = raw
 	if d.IFP != Version {
 		return nil, fmt.Errorf("%w: ifp is %d, want %d", ErrNotAView, d.IFP, Version)
 	}
@@ -174,5 +225,5 @@ func DecodeViewJSON(raw []byte) (*Document, error) {
 		}
 		seen[c.Name] = true
 	}
-	return &d, nil
+	return d, nil
 }

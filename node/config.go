@@ -17,6 +17,7 @@ import (
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-multiaddr"
 	"github.com/pelletier/go-toml/v2"
@@ -122,6 +123,11 @@ type DisclosureConfig struct {
 	// Personas maps persona -> peer -> tier. The persona "default" is the
 	// owner's undifferentiated context (no persona header).
 	Personas map[string]map[string]string `toml:"personas"`
+	// OpenPersonas are the personas any peer may take by proposing them.
+	// Any other persona is granted only to the peers the map names under
+	// it or an introduction token names it for: a peer's proposal alone
+	// establishes nothing.
+	OpenPersonas []string `toml:"open_personas"`
 }
 
 // TemperatureConfig caps the temperature each peer may reach.
@@ -274,7 +280,7 @@ func DefaultConfig() *Config {
 		Replay:      ReplayConfig{Window: Duration{identity.DefaultReplayWindow}, ClockSkew: Duration{identity.DefaultClockSkew}},
 		Trust:       TrustConfig{KeyTransition: Duration{7 * 24 * time.Hour}, IntroExpiry: Duration{7 * 24 * time.Hour}},
 		Tiers:       TiersConfig{Custom: []conditions.CustomTier{}},
-		Disclosure:  DisclosureConfig{Default: "public"},
+		Disclosure:  DisclosureConfig{Default: "public", OpenPersonas: []string{}},
 		Temperature: TemperatureConfig{DefaultMax: conditions.Cool},
 		Agent:       AgentConfig{Timeout: Duration{30 * time.Second}},
 		Rates:       RatesConfig{Cool: 10, Warm: 30, Hot: 60},
@@ -472,6 +478,11 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	for i, persona := range c.Disclosure.OpenPersonas {
+		if persona == "" || len(persona) > 128 || strings.ContainsAny(persona, " \t\r\n") {
+			bad(fmt.Sprintf("disclosure.open_personas[%d]", i), "%q: a persona is 1 to 128 bytes without white space", persona)
+		}
+	}
 	if _, ok := conditions.TemperatureRank(c.Temperature.DefaultMax); !ok {
 		bad("temperature.default_max", "%q: want cool, warm or hot", c.Temperature.DefaultMax)
 	}
@@ -488,7 +499,7 @@ func (c *Config) Validate() error {
 	if f := c.Trust.CAFile; f != "" {
 		if !filepath.IsAbs(f) {
 			bad("trust.ca_file", "%q is not an absolute path", f)
-		} else if _, err := LoadCAFile(f); err != nil {
+		} else if _, err := trust.LoadCAFile(f); err != nil {
 			bad("trust.ca_file", "%v", err)
 		}
 	}

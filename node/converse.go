@@ -164,7 +164,24 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 		s.Reset()
 		return nil, err
 	}
-	reply, err := n.receive(c)
+	var heldView *verifiedView
+	if holding {
+		heldView = &held
+	}
+	// The answer's view is verified at the door, before the answer is
+	// admitted: an answer whose view fails is refused, never audited as
+	// taken.
+	var answer negotiate.Proposal
+	var pv pendingView
+	reply, err := n.receive(c, func(m *gossip.Message) error {
+		if m.Headers.Phase != gossip.PhaseGreeting {
+			return nil // an error or a stray phase: judged below, once admitted
+		}
+		answer = proposalOf(m)
+		var err error
+		pv, err = n.checkView(pid, m, answer.ViewUnchanged, true, heldView)
+		return err
+	})
 	if err != nil {
 		s.Reset()
 		return nil, fmt.Errorf("greeting %s: %w", pid, err)
@@ -179,12 +196,7 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 		s.Reset()
 		return nil, fmt.Errorf("greeting %s: %w", pid, err)
 	}
-	var heldView *verifiedView
-	if holding {
-		heldView = &held
-	}
-	answer := proposalOf(reply)
-	view, err := n.acceptView(pid, reply, answer.ViewUnchanged, true, heldView)
+	view, err := n.keepView(pid, reply, pv)
 	if err != nil {
 		n.sendError(c, err)
 		s.Reset()
@@ -230,8 +242,13 @@ func (n *Node) handleConversation(s network.Stream) { n.answerGreeting(s, true) 
 func (n *Node) handleCapabilities(s network.Stream) { n.answerGreeting(s, false) }
 
 func (n *Node) answerGreeting(s network.Stream, conversation bool) {
-	ws, pid, remote, first, ok := n.openInbound(s)
+	ws, pid, remote, ok := n.openInbound(s)
 	if !ok {
+		return
+	}
+	first, err := ws.Read()
+	if err != nil {
+		n.refuseFrame(ws, pid, remote, err)
 		return
 	}
 	c := &conv{
@@ -239,27 +256,35 @@ func (n *Node) answerGreeting(s network.Stream, conversation bool) {
 		peer:         pid,
 		stream:       ws,
 	}
-	if err := n.accept(c, first); err != nil {
-		n.refuseIn(c, first, err)
-		return
-	}
-	if first.Headers.Phase != gossip.PhaseGreeting {
-		n.refuseIn(c, first, fmt.Errorf("%w: %s before any greeting", gossip.ErrUnexpectedPhase, first.Headers.Phase))
-		return
-	}
-	if n.conversation(c.ID) != nil {
-		n.refuseIn(c, first, fmt.Errorf("%w: conversation %s is already open; start a new one", gossip.ErrOutOfSequence, c.ID))
-		return
-	}
 	var heldView *verifiedView
 	if held, ok := n.peerViews.Get(pid); ok {
 		heldView = &held
 	}
 	prop := proposalOf(first)
-	if _, err := n.acceptView(pid, first, prop.ViewUnchanged, false, heldView); err != nil {
-		n.refuseIn(c, first, err)
+	var pv pendingView
+	in, err := n.door.admit(&arrival{via: viaLibp2p, msg: first, stream: pid,
+		verify: func(peer.ID) (err error) {
+			pv, err = n.checkView(pid, first, prop.ViewUnchanged, false, heldView)
+			return err
+		},
+		fit: func(peer.ID) error {
+			if first.Headers.Phase != gossip.PhaseGreeting {
+				return fmt.Errorf("%w: %s before any greeting", gossip.ErrUnexpectedPhase, first.Headers.Phase)
+			}
+			if n.conversation(c.ID) != nil {
+				return fmt.Errorf("%w: conversation %s is already open; start a new one", gossip.ErrOutOfSequence, c.ID)
+			}
+			return c.Accept(first)
+		}})
+	if err != nil {
+		n.answerRefusal(c, err)
 		return
 	}
+	if _, err := n.keepView(pid, first, pv); err != nil {
+		n.answerRefusal(c, err)
+		return
+	}
+	n.door.publish(in, c.ID, "")
 	n.markGreeted(pid)
 	c.granted = n.grant(pid, first, prop)
 	if isViewHash(prop.HaveView) {
@@ -289,28 +314,21 @@ func (n *Node) answerGreeting(s network.Stream, conversation bool) {
 	n.serve(c)
 }
 
-// openInbound attaches an inbound stream to the ifaced service and reads
-// its first verified message. When it reports false it has already
-// answered the peer or reset the stream.
-func (n *Node) openInbound(s network.Stream) (*wire.Stream, peer.ID, gossip.Agent, *gossip.Message, bool) {
+// openInbound attaches an inbound stream to the ifaced service. When it
+// reports false it has already reset the stream.
+func (n *Node) openInbound(s network.Stream) (*wire.Stream, peer.ID, gossip.Agent, bool) {
 	pid := s.Conn().RemotePeer()
 	if err := s.Scope().SetService(wire.ServiceName); err != nil {
 		n.log.Debug("refusing stream", "peer", pid, "err", err)
 		s.Reset()
-		return nil, pid, gossip.Agent{}, nil, false
+		return nil, pid, gossip.Agent{}, false
 	}
 	remote, err := agentOf(pid)
 	if err != nil {
 		s.Reset()
-		return nil, pid, gossip.Agent{}, nil, false
+		return nil, pid, gossip.Agent{}, false
 	}
-	ws := wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration)
-	first, err := n.readVerified(ws, pid)
-	if err != nil {
-		n.refuse(ws, pid, first, err)
-		return nil, pid, remote, nil, false
-	}
-	return ws, pid, remote, first, true
+	return wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration), pid, remote, true
 }
 
 // grant computes what this daemon grants pid, on the level and agent ID it
@@ -318,14 +336,24 @@ func (n *Node) openInbound(s network.Stream) (*wire.Stream, peer.ID, gossip.Agen
 // lower but never raise the grant.
 func (n *Node) grant(pid peer.ID, greeting *gossip.Message, prop negotiate.Proposal) negotiate.Granted {
 	level, agentID := n.trustOf(pid, greeting)
-	return n.policyFor(pid, agentID).Grant(pid.String(), agentID, level, prop)
+	return n.currentPolicy().GrantTo(n.requester(pid, level, agentID), prop)
 }
 
 // serve reads the rest of a conversation until close, error or EOF.
 func (n *Node) serve(c *conv) {
 	defer n.closeConv(c)
 	for {
-		m, err := n.receive(c)
+		var pv pendingView
+		m, err := n.receive(c, func(m *gossip.Message) error {
+			if m.Headers.Phase != gossip.PhaseGreeting {
+				return nil
+			}
+			// A later greeting may carry a changed view: verified at the
+			// door like the first.
+			var err error
+			pv, err = n.checkView(c.peer, m, proposalOf(m).ViewUnchanged, false, nil)
+			return err
+		})
 		switch {
 		case errors.Is(err, errSkipped):
 			continue
@@ -333,11 +361,18 @@ func (n *Node) serve(c *conv) {
 			return
 		case errors.Is(err, network.ErrReset), errors.Is(err, context.Canceled):
 			return
+		case isStreamFailure(err):
+			// An idle conversation closes quietly (node/wire: idle conversation).
+			n.log.Debug("conversation ended", "peer", c.peer, "conversation", c.ID, "err", err)
+			return
 		case err != nil:
 			n.log.Info("conversation ended", "peer", c.peer, "conversation", c.ID, "err", err)
 			return
 		}
 		if m.Headers.Phase == gossip.PhaseGreeting {
+			if _, err := n.keepView(c.peer, m, pv); err != nil {
+				n.log.Info("keeping a renegotiating greeting's view", "peer", c.peer, "err", err)
+			}
 			// A later greeting renegotiates; nothing it grants goes down.
 			c.raise(n.grant(c.peer, m, proposalOf(m)), n.order)
 		}
@@ -392,7 +427,7 @@ func (n *Node) greeting(c *conv, prop negotiate.Proposal, granted *negotiate.Gra
 	}
 	if len(c.categories) > 0 {
 		var honoured []string
-		if v, honoured, err = n.orderedView(v, c.categories); err != nil {
+		if v, honoured, err = n.docs.ordered(v, c.categories); err != nil {
 			return nil, err
 		}
 		if granted != nil {
@@ -454,7 +489,7 @@ func (n *Node) send(c *conv, m *gossip.Message) error {
 	if err := m.Sign(n.id, n.now()); err != nil {
 		return err
 	}
-	if err := n.record(gossip.Sent, c.peer, m, ""); err != nil {
+	if err := n.recordSent(viaLibp2p, c.peer, m, ""); err != nil {
 		return err
 	}
 	if err := c.stream.Write(m); err != nil {
@@ -464,117 +499,57 @@ func (n *Node) send(c *conv, m *gossip.Message) error {
 	return nil
 }
 
-// receive reads the next message of c and accepts it, or answers with an
-// error phase message and returns the error.
-func (n *Node) receive(c *conv) (*gossip.Message, error) {
-	m, err := n.readVerified(c.stream, c.peer)
+// receive reads the next message of c and takes it through the door,
+// with verify (nil for none) checking the documents it carries. A refused
+// message is answered with an error phase message and its error returned;
+// a message refused for coming too fast is answered and the conversation
+// goes on (errSkipped). An idle or broken stream ends quietly.
+func (n *Node) receive(c *conv, verify func(m *gossip.Message) error) (*gossip.Message, error) {
+	m, err := c.stream.Read()
 	if err != nil {
-		if !errors.Is(err, io.EOF) && !errors.Is(err, network.ErrReset) {
-			n.refuseIn(c, m, err)
+		if errors.Is(err, io.EOF) || isStreamFailure(err) {
+			return nil, err
 		}
+		n.door.refused(viaLibp2p, c.peer, false, nil, nil, err)
+		n.answerRefusal(c, err)
 		return nil, err
 	}
-	if err := n.accept(c, m); err != nil {
-		if errors.Is(err, wire.ErrRateLimited) {
-			// Too fast is a turn in the negotiation, not the end of it.
-			n.record(gossip.Received, c.peer, m, "refused: "+err.Error())
-			n.answerError(c, m, err)
-			return nil, errSkipped
-		}
-		n.refuseIn(c, m, err)
+	a := &arrival{via: viaLibp2p, msg: m, stream: c.peer,
+		temperature: func(peer.ID) string { return c.grant().Temperature },
+		// Answers to this daemon's own requests are not charged: refusing
+		// them would leave the request waiting for an answer that already
+		// came.
+		uncharged: n.invocations.awaits(c.ID, m),
+		fit:       func(peer.ID) error { return c.Accept(m) }}
+	if verify != nil {
+		a.verify = func(peer.ID) error { return verify(m) }
+	}
+	in, err := n.door.admit(a)
+	if errors.Is(err, wire.ErrRateLimited) {
+		// Too fast is a turn in the negotiation, not the end of it.
+		n.answerError(c, m, err)
+		return nil, errSkipped
+	}
+	if err != nil {
+		n.answerRefusal(c, err)
 		return nil, err
 	}
+	if m.Headers.Phase == gossip.PhaseError {
+		n.log.Info("peer sent an error", "peer", c.peer, "conversation", c.ID, "error", remoteError(c.peer, m))
+	}
+	n.door.publish(in, c.ID, "")
 	return m, nil
 }
 
 // errSkipped: a message was refused but the conversation goes on.
 var errSkipped = errors.New("message refused; conversation continues")
 
-// readVerified reads one message and checks everything that does not
-// depend on the conversation: decoding, the signature by the stream's
-// peer, and the replay window. On failure the message is returned when it
-// decoded, so the refusal can be audited and answered.
-func (n *Node) readVerified(s *wire.Stream, pid peer.ID) (*gossip.Message, error) {
-	m, err := s.Read()
-	if err != nil {
-		return nil, err
-	}
-	if err := n.verifySigner(m, pid); err != nil {
-		return m, err
-	}
-	if err := n.checkReplay(pid, m); err != nil {
-		return m, err
-	}
-	return m, nil
-}
-
-// verifySigner checks that m is signed by from's key, and that the owner
-// has not revoked trust in that key.
-func (n *Node) verifySigner(m *gossip.Message, from peer.ID) error {
-	pub, err := identity.PublicKeyFromPeerID(from)
-	if err != nil {
-		return err
-	}
-	if err := m.Verify(pub); err != nil {
-		return err
-	}
-	return n.keyRevoked(from)
-}
-
-// checkReplay refuses a message_id from seen before, or a date outside the
-// window. Seen IDs are kept per signer, so no peer can use up another's
-// message IDs before the genuine messages arrive (say, through a relay),
-// and whichever transport brings a message first, the second is a replay.
-func (n *Node) checkReplay(from peer.ID, m *gossip.Message) error {
-	return n.replay.Check(seenKey(from, m), m.Headers.Date, n.now())
-}
+// viaLibp2p is the transport the audit log names for libp2p streams.
+const viaLibp2p = "libp2p"
 
 // seenKey is a message's entry in the seen-set.
 func seenKey(from peer.ID, m *gossip.Message) string {
 	return from.String() + " " + m.Headers.MessageID
-}
-
-// unsee forgets a message that passed checkReplay but could not be
-// recorded, so its sender's retry is not refused as a replay.
-func (n *Node) unsee(from peer.ID, m *gossip.Message) {
-	if err := n.replay.Forget(seenKey(from, m)); err != nil {
-		n.log.Warn("forgetting a message ID", "peer", from, "message", m.Headers.MessageID, "err", err)
-	}
-}
-
-// senderOf is the signer of a message that came without a secure channel
-// to vouch for it (a relay, the HTTPS inbox): whoever holds the key its
-// Ed25519 signature names. A signature naming no key this daemon can
-// resolve is ErrUnknownSender; no signature at all is gossip.ErrUnsigned.
-func senderOf(m *gossip.Message) (peer.ID, error) {
-	from, err := signerOf(m)
-	if err != nil && m.Security != nil && len(m.Security.Signatures) > 0 {
-		return "", fmt.Errorf("%w: %v", ErrUnknownSender, err)
-	}
-	return from, err
-}
-
-// accept fits a verified message into its conversation, audits it and
-// tells the local agent.
-func (n *Node) accept(c *conv, m *gossip.Message) error {
-	// Answers to this daemon's own requests are not charged: refusing them
-	// would leave the request waiting for an answer that already came.
-	if !n.invocations.awaits(c.ID, m) {
-		if err := n.rates.allow(c.peer, c.grant().Temperature); err != nil {
-			return err
-		}
-	}
-	if err := c.Accept(m); err != nil {
-		return err
-	}
-	if err := n.record(gossip.Received, c.peer, m, ""); err != nil {
-		return err
-	}
-	if m.Headers.Phase == gossip.PhaseError {
-		n.log.Info("peer sent an error", "peer", c.peer, "conversation", c.ID, "error", remoteError(c.peer, m))
-	}
-	n.events.publish(Event{Type: EventMessage, At: n.now(), Peer: c.peer.String(), ConversationID: c.ID, Message: m})
-	return nil
 }
 
 // isViewHash reports whether s can name a view: 64 hex digits.
@@ -602,44 +577,74 @@ type verifiedView struct {
 	docHash string              // SHA-256 of the document's signed bytes, as the peer cache keeps it
 }
 
-// acceptView verifies the peer's view in m (signed by the same key as the
-// stream's peer) and caches it. The initiator requires one in the answer
-// to its greeting, or, when it named held in have_view, the answer's word
-// (said: the view_unchanged of m's proposal) that the view is unchanged; a
-// responder accepts a greeting without one.
-func (n *Node) acceptView(pid peer.ID, m *gossip.Message, said string, required bool, held *verifiedView) (*negotiate.Document, error) {
-	var vv verifiedView
-	var raw []byte
-	if p, ok := m.Body.Part(partCapabilities); ok {
-		var err error
-		if raw, err = p.CanonicalContent(); err != nil {
-			return nil, fmt.Errorf("%w: %v", gossip.ErrInvalidMessage, err)
-		}
-		if vv, err = n.verifyView(pid, raw); err != nil {
-			return nil, err
-		}
-	} else {
+// pendingView is a view checked at the door and not yet kept: keepView
+// keeps it once the message that carried it is admitted. A zero
+// pendingView carries no view.
+type pendingView struct {
+	vv  verifiedView
+	raw []byte // canonical content to store
+	new bool   // the content arrived in this message (not the held one named unchanged)
+}
+
+// checkView verifies the peer's view in m (signed by the key of pid, the
+// message's established signer) without keeping it: the door's verify
+// step. The initiator requires one in the answer to its greeting, or, when
+// it named held in have_view, the answer's word (said: the view_unchanged
+// of m's proposal) that the view is unchanged; a responder accepts a
+// greeting without one. A view older than the one the peer cache holds is
+// refused (wire.ErrStaleSeq).
+func (n *Node) checkView(pid peer.ID, m *gossip.Message, said string, required bool, held *verifiedView) (pendingView, error) {
+	p, ok := m.Body.Part(partCapabilities)
+	if !ok {
 		switch {
 		case said != "" && held != nil && said == hex.EncodeToString(held.sum[:]):
-			vv, raw = *held, held.canon
+			return pendingView{vv: *held, raw: held.canon}, nil
 		case said != "" && !required:
-			return nil, nil // a view this daemon no longer holds: it learns nothing new, and needs nothing
+			return pendingView{}, nil // a view this daemon no longer holds: it learns nothing new, and needs nothing
 		case said != "":
-			return nil, fmt.Errorf("%w: the answer says the view is unchanged (%.16s…), but that is not the view this daemon named", gossip.ErrInvalidMessage, said)
+			return pendingView{}, fmt.Errorf("%w: the answer says the view is unchanged (%.16s…), but that is not the view this daemon named", gossip.ErrInvalidMessage, said)
 		case required:
-			return nil, fmt.Errorf("%w: the greeting has no %q part", gossip.ErrInvalidMessage, partCapabilities)
+			return pendingView{}, fmt.Errorf("%w: the greeting has no %q part", gossip.ErrInvalidMessage, partCapabilities)
 		default:
-			return nil, nil
+			return pendingView{}, nil
 		}
 	}
-	view := vv.doc
+	raw, err := p.CanonicalContent()
+	if err != nil {
+		return pendingView{}, fmt.Errorf("%w: %v", gossip.ErrInvalidMessage, err)
+	}
+	vv, known, err := n.verifyView(pid, raw)
+	if err != nil {
+		return pendingView{}, err
+	}
+	if !known {
+		// A view this daemon has not verified from pid before: it must not
+		// be older than the one the peer cache holds.
+		if rec, err := n.store.Peer(pid.String()); err == nil && rec.Seq > vv.doc.Seq {
+			return pendingView{}, fmt.Errorf("%w: seq %d, this daemon holds seq %d from you", wire.ErrStaleSeq, vv.doc.Seq, rec.Seq)
+		}
+	}
+	return pendingView{vv: vv, raw: raw, new: true}, nil
+}
+
+// keepView keeps a view checked at the door, once its message is admitted:
+// the verified-view memory and the peer cache (the act step). It returns
+// the view, or nil when the message carried none.
+func (n *Node) keepView(pid peer.ID, m *gossip.Message, pv pendingView) (*negotiate.Document, error) {
+	view := pv.vv.doc
+	if view == nil {
+		return nil, nil
+	}
+	if pv.new {
+		n.peerViews.Add(pid, pv.vv)
+	}
 	var ctxRaw json.RawMessage
 	if cp, ok := m.Body.Part(partContext); ok {
 		ctxRaw, _ = json.Marshal(cp.Content)
 	}
 	now := n.now()
 	rec := store.PeerRecord{PeerID: pid.String(), AgentID: view.AgentID, Display: m.Headers.From.Display,
-		Addrs: n.peerAddrs(pid), Seq: view.Seq, DocHash: vv.docHash, View: raw, Context: ctxRaw,
+		Addrs: n.peerAddrs(pid), Seq: view.Seq, DocHash: pv.vv.docHash, View: pv.raw, Context: ctxRaw,
 		FetchedAt: now, ChangedAt: now}
 	changed, err := n.store.PutPeer(rec)
 	if errors.Is(err, store.ErrStaleSeq) {
@@ -663,47 +668,42 @@ func (n *Node) acceptView(pid peer.ID, m *gossip.Message, said string, required 
 }
 
 // verifyView decodes and verifies the canonical JSON of a view pid sent,
-// or finds it verified already.
-func (n *Node) verifyView(pid peer.ID, canon []byte) (verifiedView, error) {
+// or finds it verified already (known). It keeps nothing: keepView does,
+// once the message is admitted.
+func (n *Node) verifyView(pid peer.ID, canon []byte) (vv verifiedView, known bool, err error) {
 	sum := sha256.Sum256(canon)
 	if vv, ok := n.peerViews.Get(pid); ok && vv.sum == sum {
-		return vv, nil
+		return vv, true, nil
 	}
 	view, err := negotiate.DecodeViewJSON(canon)
 	if err != nil {
-		return verifiedView{}, fmt.Errorf("%w: %v", gossip.ErrInvalidMessage, err)
+		return verifiedView{}, false, fmt.Errorf("%w: %v", gossip.ErrInvalidMessage, err)
 	}
 	pub, err := identity.PublicKeyFromPeerID(pid)
 	if err != nil {
-		return verifiedView{}, err
+		return verifiedView{}, false, err
 	}
 	signed, err := view.VerifyCanonical(pub)
 	if err != nil {
-		return verifiedView{}, err
+		return verifiedView{}, false, err
 	}
 	docSum := sha256.Sum256(signed)
-	vv := verifiedView{sum: sum, canon: canon, doc: view, docHash: hex.EncodeToString(docSum[:])}
-	n.peerViews.Add(pid, vv)
-	return vv, nil
+	return verifiedView{sum: sum, canon: canon, doc: view, docHash: hex.EncodeToString(docSum[:])}, false, nil
 }
 
-// refuse answers a message that failed before any conversation existed.
-func (n *Node) refuse(s *wire.Stream, pid peer.ID, m *gossip.Message, cause error) {
-	remote, err := agentOf(pid)
-	if errors.Is(cause, io.EOF) || isStreamFailure(cause) || err != nil {
-		// Nothing arrived, or the stream itself failed: nobody to answer.
-		n.log.Info("refused stream", "peer", pid, "err", cause)
+// refuseFrame answers a first frame that did not decode: the refusal is
+// recorded (the stream's peer is established by the secure channel) and
+// the error goes out in a conversation of its own, so the peer can read
+// why. A stream that failed or ended has nobody to answer.
+func (n *Node) refuseFrame(s *wire.Stream, pid peer.ID, remote gossip.Agent, cause error) {
+	if errors.Is(cause, io.EOF) || isStreamFailure(cause) {
+		n.log.Debug("inbound stream ended before a message", "peer", pid, "err", cause)
 		s.Reset()
 		return
 	}
-	// A message that did not decode has no conversation of its own; the
-	// error goes out in a new one so the peer can still read why.
-	convID := gossip.NewID("conv", n.now())
-	if m != nil {
-		convID = m.Headers.ConversationID
-	}
-	c := &conv{Conversation: gossip.NewConversation(convID, n.localAgent(), remote), peer: pid, stream: s}
-	n.refuseIn(c, m, cause)
+	n.door.refused(viaLibp2p, pid, false, nil, nil, cause)
+	c := &conv{Conversation: gossip.NewConversation(gossip.NewID("conv", n.now()), n.localAgent(), remote), peer: pid, stream: s}
+	n.answerRefusal(c, cause)
 }
 
 // isStreamFailure tells a failing stream (reset, deadline) from a bad message.
@@ -713,16 +713,9 @@ func isStreamFailure(err error) bool {
 		errors.As(err, &ne) && ne.Timeout()
 }
 
-// refuseIn audits a refused message (when it decoded), answers with an
-// error phase message where the peer can read one, and closes the stream.
-func (n *Node) refuseIn(c *conv, m *gossip.Message, cause error) {
-	n.log.Info("refused message", "peer", c.peer, "conversation", c.ID, "code", wire.CodeOf(cause), "err", cause)
-	if m != nil {
-		if err := n.record(gossip.Received, c.peer, m, "refused: "+cause.Error()); err != nil {
-			n.log.Warn("auditing a refused message", "err", err)
-		}
-		n.events.publish(Event{Type: EventRefused, At: n.now(), Peer: c.peer.String(), ConversationID: c.ID, Message: m, Detail: cause.Error()})
-	}
+// answerRefusal answers a refusal the door recorded with an error phase
+// message where the peer can read one, and closes the stream.
+func (n *Node) answerRefusal(c *conv, cause error) {
 	if n.sendError(c, cause) {
 		// Close, not reset: a reset may discard the answer before the peer reads it.
 		c.stream.Close()
@@ -747,16 +740,12 @@ func (n *Node) sendError(c *conv, cause error) bool {
 	return true
 }
 
-// record writes m to the audit log before anything acts on it.
-func (n *Node) record(dir gossip.Direction, pid peer.ID, m *gossip.Message, note string) error {
-	return n.recordVia("libp2p", dir, pid, m, note)
-}
-
-// recordVia audits a message that travelled by transport.
-func (n *Node) recordVia(transport string, dir gossip.Direction, pid peer.ID, m *gossip.Message, note string) error {
-	err := n.audit.Record(gossip.AuditEntry{At: n.now().UTC(), Direction: dir, Peer: pid.String(), Transport: transport, Note: note, Message: m})
+// recordSent writes a message this daemon sends to the audit log before
+// it leaves.
+func (n *Node) recordSent(transport string, pid peer.ID, m *gossip.Message, note string) error {
+	err := n.audit.Record(gossip.AuditEntry{At: n.now().UTC(), Direction: gossip.Sent, Peer: pid.String(), Transport: transport, Note: note, Message: m})
 	if err != nil {
-		return fmt.Errorf("auditing %s message: %w", dir, err)
+		return fmt.Errorf("auditing a sent %s: %w", m.Headers.Phase, err)
 	}
 	return nil
 }

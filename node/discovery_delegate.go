@@ -40,7 +40,7 @@ func (n *Node) startDiscovery() error {
 		n.onClose(d.Close)
 	}
 	g, err := startAnnouncer(n.ctx, n.host, n.cfg.Discovery, announcerDeps{views: views, peers: n.store, ask: n,
-		keyRevoked: n.keyRevoked, addrs: n.peerAddrs, events: n.events}, now, n.log)
+		keyRevoked: n.trust.KeyRevoked, addrs: n.peerAddrs, events: n.events}, now, n.log)
 	if err != nil {
 		return err
 	}
@@ -72,5 +72,5 @@ func (n *Node) refreshImports() {
 // strangerViews are the owner's views for a stranger, which discovery
 // publishes.
 func (n *Node) strangerViews() strangerViews {
-	return strangerViews{view: n.view, sign: n.signView, policy: n.currentPolicy}
+	return strangerViews{view: n.docs.view, sign: n.docs.sign, policy: n.policy.current}
 }

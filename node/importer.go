@@ -39,8 +39,12 @@ import (
 // ErrImport wraps a failed import.
 var ErrImport = errors.New("import failed")
 
-// defaultImportTimeout bounds one fetch.
-const defaultImportTimeout = 15 * time.Second
+const (
+	// defaultImportTimeout bounds one fetch.
+	defaultImportTimeout = 15 * time.Second
+	// maxRedirects bounds the redirects one fetch follows.
+	maxRedirects = 5
+)
 
 // importer keeps the imported outside agents: it fetches and converts
 // their documents, refreshes them, and reports those naming a capability

@@ -3,7 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
-	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -49,14 +49,24 @@ type inboxConvs struct {
 	order []string
 }
 
-func (ic *inboxConvs) get(key, id string, local, remote gossip.Agent) *gossip.Conversation {
+// lookup returns the inbox conversation under key, or nil.
+func (ic *inboxConvs) lookup(key string) *gossip.Conversation {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	return ic.convs[key]
+}
+
+// put keeps c under key (a no-op when it is there already); past
+// maxInboxConversations, closed ones go first, then the oldest.
+func (ic *inboxConvs) put(key string, c *gossip.Conversation) {
 	ic.mu.Lock()
 	defer ic.mu.Unlock()
 	if ic.convs == nil {
 		ic.convs = map[string]*gossip.Conversation{}
 	}
-	if c, ok := ic.convs[key]; ok {
-		return c
+	if _, ok := ic.convs[key]; ok {
+		ic.convs[key] = c
+		return
 	}
 	if len(ic.order) >= maxInboxConversations {
 		victim := 0
@@ -69,10 +79,8 @@ func (ic *inboxConvs) get(key, id string, local, remote gossip.Agent) *gossip.Co
 		delete(ic.convs, ic.order[victim])
 		ic.order = append(ic.order[:victim], ic.order[victim+1:]...)
 	}
-	c := gossip.NewConversation(id, local, remote)
 	ic.convs[key] = c
 	ic.order = append(ic.order, key)
-	return c
 }
 
 // Delivered says what became of a message given to Deliver.
@@ -84,108 +92,113 @@ type Delivered struct {
 	Refused error `json:"-"`
 }
 
-// Deliver checks a message that arrived by transport (for the audit log,
-// e.g. "https") and hands it to its conversation. The error wraps
-// ErrUnknownSender, a signature error, a replay-window error,
-// ErrDuplicate, or a rate limit (*wire.RetryAfterError); a message that
-// passes those but does not fit its conversation is audited as refused and
-// returned with Refused set.
+// Deliver takes a message that arrived by transport (for the audit log,
+// e.g. "https") through the door and hands it to its conversation. The
+// error wraps ErrUnknownSender, a signature error (wrong key included:
+// headers.from must be the signer), a replay-window error, ErrDuplicate,
+// or a rate limit (*wire.RetryAfterError); a message that passes those but
+// does not fit its conversation is recorded as refused and returned with
+// Refused set.
 func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) {
-	from, err := senderOf(m)
-	if err != nil {
-		return nil, err
-	}
-	if err := n.verifySigner(m, from); err != nil {
-		return nil, err
-	}
-	c := n.conversation(m.Headers.ConversationID)
-	if c != nil && c.peer != from {
-		c = nil // another peer's conversation ID: this message cannot join it
-	}
-	temperature := conditions.Cool
-	if c != nil {
-		temperature = c.grant().Temperature
-	}
-	if err := n.rates.allow(from, temperature); err != nil {
-		return nil, err
-	}
-	if err := n.checkReplay(from, m); err != nil {
-		if errors.Is(err, identity.ErrReplay) {
-			// Answered as taken (IFP-6 idempotency): so it must be on disk,
-			// whatever failed the first time.
-			if cerr := n.commitRecords(); cerr != nil {
-				return nil, cerr
+	var (
+		c       *conv                // the libp2p conversation with the signer it joins, if any
+		ic      *gossip.Conversation // else its inbox conversation
+		icKey   string
+		pv      pendingView
+		misfit  bool
+		convID  = m.Headers.ConversationID
+		joining = func(from peer.ID) *conv {
+			if c := n.conversation(convID); c != nil && c.peer == from {
+				return c
 			}
-			return nil, fmt.Errorf("%w: %s", ErrDuplicate, m.Headers.MessageID)
+			return nil // another peer's conversation ID: this message cannot join it
 		}
+	)
+	in, err := n.door.admit(&arrival{via: transport, msg: m,
+		temperature: func(from peer.ID) string {
+			if c := joining(from); c != nil {
+				return c.grant().Temperature
+			}
+			return conditions.Cool
+		},
+		verify: func(from peer.ID) (err error) {
+			if m.Headers.Phase == gossip.PhaseGreeting {
+				pv, err = n.checkView(from, m, proposalOf(m).ViewUnchanged, false, nil)
+			}
+			return err
+		},
+		fit: func(from peer.ID) error {
+			if c = joining(from); c != nil {
+				err := c.Accept(m)
+				misfit = err != nil
+				return err
+			}
+			remote, err := agentOf(from)
+			if err != nil {
+				return err
+			}
+			// Keyed by signer too: the first to use a conversation ID must
+			// not take it from its owner. A new inbox conversation joins
+			// the table only once its first message is admitted.
+			icKey = from.String() + " " + convID
+			if ic = n.inbox.lookup(icKey); ic == nil {
+				ic = gossip.NewConversation(convID, n.localAgent(), remote)
+			}
+			err = ic.Accept(m)
+			misfit = err != nil
+			return err
+		}})
+	switch {
+	case errors.Is(err, identity.ErrReplay):
+		// Answered as taken (IFP-6 idempotency): so it must be on disk,
+		// whatever failed the first time.
+		if cerr := n.commitRecords(); cerr != nil {
+			return nil, cerr
+		}
+		return nil, fmt.Errorf("%w: %s", ErrDuplicate, m.Headers.MessageID)
+	case err != nil && misfit:
+		from, _ := signerOf(m)
+		return &Delivered{MessageID: m.Headers.MessageID, Peer: from, Refused: err}, nil
+	case err != nil:
 		return nil, err
 	}
+	from := in.from
 	d := &Delivered{MessageID: m.Headers.MessageID, Peer: from}
+	detail := "via " + transport
 	if c != nil {
-		if err := c.Accept(m); err != nil {
-			d.Refused = err
-			return d, n.refuseDelivered(transport, from, m, err)
-		}
-		if err := n.recordVia(transport, gossip.Received, from, m, ""); err != nil {
-			n.unsee(from, m)
-			return nil, err
-		}
-		n.events.publish(Event{Type: EventMessage, At: n.now(), Peer: from.String(), ConversationID: c.ID, Message: m, Detail: "via " + transport})
+		n.door.publish(in, c.ID, detail)
 		if isRequest(m) {
 			n.spawn(func() { n.handleRequest(c, m) })
 		}
-		// The sender lets go of the message once told it was taken. The
-		// message is recorded and acted on either way; if the commit
-		// fails, the sender's retry is a duplicate, committed again.
-		if err := n.commitRecords(); err != nil {
-			return nil, err
+	} else {
+		n.inbox.put(icKey, ic)
+		if m.Headers.Phase == gossip.PhaseGreeting {
+			if _, err := n.keepView(from, m, pv); err != nil {
+				n.log.Info("keeping an inbox greeting's view", "peer", from, "err", err)
+			}
+			// As over libp2p: an introduction proof is checked and bound,
+			// and an agent ID's document is checked in the background.
+			n.trustOf(from, m)
 		}
-		return d, nil
-	}
-	remote, err := agentOf(from)
-	if err != nil {
-		return nil, err
-	}
-	// Keyed by signer too: the first to use a conversation ID must not
-	// take it from its owner.
-	ic := n.inbox.get(from.String()+" "+m.Headers.ConversationID, m.Headers.ConversationID, n.localAgent(), remote)
-	if err := ic.Accept(m); err != nil {
-		d.Refused = err
-		return d, n.refuseDelivered(transport, from, m, err)
-	}
-	if m.Headers.Phase == gossip.PhaseGreeting {
-		if _, err := n.acceptView(from, m, proposalOf(m).ViewUnchanged, false, nil); err != nil {
-			d.Refused = err
-			return d, n.refuseDelivered(transport, from, m, err)
+		if isRequest(m) {
+			detail += "; capability requests are answered over libp2p or POST /invoke, not through the inbox"
 		}
-		// As over libp2p: an introduction proof is checked and bound, and
-		// an agent ID's document is checked in the background.
-		n.trustOf(from, m)
+		n.door.publish(in, convID, detail)
 	}
-	if err := n.recordVia(transport, gossip.Received, from, m, ""); err != nil {
-		n.unsee(from, m)
-		return nil, err
-	}
-	detail := "via " + transport
-	if isRequest(m) {
-		detail += "; capability requests are answered over libp2p or POST /invoke, not through the inbox"
-	}
-	n.events.publish(Event{Type: EventMessage, At: n.now(), Peer: from.String(), ConversationID: m.Headers.ConversationID, Message: m, Detail: detail})
+	// The sender lets go of the message once told it was taken. The
+	// message is recorded and acted on either way; if the commit fails,
+	// the sender's retry is a duplicate, committed again.
 	if err := n.commitRecords(); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
-// refuseDelivered audits a delivered message that did not fit, and tells
-// the local agent. It returns nil unless the audit log failed.
-func (n *Node) refuseDelivered(transport string, from peer.ID, m *gossip.Message, cause error) error {
-	if err := n.recordVia(transport, gossip.Received, from, m, "refused: "+cause.Error()); err != nil {
-		n.unsee(from, m)
-		return err
-	}
-	n.events.publish(Event{Type: EventRefused, At: n.now(), Peer: from.String(), ConversationID: m.Headers.ConversationID, Detail: cause.Error()})
-	return nil
+// RecordUndecoded records, for a transport's bounded decode step, a
+// message that did not decode: a refusal with the bytes' size and hash.
+// Nobody is established as its sender.
+func (n *Node) RecordUndecoded(transport string, raw []byte, cause error) {
+	n.door.refused(transport, "", false, nil, raw, cause)
 }
 
 // HTTPFacts are the facts of an HTTP caller that proved nothing: no
@@ -205,12 +218,49 @@ func (n *Node) ViewFor(f conditions.Facts) (*negotiate.Document, string, error) 
 	return v.doc, fmt.Sprintf("%d-%x", v.doc.Seq, v.key[:8]), nil
 }
 
-// Execute runs a capability for an HTTP caller with facts f, through the
-// same checks as a libp2p request (conditions, parameter schema,
-// workload, local agent, output schema).
-func (n *Node) Execute(name string, params any, f conditions.Facts) (any, error) {
+// ExecuteAnonymous runs a capability for an HTTP caller that proved
+// nothing (A2A message/send, the actions contract's POST /invoke): no
+// signer is established, so there is nothing to verify, replay or charge
+// to a key (the binding limits callers by address), and the caller meets
+// no min_auth_level. The request is audited before it is decided, as an
+// unsigned probe from "anonymous" (one audit file a day) whose note names
+// the transport and the caller's address and reference; then it goes
+// through the same checks as a libp2p request (conditions, parameter
+// schema, workload, local agent, output schema).
+func (n *Node) ExecuteAnonymous(via, caller, ref, name string, params any) (any, error) {
+	if err := n.recordAnonymous(via, caller, ref, name, params); err != nil {
+		return nil, err
+	}
+	f := n.HTTPFacts()
 	g := negotiate.Granted{Disclosure: f.Disclosure, AuthLevel: f.AuthLevel, Temperature: f.Temperature, Persona: f.Persona}
-	return n.execute(name, params, g, f.Peer, "")
+	return n.execute(name, params, g, "", "")
+}
+
+// anonymousPeer is the audit log's name for callers that proved nothing.
+const anonymousPeer = "anonymous"
+
+// recordAnonymous audits an anonymous request as the IFP-4 probe it
+// amounts to.
+func (n *Node) recordAnonymous(via, caller, ref, name string, params any) error {
+	now := n.now()
+	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
+		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
+		From: gossip.Agent{Agent: anonymousPeer}, To: []gossip.Agent{n.localAgent()},
+		ConversationID: gossip.NewID("anon", now), Sequence: 1, Phase: gossip.PhaseProbe, ContentType: gossip.DefaultContentType,
+		Capabilities: &gossip.CapabilityHeaders{Request: []string{name}},
+	}, Body: gossip.Body{Text: fmt.Sprintf("Request: %s (unsigned, through %s).", name, via)}}
+	if params != nil {
+		m.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partParameters, Content: params}}
+	}
+	note := fmt.Sprintf("anonymous request through %s from %s", via, caller)
+	if ref != "" {
+		note += " (caller's reference " + strconv.Quote(gossip.Clip(ref, 200)) + ")"
+	}
+	err := n.audit.Record(gossip.AuditEntry{At: now.UTC(), Direction: gossip.Received, Peer: anonymousPeer, Transport: via, Note: note, Message: m})
+	if err != nil {
+		return fmt.Errorf("%w: recording an anonymous request: %w", errAudit, err)
+	}
+	return nil
 }
 
 // DisplayName is the agent's display name, or its did:key.
@@ -227,36 +277,26 @@ func (n *Node) AgentTimeout() time.Duration { return n.cfg.Agent.Timeout.Duratio
 // so a signed HTTP request is decided exactly like one over libp2p. It
 // returns the capability's name and result.
 func (n *Node) ExecuteSigned(m *gossip.Message) (string, any, error) {
-	from, err := senderOf(m)
+	in, err := n.door.admit(&arrival{via: "https", msg: m, addressed: true, note: "capability request through POST /invoke",
+		fit: func(peer.ID) error {
+			if !isRequest(m) || len(m.Headers.Capabilities.Request) != 1 {
+				return fmt.Errorf("%w: a request is a probe naming exactly one capability in headers.capabilities.request", gossip.ErrInvalidMessage)
+			}
+			return nil
+		}})
 	if err != nil {
 		return "", nil, err
-	}
-	if err := n.verifySigner(m, from); err != nil {
-		return "", nil, err
-	}
-	if !slices.ContainsFunc(m.Headers.To, func(a gossip.Agent) bool { return a.Agent == n.id.DID() }) {
-		return "", nil, fmt.Errorf("%w: the request is addressed to someone else", gossip.ErrInvalidMessage)
-	}
-	if err := n.rates.allow(from, conditions.Cool); err != nil {
-		return "", nil, err
-	}
-	if err := n.checkReplay(from, m); err != nil {
-		return "", nil, err
-	}
-	if !isRequest(m) || len(m.Headers.Capabilities.Request) != 1 {
-		return "", nil, fmt.Errorf("%w: a request is a probe naming exactly one capability in headers.capabilities.request", gossip.ErrInvalidMessage)
 	}
 	name := m.Headers.Capabilities.Request[0]
 	var params any
 	if p, ok := m.Body.Part(partParameters); ok {
 		params = p.Content
 	}
-	if err := n.recordVia("https", gossip.Received, from, m, "capability request through POST /invoke"); err != nil {
-		n.unsee(from, m)
-		return "", nil, err
-	}
-	// An introduction proof on the request counts as on a greeting.
-	g := n.grant(from, m, proposalOf(m))
-	result, err := n.execute(name, params, g, from.String(), m.Headers.ConversationID)
+	// An introduction proof on the request counts as on a greeting; the
+	// door made sure the request's signer is its from.
+	g := n.grant(in.from, m, proposalOf(m))
+	// No conversation: the conversation ID the caller chose is its own,
+	// never passed on to the agent as this daemon's.
+	result, err := n.execute(name, params, g, in.from.String(), "")
 	return name, result, err
 }

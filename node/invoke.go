@@ -246,7 +246,7 @@ func (n *Node) runRequest(c *conv, req *gossip.Message) (any, string, error) {
 // Every transport's requests come through here, so none can skip a check.
 // requester is the peer ID, or "" for an anonymous HTTP caller.
 func (n *Node) execute(name string, params any, g negotiate.Granted, requester, convID string) (any, error) {
-	doc, schemas := n.documentAndSchemas()
+	doc, schemas := n.docs.withSchemas()
 	facts := func(inFlight int) conditions.Facts {
 		f := g.Facts(requester, inFlight)
 		if requester == "" {
@@ -315,28 +315,6 @@ func errorText(b wire.ErrorBody) string {
 		text += fmt.Sprintf(" Retry after %d s.", b.RetryAfterSeconds)
 	}
 	return text
-}
-
-// documentAndSchemas returns the current document and its compiled
-// schemas, compiling them once per seq.
-func (n *Node) documentAndSchemas() (*negotiate.Document, *negotiate.Schemas) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.schemas == nil || n.schemas.Seq() != n.doc.Seq {
-		s, err := negotiate.NewSchemas(n.doc)
-		if err != nil {
-			// The document validated, so its schemas compile; keep the
-			// previous ones rather than fail every request.
-			n.log.Error("compiling schemas of a validated document", "err", err)
-			if n.schemas == nil {
-				s, _ = negotiate.NewSchemas(&negotiate.Document{Seq: n.doc.Seq})
-			}
-		}
-		if s != nil {
-			n.schemas = s
-		}
-	}
-	return n.doc, n.schemas
 }
 
 // conversationWith returns an open conversation with pid, if any.

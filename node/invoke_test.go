@@ -256,13 +256,13 @@ func TestDisclosureSetAtRunTime(t *testing.T) {
 	ctx := context.Background()
 	bobID := bob.id.PeerID().String()
 
-	if err := alice.SetDisclosure("", bobID, "profesional"); !errors.Is(err, ErrInvalidPolicy) {
+	if err := alice.Policy().SetDisclosure("", bobID, "profesional"); !errors.Is(err, ErrInvalidPolicy) {
 		t.Fatalf("unknown tier: %v", err)
 	}
-	if err := alice.SetDisclosure("", bobID, "close"); err != nil {
+	if err := alice.Policy().SetDisclosure("", bobID, "close"); err != nil {
 		t.Fatal(err)
 	}
-	if err := alice.SetMaxTemperature(bobID, "warm"); err != nil {
+	if err := alice.Policy().SetMaxTemperature(bobID, "warm"); err != nil {
 		t.Fatal(err)
 	}
 	r, err := bob.Greet(ctx, alice.id.PeerID(), negotiate.Proposal{Disclosure: "close", Temperature: "hot"})
@@ -279,13 +279,13 @@ func TestDisclosureSetAtRunTime(t *testing.T) {
 	}
 	alice.Close()
 	alice = restartDaemon(t, alice)
-	if p := alice.Policy(); p.Map["default"][bobID] != "close" || p.MaxTemp[bobID] != "warm" {
+	if p := alice.Policy().Current(); p.Map["default"][bobID] != "close" || p.MaxTemp[bobID] != "warm" {
 		t.Fatalf("policy after restart: %+v", p)
 	}
-	if err := alice.SetDisclosure("", bobID, ""); err != nil {
+	if err := alice.Policy().SetDisclosure("", bobID, ""); err != nil {
 		t.Fatal(err)
 	}
-	if p := alice.Policy(); p.Map["default"][bobID] != "" {
+	if p := alice.Policy().Current(); p.Map["default"][bobID] != "" {
 		t.Fatalf("override not removed: %+v", p.Map)
 	}
 }

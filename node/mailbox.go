@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -215,7 +214,7 @@ func (n *Node) queueMail(pid peer.ID, text string, cause error) (*SendResult, er
 	if err := n.store.PutOutbox(item); err != nil {
 		return nil, err
 	}
-	if err := n.recordVia(viaMailbox, gossip.Sent, pid, m, "queued for the peer's mailbox: "+cause.Error()); err != nil {
+	if err := n.recordSent(viaMailbox, pid, m, "queued for the peer's mailbox: "+cause.Error()); err != nil {
 		n.store.DeleteOutbox(item.ID)
 		return nil, err
 	}
@@ -415,7 +414,7 @@ func (n *Node) fetchMail(relay peer.ID) {
 		var done []string
 		for _, mail := range res.Messages {
 			if err := n.acceptMail(relay, mail); err != nil {
-				if errors.Is(err, errAuditFailed) {
+				if errors.Is(err, errAudit) {
 					// Not acknowledged: it will come again once the
 					// audit log can be written.
 					n.log.Error("could not audit mail; leaving it at the relay", "relay", relay, "err", err)
@@ -445,44 +444,25 @@ func (n *Node) fetchMail(relay peer.ID) {
 	}
 }
 
-var errAuditFailed = errors.New("audit failed")
-
-// acceptMail checks one fetched message and hands it on: the signature
-// must verify under the key it names (the sender is whoever holds that
-// key, not whoever relayed it), it must be addressed to this daemon and
-// pass the replay window.
+// acceptMail takes one fetched message through the door: the sender is
+// whoever holds the key its signature names (and headers.from must be
+// that key), not whoever relayed it; it must be addressed to this daemon
+// and pass the mail replay window (mailbox.retention). Fetched mail is not
+// rate limited here: this daemon fetched it at its own pace, and the
+// relay's quotas bound what a sender can leave. An error wrapping errAudit
+// means the message could not be recorded and must not be acknowledged.
 func (n *Node) acceptMail(relay peer.ID, mail wire.Mail) error {
 	m, err := gossip.DecodeCBOR(mail.Message)
 	if err != nil {
+		n.door.refused(viaMailbox, "", false, nil, mail.Message, err)
 		return err
 	}
-	from, err := signerOf(m)
+	note := "delivered by the mailbox at relay " + relay.String()
+	in, err := n.door.admit(&arrival{via: viaMailbox, msg: m, addressed: true, window: n.mailReplay, uncharged: true, note: note})
 	if err != nil {
 		return err
 	}
-	refuse := func(err error) error {
-		if aerr := n.recordVia(viaMailbox, gossip.Received, from, m, "refused mail from relay "+relay.String()+": "+err.Error()); aerr != nil {
-			return fmt.Errorf("%w: %v", errAuditFailed, aerr)
-		}
-		n.events.publish(Event{Type: EventRefused, At: n.now(), Peer: from.String(), ConversationID: m.Headers.ConversationID, Detail: err.Error()})
-		return err
-	}
-	if err := n.verifySigner(m, from); err != nil {
-		return refuse(err)
-	}
-	if !slices.ContainsFunc(m.Headers.To, func(a gossip.Agent) bool { return a.Agent == n.id.DID() }) {
-		return refuse(fmt.Errorf("%w: the message is addressed to someone else", gossip.ErrInvalidMessage))
-	}
-	if err := n.mailReplay.Check(seenKey(from, m), m.Headers.Date, n.now()); err != nil {
-		return refuse(err)
-	}
-	note := "delivered by the mailbox at relay " + relay.String()
-	if aerr := n.recordVia(viaMailbox, gossip.Received, from, m, note); aerr != nil {
-		n.unsee(from, m) // not acknowledged: it comes again, and must then be accepted
-		return fmt.Errorf("%w: %v", errAuditFailed, aerr)
-	}
-	n.events.publish(Event{Type: EventMessage, At: n.now(), Peer: from.String(), ConversationID: m.Headers.ConversationID,
-		Message: m, Detail: note})
+	n.door.publish(in, m.Headers.ConversationID, note)
 	return nil
 }
 

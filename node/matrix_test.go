@@ -50,14 +50,14 @@ func TestConditionMatrix(t *testing.T) {
 		}
 	}
 	for _, persona := range []string{"", "researcher"} {
-		set(alice.SetDisclosure(persona, at.pid().String(), "professional"))
-		set(alice.SetDisclosure(persona, above.pid().String(), "close"))
+		set(alice.Policy().SetDisclosure(persona, at.pid().String(), "professional"))
+		set(alice.Policy().SetDisclosure(persona, above.pid().String(), "close"))
 	}
-	set(alice.SetMaxTemperature(at.pid().String(), "warm"))
-	set(alice.SetMaxTemperature(above.pid().String(), "hot"))
-	_, err := alice.PinKey(at.pid(), at.id.Fingerprint())
+	set(alice.Policy().SetMaxTemperature(at.pid().String(), "warm"))
+	set(alice.Policy().SetMaxTemperature(above.pid().String(), "hot"))
+	_, err := alice.TrustBook().PinKey(at.pid(), at.id.Fingerprint())
 	set(err)
-	_, err = alice.PinKey(above.pid(), above.id.Fingerprint())
+	_, err = alice.TrustBook().PinKey(above.pid(), above.id.Fingerprint())
 	set(err)
 
 	requesters := []struct {

@@ -1,18 +1,12 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"log/slog"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,21 +31,20 @@ type Node struct {
 	store  *store.Store
 	audit  *gossip.AuditLog
 	replay *identity.ReplayGuard
+	door   *door               // the one admission pipeline (door.go)
 	seen   *store.BufferedSeen // with durability.sync = "interval"; nil when every Add commits
 	// mailReplay checks mail fetched from a mailbox (mailbox.go).
 	mailReplay *identity.ReplayGuard
 	order      *conditions.TierOrder
-	policy     *negotiate.Policy
+	policy     *PolicyBook // the disclosure map and temperature caps (policy.go)
+	docs       *documents  // the owner's document, its seq and signed views (documents.go)
 	events     *hub
 	now        func() time.Time
 
 	started time.Time
-	docMu   sync.Mutex // one document change at a time, so none is lost and no seq is reused
 
 	mu    sync.Mutex
-	doc   *negotiate.Document    // the owner's document, signed; replaced on change
-	views map[string]*signedView // signed views by seq and facts
-	convs map[string]*conv       // open conversations by ID
+	convs map[string]*conv // open conversations by ID
 
 	peerViews *lru.Cache[peer.ID, verifiedView] // the last view each peer sent, verified (converse.go)
 	peersHold *lru.Cache[peer.ID, string]       // the hash of our view each peer last said it holds (converse.go)
@@ -59,7 +52,6 @@ type Node struct {
 	bridge      *bridge
 	rates       *rateLimits
 	invocations *invocations
-	schemas     *negotiate.Schemas // of doc, compiled once per seq (under mu)
 
 	ctx     context.Context // ends at Close; bounds every background task
 	cancel  context.CancelFunc
@@ -80,25 +72,6 @@ type Node struct {
 	closers       []func() error // run by Close in reverse order, before the host closes
 }
 
-// signedView is a view as sent: signed, and as the generic JSON value a
-// message part holds. Views change only when the document's seq or the
-// requester's facts do, so they are signed once and reused.
-type signedView struct {
-	doc     *negotiate.Document
-	content *gossip.SealedContent // encoded once: every message that carries the view signs and sends these bytes
-	sum     string                // hex SHA-256 of the content's RFC 8785 form: what a peer holding it names in have_view
-	key     []byte                // the view's content without seq and signature, to tell a changed view from a re-signed one
-}
-
-// part is the message part that carries the view.
-func (v *signedView) part() gossip.Part { return v.content.Part("application/json", partCapabilities) }
-
-// maxCachedViews bounds the signed views kept between document changes.
-// Each holds the view as a document, a JSON value, and its canonical and
-// CBOR bytes (some 120 KB for 20 capabilities), so about 60 MB at most;
-// past it the cache starts again and views are signed anew.
-const maxCachedViews = 512
-
 // Option adjusts a Node for tests.
 type Option func(*Node)
 
@@ -115,7 +88,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		return nil, err
 	}
 	n := &Node{id: id, cfg: cfg, home: home, log: log, order: order, events: newHub(), now: time.Now,
-		views: map[string]*signedView{}, convs: map[string]*conv{}}
+		convs: map[string]*conv{}}
 	n.peerViews, _ = lru.New[peer.ID, verifiedView](maxVerifiedViews)
 	n.peersHold, _ = lru.New[peer.ID, string](maxVerifiedViews)
 	n.mail = newMailState(cfg, func() time.Time { return n.now() })
@@ -144,9 +117,10 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	if n.audit, err = gossip.OpenAuditLog(filepath.Join(home.Dir, "audit"), auditOpts...); err != nil {
 		return nil, err
 	}
-	if err := n.reloadPolicy(); err != nil {
+	if n.policy, err = newPolicyBook(cfg, order, n.store); err != nil {
 		return nil, err
 	}
+	n.docs = newDocuments(id, n.store, order, func() time.Time { return n.now() }, log)
 	seen := n.store.Seen()
 	if cfg.Durability.Sync == SyncInterval {
 		n.seen = n.store.BufferedSeen()
@@ -168,12 +142,13 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		return nil, err
 	}
 	n.trust = newTrust(n)
+	n.door = newDoor(id.DID(), n.audit, n.replay, n.rates, n.keyRevoked, n.events, log, func() time.Time { return n.now() })
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
 		return nil, fmt.Errorf("building capability document: %w", err)
 	}
 	doc.Relay = n.relayPreferences()
-	if err := n.setDocument(doc); err != nil {
+	if err := n.docs.set(doc); err != nil {
 		return nil, err
 	}
 	if n.host, err = newHost(cfg, id, n.hostOptions()...); err != nil {
@@ -200,243 +175,27 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	return n, nil
 }
 
-// policyFrom turns the disclosure and temperature config, with the
-// owner's run-time overrides on top, into a policy.
-func policyFrom(cfg *Config, order *conditions.TierOrder, o store.PolicyOverrides) *negotiate.Policy {
-	p := &negotiate.Policy{Order: order, DefaultTier: cfg.Disclosure.Default, Map: map[string]map[string]string{},
-		DefaultMaxTemp: cfg.Temperature.DefaultMax, MaxTemp: map[string]string{}}
-	for _, layer := range []map[string]map[string]string{cfg.Disclosure.Personas, o.Disclosure} {
-		for persona, peers := range layer {
-			if p.Map[persona] == nil {
-				p.Map[persona] = map[string]string{}
-			}
-			for peer, tier := range peers {
-				p.Map[persona][peer] = tier
-			}
-		}
-	}
-	for _, layer := range []map[string]string{cfg.Temperature.Peers, o.MaxTemperature} {
-		for peer, t := range layer {
-			p.MaxTemp[peer] = t
-		}
-	}
-	return p
-}
-
-// reloadPolicy rebuilds the policy from the config and the stored
-// overrides.
-func (n *Node) reloadPolicy() error {
-	o, err := n.store.PolicyOverrides()
-	if err != nil {
-		return err
-	}
-	p := policyFrom(n.cfg, n.order, o)
-	n.mu.Lock()
-	n.policy = p
-	n.mu.Unlock()
-	return nil
-}
-
 // currentPolicy is the policy in force.
-func (n *Node) currentPolicy() *negotiate.Policy {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.policy
-}
+func (n *Node) currentPolicy() *negotiate.Policy { return n.policy.current() }
 
-// ErrInvalidPolicy wraps a policy change that cannot be applied.
-var ErrInvalidPolicy = errors.New("invalid policy change")
-
-// SetDisclosure grants peer (a peer ID or agent ID) tier under persona
-// ("default" for the owner's undifferentiated context), or removes the
-// run-time grant when tier is empty so the config's applies again. It
-// persists and applies from the peer's next greeting; grants already made
-// in open conversations do not go down.
-func (n *Node) SetDisclosure(persona, peer, tier string) error {
-	if persona == "" {
-		persona = negotiate.DefaultPersona
-	}
-	if peer == "" {
-		return fmt.Errorf("%w: peer is required", ErrInvalidPolicy)
-	}
-	if tier != "" && !n.order.Known(tier) {
-		return fmt.Errorf("%w: %q is not a known tier (known: %s)", ErrInvalidPolicy, tier, strings.Join(n.order.Tiers(), ", "))
-	}
-	if err := n.store.SetDisclosure(persona, peer, tier); err != nil {
-		return err
-	}
-	return n.reloadPolicy()
-}
-
-// SetMaxTemperature caps the temperature peer may reach (cool, warm, hot),
-// or removes the run-time cap when max is empty.
-func (n *Node) SetMaxTemperature(peer, max string) error {
-	if peer == "" {
-		return fmt.Errorf("%w: peer is required", ErrInvalidPolicy)
-	}
-	if _, ok := conditions.TemperatureRank(max); max != "" && !ok {
-		return fmt.Errorf("%w: temperature %q: want cool, warm or hot", ErrInvalidPolicy, max)
-	}
-	if err := n.store.SetMaxTemperature(peer, max); err != nil {
-		return err
-	}
-	return n.reloadPolicy()
-}
-
-// Policy returns the policy in force: the config's disclosure map and
-// temperature caps with the run-time changes applied.
-func (n *Node) Policy() negotiate.Policy { return *n.currentPolicy() }
-
-// contentKey is a document without what changes on every save, to tell
-// whether its content changed.
-func contentKey(d *negotiate.Document) ([]byte, error) {
-	c := *d
-	c.Seq, c.Updated, c.Signature = 0, "", nil
-	return c.Canonical()
-}
-
-// setDocument makes doc the owner's document. Its seq continues from the
-// stored one: unchanged content keeps the stored seq, changed content gets
-// the next, so peers can tell a new document from an old one across
-// restarts. The document is signed and stored before it is used.
-func (n *Node) setDocument(doc *negotiate.Document) error {
-	newKey, err := contentKey(doc)
-	if err != nil {
-		return err
-	}
-	seq, stored, err := n.store.OwnDocument()
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		doc.Seq = 1
-	case err != nil:
-		return fmt.Errorf("reading own document: %w", err)
-	default:
-		var old negotiate.Document
-		if err := json.Unmarshal(stored, &old); err != nil {
-			return fmt.Errorf("reading own document: %w", err)
-		}
-		oldKey, err := contentKey(&old)
-		if err != nil {
-			return err
-		}
-		if bytes.Equal(oldKey, newKey) {
-			doc.Seq, doc.Updated = seq, old.Updated
-		} else {
-			doc.Seq = seq + 1
-		}
-	}
-	if doc.Updated == "" {
-		doc.Updated = gossip.FormatDate(n.now())
-	}
-	if _, err := doc.Sign(n.id, n.now()); err != nil {
-		return err
-	}
-	if doc.Seq != seq {
-		raw, err := json.Marshal(doc)
-		if err != nil {
-			return fmt.Errorf("saving own document: %w", err)
-		}
-		if err := n.store.SaveOwnDocument(doc.Seq, raw); err != nil {
-			return fmt.Errorf("saving own document: %w", err)
-		}
-	}
-	n.mu.Lock()
-	n.doc = doc
-	n.views = map[string]*signedView{}
-	n.mu.Unlock()
-	return nil
-}
+// Policy is the owner's policy: the disclosure map and temperature caps.
+func (n *Node) Policy() *PolicyBook { return n.policy }
 
 // view returns the signed view of the owner's document for facts.
-func (n *Node) view(f conditions.Facts) (*signedView, error) {
-	n.mu.Lock()
-	doc := n.doc
-	key := fmt.Sprintf("%d|%s|%d|%s|%s|%s", doc.Seq, f.Peer, f.AuthLevel, f.Disclosure, f.Temperature, f.Persona)
-	v, ok := n.views[key]
-	n.mu.Unlock()
-	if ok {
-		return v, nil
-	}
-	v, err := n.signView(doc.View(f, n.order))
-	if err != nil {
-		return nil, err
-	}
-	n.mu.Lock()
-	if n.doc.Seq == doc.Seq {
-		if len(n.views) >= maxCachedViews {
-			n.views = map[string]*signedView{} // cheap to rebuild; bounded memory matters more
-		}
-		n.views[key] = v
-	}
-	n.mu.Unlock()
-	return v, nil
-}
+func (n *Node) view(f conditions.Facts) (*signedView, error) { return n.docs.view(f) }
 
-// signView signs view and keeps it with its JSON value and content key.
-func (n *Node) signView(view *negotiate.Document) (*signedView, error) {
-	if _, err := view.Sign(n.id, n.now()); err != nil {
-		return nil, err
-	}
-	raw, err := json.Marshal(view)
-	if err != nil {
-		return nil, fmt.Errorf("encoding view: %w", err)
-	}
-	var content any
-	if err := json.Unmarshal(raw, &content); err != nil {
-		return nil, fmt.Errorf("encoding view: %w", err)
-	}
-	sealed, err := gossip.SealContent(content)
-	if err != nil {
-		return nil, fmt.Errorf("encoding view: %w", err)
-	}
-	ck, err := contentKey(view)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(ck)
-	held := sha256.Sum256(sealed.Canonical())
-	return &signedView{doc: view, content: sealed, sum: hex.EncodeToString(held[:]), key: sum[:]}, nil
-}
-
-// orderedView is v with the capabilities of the requested ACP tool
-// categories first, signed, and the requested categories it supports. A
-// request that changes nothing returns v. It keeps v's content key: the
-// order is the peer's request, not a change of what it may see.
-func (n *Node) orderedView(v *signedView, requested []string) (*signedView, []string, error) {
-	doc, honoured := negotiate.OrderByCategories(v.doc, requested)
-	if len(honoured) == 0 {
-		return v, nil, nil
-	}
-	doc.Signature = nil
-	ordered, err := n.signView(doc)
-	if err != nil {
-		return nil, nil, err
-	}
-	ordered.key = v.key
-	return ordered, honoured, nil
-}
+// signView signs a view of the owner's document.
+func (n *Node) signView(view *negotiate.Document) (*signedView, error) { return n.docs.sign(view) }
 
 // UpdateDocument replaces the owner's capability list (as `caps add` and
 // `caps remove` do): the document is validated, gets the next seq, is
 // signed and stored, and every peer in an open conversation is sent its
 // new view.
 func (n *Node) UpdateDocument(change func(d *negotiate.Document) error) (*negotiate.Document, error) {
-	n.docMu.Lock()
-	defer n.docMu.Unlock()
-	cur := n.Document()
-	next := *cur
-	next.Capabilities = slices.Clone(cur.Capabilities)
-	next.Signature, next.Updated = nil, gossip.FormatDate(n.now())
-	if err := change(&next); err != nil {
+	doc, err := n.docs.update(change)
+	if err != nil {
 		return nil, err
 	}
-	if err := next.Validate(n.order); err != nil {
-		return nil, err
-	}
-	if err := n.setDocument(&next); err != nil {
-		return nil, err
-	}
-	doc := n.Document()
 	n.events.publish(Event{Type: EventDocument, At: n.now(), Detail: fmt.Sprintf("seq %d, %d capabilities", doc.Seq, len(doc.Capabilities))})
 	n.pushUpdates()
 	n.documentChanged()
@@ -465,11 +224,7 @@ func (n *Node) ID() *identity.Identity { return n.id }
 func (n *Node) Host() host.Host { return n.host }
 
 // Document returns the owner's current signed capability document.
-func (n *Node) Document() *negotiate.Document {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.doc
-}
+func (n *Node) Document() *negotiate.Document { return n.docs.current() }
 
 // Audit returns the audit log.
 func (n *Node) Audit() *gossip.AuditLog { return n.audit }

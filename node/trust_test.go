@@ -22,7 +22,7 @@ import (
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node/store"
+	"github.com/ifaced/ifaced/node/trust"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"go.uber.org/goleak"
@@ -55,19 +55,19 @@ func greet(t *testing.T, from, to *testDaemon) *GreetResult {
 
 // grantFor is what owner grants pid with the introduced tiers applied.
 func grantFor(owner *testDaemon, pid peer.ID) negotiate.Granted {
-	level, agentID := owner.trustOf(pid, nil)
-	return owner.policyFor(pid, agentID).Grant(pid.String(), agentID, level, negotiate.Proposal{})
+	level, agentID := owner.trust.LevelOf(pid, nil, "")
+	return owner.currentPolicy().GrantTo(owner.requester(pid, level, agentID), negotiate.Proposal{})
 }
 
 // introduce has alice mint a token with tier and the holders accept it.
-func introduce(t *testing.T, alice *testDaemon, tier string, holders ...*testDaemon) MintedIntro {
+func introduce(t *testing.T, alice *testDaemon, tier string, holders ...*testDaemon) trust.MintedIntro {
 	t.Helper()
-	m, err := alice.Introduce(IntroRequest{Label: "Bob from the conference", Disclosure: tier})
+	m, err := alice.TrustBook().Introduce(trust.IntroRequest{Label: "Bob from the conference", Disclosure: tier})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range holders {
-		held, err := h.AcceptIntro(m.Token)
+		held, err := h.TrustBook().AcceptIntro(m.Token)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,10 +82,10 @@ func TestIntroductionGrantsItsTier(t *testing.T) {
 	alice := startDaemon(t, aliceConfig(""))
 	bob := startDaemon(t, nil)
 	m := introduce(t, alice, "professional", bob)
-	if m.State != IntroUnused || m.Expires.Sub(m.Created).Round(time.Minute) != alice.cfg.Trust.IntroExpiry.Duration {
+	if m.State != trust.IntroUnused || m.Expires.Sub(m.Created).Round(time.Minute) != alice.cfg.Trust.IntroExpiry.Duration {
 		t.Errorf("minted %+v", m.IssuedIntroInfo)
 	}
-	if _, ok := alice.introducedTier(bob.pid(), ""); ok {
+	if _, ok := alice.trust.IntroducedTier(bob.pid(), ""); ok {
 		t.Fatal("bob has a tier before proving the token")
 	}
 	connect(t, bob, alice)
@@ -93,22 +93,22 @@ func TestIntroductionGrantsItsTier(t *testing.T) {
 		t.Errorf("the introduced peer was granted %+v in its greeting, want professional", r.GrantedToUs)
 	}
 
-	if tier, ok := alice.introducedTier(bob.pid(), ""); !ok || tier != "professional" {
-		t.Fatalf("introducedTier(bob) = %q %v, want professional", tier, ok)
+	if tier, ok := alice.trust.IntroducedTier(bob.pid(), ""); !ok || tier != "professional" {
+		t.Fatalf("IntroducedTier(bob) = %q %v, want professional", tier, ok)
 	}
-	if _, ok := alice.introducedTier(bob.pid(), "researcher"); ok {
+	if _, ok := alice.trust.IntroducedTier(bob.pid(), "researcher"); ok {
 		t.Error("the tier applies under another persona")
 	}
 	if g := grantFor(alice, bob.pid()); g.Disclosure != "professional" || g.AuthLevel != conditions.Signed {
 		t.Errorf("alice grants bob %+v, want professional at level 1", g)
 	}
-	info := alice.PeerTrust(bob.pid())
+	info := alice.TrustBook().Peer(bob.pid())
 	if info.Level != conditions.Signed || len(info.Intros) != 1 || info.Intros[0].TokenID != m.ID || info.Refusal != "" ||
 		!strings.Contains(strings.Join(info.How, "; "), `introduced via token "Bob from the conference" (professional under default)`) {
 		t.Errorf("alice's trust in bob: %+v", info)
 	}
-	issued, err := alice.IssuedIntros()
-	if err != nil || len(issued) != 1 || issued[0].State != IntroBound || issued[0].BoundPeer != bob.pid().String() {
+	issued, err := alice.TrustBook().IssuedIntros()
+	if err != nil || len(issued) != 1 || issued[0].State != trust.IntroBound || issued[0].BoundPeer != bob.pid().String() {
 		t.Fatalf("issued: %+v %v", issued, err)
 	}
 
@@ -122,44 +122,44 @@ func TestIntroductionGrantsItsTier(t *testing.T) {
 		t.Errorf("after a restart alice grants bob %+v", g)
 	}
 	// The map still wins where it grants more.
-	if err := alice.SetDisclosure("", bob.pid().String(), "personal"); err != nil {
+	if err := alice.Policy().SetDisclosure("", bob.pid().String(), "personal"); err != nil {
 		t.Fatal(err)
 	}
 	if g := grantFor(alice, bob.pid()); g.Disclosure != "personal" {
 		t.Errorf("with the map granting personal, alice grants bob %+v", g)
 	}
-	if err := alice.SetDisclosure("", bob.pid().String(), ""); err != nil {
+	if err := alice.Policy().SetDisclosure("", bob.pid().String(), ""); err != nil {
 		t.Fatal(err)
 	}
 
 	// Revoking the token withdraws its tier.
-	if _, err := alice.RevokeIntro(m.ID); err != nil {
+	if _, err := alice.TrustBook().RevokeIntro(m.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := alice.introducedTier(bob.pid(), ""); ok {
+	if _, ok := alice.trust.IntroducedTier(bob.pid(), ""); ok {
 		t.Error("a revoked token still grants its tier")
 	}
 	if g := grantFor(alice, bob.pid()); g.Disclosure != "public" {
 		t.Errorf("after revoking, alice grants bob %+v", g)
 	}
-	if _, err := alice.RevokeIntro("0123456789abcdef"); !errors.Is(err, ErrNoSuchIntro) {
+	if _, err := alice.TrustBook().RevokeIntro("0123456789abcdef"); !errors.Is(err, trust.ErrNoSuchIntro) {
 		t.Errorf("revoking an unknown token: %v", err)
 	}
 }
 
 // refusal greets alice from peer and returns alice's trust in it, which
 // must record a refusal saying want.
-func refusal(t *testing.T, alice, peer *testDaemon, want string) TrustInfo {
+func refusal(t *testing.T, alice, peer *testDaemon, want string) trust.Info {
 	t.Helper()
 	connect(t, peer, alice)
 	greet(t, peer, alice) // a refused proof does not fail the greeting
-	if level, _ := alice.trustOf(peer.pid(), nil); level != conditions.Signed {
+	if level, _ := alice.trust.LevelOf(peer.pid(), nil, ""); level != conditions.Signed {
 		t.Errorf("level %s, want 1 (signed)", level)
 	}
-	if tier, ok := alice.introducedTier(peer.pid(), ""); ok {
+	if tier, ok := alice.trust.IntroducedTier(peer.pid(), ""); ok {
 		t.Errorf("the refused peer got tier %q", tier)
 	}
-	info := alice.PeerTrust(peer.pid())
+	info := alice.TrustBook().Peer(peer.pid())
 	if !strings.Contains(info.Refusal, want) || info.RefusedAt.IsZero() || len(info.Intros) != 0 {
 		t.Errorf("refusal %q (at %s), want one saying %q", info.Refusal, info.RefusedAt, want)
 	}
@@ -174,14 +174,14 @@ func TestIntroductionRefusals(t *testing.T) {
 		connect(t, bob, alice)
 		greet(t, bob, alice)
 		refusal(t, alice, carol, "bound to another peer")
-		if tier, _ := alice.introducedTier(bob.pid(), ""); tier != "professional" {
+		if tier, _ := alice.trust.IntroducedTier(bob.pid(), ""); tier != "professional" {
 			t.Errorf("bob, who used the token first, has %q", tier)
 		}
 	})
 	t.Run("revoked", func(t *testing.T) {
 		bob := startDaemon(t, nil)
 		m := introduce(t, alice, "professional", bob)
-		if _, err := alice.RevokeIntro(m.ID); err != nil {
+		if _, err := alice.TrustBook().RevokeIntro(m.ID); err != nil {
 			t.Fatal(err)
 		}
 		refusal(t, alice, bob, "revoked")
@@ -207,7 +207,7 @@ func TestIntroductionRefusals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := mallory.AcceptIntro(tok.Encode()); err != nil {
+		if _, err := mallory.TrustBook().AcceptIntro(tok.Encode()); err != nil {
 			t.Fatal(err)
 		}
 		refusal(t, alice, mallory, "no introduction token of that ID")
@@ -220,7 +220,7 @@ func TestIntroductionRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		tok.Secret[0] ^= 0xff
-		if _, err := bob.AcceptIntro(tok.Encode()); err != nil {
+		if _, err := bob.TrustBook().AcceptIntro(tok.Encode()); err != nil {
 			t.Fatal(err)
 		}
 		refusal(t, alice, bob, "does not verify")
@@ -233,33 +233,33 @@ func TestAcceptIntroRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = bob.AcceptIntro(old.Encode())
-	var ie *TrustInputError
+	_, err = bob.TrustBook().AcceptIntro(old.Encode())
+	var ie *trust.InputError
 	if !errors.Is(err, identity.ErrIntroExpired) || !errors.As(err, &ie) || ie.Field != "token" || !strings.Contains(err.Error(), "expired on") {
 		t.Errorf("accepting an expired token: %v", err)
 	}
-	if _, err := bob.AcceptIntro("ifintro1nonsense"); !errors.Is(err, identity.ErrBadIntroduction) {
+	if _, err := bob.TrustBook().AcceptIntro("ifintro1nonsense"); !errors.Is(err, identity.ErrBadIntroduction) {
 		t.Errorf("accepting nonsense: %v", err)
 	}
-	m, err := alice.Introduce(IntroRequest{Label: "someone"})
+	m, err := alice.TrustBook().Introduce(trust.IntroRequest{Label: "someone"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alice.AcceptIntro(m.Token); !errors.Is(err, ErrOwnIntro) {
+	if _, err := alice.TrustBook().AcceptIntro(m.Token); !errors.Is(err, trust.ErrOwnIntro) {
 		t.Errorf("accepting one's own token: %v", err)
 	}
 	for _, tc := range []struct {
-		req   IntroRequest
+		req   trust.IntroRequest
 		field string
 	}{
-		{IntroRequest{}, "label"},
-		{IntroRequest{Label: strings.Repeat("x", 200)}, "label"},
-		{IntroRequest{Label: "x", TTL: -time.Hour}, "expires_seconds"},
-		{IntroRequest{Label: "x", Disclosure: "intimate"}, "disclosure"},
-		{IntroRequest{Label: "x", Disclosure: "personal", Persona: "two words"}, "persona"},
-		{IntroRequest{Label: "x", Persona: "default"}, "persona"},
+		{trust.IntroRequest{}, "label"},
+		{trust.IntroRequest{Label: strings.Repeat("x", 200)}, "label"},
+		{trust.IntroRequest{Label: "x", TTL: -time.Hour}, "expires_seconds"},
+		{trust.IntroRequest{Label: "x", Disclosure: "intimate"}, "disclosure"},
+		{trust.IntroRequest{Label: "x", Disclosure: "personal", Persona: "two words"}, "persona"},
+		{trust.IntroRequest{Label: "x", Persona: "default"}, "persona"},
 	} {
-		_, err := alice.Introduce(tc.req)
+		_, err := alice.TrustBook().Introduce(tc.req)
 		if !errors.As(err, &ie) || ie.Field != tc.field {
 			t.Errorf("Introduce(%+v) = %v, want an error on %s", tc.req, err, tc.field)
 		}
@@ -270,52 +270,52 @@ func TestPinAndRevoke(t *testing.T) {
 	alice, bob := startDaemon(t, nil), startDaemon(t, nil)
 	connect(t, bob, alice)
 	greet(t, bob, alice)
-	if level, _ := alice.trustOf(bob.pid(), nil); level != conditions.Signed {
+	if level, _ := alice.trust.LevelOf(bob.pid(), nil, ""); level != conditions.Signed {
 		t.Fatalf("before pinning: level %s", level)
 	}
 	wrong := alice.ID().Fingerprint()
-	_, err := alice.PinKey(bob.pid(), wrong)
-	if !errors.Is(err, ErrFingerprintMismatch) || !strings.Contains(err.Error(), wrong) || !strings.Contains(err.Error(), bob.ID().Fingerprint()) {
+	_, err := alice.TrustBook().PinKey(bob.pid(), wrong)
+	if !errors.Is(err, trust.ErrFingerprintMismatch) || !strings.Contains(err.Error(), wrong) || !strings.Contains(err.Error(), bob.ID().Fingerprint()) {
 		t.Fatalf("pinning the wrong fingerprint: %v (want both %s and %s shown)", err, wrong, bob.ID().Fingerprint())
 	}
-	info, err := alice.PinKey(bob.pid(), strings.TrimPrefix(bob.ID().Fingerprint(), "SHA256:"))
+	info, err := alice.TrustBook().PinKey(bob.pid(), strings.TrimPrefix(bob.ID().Fingerprint(), "SHA256:"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info.Level != conditions.Verified || info.PinnedKey != bob.ID().Fingerprint() || info.How[0] != "pinned "+bob.ID().Fingerprint() {
 		t.Errorf("after pinning: %+v", info)
 	}
-	if level, _ := alice.trustOf(bob.pid(), nil); level != conditions.Verified {
+	if level, _ := alice.trust.LevelOf(bob.pid(), nil, ""); level != conditions.Verified {
 		t.Errorf("trustOf after pinning: %s", level)
 	}
-	if err := alice.keyRevoked(bob.pid()); err != nil {
+	if err := alice.trust.KeyRevoked(bob.pid()); err != nil {
 		t.Errorf("keyRevoked of a pinned key: %v", err)
 	}
 
-	if _, err := alice.RevokeKey(bob.pid()); err != nil {
+	if _, err := alice.TrustBook().RevokeKey(bob.pid()); err != nil {
 		t.Fatal(err)
 	}
 	alice.Close()
 	alice = restartDaemon(t, alice) // the revocation persists
-	err = alice.keyRevoked(bob.pid())
-	if !errors.Is(err, ErrKeyRevoked) || !strings.Contains(err.Error(), "the owner revoked trust in key "+bob.ID().Fingerprint()) {
+	err = alice.trust.KeyRevoked(bob.pid())
+	if !errors.Is(err, trust.ErrKeyRevoked) || !strings.Contains(err.Error(), "the owner revoked trust in key "+bob.ID().Fingerprint()) {
 		t.Errorf("keyRevoked after revoking: %v", err)
 	}
-	if level, _ := alice.trustOf(bob.pid(), nil); level != conditions.NoLevel {
+	if level, _ := alice.trust.LevelOf(bob.pid(), nil, ""); level != conditions.NoLevel {
 		t.Errorf("trustOf a revoked key: %s", level)
 	}
-	info = alice.PeerTrust(bob.pid())
+	info = alice.TrustBook().Peer(bob.pid())
 	if info.PinnedKey != "" || info.RevokedKey != bob.ID().Fingerprint() || info.Level != conditions.NoLevel {
 		t.Errorf("after revoking: %+v", info)
 	}
-	if list := alice.Trust(); len(list) != 1 || list[0].Peer != bob.pid().String() {
-		t.Errorf("Trust() = %+v", list)
+	if list := alice.TrustBook().List(); len(list) != 1 || list[0].Peer != bob.pid().String() {
+		t.Errorf("List() = %+v", list)
 	}
 	// Pinning again lifts the revocation.
-	if _, err := alice.PinKey(bob.pid(), bob.ID().Fingerprint()); err != nil {
+	if _, err := alice.TrustBook().PinKey(bob.pid(), bob.ID().Fingerprint()); err != nil {
 		t.Fatal(err)
 	}
-	if err := alice.keyRevoked(bob.pid()); err != nil {
+	if err := alice.trust.KeyRevoked(bob.pid()); err != nil {
 		t.Errorf("keyRevoked after pinning again: %v", err)
 	}
 }
@@ -371,18 +371,18 @@ func withAgentID(t *testing.T, agentID string) *testDaemon {
 	return startDaemon(t, c)
 }
 
-func check(t *testing.T, alice, bob *testDaemon) TrustInfo {
+func check(t *testing.T, alice, bob *testDaemon) trust.Info {
 	t.Helper()
 	connect(t, bob, alice)
 	greet(t, bob, alice)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	info, err := alice.CheckTrust(ctx, bob.pid())
+	info, err := alice.TrustBook().Check(ctx, bob.pid())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info.Check == nil {
-		t.Fatalf("CheckTrust gave no check: %+v", info)
+		t.Fatalf("Check gave no check: %+v", info)
 	}
 	return info
 }
@@ -401,12 +401,12 @@ func TestIdentityDocuments(t *testing.T) {
 		connect(t, bob, alice)
 		greet(t, bob, alice)
 		// The greeting started the check; the level rises once it is done.
-		eventually(t, "the background check", func() bool { return alice.PeerTrust(bob.pid()).Check != nil })
-		info := alice.PeerTrust(bob.pid())
-		if info.Level != conditions.Bound || info.AgentID != url || info.Check.Outcome != CheckBound || info.How[0] != "bound to "+url {
+		eventually(t, "the background check", func() bool { return alice.TrustBook().Peer(bob.pid()).Check != nil })
+		info := alice.TrustBook().Peer(bob.pid())
+		if info.Level != conditions.Bound || info.AgentID != url || info.Check.Outcome != trust.CheckBound || info.How[0] != "bound to "+url {
 			t.Fatalf("after the check: %+v %+v", info, info.Check)
 		}
-		if level, agentID := alice.trustOf(bob.pid(), nil); level != conditions.Bound || agentID != url {
+		if level, agentID := alice.trust.LevelOf(bob.pid(), nil, ""); level != conditions.Bound || agentID != url {
 			t.Errorf("trustOf = %s %q", level, agentID)
 		}
 		// Not fetched again on every greeting.
@@ -417,7 +417,7 @@ func TestIdentityDocuments(t *testing.T) {
 			t.Errorf("greeting again fetched the document %d more times", got-before)
 		}
 		// The disclosure map can name the bound agent ID.
-		if err := alice.SetDisclosure("", url, "personal"); err != nil {
+		if err := alice.Policy().SetDisclosure("", url, "personal"); err != nil {
 			t.Fatal(err)
 		}
 		if g := grantFor(alice, bob.pid()); g.Disclosure != "personal" || g.AuthLevel != conditions.Bound {
@@ -429,7 +429,7 @@ func TestIdentityDocuments(t *testing.T) {
 		bob := withAgentID(t, url)
 		ds.serve("/verified", identity.NewDocument(bob.id, "https://elsewhere.example/bob", "Bob", time.Now()))
 		info := check(t, alice, bob)
-		if info.Level != conditions.Verified || info.AgentID != "" || info.Check.Outcome != CheckIDMismatch {
+		if info.Level != conditions.Verified || info.AgentID != "" || info.Check.Outcome != trust.CheckIDMismatch {
 			t.Errorf("%+v %+v", info, info.Check)
 		}
 	})
@@ -439,7 +439,7 @@ func TestIdentityDocuments(t *testing.T) {
 		someone, _ := identity.Generate(nil)
 		ds.serve("/other", identity.NewDocument(someone, url, "someone", time.Now()))
 		info := check(t, alice, bob)
-		if info.Level != conditions.Signed || info.Check.Outcome != CheckKeyNotListed || !strings.Contains(info.Check.Reason, bob.ID().Fingerprint()) {
+		if info.Level != conditions.Signed || info.Check.Outcome != trust.CheckKeyNotListed || !strings.Contains(info.Check.Reason, bob.ID().Fingerprint()) {
 			t.Errorf("%+v %+v", info, info.Check)
 		}
 	})
@@ -453,7 +453,7 @@ func TestIdentityDocuments(t *testing.T) {
 			PublicKey: base64.RawURLEncoding.EncodeToString(someone.PublicKey()), Created: doc.Keys[0].Created, Status: identity.KeyActive})
 		ds.serve("/revoked", doc)
 		info := check(t, alice, bob)
-		if info.Level != conditions.Signed || info.Check.Outcome != CheckKeyRevoked {
+		if info.Level != conditions.Signed || info.Check.Outcome != trust.CheckKeyRevoked {
 			t.Errorf("%+v %+v", info, info.Check)
 		}
 	})
@@ -479,7 +479,7 @@ func TestIdentityDocuments(t *testing.T) {
 		defer plain.Close()
 		bob := withAgentID(t, plain.URL+"/bob")
 		info := check(t, alice, bob)
-		if info.Level != conditions.Signed || info.Check.Outcome != CheckNotFetched || hits.Load() != 0 {
+		if info.Level != conditions.Signed || info.Check.Outcome != trust.CheckNotFetched || hits.Load() != 0 {
 			t.Errorf("%+v %+v, %d requests", info, info.Check, hits.Load())
 		}
 	})
@@ -488,7 +488,7 @@ func TestIdentityDocuments(t *testing.T) {
 		bob := withAgentID(t, url)
 		ds.serve("/huge", []byte(`{"ifp":5,"display":"`+strings.Repeat("x", 2<<20)+`"}`))
 		info := check(t, alice, bob)
-		if info.Level != conditions.Signed || info.Check.Outcome != CheckFetchFailed || !strings.Contains(info.Check.Reason, "limit") {
+		if info.Level != conditions.Signed || info.Check.Outcome != trust.CheckFetchFailed || !strings.Contains(info.Check.Reason, "limit") {
 			t.Errorf("%+v %+v", info, info.Check)
 		}
 	})
@@ -503,7 +503,7 @@ func TestIdentityDocuments(t *testing.T) {
 		})
 		bob := withAgentID(t, redirector.URL+"/doc")
 		info := check(t, alice, bob)
-		if info.Check.Outcome != CheckFetchFailed || !strings.Contains(info.Check.Reason, "only https") {
+		if info.Check.Outcome != trust.CheckFetchFailed || !strings.Contains(info.Check.Reason, "only https") {
 			t.Errorf("%+v", info.Check)
 		}
 	})
@@ -513,7 +513,7 @@ func TestIdentityDocuments(t *testing.T) {
 		bob := withAgentID(t, url)
 		ds.serve("/bound3", identity.NewDocument(bob.id, url, "Bob", time.Now()))
 		info := check(t, other, bob)
-		if info.Level != conditions.Signed || info.Check.Outcome != CheckFetchFailed || !strings.Contains(info.Check.Reason, "fetch_private") {
+		if info.Level != conditions.Signed || info.Check.Outcome != trust.CheckFetchFailed || !strings.Contains(info.Check.Reason, "fetch_private") {
 			t.Errorf("%+v", info.Check)
 		}
 	})
@@ -525,91 +525,10 @@ func TestIdentityDocuments(t *testing.T) {
 		bob := withAgentID(t, url)
 		ds.serve("/bound2", identity.NewDocument(bob.id, url, "Bob", time.Now()))
 		info := check(t, other, bob)
-		if info.Level != conditions.Signed || info.Check.Outcome != CheckFetchFailed || !strings.Contains(info.Check.Reason, "certificate") {
+		if info.Level != conditions.Signed || info.Check.Outcome != trust.CheckFetchFailed || !strings.Contains(info.Check.Reason, "certificate") {
 			t.Errorf("%+v", info.Check)
 		}
 	})
-}
-
-func TestDocumentChecksAreBounded(t *testing.T) {
-	release := make(chan struct{})
-	var arrived atomic.Int64
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived.Add(1)
-		<-release
-		http.NotFound(w, r)
-	}))
-	defer srv.Close()
-	defer close(release)
-	ca := filepath.Join(t.TempDir(), "ca.pem")
-	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600)
-	cfg := loopbackConfig()
-	cfg.Trust.CAFile = ca
-	cfg.Trust.FetchPrivate = true // the test server is on loopback
-	alice := startDaemon(t, cfg)
-
-	now := time.Now()
-	var peers []peer.ID
-	for range 6 {
-		id, _ := identity.Generate(nil)
-		peers = append(peers, id.PeerID())
-	}
-	// Nothing is fetched for an agent ID that is not https or did:web.
-	alice.checkInBackground(peers[5], "http://example.com/bob", store.TrustRecord{}, now)
-	alice.checkInBackground(peers[5], "did:key:z6Mkfoo", store.TrustRecord{}, now)
-	if n := len(alice.trust.fetch.sem); n != 0 {
-		t.Fatalf("%d checks started for agent IDs that are not fetched", n)
-	}
-	// One in flight per peer.
-	alice.checkInBackground(peers[0], srv.URL+"/0", store.TrustRecord{}, now)
-	alice.checkInBackground(peers[0], srv.URL+"/0", store.TrustRecord{}, now)
-	if n := len(alice.trust.fetch.sem); n != 1 {
-		t.Fatalf("%d checks in flight for one peer", n)
-	}
-	// Four in all.
-	for _, pid := range peers {
-		alice.checkInBackground(pid, srv.URL+"/"+pid.String(), store.TrustRecord{}, now)
-	}
-	alice.trust.mu.RLock()
-	inflight := len(alice.trust.inflight)
-	alice.trust.mu.RUnlock()
-	if inflight != maxChecksInFlight || len(alice.trust.fetch.sem) != maxChecksInFlight {
-		t.Fatalf("%d checks in flight, want %d", inflight, maxChecksInFlight)
-	}
-	eventually(t, "four fetches", func() bool { return arrived.Load() == maxChecksInFlight })
-	// A fresh check is not repeated; a day-old one is.
-	fresh := store.TrustRecord{Check: &store.DocCheck{AgentID: srv.URL + "/x", CheckedAt: now.Add(-time.Hour)}}
-	stale := store.TrustRecord{Check: &store.DocCheck{AgentID: srv.URL + "/x", CheckedAt: now.Add(-25 * time.Hour)}}
-	release <- struct{}{} // one check ends
-	eventually(t, "a free slot", func() bool { return len(alice.trust.fetch.sem) < maxChecksInFlight })
-	extra, _ := identity.Generate(nil)
-	alice.checkInBackground(extra.PeerID(), srv.URL+"/x", fresh, now)
-	if len(alice.trust.fetch.sem) != maxChecksInFlight-1 {
-		t.Error("a fresh check was repeated")
-	}
-	alice.checkInBackground(extra.PeerID(), srv.URL+"/x", stale, now)
-	if len(alice.trust.fetch.sem) != maxChecksInFlight {
-		t.Error("a day-old check was not repeated")
-	}
-}
-
-func TestDidWebURL(t *testing.T) {
-	for _, tc := range []struct{ did, url string }{
-		{"did:web:w3c-ccg.github.io", "https://w3c-ccg.github.io/.well-known/did.json"},
-		{"did:web:w3c-ccg.github.io:user:alice", "https://w3c-ccg.github.io/user/alice/did.json"},
-		{"did:web:example.com%3A3000:user:alice", "https://example.com:3000/user/alice/did.json"},
-		{"did:web:127.0.0.1%3A8443", "https://127.0.0.1:8443/.well-known/did.json"},
-		{"did:web:", ""},
-		{"did:web:example.com/evil", ""},
-		{"did:web:example.com:..", ""},
-		{"did:web:example.com::x", ""},
-		{"did:web:%2Fetc", ""},
-	} {
-		got, err := didWebURL(tc.did)
-		if (err != nil) != (tc.url == "") || got != tc.url {
-			t.Errorf("didWebURL(%q) = %q, %v; want %q", tc.did, got, err, tc.url)
-		}
-	}
 }
 
 func TestTrustConfig(t *testing.T) {
@@ -652,7 +571,7 @@ func TestTrustChecksLeaveNoGoroutine(t *testing.T) {
 	ds.serve("/bob", identity.NewDocument(bob.id, url, "Bob", time.Now()))
 	connect(t, bob, alice)
 	greet(t, bob, alice)
-	eventually(t, "the background check", func() bool { return alice.PeerTrust(bob.pid()).Check != nil })
+	eventually(t, "the background check", func() bool { return alice.TrustBook().Peer(bob.pid()).Check != nil })
 	bob.Close()
 	alice.Close()
 }
@@ -663,7 +582,7 @@ func TestRevokedKeyIsRefusedOnTheWire(t *testing.T) {
 	alice := startDaemon(t, aliceConfig(""))
 	bob := startDaemon(t, nil)
 	connect(t, bob, alice)
-	if _, err := alice.RevokeKey(bob.pid()); err != nil {
+	if _, err := alice.TrustBook().RevokeKey(bob.pid()); err != nil {
 		t.Fatal(err)
 	}
 	_, err := bob.Greet(context.Background(), alice.pid(), negotiate.Proposal{})
@@ -671,7 +590,7 @@ func TestRevokedKeyIsRefusedOnTheWire(t *testing.T) {
 		t.Fatalf("greeting with a revoked key: %+v", b)
 	}
 	// Pinning the key again, after comparing fingerprints, lifts the revocation.
-	if _, err := alice.PinKey(bob.pid(), bob.id.Fingerprint()); err != nil {
+	if _, err := alice.TrustBook().PinKey(bob.pid(), bob.id.Fingerprint()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := bob.Greet(context.Background(), alice.pid(), negotiate.Proposal{}); err != nil {

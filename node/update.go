@@ -7,6 +7,7 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // Update push. When the owner's document changes, every peer in an open
@@ -70,7 +71,7 @@ func (n *Node) pushUpdate(ctx context.Context, c *conv) error {
 		s.Reset()
 		return err
 	}
-	if err := n.record(gossip.Sent, c.peer, m, "capability update"); err != nil {
+	if err := n.recordSent(viaLibp2p, c.peer, m, "capability update"); err != nil {
 		s.Reset()
 		return err
 	}
@@ -79,17 +80,21 @@ func (n *Node) pushUpdate(ctx context.Context, c *conv) error {
 		return err
 	}
 	s.CloseWrite()
-	ack, err := n.readVerified(u.stream, c.peer)
+	ack, err := u.stream.Read()
 	if err != nil {
 		s.Reset()
 		return fmt.Errorf("reading update acknowledgement: %w", err)
 	}
-	if err := n.record(gossip.Received, c.peer, ack, "capability update answer"); err != nil {
-		n.log.Warn("auditing an update answer", "err", err)
-	}
+	_, err = n.door.admit(&arrival{via: viaLibp2p, msg: ack, stream: c.peer, note: "capability update answer", uncharged: true,
+		fit: func(peer.ID) error {
+			if ack.Headers.Thread == nil || ack.Headers.Thread.InReplyTo != m.Headers.MessageID || ack.Headers.ConversationID != m.Headers.ConversationID {
+				return fmt.Errorf("%w: the answer to update %s does not reply to it", gossip.ErrWrongConversation, m.Headers.MessageID)
+			}
+			return nil
+		}})
 	s.Close()
-	if ack.Headers.Thread == nil || ack.Headers.Thread.InReplyTo != m.Headers.MessageID || ack.Headers.ConversationID != m.Headers.ConversationID {
-		return fmt.Errorf("%w: the answer to update %s does not reply to it", gossip.ErrWrongConversation, m.Headers.MessageID)
+	if err != nil {
+		return fmt.Errorf("reading update acknowledgement: %w", err)
 	}
 	if ack.Headers.Phase == gossip.PhaseError {
 		return remoteError(c.peer, ack)
@@ -97,35 +102,54 @@ func (n *Node) pushUpdate(ctx context.Context, c *conv) error {
 	return nil
 }
 
-// handleUpdate receives a pushed view.
+// handleUpdate receives a pushed view. The update belongs to an open
+// conversation with its sender and counts against that conversation's
+// rate like any other message, but is numbered by the document's seq, not
+// the conversation's turns, so it does not take a turn in it.
 func (n *Node) handleUpdate(s network.Stream) {
-	ws, pid, remote, m, ok := n.openInbound(s)
+	ws, pid, remote, ok := n.openInbound(s)
 	if !ok {
 		return
 	}
+	m, err := ws.Read()
+	if err != nil {
+		n.refuseFrame(ws, pid, remote, err)
+		return
+	}
 	c := &conv{Conversation: gossip.NewConversation(m.Headers.ConversationID, n.localAgent(), remote), peer: pid, stream: ws}
-	if m.Headers.From.Agent != remote.Agent || m.Headers.Phase != gossip.PhaseContext {
-		n.refuseIn(c, m, fmt.Errorf("%w: an update is a context message from the stream's peer", gossip.ErrUnexpectedPhase))
-		return
-	}
-	// Updates belong to an open conversation with their sender, and count
-	// against its rate like any other message.
 	open := n.conversation(m.Headers.ConversationID)
-	if open == nil || open.peer != pid {
-		n.refuseIn(c, m, fmt.Errorf("%w: no open conversation %s with you; greet first", gossip.ErrWrongConversation, m.Headers.ConversationID))
+	if open != nil && open.peer != pid {
+		open = nil
+	}
+	var pv pendingView
+	_, err = n.door.admit(&arrival{via: viaLibp2p, msg: m, stream: pid, note: "capability update",
+		temperature: func(peer.ID) string {
+			if open != nil {
+				return open.grant().Temperature
+			}
+			return ""
+		},
+		verify: func(peer.ID) (err error) {
+			if m.Headers.Phase == gossip.PhaseContext {
+				pv, err = n.checkView(pid, m, "", true, nil)
+			}
+			return err
+		},
+		fit: func(peer.ID) error {
+			if m.Headers.Phase != gossip.PhaseContext {
+				return fmt.Errorf("%w: an update is a context message from the stream's peer", gossip.ErrUnexpectedPhase)
+			}
+			if open == nil {
+				return fmt.Errorf("%w: no open conversation %s with you; greet first", gossip.ErrWrongConversation, m.Headers.ConversationID)
+			}
+			return nil
+		}})
+	if err != nil {
+		n.answerRefusal(c, err)
 		return
 	}
-	if err := n.rates.allow(pid, open.grant().Temperature); err != nil {
-		n.refuseIn(c, m, err)
-		return
-	}
-	if err := n.record(gossip.Received, pid, m, "capability update"); err != nil {
-		n.log.Warn("auditing update", "err", err)
-		s.Reset()
-		return
-	}
-	if _, err := n.acceptView(pid, m, "", true, nil); err != nil {
-		n.refuseIn(c, m, err)
+	if _, err := n.keepView(pid, m, pv); err != nil {
+		n.answerRefusal(c, err)
 		return
 	}
 	now := n.now()
@@ -135,7 +159,7 @@ func (n *Node) handleUpdate(s network.Stream) {
 		Sequence: m.Headers.Sequence, Phase: gossip.PhaseContext, ContentType: gossip.DefaultContentType,
 		Thread: &gossip.Thread{InReplyTo: m.Headers.MessageID},
 	}, Body: gossip.Body{Text: fmt.Sprintf("Thank you; I now hold your capabilities at seq %d.", m.Headers.Sequence)}}
-	if err := n.send(&conv{Conversation: c.Conversation, peer: pid, stream: ws}, ack); err != nil {
+	if err := n.send(c, ack); err != nil {
 		n.log.Debug("acknowledging update", "peer", pid, "err", err)
 	}
 	s.Close()

@@ -123,12 +123,12 @@ func TestUnchangedViewClaimMustMatch(t *testing.T) {
 		"nothing named":         {claim(hex.EncodeToString(held.sum[:])), nil},
 		"no view and no claims": {claim(""), &held},
 	} {
-		if _, err := bob.acceptView(pid, tc.m, proposalOf(tc.m).ViewUnchanged, true, tc.held); !errors.Is(err, gossip.ErrInvalidMessage) {
+		if _, err := bob.checkView(pid, tc.m, proposalOf(tc.m).ViewUnchanged, true, tc.held); !errors.Is(err, gossip.ErrInvalidMessage) {
 			t.Errorf("%s: %v, want %v", name, err, gossip.ErrInvalidMessage)
 		}
 	}
 	matching := claim(hex.EncodeToString(held.sum[:]))
-	if doc, err := bob.acceptView(pid, matching, proposalOf(matching).ViewUnchanged, true, &held); err != nil || doc != held.doc {
+	if pv, err := bob.checkView(pid, matching, proposalOf(matching).ViewUnchanged, true, &held); err != nil || pv.vv.doc != held.doc {
 		t.Fatalf("a matching claim: %v", err)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/store"
+	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/pelletier/go-toml/v2"
 )
@@ -580,7 +581,7 @@ func checkRestarted(t *testing.T, aHome node.Home, b *node.Node) {
 	if !slices.ContainsFunc(peers, func(p api.Peer) bool { return p.PeerID == bID.String() && p.Cached && p.Seq == b.Document().Seq }) {
 		t.Errorf("peers after the restart does not list B's cached view: %+v", peers)
 	}
-	var info node.TrustInfo
+	var info trust.Info
 	if err := json.Unmarshal([]byte(mustRun(t, aHome.Dir, "trust", bID.String(), "--json")), &info); err != nil || info.Level != conditions.Verified {
 		t.Errorf("trust B after the restart: %+v %v, want level 2 (verified)", info, err)
 	}

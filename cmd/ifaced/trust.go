@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/conditions"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/store"
+	"github.com/ifaced/ifaced/node/trust"
 )
 
 // The trust verbs:
@@ -64,7 +64,7 @@ func runTrust(ctx context.Context, e *env, args []string) error {
 		printTrustList(e.stdout, list)
 		return nil
 	}
-	var info *node.TrustInfo
+	var info *trust.Info
 	switch {
 	case *verify != "":
 		info, err = c.TrustPeer(ctx, pos[0], api.TrustAction{Verify: *verify})
@@ -103,14 +103,14 @@ func describeCheck(c *store.DocCheck) string {
 		return fmt.Sprintf("identity document: level %s reached: %s", conditions.Level(c.Level), c.Reason)
 	}
 	why := map[string]string{
-		node.CheckFetchFailed:     "fetch failed",
-		node.CheckInvalidDocument: "not a valid document",
-		node.CheckKeyNotListed:    "key not listed",
-		node.CheckKeyRetired:      "key retired",
-		node.CheckKeyRevoked:      "key revoked",
-		node.CheckIDMismatch:      "id mismatch",
-		node.CheckNotFetched:      "nothing to fetch",
-		node.CheckNoAgentID:       "no agent_id known",
+		trust.CheckFetchFailed:     "fetch failed",
+		trust.CheckInvalidDocument: "not a valid document",
+		trust.CheckKeyNotListed:    "key not listed",
+		trust.CheckKeyRetired:      "key retired",
+		trust.CheckKeyRevoked:      "key revoked",
+		trust.CheckIDMismatch:      "id mismatch",
+		trust.CheckNotFetched:      "nothing to fetch",
+		trust.CheckNoAgentID:       "no agent_id known",
 	}[c.Outcome]
 	if why == "" {
 		why = c.Outcome
@@ -118,7 +118,7 @@ func describeCheck(c *store.DocCheck) string {
 	return fmt.Sprintf("identity document: no level beyond %s: %s: %s", conditions.Signed, why, c.Reason)
 }
 
-func printTrustList(w io.Writer, list []node.TrustInfo) {
+func printTrustList(w io.Writer, list []trust.Info) {
 	if len(list) == 0 {
 		fmt.Fprintln(w, "no trust records: every peer is at level 1 (signed) until you pin its key (ifaced trust PEER --verify FINGERPRINT),")
 		fmt.Fprintln(w, "it proves an introduction token you minted (ifaced introduce), or its identity document lists its key")
@@ -137,7 +137,7 @@ func printTrustList(w io.Writer, list []node.TrustInfo) {
 	}
 }
 
-func printTrust(w io.Writer, t *node.TrustInfo) {
+func printTrust(w io.Writer, t *trust.Info) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "peer\t%s\n", t.Peer)
 	fmt.Fprintf(tw, "fingerprint\t%s\n", t.Fingerprint)

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/conditions"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/trust"
 )
 
 func TestTrustVerbs(t *testing.T) {
@@ -19,7 +19,7 @@ func TestTrustVerbs(t *testing.T) {
 
 	wantLines(t, "trust before anything", mustRun(t, a, "trust"), "no trust records")
 
-	var m node.MintedIntro
+	var m trust.MintedIntro
 	out := mustRun(t, a, "introduce", "--label", "Bob", "--expires", "2d", "--disclosure", "professional", "--json")
 	if err := json.Unmarshal([]byte(out), &m); err != nil || !strings.HasPrefix(m.Token, "ifintro1") {
 		t.Fatalf("introduce --json: %+v %v\n%s", m, err, out)
@@ -52,13 +52,13 @@ func TestTrustVerbs(t *testing.T) {
 	wantLines(t, "trust --verify", out, "pinned "+bob.ID().Fingerprint()+": "+bobID+" is now at level 2 (verified)", "how          pinned ")
 	out = mustRun(t, a, "trust", bobID, "--check")
 	wantLines(t, "trust --check", out, "identity document: no level beyond 1 (signed): nothing to fetch:", "level        2 (verified)")
-	var info node.TrustInfo
+	var info trust.Info
 	if err := json.Unmarshal([]byte(mustRun(t, a, "trust", bobID, "--json")), &info); err != nil || info.Level != conditions.Verified {
 		t.Errorf("trust PEER --json: %+v %v", info, err)
 	}
 	out = mustRun(t, a, "trust", bobID, "--revoke")
 	wantLines(t, "trust --revoke", out, "revoked trust in key "+bob.ID().Fingerprint(), "level        none")
-	var list []node.TrustInfo
+	var list []trust.Info
 	if err := json.Unmarshal([]byte(mustRun(t, a, "trust", "--json")), &list); err != nil || len(list) != 1 || list[0].Level != conditions.NoLevel {
 		t.Errorf("trust --json: %+v %v", list, err)
 	}

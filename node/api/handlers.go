@@ -507,7 +507,7 @@ func (s *Server) resolvePeer(ref string) (peer.ID, *Error) {
 			continue
 		}
 		pid, err := peer.Decode(rec.PeerID)
-		if err == nil && s.n.PeerTrust(pid).AgentID == ref {
+		if err == nil && s.n.TrustBook().Peer(pid).AgentID == ref {
 			found = append(found, pid)
 		}
 	}

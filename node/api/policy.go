@@ -33,7 +33,7 @@ type TemperatureChange struct {
 }
 
 func (s *Server) policy(w http.ResponseWriter, r *http.Request) {
-	p := s.n.Policy()
+	p := s.n.Policy().Current()
 	writeJSON(w, http.StatusOK, Policy{DefaultTier: p.DefaultTier, Tiers: p.Order.Tiers(), Disclosure: p.Map,
 		DefaultMaxTemperature: p.DefaultMaxTemp, MaxTemperature: p.MaxTemp})
 }
@@ -48,7 +48,7 @@ func (s *Server) setDisclosure(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("peer", "is required: a peer ID or agent ID"))
 		return
 	}
-	s.policyChanged(w, "tier", s.n.SetDisclosure(c.Persona, c.Peer, c.Tier))
+	s.policyChanged(w, "tier", s.n.Policy().SetDisclosure(c.Persona, c.Peer, c.Tier))
 }
 
 func (s *Server) setTemperature(w http.ResponseWriter, r *http.Request) {
@@ -61,7 +61,7 @@ func (s *Server) setTemperature(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("peer", "is required: a peer ID or agent ID"))
 		return
 	}
-	s.policyChanged(w, "max", s.n.SetMaxTemperature(c.Peer, c.Max))
+	s.policyChanged(w, "max", s.n.Policy().SetMaxTemperature(c.Peer, c.Max))
 }
 
 func (s *Server) policyChanged(w http.ResponseWriter, field string, err error) {

@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/trust"
 )
 
 // Trust and introductions:
@@ -28,7 +28,7 @@ import (
 
 // TrustList is the answer of GET /v1/trust.
 type TrustList struct {
-	Peers []node.TrustInfo `json:"peers"`
+	Peers []trust.Info `json:"peers"`
 }
 
 // TrustAction is the body of POST /v1/trust/{peer}: exactly one member.
@@ -48,8 +48,8 @@ type IntroRequest struct {
 
 // IntroList is the answer of GET /v1/intros.
 type IntroList struct {
-	Issued []node.IssuedIntroInfo `json:"issued"`
-	Held   []node.HeldIntroInfo   `json:"held"`
+	Issued []trust.IssuedIntroInfo `json:"issued"`
+	Held   []trust.HeldIntroInfo   `json:"held"`
 }
 
 // AcceptIntroRequest is the body of POST /v1/intros/accept.
@@ -58,7 +58,7 @@ type AcceptIntroRequest struct {
 }
 
 func (s *Server) trustList(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, TrustList{Peers: s.n.Trust()})
+	writeJSON(w, http.StatusOK, TrustList{Peers: s.n.TrustBook().List()})
 }
 
 func (s *Server) peerTrust(w http.ResponseWriter, r *http.Request) {
@@ -67,7 +67,7 @@ func (s *Server) peerTrust(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.n.PeerTrust(pid))
+	writeJSON(w, http.StatusOK, s.n.TrustBook().Peer(pid))
 }
 
 func (s *Server) trustPeer(w http.ResponseWriter, r *http.Request) {
@@ -92,17 +92,17 @@ func (s *Server) trustPeer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	var info node.TrustInfo
+	var info trust.Info
 	var err error
 	switch {
 	case req.Verify != "":
-		info, err = s.n.PinKey(pid, req.Verify)
+		info, err = s.n.TrustBook().PinKey(pid, req.Verify)
 	case req.Revoke:
-		info, err = s.n.RevokeKey(pid)
+		info, err = s.n.TrustBook().RevokeKey(pid)
 	default:
 		ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
 		defer cancel()
-		info, err = s.n.CheckTrust(ctx, pid)
+		info, err = s.n.TrustBook().Check(ctx, pid)
 	}
 	if err != nil {
 		writeError(w, trustError(err))
@@ -121,7 +121,7 @@ func (s *Server) introduce(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("expires_seconds", "%d: want a positive number of seconds (0 for the default)", req.ExpiresSeconds))
 		return
 	}
-	m, err := s.n.Introduce(node.IntroRequest{Label: req.Label, TTL: time.Duration(req.ExpiresSeconds) * time.Second,
+	m, err := s.n.TrustBook().Introduce(trust.IntroRequest{Label: req.Label, TTL: time.Duration(req.ExpiresSeconds) * time.Second,
 		Disclosure: req.Disclosure, Persona: req.Persona})
 	if err != nil {
 		writeError(w, trustError(err))
@@ -131,20 +131,20 @@ func (s *Server) introduce(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) intros(w http.ResponseWriter, r *http.Request) {
-	issued, err := s.n.IssuedIntros()
+	issued, err := s.n.TrustBook().IssuedIntros()
 	if err != nil {
 		writeError(w, internal(err))
 		return
 	}
-	held := s.n.HeldIntros()
+	held := s.n.TrustBook().HeldIntros()
 	if held == nil {
-		held = []node.HeldIntroInfo{}
+		held = []trust.HeldIntroInfo{}
 	}
 	writeJSON(w, http.StatusOK, IntroList{Issued: issued, Held: held})
 }
 
 func (s *Server) revokeIntro(w http.ResponseWriter, r *http.Request) {
-	info, err := s.n.RevokeIntro(r.PathValue("id"))
+	info, err := s.n.TrustBook().RevokeIntro(r.PathValue("id"))
 	if err != nil {
 		writeError(w, trustError(err))
 		return
@@ -162,7 +162,7 @@ func (s *Server) acceptIntro(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("token", "is required: the string `ifaced introduce` printed on the issuer's side"))
 		return
 	}
-	info, err := s.n.AcceptIntro(req.Token)
+	info, err := s.n.TrustBook().AcceptIntro(req.Token)
 	if err != nil {
 		writeError(w, trustError(err))
 		return
@@ -172,11 +172,11 @@ func (s *Server) acceptIntro(w http.ResponseWriter, r *http.Request) {
 
 // trustError classifies the failure of a trust request.
 func trustError(err error) *Error {
-	var ie *node.TrustInputError
+	var ie *trust.InputError
 	switch {
 	case errors.As(err, &ie):
 		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Field: ie.Field, Message: err.Error()}
-	case errors.Is(err, node.ErrNoSuchIntro):
+	case errors.Is(err, trust.ErrNoSuchIntro):
 		return notFound("%v", err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return &Error{Status: http.StatusGatewayTimeout, Code: CodePeerTimeout, Message: err.Error()}
@@ -185,27 +185,27 @@ func trustError(err error) *Error {
 }
 
 // Trust lists the trust records.
-func (c *Client) Trust(ctx context.Context) ([]node.TrustInfo, error) {
+func (c *Client) Trust(ctx context.Context) ([]trust.Info, error) {
 	var out TrustList
 	err := c.call(ctx, http.MethodGet, "/v1/trust", nil, &out)
 	return out.Peers, err
 }
 
 // PeerTrust returns what the daemon established about one peer.
-func (c *Client) PeerTrust(ctx context.Context, peer string) (*node.TrustInfo, error) {
-	var out node.TrustInfo
+func (c *Client) PeerTrust(ctx context.Context, peer string) (*trust.Info, error) {
+	var out trust.Info
 	return &out, c.call(ctx, http.MethodGet, "/v1/trust/"+url.PathEscape(peer), nil, &out)
 }
 
 // TrustPeer pins, revokes or checks a peer's key.
-func (c *Client) TrustPeer(ctx context.Context, peer string, a TrustAction) (*node.TrustInfo, error) {
-	var out node.TrustInfo
+func (c *Client) TrustPeer(ctx context.Context, peer string, a TrustAction) (*trust.Info, error) {
+	var out trust.Info
 	return &out, c.call(ctx, http.MethodPost, "/v1/trust/"+url.PathEscape(peer), a, &out)
 }
 
 // Introduce mints an introduction token.
-func (c *Client) Introduce(ctx context.Context, req IntroRequest) (*node.MintedIntro, error) {
-	var out node.MintedIntro
+func (c *Client) Introduce(ctx context.Context, req IntroRequest) (*trust.MintedIntro, error) {
+	var out trust.MintedIntro
 	return &out, c.call(ctx, http.MethodPost, "/v1/intros", req, &out)
 }
 
@@ -216,13 +216,13 @@ func (c *Client) Intros(ctx context.Context) (*IntroList, error) {
 }
 
 // RevokeIntro revokes a token the daemon minted.
-func (c *Client) RevokeIntro(ctx context.Context, id string) (*node.IssuedIntroInfo, error) {
-	var out node.IssuedIntroInfo
+func (c *Client) RevokeIntro(ctx context.Context, id string) (*trust.IssuedIntroInfo, error) {
+	var out trust.IssuedIntroInfo
 	return &out, c.call(ctx, http.MethodDelete, "/v1/intros/"+url.PathEscape(id), nil, &out)
 }
 
 // AcceptIntro stores a token another daemon minted for this one.
-func (c *Client) AcceptIntro(ctx context.Context, token string) (*node.HeldIntroInfo, error) {
-	var out node.HeldIntroInfo
+func (c *Client) AcceptIntro(ctx context.Context, token string) (*trust.HeldIntroInfo, error) {
+	var out trust.HeldIntroInfo
 	return &out, c.call(ctx, http.MethodPost, "/v1/intros/accept", AcceptIntroRequest{Token: token}, &out)
 }

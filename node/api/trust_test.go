@@ -9,7 +9,7 @@ import (
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/identity"
-	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/trust"
 )
 
 // greetFrom connects from to to and greets it through from's API.
@@ -24,9 +24,9 @@ func greetFrom(t *testing.T, from, to *daemon) {
 	}
 }
 
-func trustOf(t *testing.T, list []node.TrustInfo, peer string) node.TrustInfo {
+func trustOf(t *testing.T, list []trust.Info, peer string) trust.Info {
 	t.Helper()
-	i := slices.IndexFunc(list, func(ti node.TrustInfo) bool { return ti.Peer == peer })
+	i := slices.IndexFunc(list, func(ti trust.Info) bool { return ti.Peer == peer })
 	if i < 0 {
 		t.Fatalf("no trust record for %s in %+v", peer, list)
 	}
@@ -42,7 +42,7 @@ func TestIntroductionsThroughTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(m.Token, "ifintro1") || m.ID == "" || time.Until(m.Expires) > time.Hour || m.State != node.IntroUnused {
+	if !strings.HasPrefix(m.Token, "ifintro1") || m.ID == "" || time.Until(m.Expires) > time.Hour || m.State != trust.IntroUnused {
 		t.Fatalf("minted %+v", m)
 	}
 	for _, d := range []*daemon{bob, carol} { // carol got a copy of bob's token
@@ -65,14 +65,14 @@ func TestIntroductionsThroughTheAPI(t *testing.T) {
 		t.Errorf("carol: %+v", c)
 	}
 	intros, err := alice.c.Intros(ctx)
-	if err != nil || len(intros.Issued) != 1 || intros.Issued[0].State != node.IntroBound || intros.Issued[0].BoundPeer != bob.peerID() {
+	if err != nil || len(intros.Issued) != 1 || intros.Issued[0].State != trust.IntroBound || intros.Issued[0].BoundPeer != bob.peerID() {
 		t.Fatalf("intros: %+v %v", intros, err)
 	}
 	if held, err := bob.c.Intros(ctx); err != nil || len(held.Held) != 1 || len(held.Issued) != 0 {
 		t.Errorf("bob's intros: %+v %v", held, err)
 	}
 	revoked, err := alice.c.RevokeIntro(ctx, m.ID)
-	if err != nil || revoked.State != node.IntroRevoked {
+	if err != nil || revoked.State != trust.IntroRevoked {
 		t.Errorf("revoke: %+v %v", revoked, err)
 	}
 
@@ -115,7 +115,7 @@ func TestTrustThroughTheAPI(t *testing.T) {
 		t.Fatalf("pin: %+v %v", info, err)
 	}
 	info, err = alice.c.TrustPeer(ctx, bob.peerID(), TrustAction{Check: true})
-	if err != nil || info.Level != conditions.Verified || info.Check == nil || info.Check.Outcome != node.CheckNotFetched {
+	if err != nil || info.Level != conditions.Verified || info.Check == nil || info.Check.Outcome != trust.CheckNotFetched {
 		t.Errorf("check of a did:key agent: %+v %v", info, err)
 	}
 	info, err = alice.c.TrustPeer(ctx, bob.peerID(), TrustAction{Revoke: true})
@@ -135,7 +135,7 @@ func TestTrustThroughTheAPI(t *testing.T) {
 	apiError(t, err, http.StatusNotFound)
 	stranger, _ := identity.Generate(nil)
 	info, err = alice.c.TrustPeer(ctx, stranger.PeerID().String(), TrustAction{Check: true})
-	if err != nil || info.Check == nil || info.Check.Outcome != node.CheckNoAgentID {
+	if err != nil || info.Check == nil || info.Check.Outcome != trust.CheckNoAgentID {
 		t.Errorf("check of a peer never greeted: %+v %v", info, err)
 	}
 }

@@ -155,7 +155,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 
 	fmt.Fprintln(w, "\n== Alice's human reads Bob's key fingerprint to Bob's human over the phone; they match, and Alice pins it")
 	fmt.Fprintf(w, "  ifaced trust %s --verify %s\n", bob.id.PeerID(), bob.id.Fingerprint())
-	if _, err := alice.n.PinKey(bob.id.PeerID(), bob.id.Fingerprint()); err != nil {
+	if _, err := alice.n.TrustBook().PinKey(bob.id.PeerID(), bob.id.Fingerprint()); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "\n== Bob asks again, in the same conversation")

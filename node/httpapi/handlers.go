@@ -116,6 +116,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 	}
 	m, err := gossip.DecodeJSON(body)
 	if err != nil {
+		s.n.RecordUndecoded("https", body, err)
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, err.Error())
 		return
 	}
@@ -207,7 +208,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	out, err := s.n.Execute(req.Action, req.Input, s.n.HTTPFacts())
+	out, err := s.n.ExecuteAnonymous("https", r.RemoteAddr, "", req.Action, req.Input)
 	if err != nil {
 		s.refuse(w, err)
 		return
@@ -220,6 +221,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 func (s *Server) invokeSigned(w http.ResponseWriter, body []byte) {
 	m, err := gossip.DecodeJSON(body)
 	if err != nil {
+		s.n.RecordUndecoded("https", body, err)
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, err.Error())
 		return
 	}

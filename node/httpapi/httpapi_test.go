@@ -19,6 +19,7 @@ import (
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -599,7 +600,7 @@ func TestIntroductionProofOverHTTP(t *testing.T) {
 	cfg.Capabilities = append(cfg.Capabilities, map[string]any{"name": "files.share", "description": "Share files",
 		"conditions": map[string]any{"min_disclosure": "professional", "min_auth_level": 0}})
 	d := start(t, cfg)
-	minted, err := d.n.Introduce(node.IntroRequest{Label: "Bob from the conference", Disclosure: "professional"})
+	minted, err := d.n.TrustBook().Introduce(trust.IntroRequest{Label: "Bob from the conference", Disclosure: "professional"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -621,7 +622,7 @@ func TestIntroductionProofOverHTTP(t *testing.T) {
 	if r := post(t, d, g); r.status != 202 {
 		t.Fatalf("introduced greeting: %d %s", r.status, r.body)
 	}
-	info := d.n.PeerTrust(bob.PeerID())
+	info := d.n.TrustBook().Peer(bob.PeerID())
 	if len(info.Intros) != 1 {
 		t.Fatalf("bob's trust record after the introduced greeting: %+v", info)
 	}

@@ -1,116 +1,426 @@
 // Package wire is the specification and the mechanics of ifaced's libp2p
-// stream protocols: their IDs, framing, limits, deadlines and error codes.
-// What the daemon does with a message is decided in package node; this
-// package only moves verified-shaped bytes and names failures.
+// stream protocols: their IDs, framing, messages, limits, deadlines and
+// error codes. A second implementation should be writable from this
+// comment, the identity package comment (the signing input) and the
+// conformance vectors in testdata/conformance, without reading Go code.
+// What the daemon decides is in package node; this package moves
+// verified-shaped bytes and names failures.
+//
+// Terms: a peer is a libp2p host whose Ed25519 key is its identity; its
+// agent ID on the wire is its did:key ("did:key:z6Mk…", identity package);
+// JSON means RFC 8259 JSON, canonical JSON the RFC 8785 form (JCS).
 //
 // # Protocols
 //
-//	/ifp/7/capabilities/1.0.0  query: the greeting exchange of a conversation
-//	                           without the conversation — one signed greeting
-//	                           in (the requester's view for the responder in
-//	                           part "capabilities", the proposal in part
-//	                           "greeting"), one signed greeting out (the
-//	                           responder's view in "capabilities", the granted
-//	                           context in "context"); then the stream closes.
-//	                           Each side names the other's view it holds in
-//	                           its "greeting" part (have_view: the hex SHA-256
-//	                           of its RFC 8785 form); a side whose view still
-//	                           has that hash leaves out "capabilities" from its
-//	                           next greeting or answer and says view_unchanged
-//	                           (the hash). A side that no longer holds the
-//	                           view named simply does without it. The same
-//	                           holds for the greetings of a conversation.
 //	/ifp/4/conversation/1.0.0  a conversation: signed IFP-4 messages in both
-//	                           directions, the initiator's greeting first and
-//	                           the responder's greeting (its view for the
-//	                           initiator and the granted context) second, then
-//	                           context, probe, recommend, close and error
-//	                           phases in any order until a close.
-//	/ifp/7/update/1.0.0        push: one signed message (phase context) carrying
-//	                           the sender's new view (part "capabilities") to a
-//	                           peer in conversation; the answer is one signed
-//	                           message, an acknowledgement or an error.
-//	/ifp/8/mailbox/1.0.0       store-and-forward at a relay (IFP-8): one request
-//	                           frame, one response frame (MailboxRequest and
-//	                           MailboxResponse, deterministic CBOR maps with
-//	                           no unknown keys). publish {to, message}: the
-//	                           message (an IFP-4 message as CBOR bytes, at most
-//	                           MaxMailMessage) must be signed by the stream's
-//	                           peer and the recipient registered at the relay;
-//	                           the answer names the relay's mail ID and when
-//	                           the mail expires. retrieve {limit}: the stream's
-//	                           peer's waiting messages, oldest first, each with
-//	                           the relay's trace.received entry appended, at
-//	                           most MaxMailBatch and a frame's worth, with
-//	                           "more" when others wait; retrieving registers
-//	                           the peer. ack {ids}: deletes the peer's own
-//	                           messages. Refusals carry an ErrorBody under
-//	                           "error" with the codes below, plus
-//	                           mailbox_refused (recipient not registered) and
-//	                           mailbox_full (a quota is used up).
+//	                           directions, the initiator's greeting first
+//	                           and the responder's greeting (the answer)
+//	                           second, then context, probe, recommend,
+//	                           close and error messages until a close.
+//	/ifp/7/capabilities/1.0.0  query: the greeting and its answer without
+//	                           the conversation. The initiator writes one
+//	                           greeting, the responder one answer, then
+//	                           both close the stream.
+//	/ifp/7/update/1.0.0        push: one signed message carrying the
+//	                           sender's new view to a peer it has an open
+//	                           conversation with; one signed answer.
+//	/ifp/8/mailbox/1.0.0       store-and-forward at a relay (IFP-8): one
+//	                           request frame, one response frame.
 //
-// Capability requests travel in a conversation: a probe whose
-// headers.capabilities.request names one capability, its parameters in a
-// "parameters" part (application/json); the answer is a probe in reply to
-// it (thread.in_reply_to) with a "result" part, or an error message in
-// reply to it. A refused request does not close the conversation, nor does
-// a rate_limited answer; every other error does.
+// Every stream belongs to the resource-manager service "ifaced".
 //
 // # Frames
 //
-// Every message is one frame: an unsigned varint (multiformats unsigned-
-// varint, minimally encoded) with the payload length, then the payload, one
-// deterministic CBOR item (RFC 8949 §4.2.1) holding an IFP-4 message
-// (package gossip). Limits:
+// Every message is one frame: an unsigned varint (multiformats
+// unsigned-varint: 7 bits per byte, least significant group first, high
+// bit set on every byte but the last, minimally encoded, at most 9 bytes)
+// with the payload length, then the payload: one CBOR item (RFC 8949) in
+// core deterministic encoding (§4.2.1: definite lengths, shortest integer
+// and float forms, map keys sorted bytewise by their encoding). A frame of
+// a conversation, query or update holds an IFP-4 message as a CBOR map
+// whose keys are the JSON member names below; a mailbox frame holds a
+// mailbox request or response.
 //
-//	frame payload       at most 1 MiB (gossip.MaxMessageSize); a larger
-//	                    announced length is refused before allocation
-//	read deadline       limits.stream_timeout (default 30 s) for each frame
-//	write deadline      the same, for each frame
-//	idle conversation   a conversation stream with no frame for the read
-//	                    deadline is closed
+// Readers refuse, with invalid_format unless noted:
+//
+//	a length that is not minimal (81 00) or does not end within 9 bytes
+//	a length of 0
+//	a length over 1 MiB (1048576)        payload_too_large, before reading it
+//	a stream that ends inside a frame
+//	bytes after the CBOR item, or a payload that is not one CBOR item
+//	duplicate map keys, indefinite lengths, tags, NaN and infinities,
+//	nesting deeper than 40, more than 16384 elements in an array or
+//	pairs in a map
+//
+// A payload's buffer grows as its bytes arrive, and the memory a frame can
+// cost is reserved from the stream's resource scope.
+//
+// # Messages
+//
+// A message is an IFP-4 object; as JSON (the HTTPS inbox, signed
+// POST /invoke, the audit log) and as CBOR (frames) it has the same
+// members. "?" marks an optional member; every string is UTF-8; an id is
+// 1 to 256 bytes, printable, without white space; a date is an RFC 3339
+// time (ifaced writes UTC seconds, 2026-03-04T23:58:12Z).
+//
+//	ifp                        integer, 4 (else unsupported_version)
+//	headers.message_id         id, new for every message of a sender
+//	headers.date               date, within the replay window (below)
+//	headers.from               agent: {agent: string ≤512, display?: string
+//	                           ≤256, human?: string ≤256}; on libp2p,
+//	                           agent is the sender's did:key
+//	headers.to                 array of 1 to 64 agents; holds the recipient
+//	headers.conversation_id    id
+//	headers.sequence           integer, 1 to 2^53-1 (see Conversations)
+//	headers.phase              greeting, context, probe, recommend, close
+//	                           or error
+//	headers.content_type       string, the media type of body.text
+//	                           ("text/markdown; charset=utf-8")
+//	headers.subject?           string ≤1024
+//	headers.thread?            {in_reply_to?: id, references?: [id] ≤256}
+//	headers.languages?         {content?: string ≤64, preferred?: [string],
+//	                           human?: [string]}
+//	headers.disclosure?        string ≤128, a disclosure tier (IFP-12)
+//	headers.persona?           string ≤128
+//	headers.priority?          low, normal or urgent
+//	headers.ttl_seconds?       integer, 0 to 2^53-1
+//	headers.capabilities?      {request?: [string ≤256], offer?: [string ≤256]}
+//	headers.extensions?        object of JSON values, kept as received
+//	body.text?                 string
+//	body.parts?                array of ≤64 parts: {content_type: string
+//	                           ≤256, name?: string ≤256, content?: any
+//	                           JSON value}
+//	trace.received?            array of ≤64 hops: {by, with, at: date,
+//	                           from?} (strings; appended by relays)
+//	security.signatures        array of ≤8: {alg, key_id, created: date,
+//	                           signed_headers: [header name], signed_body:
+//	                           boolean, sig} (identity package comment)
+//	security.encryption?       {scheme: string, recipients?: [string]}
+//
+// A part content and an extension value are any JSON value nested at most
+// 32 deep, with no CBOR byte strings, tags, NaN or infinities, map keys
+// that are text, and integers within -(2^53-1) to 2^53-1 (past 2^53 two
+// integers have one RFC 8785 form, so one signature would cover both).
+// A typed member must have its type: an integer member is a CBOR integer
+// or a JSON number without fraction or exponent. null anywhere means
+// absent. Members IFP-4 does not define are ignored and not forwarded.
+// A refusal of a message that does not decode or validate names the member
+// ("headers.sequence: expected an integer, got a text string"; package
+// gossip, FieldError).
+//
+// # Signatures
+//
+// Every message carries an Ed25519 signature (alg "ed25519", key_id the
+// sender's did:key + "#" + its multibase part, sig unpadded base64url)
+// over the signing input defined in the identity package comment: a
+// domain prefix, then the RFC 8785 form of the signature's parameters,
+// the signed headers and the body, each in the signed form. The signed
+// form leaves out every member IFP-4 defines whose value is null, false,
+// "", 0, [] or {} (from the inside out, so "thread": {} is absent and
+// signs as null), and keeps free-form values (part contents, extension
+// values) exactly as received.
+//
+// A signature this daemon accepts covers every header — message_id, date,
+// from, to, conversation_id, sequence, phase, content_type, subject,
+// thread, languages, disclosure, persona, priority, ttl_seconds,
+// capabilities, extensions (absent ones as null) — and the body
+// (signed_body true); ifaced signs exactly that. Of the Ed25519 signatures,
+// the first whose key_id does not name another did:key is tried, and
+// only it; it must verify under the key of the stream's remote peer
+// (wrong_key when every Ed25519 signature names another did:key, else
+// invalid_signature). The vectors in testdata/conformance/signing.json
+// pin the bytes.
 //
 // # Acceptance
 //
-// A message is accepted only if it decodes, validates, names a supported
-// IFP version (4), carries an Ed25519 signature covering the required
-// headers and the body, made by the key of the stream's remote peer ID,
-// has a message_id not seen before and a date inside the replay window,
-// and fits the conversation's sequence.
+// Every message passes these steps in this order; the first that fails
+// gives the refusal's code:
+//
+//	decode     the frame and its message decode and     invalid_format,
+//	           validate                                 payload_too_large,
+//	                                                    unsupported_version
+//	verify     a signature by the stream's peer         invalid_signature,
+//	           verifies                                 wrong_key
+//	trust      the owner has not revoked that key       key_revoked
+//	replay     message_id not seen before from this     replay
+//	           signer; date at most 24 h old and at
+//	           most 5 min ahead (replay.window,
+//	           replay.clock_skew)
+//	rate       per peer, by the conversation's          rate_limited
+//	           temperature: 10 (cool), 30 (warm), 60
+//	           (hot) messages a minute, a minute's
+//	           worth at once ([rates]); an answer to
+//	           one's own request is not counted
+//	fit        the message fits its conversation        out_of_sequence
+//	           (below)
+//	audit      it is written to the audit log; only
+//	           then is it acted on
+//
+// # Conversations
+//
+// A conversation is one /ifp/4/conversation/1.0.0 stream between two
+// peers, named by the conversation_id of its first message; from.agent is
+// always the sender's did:key and to holds the recipient's. Sequence
+// numbers count the messages of the whole conversation:
+//
+//   - the first message is the initiator's greeting, at sequence 1 (an
+//     error may come first, refusing the stream);
+//   - each side numbers its next message one more than the highest
+//     sequence it has sent or received in the conversation, so a turn-
+//     taking exchange reads 1, 2, 3, …; its headers.thread.in_reply_to
+//     names the last message it received;
+//   - a receiver accepts a message only if its sequence is higher than
+//     that of every message it received from the peer before (gaps are
+//     allowed; both sides sending at once may use one number twice);
+//   - numbers stop at 2^53-1 (MaxSequence): a side that would need a
+//     higher one starts a new conversation instead;
+//   - a greeting may come again later and renegotiates (IFP-12); a
+//     conversation_id already open is not opened twice;
+//   - after a close (either side), only error messages may follow; the
+//     side that sent the close closes its write direction.
+//
+// A message that does not fit is refused with out_of_sequence.
+//
+// # Greetings
+//
+// A greeting (phase greeting) carries in its headers the proposed
+// disclosure tier (headers.disclosure) and persona (headers.persona), and
+// in headers.capabilities.offer the names of the capabilities the
+// recipient is eligible for now. Its body parts, each with content_type
+// "application/json", in this order:
+//
+//	capabilities  the sender's signed IFP-7 view for the recipient: the
+//	              sender's capability document as this recipient may see
+//	              it, with a "signature" member {alg: "ed25519", key_id,
+//	              created, sig} over the document without it (identity
+//	              package comment, "ifp/7/capability-document-signature/v1\n"),
+//	              by the same key as the message. Members: ifp (7),
+//	              agent_id, seq (integer, grows with every change; a
+//	              receiver refuses a lower one than it holds: stale_seq),
+//	              capabilities (array of {name, version?, description,
+//	              parameters? (JSON Schema 2020-12), conditions?
+//	              {min_disclosure?, min_auth_level? (0-3), temperature?,
+//	              persona?, peers?, max_concurrent?}, output_schema?,
+//	              price? {amount, currency}, categories?, tags?,
+//	              advertise?, eligible (boolean), unmet? [unmet]}),
+//	              ifp_support?, updated?, relay?, agui?,
+//	              supported_tool_categories?. Members a receiver does not
+//	              model are kept, and the signature is verified over the
+//	              view as received. Left out when the sender says
+//	              view_unchanged (below).
+//	greeting      the proposal: {disclosure?, persona? (copies of the
+//	              headers, which are what counts), temperature? ("cool",
+//	              "warm" or "hot"; cool when absent), ifp_support?
+//	              ([integer], the IFP numbers the sender speaks),
+//	              requested_tool_categories? ([string], ACP categories to
+//	              put first), have_view? (string), view_unchanged?
+//	              (string)}. A member a receiver cannot read proposes
+//	              nothing.
+//	context       only in the answer: what the responder grants the
+//	              initiator, {disclosure: string, disclosure_outcome:
+//	              "granted" | "accepted" | "lowered" | "declined",
+//	              auth_level: integer 0-3, temperature: string, persona?:
+//	              string, notes?: [string] (why the grant differs from
+//	              the proposal), tool_categories?: [string] (the requested
+//	              categories the view supports)}.
+//
+// The answer is the responder's greeting, in reply to the initiator's
+// (sequence 2, thread.in_reply_to the greeting's message_id). Its
+// headers.disclosure and persona, and its greeting part's disclosure,
+// persona and temperature, are what the responder grants. The initiator
+// requires the answer to carry a view or to say view_unchanged with the
+// hash it named; a responder accepts a greeting without a view.
+//
+// have_view names the recipient's view the sender holds, verified: the
+// lower-case hex SHA-256 of the RFC 8785 form of that view (the whole
+// content of the "capabilities" part as received, signature included). A
+// side whose view for the other still has exactly that hash may leave out
+// its "capabilities" part in its next greeting or answer, and then says
+// view_unchanged with the same hash; a side that no longer holds the view
+// named does without it, and one that knows neither member sends its view
+// every time, which always works. A view re-signed (new created time) has
+// a new hash. testdata/conformance/exchange.json holds a cold greeting and
+// its answer, then a warm greeting and answer that leave both views out.
+//
+// A greeting may carry a level-0 introduction proof (IFP-5), when the
+// sender's human holds an introduction token minted by the recipient's:
+// an entry of security.signatures {alg: "hmac-sha256", key_id:
+// "intro:<token id, 16 hex digits>", created, signed_headers (all),
+// signed_body: true, sig: unpadded base64url of HMAC-SHA256(token
+// secret, signing input)}, placed before the Ed25519 signature and made
+// over the same signed form with its own parameters. A proof that does
+// not verify does not refuse the greeting; the sender simply is not
+// introduced.
+//
+// # Capability requests
+//
+// A request is a probe whose headers.capabilities.request names exactly
+// one capability (else invalid_format), with its parameters, any JSON
+// value, in a part "parameters" (application/json; absent means null).
+// The answer is a probe in reply to it (thread.in_reply_to the request's
+// message_id) with headers.capabilities.offer [the name] and a part
+// "result" (application/json) holding the agent's result, or an error
+// message in reply to it. Several requests may be outstanding; answers
+// come in any order. A refused request does not close the conversation,
+// nor does a rate_limited answer; every other error does.
+//
+// # Update push
+//
+// When the sender's document changes, it opens /ifp/7/update/1.0.0 to each
+// peer it has an open conversation with whose view changed, writes one
+// message and closes its write direction:
+//
+//	phase            context
+//	conversation_id  the open conversation's
+//	sequence         the new view's seq (updates are ordered by seq, not
+//	                 by the conversation's numbers; they are not counted
+//	                 in its sequence)
+//	subject          "capability update"
+//	body             text, and a part "capabilities" with the new view
+//
+// The receiver refuses an update that is not a context message from the
+// stream's peer (out_of_sequence), names no open conversation with it
+// (out_of_sequence), is over its rate, or carries a view older than the
+// one held (stale_seq); otherwise it keeps the view and answers with one
+// acknowledgement: phase context, the same conversation_id and sequence,
+// thread.in_reply_to the update's message_id, a text body. A refusal is an
+// error message (see Errors) on the same stream, which the pusher takes as
+// the refusal of its update whatever it replies to. Then the receiver
+// closes the stream.
+//
+// # Mailbox
+//
+// /ifp/8/mailbox/1.0.0 carries one request frame and one response frame,
+// each a deterministic CBOR map with no unknown keys (MailboxRequest,
+// MailboxResponse):
+//
+//	request   {op: "publish" | "retrieve" | "ack", to?: text (publish: the
+//	          recipient's peer ID), message?: bytes (publish: an IFP-4
+//	          message as CBOR, at most MaxMailMessage), limit?: integer
+//	          (retrieve: at most this many, ≥ 0), ids?: [text] (ack)}
+//	response  {ok: bool, id?: text (publish: the relay's mail ID),
+//	          expires?: date (publish: when it drops the mail unfetched),
+//	          messages?: [{id: text, message: bytes}] (retrieve), more?:
+//	          bool (retrieve: more are waiting), acked?: integer (ack),
+//	          error?: error body (below)}
+//
+// publish: the message must be signed by the stream's peer and the
+// recipient registered at the relay (mailbox_refused), within quotas
+// (mailbox_full); it is kept until acknowledged, for mailbox.retention
+// (default 7 days) or until its date plus ttl_seconds if sooner, with a
+// trace.received entry {by: "relay:/p2p/<relay peer ID>", with:
+// "libp2p+ifp-8", at, from: <sender peer ID>} appended. retrieve: the
+// stream's peer's waiting messages, oldest first, at most MaxMailBatch
+// and a frame's worth; retrieving registers the peer. ack: deletes the
+// peer's own messages by mail ID. An unknown op is invalid_format.
+//
+// # Deadlines and idle streams
+//
+// A reader waits for each frame at most limits.stream_timeout (default
+// 30 s), counted from when it starts to wait (after the previous frame it
+// read), whatever it wrote meanwhile; a writer has the same time to write
+// each frame.
+//
+// A stream on which no byte of a next frame arrived within that time is
+// idle (ErrIdle, IsIdle). On a conversation this is its quiet end, not a
+// failure: the waiting side closes the stream (both directions; the peer
+// reads the end of the stream and ends the conversation too), sends no
+// error message, records no refusal, and logs at debug level. Either side
+// that wants the conversation kept sends something before the deadline;
+// after an idle end, a new greeting opens a new conversation. On the
+// one-shot protocols (query, update, mailbox) an idle responder closes
+// the same way, and an idle requester counts the request as failed.
+//
+// A deadline that passes after a frame began (inside its length or
+// payload) is a stalled peer: the stream is reset, without an answer.
 //
 // # Errors
 //
 // A failure the peer can act on is answered with a signed message in the
-// error phase whose "error" part (content type application/json) holds
+// error phase, numbered as the next message of the conversation (a
+// refused first message: sequence 1, in its conversation_id, or in a new
+// one when the message did not decode). A refused capability request and
+// a rate_limited message are answered in reply to them
+// (thread.in_reply_to); other errors reply to the last message accepted,
+// if any. The body has a text for humans and a part "error"
+// (application/json) holding
 //
-//	{"code": "...", "message": "...", "expected": "...", "hint": "...",
-//	 "unmet": [ ... ], "retry_after_seconds": N}
+//	{"code": string, "message": string, "expected"?: string,
+//	 "hint"?: string, "retry_after_seconds"?: integer,
+//	 "unmet"?: [{"condition": string, "required": string,
+//	             "have": string, "how_to_meet": string}]}
 //
-// (IFP-1 §6.3: say what was expected and what would work), after which the
-// stream is closed. Codes:
+// (IFP-1 §6.3: say what was expected and what would work; unmet names
+// each failing condition: min_disclosure, min_auth_level, temperature,
+// persona, peers, max_concurrent). Except where Capability requests says
+// otherwise, the stream is then closed. When no answer can be written
+// (the peer is gone, a deadline passed), the stream is reset.
 //
-//	invalid_format       the frame or message does not decode or validate
-//	payload_too_large    the frame is over 1 MiB
-//	unsupported_version  ifp is not 4
-//	invalid_signature    unsigned, malformed or non-verifying signature
-//	wrong_key            signed by a key other than the stream's peer
-//	key_revoked          the owner revoked trust in the sender's key
-//	replay               message_id seen before, or date outside the window
-//	out_of_sequence      sequence, phase or conversation does not fit
-//	stale_seq            a capability document older than the one held
-//	conditions_not_met   the requester does not meet a capability's conditions
-//	busy                 a capability is at its max_concurrent; retry later
-//	unknown_capability   no such capability is offered to this requester
-//	rate_limited         too many messages; retry after the given time
-//	invalid_params       the parameters fail the capability's JSON Schema
-//	                     (each failing location is named)
-//	agent_unavailable    no local agent is listening (no webhook, no event
-//	                     subscriber)
-//	agent_timeout        the local agent did not answer in time
-//	agent_error          the local agent failed, or its result did not
-//	                     match the capability's output_schema
-//	internal_error       this daemon failed; nothing was accepted
+// Each code has one sentinel error (ErrorOf; a received *RemoteError
+// matches it with errors.Is) and one HTTP status (HTTPStatus, IFP-6 §3.2
+// where it names one), from one table (errors.go). The HTTP bindings
+// answer a refusal with that status and a body {"status": "error",
+// "code", "message", …}. Codes, with the HTTP status of a refusal
+// carrying them:
 //
-// When no answer can be written (the peer is gone, or a deadline passed),
-// the stream is reset and the failure logged.
+//	invalid_format       400  the frame or message does not decode or validate
+//	payload_too_large    413  the frame is over 1 MiB
+//	unsupported_version  400  ifp is not 4
+//	invalid_signature    401  unsigned, malformed or non-verifying signature
+//	wrong_key            401  signed by a key other than the stream's peer
+//	key_revoked          401  the owner revoked trust in the sender's key
+//	replay               400  message_id seen before, or date outside the window
+//	out_of_sequence      409  sequence, phase or conversation does not fit
+//	stale_seq            409  a capability document older than the one held
+//	conditions_not_met   403  the requester does not meet a capability's conditions
+//	busy                 503  a capability is at its max_concurrent; retry later
+//	unknown_capability   404  no such capability is offered to this requester
+//	rate_limited         429  too many messages; retry after the given time
+//	invalid_params       400  the parameters fail the capability's JSON Schema
+//	                          (each failing location is named)
+//	agent_unavailable    503  no local agent is listening (no webhook, no event
+//	                          subscriber)
+//	agent_timeout        504  the local agent did not answer in time
+//	agent_error          502  the local agent failed, or its result did not
+//	                          match the capability's output_schema
+//	mailbox_refused      404  (mailbox) the recipient is not registered here
+//	mailbox_full         503  (mailbox) a quota is used up
+//	unknown_sender       401  (HTTP, relayed mail) the signing key names no
+//	                          sender this daemon can resolve
+//	not_found            404  (HTTP) no such endpoint
+//	internal_error       500  this daemon failed; nothing was accepted
+//
+// A receiver treats a code it does not know as internal_error.
+//
+// # Conformance vectors
+//
+// testdata/conformance holds three JSON files, written from the code and
+// checked against it by TestConformance. Keys are RFC 8032 §7.1 test keys
+// (TEST 1 alice, TEST 2 bob, TEST 3 carol), each given as {seed,
+// public_key (hex), peer_id, did, key_id}; messages are IFP-4 JSON;
+// frames are hex of the bytes on the stream (varint length and payload).
+//
+//	signing.json   {about, keys, intro_secrets: {token id: hex secret},
+//	               cases: [{name, note, message, signatures: [{signer,
+//	               signing_input, signing_input_hex, sig}]}]}: for each
+//	               entry i of message.security.signatures, the signing
+//	               input built from the message must equal signing_input
+//	               (signing_input_hex is its UTF-8 bytes), and Ed25519 with
+//	               the signer's seed (or HMAC-SHA256 with the secret of
+//	               signer "intro:<id>") must give sig. The case "empty
+//	               members are absent" has the signing input of "minimal".
+//	exchange.json  {about, keys, messages: [{name, protocol, from, to,
+//	               message, frame}]}: each frame decodes to message (and
+//	               ifaced encodes message to frame), verifies by from's
+//	               key, and fits its conversation at to; views verify by
+//	               from's key; have_view and view_unchanged hash views as
+//	               described under Greetings.
+//	refusals.json  {about, keys, cases: [{name, stage, frames | json,
+//	               peer, code, field?}]}: stage "read": reading the frames
+//	               (or decoding the JSON request body) fails; "verify":
+//	               they decode, but no signature by peer's key is
+//	               acceptable; "conversation": every frame but the last is
+//	               accepted in one conversation (as its recipient), the last
+//	               is refused. The refusal has code, and names field (an
+//	               IFP-4 path) when given.
 package wire

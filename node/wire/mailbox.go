@@ -147,8 +147,8 @@ func decodeMailbox(b []byte, v any) error {
 
 // ReadMailbox reads one mailbox frame's payload.
 func (s *Stream) ReadMailbox() ([]byte, error) {
-	if err := s.SetReadDeadline(time.Now().Add(s.timeout)); err != nil {
-		return nil, fmt.Errorf("setting read deadline: %w", err)
+	if err := s.awaitFrame(); err != nil {
+		return nil, err
 	}
 	return gossip.ReadFrame(s.r)
 }

@@ -1,19 +1,24 @@
-package node
-
-// Trust: how this daemon decides a peer's authentication level (IFP-5).
+// Package trust is the daemon's trust component: how it decides a peer's
+// authentication level (IFP-5). It owns the trust records and their
+// in-memory cache, pinned and revoked keys, the introduction tokens it
+// minted and those it holds from others (and the admission of their
+// proofs), the checks of peers' identity documents (https agent_id,
+// did:web) and their fetcher, and the revocation check every inbound
+// message passes. Book is the component; New builds it from what it needs.
 //
 // Levels are decided only on proof this daemon checks itself, never on a
 // peer's claim:
 //
 //   - 1, signed: every libp2p peer. Its messages verify under the key of
-//     its peer ID (readVerified), so every peer is at least here.
+//     its peer ID (the daemon's readVerified), so every peer is at least
+//     here.
 //   - 0, introduced: the peer proved, with an HMAC over its greeting, that
 //     it holds an introduction token the owner minted (`ifaced introduce`).
 //     For a libp2p peer this adds nothing to its level, which is already 1;
 //     it matters for callers that are not otherwise authenticated (HTTP,
 //     later) and as a way to pre-authorize a peer whose key the owner does
 //     not know yet: the token's disclosure tier, under its persona, becomes
-//     the least the peer is granted (introducedTier, policyFor). The first
+//     the least the peer is granted (IntroducedTier, Introductions). The first
 //     peer to use a token binds it; nobody else can use it after that.
 //   - 2, verified: the owner compared the peer's key fingerprint out of
 //     band and pinned it (`ifaced trust PEER --verify FINGERPRINT`), or the
@@ -26,32 +31,36 @@ package node
 //     so only then does a disclosure-map entry under it apply.
 //
 // The owner can revoke trust in a peer's key (`ifaced trust PEER
-// --revoke`): the pin goes, and from then on trustOf reports no level at
-// all and keyRevoked refuses the peer's messages, until the owner pins the
+// --revoke`): the pin goes, and from then on LevelOf reports no level at
+// all and KeyRevoked refuses the peer's messages, until the owner pins the
 // key again.
 //
 // A level never goes down inside a conversation: the conversation keeps
-// the highest grant (conv.raise); trustOf only reports the level now.
+// the highest grant (the daemon's conv.raise); LevelOf only reports the
+// level now.
 //
-// trustOf never waits on the network. Identity documents are fetched in
+// LevelOf never waits on the network. Identity documents are fetched in
 // the background (at most one fetch per peer and four in all), the outcome
 // is kept in the peer's trust record with the time and the agent_id it was
 // for, and it is fetched again after a day; the level rises on the peer's
-// next greeting. `ifaced trust PEER --check` fetches at once. Fetches are
-// HTTPS only (redirects to anything else are refused), 10 s at most, 1 MiB
-// at most, verified against the system roots and trust.ca_file. A fetch
-// that fails replaces an earlier success: the level rests on what the
-// daemon could check last.
+// next greeting. `ifaced trust PEER --check` fetches at once (Check).
+// Fetches are HTTPS only (redirects to anything else are refused), 10 s at
+// most, 1 MiB at most, verified against the system roots and
+// trust.ca_file. A fetch that fails replaces an earlier success: the level
+// rests on what the daemon could check last. Judging the documents (does
+// it list this key, where does a did:web live) is package identity's.
 //
 // Refused introduction proofs (wrong secret, expired, revoked, bound to
 // another peer, never issued here) do not fail the greeting: the peer stays
 // at the level it otherwise has, the refusal is logged and kept in its
 // trust record, where `ifaced trust` shows it.
+package trust
 
 import (
-	"encoding/hex"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -80,23 +89,55 @@ var (
 	ErrOwnIntro = errors.New("introduction token was minted by this daemon")
 )
 
-// TrustInputError is a trust request refused as given. Field names the
-// input at fault the way the control API names it.
-type TrustInputError struct {
+// InputError is a trust request refused as given. Field names the input
+// at fault the way the control API names it.
+type InputError struct {
 	Field string
 	Err   error
 }
 
-func (e *TrustInputError) Error() string { return e.Err.Error() }
-func (e *TrustInputError) Unwrap() error { return e.Err }
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
 
 func inputError(field string, format string, args ...any) error {
-	return &TrustInputError{Field: field, Err: fmt.Errorf(format, args...)}
+	return &InputError{Field: field, Err: fmt.Errorf(format, args...)}
 }
 
-// trustState is the daemon's trust records and held introduction tokens,
-// kept in memory over the store so that a greeting reads no file.
-type trustState struct {
+// Store is what the component keeps in the daemon's store: trust records,
+// issued and held introduction tokens, and (read only) the peer cache, for
+// the agent ID a peer last presented. *store.Store is one.
+type Store interface {
+	Trusts() ([]store.TrustRecord, error)
+	PutTrust(store.TrustRecord) error
+	IssuedIntro(id string) (store.IssuedIntro, error)
+	IssuedIntros() ([]store.IssuedIntro, error)
+	PutIssuedIntro(store.IssuedIntro) error
+	HeldIntros() ([]store.HeldIntro, error)
+	PutHeldIntro(store.HeldIntro) error
+	Peer(peerID string) (store.PeerRecord, error)
+}
+
+// Config is the trust.* configuration the component reads.
+type Config struct {
+	KeyTransition time.Duration // trust.key_transition: how long a retired key still verifies
+	IntroExpiry   time.Duration // trust.intro_expiry: default lifetime of minted tokens
+	CAFile        string        // trust.ca_file: extra PEM roots for document fetches
+	FetchPrivate  bool          // trust.fetch_private: allow fetches to loopback and private addresses
+}
+
+// Book is the daemon's trust records and held introduction tokens, kept in
+// memory over the store so that a greeting reads no file, with the tokens
+// it minted (in the store only) and the identity document checks running.
+type Book struct {
+	store Store
+	cfg   Config
+	order *conditions.TierOrder
+	did   string // this daemon's did:key, the issuer of the tokens it mints
+	now   func() time.Time
+	log   *slog.Logger
+	ctx   context.Context   // ends when the daemon closes; bounds every check
+	spawn func(func()) bool // runs a background check unless the daemon is closing; the daemon's Close waits for it
+
 	fetch *docFetcher
 
 	imu sync.Mutex // one admission or change of an issued token at a time
@@ -108,43 +149,48 @@ type trustState struct {
 	inflight map[peer.ID]bool        // identity document checks running
 }
 
-// newTrust loads the trust records and held tokens. A record that does not
-// decode is logged and left out: it must not keep the daemon from
-// starting. A trust.ca_file that cannot be read is logged, and every
-// identity document fetch then fails with that error.
-func newTrust(n *Node) *trustState {
-	t := &trustState{recs: map[peer.ID]store.TrustRecord{}, held: map[peer.ID][]heldIntro{},
-		inflight: map[peer.ID]bool{}}
+// New loads the trust records and held tokens of st. did is this daemon's
+// did:key; order is the disclosure tier order in force; ctx ends when the
+// daemon closes, and spawn runs a background check (reporting false, and
+// not running it, once the daemon is closing) so that the daemon's Close
+// waits for it. A record that does not decode is logged and left out: it
+// must not keep the daemon from starting. A trust.ca_file that cannot be
+// read is logged, and every identity document fetch then fails with that
+// error.
+func New(ctx context.Context, st Store, cfg Config, order *conditions.TierOrder, did string,
+	now func() time.Time, log *slog.Logger, spawn func(func()) bool) *Book {
+	b := &Book{store: st, cfg: cfg, order: order, did: did, now: now, log: log, ctx: ctx, spawn: spawn,
+		recs: map[peer.ID]store.TrustRecord{}, held: map[peer.ID][]heldIntro{}, inflight: map[peer.ID]bool{}}
 	var err error
-	if t.fetch, err = newDocFetcher(n.cfg.Trust.CAFile, n.cfg.Trust.FetchPrivate); err != nil {
-		n.log.Error("identity documents cannot be fetched", "err", err)
+	if b.fetch, err = newDocFetcher(cfg.CAFile, cfg.FetchPrivate); err != nil {
+		log.Error("identity documents cannot be fetched", "err", err)
 	}
-	recs, err := n.store.Trusts()
+	recs, err := st.Trusts()
 	if err != nil {
-		n.log.Warn("reading trust records", "err", err)
+		log.Warn("reading trust records", "err", err)
 	}
 	for _, r := range recs {
 		if pid, err := peer.Decode(r.PeerID); err == nil {
-			t.recs[pid] = r
+			b.recs[pid] = r
 		}
 	}
-	held, err := n.store.HeldIntros()
+	held, err := st.HeldIntros()
 	if err != nil {
-		n.log.Warn("reading held introduction tokens", "err", err)
+		log.Warn("reading held introduction tokens", "err", err)
 	}
 	for _, h := range held {
-		if err := t.addHeld(h); err != nil {
-			n.log.Warn("ignoring a held introduction token", "id", h.ID, "err", err)
+		if err := b.addHeld(h); err != nil {
+			log.Warn("ignoring a held introduction token", "id", h.ID, "err", err)
 		}
 	}
-	return t
+	return b
 }
 
 // record returns a copy of pid's trust record.
-func (t *trustState) record(pid peer.ID) (store.TrustRecord, bool) {
-	t.mu.RLock()
-	rec, ok := t.recs[pid]
-	t.mu.RUnlock()
+func (b *Book) record(pid peer.ID) (store.TrustRecord, bool) {
+	b.mu.RLock()
+	rec, ok := b.recs[pid]
+	b.mu.RUnlock()
 	rec.Intros = slices.Clone(rec.Intros)
 	if rec.Check != nil {
 		c := *rec.Check
@@ -153,76 +199,51 @@ func (t *trustState) record(pid peer.ID) (store.TrustRecord, bool) {
 	return rec, ok
 }
 
-// updateTrust changes pid's trust record with change, which reports whether it
+// update changes pid's trust record with change, which reports whether it
 // changed anything; a change is stored before it is used.
-func (n *Node) updateTrust(pid peer.ID, change func(r *store.TrustRecord) bool) (store.TrustRecord, error) {
-	t := n.trust
-	t.wmu.Lock()
-	defer t.wmu.Unlock()
-	rec, ok := t.record(pid)
+func (b *Book) update(pid peer.ID, change func(r *store.TrustRecord) bool) (store.TrustRecord, error) {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	rec, ok := b.record(pid)
 	if !ok {
 		rec = store.TrustRecord{PeerID: pid.String()}
 	}
 	if !change(&rec) {
 		return rec, nil
 	}
-	rec.UpdatedAt = n.now().UTC()
-	if err := n.store.PutTrust(rec); err != nil {
+	rec.UpdatedAt = b.now().UTC()
+	if err := b.store.PutTrust(rec); err != nil {
 		return rec, err
 	}
-	t.mu.Lock()
-	t.recs[pid] = rec
-	t.mu.Unlock()
+	b.mu.Lock()
+	b.recs[pid] = rec
+	b.mu.Unlock()
 	return rec, nil
 }
 
-// trustOf returns the authentication level this daemon established for
+// LevelOf returns the authentication level this daemon established for
 // pid and the agent ID it verified for it ("" when none), from its own
-// records and, when given, the greeting pid sent: an introduction proof in
-// it is checked (and the token bound on first use), and an https or did:web
-// agent_id in its view is checked in the background when the record holds
-// no fresh check for it. It never waits on the network.
-func (n *Node) trustOf(pid peer.ID, greeting *gossip.Message) (conditions.Level, string) {
-	now := n.now()
-	rec, _ := n.trust.record(pid)
+// records and, when given, the greeting pid sent and the agent ID its view
+// presents: an introduction proof in the greeting is checked (and the
+// token bound on first use), and an https or did:web agentID is checked in
+// the background when the record holds no fresh check for it. It never
+// waits on the network.
+func (b *Book) LevelOf(pid peer.ID, greeting *gossip.Message, agentID string) (conditions.Level, string) {
+	now := b.now()
+	rec, _ := b.record(pid)
 	if rec.RevokedKey != "" {
-		n.log.Info("peer's key is revoked", "peer", pid, "since", rec.RevokedAt)
+		b.log.Info("peer's key is revoked", "peer", pid, "since", rec.RevokedAt)
 		return conditions.NoLevel, ""
 	}
-	agentID := ""
 	if greeting != nil {
 		if proof, ok := greeting.IntroProof(); ok {
-			n.admitIntro(pid, greeting, proof, now)
-			rec, _ = n.trust.record(pid)
+			b.admitIntro(pid, greeting, proof, now)
+			rec, _ = b.record(pid)
 		}
-		agentID = n.agentIDOf(pid, greeting)
-		n.checkInBackground(pid, agentID, rec, now)
 	}
+	b.checkInBackground(pid, agentID, rec, now)
 	st := standingOf(rec, agentID, now)
 	return st.Level, st.AgentID
-}
-
-// agentIDOf reads the agent_id of the view a greeting carries, or of the
-// view it says is unchanged when this daemon holds that one, or "".
-// acceptView has already decoded and verified the view; the part's content
-// is the generic JSON value it was decoded from.
-func (n *Node) agentIDOf(pid peer.ID, m *gossip.Message) string {
-	p, ok := m.Body.Part(partCapabilities)
-	if !ok {
-		said := proposalOf(m).ViewUnchanged
-		if held, ok := n.peerViews.Get(pid); ok && said != "" && said == hex.EncodeToString(held.sum[:]) {
-			return held.doc.AgentID
-		}
-		return ""
-	}
-	if obj, ok := p.Content.(map[string]any); ok {
-		id, _ := obj["agent_id"].(string)
-		return id
-	}
-	if v, err := negotiate.DecodeView(p.Content); err == nil {
-		return v.AgentID
-	}
-	return ""
 }
 
 // standing is what a trust record establishes for a peer.
@@ -285,14 +306,13 @@ func orDefaultPersona(p string) string {
 	return p
 }
 
-// keyRevoked returns an error wrapping ErrKeyRevoked when the owner
+// KeyRevoked returns an error wrapping ErrKeyRevoked when the owner
 // revoked trust in pid's key, nil otherwise. It is cheap enough to call
 // for every incoming message.
-func (n *Node) keyRevoked(pid peer.ID) error {
-	t := n.trust
-	t.mu.RLock()
-	rec, ok := t.recs[pid]
-	t.mu.RUnlock()
+func (b *Book) KeyRevoked(pid peer.ID) error {
+	b.mu.RLock()
+	rec, ok := b.recs[pid]
+	b.mu.RUnlock()
 	if !ok || rec.RevokedKey == "" {
 		return nil
 	}
@@ -300,88 +320,51 @@ func (n *Node) keyRevoked(pid peer.ID) error {
 		ErrKeyRevoked, rec.RevokedKey, rec.RevokedAt.UTC().Format(time.RFC3339), pid, rec.RevokedKey)
 }
 
-// introducedTier is the least disclosure tier pid is granted under persona
+// IntroducedTier is the least disclosure tier pid is granted under persona
 // ("" is the default persona) by the introduction tokens it was admitted
 // with and that are still valid: the highest of their tiers. It reports
 // false when no such token names a tier, or when pid's key is revoked.
-func (n *Node) introducedTier(pid peer.ID, persona string) (string, bool) {
+func (b *Book) IntroducedTier(pid peer.ID, persona string) (string, bool) {
 	persona = orDefaultPersona(persona)
-	t := n.trust
-	t.mu.RLock()
-	rec, ok := t.recs[pid]
-	t.mu.RUnlock()
+	b.mu.RLock()
+	rec, ok := b.recs[pid]
+	b.mu.RUnlock()
 	if !ok || rec.RevokedKey != "" {
 		return "", false
 	}
-	now, best := n.now(), ""
+	now, best := b.now(), ""
 	for _, in := range rec.Intros {
 		if in.Disclosure == "" || orDefaultPersona(in.Persona) != persona || !now.Before(in.Expires) {
 			continue
 		}
-		if best == "" || n.order.AtLeast(in.Disclosure, best) {
+		if best == "" || b.order.AtLeast(in.Disclosure, best) {
 			best = in.Disclosure
 		}
 	}
 	return best, best != ""
 }
 
-// policyFor is the policy in force with pid's introduced tiers applied:
-// under each persona a token names, pid gets at least the token's tier.
-// Without any, it is the policy in force itself.
-func (n *Node) policyFor(pid peer.ID, agentID string) *negotiate.Policy {
-	p := n.currentPolicy()
-	rec, ok := n.trust.record(pid)
-	if !ok || len(rec.Intros) == 0 {
-		return p
+// Introductions are the introduction tokens admitted for pid that are
+// still valid (unexpired, pid's key not revoked): what each establishes
+// for pid in the owner's policy (negotiate.Requester). The persona a
+// token names is one the owner established for pid by minting it.
+func (b *Book) Introductions(pid peer.ID) []negotiate.Introduction {
+	rec, ok := b.record(pid)
+	if !ok || rec.RevokedKey != "" {
+		return nil
 	}
-	var out *negotiate.Policy
-	for _, persona := range introPersonas(rec) {
-		tier, ok := n.introducedTier(pid, persona)
-		if !ok {
-			continue
-		}
-		mapped := p.DefaultTier
-		if t, ok := p.Map[persona][pid.String()]; ok {
-			mapped = t
-		} else if t, ok := p.Map[persona][agentID]; ok && agentID != "" {
-			mapped = t
-		}
-		if p.Order.AtLeast(mapped, tier) {
-			continue
-		}
-		if out == nil {
-			cp := *p
-			cp.Map = maps.Clone(p.Map)
-			if cp.Map == nil {
-				cp.Map = map[string]map[string]string{}
-			}
-			out = &cp
-		}
-		inner := maps.Clone(out.Map[persona])
-		if inner == nil {
-			inner = map[string]string{}
-		}
-		inner[pid.String()] = tier
-		out.Map[persona] = inner
-	}
-	if out == nil {
-		return p
-	}
-	return out
-}
-
-func introPersonas(rec store.TrustRecord) []string {
-	var out []string
+	now := b.now()
+	var out []negotiate.Introduction
 	for _, in := range rec.Intros {
-		if p := orDefaultPersona(in.Persona); !slices.Contains(out, p) {
-			out = append(out, p)
+		if now.Before(in.Expires) {
+			out = append(out, negotiate.Introduction{Persona: in.Persona, Disclosure: in.Disclosure})
 		}
 	}
 	return out
 }
 
-// TrustInfo is what this daemon established about one peer.
-type TrustInfo struct {
+// Info is what this daemon established about one peer.
+type Info struct {
 	Peer        string             `json:"peer"`
 	Fingerprint string             `json:"fingerprint"` // of the peer's key
 	Level       conditions.Level   `json:"level"`       // -1 when the key is revoked
@@ -398,9 +381,9 @@ type TrustInfo struct {
 	RefusedAt   time.Time          `json:"refused_at,omitzero"`
 }
 
-func (n *Node) trustInfo(pid peer.ID, rec store.TrustRecord) TrustInfo {
-	st := standingOf(rec, "", n.now())
-	info := TrustInfo{Peer: pid.String(), Level: st.Level, How: st.How, Since: st.Since, AgentID: st.AgentID,
+func (b *Book) info(pid peer.ID, rec store.TrustRecord) Info {
+	st := standingOf(rec, "", b.now())
+	info := Info{Peer: pid.String(), Level: st.Level, How: st.How, Since: st.Since, AgentID: st.AgentID,
 		PinnedKey: rec.PinnedKey, PinnedAt: rec.PinnedAt, RevokedKey: rec.RevokedKey, RevokedAt: rec.RevokedAt,
 		Intros: rec.Intros, Check: rec.Check, Refusal: rec.Refusal, RefusedAt: rec.RefusedAt}
 	if pub, err := identity.PublicKeyFromPeerID(pid); err == nil {
@@ -409,47 +392,46 @@ func (n *Node) trustInfo(pid peer.ID, rec store.TrustRecord) TrustInfo {
 	return info
 }
 
-// Trust lists every peer this daemon holds a trust record for, by peer ID.
+// List lists every peer this daemon holds a trust record for, by peer ID.
 // Peers without one are at level 1 (signed only).
-func (n *Node) Trust() []TrustInfo {
-	t := n.trust
-	t.mu.RLock()
-	pids := slices.Collect(maps.Keys(t.recs))
-	t.mu.RUnlock()
+func (b *Book) List() []Info {
+	b.mu.RLock()
+	pids := slices.Collect(maps.Keys(b.recs))
+	b.mu.RUnlock()
 	slices.Sort(pids)
-	out := make([]TrustInfo, 0, len(pids))
+	out := make([]Info, 0, len(pids))
 	for _, pid := range pids {
-		rec, _ := t.record(pid)
-		out = append(out, n.trustInfo(pid, rec))
+		rec, _ := b.record(pid)
+		out = append(out, b.info(pid, rec))
 	}
 	return out
 }
 
-// PeerTrust is what this daemon established about pid.
-func (n *Node) PeerTrust(pid peer.ID) TrustInfo {
-	rec, _ := n.trust.record(pid)
-	return n.trustInfo(pid, rec)
+// Peer is what this daemon established about pid.
+func (b *Book) Peer(pid peer.ID) Info {
+	rec, _ := b.record(pid)
+	return b.info(pid, rec)
 }
 
 // PinKey pins pid's key at level 2 (verified) once the owner compared its
 // fingerprint out of band. A fingerprint that is not pid's is refused with
 // both shown. Pinning also lifts an earlier revocation of the same key.
-func (n *Node) PinKey(pid peer.ID, fingerprint string) (TrustInfo, error) {
+func (b *Book) PinKey(pid peer.ID, fingerprint string) (Info, error) {
 	pub, err := identity.PublicKeyFromPeerID(pid)
 	if err != nil {
-		return TrustInfo{}, inputError("peer", "pinning %s: %v", pid, err)
+		return Info{}, inputError("peer", "pinning %s: %v", pid, err)
 	}
 	want := identity.Fingerprint(pub)
 	got := normalizeFingerprint(fingerprint)
 	if got == "" {
-		return TrustInfo{}, inputError("verify", "pinning %s: no fingerprint given (want %s… as its owner's `ifaced id` prints it)", pid, want[:len("SHA256:")+4])
+		return Info{}, inputError("verify", "pinning %s: no fingerprint given (want %s… as its owner's `ifaced id` prints it)", pid, want[:len("SHA256:")+4])
 	}
 	if got != want {
-		return TrustInfo{}, &TrustInputError{Field: "verify", Err: fmt.Errorf("%w: you gave %s, but %s has key %s; compare again with its owner (`ifaced id` prints theirs) before pinning",
+		return Info{}, &InputError{Field: "verify", Err: fmt.Errorf("%w: you gave %s, but %s has key %s; compare again with its owner (`ifaced id` prints theirs) before pinning",
 			ErrFingerprintMismatch, got, pid, want)}
 	}
-	now := n.now().UTC()
-	rec, err := n.updateTrust(pid, func(r *store.TrustRecord) bool {
+	now := b.now().UTC()
+	rec, err := b.update(pid, func(r *store.TrustRecord) bool {
 		if r.PinnedKey == want && r.RevokedKey == "" {
 			return false
 		}
@@ -458,10 +440,10 @@ func (n *Node) PinKey(pid peer.ID, fingerprint string) (TrustInfo, error) {
 		return true
 	})
 	if err != nil {
-		return TrustInfo{}, err
+		return Info{}, err
 	}
-	n.log.Info("pinned peer's key", "peer", pid, "fingerprint", want)
-	return n.trustInfo(pid, rec), nil
+	b.log.Info("pinned peer's key", "peer", pid, "fingerprint", want)
+	return b.info(pid, rec), nil
 }
 
 // normalizeFingerprint accepts a fingerprint with or without its SHA256:
@@ -478,16 +460,16 @@ func normalizeFingerprint(s string) string {
 }
 
 // RevokeKey revokes trust in pid's key: the pin goes, and from then on the
-// peer has no level and its messages are refused (keyRevoked), until the
+// peer has no level and its messages are refused (KeyRevoked), until the
 // owner pins the key again.
-func (n *Node) RevokeKey(pid peer.ID) (TrustInfo, error) {
+func (b *Book) RevokeKey(pid peer.ID) (Info, error) {
 	pub, err := identity.PublicKeyFromPeerID(pid)
 	if err != nil {
-		return TrustInfo{}, inputError("peer", "revoking %s: %v", pid, err)
+		return Info{}, inputError("peer", "revoking %s: %v", pid, err)
 	}
 	fp := identity.Fingerprint(pub)
-	now := n.now().UTC()
-	rec, err := n.updateTrust(pid, func(r *store.TrustRecord) bool {
+	now := b.now().UTC()
+	rec, err := b.update(pid, func(r *store.TrustRecord) bool {
 		if r.RevokedKey == fp && r.PinnedKey == "" {
 			return false
 		}
@@ -496,8 +478,8 @@ func (n *Node) RevokeKey(pid peer.ID) (TrustInfo, error) {
 		return true
 	})
 	if err != nil {
-		return TrustInfo{}, err
+		return Info{}, err
 	}
-	n.log.Info("revoked trust in peer's key", "peer", pid, "fingerprint", fp)
-	return n.trustInfo(pid, rec), nil
+	b.log.Info("revoked trust in peer's key", "peer", pid, "fingerprint", fp)
+	return b.info(pid, rec), nil
 }

@@ -1,11 +1,9 @@
-package node
+package trust
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -27,8 +25,8 @@ import (
 )
 
 // Identity documents (levels 2 and 3): fetched from a peer's https
-// agent_id, or resolved from its did:web. See the trust rules at the top
-// of trust.go.
+// agent_id, or resolved from its did:web, and judged by package identity.
+// See the trust rules in the package comment.
 
 const (
 	// docFetchTimeout bounds one fetch, redirects included.
@@ -54,9 +52,6 @@ const (
 	CheckNotFetched      = "not_fetched" // the agent ID is not an https URL or a did:web
 	CheckNoAgentID       = "no_agent_id" // no agent ID known for the peer yet
 )
-
-// DID verification method types that carry an Ed25519 key as multibase.
-var didKeyTypes = []string{"Ed25519VerificationKey2020", "Multikey"}
 
 // LoadCAFile reads the PEM certificates of trust.ca_file.
 func LoadCAFile(path string) ([]*x509.Certificate, error) {
@@ -205,96 +200,95 @@ func fetchable(agentID string) bool {
 // checkInBackground starts a check of pid's identity document for agentID
 // unless one ran within docRecheck, one is running for pid, or the global
 // limit is reached (a later greeting tries again). It never waits.
-func (n *Node) checkInBackground(pid peer.ID, agentID string, rec store.TrustRecord, now time.Time) {
+func (b *Book) checkInBackground(pid peer.ID, agentID string, rec store.TrustRecord, now time.Time) {
 	if !fetchable(agentID) {
 		return
 	}
 	if c := rec.Check; c != nil && c.AgentID == agentID && now.Sub(c.CheckedAt) < docRecheck {
 		return
 	}
-	t := n.trust
-	t.mu.Lock()
-	if t.inflight[pid] || n.ctx.Err() != nil {
-		t.mu.Unlock()
+	b.mu.Lock()
+	if b.inflight[pid] || b.ctx.Err() != nil {
+		b.mu.Unlock()
 		return
 	}
 	select {
-	case t.fetch.sem <- struct{}{}:
+	case b.fetch.sem <- struct{}{}:
 	default:
-		t.mu.Unlock()
-		n.log.Debug("identity document checks at their limit; checking later", "peer", pid, "agent_id", agentID)
+		b.mu.Unlock()
+		b.log.Debug("identity document checks at their limit; checking later", "peer", pid, "agent_id", agentID)
 		return
 	}
-	t.inflight[pid] = true
-	t.mu.Unlock()
-	started := n.spawn(func() {
+	b.inflight[pid] = true
+	b.mu.Unlock()
+	started := b.spawn(func() {
 		defer func() {
-			t.mu.Lock()
-			delete(t.inflight, pid)
-			t.mu.Unlock()
-			<-t.fetch.sem
+			b.mu.Lock()
+			delete(b.inflight, pid)
+			b.mu.Unlock()
+			<-b.fetch.sem
 		}()
-		n.runCheck(n.ctx, pid, agentID)
+		b.runCheck(b.ctx, pid, agentID)
 	})
 	if !started {
-		t.mu.Lock()
-		delete(t.inflight, pid)
-		t.mu.Unlock()
-		<-t.fetch.sem
+		b.mu.Lock()
+		delete(b.inflight, pid)
+		b.mu.Unlock()
+		<-b.fetch.sem
 	}
 }
 
-// CheckTrust checks pid's identity document now, for the agent ID of the
+// Check checks pid's identity document now, for the agent ID of the
 // view the peer cache holds, and returns what this daemon then establishes
 // about pid; its Check says what the document showed, or why nothing was
 // fetched.
-func (n *Node) CheckTrust(ctx context.Context, pid peer.ID) (TrustInfo, error) {
+func (b *Book) Check(ctx context.Context, pid peer.ID) (Info, error) {
 	agentID := ""
-	if rec, err := n.store.Peer(pid.String()); err == nil {
+	if rec, err := b.store.Peer(pid.String()); err == nil {
 		agentID = rec.AgentID
 	}
 	if agentID == "" {
-		info := n.PeerTrust(pid)
-		info.Check = &store.DocCheck{Level: int(conditions.Signed), Outcome: CheckNoAgentID, CheckedAt: n.now().UTC(),
+		info := b.Peer(pid)
+		info.Check = &store.DocCheck{Level: int(conditions.Signed), Outcome: CheckNoAgentID, CheckedAt: b.now().UTC(),
 			Reason: fmt.Sprintf("greet %s first, so that its agent_id is known (ifaced greet %s)", pid, pid)}
 		return info, nil
 	}
-	sem := n.trust.fetch.sem
+	sem := b.fetch.sem
 	select {
 	case sem <- struct{}{}:
 	case <-ctx.Done():
-		return TrustInfo{}, fmt.Errorf("checking %s: %w", pid, ctx.Err())
+		return Info{}, fmt.Errorf("checking %s: %w", pid, ctx.Err())
 	}
 	defer func() { <-sem }()
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	defer context.AfterFunc(n.ctx, stop)() // the daemon's Close ends the check too
-	if _, err := n.runCheck(ctx, pid, agentID); err != nil {
-		return TrustInfo{}, err
+	defer context.AfterFunc(b.ctx, stop)() // the daemon's Close ends the check too
+	if _, err := b.runCheck(ctx, pid, agentID); err != nil {
+		return Info{}, err
 	}
-	return n.PeerTrust(pid), nil
+	return b.Peer(pid), nil
 }
 
 // runCheck checks pid's document for agentID and keeps the outcome in
 // pid's trust record, unless the daemon is closing.
-func (n *Node) runCheck(ctx context.Context, pid peer.ID, agentID string) (store.DocCheck, error) {
-	c := n.checkDocument(ctx, pid, agentID)
-	if n.ctx.Err() != nil {
+func (b *Book) runCheck(ctx context.Context, pid peer.ID, agentID string) (store.DocCheck, error) {
+	c := b.checkDocument(ctx, pid, agentID)
+	if b.ctx.Err() != nil {
 		return c, fmt.Errorf("checking %s: the daemon is stopping", pid)
 	}
-	if _, err := n.updateTrust(pid, func(r *store.TrustRecord) bool { r.Check = &c; return true }); err != nil {
-		n.log.Warn("recording an identity document check", "peer", pid, "err", err)
+	if _, err := b.update(pid, func(r *store.TrustRecord) bool { r.Check = &c; return true }); err != nil {
+		b.log.Warn("recording an identity document check", "peer", pid, "err", err)
 		return c, err
 	}
-	n.log.Info("checked identity document", "peer", pid, "agent_id", agentID, "level", conditions.Level(c.Level),
+	b.log.Info("checked identity document", "peer", pid, "agent_id", agentID, "level", conditions.Level(c.Level),
 		"outcome", c.Outcome, "reason", c.Reason)
 	return c, nil
 }
 
 // checkDocument fetches and judges the identity document of agentID for
 // pid's key.
-func (n *Node) checkDocument(ctx context.Context, pid peer.ID, agentID string) store.DocCheck {
-	c := store.DocCheck{AgentID: agentID, Level: int(conditions.Signed), CheckedAt: n.now().UTC()}
+func (b *Book) checkDocument(ctx context.Context, pid peer.ID, agentID string) store.DocCheck {
+	c := store.DocCheck{AgentID: agentID, Level: int(conditions.Signed), CheckedAt: b.now().UTC()}
 	fail := func(outcome, format string, args ...any) store.DocCheck {
 		c.Outcome, c.Reason = outcome, fmt.Sprintf(format, args...)
 		return c
@@ -307,18 +301,23 @@ func (n *Node) checkDocument(ctx context.Context, pid peer.ID, agentID string) s
 	switch {
 	case strings.HasPrefix(agentID, "did:web:"):
 		c.Method = "did:web"
-		u, err := didWebURL(agentID)
+		u, err := identity.DIDWebURL(agentID)
 		if err != nil {
 			return fail(CheckNotFetched, "%v", err)
 		}
 		c.URL = u
-		raw, err := n.trust.fetch.get(ctx, u)
+		raw, err := b.fetch.get(ctx, u)
 		if err != nil {
 			return fail(CheckFetchFailed, "fetching the DID document of %s: %v", agentID, err)
 		}
-		outcome, reason := didWebBinds(raw, agentID, pub)
-		if outcome != CheckBound {
-			return fail(outcome, "%s", reason)
+		if err := identity.DIDWebBinds(raw, agentID, pub); err != nil {
+			switch {
+			case errors.Is(err, identity.ErrDIDMismatch):
+				return fail(CheckIDMismatch, "%v", err)
+			case errors.Is(err, identity.ErrUnknownKey):
+				return fail(CheckKeyNotListed, "%v", err)
+			}
+			return fail(CheckInvalidDocument, "%v", err)
 		}
 		c.Level, c.Outcome = int(conditions.Bound), CheckBound
 		c.Reason = fmt.Sprintf("the DID document of %s lists key %s for authentication", agentID, fp)
@@ -329,7 +328,7 @@ func (n *Node) checkDocument(ctx context.Context, pid peer.ID, agentID string) s
 			return fail(CheckNotFetched, "agent_id %q is not an https URL this daemon fetches", agentID)
 		}
 		c.URL = agentID
-		raw, err := n.trust.fetch.get(ctx, agentID)
+		raw, err := b.fetch.get(ctx, agentID)
 		if err != nil {
 			return fail(CheckFetchFailed, "fetching the identity document: %v", err)
 		}
@@ -340,7 +339,7 @@ func (n *Node) checkDocument(ctx context.Context, pid peer.ID, agentID string) s
 		if err := doc.Validate(); err != nil {
 			return fail(CheckInvalidDocument, "%s: %v", agentID, strings.ReplaceAll(err.Error(), "\n", "; "))
 		}
-		if err := keyListed(&doc, pub, n.now(), n.cfg.Trust.KeyTransition.Duration); err != nil {
+		if err := doc.ListsKey(pub, b.now(), b.cfg.KeyTransition); err != nil {
 			switch {
 			case errors.Is(err, identity.ErrKeyRevoked):
 				return fail(CheckKeyRevoked, "the identity document at %s lists key %s as revoked", agentID, fp)
@@ -365,122 +364,4 @@ func (n *Node) checkDocument(ctx context.Context, pid peer.ID, agentID string) s
 	default:
 		return fail(CheckNotFetched, "agent_id %q is neither an https URL nor a did:web: there is no document to fetch (pin the key for level 2)", agentID)
 	}
-}
-
-// keyListed checks that doc lists pub with a status that may verify now.
-func keyListed(doc *identity.Document, pub ed25519.PublicKey, now time.Time, transition time.Duration) error {
-	var first error
-	for _, k := range doc.Keys {
-		raw, err := base64.RawURLEncoding.DecodeString(k.PublicKey)
-		if err != nil || !pub.Equal(ed25519.PublicKey(raw)) {
-			continue
-		}
-		_, err = doc.KeyStatusAt(k.KeyID, now, transition)
-		if err == nil {
-			return nil
-		}
-		if first == nil {
-			first = err
-		}
-	}
-	if first != nil {
-		return first
-	}
-	return fmt.Errorf("key %s: %w", identity.Fingerprint(pub), identity.ErrUnknownKey)
-}
-
-// didWebURL is where the DID document of a did:web lives (did:web method
-// §3.2.1): did:web:example.com → https://example.com/.well-known/did.json,
-// did:web:example.com:user:alice → https://example.com/user/alice/did.json,
-// with a port written percent-encoded (did:web:localhost%3A8443).
-func didWebURL(did string) (string, error) {
-	rest := strings.TrimPrefix(did, "did:web:")
-	if rest == "" || strings.ContainsAny(rest, "/?#") {
-		return "", fmt.Errorf("%q is not a did:web", did)
-	}
-	parts := strings.Split(rest, ":")
-	host, err := url.PathUnescape(parts[0])
-	if err != nil || host == "" || strings.ContainsAny(host, "/@?#") {
-		return "", fmt.Errorf("%q is not a did:web: bad host %q", did, parts[0])
-	}
-	path := "/.well-known"
-	if len(parts) > 1 {
-		path = ""
-		for _, p := range parts[1:] {
-			seg, err := url.PathUnescape(p)
-			if err != nil || seg == "" || strings.Contains(seg, "/") || seg == "." || seg == ".." {
-				return "", fmt.Errorf("%q is not a did:web: bad path segment %q", did, p)
-			}
-			path += "/" + seg
-		}
-	}
-	u := url.URL{Scheme: "https", Host: host, Path: path + "/did.json"}
-	if u.Hostname() == "" {
-		return "", fmt.Errorf("%q is not a did:web: bad host %q", did, host)
-	}
-	return u.String(), nil
-}
-
-// didDocument is what a DID document holds that binding needs.
-type didDocument struct {
-	ID                 string            `json:"id"`
-	VerificationMethod []didMethod       `json:"verificationMethod"`
-	Authentication     []json.RawMessage `json:"authentication"`
-}
-
-type didMethod struct {
-	ID                 string `json:"id"`
-	Type               string `json:"type"`
-	PublicKeyMultibase string `json:"publicKeyMultibase"`
-}
-
-// didWebBinds says whether the DID document raw of did lists pub, as an
-// Ed25519VerificationKey2020 or Multikey whose publicKeyMultibase is the
-// multibase part of pub's did:key, under authentication (by reference or
-// embedded). It returns CheckBound, or another outcome and why.
-func didWebBinds(raw []byte, did string, pub ed25519.PublicKey) (string, string) {
-	var doc didDocument
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return CheckInvalidDocument, fmt.Sprintf("the DID document of %s is not JSON of the expected shape: %v", did, err)
-	}
-	if doc.ID != did {
-		return CheckIDMismatch, fmt.Sprintf("the DID document fetched for %s has id %q", did, doc.ID)
-	}
-	mb := strings.TrimPrefix(identity.DIDKey(pub), "did:key:")
-	abs := func(ref string) string {
-		if strings.HasPrefix(ref, "#") {
-			return did + ref
-		}
-		return ref
-	}
-	matches := func(m didMethod) bool {
-		return m.PublicKeyMultibase == mb && (m.Type == didKeyTypes[0] || m.Type == didKeyTypes[1])
-	}
-	auth := map[string]bool{}
-	for _, a := range doc.Authentication {
-		var ref string
-		if json.Unmarshal(a, &ref) == nil {
-			auth[abs(ref)] = true
-			continue
-		}
-		var m didMethod
-		if json.Unmarshal(a, &m) == nil && matches(m) {
-			return CheckBound, ""
-		}
-	}
-	listed := false
-	for _, m := range doc.VerificationMethod {
-		if !matches(m) {
-			continue
-		}
-		if auth[abs(m.ID)] {
-			return CheckBound, ""
-		}
-		listed = true
-	}
-	if listed {
-		return CheckKeyNotListed, fmt.Sprintf("the DID document of %s lists key %s in verificationMethod but not under authentication", did, identity.Fingerprint(pub))
-	}
-	return CheckKeyNotListed, fmt.Sprintf("the DID document of %s does not list key %s (no %s with publicKeyMultibase %s)",
-		did, identity.Fingerprint(pub), strings.Join(didKeyTypes, " or "), mb)
 }

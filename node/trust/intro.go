@@ -1,4 +1,4 @@
-package node
+package trust
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 
 // Introduction tokens (level 0): minted here for a peer whose key the
 // owner does not know yet, or held here from another daemon that minted
-// one for this one. See the trust rules at the top of trust.go.
+// one for this one. See the trust rules in the package comment.
 
 // IntroRequest is what `ifaced introduce` asks for.
 type IntroRequest struct {
@@ -65,13 +65,13 @@ type HeldIntroInfo struct {
 	AcceptedAt time.Time `json:"accepted_at,omitzero"`
 }
 
-func (n *Node) issuedInfo(r store.IssuedIntro) IssuedIntroInfo {
+func (b *Book) issuedInfo(r store.IssuedIntro) IssuedIntroInfo {
 	info := IssuedIntroInfo{ID: r.ID, Label: r.Label, Expires: r.Expires, Disclosure: r.Disclosure, Persona: r.Persona,
 		BoundPeer: r.BoundPeer, BoundAt: r.BoundAt, RevokedAt: r.RevokedAt, Created: r.Created}
 	switch {
 	case r.Revoked:
 		info.State = IntroRevoked
-	case !n.now().Before(r.Expires):
+	case !b.now().Before(r.Expires):
 		info.State = IntroExpired
 	case r.BoundPeer != "":
 		info.State = IntroBound
@@ -85,7 +85,7 @@ func (n *Node) issuedInfo(r store.IssuedIntro) IssuedIntroInfo {
 // it. The token's string is returned once, to be handed to the other human,
 // who runs `ifaced accept-intro` with it; the first peer that proves it
 // holds the token binds it.
-func (n *Node) Introduce(req IntroRequest) (MintedIntro, error) {
+func (b *Book) Introduce(req IntroRequest) (MintedIntro, error) {
 	label := strings.TrimSpace(req.Label)
 	switch {
 	case label == "":
@@ -94,8 +94,8 @@ func (n *Node) Introduce(req IntroRequest) (MintedIntro, error) {
 		return MintedIntro{}, inputError("label", "label is %d bytes, at most %d", len(label), identity.MaxIntroLabel)
 	case req.TTL < 0:
 		return MintedIntro{}, inputError("expires_seconds", "expiry must be in the future, got %s", req.TTL)
-	case req.Disclosure != "" && !n.order.Known(req.Disclosure):
-		return MintedIntro{}, inputError("disclosure", "%q is not a known tier (known: %s)", req.Disclosure, strings.Join(n.order.Tiers(), ", "))
+	case req.Disclosure != "" && !b.order.Known(req.Disclosure):
+		return MintedIntro{}, inputError("disclosure", "%q is not a known tier (known: %s)", req.Disclosure, strings.Join(b.order.Tiers(), ", "))
 	case req.Persona != "" && req.Disclosure == "":
 		return MintedIntro{}, inputError("persona", "a persona says where the token's disclosure tier applies: give a disclosure tier too")
 	}
@@ -108,35 +108,35 @@ func (n *Node) Introduce(req IntroRequest) (MintedIntro, error) {
 	}
 	ttl := req.TTL
 	if ttl == 0 {
-		ttl = n.cfg.Trust.IntroExpiry.Duration
+		ttl = b.cfg.IntroExpiry
 	}
-	now := n.now()
-	tok, err := identity.MintIntroduction(n.id.DID(), label, ttl, now, nil)
+	now := b.now()
+	tok, err := identity.MintIntroduction(b.did, label, ttl, now, nil)
 	if err != nil {
 		return MintedIntro{}, err
 	}
 	rec := store.IssuedIntro{ID: tok.ID, Issuer: tok.Issuer, Label: tok.Label, Expires: tok.Expires, Secret: tok.Secret,
 		Disclosure: req.Disclosure, Persona: persona, Created: now.UTC()}
-	if err := n.store.PutIssuedIntro(rec); err != nil {
+	if err := b.store.PutIssuedIntro(rec); err != nil {
 		return MintedIntro{}, err
 	}
-	n.log.Info("minted introduction token", "id", tok.ID, "label", tok.Label, "expires", tok.Expires, "disclosure", req.Disclosure)
-	return MintedIntro{Token: tok.Encode(), IssuedIntroInfo: n.issuedInfo(rec)}, nil
+	b.log.Info("minted introduction token", "id", tok.ID, "label", tok.Label, "expires", tok.Expires, "disclosure", req.Disclosure)
+	return MintedIntro{Token: tok.Encode(), IssuedIntroInfo: b.issuedInfo(rec)}, nil
 }
 
 // IssuedIntros lists the tokens this daemon minted, newest first, without
 // their secrets.
-func (n *Node) IssuedIntros() ([]IssuedIntroInfo, error) {
-	recs, err := n.store.IssuedIntros()
+func (b *Book) IssuedIntros() ([]IssuedIntroInfo, error) {
+	recs, err := b.store.IssuedIntros()
 	if err != nil && recs == nil {
 		return nil, err
 	}
 	if err != nil {
-		n.log.Warn("reading issued introduction tokens", "err", err)
+		b.log.Warn("reading issued introduction tokens", "err", err)
 	}
 	out := make([]IssuedIntroInfo, 0, len(recs))
 	for _, r := range recs {
-		out = append(out, n.issuedInfo(r))
+		out = append(out, b.issuedInfo(r))
 	}
 	slices.SortStableFunc(out, func(a, b IssuedIntroInfo) int { return b.Created.Compare(a.Created) })
 	return out, nil
@@ -145,11 +145,10 @@ func (n *Node) IssuedIntros() ([]IssuedIntroInfo, error) {
 // RevokeIntro revokes a token this daemon minted: no peer is admitted with
 // it any more, and the tier it granted its peer is withdrawn from that
 // peer's next greeting on.
-func (n *Node) RevokeIntro(id string) (IssuedIntroInfo, error) {
-	t := n.trust
-	t.imu.Lock()
-	defer t.imu.Unlock()
-	rec, err := n.store.IssuedIntro(id)
+func (b *Book) RevokeIntro(id string) (IssuedIntroInfo, error) {
+	b.imu.Lock()
+	defer b.imu.Unlock()
+	rec, err := b.store.IssuedIntro(id)
 	if errors.Is(err, store.ErrNotFound) {
 		return IssuedIntroInfo{}, fmt.Errorf("revoking introduction token %q: %w", id, ErrNoSuchIntro)
 	}
@@ -157,14 +156,14 @@ func (n *Node) RevokeIntro(id string) (IssuedIntroInfo, error) {
 		return IssuedIntroInfo{}, err
 	}
 	if !rec.Revoked {
-		rec.Revoked, rec.RevokedAt = true, n.now().UTC()
-		if err := n.store.PutIssuedIntro(rec); err != nil {
+		rec.Revoked, rec.RevokedAt = true, b.now().UTC()
+		if err := b.store.PutIssuedIntro(rec); err != nil {
 			return IssuedIntroInfo{}, err
 		}
-		n.log.Info("revoked introduction token", "id", id, "label", rec.Label, "bound_peer", rec.BoundPeer)
+		b.log.Info("revoked introduction token", "id", id, "label", rec.Label, "bound_peer", rec.BoundPeer)
 	}
 	if pid, err := peer.Decode(rec.BoundPeer); err == nil {
-		_, err := n.updateTrust(pid, func(r *store.TrustRecord) bool {
+		_, err := b.update(pid, func(r *store.TrustRecord) bool {
 			before := len(r.Intros)
 			r.Intros = slices.DeleteFunc(r.Intros, func(in store.TrustIntro) bool { return in.TokenID == id })
 			return len(r.Intros) != before
@@ -173,48 +172,46 @@ func (n *Node) RevokeIntro(id string) (IssuedIntroInfo, error) {
 			return IssuedIntroInfo{}, err
 		}
 	}
-	return n.issuedInfo(rec), nil
+	return b.issuedInfo(rec), nil
 }
 
 // AcceptIntro stores a token another daemon minted for this one, so that
 // greetings to its issuer carry the proof. An expired token, or one this
 // daemon minted itself, is refused.
-func (n *Node) AcceptIntro(token string) (HeldIntroInfo, error) {
+func (b *Book) AcceptIntro(token string) (HeldIntroInfo, error) {
 	tok, err := identity.ParseIntroduction(token)
 	if err != nil {
-		return HeldIntroInfo{}, &TrustInputError{Field: "token", Err: err}
+		return HeldIntroInfo{}, &InputError{Field: "token", Err: err}
 	}
-	now := n.now()
+	now := b.now()
 	if !now.Before(tok.Expires) {
-		return HeldIntroInfo{}, &TrustInputError{Field: "token", Err: fmt.Errorf("%w: token %s (%q) from %s expired on %s; ask its issuer for a new one",
+		return HeldIntroInfo{}, &InputError{Field: "token", Err: fmt.Errorf("%w: token %s (%q) from %s expired on %s; ask its issuer for a new one",
 			identity.ErrIntroExpired, tok.ID, tok.Label, tok.Issuer, tok.Expires.Format(time.RFC3339))}
 	}
-	if tok.Issuer == n.id.DID() {
-		return HeldIntroInfo{}, &TrustInputError{Field: "token", Err: fmt.Errorf("%w: give it to the peer you meant to introduce; they run `ifaced accept-intro` with it", ErrOwnIntro)}
+	if tok.Issuer == b.did {
+		return HeldIntroInfo{}, &InputError{Field: "token", Err: fmt.Errorf("%w: give it to the peer you meant to introduce; they run `ifaced accept-intro` with it", ErrOwnIntro)}
 	}
 	rec := store.HeldIntro{ID: tok.ID, Issuer: tok.Issuer, Label: tok.Label, Expires: tok.Expires,
 		Token: tok.Encode(), AcceptedAt: now.UTC()}
-	t := n.trust
-	t.wmu.Lock()
-	defer t.wmu.Unlock()
-	if err := n.store.PutHeldIntro(rec); err != nil {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	if err := b.store.PutHeldIntro(rec); err != nil {
 		return HeldIntroInfo{}, err
 	}
-	if err := t.addHeld(rec); err != nil {
+	if err := b.addHeld(rec); err != nil {
 		return HeldIntroInfo{}, err
 	}
 	info := heldInfo(tok, rec.AcceptedAt)
-	n.log.Info("accepted introduction token", "id", tok.ID, "label", tok.Label, "issuer", info.IssuerPeer, "expires", tok.Expires)
+	b.log.Info("accepted introduction token", "id", tok.ID, "label", tok.Label, "issuer", info.IssuerPeer, "expires", tok.Expires)
 	return info, nil
 }
 
 // HeldIntros lists the tokens other daemons minted for this one.
-func (n *Node) HeldIntros() []HeldIntroInfo {
-	t := n.trust
-	t.mu.RLock()
-	defer t.mu.RUnlock()
+func (b *Book) HeldIntros() []HeldIntroInfo {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
 	var out []HeldIntroInfo
-	for _, toks := range t.held {
+	for _, toks := range b.held {
 		for _, h := range toks {
 			out = append(out, heldInfo(h.Introduction, h.accepted))
 		}
@@ -247,7 +244,7 @@ func issuerPeer(did string) (peer.ID, error) {
 
 // addHeld keeps a held token in memory under its issuer, replacing one of
 // the same ID.
-func (t *trustState) addHeld(rec store.HeldIntro) error {
+func (b *Book) addHeld(rec store.HeldIntro) error {
 	tok, err := identity.ParseIntroduction(rec.Token)
 	if err != nil {
 		return err
@@ -256,20 +253,20 @@ func (t *trustState) addHeld(rec store.HeldIntro) error {
 	if err != nil {
 		return err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	toks := slices.DeleteFunc(slices.Clone(t.held[pid]), func(h heldIntro) bool { return h.ID == tok.ID })
-	t.held[pid] = append(toks, heldIntro{Introduction: tok, accepted: rec.AcceptedAt})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	toks := slices.DeleteFunc(slices.Clone(b.held[pid]), func(h heldIntro) bool { return h.ID == tok.ID })
+	b.held[pid] = append(toks, heldIntro{Introduction: tok, accepted: rec.AcceptedAt})
 	return nil
 }
 
 // heldFor is the token to prove to pid: of those pid issued that have not
 // expired, the one that lasts longest.
-func (t *trustState) heldFor(pid peer.ID, now time.Time) *identity.Introduction {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
+func (b *Book) heldFor(pid peer.ID, now time.Time) *identity.Introduction {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
 	var best *identity.Introduction
-	for _, h := range t.held[pid] {
+	for _, h := range b.held[pid] {
 		if now.Before(h.Expires) && (best == nil || h.Expires.After(best.Expires)) {
 			best = h.Introduction
 		}
@@ -277,11 +274,11 @@ func (t *trustState) heldFor(pid peer.ID, now time.Time) *identity.Introduction 
 	return best
 }
 
-// attachIntro adds to a greeting for pid the proof of an introduction
+// AttachIntro adds to a greeting for pid the proof of an introduction
 // token this daemon holds for pid, if it holds one that has not expired.
-func (n *Node) attachIntro(pid peer.ID, m *gossip.Message) error {
-	now := n.now()
-	tok := n.trust.heldFor(pid, now)
+func (b *Book) AttachIntro(pid peer.ID, m *gossip.Message) error {
+	now := b.now()
+	tok := b.heldFor(pid, now)
 	if tok == nil {
 		return nil
 	}
@@ -293,24 +290,24 @@ func (n *Node) attachIntro(pid peer.ID, m *gossip.Message) error {
 // and pid's trust record notes the token, whose tier then applies; on
 // failure the greeting goes on at the level pid otherwise has, and the
 // refusal is logged and kept in pid's trust record.
-func (n *Node) admitIntro(pid peer.ID, m *gossip.Message, proof *identity.MessageSignature, now time.Time) {
+func (b *Book) admitIntro(pid peer.ID, m *gossip.Message, proof *identity.MessageSignature, now time.Time) {
 	id := strings.TrimPrefix(proof.KeyID, "intro:")
-	granted, err := n.admitProof(pid, id, m, proof, now)
+	granted, err := b.admitProof(pid, id, m, proof, now)
 	if err != nil {
 		reason := err.Error()
-		n.log.Info("refused introduction proof", "peer", pid, "token", id, "err", reason)
-		if _, err := n.updateTrust(pid, func(r *store.TrustRecord) bool {
+		b.log.Info("refused introduction proof", "peer", pid, "token", id, "err", reason)
+		if _, err := b.update(pid, func(r *store.TrustRecord) bool {
 			if r.Refusal == reason {
 				return false
 			}
 			r.Refusal, r.RefusedAt = reason, now.UTC()
 			return true
 		}); err != nil {
-			n.log.Warn("recording a refused introduction", "peer", pid, "err", err)
+			b.log.Warn("recording a refused introduction", "peer", pid, "err", err)
 		}
 		return
 	}
-	if _, err := n.updateTrust(pid, func(r *store.TrustRecord) bool {
+	if _, err := b.update(pid, func(r *store.TrustRecord) bool {
 		changed := r.Refusal != ""
 		r.Refusal, r.RefusedAt = "", time.Time{}
 		i := slices.IndexFunc(r.Intros, func(in store.TrustIntro) bool { return in.TokenID == granted.TokenID })
@@ -325,16 +322,15 @@ func (n *Node) admitIntro(pid peer.ID, m *gossip.Message, proof *identity.Messag
 		}
 		return changed
 	}); err != nil {
-		n.log.Warn("recording an introduction", "peer", pid, "err", err)
+		b.log.Warn("recording an introduction", "peer", pid, "err", err)
 	}
 }
 
 // admitProof runs the token's admission and binds it on first use.
-func (n *Node) admitProof(pid peer.ID, id string, m *gossip.Message, proof *identity.MessageSignature, now time.Time) (store.TrustIntro, error) {
-	t := n.trust
-	t.imu.Lock()
-	defer t.imu.Unlock()
-	rec, err := n.store.IssuedIntro(id)
+func (b *Book) admitProof(pid peer.ID, id string, m *gossip.Message, proof *identity.MessageSignature, now time.Time) (store.TrustIntro, error) {
+	b.imu.Lock()
+	defer b.imu.Unlock()
+	rec, err := b.store.IssuedIntro(id)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.TrustIntro{}, fmt.Errorf("introduction token %q: %w", id, ErrNoSuchIntro)
 	}
@@ -354,10 +350,10 @@ func (n *Node) admitProof(pid peer.ID, id string, m *gossip.Message, proof *iden
 	}
 	if rec.BoundPeer == "" {
 		rec.BoundPeer, rec.BoundAt = pid.String(), now.UTC()
-		if err := n.store.PutIssuedIntro(rec); err != nil {
+		if err := b.store.PutIssuedIntro(rec); err != nil {
 			return store.TrustIntro{}, err
 		}
-		n.log.Info("introduction token bound", "id", id, "label", rec.Label, "peer", pid)
+		b.log.Info("introduction token bound", "id", id, "label", rec.Label, "peer", pid)
 	}
 	return store.TrustIntro{TokenID: rec.ID, Label: rec.Label, Persona: rec.Persona, Disclosure: rec.Disclosure,
 		Expires: rec.Expires, AdmittedAt: now.UTC()}, nil

@@ -1,0 +1,109 @@
+package gossip
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/ifaced/ifaced/identity"
+)
+
+// signingInput is the exact input of m's first signature.
+func signingInput(t *testing.T, m *Message) []byte {
+	t.Helper()
+	sig := &m.Security.Signatures[0]
+	headers, body, err := m.SignedValues(sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := identity.MessageSigningInput(sig, headers, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// TestSignedFormRule: a member whose value is null, false, "", 0, [] or
+// {} is absent from the signed form, from the inside out, so that
+// spelling "nothing" one way or another never changes a signature; free-
+// form values (part contents, extension values) are signed as they are.
+func TestSignedFormRule(t *testing.T) {
+	from, to := testIdentity(t, 1), testIdentity(t, 2)
+	bare := func() *Message {
+		return &Message{IFP: Version, Headers: Headers{
+			MessageID: "msg:1", Date: "2026-03-04T23:58:12Z", From: Agent{Agent: from.DID()}, To: []Agent{{Agent: to.DID()}},
+			ConversationID: "conv:1", Sequence: 1, Phase: PhaseGreeting, ContentType: DefaultContentType,
+		}, Body: Body{Text: "hello", Parts: []Part{{ContentType: "application/json", Content: map[string]any{}}}}}
+	}
+	ref := bare()
+	if err := ref.Sign(from, testNow); err != nil {
+		t.Fatal(err)
+	}
+	want := signingInput(t, ref)
+
+	same := map[string]func(*Message){
+		"display and human empty": func(m *Message) { m.Headers.From.Display, m.Headers.To[0].Human = "", "" },
+		"thread {}":               func(m *Message) { m.Headers.Thread = &Thread{} },
+		"thread with empty array": func(m *Message) { m.Headers.Thread = &Thread{References: []string{}} },
+		"languages {}":            func(m *Message) { m.Headers.Languages = &Languages{Preferred: []string{}} },
+		"capabilities {}":         func(m *Message) { m.Headers.Capabilities = &CapabilityHeaders{Request: []string{}} },
+		"extensions {}":           func(m *Message) { m.Headers.Extensions = map[string]any{} },
+		"ttl_seconds 0":           func(m *Message) { m.Headers.TTLSeconds = 0 },
+		"subject empty":           func(m *Message) { m.Headers.Subject = "" },
+		"part name empty":         func(m *Message) { m.Body.Parts[0].Name = "" },
+	}
+	for name, mutate := range same {
+		m := bare()
+		mutate(m)
+		m.Security = ref.Security
+		if got := signingInput(t, m); !bytes.Equal(got, want) {
+			t.Errorf("%s changes the signed form:\n got %s\nwant %s", name, got, want)
+		}
+		if err := m.Verify(from.PublicKey()); err != nil {
+			t.Errorf("%s: the signature does not verify: %v", name, err)
+		}
+		// Through JSON and CBOR, whatever each makes of the empty member.
+		for _, enc := range []func(*Message) (*Message, error){
+			func(m *Message) (*Message, error) { j, _ := EncodeJSON(m); return DecodeJSON(j) },
+			func(m *Message) (*Message, error) { c, _ := EncodeCBOR(m); return DecodeCBOR(c) },
+		} {
+			back, err := enc(m)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if err := back.Verify(from.PublicKey()); err != nil {
+				t.Errorf("%s, transcoded: %v", name, err)
+			}
+		}
+	}
+
+	// Free-form values are signed as they are: an empty content, or an
+	// extension whose value is "", is something.
+	differ := map[string]func(*Message){
+		"content null":    func(m *Message) { m.Body.Parts[0].Content = nil },
+		"content \"\"":    func(m *Message) { m.Body.Parts[0].Content = "" },
+		"extension \"\"":  func(m *Message) { m.Headers.Extensions = map[string]any{"x": ""} },
+		"extension {}":    func(m *Message) { m.Headers.Extensions = map[string]any{"x": map[string]any{}} },
+		"thread in reply": func(m *Message) { m.Headers.Thread = &Thread{InReplyTo: "msg:0"} },
+		"ttl_seconds 1":   func(m *Message) { m.Headers.TTLSeconds = 1 },
+	}
+	for name, mutate := range differ {
+		m := bare()
+		mutate(m)
+		m.Security = ref.Security
+		if got := signingInput(t, m); bytes.Equal(got, want) {
+			t.Errorf("%s does not change the signed form", name)
+		}
+		if err := m.Verify(from.PublicKey()); err == nil {
+			t.Errorf("%s: the signature still verifies", name)
+		}
+	}
+
+	// An absent header is signed as null; so is one that is present but empty.
+	m := bare()
+	m.Headers.Thread = &Thread{}
+	m.Security = ref.Security
+	headers, _, _ := m.SignedValues(&m.Security.Signatures[0])
+	if v, ok := headers["thread"]; !ok || v != nil {
+		t.Errorf("thread {} is signed as %v (present %v), want null", v, ok)
+	}
+}

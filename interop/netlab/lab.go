@@ -1,0 +1,213 @@
+package netlab
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Lab is one test's set of network namespaces. Every namespace it makes
+// carries the lab's prefix, unique to the test run, and is deleted in the
+// test's cleanup (which also deletes every veth and bridge inside it);
+// processes started in them are stopped first (see Daemon).
+type Lab struct {
+	t      testing.TB
+	Prefix string
+
+	mu  sync.Mutex
+	nss []string
+}
+
+// Require skips t unless the lab can run here: root, ip (iproute2) and nft
+// (nftables) installed, network namespaces available.
+func Require(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("netlab: needs root to create network namespaces (CI runs as root)")
+	}
+	for _, tool := range []string{"ip", "nft"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("netlab: %s is not installed (apt-get install iproute2 nftables)", tool)
+		}
+	}
+	if _, err := os.Stat("/proc/self/ns/net"); err != nil {
+		t.Skip("netlab: this kernel has no network namespaces")
+	}
+}
+
+// NewLab starts an empty lab for t (skipping t where the lab cannot run).
+func NewLab(t testing.TB) *Lab {
+	Require(t)
+	var b [3]byte
+	rand.Read(b[:])
+	l := &Lab{t: t, Prefix: "nl" + hex.EncodeToString(b[:]) + "-"}
+	t.Cleanup(l.close)
+	return l
+}
+
+func (l *Lab) close() {
+	l.mu.Lock()
+	nss := l.nss
+	l.nss = nil
+	l.mu.Unlock()
+	var batch strings.Builder
+	for _, ns := range nss {
+		fmt.Fprintf(&batch, "netns del %s\n", ns)
+	}
+	if batch.Len() == 0 {
+		return
+	}
+	if out, err := runIn("", batch.String(), "ip", "-force", "-batch", "-"); err != nil {
+		l.t.Errorf("netlab: deleting namespaces: %v: %s", err, out)
+	}
+}
+
+// NS creates namespaces named prefix+name, each with its loopback up, and
+// returns their full names.
+func (l *Lab) NS(names ...string) []string {
+	l.t.Helper()
+	var add strings.Builder
+	full := make([]string, len(names))
+	for i, n := range names {
+		full[i] = l.Prefix + n
+		fmt.Fprintf(&add, "netns add %s\n", full[i])
+	}
+	l.mu.Lock()
+	l.nss = append(l.nss, full...) // registered first: a half-made namespace is deleted too
+	l.mu.Unlock()
+	l.IP("", add.String())
+	for _, ns := range full {
+		l.IP(ns, "link set lo up\n")
+	}
+	return full
+}
+
+// IP runs a batch of ip commands (one a line, as `ip -batch` reads them) in
+// namespace ns ("" for none: only for netns commands), failing the test on
+// error.
+func (l *Lab) IP(ns, batch string) {
+	l.t.Helper()
+	args := []string{"-batch", "-"}
+	if ns != "" {
+		args = append([]string{"-n", ns}, args...)
+	}
+	if out, err := runIn("", batch, "ip", args...); err != nil {
+		l.t.Fatalf("netlab: ip %s: %v: %s\n%s", ns, err, out, batch)
+	}
+}
+
+// Exec runs a command inside namespace ns and returns its output, failing
+// the test on error.
+func (l *Lab) Exec(ns string, name string, args ...string) string {
+	l.t.Helper()
+	out, err := runIn(ns, "", name, args...)
+	if err != nil {
+		l.t.Fatalf("netlab: %s %s in %s: %v: %s", name, strings.Join(args, " "), ns, err, out)
+	}
+	return out
+}
+
+// NFT loads an nftables ruleset into namespace ns.
+func (l *Lab) NFT(ns, ruleset string) {
+	l.t.Helper()
+	if out, err := runIn(ns, ruleset, "nft", "-f", "-"); err != nil {
+		l.t.Fatalf("netlab: nft in %s: %v: %s\n%s", ns, err, out, ruleset)
+	}
+}
+
+// Counter reads a named nftables counter in namespace ns (family ip).
+func (l *Lab) Counter(ns, table, name string) (packets, bytes uint64) {
+	l.t.Helper()
+	out := l.Exec(ns, "nft", "-j", "list", "counter", "ip", table, name)
+	var doc struct {
+		Nftables []struct {
+			Counter *struct {
+				Packets uint64 `json:"packets"`
+				Bytes   uint64 `json:"bytes"`
+			} `json:"counter"`
+		} `json:"nftables"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		l.t.Fatalf("netlab: reading counter %s in %s: %v: %s", name, ns, err, out)
+	}
+	for _, o := range doc.Nftables {
+		if o.Counter != nil {
+			return o.Counter.Packets, o.Counter.Bytes
+		}
+	}
+	l.t.Fatalf("netlab: no counter %s in %s: %s", name, ns, out)
+	return 0, 0
+}
+
+// Bridge creates a bridge named br in namespace ns.
+func (l *Lab) Bridge(ns, br string) {
+	l.t.Helper()
+	l.IP(ns, fmt.Sprintf("link add %s type bridge\nlink set %s up\n", br, br))
+}
+
+// Plug joins namespace ns to the bridge br in namespace swNS by a veth
+// pair: dev inside ns (given addrs in CIDR form and brought up), port on
+// the bridge side (at most 15 bytes). gateway, when not empty, becomes ns's
+// default route.
+func (l *Lab) Plug(swNS, br, port, ns, dev string, addrs []string, gateway string) {
+	l.t.Helper()
+	l.IP(swNS, fmt.Sprintf("link add %s type veth peer name %s netns %s\nlink set %s master %s up\n", port, dev, ns, port, br))
+	l.IP(ns, configureDev(dev, addrs, gateway))
+}
+
+// Wire joins two namespaces by a veth pair.
+func (l *Lab) Wire(nsA, devA string, addrsA []string, nsB, devB string, addrsB []string) {
+	l.t.Helper()
+	l.IP(nsA, fmt.Sprintf("link add %s type veth peer name %s netns %s\n", devA, devB, nsB))
+	l.IP(nsA, configureDev(devA, addrsA, ""))
+	l.IP(nsB, configureDev(devB, addrsB, ""))
+}
+
+func configureDev(dev string, addrs []string, gateway string) string {
+	var b strings.Builder
+	for _, a := range addrs {
+		if strings.Contains(a, ":") {
+			// No duplicate address detection: the lab assigns addresses
+			// itself, and DAD would hold them tentative for a second.
+			fmt.Fprintf(&b, "addr add %s dev %s nodad\n", a, dev)
+		} else {
+			fmt.Fprintf(&b, "addr add %s dev %s\n", a, dev)
+		}
+	}
+	fmt.Fprintf(&b, "link set %s up\n", dev)
+	if gateway != "" {
+		fmt.Fprintf(&b, "route add default via %s\n", gateway)
+	}
+	return b.String()
+}
+
+// Sysctl sets a sysctl inside namespace ns (net.* keys are per namespace).
+func (l *Lab) Sysctl(ns, key, value string) {
+	l.t.Helper()
+	path := "/proc/sys/" + strings.ReplaceAll(key, ".", "/")
+	l.Exec(ns, "sh", "-c", fmt.Sprintf("echo %s > %s", value, path))
+}
+
+// runIn runs name with args, inside namespace ns unless it is empty, with
+// stdin, and returns the combined output.
+func runIn(ns, stdin, name string, args ...string) (string, error) {
+	if ns != "" {
+		args = append([]string{"netns", "exec", ns, name}, args...)
+		name = "ip"
+	}
+	cmd := exec.Command(name, args...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}

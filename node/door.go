@@ -1,0 +1,260 @@
+package node
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/node/wire"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// The door: every inbound message — a libp2p conversation or capabilities
+// query, an update push, the HTTPS inbox, a signed POST /invoke, fetched
+// mail — passes one admission pipeline of named steps, in this order,
+// before anything acts on it (DESIGN §3):
+//
+//	bounded decode   the transport's: a frame of at most 1 MiB (wire.Stream),
+//	                 an HTTP body of at most 1 MB; decoding validates
+//	establish        the signer: the stream's remote peer (libp2p), or the
+//	                 key the signature names, resolved (every other
+//	                 transport); headers.from must be that signer's did:key
+//	verify           the Ed25519 signature under the signer's key; the key
+//	                 not revoked by the owner; the documents the message
+//	                 carries (a greeting's or an update's view) verified too
+//	replay           message_id not seen from this signer, date in the window
+//	rate             the signer's bucket at the conversation's temperature
+//	fit              the conversation: sequence, phase, owner of its ID
+//	audit            the message is written to the audit log
+//
+// and then, by the transport: decide → act → answer. Transports differ only
+// in how the signer is established (arrival.stream), which replay window
+// applies (arrival.window), whether headers.to must name this daemon
+// (arrival.addressed: it must whenever no stream to this daemon carried it)
+// and what fitting means (arrival.fit).
+//
+// Nothing reaches the agent, the peer cache, the trust records or the
+// conversation table before the audit entry is written, and nothing
+// unadmitted reaches them at all. A refusal is recorded once, as a
+// refusal, in the audit log's record of refusals (gossip.Refusal) — never
+// in the conversation it claims — as a bounded summary; the local agent is
+// told only that a message was refused, by whom (when established) and
+// why, never its content. A message refused after the replay step is
+// forgotten again by the seen-set, so that a sender refused for being too
+// fast can send the same message later.
+
+// arrival is one inbound message at the door and what its transport knows
+// about it.
+type arrival struct {
+	via       string          // the transport, as the audit log names it
+	msg       *gossip.Message // decoded and validated
+	stream    peer.ID         // libp2p: the stream's remote peer, the only signer accepted; "" elsewhere
+	addressed bool            // headers.to must name this daemon
+	window    *identity.ReplayGuard
+	// temperature is the rate's temperature for the signer ("" is cool);
+	// nil charges at cool.
+	temperature func(from peer.ID) string
+	// uncharged: the pace is bounded elsewhere (an answer to this daemon's
+	// own request, mail this daemon fetched), so no rate bucket is charged.
+	uncharged bool
+	// verify checks the documents the message carries, after its signature.
+	verify func(from peer.ID) error
+	// fit fits the message into its conversation; nil fits anywhere.
+	fit  func(from peer.ID) error
+	note string // for the audit entry
+}
+
+// door admits inbound messages. It holds exactly what the steps need.
+type door struct {
+	self    string // this daemon's did:key
+	audit   *gossip.AuditLog
+	replay  *identity.ReplayGuard
+	rates   *rateLimits
+	revoked func(peer.ID) error // the owner's revocations (trust)
+	events  *hub
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+func newDoor(self string, audit *gossip.AuditLog, replay *identity.ReplayGuard, rates *rateLimits,
+	revoked func(peer.ID) error, events *hub, log *slog.Logger, now func() time.Time) *door {
+	return &door{self: self, audit: audit, replay: replay, rates: rates, revoked: revoked, events: events, log: log, now: now}
+}
+
+// admitted is a message through the door: its signer, established.
+type admitted struct {
+	from peer.ID
+	msg  *gossip.Message
+}
+
+// errAudit marks a failure to write the audit entry of an admitted
+// message: the daemon's own failure, after which nothing acts on it.
+var errAudit = errors.New("audit log")
+
+// admit runs the pipeline on a. On refusal the refusal is recorded and the
+// error says why (wire.CodeOf names its code); the transport answers.
+func (d *door) admit(a *arrival) (admitted, error) {
+	from, pub, err := d.establish(a)
+	if err != nil {
+		return admitted{}, d.refuse(a, from, false, false, err)
+	}
+	if err := d.verify(a, from, pub); err != nil {
+		return admitted{}, d.refuse(a, from, errors.Is(err, errDocument), false, err)
+	}
+	if err := d.checkReplay(a, from); err != nil {
+		return admitted{}, d.refuse(a, from, true, false, err)
+	}
+	if err := d.charge(a, from); err != nil {
+		return admitted{}, d.refuse(a, from, true, true, err)
+	}
+	if a.fit != nil {
+		if err := a.fit(from); err != nil {
+			return admitted{}, d.refuse(a, from, true, true, err)
+		}
+	}
+	if err := d.record(a, from); err != nil {
+		d.forget(a, from)
+		return admitted{}, err
+	}
+	return admitted{from: from, msg: a.msg}, nil
+}
+
+// establish finds the signer: the stream's peer on libp2p, else the key
+// the message's Ed25519 signature names. headers.from must be its did:key.
+func (d *door) establish(a *arrival) (peer.ID, ed25519.PublicKey, error) {
+	m := a.msg
+	from := a.stream
+	if from == "" {
+		var err error
+		if from, err = signerOf(m); err != nil {
+			if m.Security != nil && len(m.Security.Signatures) > 0 {
+				return "", nil, fmt.Errorf("%w: %v", ErrUnknownSender, err)
+			}
+			return "", nil, err
+		}
+	}
+	pub, err := identity.PublicKeyFromPeerID(from)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %v", gossip.ErrWrongKey, err)
+	}
+	if did := identity.DIDKey(pub); m.Headers.From.Agent != did {
+		return "", nil, fmt.Errorf("%w: headers.from is %q, but the message is signed by %s; from must name the signer",
+			gossip.ErrWrongKey, m.Headers.From.Agent, did)
+	}
+	if a.addressed && !slices.ContainsFunc(m.Headers.To, func(t gossip.Agent) bool { return t.Agent == d.self }) {
+		return "", nil, fmt.Errorf("%w: the message is addressed to someone else (headers.to does not name %s)", gossip.ErrInvalidMessage, d.self)
+	}
+	return from, pub, nil
+}
+
+// errDocument marks a failure of a document a verified message carries.
+var errDocument = errors.New("carried document")
+
+// verify checks the signature under the signer's key, that the owner has
+// not revoked that key, and the documents the message carries.
+func (d *door) verify(a *arrival, from peer.ID, pub ed25519.PublicKey) error {
+	if err := a.msg.Verify(pub); err != nil {
+		return err
+	}
+	if err := d.revoked(from); err != nil {
+		return err
+	}
+	if a.verify != nil {
+		if err := a.verify(from); err != nil {
+			return fmt.Errorf("%w: %w", errDocument, err)
+		}
+	}
+	return nil
+}
+
+// checkReplay refuses a message_id seen before from the same signer, or a
+// date outside the window. Seen IDs are kept per signer, so no peer can
+// use up another's message IDs before the genuine messages arrive (say,
+// through a relay), and whichever transport brings a message first, the
+// second is a replay.
+func (d *door) checkReplay(a *arrival, from peer.ID) error {
+	w := a.window
+	if w == nil {
+		w = d.replay
+	}
+	return w.Check(seenKey(from, a.msg), a.msg.Headers.Date, d.now())
+}
+
+// charge takes one message from the signer's rate bucket.
+func (d *door) charge(a *arrival, from peer.ID) error {
+	if a.uncharged {
+		return nil
+	}
+	t := ""
+	if a.temperature != nil {
+		t = a.temperature(from)
+	}
+	return d.rates.allow(from, t)
+}
+
+// record writes the admitted message to the audit log.
+func (d *door) record(a *arrival, from peer.ID) error {
+	err := d.audit.Record(gossip.AuditEntry{At: d.now().UTC(), Direction: gossip.Received, Peer: from.String(),
+		Transport: a.via, Note: a.note, Message: a.msg})
+	if err != nil {
+		return fmt.Errorf("%w: recording a received %s: %w", errAudit, a.msg.Headers.Phase, err)
+	}
+	return nil
+}
+
+// forget takes a message out of the seen-set again: it passed the replay
+// step but was not admitted, so its sender may send it again.
+func (d *door) forget(a *arrival, from peer.ID) {
+	w := a.window
+	if w == nil {
+		w = d.replay
+	}
+	if err := w.Forget(seenKey(from, a.msg)); err != nil {
+		d.log.Warn("forgetting a message ID", "peer", from, "message", a.msg.Headers.MessageID, "err", err)
+	}
+}
+
+// refuse records a refusal once and tells the local agent; it returns
+// cause. verified says whether the signer is established (its signature
+// verified), seen whether the message passed the replay step.
+func (d *door) refuse(a *arrival, from peer.ID, verified, seen bool, cause error) error {
+	if seen {
+		d.forget(a, from)
+	}
+	established := from
+	if !verified {
+		established = a.stream // only a secure channel vouches for an unverified message's sender
+	}
+	d.refused(a.via, established, verified, a.msg, nil, cause)
+	return cause
+}
+
+// refused records a refusal of m (nil when nothing decoded; raw the bytes
+// as received when known) and tells the local agent.
+func (d *door) refused(via string, established peer.ID, verified bool, m *gossip.Message, raw []byte, cause error) {
+	code := wire.CodeOf(cause)
+	r := gossip.Refusal{At: d.now().UTC(), Transport: via, Code: string(code), Reason: cause.Error(), Verified: verified}
+	if established != "" {
+		r.Peer = established.String()
+	}
+	gossip.SummariseRefusal(&r, m, raw)
+	d.log.Info("refused message", "via", via, "peer", r.Peer, "code", code, "err", cause)
+	if err := d.audit.RecordRefusal(r); err != nil {
+		d.log.Warn("recording a refusal", "err", err)
+	}
+	e := Event{Type: EventRefused, At: r.At, Peer: r.Peer, Detail: fmt.Sprintf("%s: %s", code, cause)}
+	if verified && m != nil {
+		e.ConversationID = m.Headers.ConversationID
+	}
+	d.events.publish(e)
+}
+
+// publish tells the local agent of an admitted message (the act step).
+func (d *door) publish(in admitted, convID, detail string) {
+	d.events.publish(Event{Type: EventMessage, At: d.now(), Peer: in.from.String(), ConversationID: convID, Message: in.msg, Detail: detail})
+}

@@ -1,0 +1,483 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io/fs"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/store"
+	"github.com/ifaced/ifaced/node/trust"
+	"github.com/ifaced/ifaced/node/wire"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// These tests hold the door (door.go) on every inbound path: a refused
+// message reaches neither the local agent nor any store, is recorded once
+// as a refusal and never in the conversation it claims.
+
+// agentWatch records what the local agent is told.
+type agentWatch struct {
+	ch   <-chan Event
+	stop func()
+}
+
+func watchAgent(t *testing.T, d *testDaemon) *agentWatch {
+	t.Helper()
+	ch, stop := d.Subscribe()
+	t.Cleanup(stop)
+	return &agentWatch{ch: ch, stop: stop}
+}
+
+// refusedThenNothing waits for the refusal of messageID's sender and checks
+// that no event before it, nor any that follows within a short look,
+// carries the message.
+func (w *agentWatch) refusedThenNothing(t *testing.T, code wire.Code, messageID string) Event {
+	t.Helper()
+	var refused Event
+	for refused.Type == "" {
+		select {
+		case e := <-w.ch:
+			if e.Message != nil && e.Message.Headers.MessageID == messageID {
+				t.Fatalf("the agent was told of the refused message: %s event %+v", e.Type, e)
+			}
+			if e.Type == EventRefused && strings.HasPrefix(e.Detail, string(code)+":") {
+				refused = e
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s refusal reached the agent", code)
+		}
+	}
+	if refused.Message != nil {
+		t.Errorf("the refusal event carries the refused message")
+	}
+	// Whatever was queued with the refusal must not carry the message either.
+	for {
+		select {
+		case e := <-w.ch:
+			if e.Message != nil && e.Message.Headers.MessageID == messageID {
+				t.Fatalf("the agent was told of the refused message: %s event", e.Type)
+			}
+		default:
+			return refused
+		}
+	}
+}
+
+// refusalsOf is today's record of refusals of d.
+func refusalsOf(t *testing.T, d *testDaemon) []gossip.Refusal {
+	t.Helper()
+	rs, err := d.Audit().Refusals(time.Now().UTC().Format("2006-01-02"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// refusedOnce checks that messageID is recorded as refused exactly once,
+// with code, and in no conversation's entries.
+func refusedOnce(t *testing.T, d *testDaemon, m *gossip.Message, code wire.Code) gossip.Refusal {
+	t.Helper()
+	var found []gossip.Refusal
+	for _, r := range refusalsOf(t, d) {
+		if r.MessageID == m.Headers.MessageID {
+			found = append(found, r)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("message %s recorded as refused %d times, want once", m.Headers.MessageID, len(found))
+	}
+	if found[0].Code != string(code) {
+		t.Errorf("refusal code %s, want %s", found[0].Code, code)
+	}
+	if len(found[0].Excerpt) > gossip.RefusalExcerpt+len("…") {
+		t.Errorf("refusal excerpt of %d bytes, want at most %d", len(found[0].Excerpt), gossip.RefusalExcerpt)
+	}
+	entries, err := d.Audit().Entries(m.Headers.ConversationID)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) { // none at all: as it should be for a stranger's claim
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Message.Headers.MessageID == m.Headers.MessageID {
+			t.Errorf("the refused message is in conversation %s's entries (%s, note %q)", m.Headers.ConversationID, e.Direction, e.Note)
+		}
+	}
+	return found[0]
+}
+
+// noPeerRecord checks that d's peer cache and trust records hold nothing
+// of pid.
+func noPeerRecord(t *testing.T, d *testDaemon, pid peer.ID) {
+	t.Helper()
+	if _, err := d.Store().Peer(pid.String()); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the peer cache holds %s after a refusal (%v)", pid, err)
+	}
+	for _, tr := range d.TrustBook().List() {
+		if tr.Peer == pid.String() {
+			t.Errorf("a trust record of %s exists after a refusal: %+v", pid, tr)
+		}
+	}
+}
+
+// viewSignedBy is a capability view of agent signed by signer.
+func viewSignedBy(t *testing.T, agent, signer *identity.Identity, seq uint64) any {
+	t.Helper()
+	d := &negotiate.Document{IFP: 7, AgentID: agent.DID(), Seq: seq,
+		Capabilities: []negotiate.Capability{{Name: "ping", Description: "Respond to connectivity tests"}}}
+	if _, err := d.Sign(signer, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return toJSONValue(d)
+}
+
+// Libp2p: a greeting reusing another peer's open conversation ID.
+func TestDoorGreetingInAnotherPeersConversation(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	bob := startDaemon(t, nil)
+	connect(t, bob, alice)
+	open := greet(t, bob, alice)
+	raw := newRawPeer(t, alice)
+	agent := watchAgent(t, alice)
+
+	g := raw.greeting(alice, nil)
+	g.Headers.ConversationID = open.ConversationID
+	g.Sign(raw.id, time.Now())
+	m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, g))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := errorCode(t, m); code != wire.CodeOutOfSequence {
+		t.Fatalf("code %s, want %s", code, wire.CodeOutOfSequence)
+	}
+	agent.refusedThenNothing(t, wire.CodeOutOfSequence, g.Headers.MessageID)
+	r := refusedOnce(t, alice, g, wire.CodeOutOfSequence)
+	if r.Peer != raw.ID().String() || !r.Verified || r.Claimed != open.ConversationID {
+		t.Errorf("refusal summary %+v: want peer %s, verified, claiming %s", r, raw.ID(), open.ConversationID)
+	}
+	noPeerRecord(t, alice, raw.ID())
+	if c := alice.conversation(open.ConversationID); c == nil || c.peer != bob.pid() {
+		t.Errorf("bob's conversation was taken or closed")
+	}
+}
+
+// Libp2p: a greeting whose view is signed by someone else.
+func TestDoorGreetingWithAForeignView(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	raw := newRawPeer(t, alice)
+	agent := watchAgent(t, alice)
+	other, _ := identity.Generate(nil)
+
+	g := raw.greeting(alice, nil)
+	g.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: viewSignedBy(t, raw.id, other, 1)}}
+	g.Sign(raw.id, time.Now())
+	m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, g))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := errorCode(t, m); code != wire.CodeInvalidSignature && code != wire.CodeWrongKey {
+		t.Fatalf("code %s, want a signature code", code)
+	}
+	agent.refusedThenNothing(t, wire.CodeOf(identity.ErrBadSignature), g.Headers.MessageID)
+	refusedOnce(t, alice, g, wire.CodeInvalidSignature)
+	noPeerRecord(t, alice, raw.ID())
+	if len(alice.Conversations()) != 0 {
+		t.Errorf("a conversation opened: %+v", alice.Conversations())
+	}
+	// The same greeting with its own view is admitted afterwards: the
+	// refusal did not use up anything of the peer's.
+	g2 := raw.greeting(alice, nil)
+	g2.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: viewSignedBy(t, raw.id, raw.id, 1)}}
+	g2.Sign(raw.id, time.Now())
+	if m, err := raw.exchange(t, alice, string(wire.Capabilities), frame(t, g2)); err != nil || m.Headers.Phase != gossip.PhaseGreeting {
+		t.Fatalf("a good greeting after the refusal: %v %v", m, err)
+	}
+	if _, err := alice.Store().Peer(raw.ID().String()); err != nil {
+		t.Errorf("the good greeting's view is not cached: %v", err)
+	}
+}
+
+// Libp2p: a greeting whose view is older than the one held.
+func TestDoorGreetingWithAStaleView(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	raw := newRawPeer(t, alice)
+	send := func(seq uint64) (*gossip.Message, *gossip.Message) {
+		g := raw.greeting(alice, nil)
+		g.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: viewSignedBy(t, raw.id, raw.id, seq)}}
+		g.Sign(raw.id, time.Now())
+		m, err := raw.exchange(t, alice, string(wire.Capabilities), frame(t, g))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g, m
+	}
+	if _, m := send(5); m.Headers.Phase != gossip.PhaseGreeting {
+		t.Fatalf("seq 5: %s", m.Headers.Phase)
+	}
+	agent := watchAgent(t, alice)
+	g, m := send(3)
+	if code := errorCode(t, m); code != wire.CodeStaleSeq {
+		t.Fatalf("seq 3 after 5: %s", code)
+	}
+	agent.refusedThenNothing(t, wire.CodeStaleSeq, g.Headers.MessageID)
+	refusedOnce(t, alice, g, wire.CodeStaleSeq)
+	if rec, err := alice.Store().Peer(raw.ID().String()); err != nil || rec.Seq != 5 {
+		t.Errorf("alice holds seq %d (%v), want 5", rec.Seq, err)
+	}
+}
+
+// Update push: an update outside any conversation is refused at the door.
+func TestDoorRefusedUpdate(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	raw := newRawPeer(t, alice)
+	agent := watchAgent(t, alice)
+	now := time.Now()
+	u := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
+		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
+		From: gossip.Agent{Agent: raw.id.DID()}, To: []gossip.Agent{{Agent: alice.id.DID()}},
+		ConversationID: "conv:none", Sequence: 2, Phase: gossip.PhaseContext, ContentType: gossip.DefaultContentType,
+	}, Body: gossip.Body{Parts: []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: viewSignedBy(t, raw.id, raw.id, 2)}}}}
+	u.Sign(raw.id, now)
+	m, err := raw.exchange(t, alice, string(wire.Update), frame(t, u))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := errorCode(t, m); code != wire.CodeOutOfSequence {
+		t.Fatalf("code %s", code)
+	}
+	agent.refusedThenNothing(t, wire.CodeOutOfSequence, u.Headers.MessageID)
+	refusedOnce(t, alice, u, wire.CodeOutOfSequence)
+	noPeerRecord(t, alice, raw.ID())
+}
+
+// forgedFrom is a greeting from holder's did:key, signed by signer.
+func forgedFrom(to *testDaemon, holder, signer *identity.Identity) *gossip.Message {
+	now := time.Now()
+	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
+		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
+		From: gossip.Agent{Agent: holder.DID()}, To: []gossip.Agent{{Agent: to.id.DID()}},
+		ConversationID: gossip.NewID("conv", now), Sequence: 1, Phase: gossip.PhaseGreeting, ContentType: gossip.DefaultContentType,
+	}, Body: gossip.Body{Text: "hello"}}
+	if err := m.Sign(signer, now); err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// HTTPS inbox: headers.from must be the signer.
+func TestDoorInboxFromMustBeTheSigner(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	agent := watchAgent(t, alice)
+	holder, _ := identity.Generate(nil)
+	signer, _ := identity.Generate(nil)
+	m := forgedFrom(alice, holder, signer)
+	if _, err := alice.Deliver(m, "https"); !errors.Is(err, gossip.ErrWrongKey) {
+		t.Fatalf("Deliver: %v, want %v", err, gossip.ErrWrongKey)
+	}
+	agent.refusedThenNothing(t, wire.CodeWrongKey, m.Headers.MessageID)
+	r := refusedOnce(t, alice, m, wire.CodeWrongKey)
+	if r.Verified || r.Peer != "" {
+		t.Errorf("an unverified refusal names an established sender: %+v", r)
+	}
+	noPeerRecord(t, alice, holder.PeerID())
+	noPeerRecord(t, alice, signer.PeerID())
+	// The same message from its real signer is taken.
+	ok := forgedFrom(alice, signer, signer)
+	if d, err := alice.Deliver(ok, "https"); err != nil || d.Refused != nil {
+		t.Fatalf("a well-signed message: %v %+v", err, d)
+	}
+}
+
+// Signed POST /invoke: a request re-signed by another key is refused
+// before its introduction proof is looked at, so the holder's token is
+// not bound to the re-signer.
+func TestDoorSignedInvokeFromMustBeTheSigner(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	holder := startDaemon(t, nil)
+	tok := introduce(t, alice, "professional", holder)
+	agent := watchAgent(t, alice)
+	resigner, _ := identity.Generate(nil)
+
+	now := time.Now()
+	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
+		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
+		From: gossip.Agent{Agent: holder.id.DID()}, To: []gossip.Agent{{Agent: alice.id.DID()}},
+		ConversationID: "conv:chosen-by-caller", Sequence: 1, Phase: gossip.PhaseProbe, ContentType: gossip.DefaultContentType,
+		Capabilities: &gossip.CapabilityHeaders{Request: []string{"ping"}},
+	}}
+	heldTok, err := identity.ParseIntroduction(tok.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.AddIntroProof(heldTok, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Sign(resigner, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := alice.ExecuteSigned(m); !errors.Is(err, gossip.ErrWrongKey) {
+		t.Fatalf("ExecuteSigned: %v, want %v", err, gossip.ErrWrongKey)
+	}
+	agent.refusedThenNothing(t, wire.CodeWrongKey, m.Headers.MessageID)
+	refusedOnce(t, alice, m, wire.CodeWrongKey)
+	intros, err := alice.TrustBook().IssuedIntros()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range intros {
+		if in.ID == tok.ID && in.State != trust.IntroUnused {
+			t.Errorf("the holder's token is %s (bound to %s) after a re-signed request", in.State, in.BoundPeer)
+		}
+	}
+	noPeerRecord(t, alice, resigner.PeerID())
+}
+
+// Fetched mail: from must be the signer, and the mail must be addressed
+// here; refused mail reaches nobody.
+func TestDoorMailFromMustBeTheSigner(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	agent := watchAgent(t, alice)
+	holder, _ := identity.Generate(nil)
+	signer, _ := identity.Generate(nil)
+	relay, _ := identity.Generate(nil)
+	for name, tc := range map[string]struct {
+		m    *gossip.Message
+		code wire.Code
+	}{
+		"from is not the signer": {forgedFrom(alice, holder, signer), wire.CodeWrongKey},
+		"addressed elsewhere": {func() *gossip.Message {
+			m := forgedFrom(alice, signer, signer)
+			m.Headers.To = []gossip.Agent{{Agent: holder.DID()}}
+			m.Security = nil
+			m.Sign(signer, time.Now())
+			return m
+		}(), wire.CodeInvalidFormat},
+	} {
+		raw, err := gossip.EncodeCBOR(tc.m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := alice.acceptMail(relay.PeerID(), wire.Mail{ID: "mail:1", Message: raw}); wire.CodeOf(err) != tc.code {
+			t.Fatalf("%s: %v, want code %s", name, err, tc.code)
+		}
+		agent.refusedThenNothing(t, tc.code, tc.m.Headers.MessageID)
+		refusedOnce(t, alice, tc.m, tc.code)
+	}
+	noPeerRecord(t, alice, holder.PeerID())
+}
+
+// An idle conversation closes quietly: no error message either way, no
+// refusal on either side.
+func TestDoorIdleConversationClosesQuietly(t *testing.T) {
+	cfg := aliceConfig("")
+	cfg.Limits.StreamTimeout.Duration = 400 * time.Millisecond
+	alice := startDaemon(t, cfg)
+	bobCfg := loopbackConfig()
+	bobCfg.Limits.StreamTimeout.Duration = time.Minute
+	bob := startDaemon(t, bobCfg)
+	connect(t, bob, alice)
+	events := watchAgent(t, alice)
+	res := greet(t, bob, alice)
+	waitEvent(t, events.ch, func(e Event) bool {
+		return e.Type == EventConversation && e.ConversationID == res.ConversationID && e.Detail == "closed"
+	})
+	for _, d := range []*testDaemon{alice, bob} {
+		if rs := refusalsOf(t, d); len(rs) != 0 {
+			t.Errorf("refusals recorded for an idle conversation: %+v", rs)
+		}
+	}
+	// bob's side ends when alice closes; it must have received no error.
+	eventually(t, "bob's conversation to end", func() bool { return bob.conversation(res.ConversationID) == nil })
+	entries, err := bob.Audit().Entries(res.ConversationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Message.Headers.Phase == gossip.PhaseError {
+			t.Errorf("an error message in an idle conversation: %s %q", e.Direction, e.Message.Body.Text)
+		}
+	}
+}
+
+// A frame that does not decode is recorded as a bounded refusal with the
+// stream's peer, and answered.
+func TestDoorUndecodableFrameIsSummarised(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	raw := newRawPeer(t, alice)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := raw.NewStream(ctx, alice.id.PeerID(), wire.Conversation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Reset()
+	s.Write([]byte{0x03, 0xff, 0x00, 0x13})
+	m, err := gossip.ReadMessage(bufio.NewReader(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := errorCode(t, m); code != wire.CodeInvalidFormat {
+		t.Fatalf("code %s", code)
+	}
+	var found bool
+	for _, r := range refusalsOf(t, alice) {
+		if r.Peer == raw.ID().String() && r.Code == string(wire.CodeInvalidFormat) && !r.Verified && r.MessageID == "" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no refusal of the undecodable frame: %+v", refusalsOf(t, alice))
+	}
+}
+
+// A proposed persona is granted only when the owner established it: a
+// stranger proposing "family" is under the default persona, neither sees
+// nor can invoke a when-eligible capability conditioned on it, and is
+// told so in words that are the same whether the persona exists or not.
+func TestDoorPersonaIsEstablishedNotClaimed(t *testing.T) {
+	cfg := aliceConfig("")
+	cfg.Capabilities = append(cfg.Capabilities, map[string]any{"name": "family.album", "description": "The family album",
+		"advertise": "when-eligible", "conditions": map[string]any{"persona": []string{"family"}}})
+	cfg.Disclosure.OpenPersonas = []string{"guest"}
+	alice := startDaemon(t, cfg)
+	stranger := startDaemon(t, nil)
+	named := startDaemon(t, nil)
+	if err := alice.Policy().SetDisclosure("family", named.pid().String(), "public"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, d := range []*testDaemon{stranger, named} {
+		connect(t, d, alice)
+	}
+	sees := func(d *testDaemon, persona string) (negotiate.Granted, bool) {
+		t.Helper()
+		res, err := d.QueryCapabilities(ctx, alice.pid(), negotiate.Proposal{Persona: persona})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := res.View.Capability("family.album")
+		return res.GrantedToUs, ok
+	}
+	g, ok := sees(stranger, "family")
+	if ok || g.Persona != "" {
+		t.Errorf("a stranger proposing family: persona %q, sees family.album %v", g.Persona, ok)
+	}
+	gNone, _ := sees(stranger, "no-such-persona")
+	if strings.Join(g.Notes, "|") != strings.Join(gNone.Notes, "|") || len(g.Notes) == 0 {
+		t.Errorf("the notes differ between an existing and a missing persona: %q vs %q", g.Notes, gNone.Notes)
+	}
+	if _, err := stranger.Invoke(ctx, alice.pid(), "family.album", nil); wire.CodeOf(err) != wire.CodeUnknownCapability {
+		t.Errorf("a stranger invoking family.album: %v, want %s", err, wire.CodeUnknownCapability)
+	}
+	if g, ok := sees(named, "family"); !ok || g.Persona != "family" {
+		t.Errorf("a peer the map names under family: persona %q, sees family.album %v", g.Persona, ok)
+	}
+	if g, _ := sees(stranger, "guest"); g.Persona != "guest" {
+		t.Errorf("an open persona was not granted: %q", g.Persona)
+	}
+}

@@ -1,0 +1,84 @@
+package node
+
+// The trust component (package node/trust) seen from the daemon: its
+// construction from the daemon's parts, the one accessor the control API
+// uses, and thin delegators kept only so that the admission pipeline
+// (converse.go, inbox.go, invoke.go, node.go) compiles unchanged while it
+// is rewritten; they go once it calls n.trust itself.
+
+import (
+	"encoding/hex"
+
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/trust"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// trustState is the field type node.go declares.
+type trustState = trust.Book
+
+// newTrust builds the trust component from the daemon's store, trust.*
+// configuration, tier order, DID, clock, logger and lifetime. This is the
+// only place the component meets *Node.
+func newTrust(n *Node) *trust.Book {
+	cfg := trust.Config{
+		KeyTransition: n.cfg.Trust.KeyTransition.Duration,
+		IntroExpiry:   n.cfg.Trust.IntroExpiry.Duration,
+		CAFile:        n.cfg.Trust.CAFile,
+		FetchPrivate:  n.cfg.Trust.FetchPrivate,
+	}
+	return trust.New(n.ctx, n.store, cfg, n.order, n.id.DID(), n.now, n.log, n.spawn)
+}
+
+// TrustBook is the daemon's trust component: trust records, pins and
+// revocations, introduction tokens and identity document checks.
+func (n *Node) TrustBook() *trust.Book { return n.trust }
+
+// trustOf delegates to trust.Book.LevelOf with the agent ID the greeting's
+// view presents.
+func (n *Node) trustOf(pid peer.ID, greeting *gossip.Message) (conditions.Level, string) {
+	agentID := ""
+	if greeting != nil {
+		agentID = n.agentIDOf(pid, greeting)
+	}
+	return n.trust.LevelOf(pid, greeting, agentID)
+}
+
+// requester is what the daemon established about pid for its policy:
+// its peer ID, the agent ID and level trust established, and the
+// introductions admitted for it.
+func (n *Node) requester(pid peer.ID, level conditions.Level, agentID string) negotiate.Requester {
+	return negotiate.Requester{PeerID: pid.String(), AgentID: agentID, Level: level, Introductions: n.trust.Introductions(pid)}
+}
+
+// attachIntro delegates to trust.Book.AttachIntro.
+func (n *Node) attachIntro(pid peer.ID, m *gossip.Message) error { return n.trust.AttachIntro(pid, m) }
+
+// keyRevoked delegates to trust.Book.KeyRevoked.
+func (n *Node) keyRevoked(pid peer.ID) error { return n.trust.KeyRevoked(pid) }
+
+// agentIDOf reads the agent_id of the view a greeting carries, or of the
+// view it says is unchanged when this daemon holds that one, or "".
+// acceptView has already decoded and verified the view; the part's content
+// is the generic JSON value it was decoded from. It reads the daemon's view
+// cache, so it is the conversations' to own, not trust's.
+func (n *Node) agentIDOf(pid peer.ID, m *gossip.Message) string {
+	p, ok := m.Body.Part(partCapabilities)
+	if !ok {
+		said := proposalOf(m).ViewUnchanged
+		if held, ok := n.peerViews.Get(pid); ok && said != "" && said == hex.EncodeToString(held.sum[:]) {
+			return held.doc.AgentID
+		}
+		return ""
+	}
+	if obj, ok := p.Content.(map[string]any); ok {
+		id, _ := obj["agent_id"].(string)
+		return id
+	}
+	if v, err := negotiate.DecodeView(p.Content); err == nil {
+		return v.AgentID
+	}
+	return ""
+}
