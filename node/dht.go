@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -68,12 +66,12 @@ const (
 	findParallel      = 8                // providers asked at once
 )
 
-// Errors of Find; each is wrapped with the capability asked for.
+// Errors of Find; each is wrapped with the capability asked for. A name
+// or version Find cannot read is negotiate.ErrInvalidName or
+// negotiate.ErrInvalidVersion.
 var (
-	ErrDHTOff                = errors.New("the DHT is off (discovery.dht = \"off\"); set it to auto, server or client")
-	ErrNoDHTPeers            = errors.New("no DHT peers known yet: add discovery.bootstrap peers, or connect to a daemon")
-	ErrInvalidCapabilityName = errors.New("invalid capability name")
-	ErrInvalidVersion        = errors.New("invalid version")
+	ErrDHTOff     = errors.New("the DHT is off (discovery.dht = \"off\"); set it to auto, server or client")
+	ErrNoDHTPeers = errors.New("no DHT peers known yet: add discovery.bootstrap peers, or connect to a daemon")
 )
 
 // errNoDHTPeers: a provide round had nobody to send records to.
@@ -404,13 +402,13 @@ func (d *Discovery) Find(ctx context.Context, capability, minVersion string, lim
 	fail := func(err error) ([]FindResult, error) {
 		return nil, fmt.Errorf("finding providers of %q: %w", capability, err)
 	}
-	if err := CheckCapabilityName(capability); err != nil {
+	if err := negotiate.CheckName(capability); err != nil {
 		return fail(err)
 	}
 	var atLeast []int
 	if minVersion != "" {
 		var err error
-		if atLeast, err = ParseVersion(minVersion); err != nil {
+		if atLeast, err = negotiate.ParseVersion(minVersion); err != nil {
 			return fail(err)
 		}
 	}
@@ -480,9 +478,9 @@ func (d *Discovery) askProvider(ctx context.Context, ai peer.AddrInfo, capabilit
 	}
 	r.Capability = c
 	switch {
-	case atLeast != nil && !versionAtLeast(c.VersionOrDefault(), atLeast):
+	case atLeast != nil && !negotiate.VersionAtLeast(c.VersionOrDefault(), atLeast):
 		r.Status = FindBelowMinVersion
-		r.Why = []string{fmt.Sprintf("offers version %s, below %s", c.VersionOrDefault(), formatVersion(atLeast))}
+		r.Why = []string{fmt.Sprintf("offers version %s, below %s", c.VersionOrDefault(), negotiate.FormatVersion(atLeast))}
 	case c.Eligible == nil:
 		r.Status = FindIneligible
 		r.Why = []string{"its view does not say whether you meet the conditions"}
@@ -495,64 +493,4 @@ func (d *Discovery) askProvider(ctx context.Context, ai peer.AddrInfo, capabilit
 		}
 	}
 	return r
-}
-
-// CheckCapabilityName reports whether name is a capability name a document
-// may hold (dot notation, at most negotiate.MaxNameLen bytes). The rule is
-// negotiate's own: a one-capability document is validated.
-func CheckCapabilityName(name string) error {
-	d := negotiate.Document{IFP: negotiate.Version, AgentID: "did:key:check",
-		Capabilities: []negotiate.Capability{{Name: name, Description: "check"}}}
-	for _, e := range negotiate.Errors(d.Validate(nil)) {
-		var fe *negotiate.FieldError
-		if errors.As(e, &fe) && fe.Field == "capabilities[0].name" {
-			return fmt.Errorf("%w: %s", ErrInvalidCapabilityName, fe.Problem)
-		}
-	}
-	return nil
-}
-
-// ParseVersion reads a version of dotted integers ("2", "1.3.0").
-// Capabilities without a version are version "1".
-func ParseVersion(v string) ([]int, error) {
-	parts := strings.Split(v, ".")
-	out := make([]int, len(parts))
-	for i, p := range parts {
-		k, err := strconv.Atoi(p)
-		if err != nil || k < 0 || p == "" || p[0] == '+' {
-			return nil, fmt.Errorf("%w: %q is not dotted integers (e.g. 2 or 1.3)", ErrInvalidVersion, v)
-		}
-		out[i] = k
-	}
-	return out, nil
-}
-
-// versionAtLeast compares dotted integers, a missing part counting as 0
-// ("1.0" equals "1"). A version that does not parse is not at least anything.
-func versionAtLeast(v string, want []int) bool {
-	have, err := ParseVersion(v)
-	if err != nil {
-		return false
-	}
-	for i := range max(len(have), len(want)) {
-		var h, m int
-		if i < len(have) {
-			h = have[i]
-		}
-		if i < len(want) {
-			m = want[i]
-		}
-		if h != m {
-			return h > m
-		}
-	}
-	return true
-}
-
-func formatVersion(v []int) string {
-	s := make([]string, len(v))
-	for i, k := range v {
-		s[i] = strconv.Itoa(k)
-	}
-	return strings.Join(s, ".")
 }

@@ -53,16 +53,16 @@ func TestFindVersions(t *testing.T) {
 		{"1.10", "1.9", true}, {"1.2", "1.10", false}, {"1", "2", false}, {"0.9", "1", false},
 		{"2.0-beta", "1", false}, {"v2", "1", false},
 	} {
-		want, err := ParseVersion(tc.want)
+		want, err := negotiate.ParseVersion(tc.want)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := versionAtLeast(tc.have, want); got != tc.ok {
-			t.Errorf("versionAtLeast(%q, %q) = %v, want %v", tc.have, tc.want, got, tc.ok)
+		if got := negotiate.VersionAtLeast(tc.have, want); got != tc.ok {
+			t.Errorf("VersionAtLeast(%q, %q) = %v, want %v", tc.have, tc.want, got, tc.ok)
 		}
 	}
 	for _, bad := range []string{"", "v2", "1.", ".1", "1..2", "-1", "+1", "1.x", "99999999999999999999"} {
-		if _, err := ParseVersion(bad); !errors.Is(err, ErrInvalidVersion) {
+		if _, err := negotiate.ParseVersion(bad); !errors.Is(err, negotiate.ErrInvalidVersion) {
 			t.Errorf("ParseVersion(%q) = %v, want ErrInvalidVersion", bad, err)
 		}
 	}
@@ -238,10 +238,10 @@ func TestDHTFindEndToEnd(t *testing.T) {
 		limit         int
 		want          error
 	}{
-		{"", "", 0, ErrInvalidCapabilityName},
-		{"Bad Name", "", 0, ErrInvalidCapabilityName},
-		{strings.Repeat("a", negotiate.MaxNameLen+1), "", 0, ErrInvalidCapabilityName},
-		{"ping", "v2", 0, ErrInvalidVersion},
+		{"", "", 0, negotiate.ErrInvalidName},
+		{"Bad Name", "", 0, negotiate.ErrInvalidName},
+		{strings.Repeat("a", negotiate.MaxNameLen+1), "", 0, negotiate.ErrInvalidName},
+		{"ping", "v2", 0, negotiate.ErrInvalidVersion},
 	} {
 		_, err := bob.Discovery().Find(ctx, tc.name, tc.version, tc.limit)
 		if !errors.Is(err, tc.want) || !strings.HasPrefix(err.Error(), fmt.Sprintf("finding providers of %q: ", tc.name)) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
 )
 
@@ -22,11 +23,11 @@ func runFind(ctx context.Context, e *env, args []string) error {
 	}
 	name := pos[0]
 	// Checked here too, so a typo is a usage error before any daemon is asked.
-	if err := node.CheckCapabilityName(name); err != nil {
+	if err := negotiate.CheckName(name); err != nil {
 		return usageError("%v", err)
 	}
 	if *minVersion != "" {
-		if _, err := node.ParseVersion(*minVersion); err != nil {
+		if _, err := negotiate.ParseVersion(*minVersion); err != nil {
 			return usageError("--min-version: %v", err)
 		}
 	}

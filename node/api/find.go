@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
 )
 
@@ -65,9 +66,9 @@ func findFailure(err error) *Error {
 		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Field: field, Message: err.Error()}
 	}
 	switch {
-	case errors.Is(err, node.ErrInvalidCapabilityName):
+	case errors.Is(err, negotiate.ErrInvalidName):
 		return bad("capability")
-	case errors.Is(err, node.ErrInvalidVersion):
+	case errors.Is(err, negotiate.ErrInvalidVersion):
 		return bad("min_version")
 	case errors.Is(err, node.ErrDHTOff), errors.Is(err, node.ErrNoDHTPeers):
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeDHTUnavailable, Message: err.Error()}
@@ -81,7 +82,7 @@ func findFailure(err error) *Error {
 // daemon; minVersion "" and limit 0 leave them to the daemon.
 func (c *Client) Find(ctx context.Context, capability, minVersion string, limit int) (*FindAnswer, error) {
 	if capability == "" {
-		return nil, fmt.Errorf("finding providers: %w: the name is empty", node.ErrInvalidCapabilityName)
+		return nil, fmt.Errorf("finding providers: %w: the name is empty", negotiate.ErrInvalidName)
 	}
 	q := url.Values{}
 	if minVersion != "" {
