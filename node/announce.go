@@ -93,11 +93,10 @@ type announcer struct {
 
 // announcerDeps is what the announcer asks of the rest of the daemon.
 type announcerDeps struct {
-	views      viewSource             // the advertised view it announces
-	peers      peerCache              // the peer cache announcements refresh
-	ask        querier                // fetches an author's view for us when the announced one would downgrade the cached one
-	keyRevoked func(peer.ID) error    // trust: a key the owner revoked is not followed
-	addrs      func(peer.ID) []string // a peer's addresses as the peerstore holds them, sorted
+	views      viewSource          // the advertised view it announces
+	peers      peerCache           // the peer cache announcements refresh
+	ask        querier             // fetches an author's view for us when the announced one would downgrade the cached one
+	keyRevoked func(peer.ID) error // trust: a key the owner revoked is not followed
 	events     eventSink
 }
 
@@ -478,7 +477,7 @@ func (g *announcer) requery(author peer.ID, prop negotiate.Proposal, a *announce
 // one) and, where this daemon has no fresher ones, the cached display
 // name and addresses: an announcement may arrive over several hops.
 func (g *announcer) cache(author peer.ID, a *announced, old store.PeerRecord) {
-	addrs := g.deps.addrs(author)
+	addrs := peerAddrs(g.host, author)
 	if len(addrs) == 0 {
 		addrs = old.Addrs
 	}

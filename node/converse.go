@@ -19,6 +19,7 @@ import (
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/wire"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -114,25 +115,25 @@ type GreetResult struct {
 // a signed greeting carrying this daemon's view for the peer and the
 // proposal, and returns once the peer's greeting has been verified, audited
 // and its view cached. The conversation stays open for Say.
-func (n *Node) Greet(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*GreetResult, error) {
-	return n.greetOn(ctx, pid, wire.Conversation, prop)
+func (cs *Conversations) Greet(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*GreetResult, error) {
+	return cs.greetOn(ctx, pid, wire.Conversation, prop)
 }
 
 // QueryCapabilities asks a peer for its view for this daemon without
 // opening a conversation: the same signed greeting exchange on the
 // capabilities protocol, after which both sides close the stream. The
 // view is verified and cached.
-func (n *Node) QueryCapabilities(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*GreetResult, error) {
-	return n.greetOn(ctx, pid, wire.Capabilities, prop)
+func (cs *Conversations) QueryCapabilities(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*GreetResult, error) {
+	return cs.greetOn(ctx, pid, wire.Capabilities, prop)
 }
 
-func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop negotiate.Proposal) (*GreetResult, error) {
+func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop negotiate.Proposal) (*GreetResult, error) {
 	remote, err := agentOf(pid)
 	if err != nil {
 		return nil, err
 	}
-	n.dialHints(pid)
-	s, err := n.host.NewStream(network.WithAllowLimitedConn(ctx, "ifaced conversation"), pid, proto)
+	cs.dialHints(pid)
+	s, err := cs.host.NewStream(network.WithAllowLimitedConn(ctx, "ifaced conversation"), pid, proto)
 	if err != nil {
 		return nil, fmt.Errorf("opening conversation with %s: %w", pid, err)
 	}
@@ -141,24 +142,24 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 		return nil, fmt.Errorf("opening conversation with %s: %w", pid, err)
 	}
 	c := &conv{
-		Conversation: gossip.NewConversation(gossip.NewID("conv", n.now()), n.localAgent(), remote),
+		Conversation: gossip.NewConversation(gossip.NewID("conv", cs.now()), cs.localAgent(), remote),
 		peer:         pid,
-		stream:       wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration),
+		stream:       wire.NewStream(s, cs.streamTimeout),
 		// What this daemon grants the peer comes from its own map, under
 		// the persona it proposes; the peer's answer can only raise the
 		// level this daemon establishes for it.
-		granted: n.grant(pid, nil, negotiate.Proposal{Persona: prop.Persona}),
+		granted: cs.grant(pid, nil, negotiate.Proposal{Persona: prop.Persona}),
 	}
 	// Holding the peer's view, say so: an unchanged view need not come
 	// again. And when the peer said it holds ours, ours need not either.
-	held, holding := n.peerViews.Get(pid)
+	held, holding := cs.peerViews.Get(pid)
 	if holding {
 		prop.HaveView = hex.EncodeToString(held.sum[:])
 	}
-	c.peerHas, _ = n.peersHold.Get(pid)
-	greeting, err := n.greeting(c, prop, nil)
+	c.peerHas, _ = cs.peersHold.Get(pid)
+	greeting, err := cs.greeting(c, prop, nil)
 	if err == nil {
-		err = n.send(c, greeting)
+		err = cs.send(c, greeting)
 	}
 	if err != nil {
 		s.Reset()
@@ -173,13 +174,13 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 	// taken.
 	var answer negotiate.Proposal
 	var pv pendingView
-	reply, err := n.receive(c, func(m *gossip.Message) error {
+	reply, err := cs.receive(c, func(m *gossip.Message) error {
 		if m.Headers.Phase != gossip.PhaseGreeting {
 			return nil // an error or a stray phase: judged below, once admitted
 		}
 		answer = proposalOf(m)
 		var err error
-		pv, err = n.checkView(pid, m, answer.ViewUnchanged, true, heldView)
+		pv, err = cs.checkView(pid, m, answer.ViewUnchanged, true, heldView)
 		return err
 	})
 	if err != nil {
@@ -192,33 +193,33 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 	}
 	if reply.Headers.Phase != gossip.PhaseGreeting {
 		err := fmt.Errorf("%w: answered a greeting with %s", gossip.ErrUnexpectedPhase, reply.Headers.Phase)
-		n.sendError(c, err)
+		cs.sendError(c, err)
 		s.Reset()
 		return nil, fmt.Errorf("greeting %s: %w", pid, err)
 	}
-	view, err := n.keepView(pid, reply, pv)
+	view, err := cs.keepView(pid, reply, pv)
 	if err != nil {
-		n.sendError(c, err)
+		cs.sendError(c, err)
 		s.Reset()
 		return nil, fmt.Errorf("greeting %s: %w", pid, err)
 	}
 	if has := answer.HaveView; isViewHash(has) {
-		n.peersHold.Add(pid, has)
+		cs.peersHold.Add(pid, has)
 	} else {
-		n.peersHold.Remove(pid)
+		cs.peersHold.Remove(pid)
 	}
-	n.markGreeted(pid)
+	cs.markGreeted(pid)
 	var theirs negotiate.Granted
 	if p, ok := reply.Body.Part(partContext); ok {
 		if err := decodePart(p, &theirs); err != nil {
-			n.log.Debug("peer sent an unreadable context part", "peer", pid, "err", err)
+			cs.log.Debug("peer sent an unreadable context part", "peer", pid, "err", err)
 		}
 	}
 	// The peer's greeting states what it proposes for our side.
-	level, _ := n.trustOf(pid, reply)
+	level, _ := cs.trustOf(pid, reply)
 	granted := c.raiseLevel(level)
 	if proto == wire.Conversation {
-		n.open(c)
+		cs.open(c)
 	} else {
 		s.Close()
 	}
@@ -231,62 +232,62 @@ func (n *Node) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop
 // fresh identities, say) go before the peers in a negotiation.
 const greetedTag = "ifaced-greeted"
 
-func (n *Node) markGreeted(pid peer.ID) { n.host.ConnManager().TagPeer(pid, greetedTag, 10) }
+func (cs *Conversations) markGreeted(pid peer.ID) { cs.host.ConnManager().TagPeer(pid, greetedTag, 10) }
 
 // handleConversation answers a greeting and serves the conversation until
 // it closes.
-func (n *Node) handleConversation(s network.Stream) { n.answerGreeting(s, true) }
+func (cs *Conversations) handleConversation(s network.Stream) { cs.answerGreeting(s, true) }
 
 // handleCapabilities answers a capabilities query: a greeting answered with
 // this daemon's view, then the stream closes.
-func (n *Node) handleCapabilities(s network.Stream) { n.answerGreeting(s, false) }
+func (cs *Conversations) handleCapabilities(s network.Stream) { cs.answerGreeting(s, false) }
 
-func (n *Node) answerGreeting(s network.Stream, conversation bool) {
-	ws, pid, remote, ok := n.openInbound(s)
+func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
+	ws, pid, remote, ok := cs.openInbound(s)
 	if !ok {
 		return
 	}
 	first, err := ws.Read()
 	if err != nil {
-		n.refuseFrame(ws, pid, remote, err)
+		cs.refuseFrame(ws, pid, remote, err)
 		return
 	}
 	c := &conv{
-		Conversation: gossip.NewConversation(first.Headers.ConversationID, n.localAgent(), remote),
+		Conversation: gossip.NewConversation(first.Headers.ConversationID, cs.localAgent(), remote),
 		peer:         pid,
 		stream:       ws,
 	}
 	var heldView *verifiedView
-	if held, ok := n.peerViews.Get(pid); ok {
+	if held, ok := cs.peerViews.Get(pid); ok {
 		heldView = &held
 	}
 	prop := proposalOf(first)
 	var pv pendingView
-	in, err := n.door.admit(&arrival{via: viaLibp2p, msg: first, stream: pid,
+	in, err := cs.door.admit(&arrival{via: viaLibp2p, msg: first, stream: pid,
 		verify: func(peer.ID) (err error) {
-			pv, err = n.checkView(pid, first, prop.ViewUnchanged, false, heldView)
+			pv, err = cs.checkView(pid, first, prop.ViewUnchanged, false, heldView)
 			return err
 		},
 		fit: func(peer.ID) error {
 			if first.Headers.Phase != gossip.PhaseGreeting {
 				return fmt.Errorf("%w: %s before any greeting", gossip.ErrUnexpectedPhase, first.Headers.Phase)
 			}
-			if n.conversation(c.ID) != nil {
+			if cs.conversation(c.ID) != nil {
 				return fmt.Errorf("%w: conversation %s is already open; start a new one", gossip.ErrOutOfSequence, c.ID)
 			}
 			return c.Accept(first)
 		}})
 	if err != nil {
-		n.answerRefusal(c, err)
+		cs.answerRefusal(c, err)
 		return
 	}
-	if _, err := n.keepView(pid, first, pv); err != nil {
-		n.answerRefusal(c, err)
+	if _, err := cs.keepView(pid, first, pv); err != nil {
+		cs.answerRefusal(c, err)
 		return
 	}
-	n.door.publish(in, c.ID, "")
-	n.markGreeted(pid)
-	c.granted = n.grant(pid, first, prop)
+	cs.door.publish(in, c.ID, "")
+	cs.markGreeted(pid)
+	c.granted = cs.grant(pid, first, prop)
 	if isViewHash(prop.HaveView) {
 		c.peerHas = prop.HaveView // anything else names no view of ours, and costs memory per conversation
 	}
@@ -294,15 +295,15 @@ func (n *Node) answerGreeting(s network.Stream, conversation bool) {
 	// conversation.
 	c.categories = prop.ToolCategories[:min(len(prop.ToolCategories), maxRequestedCategories)]
 	answer := negotiate.Proposal{Disclosure: c.granted.Disclosure, Persona: c.granted.Persona, Temperature: c.granted.Temperature}
-	if held, ok := n.peerViews.Get(pid); ok {
+	if held, ok := cs.peerViews.Get(pid); ok {
 		answer.HaveView = hex.EncodeToString(held.sum[:]) // the greeter's view, which it need not send again
 	}
-	reply, err := n.greeting(c, answer, &c.granted)
+	reply, err := cs.greeting(c, answer, &c.granted)
 	if err == nil {
-		err = n.send(c, reply)
+		err = cs.send(c, reply)
 	}
 	if err != nil {
-		n.log.Warn("answering greeting", "peer", pid, "err", err)
+		cs.log.Warn("answering greeting", "peer", pid, "err", err)
 		s.Reset()
 		return
 	}
@@ -310,16 +311,16 @@ func (n *Node) answerGreeting(s network.Stream, conversation bool) {
 		s.Close()
 		return
 	}
-	n.open(c)
-	n.serve(c)
+	cs.open(c)
+	cs.serve(c)
 }
 
 // openInbound attaches an inbound stream to the ifaced service. When it
 // reports false it has already reset the stream.
-func (n *Node) openInbound(s network.Stream) (*wire.Stream, peer.ID, gossip.Agent, bool) {
+func (cs *Conversations) openInbound(s network.Stream) (*wire.Stream, peer.ID, gossip.Agent, bool) {
 	pid := s.Conn().RemotePeer()
 	if err := s.Scope().SetService(wire.ServiceName); err != nil {
-		n.log.Debug("refusing stream", "peer", pid, "err", err)
+		cs.log.Debug("refusing stream", "peer", pid, "err", err)
 		s.Reset()
 		return nil, pid, gossip.Agent{}, false
 	}
@@ -328,30 +329,30 @@ func (n *Node) openInbound(s network.Stream) (*wire.Stream, peer.ID, gossip.Agen
 		s.Reset()
 		return nil, pid, gossip.Agent{}, false
 	}
-	return wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration), pid, remote, true
+	return wire.NewStream(s, cs.streamTimeout), pid, remote, true
 }
 
 // grant computes what this daemon grants pid, on the level and agent ID it
 // established itself; the greeting contributes only a proposal, which can
 // lower but never raise the grant.
-func (n *Node) grant(pid peer.ID, greeting *gossip.Message, prop negotiate.Proposal) negotiate.Granted {
-	level, agentID := n.trustOf(pid, greeting)
-	return n.currentPolicy().GrantTo(n.requester(pid, level, agentID), prop)
+func (cs *Conversations) grant(pid peer.ID, greeting *gossip.Message, prop negotiate.Proposal) negotiate.Granted {
+	level, agentID := cs.trustOf(pid, greeting)
+	return cs.policy.current().GrantTo(cs.requester(pid, level, agentID), prop)
 }
 
 // serve reads the rest of a conversation until close, error or EOF.
-func (n *Node) serve(c *conv) {
-	defer n.closeConv(c)
+func (cs *Conversations) serve(c *conv) {
+	defer cs.closeConv(c)
 	for {
 		var pv pendingView
-		m, err := n.receive(c, func(m *gossip.Message) error {
+		m, err := cs.receive(c, func(m *gossip.Message) error {
 			if m.Headers.Phase != gossip.PhaseGreeting {
 				return nil
 			}
 			// A later greeting may carry a changed view: verified at the
 			// door like the first.
 			var err error
-			pv, err = n.checkView(c.peer, m, proposalOf(m).ViewUnchanged, false, nil)
+			pv, err = cs.checkView(c.peer, m, proposalOf(m).ViewUnchanged, false, nil)
 			return err
 		})
 		switch {
@@ -363,26 +364,26 @@ func (n *Node) serve(c *conv) {
 			return
 		case isStreamFailure(err):
 			// An idle conversation closes quietly (node/wire: idle conversation).
-			n.log.Debug("conversation ended", "peer", c.peer, "conversation", c.ID, "err", err)
+			cs.log.Debug("conversation ended", "peer", c.peer, "conversation", c.ID, "err", err)
 			return
 		case err != nil:
-			n.log.Info("conversation ended", "peer", c.peer, "conversation", c.ID, "err", err)
+			cs.log.Info("conversation ended", "peer", c.peer, "conversation", c.ID, "err", err)
 			return
 		}
 		if m.Headers.Phase == gossip.PhaseGreeting {
-			if _, err := n.keepView(c.peer, m, pv); err != nil {
-				n.log.Info("keeping a renegotiating greeting's view", "peer", c.peer, "err", err)
+			if _, err := cs.keepView(c.peer, m, pv); err != nil {
+				cs.log.Info("keeping a renegotiating greeting's view", "peer", c.peer, "err", err)
 			}
 			// A later greeting renegotiates; nothing it grants goes down.
-			c.raise(n.grant(c.peer, m, proposalOf(m)), n.order)
+			c.raise(cs.grant(c.peer, m, proposalOf(m)), cs.order)
 		}
 		if isRequest(m) {
-			if !n.spawn(func() { n.handleRequest(c, m) }) {
+			if !cs.spawn(func() { cs.handleRequest(c, m) }) {
 				return
 			}
 			continue
 		}
-		if n.invocations.deliver(c.ID, m) {
+		if cs.invocations.deliver(c.ID, m) {
 			continue
 		}
 		if m.Headers.Phase == gossip.PhaseClose || m.Headers.Phase == gossip.PhaseError && c.Closed() {
@@ -392,20 +393,20 @@ func (n *Node) serve(c *conv) {
 }
 
 // Say sends a message of the given phase in an open conversation.
-func (n *Node) Say(convID string, phase gossip.Phase, text string, parts ...gossip.Part) (*gossip.Message, error) {
-	c := n.conversation(convID)
+func (cs *Conversations) Say(convID string, phase gossip.Phase, text string, parts ...gossip.Part) (*gossip.Message, error) {
+	c := cs.conversation(convID)
 	if c == nil {
 		return nil, fmt.Errorf("saying %s: no open conversation %s (greet the peer first)", phase, convID)
 	}
 	if phase == gossip.PhaseGreeting {
 		return nil, fmt.Errorf("saying %s: use greet to send a greeting", phase)
 	}
-	m, err := c.Next(phase, n.now())
+	m, err := c.Next(phase, cs.now())
 	if err != nil {
 		return nil, err
 	}
 	m.Body = gossip.Body{Text: text, Parts: parts}
-	if err := n.send(c, m); err != nil {
+	if err := cs.send(c, m); err != nil {
 		return nil, err
 	}
 	if phase == gossip.PhaseClose {
@@ -416,18 +417,18 @@ func (n *Node) Say(convID string, phase gossip.Phase, text string, parts ...goss
 
 // greeting builds a signed-ready greeting for c: this daemon's view for
 // the peer, the proposal, and, when answering, the context granted.
-func (n *Node) greeting(c *conv, prop negotiate.Proposal, granted *negotiate.Granted) (*gossip.Message, error) {
-	m, err := c.Next(gossip.PhaseGreeting, n.now())
+func (cs *Conversations) greeting(c *conv, prop negotiate.Proposal, granted *negotiate.Granted) (*gossip.Message, error) {
+	m, err := c.Next(gossip.PhaseGreeting, cs.now())
 	if err != nil {
 		return nil, err
 	}
-	v, err := n.view(c.grant().Facts(c.peer.String(), 0))
+	v, err := cs.docs.view(c.grant().Facts(c.peer.String(), 0))
 	if err != nil {
 		return nil, err
 	}
 	if len(c.categories) > 0 {
 		var honoured []string
-		if v, honoured, err = n.docs.ordered(v, c.categories); err != nil {
+		if v, honoured, err = cs.docs.ordered(v, c.categories); err != nil {
 			return nil, err
 		}
 		if granted != nil {
@@ -456,7 +457,7 @@ func (n *Node) greeting(c *conv, prop negotiate.Proposal, granted *negotiate.Gra
 		attached = "my signed view for you is the one you hold (sha256 " + v.sum[:16] + "…)"
 	}
 	text := fmt.Sprintf("Greetings from %s. I offer you %d of my %d capabilities; %s.",
-		n.displayName(), len(offer), len(v.doc.Capabilities), attached)
+		cs.displayName(), len(offer), len(v.doc.Capabilities), attached)
 	m.Body = gossip.Body{Text: text, Parts: []gossip.Part{
 		{ContentType: "application/json", Name: partGreeting, Content: toJSONValue(prop)},
 	}}
@@ -469,7 +470,7 @@ func (n *Node) greeting(c *conv, prop negotiate.Proposal, granted *negotiate.Gra
 		m.Body.Parts = append(m.Body.Parts, gossip.Part{ContentType: "application/json", Name: partContext, Content: toJSONValue(granted)})
 	}
 	// The proof covers the finished body, like the signature made in send.
-	if err := n.attachIntro(c.peer, m); err != nil {
+	if err := cs.trust.AttachIntro(c.peer, m); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -480,16 +481,16 @@ func (n *Node) greeting(c *conv, prop negotiate.Proposal, granted *negotiate.Gra
 // order of their sequence numbers however many goroutines answer at once.
 // A message that already carries a proof (a greeting with an
 // introduction) keeps the number it was proved with.
-func (n *Node) send(c *conv, m *gossip.Message) error {
+func (cs *Conversations) send(c *conv, m *gossip.Message) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if m.Security == nil {
 		c.Stamp(m)
 	}
-	if err := m.Sign(n.id, n.now()); err != nil {
+	if err := m.Sign(cs.id, cs.now()); err != nil {
 		return err
 	}
-	if err := n.recordSent(viaLibp2p, c.peer, m, ""); err != nil {
+	if err := cs.recordSent(viaLibp2p, c.peer, m, ""); err != nil {
 		return err
 	}
 	if err := c.stream.Write(m); err != nil {
@@ -504,14 +505,14 @@ func (n *Node) send(c *conv, m *gossip.Message) error {
 // message is answered with an error phase message and its error returned;
 // a message refused for coming too fast is answered and the conversation
 // goes on (errSkipped). An idle or broken stream ends quietly.
-func (n *Node) receive(c *conv, verify func(m *gossip.Message) error) (*gossip.Message, error) {
+func (cs *Conversations) receive(c *conv, verify func(m *gossip.Message) error) (*gossip.Message, error) {
 	m, err := c.stream.Read()
 	if err != nil {
 		if errors.Is(err, io.EOF) || isStreamFailure(err) {
 			return nil, err
 		}
-		n.door.refused(viaLibp2p, c.peer, false, nil, nil, err)
-		n.answerRefusal(c, err)
+		cs.door.refused(viaLibp2p, c.peer, false, nil, nil, err)
+		cs.answerRefusal(c, err)
 		return nil, err
 	}
 	a := &arrival{via: viaLibp2p, msg: m, stream: c.peer,
@@ -519,25 +520,25 @@ func (n *Node) receive(c *conv, verify func(m *gossip.Message) error) (*gossip.M
 		// Answers to this daemon's own requests are not charged: refusing
 		// them would leave the request waiting for an answer that already
 		// came.
-		uncharged: n.invocations.awaits(c.ID, m),
+		uncharged: cs.invocations.awaits(c.ID, m),
 		fit:       func(peer.ID) error { return c.Accept(m) }}
 	if verify != nil {
 		a.verify = func(peer.ID) error { return verify(m) }
 	}
-	in, err := n.door.admit(a)
+	in, err := cs.door.admit(a)
 	if errors.Is(err, wire.ErrRateLimited) {
 		// Too fast is a turn in the negotiation, not the end of it.
-		n.answerError(c, m, err)
+		cs.answerError(c, m, err)
 		return nil, errSkipped
 	}
 	if err != nil {
-		n.answerRefusal(c, err)
+		cs.answerRefusal(c, err)
 		return nil, err
 	}
 	if m.Headers.Phase == gossip.PhaseError {
-		n.log.Info("peer sent an error", "peer", c.peer, "conversation", c.ID, "error", remoteError(c.peer, m))
+		cs.log.Info("peer sent an error", "peer", c.peer, "conversation", c.ID, "error", remoteError(c.peer, m))
 	}
-	n.door.publish(in, c.ID, "")
+	cs.door.publish(in, c.ID, "")
 	return m, nil
 }
 
@@ -593,7 +594,7 @@ type pendingView struct {
 // of m's proposal) that the view is unchanged; a responder accepts a
 // greeting without one. A view older than the one the peer cache holds is
 // refused (wire.ErrStaleSeq).
-func (n *Node) checkView(pid peer.ID, m *gossip.Message, said string, required bool, held *verifiedView) (pendingView, error) {
+func (cs *Conversations) checkView(pid peer.ID, m *gossip.Message, said string, required bool, held *verifiedView) (pendingView, error) {
 	p, ok := m.Body.Part(partCapabilities)
 	if !ok {
 		switch {
@@ -613,14 +614,14 @@ func (n *Node) checkView(pid peer.ID, m *gossip.Message, said string, required b
 	if err != nil {
 		return pendingView{}, fmt.Errorf("%w: %v", gossip.ErrInvalidMessage, err)
 	}
-	vv, known, err := n.verifyView(pid, raw)
+	vv, known, err := cs.verifyView(pid, raw)
 	if err != nil {
 		return pendingView{}, err
 	}
 	if !known {
 		// A view this daemon has not verified from pid before: it must not
 		// be older than the one the peer cache holds.
-		if rec, err := n.store.Peer(pid.String()); err == nil && rec.Seq > vv.doc.Seq {
+		if rec, err := cs.store.Peer(pid.String()); err == nil && rec.Seq > vv.doc.Seq {
 			return pendingView{}, fmt.Errorf("%w: seq %d, this daemon holds seq %d from you", wire.ErrStaleSeq, vv.doc.Seq, rec.Seq)
 		}
 	}
@@ -630,38 +631,38 @@ func (n *Node) checkView(pid peer.ID, m *gossip.Message, said string, required b
 // keepView keeps a view checked at the door, once its message is admitted:
 // the verified-view memory and the peer cache (the act step). It returns
 // the view, or nil when the message carried none.
-func (n *Node) keepView(pid peer.ID, m *gossip.Message, pv pendingView) (*negotiate.Document, error) {
+func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView) (*negotiate.Document, error) {
 	view := pv.vv.doc
 	if view == nil {
 		return nil, nil
 	}
 	if pv.new {
-		n.peerViews.Add(pid, pv.vv)
+		cs.peerViews.Add(pid, pv.vv)
 	}
 	var ctxRaw json.RawMessage
 	if cp, ok := m.Body.Part(partContext); ok {
 		ctxRaw, _ = json.Marshal(cp.Content)
 	}
-	now := n.now()
+	now := cs.now()
 	rec := store.PeerRecord{PeerID: pid.String(), AgentID: view.AgentID, Display: m.Headers.From.Display,
-		Addrs: n.peerAddrs(pid), Seq: view.Seq, DocHash: pv.vv.docHash, View: pv.raw, Context: ctxRaw,
+		Addrs: peerAddrs(cs.host, pid), Seq: view.Seq, DocHash: pv.vv.docHash, View: pv.raw, Context: ctxRaw,
 		FetchedAt: now, ChangedAt: now}
-	changed, err := n.store.PutPeer(rec)
+	changed, err := cs.store.PutPeer(rec)
 	if errors.Is(err, store.ErrStaleSeq) {
 		return nil, fmt.Errorf("%w: %v", wire.ErrStaleSeq, err)
 	}
 	if errors.Is(err, store.ErrCorrupt) {
 		// An unreadable cache entry must not lock the peer out for good.
-		n.log.Warn("replacing unreadable peer cache entry", "peer", pid, "err", err)
-		if err = n.store.DeletePeer(pid.String()); err == nil {
-			changed, err = n.store.PutPeer(rec)
+		cs.log.Warn("replacing unreadable peer cache entry", "peer", pid, "err", err)
+		if err = cs.store.DeletePeer(pid.String()); err == nil {
+			changed, err = cs.store.PutPeer(rec)
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	if changed {
-		n.events.publish(Event{Type: EventPeerView, At: now, Peer: pid.String(), ConversationID: m.Headers.ConversationID,
+		cs.events.publish(Event{Type: EventPeerView, At: now, Peer: pid.String(), ConversationID: m.Headers.ConversationID,
 			Detail: fmt.Sprintf("seq %d, %d capabilities", view.Seq, len(view.Capabilities))})
 	}
 	return view, nil
@@ -670,9 +671,9 @@ func (n *Node) keepView(pid peer.ID, m *gossip.Message, pv pendingView) (*negoti
 // verifyView decodes and verifies the canonical JSON of a view pid sent,
 // or finds it verified already (known). It keeps nothing: keepView does,
 // once the message is admitted.
-func (n *Node) verifyView(pid peer.ID, canon []byte) (vv verifiedView, known bool, err error) {
+func (cs *Conversations) verifyView(pid peer.ID, canon []byte) (vv verifiedView, known bool, err error) {
 	sum := sha256.Sum256(canon)
-	if vv, ok := n.peerViews.Get(pid); ok && vv.sum == sum {
+	if vv, ok := cs.peerViews.Get(pid); ok && vv.sum == sum {
 		return vv, true, nil
 	}
 	view, err := negotiate.DecodeViewJSON(canon)
@@ -695,15 +696,15 @@ func (n *Node) verifyView(pid peer.ID, canon []byte) (vv verifiedView, known boo
 // recorded (the stream's peer is established by the secure channel) and
 // the error goes out in a conversation of its own, so the peer can read
 // why. A stream that failed or ended has nobody to answer.
-func (n *Node) refuseFrame(s *wire.Stream, pid peer.ID, remote gossip.Agent, cause error) {
+func (cs *Conversations) refuseFrame(s *wire.Stream, pid peer.ID, remote gossip.Agent, cause error) {
 	if errors.Is(cause, io.EOF) || isStreamFailure(cause) {
-		n.log.Debug("inbound stream ended before a message", "peer", pid, "err", cause)
+		cs.log.Debug("inbound stream ended before a message", "peer", pid, "err", cause)
 		s.Reset()
 		return
 	}
-	n.door.refused(viaLibp2p, pid, false, nil, nil, cause)
-	c := &conv{Conversation: gossip.NewConversation(gossip.NewID("conv", n.now()), n.localAgent(), remote), peer: pid, stream: s}
-	n.answerRefusal(c, cause)
+	cs.door.refused(viaLibp2p, pid, false, nil, nil, cause)
+	c := &conv{Conversation: gossip.NewConversation(gossip.NewID("conv", cs.now()), cs.localAgent(), remote), peer: pid, stream: s}
+	cs.answerRefusal(c, cause)
 }
 
 // isStreamFailure tells a failing stream (reset, deadline) from a bad message.
@@ -715,8 +716,8 @@ func isStreamFailure(err error) bool {
 
 // answerRefusal answers a refusal the door recorded with an error phase
 // message where the peer can read one, and closes the stream.
-func (n *Node) answerRefusal(c *conv, cause error) {
-	if n.sendError(c, cause) {
+func (cs *Conversations) answerRefusal(c *conv, cause error) {
+	if cs.sendError(c, cause) {
 		// Close, not reset: a reset may discard the answer before the peer reads it.
 		c.stream.Close()
 		return
@@ -726,15 +727,15 @@ func (n *Node) answerRefusal(c *conv, cause error) {
 
 // sendError sends the error phase message for cause, if the stream can
 // still carry one, and reports whether it did.
-func (n *Node) sendError(c *conv, cause error) bool {
+func (cs *Conversations) sendError(c *conv, cause error) bool {
 	body := wire.NewErrorBody(cause)
-	e, err := c.Next(gossip.PhaseError, n.now())
+	e, err := c.Next(gossip.PhaseError, cs.now())
 	if err != nil {
 		return false
 	}
 	e.Body = gossip.Body{Text: errorText(body), Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: toJSONValue(body)}}}
-	if err := n.send(c, e); err != nil {
-		n.log.Debug("could not send error phase message", "peer", c.peer, "err", err)
+	if err := cs.send(c, e); err != nil {
+		cs.log.Debug("could not send error phase message", "peer", c.peer, "err", err)
 		return false
 	}
 	return true
@@ -742,48 +743,48 @@ func (n *Node) sendError(c *conv, cause error) bool {
 
 // recordSent writes a message this daemon sends to the audit log before
 // it leaves.
-func (n *Node) recordSent(transport string, pid peer.ID, m *gossip.Message, note string) error {
-	err := n.audit.Record(gossip.AuditEntry{At: n.now().UTC(), Direction: gossip.Sent, Peer: pid.String(), Transport: transport, Note: note, Message: m})
+func (cs *Conversations) recordSent(transport string, pid peer.ID, m *gossip.Message, note string) error {
+	err := cs.audit.Record(gossip.AuditEntry{At: cs.now().UTC(), Direction: gossip.Sent, Peer: pid.String(), Transport: transport, Note: note, Message: m})
 	if err != nil {
 		return fmt.Errorf("auditing a sent %s: %w", m.Headers.Phase, err)
 	}
 	return nil
 }
 
-func (n *Node) open(c *conv) {
-	n.mu.Lock()
-	n.convs[c.ID] = c
-	n.mu.Unlock()
-	n.events.publish(Event{Type: EventConversation, At: n.now(), Peer: c.peer.String(), ConversationID: c.ID, Detail: "open"})
+func (cs *Conversations) open(c *conv) {
+	cs.mu.Lock()
+	cs.convs[c.ID] = c
+	cs.mu.Unlock()
+	cs.events.publish(Event{Type: EventConversation, At: cs.now(), Peer: c.peer.String(), ConversationID: c.ID, Detail: "open"})
 	if c.stream.Stat().Direction == network.DirOutbound {
 		// The initiator also listens for the rest of the conversation.
-		if !n.spawn(func() { n.serve(c) }) {
-			n.closeConv(c)
+		if !cs.spawn(func() { cs.serve(c) }) {
+			cs.closeConv(c)
 		}
 	}
 }
 
-func (n *Node) closeConv(c *conv) {
-	n.mu.Lock()
-	delete(n.convs, c.ID)
-	n.mu.Unlock()
+func (cs *Conversations) closeConv(c *conv) {
+	cs.mu.Lock()
+	delete(cs.convs, c.ID)
+	cs.mu.Unlock()
 	c.end()
 	c.stream.Close()
-	n.events.publish(Event{Type: EventConversation, At: n.now(), Peer: c.peer.String(), ConversationID: c.ID, Detail: "closed"})
+	cs.events.publish(Event{Type: EventConversation, At: cs.now(), Peer: c.peer.String(), ConversationID: c.ID, Detail: "closed"})
 }
 
-func (n *Node) conversation(id string) *conv {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.convs[id]
+func (cs *Conversations) conversation(id string) *conv {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.convs[id]
 }
 
-// Conversations lists the open conversations.
-func (n *Node) Conversations() []ConversationInfo {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := make([]ConversationInfo, 0, len(n.convs))
-	for _, c := range n.convs {
+// Open lists the open conversations.
+func (cs *Conversations) Open() []ConversationInfo {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	out := make([]ConversationInfo, 0, len(cs.convs))
+	for _, c := range cs.convs {
 		out = append(out, ConversationInfo{ID: c.ID, Peer: c.peer.String(), Granted: c.grant()})
 	}
 	return out
@@ -796,24 +797,24 @@ type ConversationInfo struct {
 	Granted negotiate.Granted `json:"granted"`
 }
 
-func (n *Node) localAgent() gossip.Agent {
-	return gossip.Agent{Agent: n.id.DID(), Display: n.cfg.Identity.Display}
+func (cs *Conversations) localAgent() gossip.Agent {
+	return gossip.Agent{Agent: cs.id.DID(), Display: cs.display}
 }
 
-func (n *Node) displayName() string {
-	if n.cfg.Identity.Display != "" {
-		return n.cfg.Identity.Display
+func (cs *Conversations) displayName() string {
+	if cs.display != "" {
+		return cs.display
 	}
-	return n.id.DID()
+	return cs.id.DID()
 }
 
 // peerAddrs lists the addresses the peerstore holds for pid, sorted: the
 // peerstore returns them in no fixed order, and the peer cache compares
 // lists to decide whether a write is needed (an fsync per greeting, when
 // the order alone changed).
-func (n *Node) peerAddrs(pid peer.ID) []string {
+func peerAddrs(h host.Host, pid peer.ID) []string {
 	var out []string
-	for _, a := range n.host.Peerstore().Addrs(pid) {
+	for _, a := range h.Peerstore().Addrs(pid) {
 		out = append(out, a.String())
 	}
 	slices.Sort(out)

@@ -429,7 +429,7 @@ func (d *Discovery) Find(ctx context.Context, capability, minVersion string, lim
 		return fail(ErrNoDHTPeers)
 	}
 	lctx, cancel := context.WithTimeout(ctx, findLookupTimeout)
-	provs := findCapabilityProviders(lctx, d.dht.dht, capability, d.self, limit)
+	provs := findCapabilityProviders(lctx, d.dht.dht, capability, d.host.ID(), limit)
 	cancel()
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -459,7 +459,7 @@ func (d *Discovery) askProvider(ctx context.Context, ai peer.AddrInfo, capabilit
 	qctx, cancel := context.WithTimeout(ctx, findQueryTimeout)
 	defer cancel()
 	res, err := d.ask.QueryCapabilities(qctx, ai.ID, negotiate.Proposal{})
-	r.Addrs = d.addrs(ai.ID)
+	r.Addrs = peerAddrs(d.host, ai.ID)
 	if err != nil {
 		r.Status, r.Error = FindUnreachable, err.Error()
 		return r

@@ -9,6 +9,7 @@ import (
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/store"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -46,14 +47,13 @@ type Discovery struct {
 	imports *importer
 	ask     querier
 	peers   peerReader
-	addrs   func(peer.ID) []string // a peer's addresses as the peerstore holds them, sorted
-	self    peer.ID
+	host    host.Host // whose peerstore holds the providers' addresses
 }
 
-// newDiscovery is the façade over dht (nil when off) and imports; Find asks
-// providers through ask and reads their display names from peers.
-func newDiscovery(dht *capabilityDHT, imports *importer, ask querier, peers peerReader, addrs func(peer.ID) []string, self peer.ID) *Discovery {
-	return &Discovery{dht: dht, imports: imports, ask: ask, peers: peers, addrs: addrs, self: self}
+// newDiscovery is the façade over dht (nil when off) and imports on h; Find
+// asks providers through ask and reads their display names from peers.
+func newDiscovery(dht *capabilityDHT, imports *importer, ask querier, peers peerReader, h host.Host) *Discovery {
+	return &Discovery{dht: dht, imports: imports, ask: ask, peers: peers, host: h}
 }
 
 // querier asks a peer for its view for this daemon with one capabilities

@@ -23,7 +23,7 @@ func WithImportTimeout(d time.Duration) Option { return func(n *Node) { n.import
 // agents.
 func (n *Node) Discovery() *Discovery {
 	imports := newImporter(n.store, n.importTimeout, n.events, func() time.Time { return n.now() }, n.log)
-	return newDiscovery(n.dht, imports, n, n.store, n.peerAddrs, n.id.PeerID())
+	return newDiscovery(n.dht, imports, n.convs, n.store, n.host)
 }
 
 // startDiscovery starts the configured discovery mechanisms, each closed
@@ -39,8 +39,8 @@ func (n *Node) startDiscovery() error {
 		n.dht = d
 		n.onClose(d.Close)
 	}
-	g, err := startAnnouncer(n.ctx, n.host, n.cfg.Discovery, announcerDeps{views: views, peers: n.store, ask: n,
-		keyRevoked: n.trust.KeyRevoked, addrs: n.peerAddrs, events: n.events}, now, n.log)
+	g, err := startAnnouncer(n.ctx, n.host, n.cfg.Discovery, announcerDeps{views: views, peers: n.store, ask: n.convs,
+		keyRevoked: n.trust.KeyRevoked, events: n.events}, now, n.log)
 	if err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func (n *Node) startDiscovery() error {
 		n.gossip = g
 		n.onClose(g.Close)
 	}
-	if m := startLAN(n.ctx, n.host, n.cfg.Discovery, n.cfg.Limits.StreamTimeout.Duration, n.store, n, n.events, now, n.log); m != nil {
+	if m := startLAN(n.ctx, n.host, n.cfg.Discovery, n.cfg.Limits.StreamTimeout.Duration, n.store, n.convs, n.events, now, n.log); m != nil {
 		n.mdns = m
 		n.onClose(m.Close)
 	}

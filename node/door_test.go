@@ -161,7 +161,7 @@ func TestDoorGreetingInAnotherPeersConversation(t *testing.T) {
 		t.Errorf("refusal summary %+v: want peer %s, verified, claiming %s", r, raw.ID(), open.ConversationID)
 	}
 	noPeerRecord(t, alice, raw.ID())
-	if c := alice.conversation(open.ConversationID); c == nil || c.peer != bob.pid() {
+	if c := alice.convs.conversation(open.ConversationID); c == nil || c.peer != bob.pid() {
 		t.Errorf("bob's conversation was taken or closed")
 	}
 }
@@ -186,8 +186,8 @@ func TestDoorGreetingWithAForeignView(t *testing.T) {
 	agent.refusedThenNothing(t, wire.CodeOf(identity.ErrBadSignature), g.Headers.MessageID)
 	refusedOnce(t, alice, g, wire.CodeInvalidSignature)
 	noPeerRecord(t, alice, raw.ID())
-	if len(alice.Conversations()) != 0 {
-		t.Errorf("a conversation opened: %+v", alice.Conversations())
+	if len(alice.Conversations().Open()) != 0 {
+		t.Errorf("a conversation opened: %+v", alice.Conversations().Open())
 	}
 	// The same greeting with its own view is admitted afterwards: the
 	// refusal did not use up anything of the peer's.
@@ -276,7 +276,7 @@ func TestDoorInboxFromMustBeTheSigner(t *testing.T) {
 	holder, _ := identity.Generate(nil)
 	signer, _ := identity.Generate(nil)
 	m := forgedFrom(alice, holder, signer)
-	if _, err := alice.Deliver(m, "https"); !errors.Is(err, gossip.ErrWrongKey) {
+	if _, err := alice.Inbox().Deliver(m, "https"); !errors.Is(err, gossip.ErrWrongKey) {
 		t.Fatalf("Deliver: %v, want %v", err, gossip.ErrWrongKey)
 	}
 	agent.refusedThenNothing(t, wire.CodeWrongKey, m.Headers.MessageID)
@@ -288,7 +288,7 @@ func TestDoorInboxFromMustBeTheSigner(t *testing.T) {
 	noPeerRecord(t, alice, signer.PeerID())
 	// The same message from its real signer is taken.
 	ok := forgedFrom(alice, signer, signer)
-	if d, err := alice.Deliver(ok, "https"); err != nil || d.Refused != nil {
+	if d, err := alice.Inbox().Deliver(ok, "https"); err != nil || d.Refused != nil {
 		t.Fatalf("a well-signed message: %v %+v", err, d)
 	}
 }
@@ -320,7 +320,7 @@ func TestDoorSignedInvokeFromMustBeTheSigner(t *testing.T) {
 	if err := m.Sign(resigner, now); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := alice.ExecuteSigned(m); !errors.Is(err, gossip.ErrWrongKey) {
+	if _, _, err := alice.Inbox().ExecuteSigned(m); !errors.Is(err, gossip.ErrWrongKey) {
 		t.Fatalf("ExecuteSigned: %v, want %v", err, gossip.ErrWrongKey)
 	}
 	agent.refusedThenNothing(t, wire.CodeWrongKey, m.Headers.MessageID)
@@ -362,7 +362,7 @@ func TestDoorMailFromMustBeTheSigner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := alice.acceptMail(relay.PeerID(), wire.Mail{ID: "mail:1", Message: raw}); wire.CodeOf(err) != tc.code {
+		if err := alice.mail.acceptMail(relay.PeerID(), wire.Mail{ID: "mail:1", Message: raw}); wire.CodeOf(err) != tc.code {
 			t.Fatalf("%s: %v, want code %s", name, err, tc.code)
 		}
 		agent.refusedThenNothing(t, tc.code, tc.m.Headers.MessageID)
@@ -392,7 +392,7 @@ func TestDoorIdleConversationClosesQuietly(t *testing.T) {
 		}
 	}
 	// bob's side ends when alice closes; it must have received no error.
-	eventually(t, "bob's conversation to end", func() bool { return bob.conversation(res.ConversationID) == nil })
+	eventually(t, "bob's conversation to end", func() bool { return bob.convs.conversation(res.ConversationID) == nil })
 	entries, err := bob.Audit().Entries(res.ConversationID)
 	if err != nil {
 		t.Fatal(err)

@@ -96,7 +96,7 @@ func TestInboxDeliveryIsCommittedBeforeItIsAcknowledged(t *testing.T) {
 	cfg.Durability = DurabilityConfig{Sync: SyncInterval, Interval: Duration{time.Minute}}
 	alice := startDaemon(t, cfg)
 	raw := newRawPeer(t, alice)
-	if _, err := alice.Deliver(raw.greeting(alice, raw.id), "https"); err != nil {
+	if _, err := alice.Inbox().Deliver(raw.greeting(alice, raw.id), "https"); err != nil {
 		t.Fatal(err)
 	}
 	if n := alice.seen.Pending(); n != 0 {

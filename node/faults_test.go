@@ -694,7 +694,7 @@ func TestFaultRelayLossThenMailbox(t *testing.T) {
 
 	// r1 dies.
 	r1.Close()
-	waitFor(t, "bob to notice r1 is gone", func() bool { return !slices.Contains(bob.RelayReservations(), r1.pid()) })
+	waitFor(t, "bob to notice r1 is gone", func() bool { return !slices.Contains(bob.Mail().RelayReservations(), r1.pid()) })
 	waitGone(t, alice, r1)
 	waitDisconnected(t, alice, bob)
 	var sent []*SendResult
@@ -753,7 +753,7 @@ func TestFaultRelayLossThenMailbox(t *testing.T) {
 			return len(held) == 0
 		})
 	}
-	if items, err := alice.Outbox(); err != nil || len(items) != 0 {
+	if items, err := alice.Mail().Outbox(); err != nil || len(items) != 0 {
 		t.Fatalf("alice's outbox: %+v %v, want empty", items, err)
 	}
 	// Exactly once: no message was audited as received twice.
@@ -777,7 +777,7 @@ func TestFaultRelayLossThenMailbox(t *testing.T) {
 func waitDisconnected(t *testing.T, d, gone *testDaemon) {
 	t.Helper()
 	waitFor(t, "every connection to the peer to close", func() bool {
-		return d.Host().Network().Connectedness(gone.pid()) == network.NotConnected && d.conversationWith(gone.pid()) == nil
+		return d.Host().Network().Connectedness(gone.pid()) == network.NotConnected && d.convs.conversationWith(gone.pid()) == nil
 	})
 }
 

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -31,6 +32,32 @@ import (
 // (IFP-6 §4.1 would post them to the sender's own inbox); the local agent
 // sees every accepted message on the event stream and answers as it
 // chooses.
+
+// Inbox is the door-facing side of the public HTTP binding: messages that
+// arrive without a libp2p stream (the IFP-6 inbox, a signed POST /invoke)
+// and requests from callers that proved nothing (A2A message/send, the
+// actions contract), the view an HTTP caller is shown, and the inbox
+// conversations. Its messages pass the same door as a stream's; only the
+// way the signer is established differs.
+type Inbox struct {
+	door    *door
+	convs   *Conversations
+	docs    *documents
+	policy  *PolicyBook
+	invoker *invoker
+	audit   *gossip.AuditLog
+	commit  func() error // makes what was recorded durable before the sender lets go (durability.go)
+	spawn   func(func()) bool
+	now     func() time.Time
+	log     *slog.Logger
+	table   inboxConvs
+}
+
+func newInbox(d *door, convs *Conversations, docs *documents, policy *PolicyBook, inv *invoker, audit *gossip.AuditLog,
+	commit func() error, spawn func(func()) bool, now func() time.Time, log *slog.Logger) *Inbox {
+	return &Inbox{door: d, convs: convs, docs: docs, policy: policy, invoker: inv, audit: audit, commit: commit,
+		spawn: spawn, now: now, log: log}
+}
 
 // ErrUnknownSender: the message names no key this daemon can resolve.
 var ErrUnknownSender = errors.New("unknown sender")
@@ -99,7 +126,7 @@ type Delivered struct {
 // or a rate limit (*wire.RetryAfterError); a message that passes those but
 // does not fit its conversation is recorded as refused and returned with
 // Refused set.
-func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) {
+func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error) {
 	var (
 		c       *conv                // the libp2p conversation with the signer it joins, if any
 		ic      *gossip.Conversation // else its inbox conversation
@@ -108,13 +135,13 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 		misfit  bool
 		convID  = m.Headers.ConversationID
 		joining = func(from peer.ID) *conv {
-			if c := n.conversation(convID); c != nil && c.peer == from {
+			if c := ib.convs.conversation(convID); c != nil && c.peer == from {
 				return c
 			}
 			return nil // another peer's conversation ID: this message cannot join it
 		}
 	)
-	in, err := n.door.admit(&arrival{via: transport, msg: m,
+	in, err := ib.door.admit(&arrival{via: transport, msg: m,
 		temperature: func(from peer.ID) string {
 			if c := joining(from); c != nil {
 				return c.grant().Temperature
@@ -123,7 +150,7 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 		},
 		verify: func(from peer.ID) (err error) {
 			if m.Headers.Phase == gossip.PhaseGreeting {
-				pv, err = n.checkView(from, m, proposalOf(m).ViewUnchanged, false, nil)
+				pv, err = ib.convs.checkView(from, m, proposalOf(m).ViewUnchanged, false, nil)
 			}
 			return err
 		},
@@ -141,8 +168,8 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 			// not take it from its owner. A new inbox conversation joins
 			// the table only once its first message is admitted.
 			icKey = from.String() + " " + convID
-			if ic = n.inbox.lookup(icKey); ic == nil {
-				ic = gossip.NewConversation(convID, n.localAgent(), remote)
+			if ic = ib.table.lookup(icKey); ic == nil {
+				ic = gossip.NewConversation(convID, ib.convs.localAgent(), remote)
 			}
 			err = ic.Accept(m)
 			misfit = err != nil
@@ -152,7 +179,7 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 	case errors.Is(err, identity.ErrReplay):
 		// Answered as taken (IFP-6 idempotency): so it must be on disk,
 		// whatever failed the first time.
-		if cerr := n.commitRecords(); cerr != nil {
+		if cerr := ib.commit(); cerr != nil {
 			return nil, cerr
 		}
 		return nil, fmt.Errorf("%w: %s", ErrDuplicate, m.Headers.MessageID)
@@ -166,29 +193,29 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 	d := &Delivered{MessageID: m.Headers.MessageID, Peer: from}
 	detail := "via " + transport
 	if c != nil {
-		n.door.publish(in, c.ID, detail)
+		ib.door.publish(in, c.ID, detail)
 		if isRequest(m) {
-			n.spawn(func() { n.handleRequest(c, m) })
+			ib.spawn(func() { ib.convs.handleRequest(c, m) })
 		}
 	} else {
-		n.inbox.put(icKey, ic)
+		ib.table.put(icKey, ic)
 		if m.Headers.Phase == gossip.PhaseGreeting {
-			if _, err := n.keepView(from, m, pv); err != nil {
-				n.log.Info("keeping an inbox greeting's view", "peer", from, "err", err)
+			if _, err := ib.convs.keepView(from, m, pv); err != nil {
+				ib.log.Info("keeping an inbox greeting's view", "peer", from, "err", err)
 			}
 			// As over libp2p: an introduction proof is checked and bound,
 			// and an agent ID's document is checked in the background.
-			n.trustOf(from, m)
+			ib.convs.trustOf(from, m)
 		}
 		if isRequest(m) {
 			detail += "; capability requests are answered over libp2p or POST /invoke, not through the inbox"
 		}
-		n.door.publish(in, convID, detail)
+		ib.door.publish(in, convID, detail)
 	}
 	// The sender lets go of the message once told it was taken. The
 	// message is recorded and acted on either way; if the commit fails,
 	// the sender's retry is a duplicate, committed again.
-	if err := n.commitRecords(); err != nil {
+	if err := ib.commit(); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -197,21 +224,21 @@ func (n *Node) Deliver(m *gossip.Message, transport string) (*Delivered, error) 
 // RecordUndecoded records, for a transport's bounded decode step, a
 // message that did not decode: a refusal with the bytes' size and hash.
 // Nobody is established as its sender.
-func (n *Node) RecordUndecoded(transport string, raw []byte, cause error) {
-	n.door.refused(transport, "", false, nil, raw, cause)
+func (ib *Inbox) RecordUndecoded(transport string, raw []byte, cause error) {
+	ib.door.refused(transport, "", false, nil, raw, cause)
 }
 
 // HTTPFacts are the facts of an HTTP caller that proved nothing: no
 // authentication level (it meets no min_auth_level, not even 0), the
 // default tier, cool, the default persona.
-func (n *Node) HTTPFacts() conditions.Facts {
-	return conditions.Facts{AuthLevel: conditions.NoLevel, Disclosure: n.currentPolicy().DefaultTier, Temperature: conditions.Cool}
+func (ib *Inbox) HTTPFacts() conditions.Facts {
+	return conditions.Facts{AuthLevel: conditions.NoLevel, Disclosure: ib.policy.current().DefaultTier, Temperature: conditions.Cool}
 }
 
 // ViewFor is the owner's signed view for facts, and a tag that changes
 // whenever the view's content or seq does (an HTTP ETag).
-func (n *Node) ViewFor(f conditions.Facts) (*negotiate.Document, string, error) {
-	v, err := n.view(f)
+func (ib *Inbox) ViewFor(f conditions.Facts) (*negotiate.Document, string, error) {
+	v, err := ib.docs.view(f)
 	if err != nil {
 		return nil, "", err
 	}
@@ -227,13 +254,13 @@ func (n *Node) ViewFor(f conditions.Facts) (*negotiate.Document, string, error) 
 // the transport and the caller's address and reference; then it goes
 // through the same checks as a libp2p request (conditions, parameter
 // schema, workload, local agent, output schema).
-func (n *Node) ExecuteAnonymous(via, caller, ref, name string, params any) (any, error) {
-	if err := n.recordAnonymous(via, caller, ref, name, params); err != nil {
+func (ib *Inbox) ExecuteAnonymous(via, caller, ref, name string, params any) (any, error) {
+	if err := ib.recordAnonymous(via, caller, ref, name, params); err != nil {
 		return nil, err
 	}
-	f := n.HTTPFacts()
+	f := ib.HTTPFacts()
 	g := negotiate.Granted{Disclosure: f.Disclosure, AuthLevel: f.AuthLevel, Temperature: f.Temperature, Persona: f.Persona}
-	return n.execute(name, params, g, "", "")
+	return ib.invoker.execute(name, params, g, "", "")
 }
 
 // anonymousPeer is the audit log's name for callers that proved nothing.
@@ -241,11 +268,11 @@ const anonymousPeer = "anonymous"
 
 // recordAnonymous audits an anonymous request as the IFP-4 probe it
 // amounts to.
-func (n *Node) recordAnonymous(via, caller, ref, name string, params any) error {
-	now := n.now()
+func (ib *Inbox) recordAnonymous(via, caller, ref, name string, params any) error {
+	now := ib.now()
 	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
 		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
-		From: gossip.Agent{Agent: anonymousPeer}, To: []gossip.Agent{n.localAgent()},
+		From: gossip.Agent{Agent: anonymousPeer}, To: []gossip.Agent{ib.convs.localAgent()},
 		ConversationID: gossip.NewID("anon", now), Sequence: 1, Phase: gossip.PhaseProbe, ContentType: gossip.DefaultContentType,
 		Capabilities: &gossip.CapabilityHeaders{Request: []string{name}},
 	}, Body: gossip.Body{Text: fmt.Sprintf("Request: %s (unsigned, through %s).", name, via)}}
@@ -256,7 +283,7 @@ func (n *Node) recordAnonymous(via, caller, ref, name string, params any) error 
 	if ref != "" {
 		note += " (caller's reference " + strconv.Quote(gossip.Clip(ref, 200)) + ")"
 	}
-	err := n.audit.Record(gossip.AuditEntry{At: now.UTC(), Direction: gossip.Received, Peer: anonymousPeer, Transport: via, Note: note, Message: m})
+	err := ib.audit.Record(gossip.AuditEntry{At: now.UTC(), Direction: gossip.Received, Peer: anonymousPeer, Transport: via, Note: note, Message: m})
 	if err != nil {
 		return fmt.Errorf("%w: recording an anonymous request: %w", errAudit, err)
 	}
@@ -264,10 +291,10 @@ func (n *Node) recordAnonymous(via, caller, ref, name string, params any) error 
 }
 
 // DisplayName is the agent's display name, or its did:key.
-func (n *Node) DisplayName() string { return n.displayName() }
+func (ib *Inbox) DisplayName() string { return ib.convs.displayName() }
 
 // AgentTimeout is how long the local agent may take per invocation.
-func (n *Node) AgentTimeout() time.Duration { return n.cfg.Agent.Timeout.Duration }
+func (ib *Inbox) AgentTimeout() time.Duration { return ib.invoker.timeout }
 
 // ExecuteSigned runs the capability request m (a probe naming one
 // capability in headers.capabilities.request, its parameters in a
@@ -276,8 +303,8 @@ func (n *Node) AgentTimeout() time.Duration { return n.cfg.Agent.Timeout.Duratio
 // that peer (its trust level, the disclosure map, the temperature cap),
 // so a signed HTTP request is decided exactly like one over libp2p. It
 // returns the capability's name and result.
-func (n *Node) ExecuteSigned(m *gossip.Message) (string, any, error) {
-	in, err := n.door.admit(&arrival{via: "https", msg: m, addressed: true, note: "capability request through POST /invoke",
+func (ib *Inbox) ExecuteSigned(m *gossip.Message) (string, any, error) {
+	in, err := ib.door.admit(&arrival{via: "https", msg: m, addressed: true, note: "capability request through POST /invoke",
 		fit: func(peer.ID) error {
 			if !isRequest(m) || len(m.Headers.Capabilities.Request) != 1 {
 				return fmt.Errorf("%w: a request is a probe naming exactly one capability in headers.capabilities.request", gossip.ErrInvalidMessage)
@@ -294,9 +321,9 @@ func (n *Node) ExecuteSigned(m *gossip.Message) (string, any, error) {
 	}
 	// An introduction proof on the request counts as on a greeting; the
 	// door made sure the request's signer is its from.
-	g := n.grant(in.from, m, proposalOf(m))
+	g := ib.convs.grant(in.from, m, proposalOf(m))
 	// No conversation: the conversation ID the caller chose is its own,
 	// never passed on to the agent as this daemon's.
-	result, err := n.execute(name, params, g, in.from.String(), "")
+	result, err := ib.invoker.execute(name, params, g, in.from.String(), "")
 	return name, result, err
 }

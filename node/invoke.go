@@ -137,18 +137,18 @@ type InvokeResult struct {
 // none), in an open conversation with pid or, when there is none, in a
 // new one opened by a greeting. A refusal comes back as *wire.RemoteError
 // carrying the peer's explanation.
-func (n *Node) Invoke(ctx context.Context, pid peer.ID, capability string, params any) (*InvokeResult, error) {
-	c := n.conversationWith(pid)
+func (cs *Conversations) Invoke(ctx context.Context, pid peer.ID, capability string, params any) (*InvokeResult, error) {
+	c := cs.conversationWith(pid)
 	if c == nil {
-		r, err := n.Greet(ctx, pid, negotiate.Proposal{})
+		r, err := cs.Greet(ctx, pid, negotiate.Proposal{})
 		if err != nil {
 			return nil, err
 		}
-		if c = n.conversation(r.ConversationID); c == nil {
+		if c = cs.conversation(r.ConversationID); c == nil {
 			return nil, fmt.Errorf("invoking %s: the conversation with %s closed at once", capability, pid)
 		}
 	}
-	m, err := c.Next(gossip.PhaseProbe, n.now())
+	m, err := c.Next(gossip.PhaseProbe, cs.now())
 	if err != nil {
 		return nil, err
 	}
@@ -158,15 +158,15 @@ func (n *Node) Invoke(ctx context.Context, pid peer.ID, capability string, param
 		m.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partParameters, Content: toJSONValue(params)}}
 	}
 	ch := make(chan *gossip.Message, 1)
-	n.invocations.mu.Lock()
-	n.invocations.pending[m.Headers.MessageID] = waiter{convID: c.ID, ch: ch}
-	n.invocations.mu.Unlock()
+	cs.invocations.mu.Lock()
+	cs.invocations.pending[m.Headers.MessageID] = waiter{convID: c.ID, ch: ch}
+	cs.invocations.mu.Unlock()
 	defer func() {
-		n.invocations.mu.Lock()
-		delete(n.invocations.pending, m.Headers.MessageID)
-		n.invocations.mu.Unlock()
+		cs.invocations.mu.Lock()
+		delete(cs.invocations.pending, m.Headers.MessageID)
+		cs.invocations.mu.Unlock()
 	}()
-	if err := n.send(c, m); err != nil {
+	if err := cs.send(c, m); err != nil {
 		return nil, err
 	}
 	select {
@@ -201,28 +201,28 @@ func isRequest(m *gossip.Message) bool {
 // handleRequest decides and answers one capability request. It runs in
 // its own goroutine so that a slow agent does not hold up the
 // conversation.
-func (n *Node) handleRequest(c *conv, req *gossip.Message) {
-	result, name, err := n.runRequest(c, req)
+func (cs *Conversations) handleRequest(c *conv, req *gossip.Message) {
+	result, name, err := cs.runRequest(c, req)
 	if err != nil {
-		n.log.Info("refused capability request", "peer", c.peer, "capability", name, "code", wire.CodeOf(err), "err", err)
-		n.answerError(c, req, err)
+		cs.log.Info("refused capability request", "peer", c.peer, "capability", name, "code", wire.CodeOf(err), "err", err)
+		cs.answerError(c, req, err)
 		return
 	}
-	m, err := c.Next(gossip.PhaseProbe, n.now())
+	m, err := c.Next(gossip.PhaseProbe, cs.now())
 	if err != nil {
-		n.log.Info("answering capability request", "peer", c.peer, "capability", name, "err", err)
+		cs.log.Info("answering capability request", "peer", c.peer, "capability", name, "err", err)
 		return
 	}
 	m.Headers.Thread = &gossip.Thread{InReplyTo: req.Headers.MessageID}
 	m.Headers.Capabilities = &gossip.CapabilityHeaders{Offer: []string{name}}
 	m.Body = gossip.Body{Text: fmt.Sprintf("Result of %s.", name),
 		Parts: []gossip.Part{{ContentType: "application/json", Name: partResult, Content: toJSONValue(result)}}}
-	if err := n.send(c, m); err != nil {
-		n.log.Info("answering capability request", "peer", c.peer, "capability", name, "err", err)
+	if err := cs.send(c, m); err != nil {
+		cs.log.Info("answering capability request", "peer", c.peer, "capability", name, "err", err)
 	}
 }
 
-func (n *Node) runRequest(c *conv, req *gossip.Message) (any, string, error) {
+func (cs *Conversations) runRequest(c *conv, req *gossip.Message) (any, string, error) {
 	names := req.Headers.Capabilities.Request
 	if len(names) != 1 {
 		return nil, "", fmt.Errorf("%w: a request names exactly one capability, got %d", gossip.ErrInvalidMessage, len(names))
@@ -230,14 +230,34 @@ func (n *Node) runRequest(c *conv, req *gossip.Message) (any, string, error) {
 	name := names[0]
 	// A level established since the greeting (a pin, a binding) counts now;
 	// nothing goes down.
-	level, _ := n.trustOf(c.peer, nil)
+	level, _ := cs.trustOf(c.peer, nil)
 	g := c.raiseLevel(level)
 	var params any
 	if p, ok := req.Body.Part(partParameters); ok {
 		params = p.Content
 	}
-	result, err := n.execute(name, params, g, c.peer.String(), c.ID)
+	result, err := cs.invoker.execute(name, params, g, c.peer.String(), c.ID)
 	return result, name, err
+}
+
+// invoker runs capabilities for requesters the door admitted: it decides
+// on the facts the daemon established (conditions, parameter schema,
+// workload), asks the local agent through the bridge, and checks the
+// output. Every transport's requests come through execute, so none can
+// skip a check.
+type invoker struct {
+	docs    *documents
+	order   *conditions.TierOrder
+	work    *invocations // running invocations per capability (max_concurrent)
+	bridge  *bridge
+	timeout time.Duration // agent.timeout
+	ctx     context.Context
+	now     func() time.Time
+}
+
+func newInvoker(docs *documents, order *conditions.TierOrder, work *invocations, b *bridge, timeout time.Duration,
+	ctx context.Context, now func() time.Time) *invoker {
+	return &invoker{docs: docs, order: order, work: work, bridge: b, timeout: timeout, ctx: ctx, now: now}
 }
 
 // execute runs capability name for a requester the daemon granted g: the
@@ -245,8 +265,8 @@ func (n *Node) runRequest(c *conv, req *gossip.Message) (any, string, error) {
 // workload limit, the local agent, and the output against its schema.
 // Every transport's requests come through here, so none can skip a check.
 // requester is the peer ID, or "" for an anonymous HTTP caller.
-func (n *Node) execute(name string, params any, g negotiate.Granted, requester, convID string) (any, error) {
-	doc, schemas := n.docs.withSchemas()
+func (iv *invoker) execute(name string, params any, g negotiate.Granted, requester, convID string) (any, error) {
+	doc, schemas := iv.docs.withSchemas()
 	facts := func(inFlight int) conditions.Facts {
 		f := g.Facts(requester, inFlight)
 		if requester == "" {
@@ -254,26 +274,26 @@ func (n *Node) execute(name string, params any, g negotiate.Granted, requester, 
 		}
 		return f
 	}
-	cap, err := doc.Decide(name, facts(n.invocations.running(name)), n.order, busyRetry)
+	cap, err := doc.Decide(name, facts(iv.work.running(name)), iv.order, busyRetry)
 	if err != nil {
 		return nil, err
 	}
 	if err := schemas.CheckParams(name, params); err != nil {
 		return nil, err
 	}
-	seen, ok := n.invocations.start(name, cap.Conds().MaxConcurrent)
+	seen, ok := iv.work.start(name, cap.Conds().MaxConcurrent)
 	if !ok {
 		// Another request took the last slot since Decide counted.
-		_, err := doc.Decide(name, facts(seen), n.order, busyRetry)
+		_, err := doc.Decide(name, facts(seen), iv.order, busyRetry)
 		return nil, err
 	}
-	defer n.invocations.done(name)
-	timeout := n.cfg.Agent.Timeout.Duration
-	ctx, cancel := context.WithTimeout(n.ctx, timeout)
+	defer iv.work.done(name)
+	timeout := iv.timeout
+	ctx, cancel := context.WithTimeout(iv.ctx, timeout)
 	defer cancel()
-	inv := Invocation{ID: gossip.NewID("inv", n.now()), Capability: name, Version: cap.VersionOrDefault(), Params: params,
-		Peer: requester, ConversationID: convID, Granted: g, Deadline: n.now().Add(timeout)}
-	result, err := n.bridge.invoke(ctx, inv, n.now())
+	inv := Invocation{ID: gossip.NewID("inv", iv.now()), Capability: name, Version: cap.VersionOrDefault(), Params: params,
+		Peer: requester, ConversationID: convID, Granted: g, Deadline: iv.now().Add(timeout)}
+	result, err := iv.bridge.invoke(ctx, inv, iv.now())
 	if err != nil {
 		return nil, err
 	}
@@ -285,16 +305,16 @@ func (n *Node) execute(name string, params any, g negotiate.Granted, requester, 
 
 // answerError sends an error message in reply to req without closing the
 // conversation.
-func (n *Node) answerError(c *conv, req *gossip.Message, cause error) {
+func (cs *Conversations) answerError(c *conv, req *gossip.Message, cause error) {
 	body := wire.NewErrorBody(cause)
-	e, err := c.Next(gossip.PhaseError, n.now())
+	e, err := c.Next(gossip.PhaseError, cs.now())
 	if err != nil {
 		return
 	}
 	e.Headers.Thread = &gossip.Thread{InReplyTo: req.Headers.MessageID}
 	e.Body = gossip.Body{Text: errorText(body), Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: toJSONValue(body)}}}
-	if err := n.send(c, e); err != nil {
-		n.log.Debug("sending error answer", "peer", c.peer, "err", err)
+	if err := cs.send(c, e); err != nil {
+		cs.log.Debug("sending error answer", "peer", c.peer, "err", err)
 	}
 }
 
@@ -318,10 +338,10 @@ func errorText(b wire.ErrorBody) string {
 }
 
 // conversationWith returns an open conversation with pid, if any.
-func (n *Node) conversationWith(pid peer.ID) *conv {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, c := range n.convs {
+func (cs *Conversations) conversationWith(pid peer.ID) *conv {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for _, c := range cs.convs {
 		if c.peer == pid && !c.Closed() {
 			return c
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -60,22 +59,9 @@ const mailBudget = wire.MaxMailMessage
 // last one repeats until mailbox.give_up.
 var mailRetries = []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, time.Hour}
 
-// mailState is the outbox worker's state.
-type mailState struct {
-	kick    chan struct{} // wakes the outbox worker
-	retries []time.Duration
-	rates   *rateLimits // mailbox requests per peer, at a relay
-	fetchMu sync.Mutex  // one fetch at a time, so two fetches never deliver one message twice
-}
-
 // WithMailRetries replaces the IFP-6 retry schedule (tests).
 func WithMailRetries(d ...time.Duration) Option {
-	return func(n *Node) { n.mail.retries = d }
-}
-
-func newMailState(cfg *Config, now func() time.Time) *mailState {
-	return &mailState{kick: make(chan struct{}, 1), retries: mailRetries,
-		rates: newRateLimits(RatesConfig{Cool: 60, Warm: 60, Hot: 60}, now)}
+	return func(n *Node) { n.mailRetries = d }
 }
 
 // ErrUnreachable: a peer could not be reached directly and no mailbox
@@ -94,28 +80,28 @@ type SendResult struct {
 // one, else in a new one (a greeting, dialled through any address known,
 // relayed ones included); if the peer cannot be reached, the text is
 // queued for its mailbox relays as a one-message conversation.
-func (n *Node) Send(ctx context.Context, pid peer.ID, text string) (*SendResult, error) {
+func (mb *Mail) Send(ctx context.Context, pid peer.ID, text string) (*SendResult, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, errors.New("sending: the text is empty")
 	}
 	for attempt := 0; ; attempt++ {
-		c := n.conversationWith(pid)
+		c := mb.convs.conversationWith(pid)
 		fresh := c == nil
 		if fresh {
-			res, err := n.Greet(ctx, pid, negotiate.Proposal{})
+			res, err := mb.convs.Greet(ctx, pid, negotiate.Proposal{})
 			if err != nil {
 				var remote *wire.RemoteError
 				if errors.As(err, &remote) || ctx.Err() != nil {
 					return nil, err
 				}
 				// Nobody answered: leave it at the peer's mailbox.
-				return n.queueMail(pid, text, err)
+				return mb.queueMail(pid, text, err)
 			}
-			if c = n.conversation(res.ConversationID); c == nil {
+			if c = mb.convs.conversation(res.ConversationID); c == nil {
 				return nil, fmt.Errorf("sending to %s: the conversation closed at once", pid)
 			}
 		}
-		m, err := n.Say(c.ID, gossip.PhaseContext, text)
+		m, err := mb.convs.Say(c.ID, gossip.PhaseContext, text)
 		if err == nil {
 			return &SendResult{ConversationID: c.ID, MessageID: m.Headers.MessageID, Delivered: "conversation"}, nil
 		}
@@ -125,16 +111,16 @@ func (n *Node) Send(ctx context.Context, pid peer.ID, text string) (*SendResult,
 		// The conversation looked open but could not carry the message
 		// (its stream died with a relay, say, or the peer closed it): end
 		// it, and greet again through whatever path works now.
-		n.log.Info("an open conversation failed; greeting again", "peer", pid, "conversation", c.ID, "err", err)
+		mb.log.Info("an open conversation failed; greeting again", "peer", pid, "conversation", c.ID, "err", err)
 		c.stream.Reset()
-		n.closeConv(c)
+		mb.convs.closeConv(c)
 	}
 }
 
 // mailRelays are the relays pid's cached document names, as dialable
 // relay addresses.
-func (n *Node) mailRelays(pid peer.ID) []peer.AddrInfo {
-	rec, err := n.store.Peer(pid.String())
+func (mb *Mail) mailRelays(pid peer.ID) []peer.AddrInfo {
+	rec, err := mb.store.Peer(pid.String())
 	if err != nil {
 		return nil
 	}
@@ -146,7 +132,7 @@ func (n *Node) mailRelays(pid peer.ID) []peer.AddrInfo {
 	var order []peer.ID
 	for _, u := range view.Relay.URLs {
 		info, ok := relayOf(u)
-		if !ok || info.ID == pid || info.ID == n.id.PeerID() {
+		if !ok || info.ID == pid || info.ID == mb.id.PeerID() {
 			continue
 		}
 		if byID[info.ID] == nil {
@@ -181,22 +167,22 @@ func relayOf(s string) (peer.AddrInfo, bool) {
 }
 
 // queueMail builds the one-message conversation for pid and queues it.
-func (n *Node) queueMail(pid peer.ID, text string, cause error) (*SendResult, error) {
-	if len(n.mailRelays(pid)) == 0 {
+func (mb *Mail) queueMail(pid peer.ID, text string, cause error) (*SendResult, error) {
+	if len(mb.mailRelays(pid)) == 0 {
 		return nil, fmt.Errorf("sending to %s: %w (%v), and it names no mailbox relay: greet it once while it is reachable, or ask its owner for a relay", pid, ErrUnreachable, cause)
 	}
 	remote, err := agentOf(pid)
 	if err != nil {
 		return nil, err
 	}
-	conv := gossip.NewConversation(gossip.NewID("conv", n.now()), n.localAgent(), remote)
-	m, err := conv.Next(gossip.PhaseGreeting, n.now())
+	conv := gossip.NewConversation(gossip.NewID("conv", mb.now()), mb.convs.localAgent(), remote)
+	m, err := conv.Next(gossip.PhaseGreeting, mb.now())
 	if err != nil {
 		return nil, err
 	}
-	m.Headers.TTLSeconds = int64(n.cfg.Mailbox.Retention.Duration / time.Second)
+	m.Headers.TTLSeconds = int64(mb.cfg.Mailbox.Retention.Duration / time.Second)
 	m.Body = gossip.Body{Text: text}
-	if err := m.Sign(n.id, n.now()); err != nil {
+	if err := m.Sign(mb.id, mb.now()); err != nil {
 		return nil, err
 	}
 	raw, err := gossip.EncodeCBOR(m)
@@ -209,44 +195,44 @@ func (n *Node) queueMail(pid peer.ID, text string, cause error) (*SendResult, er
 	// Queued first, audited second: a crash between the two leaves a
 	// message that will be sent and whose audit entry is missing, rather
 	// than one the audit log says was queued and that never goes.
-	now := n.now()
+	now := mb.now()
 	item := store.OutboxItem{ID: m.Headers.MessageID, To: pid.String(), Message: raw, Queued: now, NextAttempt: now}
-	if err := n.store.PutOutbox(item); err != nil {
+	if err := mb.store.PutOutbox(item); err != nil {
 		return nil, err
 	}
-	if err := n.recordSent(viaMailbox, pid, m, "queued for the peer's mailbox: "+cause.Error()); err != nil {
-		n.store.DeleteOutbox(item.ID)
+	if err := mb.convs.recordSent(viaMailbox, pid, m, "queued for the peer's mailbox: "+cause.Error()); err != nil {
+		mb.store.DeleteOutbox(item.ID)
 		return nil, err
 	}
-	n.kickOutbox()
+	mb.kickOutbox()
 	return &SendResult{ConversationID: m.Headers.ConversationID, MessageID: m.Headers.MessageID, Delivered: "queued",
 		Detail: fmt.Sprintf("%s is unreachable (%v); the message is queued for its mailbox relays", pid, cause)}, nil
 }
 
-func (n *Node) kickOutbox() {
+func (mb *Mail) kickOutbox() {
 	select {
-	case n.mail.kick <- struct{}{}:
+	case mb.kick <- struct{}{}:
 	default:
 	}
 }
 
 // Outbox lists the messages waiting to be left at a mailbox.
-func (n *Node) Outbox() ([]store.OutboxItem, error) { return n.store.Outbox() }
+func (mb *Mail) Outbox() ([]store.OutboxItem, error) { return mb.store.Outbox() }
 
 // outboxLoop delivers queued messages when they are due.
-func (n *Node) outboxLoop() {
+func (mb *Mail) outboxLoop() {
 	for {
-		next := n.deliverDue()
+		next := mb.deliverDue()
 		wait := time.Hour
 		if !next.IsZero() {
-			wait = max(next.Sub(n.now()), 0)
+			wait = max(next.Sub(mb.now()), 0)
 		}
 		t := time.NewTimer(wait)
 		select {
-		case <-n.ctx.Done():
+		case <-mb.ctx.Done():
 			t.Stop()
 			return
-		case <-n.mail.kick:
+		case <-mb.kick:
 		case <-t.C:
 		}
 		t.Stop()
@@ -255,24 +241,24 @@ func (n *Node) outboxLoop() {
 
 // deliverDue tries every due message once and returns when the next one
 // is due (zero if none is queued).
-func (n *Node) deliverDue() time.Time {
-	items, err := n.store.Outbox()
+func (mb *Mail) deliverDue() time.Time {
+	items, err := mb.store.Outbox()
 	if err != nil {
-		n.log.Error("reading the outbox", "err", err)
-		return n.now().Add(time.Minute)
+		mb.log.Error("reading the outbox", "err", err)
+		return mb.now().Add(time.Minute)
 	}
 	var next time.Time
 	for _, item := range items {
-		if n.ctx.Err() != nil {
+		if mb.ctx.Err() != nil {
 			return time.Time{}
 		}
-		if item.NextAttempt.After(n.now()) {
+		if item.NextAttempt.After(mb.now()) {
 			if next.IsZero() || item.NextAttempt.Before(next) {
 				next = item.NextAttempt
 			}
 			continue
 		}
-		if due := n.attemptMail(item); !due.IsZero() && (next.IsZero() || due.Before(next)) {
+		if due := mb.attemptMail(item); !due.IsZero() && (next.IsZero() || due.Before(next)) {
 			next = due
 		}
 	}
@@ -281,28 +267,28 @@ func (n *Node) deliverDue() time.Time {
 
 // attemptMail tries to leave item at one of its recipient's relays, and
 // returns when to try again (zero when it is done, delivered or given up).
-func (n *Node) attemptMail(item store.OutboxItem) time.Time {
+func (mb *Mail) attemptMail(item store.OutboxItem) time.Time {
 	pid, err := peer.Decode(item.To)
 	if err != nil {
-		n.abandonMail(item, fmt.Sprintf("the recipient %q is not a peer ID", item.To))
+		mb.abandonMail(item, fmt.Sprintf("the recipient %q is not a peer ID", item.To))
 		return time.Time{}
 	}
-	relays := n.mailRelays(pid)
+	relays := mb.mailRelays(pid)
 	var errs []string
 	for _, r := range relays {
-		id, expires, err := n.publishMail(r, pid, item.Message)
+		id, expires, err := mb.publishMail(r, pid, item.Message)
 		if err == nil {
-			if err := n.store.DeleteOutbox(item.ID); err != nil {
-				n.log.Error("removing a delivered message from the outbox", "id", item.ID, "err", err)
+			if err := mb.store.DeleteOutbox(item.ID); err != nil {
+				mb.log.Error("removing a delivered message from the outbox", "id", item.ID, "err", err)
 			}
-			n.log.Info("left a message at a mailbox", "to", pid, "relay", r.ID, "message", item.ID, "mail_id", id)
-			n.events.publish(Event{Type: EventMail, At: n.now(), Peer: pid.String(),
+			mb.log.Info("left a message at a mailbox", "to", pid, "relay", r.ID, "message", item.ID, "mail_id", id)
+			mb.events.publish(Event{Type: EventMail, At: mb.now(), Peer: pid.String(),
 				Detail: fmt.Sprintf("message %s left at relay %s (kept until %s)", item.ID, r.ID, expires)})
 			return time.Time{}
 		}
 		var remote *wire.RemoteError
 		if errors.As(err, &remote) && permanentMailError(remote.Body.Code) {
-			n.abandonMail(item, err.Error())
+			mb.abandonMail(item, err.Error())
 			return time.Time{}
 		}
 		errs = append(errs, err.Error())
@@ -312,16 +298,16 @@ func (n *Node) attemptMail(item store.OutboxItem) time.Time {
 	}
 	item.Attempts++
 	item.LastError = strings.Join(errs, "; ")
-	wait := n.mail.retries[min(item.Attempts-1, len(n.mail.retries)-1)]
-	item.NextAttempt = n.now().Add(wait)
-	if item.NextAttempt.Sub(item.Queued) > n.cfg.Mailbox.GiveUp.Duration {
-		n.abandonMail(item, item.LastError)
+	wait := mb.retries[min(item.Attempts-1, len(mb.retries)-1)]
+	item.NextAttempt = mb.now().Add(wait)
+	if item.NextAttempt.Sub(item.Queued) > mb.cfg.Mailbox.GiveUp.Duration {
+		mb.abandonMail(item, item.LastError)
 		return time.Time{}
 	}
-	if err := n.store.PutOutbox(item); err != nil {
-		n.log.Error("updating the outbox", "id", item.ID, "err", err)
+	if err := mb.store.PutOutbox(item); err != nil {
+		mb.log.Error("updating the outbox", "id", item.ID, "err", err)
 	}
-	n.log.Info("could not leave a message at a mailbox; will retry", "to", pid, "message", item.ID,
+	mb.log.Info("could not leave a message at a mailbox; will retry", "to", pid, "message", item.ID,
 		"attempt", item.Attempts, "in", wait, "err", item.LastError)
 	return item.NextAttempt
 }
@@ -336,18 +322,18 @@ func permanentMailError(c wire.Code) bool {
 	return true
 }
 
-func (n *Node) abandonMail(item store.OutboxItem, why string) {
-	if err := n.store.DeleteOutbox(item.ID); err != nil {
-		n.log.Error("removing an undeliverable message from the outbox", "id", item.ID, "err", err)
+func (mb *Mail) abandonMail(item store.OutboxItem, why string) {
+	if err := mb.store.DeleteOutbox(item.ID); err != nil {
+		mb.log.Error("removing an undeliverable message from the outbox", "id", item.ID, "err", err)
 	}
-	n.log.Warn("gave up on a message", "to", item.To, "message", item.ID, "attempts", item.Attempts, "err", why)
-	n.events.publish(Event{Type: EventMail, At: n.now(), Peer: item.To,
+	mb.log.Warn("gave up on a message", "to", item.To, "message", item.ID, "attempts", item.Attempts, "err", why)
+	mb.events.publish(Event{Type: EventMail, At: mb.now(), Peer: item.To,
 		Detail: fmt.Sprintf("gave up on message %s after %d attempts: %s", item.ID, item.Attempts, why)})
 }
 
 // mailExchange sends one request to a relay and reads its answer.
-func (n *Node) mailExchange(ctx context.Context, relay peer.ID, req *wire.MailboxRequest) (*wire.MailboxResponse, error) {
-	s, err := n.host.NewStream(network.WithAllowLimitedConn(ctx, "mailbox"), relay, mailboxProtocol)
+func (mb *Mail) mailExchange(ctx context.Context, relay peer.ID, req *wire.MailboxRequest) (*wire.MailboxResponse, error) {
+	s, err := mb.host.NewStream(network.WithAllowLimitedConn(ctx, "mailbox"), relay, mailboxProtocol)
 	if err != nil {
 		return nil, fmt.Errorf("opening mailbox at %s: %w", relay, err)
 	}
@@ -356,7 +342,7 @@ func (n *Node) mailExchange(ctx context.Context, relay peer.ID, req *wire.Mailbo
 		s.Reset()
 		return nil, fmt.Errorf("opening mailbox at %s: %w", relay, err)
 	}
-	ws := wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration)
+	ws := wire.NewStream(s, mb.cfg.Limits.StreamTimeout.Duration)
 	if err := ws.WriteMailbox(req); err != nil {
 		s.Reset()
 		return nil, fmt.Errorf("mailbox %s at %s: %w", req.Op, relay, err)
@@ -378,13 +364,13 @@ func (n *Node) mailExchange(ctx context.Context, relay peer.ID, req *wire.Mailbo
 }
 
 // publishMail leaves msg (CBOR) for to at relay.
-func (n *Node) publishMail(relay peer.AddrInfo, to peer.ID, msg []byte) (id, expires string, err error) {
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.StreamTimeout.Duration)
+func (mb *Mail) publishMail(relay peer.AddrInfo, to peer.ID, msg []byte) (id, expires string, err error) {
+	ctx, cancel := context.WithTimeout(mb.ctx, mb.cfg.Limits.StreamTimeout.Duration)
 	defer cancel()
-	if err := n.host.Connect(ctx, relay); err != nil {
+	if err := mb.host.Connect(ctx, relay); err != nil {
 		return "", "", fmt.Errorf("connecting to relay %s: %w", relay.ID, err)
 	}
-	res, err := n.mailExchange(ctx, relay.ID, &wire.MailboxRequest{Op: wire.OpPublish, To: to.String(), Message: msg})
+	res, err := mb.mailExchange(ctx, relay.ID, &wire.MailboxRequest{Op: wire.OpPublish, To: to.String(), Message: msg})
 	if err != nil {
 		return "", "", err
 	}
@@ -393,48 +379,48 @@ func (n *Node) publishMail(relay peer.AddrInfo, to peer.ID, msg []byte) (id, exp
 
 // fetchMail fetches, checks, audits and acknowledges the mail waiting at
 // relay, until none is left.
-func (n *Node) fetchMail(relay peer.ID) {
+func (mb *Mail) fetchMail(relay peer.ID) {
 	// One fetch at a time; a poll that finds one running has nothing to add.
-	if !n.mail.fetchMu.TryLock() {
+	if !mb.fetchMu.TryLock() {
 		return
 	}
-	defer n.mail.fetchMu.Unlock()
-	for n.ctx.Err() == nil {
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.StreamTimeout.Duration)
-		res, err := n.mailExchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpRetrieve, Limit: wire.MaxMailBatch})
+	defer mb.fetchMu.Unlock()
+	for mb.ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(mb.ctx, mb.cfg.Limits.StreamTimeout.Duration)
+		res, err := mb.mailExchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpRetrieve, Limit: wire.MaxMailBatch})
 		cancel()
 		if err != nil {
 			if errors.Is(err, network.ErrReset) || strings.Contains(err.Error(), "protocols not supported") {
-				n.log.Debug("relay holds no mailbox", "relay", relay, "err", err)
+				mb.log.Debug("relay holds no mailbox", "relay", relay, "err", err)
 			} else {
-				n.log.Info("fetching mail", "relay", relay, "err", err)
+				mb.log.Info("fetching mail", "relay", relay, "err", err)
 			}
 			return
 		}
 		var done []string
 		for _, mail := range res.Messages {
-			if err := n.acceptMail(relay, mail); err != nil {
+			if err := mb.acceptMail(relay, mail); err != nil {
 				if errors.Is(err, errAudit) {
 					// Not acknowledged: it will come again once the
 					// audit log can be written.
-					n.log.Error("could not audit mail; leaving it at the relay", "relay", relay, "err", err)
+					mb.log.Error("could not audit mail; leaving it at the relay", "relay", relay, "err", err)
 					continue
 				}
-				n.log.Info("refused mail", "relay", relay, "mail_id", mail.ID, "err", err)
+				mb.log.Info("refused mail", "relay", relay, "mail_id", mail.ID, "err", err)
 			}
 			done = append(done, mail.ID)
 		}
 		if len(done) > 0 {
 			// The relay deletes what is acknowledged: it must be on disk here first.
-			if err := n.commitRecords(); err != nil {
-				n.log.Error("could not commit fetched mail; leaving it at the relay", "relay", relay, "err", err)
+			if err := mb.commit(); err != nil {
+				mb.log.Error("could not commit fetched mail; leaving it at the relay", "relay", relay, "err", err)
 				return
 			}
-			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.StreamTimeout.Duration)
-			_, err := n.mailExchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpAck, IDs: done})
+			ctx, cancel := context.WithTimeout(mb.ctx, mb.cfg.Limits.StreamTimeout.Duration)
+			_, err := mb.mailExchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpAck, IDs: done})
 			cancel()
 			if err != nil {
-				n.log.Info("acknowledging mail", "relay", relay, "err", err)
+				mb.log.Info("acknowledging mail", "relay", relay, "err", err)
 				return
 			}
 		}
@@ -451,18 +437,18 @@ func (n *Node) fetchMail(relay peer.ID) {
 // rate limited here: this daemon fetched it at its own pace, and the
 // relay's quotas bound what a sender can leave. An error wrapping errAudit
 // means the message could not be recorded and must not be acknowledged.
-func (n *Node) acceptMail(relay peer.ID, mail wire.Mail) error {
+func (mb *Mail) acceptMail(relay peer.ID, mail wire.Mail) error {
 	m, err := gossip.DecodeCBOR(mail.Message)
 	if err != nil {
-		n.door.refused(viaMailbox, "", false, nil, mail.Message, err)
+		mb.door.refused(viaMailbox, "", false, nil, mail.Message, err)
 		return err
 	}
 	note := "delivered by the mailbox at relay " + relay.String()
-	in, err := n.door.admit(&arrival{via: viaMailbox, msg: m, addressed: true, window: n.mailReplay, uncharged: true, note: note})
+	in, err := mb.door.admit(&arrival{via: viaMailbox, msg: m, addressed: true, window: mb.mailReplay, uncharged: true, note: note})
 	if err != nil {
 		return err
 	}
-	n.door.publish(in, m.Headers.ConversationID, note)
+	mb.door.publish(in, m.Headers.ConversationID, note)
 	return nil
 }
 
@@ -484,23 +470,23 @@ func signerOf(m *gossip.Message) (peer.ID, error) {
 }
 
 // handleMailbox serves one mailbox request at a relay.
-func (n *Node) handleMailbox(s network.Stream) {
+func (mb *Mail) handleMailbox(s network.Stream) {
 	defer s.Close()
 	if err := s.Scope().SetService(wire.ServiceName); err != nil {
 		s.Reset()
 		return
 	}
 	pid := s.Conn().RemotePeer()
-	ws := wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration)
+	ws := wire.NewStream(s, mb.cfg.Limits.StreamTimeout.Duration)
 	answer := func(res *wire.MailboxResponse) {
 		if err := ws.WriteMailbox(res); err != nil {
-			n.log.Debug("answering a mailbox request", "peer", pid, "err", err)
+			mb.log.Debug("answering a mailbox request", "peer", pid, "err", err)
 			s.Reset()
 		}
 	}
 	fail := func(err error) {
 		body := wire.NewErrorBody(err)
-		n.log.Info("refused a mailbox request", "peer", pid, "err", err)
+		mb.log.Info("refused a mailbox request", "peer", pid, "err", err)
 		answer(&wire.MailboxResponse{Error: &body})
 	}
 	raw, err := ws.ReadMailbox()
@@ -517,14 +503,14 @@ func (n *Node) handleMailbox(s network.Stream) {
 		fail(err)
 		return
 	}
-	if err := n.mail.rates.allow(pid, ""); err != nil {
+	if err := mb.rates.allow(pid, ""); err != nil {
 		fail(err)
 		return
 	}
-	now := n.now()
+	now := mb.now()
 	switch req.Op {
 	case wire.OpPublish:
-		res, err := n.holdMail(pid, req, now)
+		res, err := mb.holdMail(pid, req, now)
 		if err != nil {
 			fail(err)
 			return
@@ -533,14 +519,14 @@ func (n *Node) handleMailbox(s network.Stream) {
 	case wire.OpRetrieve:
 		// Fetching registers the peer, unless the relay holds all the
 		// mailboxes it may; what waits for it is served either way.
-		if err := n.store.RegisterMailbox(pid.String(), now, n.maxMailboxes()); err != nil {
-			n.log.Info("not registering a mailbox", "peer", pid, "err", err)
+		if err := mb.store.RegisterMailbox(pid.String(), now, mb.maxMailboxes()); err != nil {
+			mb.log.Info("not registering a mailbox", "peer", pid, "err", err)
 		}
 		limit := wire.MaxMailBatch
 		if req.Limit > 0 {
 			limit = min(req.Limit, limit)
 		}
-		items, more, err := n.store.Mail(pid.String(), now, limit, mailBudget)
+		items, more, err := mb.store.Mail(pid.String(), now, limit, mailBudget)
 		if err != nil {
 			fail(err)
 			return
@@ -551,7 +537,7 @@ func (n *Node) handleMailbox(s network.Stream) {
 		}
 		answer(res)
 	case wire.OpAck:
-		acked, err := n.store.AckMail(pid.String(), req.IDs)
+		acked, err := mb.store.AckMail(pid.String(), req.IDs)
 		if err != nil {
 			fail(err)
 			return
@@ -561,7 +547,7 @@ func (n *Node) handleMailbox(s network.Stream) {
 }
 
 // holdMail checks and stores a published message.
-func (n *Node) holdMail(from peer.ID, req *wire.MailboxRequest, now time.Time) (*wire.MailboxResponse, error) {
+func (mb *Mail) holdMail(from peer.ID, req *wire.MailboxRequest, now time.Time) (*wire.MailboxResponse, error) {
 	to, err := peer.Decode(req.To)
 	if err != nil {
 		return nil, fmt.Errorf("%w: \"to\" %q is not a peer ID", gossip.ErrMalformed, req.To)
@@ -579,8 +565,8 @@ func (n *Node) holdMail(from peer.ID, req *wire.MailboxRequest, now time.Time) (
 	if err := m.Verify(pub); err != nil {
 		return nil, err
 	}
-	retention := n.cfg.Mailbox.Retention.Duration
-	ok, err := n.store.MailboxRegistered(to.String(), now.Add(-retention))
+	retention := mb.cfg.Mailbox.Retention.Duration
+	ok, err := mb.store.MailboxRegistered(to.String(), now.Add(-retention))
 	if err != nil {
 		return nil, err
 	}
@@ -607,14 +593,14 @@ func (n *Node) holdMail(from peer.ID, req *wire.MailboxRequest, now time.Time) (
 		return nil, fmt.Errorf("%w: the trace already has %d entries", gossip.ErrInvalidMessage, len(m.Trace.Received))
 	}
 	m.Trace.Received = append(m.Trace.Received, gossip.TraceEntry{
-		By: "relay:/p2p/" + n.id.PeerID().String(), With: "libp2p+ifp-8", At: gossip.FormatDate(now), From: from.String()})
+		By: "relay:/p2p/" + mb.id.PeerID().String(), With: "libp2p+ifp-8", At: gossip.FormatDate(now), From: from.String()})
 	held, err := gossip.EncodeCBOR(m)
 	if err != nil {
 		return nil, err
 	}
-	q := store.MailQuota{MaxMessages: n.cfg.Mailbox.MaxMessages, MaxBytes: n.cfg.Mailbox.MaxKB << 10, MaxPerSender: n.cfg.Mailbox.MaxPerSender,
-		MaxTotalBytes: n.cfg.Mailbox.MaxTotalMB << 20}
-	id, err := n.store.PutMail(store.MailItem{ID: gossip.NewID("mail", now), To: to.String(), From: from.String(),
+	q := store.MailQuota{MaxMessages: mb.cfg.Mailbox.MaxMessages, MaxBytes: mb.cfg.Mailbox.MaxKB << 10, MaxPerSender: mb.cfg.Mailbox.MaxPerSender,
+		MaxTotalBytes: mb.cfg.Mailbox.MaxTotalMB << 20}
+	id, err := mb.store.PutMail(store.MailItem{ID: gossip.NewID("mail", now), To: to.String(), From: from.String(),
 		MessageID: m.Headers.MessageID, Received: now, Expires: expires, Message: held}, q)
 	if errors.Is(err, store.ErrMailQuota) {
 		return nil, fmt.Errorf("%w: %v", wire.ErrMailboxFull, err)
@@ -622,24 +608,24 @@ func (n *Node) holdMail(from peer.ID, req *wire.MailboxRequest, now time.Time) (
 	if err != nil {
 		return nil, err
 	}
-	n.log.Info("holding mail", "from", from, "to", to, "mail_id", id, "expires", expires.Format(time.RFC3339))
+	mb.log.Info("holding mail", "from", from, "to", to, "mail_id", id, "expires", expires.Format(time.RFC3339))
 	return &wire.MailboxResponse{OK: true, ID: id, Expires: gossip.FormatDate(expires)}, nil
 }
 
 // maxMailboxes bounds the peers registered at once: every peer may hold
 // a slot, and as many again may be away with mail waiting, several times
 // over.
-func (n *Node) maxMailboxes() int { return 4 * n.cfg.Relay.MaxReservations }
+func (mb *Mail) maxMailboxes() int { return 4 * mb.cfg.Relay.MaxReservations }
 
 // pruneMail drops expired mail and stale registrations.
-func (n *Node) pruneMail() {
-	now := n.now()
-	dropped, err := n.store.PruneMail(now, now.Add(-n.cfg.Mailbox.Retention.Duration))
+func (mb *Mail) pruneMail() {
+	now := mb.now()
+	dropped, err := mb.store.PruneMail(now, now.Add(-mb.cfg.Mailbox.Retention.Duration))
 	if err != nil {
-		n.log.Warn("pruning mail", "err", err)
+		mb.log.Warn("pruning mail", "err", err)
 		return
 	}
 	if dropped > 0 {
-		n.log.Info("dropped expired mail", "messages", dropped)
+		mb.log.Info("dropped expired mail", "messages", dropped)
 	}
 }

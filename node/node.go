@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	lru "github.com/hashicorp/golang-lru/v2"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -15,7 +14,6 @@ import (
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/store"
-	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-multiaddr"
@@ -43,11 +41,8 @@ type Node struct {
 
 	started time.Time
 
-	mu    sync.Mutex
-	convs map[string]*conv // open conversations by ID
-
-	peerViews *lru.Cache[peer.ID, verifiedView] // the last view each peer sent, verified (converse.go)
-	peersHold *lru.Cache[peer.ID, string]       // the hash of our view each peer last said it holds (converse.go)
+	convs   *Conversations // the stream protocols and the conversation table (conversations.go)
+	invoker *invoker       // runs admitted capability requests (invoke.go)
 
 	bridge      *bridge
 	rates       *rateLimits
@@ -61,12 +56,14 @@ type Node struct {
 
 	trust *trustState // trust records and held introduction tokens (trust.go)
 
-	reach  *reachState  // relay service and reservations on others' relays (relay.go)
-	mail   *mailState   // IFP-8 mailboxes held here and messages queued for peers away (mailbox.go)
-	dht    *dhtState    // Kademlia DHT and capability provider records (dht.go)
-	gossip *gossipState // GossipSub capabilities.update announcements (announce.go)
-	mdns   *mdnsState   // LAN discovery (mdns.go)
-	inbox  inboxConvs   // conversations held through the HTTPS inbox (inbox.go)
+	reach *reachState // relay service and reservations on others' relays (relay.go)
+	mail  *Mail       // relays, IFP-8 mailboxes held here, the outbox and fetched mail (relay.go, mailbox.go)
+
+	mailRetries []time.Duration // WithMailRetries
+	dht         *dhtState       // Kademlia DHT and capability provider records (dht.go)
+	gossip      *gossipState    // GossipSub capabilities.update announcements (announce.go)
+	mdns        *mdnsState      // LAN discovery (mdns.go)
+	inbox       *Inbox          // the HTTP binding's door-facing side: the inbox, signed and anonymous requests (inbox.go)
 
 	importTimeout time.Duration  // one fetch of an outside agent's document (importer.go)
 	closers       []func() error // run by Close in reverse order, before the host closes
@@ -87,11 +84,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{id: id, cfg: cfg, home: home, log: log, order: order, events: newHub(), now: time.Now,
-		convs: map[string]*conv{}}
-	n.peerViews, _ = lru.New[peer.ID, verifiedView](maxVerifiedViews)
-	n.peersHold, _ = lru.New[peer.ID, string](maxVerifiedViews)
-	n.mail = newMailState(cfg, func() time.Time { return n.now() })
+	n := &Node{id: id, cfg: cfg, home: home, log: log, order: order, events: newHub(), now: time.Now}
 	n.importTimeout = defaultImportTimeout
 	for _, o := range opts {
 		o(n)
@@ -142,22 +135,28 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		return nil, err
 	}
 	n.trust = newTrust(n)
-	n.door = newDoor(id.DID(), n.audit, n.replay, n.rates, n.keyRevoked, n.events, log, func() time.Time { return n.now() })
+	n.door = newDoor(id.DID(), n.audit, n.replay, n.rates, n.trust.KeyRevoked, n.events, log, func() time.Time { return n.now() })
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
 		return nil, fmt.Errorf("building capability document: %w", err)
 	}
-	doc.Relay = n.relayPreferences()
+	doc.Relay = relayPreferences(cfg, id.PeerID())
 	if err := n.docs.set(doc); err != nil {
 		return nil, err
 	}
 	if n.host, err = newHost(cfg, id, n.hostOptions()...); err != nil {
 		return nil, err
 	}
-	n.host.SetStreamHandler(wire.Conversation, n.handleConversation)
-	n.host.SetStreamHandler(wire.Capabilities, n.handleCapabilities)
-	n.host.SetStreamHandler(wire.Update, n.handleUpdate)
-	if err := n.startReach(); err != nil {
+	now := func() time.Time { return n.now() }
+	n.invoker = newInvoker(n.docs, order, n.invocations, n.bridge, cfg.Agent.Timeout.Duration, n.ctx, now)
+	n.convs = newConversations(conversationDeps{id: id, display: cfg.Identity.Display, streamTimeout: cfg.Limits.StreamTimeout.Duration,
+		host: n.host, door: n.door, docs: n.docs, policy: n.policy, trust: n.trust, invoker: n.invoker, invocations: n.invocations,
+		store: n.store, audit: n.audit, events: n.events, order: order, log: log, now: now, ctx: n.ctx, spawn: n.spawn, dialHints: n.dialHints})
+	n.inbox = newInbox(n.door, n.convs, n.docs, n.policy, n.invoker, n.audit, n.commitRecords, n.spawn, now, log)
+	n.mail = newMail(mailDeps{id: id, cfg: cfg, host: n.host, store: n.store, door: n.door, mailReplay: n.mailReplay,
+		convs: n.convs, events: n.events, log: log, now: now, ctx: n.ctx, spawn: n.spawn, onClose: n.onClose,
+		commit: n.commitRecords, reach: n.reach, retries: n.mailRetries})
+	if err := n.mail.startReach(); err != nil {
 		return nil, err
 	}
 	if err := n.startDiscovery(); err != nil {
@@ -167,7 +166,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	if n.seen != nil {
 		n.spawn(n.flushLoop)
 	}
-	n.spawn(n.outboxLoop)
+	n.spawn(n.mail.outboxLoop)
 	n.spawn(n.refreshImports)
 	ok = true
 	log.Info("ifaced started", "peer", id.PeerID(), "did", id.DID(), "addrs", n.Addrs(),
@@ -197,10 +196,54 @@ func (n *Node) UpdateDocument(change func(d *negotiate.Document) error) (*negoti
 		return nil, err
 	}
 	n.events.publish(Event{Type: EventDocument, At: n.now(), Detail: fmt.Sprintf("seq %d, %d capabilities", doc.Seq, len(doc.Capabilities))})
-	n.pushUpdates()
+	n.convs.pushUpdates()
 	n.documentChanged()
 	return doc, nil
 }
+
+// Conversations is the conversations component: the stream protocols and
+// the open conversations.
+func (n *Node) Conversations() *Conversations { return n.convs }
+
+// Inbox is the HTTP binding's door-facing side (the IFP-6 inbox, signed
+// and anonymous requests, the view an HTTP caller is shown).
+func (n *Node) Inbox() *Inbox { return n.inbox }
+
+// Mail is the reachability and store-and-forward component: the relay
+// service and mailboxes, reservations, the outbox.
+func (n *Node) Mail() *Mail { return n.mail }
+
+// Send says text to pid, in a conversation or through its mailbox
+// (Mail.Send).
+func (n *Node) Send(ctx context.Context, pid peer.ID, text string) (*SendResult, error) {
+	return n.mail.Send(ctx, pid, text)
+}
+
+// dialHints gives the peerstore what the cache knows of how to reach pid.
+func (n *Node) dialHints(pid peer.ID) { n.mail.dialHints(pid) }
+
+// Greet opens a conversation with pid (Conversations.Greet).
+func (n *Node) Greet(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*GreetResult, error) {
+	return n.convs.Greet(ctx, pid, prop)
+}
+
+// QueryCapabilities asks pid for its view (Conversations.QueryCapabilities).
+func (n *Node) QueryCapabilities(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*GreetResult, error) {
+	return n.convs.QueryCapabilities(ctx, pid, prop)
+}
+
+// Say sends a message in an open conversation (Conversations.Say).
+func (n *Node) Say(convID string, phase gossip.Phase, text string, parts ...gossip.Part) (*gossip.Message, error) {
+	return n.convs.Say(convID, phase, text, parts...)
+}
+
+// Invoke asks pid to run a capability (Conversations.Invoke).
+func (n *Node) Invoke(ctx context.Context, pid peer.ID, capability string, params any) (*InvokeResult, error) {
+	return n.convs.Invoke(ctx, pid, capability, params)
+}
+
+// peerAddrs lists the addresses the peerstore holds for pid, sorted.
+func (n *Node) peerAddrs(pid peer.ID) []string { return peerAddrs(n.host, pid) }
 
 // Addrs returns the host's listen addresses with the peer ID appended, as
 // another daemon would dial them.
@@ -287,11 +330,14 @@ func (n *Node) pruneLoop() {
 			n.rates.prune()
 			n.mail.rates.prune()
 			if n.cfg.Relay.Service && n.cfg.Relay.Mailbox {
-				n.pruneMail()
+				n.mail.pruneMail()
 			}
 		}
 	}
 }
+
+// sleep waits d, or until the node closes (then it returns false).
+func (n *Node) sleep(d time.Duration) bool { return sleepCtx(n.ctx, d) }
 
 // Run serves until ctx ends, then shuts down.
 func (n *Node) Run(ctx context.Context) error {
@@ -322,11 +368,9 @@ func (n *Node) closeAll() error {
 	if n.host != nil {
 		errs = append(errs, n.host.Close())
 	}
-	n.mu.Lock()
-	for _, c := range n.convs {
-		c.stream.Reset()
+	if n.convs != nil {
+		n.convs.resetAll()
 	}
-	n.mu.Unlock()
 	n.wg.Wait()
 	if n.seen != nil {
 		errs = append(errs, n.seen.Flush())

@@ -3,6 +3,9 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/ifaced/ifaced/node/store"
+	"github.com/libp2p/go-libp2p/core/host"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -41,6 +44,64 @@ import (
 // public (go-libp2p's EnableRelayService would wait), because its owner
 // said it is a relay. With [relay] mailbox it also holds IFP-8 mailboxes
 // (mailbox.go) for the peers that reserve slots on it.
+
+// Mail owns reachability and store-and-forward: the relay service and the
+// IFP-8 mailboxes it holds for others, this daemon's reservations on the
+// relays it uses, the outbox of messages for peers that are away, and the
+// mail it fetches for itself (which passes the door like any message).
+type Mail struct {
+	id         *identity.Identity
+	cfg        *Config // listen, relay, mailbox and limits sections
+	host       host.Host
+	store      *store.Store
+	door       *door
+	mailReplay *identity.ReplayGuard // mail is dated within mailbox.retention, not the replay window
+	convs      *Conversations        // Send says text in a conversation when the peer is reachable
+	events     *hub
+	log        *slog.Logger
+	now        func() time.Time
+	ctx        context.Context
+	spawn      func(func()) bool
+	onClose    func(func() error)
+	commit     func() error // durable before a relay is told to let go of mail
+
+	reach   *reachState
+	kick    chan struct{}   // wakes the outbox worker
+	retries []time.Duration // IFP-6 §7 schedule
+	rates   *rateLimits     // mailbox requests per peer, at a relay
+	fetchMu sync.Mutex      // one fetch at a time, so two fetches never deliver one message twice
+}
+
+// mailDeps is what Mail is built from.
+type mailDeps struct {
+	id         *identity.Identity
+	cfg        *Config
+	host       host.Host
+	store      *store.Store
+	door       *door
+	mailReplay *identity.ReplayGuard
+	convs      *Conversations
+	events     *hub
+	log        *slog.Logger
+	now        func() time.Time
+	ctx        context.Context
+	spawn      func(func()) bool
+	onClose    func(func() error)
+	commit     func() error
+	reach      *reachState
+	retries    []time.Duration
+}
+
+func newMail(d mailDeps) *Mail {
+	retries := d.retries
+	if len(retries) == 0 {
+		retries = mailRetries
+	}
+	return &Mail{id: d.id, cfg: d.cfg, host: d.host, store: d.store, door: d.door, mailReplay: d.mailReplay, convs: d.convs,
+		events: d.events, log: d.log, now: d.now, ctx: d.ctx, spawn: d.spawn, onClose: d.onClose, commit: d.commit,
+		reach: d.reach, kick: make(chan struct{}, 1), retries: retries,
+		rates: newRateLimits(RatesConfig{Cool: 60, Warm: 60, Hot: 60}, d.now)}
+}
 
 // reachState is the relay service and this daemon's reservations.
 type reachState struct {
@@ -99,21 +160,21 @@ func (r *reachState) setCircuits(relay peer.ID, addrs []multiaddr.Multiaddr) {
 }
 
 // RelayReservations lists the relays this daemon holds a live slot on.
-func (n *Node) RelayReservations() []peer.ID {
-	n.reach.mu.Lock()
-	defer n.reach.mu.Unlock()
-	return slices.Sorted(maps.Keys(n.reach.circuits))
+func (mb *Mail) RelayReservations() []peer.ID {
+	mb.reach.mu.Lock()
+	defer mb.reach.mu.Unlock()
+	return slices.Sorted(maps.Keys(mb.reach.circuits))
 }
 
 // RelayService reports whether this daemon serves circuit relay v2.
-func (n *Node) RelayService() bool { return n.reach.service != nil }
+func (mb *Mail) RelayService() bool { return mb.reach.service != nil }
 
 // configuredRelays parses relay.use (already validated by the config).
-func (n *Node) configuredRelays() []peer.AddrInfo {
+func configuredRelays(cfg *Config, self peer.ID) []peer.AddrInfo {
 	var out []peer.AddrInfo
-	for _, s := range n.cfg.Relay.Use {
+	for _, s := range cfg.Relay.Use {
 		info, err := peer.AddrInfoFromString(s)
-		if err != nil || info.ID == n.id.PeerID() {
+		if err != nil || info.ID == self {
 			continue
 		}
 		out = append(out, *info)
@@ -123,11 +184,11 @@ func (n *Node) configuredRelays() []peer.AddrInfo {
 
 // relayPreferences are the IFP-8 §2.3 relay preferences for this daemon:
 // its circuit address through each configured relay.
-func (n *Node) relayPreferences() *identity.Relay {
+func relayPreferences(cfg *Config, self peer.ID) *identity.Relay {
 	var urls []string
-	for _, info := range n.configuredRelays() {
+	for _, info := range configuredRelays(cfg, self) {
 		for _, a := range circuitThrough(info) {
-			urls = append(urls, a.String()+"/p2p/"+n.id.PeerID().String())
+			urls = append(urls, a.String()+"/p2p/"+self.String())
 		}
 	}
 	if len(urls) == 0 {
@@ -154,45 +215,45 @@ func circuitThrough(info peer.AddrInfo) []multiaddr.Multiaddr {
 // agent ID, display name and relay preferences.
 func (n *Node) IdentityDocument() *identity.Document {
 	doc := identity.NewDocument(n.id, n.Document().AgentID, n.cfg.Identity.Display, n.started)
-	doc.Relay = n.relayPreferences()
+	doc.Relay = relayPreferences(n.cfg, n.id.PeerID())
 	return doc
 }
 
 // startReach starts the relay service when configured, and keeps a
 // reservation on each configured relay.
-func (n *Node) startReach() error {
-	if n.cfg.Relay.Service {
+func (mb *Mail) startReach() error {
+	if mb.cfg.Relay.Service {
 		rc := relayv2.DefaultResources()
-		rc.MaxReservations = n.cfg.Relay.MaxReservations
-		rc.MaxCircuits = n.cfg.Relay.MaxCircuits
-		rc.Limit = &relayv2.RelayLimit{Duration: n.cfg.Relay.CircuitDuration.Duration, Data: int64(n.cfg.Relay.CircuitDataKB) << 10}
-		svc, err := relayv2.New(n.host, relayv2.WithResources(rc), relayv2.WithACL(relayACL{n}))
+		rc.MaxReservations = mb.cfg.Relay.MaxReservations
+		rc.MaxCircuits = mb.cfg.Relay.MaxCircuits
+		rc.Limit = &relayv2.RelayLimit{Duration: mb.cfg.Relay.CircuitDuration.Duration, Data: int64(mb.cfg.Relay.CircuitDataKB) << 10}
+		svc, err := relayv2.New(mb.host, relayv2.WithResources(rc), relayv2.WithACL(relayACL{mb}))
 		if err != nil {
 			return fmt.Errorf("starting relay service: %w", err)
 		}
-		n.reach.service = svc
-		n.onClose(svc.Close)
+		mb.reach.service = svc
+		mb.onClose(svc.Close)
 	}
-	if n.cfg.Relay.Service && n.cfg.Relay.Mailbox {
-		n.host.SetStreamHandler(mailboxProtocol, n.handleMailbox)
+	if mb.cfg.Relay.Service && mb.cfg.Relay.Mailbox {
+		mb.host.SetStreamHandler(mailboxProtocol, mb.handleMailbox)
 	}
-	relays := n.configuredRelays()
+	relays := configuredRelays(mb.cfg, mb.id.PeerID())
 	if len(relays) == 0 {
 		return nil
 	}
-	sub, err := n.host.EventBus().Subscribe(new(event.EvtPeerConnectednessChanged))
+	sub, err := mb.host.EventBus().Subscribe(new(event.EvtPeerConnectednessChanged))
 	if err != nil {
 		return fmt.Errorf("watching relay connections: %w", err)
 	}
-	n.onClose(sub.Close)
+	mb.onClose(sub.Close)
 	lost := map[peer.ID]chan struct{}{}
 	for _, info := range relays {
 		lost[info.ID] = make(chan struct{}, 1)
 	}
-	n.spawn(func() {
+	mb.spawn(func() {
 		for {
 			select {
-			case <-n.ctx.Done():
+			case <-mb.ctx.Done():
 				return
 			case e, ok := <-sub.Out():
 				if !ok {
@@ -209,57 +270,57 @@ func (n *Node) startReach() error {
 		}
 	})
 	for _, info := range relays {
-		n.spawn(func() { n.keepReservation(info, lost[info.ID]) })
+		mb.spawn(func() { mb.keepReservation(info, lost[info.ID]) })
 	}
 	return nil
 }
 
 // keepReservation holds a slot on one relay until the node closes.
-func (n *Node) keepReservation(info peer.AddrInfo, lost <-chan struct{}) {
+func (mb *Mail) keepReservation(info peer.AddrInfo, lost <-chan struct{}) {
 	wait := relayRetryMin
 	for {
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.StreamTimeout.Duration)
-		res, err := client.Reserve(ctx, n.host, info)
+		ctx, cancel := context.WithTimeout(mb.ctx, mb.cfg.Limits.StreamTimeout.Duration)
+		res, err := client.Reserve(ctx, mb.host, info)
 		cancel()
-		if n.ctx.Err() != nil {
+		if mb.ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			n.reach.setCircuits(info.ID, nil)
-			n.log.Info("reserving a relay slot failed; retrying", "relay", info.ID, "in", wait, "err", err)
-			if !n.sleep(wait) {
+			mb.reach.setCircuits(info.ID, nil)
+			mb.log.Info("reserving a relay slot failed; retrying", "relay", info.ID, "in", wait, "err", err)
+			if !mb.sleep(wait) {
 				return
 			}
 			wait = min(2*wait, relayRetryMax)
 			continue
 		}
 		wait = relayRetryMin
-		n.reach.setCircuits(info.ID, circuitThrough(info))
-		n.log.Info("holding a relay slot", "relay", info.ID, "until", res.Expiration.Format(time.RFC3339),
+		mb.reach.setCircuits(info.ID, circuitThrough(info))
+		mb.log.Info("holding a relay slot", "relay", info.ID, "until", res.Expiration.Format(time.RFC3339),
 			"limit_duration", res.LimitDuration, "limit_kb", res.LimitData>>10)
-		n.events.publish(Event{Type: EventRelay, At: n.now(), Peer: info.ID.String(),
+		mb.events.publish(Event{Type: EventRelay, At: mb.now(), Peer: info.ID.String(),
 			Detail: "reserved a slot until " + res.Expiration.UTC().Format(time.RFC3339)})
 		// The mail waiting at a relay is fetched each time this daemon is
 		// back on it, and then every mailbox.poll.
-		n.spawn(func() { n.fetchMail(info.ID) })
+		mb.spawn(func() { mb.fetchMail(info.ID) })
 		// Renew when three quarters of the reservation are gone, or at
 		// once when the relay goes away.
 		renew := time.NewTimer(max(time.Until(res.Expiration)*3/4, time.Second))
-		poll := time.NewTicker(n.cfg.Mailbox.Poll.Duration)
+		poll := time.NewTicker(mb.cfg.Mailbox.Poll.Duration)
 		drop := false
 	held:
 		for {
 			select {
-			case <-n.ctx.Done():
+			case <-mb.ctx.Done():
 				renew.Stop()
 				poll.Stop()
 				return
 			case <-renew.C:
 				break held
 			case <-poll.C:
-				n.spawn(func() { n.fetchMail(info.ID) })
+				mb.spawn(func() { mb.fetchMail(info.ID) })
 			case <-lost:
-				if n.host.Network().Connectedness(info.ID) != network.Connected {
+				if mb.host.Network().Connectedness(info.ID) != network.Connected {
 					drop = true
 					break held
 				}
@@ -268,10 +329,10 @@ func (n *Node) keepReservation(info peer.AddrInfo, lost <-chan struct{}) {
 		renew.Stop()
 		poll.Stop()
 		if drop {
-			n.reach.setCircuits(info.ID, nil)
-			n.log.Info("lost the connection to a relay; reserving again", "relay", info.ID)
-			n.events.publish(Event{Type: EventRelay, At: n.now(), Peer: info.ID.String(), Detail: "lost the relay; reserving again"})
-			if !n.sleep(wait) {
+			mb.reach.setCircuits(info.ID, nil)
+			mb.log.Info("lost the connection to a relay; reserving again", "relay", info.ID)
+			mb.events.publish(Event{Type: EventRelay, At: mb.now(), Peer: info.ID.String(), Detail: "lost the relay; reserving again"})
+			if !mb.sleep(wait) {
 				return
 			}
 		}
@@ -279,11 +340,14 @@ func (n *Node) keepReservation(info peer.AddrInfo, lost <-chan struct{}) {
 }
 
 // sleep waits d, or until the node closes (then it returns false).
-func (n *Node) sleep(d time.Duration) bool {
+func (mb *Mail) sleep(d time.Duration) bool { return sleepCtx(mb.ctx, d) }
+
+// sleepCtx waits d, or until ctx ends (then it returns false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-n.ctx.Done():
+	case <-ctx.Done():
 		return false
 	case <-t.C:
 		return true
@@ -293,12 +357,12 @@ func (n *Node) sleep(d time.Duration) bool {
 // relayACL lets anyone reserve and connect (the resource limits bound
 // them) and registers each peer that reserves as a mailbox recipient, so
 // messages for it are held while it is away.
-type relayACL struct{ n *Node }
+type relayACL struct{ mb *Mail }
 
 func (a relayACL) AllowReserve(p peer.ID, _ multiaddr.Multiaddr) bool {
-	if a.n.cfg.Relay.Mailbox {
-		if err := a.n.store.RegisterMailbox(p.String(), a.n.now(), a.n.maxMailboxes()); err != nil {
-			a.n.log.Warn("registering a mailbox", "peer", p, "err", err)
+	if a.mb.cfg.Relay.Mailbox {
+		if err := a.mb.store.RegisterMailbox(p.String(), a.mb.now(), a.mb.maxMailboxes()); err != nil {
+			a.mb.log.Warn("registering a mailbox", "peer", p, "err", err)
 		}
 	}
 	return true
@@ -310,11 +374,11 @@ func (a relayACL) AllowConnect(peer.ID, multiaddr.Multiaddr, peer.ID) bool { ret
 // (the addresses it was last reached at, and its circuit addresses through
 // the relays its document names), so a peer met before can be greeted
 // again after restarts and relay changes without being told its address.
-func (n *Node) dialHints(pid peer.ID) {
-	if n.host.Network().Connectedness(pid) == network.Connected {
+func (mb *Mail) dialHints(pid peer.ID) {
+	if mb.host.Network().Connectedness(pid) == network.Connected {
 		return
 	}
-	rec, err := n.store.Peer(pid.String())
+	rec, err := mb.store.Peer(pid.String())
 	if err != nil {
 		return
 	}
@@ -338,5 +402,5 @@ func (n *Node) dialHints(pid peer.ID) {
 			addrs = append(addrs, a)
 		}
 	}
-	n.host.Peerstore().AddAddrs(pid, addrs, peerstore.TempAddrTTL)
+	mb.host.Peerstore().AddAddrs(pid, addrs, peerstore.TempAddrTTL)
 }

@@ -91,7 +91,7 @@ func waitGone(t *testing.T, d, gone *testDaemon) {
 
 func holdsSlots(d *testDaemon, relays ...*testDaemon) func() bool {
 	return func() bool {
-		got := d.RelayReservations()
+		got := d.Mail().RelayReservations()
 		for _, r := range relays {
 			if !slices.Contains(got, r.id.PeerID()) {
 				return false
@@ -179,8 +179,8 @@ func TestConversationThroughRelayAndRecoveryThroughSecondRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	r1.Close()
-	waitFor(t, "the conversation over r1 to end", func() bool { return alice.conversation(res2.ConversationID) == nil })
-	waitFor(t, "bob to notice r1 is gone", func() bool { return !slices.Contains(bob.RelayReservations(), r1.id.PeerID()) })
+	waitFor(t, "the conversation over r1 to end", func() bool { return alice.convs.conversation(res2.ConversationID) == nil })
+	waitFor(t, "bob to notice r1 is gone", func() bool { return !slices.Contains(bob.Mail().RelayReservations(), r1.id.PeerID()) })
 
 	// Alice's next message finds bob through r2 with no new address.
 	sent, err := alice.Send(ctx, bob.id.PeerID(), "still there?")
@@ -235,7 +235,7 @@ func TestMailboxDeliversToPeerThatWasAway(t *testing.T) {
 		t.Fatalf("sent = %+v, want queued", sent)
 	}
 	waitEvent(t, aliceEvents, func(e Event) bool { return e.Type == EventMail && strings.Contains(e.Detail, "left at relay") })
-	if items, _ := alice.Outbox(); len(items) != 0 {
+	if items, _ := alice.Mail().Outbox(); len(items) != 0 {
 		t.Fatalf("outbox after delivery to the relay: %+v", items)
 	}
 	held, _, err := relay.Store().Mail(bob.id.PeerID().String(), time.Now(), 10, 1<<20)
@@ -311,14 +311,14 @@ func TestOutboxRetriesAcrossRestartUntilTheRecipientRegisters(t *testing.T) {
 		t.Fatalf("sent = %+v, want queued", sent)
 	}
 	waitFor(t, "two refused attempts", func() bool {
-		items, _ := alice.Outbox()
+		items, _ := alice.Mail().Outbox()
 		return len(items) == 1 && items[0].Attempts >= 2 && strings.Contains(items[0].LastError, string(wire.CodeMailboxRefused))
 	})
 
 	// The queue survives a restart of the sender.
 	alice.Close()
 	alice = restartWith(t, alice, WithMailRetries(50*time.Millisecond))
-	if items, err := alice.Outbox(); err != nil || len(items) != 1 {
+	if items, err := alice.Mail().Outbox(); err != nil || len(items) != 1 {
 		t.Fatalf("outbox after restart: %d items (%v), want 1", len(items), err)
 	}
 
@@ -332,7 +332,7 @@ func TestOutboxRetriesAcrossRestartUntilTheRecipientRegisters(t *testing.T) {
 	if e.Message.Body.Text != "hello from the outbox" {
 		t.Fatalf("bob got %q", e.Message.Body.Text)
 	}
-	waitFor(t, "alice's outbox to empty", func() bool { items, _ := alice.Outbox(); return len(items) == 0 })
+	waitFor(t, "alice's outbox to empty", func() bool { items, _ := alice.Mail().Outbox(); return len(items) == 0 })
 }
 
 func TestOutboxGivesUp(t *testing.T) {
@@ -355,7 +355,7 @@ func TestOutboxGivesUp(t *testing.T) {
 	if !strings.Contains(e.Detail, sent.MessageID) || !strings.Contains(e.Detail, string(wire.CodeMailboxRefused)) {
 		t.Fatalf("give-up event %q does not name the message and the reason", e.Detail)
 	}
-	if items, _ := alice.Outbox(); len(items) != 0 {
+	if items, _ := alice.Mail().Outbox(); len(items) != 0 {
 		t.Fatalf("outbox after giving up: %+v", items)
 	}
 }
@@ -375,7 +375,7 @@ func TestSendWithoutRelayIsAClearError(t *testing.T) {
 	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "names no mailbox relay") {
 		t.Fatalf("send to an unreachable peer without relays: %v", err)
 	}
-	if items, _ := alice.Outbox(); len(items) != 0 {
+	if items, _ := alice.Mail().Outbox(); len(items) != 0 {
 		t.Fatalf("something was queued: %+v", items)
 	}
 	if _, err := alice.Send(ctx, bob.id.PeerID(), "  "); err == nil {
@@ -429,7 +429,7 @@ func TestMailboxRefusals(t *testing.T) {
 	rid := relay.id.PeerID()
 	ask := func(d *testDaemon, req *wire.MailboxRequest) (*wire.MailboxResponse, wire.Code) {
 		t.Helper()
-		res, err := d.mailExchange(ctx, rid, req)
+		res, err := d.mail.mailExchange(ctx, rid, req)
 		var remote *wire.RemoteError
 		if errors.As(err, &remote) {
 			return nil, remote.Body.Code
@@ -538,7 +538,7 @@ func TestFetchedMailIsVerifiedBeforeItIsAccepted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bob.fetchMail(relay.id.PeerID())
+	bob.mail.fetchMail(relay.id.PeerID())
 	var refused, accepted []string
 	for len(refused)+len(accepted) < 3 {
 		e := waitEvent(t, bobEvents, func(e Event) bool { return e.Type == EventMessage || e.Type == EventRefused })
@@ -566,7 +566,7 @@ func TestFetchedMailIsVerifiedBeforeItIsAccepted(t *testing.T) {
 		Expires: time.Now().Add(time.Hour), Message: encodeMail(t, good)}, q); err != nil {
 		t.Fatal(err)
 	}
-	bob.fetchMail(relay.id.PeerID())
+	bob.mail.fetchMail(relay.id.PeerID())
 	e := waitEvent(t, bobEvents, func(e Event) bool { return e.Type == EventMessage || e.Type == EventRefused })
 	if e.Type != EventRefused || !strings.Contains(e.Detail, "replay") && !strings.Contains(e.Detail, "seen") {
 		t.Fatalf("second delivery: %s %q, want refused as a replay", e.Type, e.Detail)
@@ -600,7 +600,7 @@ func TestMailWaitsLongerThanTheReplayWindow(t *testing.T) {
 	// 7-day retention. Eight days: past both.
 	fresh := leave(72*time.Hour, "three days old")
 	leave(8*24*time.Hour, "eight days old")
-	bob.fetchMail(relay.id.PeerID())
+	bob.mail.fetchMail(relay.id.PeerID())
 	var accepted, refused []string
 	for len(accepted)+len(refused) < 2 {
 		e := waitEvent(t, events, func(e Event) bool { return e.Type == EventMessage || e.Type == EventRefused })
@@ -630,7 +630,7 @@ func TestSendGreetsAgainWhenTheOpenConversationCannotCarryIt(t *testing.T) {
 	}
 	// The conversation is still listed, but its stream can no longer
 	// carry anything (as when a relay under it died unnoticed).
-	c := alice.conversation(first.ConversationID)
+	c := alice.convs.conversation(first.ConversationID)
 	if c == nil {
 		t.Fatal("no open conversation after the first send")
 	}
@@ -649,7 +649,7 @@ func TestSendGreetsAgainWhenTheOpenConversationCannotCarryIt(t *testing.T) {
 	waitEvent(t, events, func(e Event) bool {
 		return e.Type == EventMessage && e.Message != nil && e.Message.Headers.MessageID == second.MessageID
 	})
-	if alice.conversation(first.ConversationID) != nil {
+	if alice.convs.conversation(first.ConversationID) != nil {
 		t.Fatal("the dead conversation is still open")
 	}
 }

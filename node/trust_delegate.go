@@ -38,37 +38,31 @@ func (n *Node) TrustBook() *trust.Book { return n.trust }
 
 // trustOf delegates to trust.Book.LevelOf with the agent ID the greeting's
 // view presents.
-func (n *Node) trustOf(pid peer.ID, greeting *gossip.Message) (conditions.Level, string) {
+func (cs *Conversations) trustOf(pid peer.ID, greeting *gossip.Message) (conditions.Level, string) {
 	agentID := ""
 	if greeting != nil {
-		agentID = n.agentIDOf(pid, greeting)
+		agentID = cs.agentIDOf(pid, greeting)
 	}
-	return n.trust.LevelOf(pid, greeting, agentID)
+	return cs.trust.LevelOf(pid, greeting, agentID)
 }
 
 // requester is what the daemon established about pid for its policy:
 // its peer ID, the agent ID and level trust established, and the
 // introductions admitted for it.
-func (n *Node) requester(pid peer.ID, level conditions.Level, agentID string) negotiate.Requester {
-	return negotiate.Requester{PeerID: pid.String(), AgentID: agentID, Level: level, Introductions: n.trust.Introductions(pid)}
+func (cs *Conversations) requester(pid peer.ID, level conditions.Level, agentID string) negotiate.Requester {
+	return negotiate.Requester{PeerID: pid.String(), AgentID: agentID, Level: level, Introductions: cs.trust.Introductions(pid)}
 }
-
-// attachIntro delegates to trust.Book.AttachIntro.
-func (n *Node) attachIntro(pid peer.ID, m *gossip.Message) error { return n.trust.AttachIntro(pid, m) }
-
-// keyRevoked delegates to trust.Book.KeyRevoked.
-func (n *Node) keyRevoked(pid peer.ID) error { return n.trust.KeyRevoked(pid) }
 
 // agentIDOf reads the agent_id of the view a greeting carries, or of the
 // view it says is unchanged when this daemon holds that one, or "".
 // acceptView has already decoded and verified the view; the part's content
 // is the generic JSON value it was decoded from. It reads the daemon's view
 // cache, so it is the conversations' to own, not trust's.
-func (n *Node) agentIDOf(pid peer.ID, m *gossip.Message) string {
+func (cs *Conversations) agentIDOf(pid peer.ID, m *gossip.Message) string {
 	p, ok := m.Body.Part(partCapabilities)
 	if !ok {
 		said := proposalOf(m).ViewUnchanged
-		if held, ok := n.peerViews.Get(pid); ok && said != "" && said == hex.EncodeToString(held.sum[:]) {
+		if held, ok := cs.peerViews.Get(pid); ok && said != "" && said == hex.EncodeToString(held.sum[:]) {
 			return held.doc.AgentID
 		}
 		return ""

@@ -20,26 +20,26 @@ import (
 
 // pushUpdates sends the current view to every open conversation's peer,
 // each in the background.
-func (n *Node) pushUpdates() {
-	n.mu.Lock()
-	convs := make([]*conv, 0, len(n.convs))
-	for _, c := range n.convs {
+func (cs *Conversations) pushUpdates() {
+	cs.mu.Lock()
+	convs := make([]*conv, 0, len(cs.convs))
+	for _, c := range cs.convs {
 		convs = append(convs, c)
 	}
-	n.mu.Unlock()
+	cs.mu.Unlock()
 	for _, c := range convs {
-		n.spawn(func() {
-			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.StreamTimeout.Duration)
+		cs.spawn(func() {
+			ctx, cancel := context.WithTimeout(cs.ctx, cs.streamTimeout)
 			defer cancel()
-			if err := n.pushUpdate(ctx, c); err != nil {
-				n.log.Warn("pushing capability update", "peer", c.peer, "conversation", c.ID, "err", err)
+			if err := cs.pushUpdate(ctx, c); err != nil {
+				cs.log.Warn("pushing capability update", "peer", c.peer, "conversation", c.ID, "err", err)
 			}
 		})
 	}
 }
 
-func (n *Node) pushUpdate(ctx context.Context, c *conv) error {
-	v, err := n.view(c.grant().Facts(c.peer.String(), 0))
+func (cs *Conversations) pushUpdate(ctx context.Context, c *conv) error {
+	v, err := cs.docs.view(c.grant().Facts(c.peer.String(), 0))
 	if err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func (n *Node) pushUpdate(ctx context.Context, c *conv) error {
 		// something it cannot see did.
 		return nil
 	}
-	s, err := n.host.NewStream(network.WithAllowLimitedConn(ctx, "ifaced update"), c.peer, wire.Update)
+	s, err := cs.host.NewStream(network.WithAllowLimitedConn(ctx, "ifaced update"), c.peer, wire.Update)
 	if err != nil {
 		return fmt.Errorf("opening update stream: %w", err)
 	}
@@ -56,8 +56,8 @@ func (n *Node) pushUpdate(ctx context.Context, c *conv) error {
 		s.Reset()
 		return err
 	}
-	u := &conv{Conversation: c.Conversation, peer: c.peer, stream: wire.NewStream(s, n.cfg.Limits.StreamTimeout.Duration)}
-	now := n.now()
+	u := &conv{Conversation: c.Conversation, peer: c.peer, stream: wire.NewStream(s, cs.streamTimeout)}
+	now := cs.now()
 	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
 		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
 		From: c.Local, To: []gossip.Agent{c.Remote}, ConversationID: c.ID,
@@ -67,11 +67,11 @@ func (n *Node) pushUpdate(ctx context.Context, c *conv) error {
 		Text:  fmt.Sprintf("My capabilities changed (seq %d); my new signed view for you is attached.", v.doc.Seq),
 		Parts: []gossip.Part{v.part()},
 	}}
-	if err := m.Sign(n.id, now); err != nil {
+	if err := m.Sign(cs.id, now); err != nil {
 		s.Reset()
 		return err
 	}
-	if err := n.recordSent(viaLibp2p, c.peer, m, "capability update"); err != nil {
+	if err := cs.recordSent(viaLibp2p, c.peer, m, "capability update"); err != nil {
 		s.Reset()
 		return err
 	}
@@ -85,7 +85,7 @@ func (n *Node) pushUpdate(ctx context.Context, c *conv) error {
 		s.Reset()
 		return fmt.Errorf("reading update acknowledgement: %w", err)
 	}
-	_, err = n.door.admit(&arrival{via: viaLibp2p, msg: ack, stream: c.peer, note: "capability update answer", uncharged: true,
+	_, err = cs.door.admit(&arrival{via: viaLibp2p, msg: ack, stream: c.peer, note: "capability update answer", uncharged: true,
 		fit: func(peer.ID) error {
 			if ack.Headers.Thread == nil || ack.Headers.Thread.InReplyTo != m.Headers.MessageID || ack.Headers.ConversationID != m.Headers.ConversationID {
 				return fmt.Errorf("%w: the answer to update %s does not reply to it", gossip.ErrWrongConversation, m.Headers.MessageID)
@@ -106,23 +106,23 @@ func (n *Node) pushUpdate(ctx context.Context, c *conv) error {
 // conversation with its sender and counts against that conversation's
 // rate like any other message, but is numbered by the document's seq, not
 // the conversation's turns, so it does not take a turn in it.
-func (n *Node) handleUpdate(s network.Stream) {
-	ws, pid, remote, ok := n.openInbound(s)
+func (cs *Conversations) handleUpdate(s network.Stream) {
+	ws, pid, remote, ok := cs.openInbound(s)
 	if !ok {
 		return
 	}
 	m, err := ws.Read()
 	if err != nil {
-		n.refuseFrame(ws, pid, remote, err)
+		cs.refuseFrame(ws, pid, remote, err)
 		return
 	}
-	c := &conv{Conversation: gossip.NewConversation(m.Headers.ConversationID, n.localAgent(), remote), peer: pid, stream: ws}
-	open := n.conversation(m.Headers.ConversationID)
+	c := &conv{Conversation: gossip.NewConversation(m.Headers.ConversationID, cs.localAgent(), remote), peer: pid, stream: ws}
+	open := cs.conversation(m.Headers.ConversationID)
 	if open != nil && open.peer != pid {
 		open = nil
 	}
 	var pv pendingView
-	_, err = n.door.admit(&arrival{via: viaLibp2p, msg: m, stream: pid, note: "capability update",
+	_, err = cs.door.admit(&arrival{via: viaLibp2p, msg: m, stream: pid, note: "capability update",
 		temperature: func(peer.ID) string {
 			if open != nil {
 				return open.grant().Temperature
@@ -131,7 +131,7 @@ func (n *Node) handleUpdate(s network.Stream) {
 		},
 		verify: func(peer.ID) (err error) {
 			if m.Headers.Phase == gossip.PhaseContext {
-				pv, err = n.checkView(pid, m, "", true, nil)
+				pv, err = cs.checkView(pid, m, "", true, nil)
 			}
 			return err
 		},
@@ -145,22 +145,22 @@ func (n *Node) handleUpdate(s network.Stream) {
 			return nil
 		}})
 	if err != nil {
-		n.answerRefusal(c, err)
+		cs.answerRefusal(c, err)
 		return
 	}
-	if _, err := n.keepView(pid, m, pv); err != nil {
-		n.answerRefusal(c, err)
+	if _, err := cs.keepView(pid, m, pv); err != nil {
+		cs.answerRefusal(c, err)
 		return
 	}
-	now := n.now()
+	now := cs.now()
 	ack := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
 		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
-		From: n.localAgent(), To: []gossip.Agent{remote}, ConversationID: m.Headers.ConversationID,
+		From: cs.localAgent(), To: []gossip.Agent{remote}, ConversationID: m.Headers.ConversationID,
 		Sequence: m.Headers.Sequence, Phase: gossip.PhaseContext, ContentType: gossip.DefaultContentType,
 		Thread: &gossip.Thread{InReplyTo: m.Headers.MessageID},
 	}, Body: gossip.Body{Text: fmt.Sprintf("Thank you; I now hold your capabilities at seq %d.", m.Headers.Sequence)}}
-	if err := n.send(c, ack); err != nil {
-		n.log.Debug("acknowledging update", "peer", pid, "err", err)
+	if err := cs.send(c, ack); err != nil {
+		cs.log.Debug("acknowledging update", "peer", pid, "err", err)
 	}
 	s.Close()
 }

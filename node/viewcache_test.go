@@ -47,7 +47,7 @@ func TestUnchangedViewIsNotSentAgain(t *testing.T) {
 	if rec, err := alice.store.Peer(bob.id.PeerID().String()); err != nil || rec.AgentID != bob.id.DID() {
 		t.Fatalf("alice's cache of bob after a greeting without his view: %+v, %v", rec, err)
 	}
-	held, _ := bob.peerViews.Get(pid)
+	held, _ := bob.convs.peerViews.Get(pid)
 	if got := proposalOf(answer).ViewUnchanged; got != hex.EncodeToString(held.sum[:]) {
 		t.Fatalf("view_unchanged %q, want the hash bob holds", got)
 	}
@@ -82,7 +82,7 @@ func TestUnchangedViewIsNotSentAgain(t *testing.T) {
 
 	// A greeter whose view the responder no longer holds (evicted, or a
 	// restart) still gets an answer, and the view flows again after it.
-	alice.peerViews.Remove(bob.id.PeerID())
+	alice.convs.peerViews.Remove(bob.id.PeerID())
 	if _, err := bob.QueryCapabilities(ctx, pid, negotiate.Proposal{}); err != nil {
 		t.Fatalf("a greeting whose unchanged view the responder forgot: %v", err)
 	}
@@ -106,7 +106,7 @@ func TestUnchangedViewClaimMustMatch(t *testing.T) {
 	if _, err := bob.QueryCapabilities(context.Background(), pid, negotiate.Proposal{}); err != nil {
 		t.Fatal(err)
 	}
-	held, ok := bob.peerViews.Get(pid)
+	held, ok := bob.convs.peerViews.Get(pid)
 	if !ok {
 		t.Fatal("bob holds no view of alice after a query")
 	}
@@ -123,12 +123,12 @@ func TestUnchangedViewClaimMustMatch(t *testing.T) {
 		"nothing named":         {claim(hex.EncodeToString(held.sum[:])), nil},
 		"no view and no claims": {claim(""), &held},
 	} {
-		if _, err := bob.checkView(pid, tc.m, proposalOf(tc.m).ViewUnchanged, true, tc.held); !errors.Is(err, gossip.ErrInvalidMessage) {
+		if _, err := bob.convs.checkView(pid, tc.m, proposalOf(tc.m).ViewUnchanged, true, tc.held); !errors.Is(err, gossip.ErrInvalidMessage) {
 			t.Errorf("%s: %v, want %v", name, err, gossip.ErrInvalidMessage)
 		}
 	}
 	matching := claim(hex.EncodeToString(held.sum[:]))
-	if pv, err := bob.checkView(pid, matching, proposalOf(matching).ViewUnchanged, true, &held); err != nil || pv.vv.doc != held.doc {
+	if pv, err := bob.convs.checkView(pid, matching, proposalOf(matching).ViewUnchanged, true, &held); err != nil || pv.vv.doc != held.doc {
 		t.Fatalf("a matching claim: %v", err)
 	}
 }

@@ -239,7 +239,7 @@ func TestFaultKillDuringLoad(t *testing.T) {
 	cc.Relay.Use = []string{st.Addrs[0]}
 	c := inProcess(t, cc)
 	cID := c.ID().PeerID()
-	waitUntil(t, "C's slot on A", func() bool { return len(c.RelayReservations()) == 1 })
+	waitUntil(t, "C's slot on A", func() bool { return len(c.Mail().RelayReservations()) == 1 })
 	if _, err := b.Connect(ctx, c.Addrs()[0].String()); err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestSendAndOutbox(t *testing.T) {
 	// Bob goes away; his cached document names his relay, where he holds
 	// a slot, so the message is queued for his mailbox.
 	deadline := time.Now().Add(10 * time.Second)
-	for len(bob.RelayReservations()) == 0 && time.Now().Before(deadline) {
+	for len(bob.Mail().RelayReservations()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

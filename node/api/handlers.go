@@ -33,16 +33,16 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	id, doc := s.n.ID(), s.n.Document()
 	st := Status{PeerID: id.PeerID().String(), DID: id.DID(), Fingerprint: id.Fingerprint(), Home: s.home.Dir,
 		API: s.addr, Addrs: []string{}, Seq: doc.Seq, Capabilities: len(doc.Capabilities),
-		Conversations: len(s.n.Conversations()), ConnectedPeers: len(s.n.Host().Network().Peers()),
+		Conversations: len(s.n.Conversations().Open()), ConnectedPeers: len(s.n.Host().Network().Peers()),
 		UptimeSeconds: int64(time.Since(s.n.Started()) / time.Second)}
 	for _, a := range s.n.Addrs() {
 		st.Addrs = append(st.Addrs, a.String())
 	}
-	st.RelayService, st.RelaySlots = s.n.RelayService(), []string{}
-	for _, r := range s.n.RelayReservations() {
+	st.RelayService, st.RelaySlots = s.n.Mail().RelayService(), []string{}
+	for _, r := range s.n.Mail().RelayReservations() {
 		st.RelaySlots = append(st.RelaySlots, r.String())
 	}
-	if items, err := s.n.Outbox(); err == nil {
+	if items, err := s.n.Mail().Outbox(); err == nil {
 		st.Outbox = len(items)
 	}
 	writeJSON(w, http.StatusOK, st)
@@ -318,13 +318,13 @@ func (s *Server) greet(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) conversations(w http.ResponseWriter, r *http.Request) {
-	cs := s.n.Conversations()
+	cs := s.n.Conversations().Open()
 	slices.SortFunc(cs, func(a, b node.ConversationInfo) int { return cmp.Compare(a.ID, b.ID) })
 	writeJSON(w, http.StatusOK, ConversationList{Conversations: cs})
 }
 
 func (s *Server) open(convID string) bool {
-	return slices.ContainsFunc(s.n.Conversations(), func(c node.ConversationInfo) bool { return c.ID == convID })
+	return slices.ContainsFunc(s.n.Conversations().Open(), func(c node.ConversationInfo) bool { return c.ID == convID })
 }
 
 func (s *Server) say(w http.ResponseWriter, r *http.Request) {

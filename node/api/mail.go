@@ -67,7 +67,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 
 // outbox handles GET /v1/outbox.
 func (s *Server) outbox(w http.ResponseWriter, r *http.Request) {
-	items, err := s.n.Outbox()
+	items, err := s.n.Mail().Outbox()
 	if err != nil {
 		writeError(w, internal(err))
 		return

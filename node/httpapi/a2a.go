@@ -115,7 +115,7 @@ func (s *Server) a2a(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	out, err := s.n.ExecuteAnonymous("a2a", r.RemoteAddr, params.Message.MessageID, skill, input)
+	out, err := s.n.Inbox().ExecuteAnonymous("a2a", r.RemoteAddr, params.Message.MessageID, skill, input)
 	if err != nil {
 		body := wire.NewErrorBody(err)
 		code := rpcInternal

@@ -32,7 +32,7 @@ func (s *Server) identity(w http.ResponseWriter, r *http.Request) {
 // proved nothing, so every caller gets the same view, and shared caches
 // may keep it.
 func (s *Server) view(w http.ResponseWriter, r *http.Request) (*negotiate.Document, bool) {
-	doc, tag, err := s.n.ViewFor(s.n.HTTPFacts())
+	doc, tag, err := s.n.Inbox().ViewFor(s.n.Inbox().HTTPFacts())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, CodeInternal, "building the view failed")
 		s.log.Error("building the HTTP view", "err", err)
@@ -57,7 +57,7 @@ func (s *Server) wellKnownCapabilities(w http.ResponseWriter, r *http.Request) {
 
 // aguiIdentity is what the projections say of the agent.
 func (s *Server) aguiIdentity() negotiate.AGUIIdentity {
-	return negotiate.AGUIIdentity{DisplayName: s.n.DisplayName()}
+	return negotiate.AGUIIdentity{DisplayName: s.n.Inbox().DisplayName()}
 }
 
 func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
@@ -116,7 +116,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 	}
 	m, err := gossip.DecodeJSON(body)
 	if err != nil {
-		s.n.RecordUndecoded("https", body, err)
+		s.n.Inbox().RecordUndecoded("https", body, err)
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, err.Error())
 		return
 	}
@@ -128,7 +128,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("Idempotency-Key %q differs from the message_id %q; use the message_id", key, m.Headers.MessageID))
 		return
 	}
-	d, err := s.n.Deliver(m, "https")
+	d, err := s.n.Inbox().Deliver(m, "https")
 	var retry *wire.RetryAfterError
 	switch {
 	case errors.Is(err, node.ErrDuplicate):
@@ -208,7 +208,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	out, err := s.n.ExecuteAnonymous("https", r.RemoteAddr, "", req.Action, req.Input)
+	out, err := s.n.Inbox().ExecuteAnonymous("https", r.RemoteAddr, "", req.Action, req.Input)
 	if err != nil {
 		s.refuse(w, err)
 		return
@@ -221,7 +221,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 func (s *Server) invokeSigned(w http.ResponseWriter, body []byte) {
 	m, err := gossip.DecodeJSON(body)
 	if err != nil {
-		s.n.RecordUndecoded("https", body, err)
+		s.n.Inbox().RecordUndecoded("https", body, err)
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, err.Error())
 		return
 	}
@@ -230,7 +230,7 @@ func (s *Server) invokeSigned(w http.ResponseWriter, body []byte) {
 		return
 	}
 	defer release()
-	name, out, err := s.n.ExecuteSigned(m)
+	name, out, err := s.n.Inbox().ExecuteSigned(m)
 	var retry *wire.RetryAfterError
 	switch {
 	case err == nil:

@@ -89,7 +89,7 @@ func Listen(n *node.Node, cfg node.HTTPConfig, log *slog.Logger) (*Server, error
 		Handler:           s.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      n.AgentTimeout() + 30*time.Second, // /invoke waits for the local agent
+		WriteTimeout:      n.Inbox().AgentTimeout() + 30*time.Second, // /invoke waits for the local agent
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    32 << 10,
 		TLSConfig:         tlsCfg,

@@ -1,0 +1,107 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/node/store"
+	"github.com/ifaced/ifaced/node/trust"
+	"github.com/ifaced/ifaced/node/wire"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Conversations owns ifaced's stream protocols and the conversation table:
+// greetings (/ifp/4/conversation and the /ifp/7/capabilities query, both
+// ways), the messages of open conversations, capability requests and their
+// answers, and the update push (/ifp/7/update) of a changed document to
+// every peer in conversation. Every message it receives passes the door
+// (door.go) before anything acts on it; what a peer is granted comes from
+// the policy with the requester the daemon established (trust), and what
+// it is shown from the owner's documents.
+//
+// A greeting, from socket to audit file, reads: handleConversation →
+// answerGreeting → wire.Stream.Read (bounded decode, validate) → door.admit
+// (establish, verify with checkView, replay, rate, fit, audit) → keepView
+// (peer cache) → grant → greeting (the view for this peer) → send (sign,
+// audit, write) → open → serve.
+type Conversations struct {
+	id            *identity.Identity
+	display       string        // identity.display, for the greeting's text
+	streamTimeout time.Duration // limits.stream_timeout: each frame's read and write deadline
+	host          host.Host
+	door          *door
+	docs          *documents
+	policy        *PolicyBook
+	trust         *trust.Book
+	invoker       *invoker
+	invocations   *invocations // the answers this daemon's own requests wait for
+	store         *store.Store
+	audit         *gossip.AuditLog
+	events        *hub
+	order         *conditions.TierOrder
+	log           *slog.Logger
+	now           func() time.Time
+	ctx           context.Context
+	spawn         func(func()) bool // runs a task Close waits for
+	dialHints     func(peer.ID)     // gives the peerstore the addresses the cache knows (reach)
+
+	mu    sync.Mutex
+	convs map[string]*conv // open conversations by ID
+
+	peerViews *lru.Cache[peer.ID, verifiedView] // the last view each peer sent, verified
+	peersHold *lru.Cache[peer.ID, string]       // the hash of our view each peer last said it holds
+}
+
+// conversationDeps is what Conversations is built from.
+type conversationDeps struct {
+	id            *identity.Identity
+	display       string
+	streamTimeout time.Duration
+	host          host.Host
+	door          *door
+	docs          *documents
+	policy        *PolicyBook
+	trust         *trust.Book
+	invoker       *invoker
+	invocations   *invocations
+	store         *store.Store
+	audit         *gossip.AuditLog
+	events        *hub
+	order         *conditions.TierOrder
+	log           *slog.Logger
+	now           func() time.Time
+	ctx           context.Context
+	spawn         func(func()) bool
+	dialHints     func(peer.ID)
+}
+
+// newConversations builds the component and registers its stream
+// handlers on the host.
+func newConversations(d conversationDeps) *Conversations {
+	cs := &Conversations{id: d.id, display: d.display, streamTimeout: d.streamTimeout, host: d.host, door: d.door,
+		docs: d.docs, policy: d.policy, trust: d.trust, invoker: d.invoker, invocations: d.invocations, store: d.store,
+		audit: d.audit, events: d.events, order: d.order, log: d.log, now: d.now, ctx: d.ctx, spawn: d.spawn,
+		dialHints: d.dialHints, convs: map[string]*conv{}}
+	cs.peerViews, _ = lru.New[peer.ID, verifiedView](maxVerifiedViews)
+	cs.peersHold, _ = lru.New[peer.ID, string](maxVerifiedViews)
+	cs.host.SetStreamHandler(wire.Conversation, cs.handleConversation)
+	cs.host.SetStreamHandler(wire.Capabilities, cs.handleCapabilities)
+	cs.host.SetStreamHandler(wire.Update, cs.handleUpdate)
+	return cs
+}
+
+// resetAll resets every open conversation's stream (at Close).
+func (cs *Conversations) resetAll() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for _, c := range cs.convs {
+		c.stream.Reset()
+	}
+}
