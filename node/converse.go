@@ -485,7 +485,9 @@ func (cs *Conversations) send(c *conv, m *gossip.Message) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if m.Security == nil {
-		c.Stamp(m)
+		if err := c.TryStamp(m); err != nil {
+			return fmt.Errorf("sending %s to %s: %w", m.Headers.Phase, c.peer, err)
+		}
 	}
 	if err := m.Sign(cs.id, cs.now()); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -60,7 +61,7 @@ func newInbox(d *door, convs *Conversations, docs *documents, policy *PolicyBook
 }
 
 // ErrUnknownSender: the message names no key this daemon can resolve.
-var ErrUnknownSender = errors.New("unknown sender")
+var ErrUnknownSender = wire.ErrUnknownSender
 
 // ErrDuplicate: the message was processed before (IFP-6 idempotency).
 var ErrDuplicate = errors.New("message already received")

@@ -574,7 +574,9 @@ func (mb *Mail) holdMail(from peer.ID, req *wire.MailboxRequest, now time.Time) 
 		return nil, fmt.Errorf("%w: %s has not reserved a slot or fetched mail here", wire.ErrMailboxRefused, to)
 	}
 	expires := now.Add(retention)
-	if ttl := m.Headers.TTLSeconds; ttl > 0 {
+	// ttl_seconds may be up to 2^53-1; past the retention it changes
+	// nothing, and capping it first keeps the multiplication in range.
+	if ttl := min(m.Headers.TTLSeconds, int64(retention/time.Second)+1); ttl > 0 {
 		date, err := time.Parse(time.RFC3339, m.Headers.Date)
 		if err != nil {
 			return nil, fmt.Errorf("%w: date %q: %v", gossip.ErrInvalidMessage, m.Headers.Date, err)
