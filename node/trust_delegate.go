@@ -7,7 +7,6 @@ package node
 // is rewritten; they go once it calls n.trust itself.
 
 import (
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
@@ -48,4 +47,3 @@ func (cs *Conversations) trustOf(pid peer.ID, greeting *gossip.Message, presente
 func (cs *Conversations) requester(pid peer.ID, level conditions.Level, agentID string) negotiate.Requester {
 	return negotiate.Requester{PeerID: pid.String(), AgentID: agentID, Level: level, Introductions: cs.trust.Introductions(pid)}
 }
-
