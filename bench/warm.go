@@ -130,7 +130,7 @@ func (p *warmPair) greet(ctx context.Context) (time.Duration, error) {
 }
 
 func open(d *daemon, convID string) bool {
-	return slices.ContainsFunc(d.Conversations(), func(c node.ConversationInfo) bool { return c.ID == convID })
+	return slices.ContainsFunc(d.Conversations().Open(), func(c node.ConversationInfo) bool { return c.ID == convID })
 }
 
 // floor is the physical floor of a greeting on the same connection: a

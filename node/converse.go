@@ -38,9 +38,6 @@ const (
 	partError        = "error"        // the error body of an error phase message
 )
 
-// maxRequestedCategories bounds the ACP categories honoured per greeting.
-const maxRequestedCategories = 16
-
 // conv is an open conversation on a stream.
 type conv struct {
 	*gossip.Conversation
@@ -148,7 +145,7 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 		// What this daemon grants the peer comes from its own map, under
 		// the persona it proposes; the peer's answer can only raise the
 		// level this daemon establishes for it.
-		granted: cs.grant(pid, nil, negotiate.Proposal{Persona: prop.Persona}),
+		granted: cs.grant(pid, nil, "", negotiate.Proposal{Persona: prop.Persona}),
 	}
 	// Holding the peer's view, say so: an unchanged view need not come
 	// again. And when the peer said it holds ours, ours need not either.
@@ -172,14 +169,16 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 	// The answer's view is verified at the door, before the answer is
 	// admitted: an answer whose view fails is refused, never audited as
 	// taken.
-	var answer negotiate.Proposal
+	var answer negotiate.Greeting
 	var pv pendingView
 	reply, err := cs.receive(c, func(m *gossip.Message) error {
 		if m.Headers.Phase != gossip.PhaseGreeting {
 			return nil // an error or a stray phase: judged below, once admitted
 		}
-		answer = proposalOf(m)
 		var err error
+		if answer, err = negotiate.ReadGreeting(m); err != nil {
+			return err
+		}
 		pv, err = cs.checkView(pid, m, answer.ViewUnchanged, true, heldView)
 		return err
 	})
@@ -203,20 +202,18 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 		s.Reset()
 		return nil, fmt.Errorf("greeting %s: %w", pid, err)
 	}
-	if has := answer.HaveView; isViewHash(has) {
+	if has := answer.HaveView; has != "" {
 		cs.peersHold.Add(pid, has)
 	} else {
 		cs.peersHold.Remove(pid)
 	}
 	cs.markGreeted(pid)
 	var theirs negotiate.Granted
-	if p, ok := reply.Body.Part(partContext); ok {
-		if err := decodePart(p, &theirs); err != nil {
-			cs.log.Debug("peer sent an unreadable context part", "peer", pid, "err", err)
-		}
+	if answer.Granted != nil {
+		theirs = *answer.Granted
 	}
 	// The peer's greeting states what it proposes for our side.
-	level, _ := cs.trustOf(pid, reply)
+	level, _ := cs.trustOf(pid, reply, pv.agentID())
 	granted := c.raiseLevel(level)
 	if proto == wire.Conversation {
 		cs.open(c)
@@ -261,9 +258,13 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 	if held, ok := cs.peerViews.Get(pid); ok {
 		heldView = &held
 	}
-	prop := proposalOf(first)
+	var prop negotiate.Greeting
 	var pv pendingView
 	in, err := cs.door.admit(&arrival{via: viaLibp2p, msg: first, stream: pid,
+		validate: func() (err error) {
+			prop, err = negotiate.ReadGreeting(first)
+			return err
+		},
 		verify: func(peer.ID) (err error) {
 			pv, err = cs.checkView(pid, first, prop.ViewUnchanged, false, heldView)
 			return err
@@ -287,13 +288,11 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 	}
 	cs.door.publish(in, c.ID, "")
 	cs.markGreeted(pid)
-	c.granted = cs.grant(pid, first, prop)
-	if isViewHash(prop.HaveView) {
-		c.peerHas = prop.HaveView // anything else names no view of ours, and costs memory per conversation
-	}
-	// Only a hint: a few are plenty, and a peer's list costs memory per
-	// conversation.
-	c.categories = prop.ToolCategories[:min(len(prop.ToolCategories), maxRequestedCategories)]
+	c.granted = cs.grant(pid, first, pv.agentID(), prop.Proposal)
+	// ReadGreeting keeps a have_view only when it names a view, and a few
+	// requested categories: a peer's lists cost memory per conversation.
+	c.peerHas = prop.HaveView
+	c.categories = prop.ToolCategories
 	answer := negotiate.Proposal{Disclosure: c.granted.Disclosure, Persona: c.granted.Persona, Temperature: c.granted.Temperature}
 	if held, ok := cs.peerViews.Get(pid); ok {
 		answer.HaveView = hex.EncodeToString(held.sum[:]) // the greeter's view, which it need not send again
@@ -335,8 +334,8 @@ func (cs *Conversations) openInbound(s network.Stream) (*wire.Stream, peer.ID, g
 // grant computes what this daemon grants pid, on the level and agent ID it
 // established itself; the greeting contributes only a proposal, which can
 // lower but never raise the grant.
-func (cs *Conversations) grant(pid peer.ID, greeting *gossip.Message, prop negotiate.Proposal) negotiate.Granted {
-	level, agentID := cs.trustOf(pid, greeting)
+func (cs *Conversations) grant(pid peer.ID, greeting *gossip.Message, presented string, prop negotiate.Proposal) negotiate.Granted {
+	level, agentID := cs.trustOf(pid, greeting, presented)
 	return cs.policy.current().GrantTo(cs.requester(pid, level, agentID), prop)
 }
 
@@ -345,6 +344,7 @@ func (cs *Conversations) serve(c *conv) {
 	defer cs.closeConv(c)
 	for {
 		var pv pendingView
+		var again negotiate.Greeting
 		m, err := cs.receive(c, func(m *gossip.Message) error {
 			if m.Headers.Phase != gossip.PhaseGreeting {
 				return nil
@@ -352,7 +352,10 @@ func (cs *Conversations) serve(c *conv) {
 			// A later greeting may carry a changed view: verified at the
 			// door like the first.
 			var err error
-			pv, err = cs.checkView(c.peer, m, proposalOf(m).ViewUnchanged, false, nil)
+			if again, err = negotiate.ReadGreeting(m); err != nil {
+				return err
+			}
+			pv, err = cs.checkView(c.peer, m, again.ViewUnchanged, false, nil)
 			return err
 		})
 		switch {
@@ -375,7 +378,7 @@ func (cs *Conversations) serve(c *conv) {
 				cs.log.Info("keeping a renegotiating greeting's view", "peer", c.peer, "err", err)
 			}
 			// A later greeting renegotiates; nothing it grants goes down.
-			c.raise(cs.grant(c.peer, m, proposalOf(m)), cs.order)
+			c.raise(cs.grant(c.peer, m, pv.agentID(), again.Proposal), cs.order)
 		}
 		if isRequest(m) {
 			if !cs.spawn(func() { cs.handleRequest(c, m) }) {
@@ -485,7 +488,9 @@ func (cs *Conversations) send(c *conv, m *gossip.Message) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if m.Security == nil {
-		c.Stamp(m)
+		if err := c.TryStamp(m); err != nil {
+			return fmt.Errorf("sending %s to %s: %w", m.Headers.Phase, c.peer, err)
+		}
 	}
 	if err := m.Sign(cs.id, cs.now()); err != nil {
 		return err
@@ -553,15 +558,6 @@ func seenKey(from peer.ID, m *gossip.Message) string {
 	return from.String() + " " + m.Headers.MessageID
 }
 
-// isViewHash reports whether s can name a view: 64 hex digits.
-func isViewHash(s string) bool {
-	if len(s) != 2*sha256.Size {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil
-}
-
 // maxVerifiedViews bounds the peers whose last verified view is kept: a
 // 20-capability view decoded is some 50 KB, so about 50 MB at most. A
 // peer pushed out is verified again at its next greeting.
@@ -576,6 +572,14 @@ type verifiedView struct {
 	canon   []byte              // the view's RFC 8785 form, as the peer cache keeps it
 	doc     *negotiate.Document // shared: never modified
 	docHash string              // SHA-256 of the document's signed bytes, as the peer cache keeps it
+}
+
+// agentID is the agent ID the view presents ("" without a view).
+func (pv pendingView) agentID() string {
+	if pv.vv.doc == nil {
+		return ""
+	}
+	return pv.vv.doc.AgentID
 }
 
 // pendingView is a view checked at the door and not yet kept: keepView
@@ -829,17 +833,6 @@ func agentOf(pid peer.ID) (gossip.Agent, error) {
 		return gossip.Agent{}, err
 	}
 	return gossip.Agent{Agent: identity.DIDKey(pub)}, nil
-}
-
-// proposalOf reads the proposal of a greeting: tier and persona from its
-// headers, the rest from its "greeting" part.
-func proposalOf(m *gossip.Message) negotiate.Proposal {
-	var p negotiate.Proposal
-	if part, ok := m.Body.Part(partGreeting); ok {
-		_ = decodePart(part, &p) // an unreadable proposal proposes nothing
-	}
-	p.Disclosure, p.Persona = m.Headers.Disclosure, m.Headers.Persona
-	return p
 }
 
 func remoteError(pid peer.ID, m *gossip.Message) error {

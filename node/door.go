@@ -59,6 +59,9 @@ type arrival struct {
 	// temperature is the rate's temperature for the signer ("" is cool);
 	// nil charges at cool.
 	temperature func(from peer.ID) string
+	// validate checks the parts the transport reads (a greeting's
+	// proposal), before anything else: nil when there are none.
+	validate func() error
 	// uncharged: the pace is bounded elsewhere (an answer to this daemon's
 	// own request, mail this daemon fetched), so no rate bucket is charged.
 	uncharged bool
@@ -99,6 +102,11 @@ var errAudit = errors.New("audit log")
 // admit runs the pipeline on a. On refusal the refusal is recorded and the
 // error says why (wire.CodeOf names its code); the transport answers.
 func (d *door) admit(a *arrival) (admitted, error) {
+	if a.validate != nil {
+		if err := a.validate(); err != nil {
+			return admitted{}, d.refuse(a, "", false, false, err)
+		}
+	}
 	from, pub, err := d.establish(a)
 	if err != nil {
 		return admitted{}, d.refuse(a, from, false, false, err)

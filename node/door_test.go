@@ -481,3 +481,25 @@ func TestDoorPersonaIsEstablishedNotClaimed(t *testing.T) {
 		t.Errorf("an open persona was not granted: %q", g.Persona)
 	}
 }
+
+// A greeting whose proposal part does not read is refused as invalid,
+// naming the member, rather than taken as proposing nothing.
+func TestDoorUnreadableProposalIsRefused(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	raw := newRawPeer(t, alice)
+	g := raw.greeting(alice, nil)
+	g.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partGreeting, Content: map[string]any{"temperature": int64(5)}}}
+	g.Sign(raw.id, time.Now())
+	m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, g))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := errorCode(t, m); code != wire.CodeInvalidFormat {
+		t.Fatalf("code %s, want %s", code, wire.CodeInvalidFormat)
+	}
+	if !strings.Contains(m.Body.Text, "temperature") {
+		t.Errorf("the refusal does not name the member: %q", m.Body.Text)
+	}
+	refusedOnce(t, alice, g, wire.CodeInvalidFormat)
+	noPeerRecord(t, alice, raw.ID())
+}

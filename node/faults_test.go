@@ -739,7 +739,7 @@ func TestFaultRelayLossThenMailbox(t *testing.T) {
 				}
 			}
 		}
-		held, _, err := r2.Store().Mail(bob.pid().String(), time.Now(), 100, 1<<20)
+		held, _, err := r2.Store().Mailboxes().Mail(bob.pid().String(), time.Now(), 100, 1<<20)
 		if err != nil || len(held) != len(queued) {
 			t.Fatalf("r2 holds %d messages for bob (%v), want %d", len(held), err, len(queued))
 		}
@@ -749,7 +749,7 @@ func TestFaultRelayLossThenMailbox(t *testing.T) {
 		bob = restartDaemon(t, bob)
 		waitFor(t, "bob to fetch and audit his mail", func() bool { return received(bob, sent) == len(sent) })
 		waitFor(t, "r2 to drop the acknowledged mail", func() bool {
-			held, _, _ := r2.Store().Mail(bob.pid().String(), time.Now(), 100, 1<<20)
+			held, _, _ := r2.Store().Mailboxes().Mail(bob.pid().String(), time.Now(), 100, 1<<20)
 			return len(held) == 0
 		})
 	}

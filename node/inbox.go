@@ -12,6 +12,7 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -60,7 +61,7 @@ func newInbox(d *door, convs *Conversations, docs *documents, policy *PolicyBook
 }
 
 // ErrUnknownSender: the message names no key this daemon can resolve.
-var ErrUnknownSender = errors.New("unknown sender")
+var ErrUnknownSender = wire.ErrUnknownSender
 
 // ErrDuplicate: the message was processed before (IFP-6 idempotency).
 var ErrDuplicate = errors.New("message already received")
@@ -141,7 +142,14 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 			return nil // another peer's conversation ID: this message cannot join it
 		}
 	)
+	var gr negotiate.Greeting
 	in, err := ib.door.admit(&arrival{via: transport, msg: m,
+		validate: func() (err error) {
+			if m.Headers.Phase == gossip.PhaseGreeting {
+				gr, err = negotiate.ReadGreeting(m)
+			}
+			return err
+		},
 		temperature: func(from peer.ID) string {
 			if c := joining(from); c != nil {
 				return c.grant().Temperature
@@ -150,7 +158,7 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 		},
 		verify: func(from peer.ID) (err error) {
 			if m.Headers.Phase == gossip.PhaseGreeting {
-				pv, err = ib.convs.checkView(from, m, proposalOf(m).ViewUnchanged, false, nil)
+				pv, err = ib.convs.checkView(from, m, gr.ViewUnchanged, false, nil)
 			}
 			return err
 		},
@@ -205,7 +213,7 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 			}
 			// As over libp2p: an introduction proof is checked and bound,
 			// and an agent ID's document is checked in the background.
-			ib.convs.trustOf(from, m)
+			ib.convs.trustOf(from, m, pv.agentID())
 		}
 		if isRequest(m) {
 			detail += "; capability requests are answered over libp2p or POST /invoke, not through the inbox"
@@ -304,7 +312,12 @@ func (ib *Inbox) AgentTimeout() time.Duration { return ib.invoker.timeout }
 // so a signed HTTP request is decided exactly like one over libp2p. It
 // returns the capability's name and result.
 func (ib *Inbox) ExecuteSigned(m *gossip.Message) (string, any, error) {
+	var gr negotiate.Greeting
 	in, err := ib.door.admit(&arrival{via: "https", msg: m, addressed: true, note: "capability request through POST /invoke",
+		validate: func() (err error) {
+			gr, err = negotiate.ReadGreeting(m) // a request may propose a tier, persona or temperature, as a greeting does
+			return err
+		},
 		fit: func(peer.ID) error {
 			if !isRequest(m) || len(m.Headers.Capabilities.Request) != 1 {
 				return fmt.Errorf("%w: a request is a probe naming exactly one capability in headers.capabilities.request", gossip.ErrInvalidMessage)
@@ -321,7 +334,7 @@ func (ib *Inbox) ExecuteSigned(m *gossip.Message) (string, any, error) {
 	}
 	// An introduction proof on the request counts as on a greeting; the
 	// door made sure the request's signer is its from.
-	g := ib.convs.grant(in.from, m, proposalOf(m))
+	g := ib.convs.grant(in.from, m, "", gr.Proposal)
 	// No conversation: the conversation ID the caller chose is its own,
 	// never passed on to the agent as this daemon's.
 	result, err := ib.invoker.execute(name, params, g, in.from.String(), "")

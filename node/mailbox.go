@@ -197,11 +197,11 @@ func (mb *Mail) queueMail(pid peer.ID, text string, cause error) (*SendResult, e
 	// than one the audit log says was queued and that never goes.
 	now := mb.now()
 	item := store.OutboxItem{ID: m.Headers.MessageID, To: pid.String(), Message: raw, Queued: now, NextAttempt: now}
-	if err := mb.store.PutOutbox(item); err != nil {
+	if err := mb.store.Mailboxes().PutOutbox(item); err != nil {
 		return nil, err
 	}
 	if err := mb.convs.recordSent(viaMailbox, pid, m, "queued for the peer's mailbox: "+cause.Error()); err != nil {
-		mb.store.DeleteOutbox(item.ID)
+		mb.store.Mailboxes().DeleteOutbox(item.ID)
 		return nil, err
 	}
 	mb.kickOutbox()
@@ -217,7 +217,7 @@ func (mb *Mail) kickOutbox() {
 }
 
 // Outbox lists the messages waiting to be left at a mailbox.
-func (mb *Mail) Outbox() ([]store.OutboxItem, error) { return mb.store.Outbox() }
+func (mb *Mail) Outbox() ([]store.OutboxItem, error) { return mb.store.Mailboxes().Outbox() }
 
 // outboxLoop delivers queued messages when they are due.
 func (mb *Mail) outboxLoop() {
@@ -242,7 +242,7 @@ func (mb *Mail) outboxLoop() {
 // deliverDue tries every due message once and returns when the next one
 // is due (zero if none is queued).
 func (mb *Mail) deliverDue() time.Time {
-	items, err := mb.store.Outbox()
+	items, err := mb.store.Mailboxes().Outbox()
 	if err != nil {
 		mb.log.Error("reading the outbox", "err", err)
 		return mb.now().Add(time.Minute)
@@ -278,7 +278,7 @@ func (mb *Mail) attemptMail(item store.OutboxItem) time.Time {
 	for _, r := range relays {
 		id, expires, err := mb.publishMail(r, pid, item.Message)
 		if err == nil {
-			if err := mb.store.DeleteOutbox(item.ID); err != nil {
+			if err := mb.store.Mailboxes().DeleteOutbox(item.ID); err != nil {
 				mb.log.Error("removing a delivered message from the outbox", "id", item.ID, "err", err)
 			}
 			mb.log.Info("left a message at a mailbox", "to", pid, "relay", r.ID, "message", item.ID, "mail_id", id)
@@ -304,7 +304,7 @@ func (mb *Mail) attemptMail(item store.OutboxItem) time.Time {
 		mb.abandonMail(item, item.LastError)
 		return time.Time{}
 	}
-	if err := mb.store.PutOutbox(item); err != nil {
+	if err := mb.store.Mailboxes().PutOutbox(item); err != nil {
 		mb.log.Error("updating the outbox", "id", item.ID, "err", err)
 	}
 	mb.log.Info("could not leave a message at a mailbox; will retry", "to", pid, "message", item.ID,
@@ -323,7 +323,7 @@ func permanentMailError(c wire.Code) bool {
 }
 
 func (mb *Mail) abandonMail(item store.OutboxItem, why string) {
-	if err := mb.store.DeleteOutbox(item.ID); err != nil {
+	if err := mb.store.Mailboxes().DeleteOutbox(item.ID); err != nil {
 		mb.log.Error("removing an undeliverable message from the outbox", "id", item.ID, "err", err)
 	}
 	mb.log.Warn("gave up on a message", "to", item.To, "message", item.ID, "attempts", item.Attempts, "err", why)
@@ -519,14 +519,14 @@ func (mb *Mail) handleMailbox(s network.Stream) {
 	case wire.OpRetrieve:
 		// Fetching registers the peer, unless the relay holds all the
 		// mailboxes it may; what waits for it is served either way.
-		if err := mb.store.RegisterMailbox(pid.String(), now, mb.maxMailboxes()); err != nil {
+		if err := mb.store.Mailboxes().RegisterMailbox(pid.String(), now, mb.maxMailboxes()); err != nil {
 			mb.log.Info("not registering a mailbox", "peer", pid, "err", err)
 		}
 		limit := wire.MaxMailBatch
 		if req.Limit > 0 {
 			limit = min(req.Limit, limit)
 		}
-		items, more, err := mb.store.Mail(pid.String(), now, limit, mailBudget)
+		items, more, err := mb.store.Mailboxes().Mail(pid.String(), now, limit, mailBudget)
 		if err != nil {
 			fail(err)
 			return
@@ -537,7 +537,7 @@ func (mb *Mail) handleMailbox(s network.Stream) {
 		}
 		answer(res)
 	case wire.OpAck:
-		acked, err := mb.store.AckMail(pid.String(), req.IDs)
+		acked, err := mb.store.Mailboxes().AckMail(pid.String(), req.IDs)
 		if err != nil {
 			fail(err)
 			return
@@ -566,7 +566,7 @@ func (mb *Mail) holdMail(from peer.ID, req *wire.MailboxRequest, now time.Time) 
 		return nil, err
 	}
 	retention := mb.cfg.Mailbox.Retention.Duration
-	ok, err := mb.store.MailboxRegistered(to.String(), now.Add(-retention))
+	ok, err := mb.store.Mailboxes().MailboxRegistered(to.String(), now.Add(-retention))
 	if err != nil {
 		return nil, err
 	}
@@ -574,7 +574,9 @@ func (mb *Mail) holdMail(from peer.ID, req *wire.MailboxRequest, now time.Time) 
 		return nil, fmt.Errorf("%w: %s has not reserved a slot or fetched mail here", wire.ErrMailboxRefused, to)
 	}
 	expires := now.Add(retention)
-	if ttl := m.Headers.TTLSeconds; ttl > 0 {
+	// ttl_seconds may be up to 2^53-1; past the retention it changes
+	// nothing, and capping it first keeps the multiplication in range.
+	if ttl := min(m.Headers.TTLSeconds, int64(retention/time.Second)+1); ttl > 0 {
 		date, err := time.Parse(time.RFC3339, m.Headers.Date)
 		if err != nil {
 			return nil, fmt.Errorf("%w: date %q: %v", gossip.ErrInvalidMessage, m.Headers.Date, err)
@@ -600,7 +602,7 @@ func (mb *Mail) holdMail(from peer.ID, req *wire.MailboxRequest, now time.Time) 
 	}
 	q := store.MailQuota{MaxMessages: mb.cfg.Mailbox.MaxMessages, MaxBytes: mb.cfg.Mailbox.MaxKB << 10, MaxPerSender: mb.cfg.Mailbox.MaxPerSender,
 		MaxTotalBytes: mb.cfg.Mailbox.MaxTotalMB << 20}
-	id, err := mb.store.PutMail(store.MailItem{ID: gossip.NewID("mail", now), To: to.String(), From: from.String(),
+	id, err := mb.store.Mailboxes().PutMail(store.MailItem{ID: gossip.NewID("mail", now), To: to.String(), From: from.String(),
 		MessageID: m.Headers.MessageID, Received: now, Expires: expires, Message: held}, q)
 	if errors.Is(err, store.ErrMailQuota) {
 		return nil, fmt.Errorf("%w: %v", wire.ErrMailboxFull, err)
@@ -620,7 +622,7 @@ func (mb *Mail) maxMailboxes() int { return 4 * mb.cfg.Relay.MaxReservations }
 // pruneMail drops expired mail and stale registrations.
 func (mb *Mail) pruneMail() {
 	now := mb.now()
-	dropped, err := mb.store.PruneMail(now, now.Add(-mb.cfg.Mailbox.Retention.Duration))
+	dropped, err := mb.store.Mailboxes().PruneMail(now, now.Add(-mb.cfg.Mailbox.Retention.Duration))
 	if err != nil {
 		mb.log.Warn("pruning mail", "err", err)
 		return

@@ -361,7 +361,7 @@ type relayACL struct{ mb *Mail }
 
 func (a relayACL) AllowReserve(p peer.ID, _ multiaddr.Multiaddr) bool {
 	if a.mb.cfg.Relay.Mailbox {
-		if err := a.mb.store.RegisterMailbox(p.String(), a.mb.now(), a.mb.maxMailboxes()); err != nil {
+		if err := a.mb.store.Mailboxes().RegisterMailbox(p.String(), a.mb.now(), a.mb.maxMailboxes()); err != nil {
 			a.mb.log.Warn("registering a mailbox", "peer", p, "err", err)
 		}
 	}

@@ -238,7 +238,7 @@ func TestMailboxDeliversToPeerThatWasAway(t *testing.T) {
 	if items, _ := alice.Mail().Outbox(); len(items) != 0 {
 		t.Fatalf("outbox after delivery to the relay: %+v", items)
 	}
-	held, _, err := relay.Store().Mail(bob.id.PeerID().String(), time.Now(), 10, 1<<20)
+	held, _, err := relay.Store().Mailboxes().Mail(bob.id.PeerID().String(), time.Now(), 10, 1<<20)
 	if err != nil || len(held) != 1 {
 		t.Fatalf("relay holds %d messages for bob (%v), want 1", len(held), err)
 	}
@@ -276,7 +276,7 @@ func TestMailboxDeliversToPeerThatWasAway(t *testing.T) {
 		t.Fatalf("bob's audit log has no conversation %s", got.Headers.ConversationID)
 	}
 	waitFor(t, "the relay to drop acknowledged mail", func() bool {
-		held, _, _ := relay.Store().Mail(bob.id.PeerID().String(), time.Now(), 10, 1<<20)
+		held, _, _ := relay.Store().Mailboxes().Mail(bob.id.PeerID().String(), time.Now(), 10, 1<<20)
 		return len(held) == 0
 	})
 }
@@ -299,7 +299,7 @@ func TestOutboxRetriesAcrossRestartUntilTheRecipientRegisters(t *testing.T) {
 	waitGone(t, alice, bob)
 	// The relay forgets bob's registration (as it does after
 	// mailbox.retention without a visit): it must now refuse his mail.
-	if _, err := relay.Store().PruneMail(time.Now(), time.Now().Add(time.Hour)); err != nil {
+	if _, err := relay.Store().Mailboxes().PruneMail(time.Now(), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -340,7 +340,7 @@ func TestOutboxGivesUp(t *testing.T) {
 	alice.cfg.Mailbox.GiveUp = Duration{300 * time.Millisecond}
 	bob.Close()
 	waitGone(t, alice, bob)
-	if _, err := relay.Store().PruneMail(time.Now(), time.Now().Add(time.Hour)); err != nil {
+	if _, err := relay.Store().Mailboxes().PruneMail(time.Now(), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	events, stop := alice.Subscribe()
@@ -514,7 +514,7 @@ func TestMailboxRefusals(t *testing.T) {
 	if res, _ := ask(bob, &wire.MailboxRequest{Op: wire.OpAck, IDs: ids}); res.Acked != 2 {
 		t.Fatalf("bob acknowledged %d, want 2", res.Acked)
 	}
-	held, _, _ := relay.Store().Mail(bobID, time.Now(), 10, 1<<20)
+	held, _, _ := relay.Store().Mailboxes().Mail(bobID, time.Now(), 10, 1<<20)
 	if len(held) != 0 {
 		t.Fatalf("relay still holds %d messages after the ack", len(held))
 	}
@@ -532,7 +532,7 @@ func TestFetchedMailIsVerifiedBeforeItIsAccepted(t *testing.T) {
 	good := signedMail(t, alice.id, bob.id.PeerID(), "genuine")
 	q := store.MailQuota{MaxMessages: 10, MaxBytes: 1 << 20, MaxPerSender: 10}
 	for _, m := range []*gossip.Message{altered, misaddressed, good} {
-		if _, err := relay.Store().PutMail(store.MailItem{ID: gossip.NewID("mail", time.Now()), To: bob.id.PeerID().String(),
+		if _, err := relay.Store().Mailboxes().PutMail(store.MailItem{ID: gossip.NewID("mail", time.Now()), To: bob.id.PeerID().String(),
 			From: alice.id.PeerID().String(), MessageID: m.Headers.MessageID, Received: time.Now(),
 			Expires: time.Now().Add(time.Hour), Message: encodeMail(t, m)}, q); err != nil {
 			t.Fatal(err)
@@ -556,12 +556,12 @@ func TestFetchedMailIsVerifiedBeforeItIsAccepted(t *testing.T) {
 		t.Fatalf("refusals %q do not name the bad signature and the wrong address", refused)
 	}
 	// All three are acknowledged: a refused message would never get better.
-	held, _, _ := relay.Store().Mail(bob.id.PeerID().String(), time.Now(), 10, 1<<20)
+	held, _, _ := relay.Store().Mailboxes().Mail(bob.id.PeerID().String(), time.Now(), 10, 1<<20)
 	if len(held) != 0 {
 		t.Fatalf("relay still holds %d messages", len(held))
 	}
 	// Delivered again (a crash before the ack), the genuine one is a replay.
-	if _, err := relay.Store().PutMail(store.MailItem{ID: gossip.NewID("mail", time.Now()), To: bob.id.PeerID().String(),
+	if _, err := relay.Store().Mailboxes().PutMail(store.MailItem{ID: gossip.NewID("mail", time.Now()), To: bob.id.PeerID().String(),
 		From: alice.id.PeerID().String(), MessageID: good.Headers.MessageID, Received: time.Now(),
 		Expires: time.Now().Add(time.Hour), Message: encodeMail(t, good)}, q); err != nil {
 		t.Fatal(err)
@@ -589,7 +589,7 @@ func TestMailWaitsLongerThanTheReplayWindow(t *testing.T) {
 		if err := m.Sign(alice.id, time.Now().Add(-age)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := relay.Store().PutMail(store.MailItem{ID: gossip.NewID("mail", time.Now()), To: bob.id.PeerID().String(),
+		if _, err := relay.Store().Mailboxes().PutMail(store.MailItem{ID: gossip.NewID("mail", time.Now()), To: bob.id.PeerID().String(),
 			From: alice.id.PeerID().String(), MessageID: m.Headers.MessageID, Received: time.Now(),
 			Expires: time.Now().Add(time.Hour), Message: encodeMail(t, m)}, q); err != nil {
 			t.Fatal(err)

@@ -7,8 +7,6 @@ package node
 // is rewritten; they go once it calls n.trust itself.
 
 import (
-	"encoding/hex"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
@@ -36,14 +34,11 @@ func newTrust(n *Node) *trust.Book {
 // revocations, introduction tokens and identity document checks.
 func (n *Node) TrustBook() *trust.Book { return n.trust }
 
-// trustOf delegates to trust.Book.LevelOf with the agent ID the greeting's
-// view presents.
-func (cs *Conversations) trustOf(pid peer.ID, greeting *gossip.Message) (conditions.Level, string) {
-	agentID := ""
-	if greeting != nil {
-		agentID = cs.agentIDOf(pid, greeting)
-	}
-	return cs.trust.LevelOf(pid, greeting, agentID)
+// trustOf is the level and established agent ID of pid (trust.Book.LevelOf),
+// given the greeting it sent (nil for none) and the agent ID its verified
+// view presents ("" for none).
+func (cs *Conversations) trustOf(pid peer.ID, greeting *gossip.Message, presented string) (conditions.Level, string) {
+	return cs.trust.LevelOf(pid, greeting, presented)
 }
 
 // requester is what the daemon established about pid for its policy:
@@ -51,28 +46,4 @@ func (cs *Conversations) trustOf(pid peer.ID, greeting *gossip.Message) (conditi
 // introductions admitted for it.
 func (cs *Conversations) requester(pid peer.ID, level conditions.Level, agentID string) negotiate.Requester {
 	return negotiate.Requester{PeerID: pid.String(), AgentID: agentID, Level: level, Introductions: cs.trust.Introductions(pid)}
-}
-
-// agentIDOf reads the agent_id of the view a greeting carries, or of the
-// view it says is unchanged when this daemon holds that one, or "".
-// acceptView has already decoded and verified the view; the part's content
-// is the generic JSON value it was decoded from. It reads the daemon's view
-// cache, so it is the conversations' to own, not trust's.
-func (cs *Conversations) agentIDOf(pid peer.ID, m *gossip.Message) string {
-	p, ok := m.Body.Part(partCapabilities)
-	if !ok {
-		said := proposalOf(m).ViewUnchanged
-		if held, ok := cs.peerViews.Get(pid); ok && said != "" && said == hex.EncodeToString(held.sum[:]) {
-			return held.doc.AgentID
-		}
-		return ""
-	}
-	if obj, ok := p.Content.(map[string]any); ok {
-		id, _ := obj["agent_id"].(string)
-		return id
-	}
-	if v, err := negotiate.DecodeView(p.Content); err == nil {
-		return v.AgentID
-	}
-	return ""
 }

@@ -87,6 +87,9 @@ func (cs *Conversations) pushUpdate(ctx context.Context, c *conv) error {
 	}
 	_, err = cs.door.admit(&arrival{via: viaLibp2p, msg: ack, stream: c.peer, note: "capability update answer", uncharged: true,
 		fit: func(peer.ID) error {
+			if ack.Headers.Phase == gossip.PhaseError && ack.Headers.ConversationID == m.Headers.ConversationID {
+				return nil // a refusal of the update: reported below
+			}
 			if ack.Headers.Thread == nil || ack.Headers.Thread.InReplyTo != m.Headers.MessageID || ack.Headers.ConversationID != m.Headers.ConversationID {
 				return fmt.Errorf("%w: the answer to update %s does not reply to it", gossip.ErrWrongConversation, m.Headers.MessageID)
 			}

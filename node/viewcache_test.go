@@ -142,3 +142,9 @@ func answerOf(t *testing.T, d *testDaemon, convID string) *gossip.Message {
 	}
 	return entries[1].Message
 }
+
+// proposalOf is the proposal of greeting m, as the daemon reads it.
+func proposalOf(m *gossip.Message) negotiate.Proposal {
+	g, _ := negotiate.ReadGreeting(m)
+	return g.Proposal
+}

@@ -443,7 +443,7 @@ func checkKilledHome(t *testing.T, aHome node.Home, b *node.Node, cID peer.ID, a
 		t.Errorf("trust records: %v", err)
 	}
 	for what, f := range map[string]func() error{
-		"outbox":         func() error { _, err := s.Outbox(); return err },
+		"outbox":         func() error { _, err := s.Mailboxes().Outbox(); return err },
 		"own document":   func() error { _, _, err := s.OwnDocument(); return err },
 		"policy":         func() error { _, err := s.PolicyOverrides(); return err },
 		"issued intros":  func() error { _, err := s.IssuedIntros(); return err },
@@ -476,7 +476,7 @@ func checkKilledHome(t *testing.T, aHome node.Home, b *node.Node, cID peer.ID, a
 		t.Errorf("B's trust record: %+v, %v; want B's key pinned", tr, err)
 	}
 	// Every acknowledged mail, held once.
-	held, _, err := s.Mail(cID.String(), time.Now(), 1<<20, 1<<30)
+	held, _, err := s.Mailboxes().Mail(cID.String(), time.Now(), 1<<20, 1<<30)
 	if err != nil {
 		t.Errorf("mail held for C: %v", err)
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/gossip"
-	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/wire"
@@ -129,22 +128,11 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := s.n.Inbox().Deliver(m, "https")
-	var retry *wire.RetryAfterError
 	switch {
 	case errors.Is(err, node.ErrDuplicate):
 		writeJSON(w, http.StatusAccepted, InboxAccepted{Status: "accepted", MessageID: m.Headers.MessageID, Duplicate: true})
-	case errors.Is(err, node.ErrUnknownSender):
-		writeError(w, http.StatusUnauthorized, CodeUnknownSender, err.Error())
-	case errors.As(err, &retry):
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((retry.After+time.Second-1)/time.Second))))
-		writeError(w, http.StatusTooManyRequests, CodeRateLimited, err.Error())
-	case isSignatureError(err):
-		writeError(w, http.StatusUnauthorized, CodeInvalidSignature, err.Error())
-	case errors.Is(err, identity.ErrStale), errors.Is(err, identity.ErrFuture):
-		writeError(w, http.StatusBadRequest, CodeInvalidFormat, err.Error())
 	case err != nil:
-		s.log.Error("delivering an inbox message", "err", err)
-		writeError(w, http.StatusInternalServerError, CodeInternal, "the message could not be processed")
+		s.refuse(w, err)
 	default:
 		out := InboxAccepted{Status: "accepted", MessageID: d.MessageID}
 		if d.Refused != nil {
@@ -153,16 +141,6 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusAccepted, out)
 	}
-}
-
-func isSignatureError(err error) bool {
-	for _, e := range []error{gossip.ErrUnsigned, gossip.ErrWeakSignature, gossip.ErrWrongKey, identity.ErrBadSignature,
-		identity.ErrMalformedSignature, wire.ErrKeyRevoked} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }
 
 // InvokeRequest is the body of POST /invoke: the action named in the
@@ -231,49 +209,27 @@ func (s *Server) invokeSigned(w http.ResponseWriter, body []byte) {
 	}
 	defer release()
 	name, out, err := s.n.Inbox().ExecuteSigned(m)
-	var retry *wire.RetryAfterError
-	switch {
-	case err == nil:
-		writeJSON(w, http.StatusOK, InvokeResult{Action: name, Output: out})
-	case errors.Is(err, node.ErrUnknownSender):
-		writeError(w, http.StatusUnauthorized, CodeUnknownSender, err.Error())
-	case isSignatureError(err):
-		writeError(w, http.StatusUnauthorized, CodeInvalidSignature, err.Error())
-	case errors.As(err, &retry) && errors.Is(err, wire.ErrRateLimited):
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((retry.After+time.Second-1)/time.Second))))
-		writeError(w, http.StatusTooManyRequests, CodeRateLimited, err.Error())
-	case errors.Is(err, identity.ErrReplay), errors.Is(err, identity.ErrStale), errors.Is(err, identity.ErrFuture),
-		errors.Is(err, gossip.ErrInvalidMessage):
-		writeError(w, http.StatusBadRequest, CodeInvalidFormat, err.Error())
-	default:
+	if err != nil {
 		s.refuse(w, err)
+		return
 	}
+	writeJSON(w, http.StatusOK, InvokeResult{Action: name, Output: out})
 }
 
-// refuse answers a refused invocation with the status that fits and the
+// refuse answers a refused message or invocation with the status of its
+// wire code (wire.HTTPStatus: the one table every handler uses) and the
 // wire error body (which condition failed, what would meet it). Unknown
-// and hidden capabilities get the same answer.
+// and hidden capabilities get the same answer. The daemon's own failures
+// are logged and answered without their detail.
 func (s *Server) refuse(w http.ResponseWriter, err error) {
 	body := wire.NewErrorBody(err)
-	status := http.StatusInternalServerError
-	switch body.Code {
-	case wire.CodeUnknownCapability:
-		status = http.StatusNotFound
-	case wire.CodeConditionsNotMet:
-		status = http.StatusForbidden
-	case wire.CodeInvalidParams:
-		status = http.StatusBadRequest
-	case wire.CodeBusy, wire.CodeRateLimited:
-		status = http.StatusTooManyRequests
-		if body.RetryAfterSeconds > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(body.RetryAfterSeconds))
-		}
-	case wire.CodeAgentUnavailable:
-		status = http.StatusServiceUnavailable
-	case wire.CodeAgentTimeout:
-		status = http.StatusGatewayTimeout
-	case wire.CodeAgentError:
-		status = http.StatusBadGateway
+	status := wire.HTTPStatus(body.Code)
+	if body.Code == wire.CodeInternal {
+		s.log.Error("answering an HTTP request", "err", err)
+		body.Message = "the request could not be processed"
+	}
+	if body.RetryAfterSeconds > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(body.RetryAfterSeconds))
 	}
 	writeJSON(w, status, Error{Status: "error", Code: string(body.Code), Message: body.Message, Detail: body})
 }

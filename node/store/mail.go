@@ -10,6 +10,15 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// Mailboxes is the store's room for store-and-forward (IFP-8): the mail a
+// relay holds for registered peers, with its quotas and retention, the
+// registrations themselves, and this daemon's outbox of messages for
+// peers that are away.
+type Mailboxes struct{ db *bolt.DB }
+
+// Mailboxes returns the store's mailboxes and outbox.
+func (s *Store) Mailboxes() *Mailboxes { return &Mailboxes{db: s.db} }
+
 // The mailbox (IFP-8) a relay daemon holds for peers that are away, and
 // the outbox of messages this daemon could not deliver yet. Layout:
 //
@@ -72,7 +81,7 @@ func addMailBytes(tx *bolt.Tx, delta int) error {
 }
 
 // MailBytes is the message bytes held for all recipients.
-func (s *Store) MailBytes() (uint64, error) {
+func (s *Mailboxes) MailBytes() (uint64, error) {
 	var n uint64
 	err := s.db.View(func(tx *bolt.Tx) error { n = mailBytes(tx); return nil })
 	return n, err
@@ -86,7 +95,7 @@ func senderKey(from, to, id string) []byte { return []byte(from + "\x00" + to + 
 // saying which). A message the same sender already published (a retry
 // after a lost answer) is not stored twice: PutMail returns the first
 // copy's ID.
-func (s *Store) PutMail(item MailItem, q MailQuota) (id string, err error) {
+func (s *Mailboxes) PutMail(item MailItem, q MailQuota) (id string, err error) {
 	if item.To == "" || item.From == "" || item.ID == "" {
 		return "", errors.New("storing mail: recipient, sender and ID are required")
 	}
@@ -147,7 +156,7 @@ func (s *Store) PutMail(item MailItem, q MailQuota) (id string, err error) {
 // Mail returns up to limit messages waiting for to, oldest first, that
 // have not expired at now and fit in maxBytes together (at least one is
 // returned whatever its size). more says whether others are waiting.
-func (s *Store) Mail(to string, now time.Time, limit, maxBytes int) (items []MailItem, more bool, err error) {
+func (s *Mailboxes) Mail(to string, now time.Time, limit, maxBytes int) (items []MailItem, more bool, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
 		prefix := []byte(to + "\x00")
 		c := tx.Bucket(bucketMail).Cursor()
@@ -178,7 +187,7 @@ func (s *Store) Mail(to string, now time.Time, limit, maxBytes int) (items []Mai
 // AckMail deletes the messages ids held for to and returns how many there
 // were. IDs of other recipients' mail are ignored: a peer can only
 // acknowledge its own.
-func (s *Store) AckMail(to string, ids []string) (int, error) {
+func (s *Mailboxes) AckMail(to string, ids []string) (int, error) {
 	n := 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		mail, bySender := tx.Bucket(bucketMail), tx.Bucket(bucketMailBySender)
@@ -213,7 +222,7 @@ func (s *Store) AckMail(to string, ids []string) (int, error) {
 
 // PruneMail deletes every message expired at now, and registrations older
 // than registeredSince, and returns how many messages went.
-func (s *Store) PruneMail(now, registeredSince time.Time) (int, error) {
+func (s *Mailboxes) PruneMail(now, registeredSince time.Time) (int, error) {
 	n := 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		mail, bySender := tx.Bucket(bucketMail), tx.Bucket(bucketMailBySender)
@@ -274,7 +283,7 @@ var ErrTooManyMailboxes = errors.New("the relay holds as many mailboxes as it ma
 // RegisterMailbox records that peer uses this relay's mailbox as of at. A
 // peer not yet registered is refused (ErrTooManyMailboxes) once max are;
 // max 0 is no limit.
-func (s *Store) RegisterMailbox(peer string, at time.Time, max int) error {
+func (s *Mailboxes) RegisterMailbox(peer string, at time.Time, max int) error {
 	v, err := at.UTC().MarshalText()
 	if err != nil {
 		return err
@@ -300,7 +309,7 @@ func (s *Store) RegisterMailbox(peer string, at time.Time, max int) error {
 }
 
 // MailboxRegistered reports whether peer registered at or after since.
-func (s *Store) MailboxRegistered(peer string, since time.Time) (bool, error) {
+func (s *Mailboxes) MailboxRegistered(peer string, since time.Time) (bool, error) {
 	var at time.Time
 	found := false
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -329,7 +338,7 @@ type OutboxItem struct {
 }
 
 // PutOutbox stores or replaces item.
-func (s *Store) PutOutbox(item OutboxItem) error {
+func (s *Mailboxes) PutOutbox(item OutboxItem) error {
 	raw, err := encode(item)
 	if err != nil {
 		return fmt.Errorf("encoding outbox item: %w", err)
@@ -342,7 +351,7 @@ func (s *Store) PutOutbox(item OutboxItem) error {
 }
 
 // Outbox returns every queued message, in ID order.
-func (s *Store) Outbox() ([]OutboxItem, error) {
+func (s *Mailboxes) Outbox() ([]OutboxItem, error) {
 	var items []OutboxItem
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketOutbox).ForEach(func(k, v []byte) error {
@@ -361,7 +370,7 @@ func (s *Store) Outbox() ([]OutboxItem, error) {
 }
 
 // DeleteOutbox removes a delivered (or abandoned) message.
-func (s *Store) DeleteOutbox(id string) error {
+func (s *Mailboxes) DeleteOutbox(id string) error {
 	err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketOutbox).Delete([]byte(id)) })
 	if err != nil {
 		return fmt.Errorf("removing %s from the outbox: %w", id, err)

@@ -133,28 +133,47 @@
 //
 // # Acceptance
 //
-// Every message passes these steps in this order; the first that fails
-// gives the refusal's code:
+// Every inbound message, on every transport (these streams, the HTTPS
+// inbox, a signed POST /invoke, mail fetched from a mailbox), passes these
+// steps in this order; the first that fails gives the refusal's code:
 //
 //	decode     the frame and its message decode and     invalid_format,
-//	           validate                                 payload_too_large,
-//	                                                    unsupported_version
-//	verify     a signature by the stream's peer         invalid_signature,
-//	           verifies                                 wrong_key
-//	trust      the owner has not revoked that key       key_revoked
+//	           validate, and so do the parts the        payload_too_large,
+//	           receiver reads (a greeting's "greeting"  unsupported_version
+//	           and "context" parts)
+//	establish  the signer: the stream's remote peer     wrong_key,
+//	           on libp2p; elsewhere the key the         unknown_sender,
+//	           Ed25519 signature's key_id names.        invalid_format
+//	           headers.from must be that signer's
+//	           did:key. Off a stream, headers.to must
+//	           name the receiver.
+//	verify     the signature verifies under the         invalid_signature,
+//	           signer's key; the owner has not revoked  key_revoked,
+//	           it; a view the message carries (part     stale_seq
+//	           "capabilities") is signed by the same
+//	           key and not older than the one held
 //	replay     message_id not seen before from this     replay
 //	           signer; date at most 24 h old and at
 //	           most 5 min ahead (replay.window,
-//	           replay.clock_skew)
-//	rate       per peer, by the conversation's          rate_limited
+//	           replay.clock_skew; mail: the mailbox
+//	           retention)
+//	rate       per signer, by the conversation's        rate_limited
 //	           temperature: 10 (cool), 30 (warm), 60
 //	           (hot) messages a minute, a minute's
 //	           worth at once ([rates]); an answer to
-//	           one's own request is not counted
+//	           one's own request and fetched mail are
+//	           not counted
 //	fit        the message fits its conversation        out_of_sequence
 //	           (below)
 //	audit      it is written to the audit log; only
 //	           then is it acted on
+//
+// A refused message is acted on by nothing: the receiver records the
+// refusal (a bounded summary, outside any conversation), answers with the
+// code where the transport can carry an answer, and forgets the
+// message_id again when the refusal came after the replay step, so the
+// same message can be sent again once what refused it has changed (a rate
+// limit, say).
 //
 // # Conversations
 //
