@@ -174,17 +174,11 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	return n, nil
 }
 
-// currentPolicy is the policy in force.
-func (n *Node) currentPolicy() *negotiate.Policy { return n.policy.current() }
 
 // Policy is the owner's policy: the disclosure map and temperature caps.
 func (n *Node) Policy() *PolicyBook { return n.policy }
 
-// view returns the signed view of the owner's document for facts.
-func (n *Node) view(f conditions.Facts) (*signedView, error) { return n.docs.view(f) }
 
-// signView signs a view of the owner's document.
-func (n *Node) signView(view *negotiate.Document) (*signedView, error) { return n.docs.sign(view) }
 
 // UpdateDocument replaces the owner's capability list (as `caps add` and
 // `caps remove` do): the document is validated, gets the next seq, is
@@ -242,8 +236,6 @@ func (n *Node) Invoke(ctx context.Context, pid peer.ID, capability string, param
 	return n.convs.Invoke(ctx, pid, capability, params)
 }
 
-// peerAddrs lists the addresses the peerstore holds for pid, sorted.
-func (n *Node) peerAddrs(pid peer.ID) []string { return peerAddrs(n.host, pid) }
 
 // Addrs returns the host's listen addresses with the peer ID appended, as
 // another daemon would dial them.
@@ -336,8 +328,6 @@ func (n *Node) pruneLoop() {
 	}
 }
 
-// sleep waits d, or until the node closes (then it returns false).
-func (n *Node) sleep(d time.Duration) bool { return sleepCtx(n.ctx, d) }
 
 // Run serves until ctx ends, then shuts down.
 func (n *Node) Run(ctx context.Context) error {
