@@ -174,11 +174,8 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	return n, nil
 }
 
-
 // Policy is the owner's policy: the disclosure map and temperature caps.
 func (n *Node) Policy() *PolicyBook { return n.policy }
-
-
 
 // UpdateDocument replaces the owner's capability list (as `caps add` and
 // `caps remove` do): the document is validated, gets the next seq, is
@@ -235,7 +232,6 @@ func (n *Node) Say(convID string, phase gossip.Phase, text string, parts ...goss
 func (n *Node) Invoke(ctx context.Context, pid peer.ID, capability string, params any) (*InvokeResult, error) {
 	return n.convs.Invoke(ctx, pid, capability, params)
 }
-
 
 // Addrs returns the host's listen addresses with the peer ID appended, as
 // another daemon would dial them.
@@ -327,7 +323,6 @@ func (n *Node) pruneLoop() {
 		}
 	}
 }
-
 
 // Run serves until ctx ends, then shuts down.
 func (n *Node) Run(ctx context.Context) error {
