@@ -65,7 +65,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	log.Info("control API listening", "addr", srv.Addr(), "token", api.TokenFile(h))
-	var public *httpapi.Server
+	var public *httpapi.Binding
 	if cfg.HTTP.Listen != "" {
 		if public, err = httpapi.Listen(n, cfg.HTTP, log); err != nil {
 			srv.Close()

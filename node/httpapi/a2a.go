@@ -64,7 +64,7 @@ type a2aMessage struct {
 	Metadata  map[string]any `json:"metadata,omitempty"`
 }
 
-func (s *Server) a2a(w http.ResponseWriter, r *http.Request) {
+func (s *Binding) a2a(w http.ResponseWriter, r *http.Request) {
 	// JSON only: a web page can send text/plain across origins without
 	// asking, and must not be able to run skills that way.
 	if !isJSON(r) {

@@ -22,7 +22,7 @@ import (
 // enough to spare the daemon, short enough that a change shows soon.
 const viewMaxAge = 60 * time.Second
 
-func (s *Server) identity(w http.ResponseWriter, r *http.Request) {
+func (s *Binding) identity(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(viewMaxAge/time.Second)))
 	writeJSON(w, http.StatusOK, s.n.IdentityDocument())
 }
@@ -30,7 +30,7 @@ func (s *Server) identity(w http.ResponseWriter, r *http.Request) {
 // view is the signed view for an HTTP caller, with its ETag. The caller
 // proved nothing, so every caller gets the same view, and shared caches
 // may keep it.
-func (s *Server) view(w http.ResponseWriter, r *http.Request) (*negotiate.Document, bool) {
+func (s *Binding) view(w http.ResponseWriter, r *http.Request) (*negotiate.Document, bool) {
 	doc, tag, err := s.n.Inbox().ViewFor(s.n.Inbox().HTTPFacts())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, CodeInternal, "building the view failed")
@@ -48,18 +48,18 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request) (*negotiate.Docume
 	return doc, true
 }
 
-func (s *Server) wellKnownCapabilities(w http.ResponseWriter, r *http.Request) {
+func (s *Binding) wellKnownCapabilities(w http.ResponseWriter, r *http.Request) {
 	if doc, ok := s.view(w, r); ok {
 		writeJSON(w, http.StatusOK, doc)
 	}
 }
 
 // aguiIdentity is what the projections say of the agent.
-func (s *Server) aguiIdentity() negotiate.AGUIIdentity {
+func (s *Binding) aguiIdentity() negotiate.AGUIIdentity {
 	return negotiate.AGUIIdentity{DisplayName: s.n.Inbox().DisplayName()}
 }
 
-func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
+func (s *Binding) capabilities(w http.ResponseWriter, r *http.Request) {
 	doc, ok := s.view(w, r)
 	if !ok {
 		return
@@ -71,7 +71,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v.CapabilitiesObject(s.aguiIdentity()))
 }
 
-func (s *Server) agentCard(w http.ResponseWriter, r *http.Request) {
+func (s *Binding) agentCard(w http.ResponseWriter, r *http.Request) {
 	doc, ok := s.view(w, r)
 	if !ok {
 		return
@@ -104,7 +104,7 @@ type InboxAccepted struct {
 	Duplicate bool `json:"duplicate,omitempty"`
 }
 
-func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
+func (s *Binding) inbox(w http.ResponseWriter, r *http.Request) {
 	if !isJSON(r) {
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, fmt.Sprintf("Content-Type is %q; send application/json; charset=utf-8 (IFP-6 §2.2)", r.Header.Get("Content-Type")))
 		return
@@ -156,7 +156,7 @@ type InvokeResult struct {
 	Output any    `json:"output"`
 }
 
-func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
+func (s *Binding) invoke(w http.ResponseWriter, r *http.Request) {
 	if !isJSON(r) {
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, fmt.Sprintf("Content-Type is %q; send application/json", r.Header.Get("Content-Type")))
 		return
@@ -196,7 +196,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 
 // invokeSigned runs a signed IFP-4 capability request: the signer is
 // granted what the daemon grants that peer, as over libp2p.
-func (s *Server) invokeSigned(w http.ResponseWriter, body []byte) {
+func (s *Binding) invokeSigned(w http.ResponseWriter, body []byte) {
 	m, err := gossip.DecodeJSON(body)
 	if err != nil {
 		s.n.Inbox().RecordUndecoded("https", body, err)
@@ -221,7 +221,7 @@ func (s *Server) invokeSigned(w http.ResponseWriter, body []byte) {
 // wire error body (which condition failed, what would meet it). Unknown
 // and hidden capabilities get the same answer. The daemon's own failures
 // are logged and answered without their detail.
-func (s *Server) refuse(w http.ResponseWriter, err error) {
+func (s *Binding) refuse(w http.ResponseWriter, err error) {
 	body := wire.NewErrorBody(err)
 	status := wire.HTTPStatus(body.Code)
 	if body.Code == wire.CodeInternal {

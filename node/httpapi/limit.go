@@ -83,7 +83,7 @@ func (l *limiter) allow(addr string, now time.Time) (bool, time.Duration) {
 }
 
 // limited answers 429 with Retry-After to callers over their budget.
-func (s *Server) limited(next http.Handler) http.Handler {
+func (s *Binding) limited(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ok, wait := s.limit.allow(r.RemoteAddr, time.Now()); !ok {
 			secs := max(retryAfterLimit, int((wait+time.Second-1)/time.Second))
@@ -96,7 +96,7 @@ func (s *Server) limited(next http.Handler) http.Handler {
 }
 
 // invocation takes one of the maxInvocations slots, or answers 503.
-func (s *Server) invocation(w http.ResponseWriter) (release func(), ok bool) {
+func (s *Binding) invocation(w http.ResponseWriter) (release func(), ok bool) {
 	select {
 	case s.running <- struct{}{}:
 		return func() { <-s.running }, true

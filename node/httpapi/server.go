@@ -43,8 +43,8 @@ import (
 // MaxBody is the IFP-6 §5 message size limit.
 const MaxBody = 1 << 20
 
-// Server is a running HTTP binding.
-type Server struct {
+// Binding is a running HTTP binding.
+type Binding struct {
 	n    *node.Node
 	cfg  node.HTTPConfig
 	log  *slog.Logger
@@ -62,7 +62,7 @@ type Server struct {
 }
 
 // Listen serves the binding of n as cfg says. cfg.Listen must be set.
-func Listen(n *node.Node, cfg node.HTTPConfig, log *slog.Logger) (*Server, error) {
+func Listen(n *node.Node, cfg node.HTTPConfig, log *slog.Logger) (*Binding, error) {
 	var tlsCfg *tls.Config
 	if cfg.CertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
@@ -75,7 +75,7 @@ func Listen(n *node.Node, cfg node.HTTPConfig, log *slog.Logger) (*Server, error
 	if err != nil {
 		return nil, fmt.Errorf("starting HTTP binding on %s: %w", cfg.Listen, err)
 	}
-	s := &Server{n: n, cfg: cfg, log: log, addr: ln.Addr().String(), tls: tlsCfg != nil,
+	s := &Binding{n: n, cfg: cfg, log: log, addr: ln.Addr().String(), tls: tlsCfg != nil,
 		limit: newLimiter(), running: make(chan struct{}, maxInvocations)}
 	s.url = cfg.URL
 	if s.url == "" {
@@ -111,13 +111,13 @@ func Listen(n *node.Node, cfg node.HTTPConfig, log *slog.Logger) (*Server, error
 }
 
 // Addr is the bound host:port.
-func (s *Server) Addr() string { return s.addr }
+func (s *Binding) Addr() string { return s.addr }
 
 // URL is the base URL callers use.
-func (s *Server) URL() string { return s.url }
+func (s *Binding) URL() string { return s.url }
 
 // Close stops serving, letting requests in flight finish for a few seconds.
-func (s *Server) Close() error {
+func (s *Binding) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.srv.Shutdown(ctx); err != nil {
@@ -126,7 +126,7 @@ func (s *Server) Close() error {
 	return nil
 }
 
-func (s *Server) routes() http.Handler {
+func (s *Binding) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/iface/identity", s.identity)
 	mux.HandleFunc("GET /.well-known/iface/capabilities", s.wellKnownCapabilities)
