@@ -247,7 +247,7 @@ func (a *AuditLog) syncLoop() {
 // Sync fsyncs every file and directory written since the last pass.
 // Without SyncEvery, Record has done it already.
 func (a *AuditLog) Sync() error {
-	if a.dirty == nil {
+	if a.interval == 0 { // set once at open; the dirty maps are swapped under dirtyMu
 		return nil
 	}
 	a.syncMu.Lock()
@@ -305,7 +305,7 @@ func syncFile(path string) error {
 // (fsync) without SyncEvery, at the next pass with it. created lists the
 // directories that gained an entry.
 func (a *AuditLog) durable(path string, fsyncNow bool, created ...string) error {
-	if a.dirty != nil {
+	if a.interval > 0 {
 		a.dirtyMu.Lock()
 		if path != "" {
 			a.dirty[path] = true
