@@ -503,3 +503,88 @@ func TestDoorUnreadableProposalIsRefused(t *testing.T) {
 	refusedOnce(t, alice, g, wire.CodeInvalidFormat)
 	noPeerRecord(t, alice, raw.ID())
 }
+
+// A view signed by its sender over members this daemon does not model (an
+// extension on the document and on a capability) and with persona written
+// as a string (the IFP-12 form) is admitted, and kept as received: the
+// peer cache holds the unknown members.
+func TestDoorViewWithUnknownMembersIsKeptAsReceived(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	raw := newRawPeer(t, alice)
+	view := map[string]any{"ifp": int64(7), "agent_id": raw.id.DID(), "seq": int64(3),
+		"x-extension": map[string]any{"colour": "teal"},
+		"capabilities": []any{map[string]any{"name": "ping", "description": "Respond to connectivity tests",
+			"x-cost-hint": "free", "conditions": map[string]any{"persona": "researcher"}}}}
+	canon, err := identity.Canonicalize(view)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := raw.id.SignDocument(canon, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigValue, err := negotiate.JSONValue(sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view["signature"] = sigValue
+	g := raw.greeting(alice, nil)
+	g.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: view}}
+	g.Sign(raw.id, time.Now())
+	m, err := raw.exchange(t, alice, string(wire.Capabilities), frame(t, g))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Headers.Phase != gossip.PhaseGreeting {
+		t.Fatalf("answer %s: %s", m.Headers.Phase, m.Body.Text)
+	}
+	rec, err := alice.Store().Peer(raw.ID().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, member := range []string{`"x-extension":{"colour":"teal"}`, `"x-cost-hint":"free"`, `"persona":"researcher"`} {
+		if !strings.Contains(string(rec.View), member) {
+			t.Errorf("the cached view lost %s: %s", member, rec.View)
+		}
+	}
+	if rec.Seq != 3 {
+		t.Errorf("cached seq %d, want 3", rec.Seq)
+	}
+}
+
+// A signed POST /invoke is not part of any conversation of this daemon:
+// the conversation ID its caller chose never reaches the agent as the
+// daemon's own.
+func TestDoorSignedInvokeKeepsTheCallersConversationOut(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	events := watchAgent(t, alice)
+	caller, _ := identity.Generate(nil)
+	now := time.Now()
+	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
+		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
+		From: gossip.Agent{Agent: caller.DID()}, To: []gossip.Agent{{Agent: alice.id.DID()}},
+		ConversationID: "conv:chosen-by-caller", Sequence: 1, Phase: gossip.PhaseProbe, ContentType: gossip.DefaultContentType,
+		Capabilities: &gossip.CapabilityHeaders{Request: []string{"ping"}},
+	}}
+	if err := m.Sign(caller, now); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := alice.Inbox().ExecuteSigned(m)
+		done <- err
+	}()
+	e := waitEvent(t, events.ch, func(e Event) bool { return e.Type == EventInvocation })
+	if e.Invocation.ConversationID != "" || e.ConversationID != "" {
+		t.Errorf("the agent was given conversation %q (event %q)", e.Invocation.ConversationID, e.ConversationID)
+	}
+	if e.Invocation.Peer != caller.PeerID().String() {
+		t.Errorf("the agent was told the request came from %q, want the signer %s", e.Invocation.Peer, caller.PeerID())
+	}
+	if err := alice.AnswerInvocation(e.Invocation.ID, InvocationAnswer{Result: "pong"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("ExecuteSigned: %v", err)
+	}
+}
