@@ -20,9 +20,9 @@
 //     (IETF protocol assignments), of which go-multiaddr excludes only
 //     192.0.0.0/26;
 //   - the discovery lab's segment is 2001:1ff::/32, inside 2001::/23 (IETF
-//     protocol assignments, not globally reachable; none of its
+//     protocol assignments, not globally reachable; outside each of its
 //     registered sub-blocks), which is global unicast to go-multiaddr.
-//     Each daemon has a /48 of its own on the one on-link /32: go-libp2p's
+//     Each daemon has a /48 of its own (routed, see scale_test.go): go-libp2p's
 //     resource manager admits at most 8 concurrent connections from one
 //     IPv6 /56 and 64 from one /48, so daemons sharing a /64 (the
 //     benchmarking range 2001:2::/48 was tried first) refuse each other's
@@ -30,9 +30,10 @@
 //     protocol: EOF") and the DHT never forms. Real daemons sharing one
 //     /56 (a data centre, a campus) would meet the same wall.
 //
-// Neither range is routed anywhere, and neither leaves the lab: no
-// namespace of the lab has a link to the machine's own namespace or any
-// route out, so every packet stays on the lab's veths and bridges. The
+// Neither range is routed anywhere outside the lab, and nothing leaves it:
+// no namespace of the lab has a link to the machine's own namespace or a
+// route out, so every packet stays on the lab's veths, bridges and router
+// namespaces. The
 // NATed LANs use 10.0.0.0/8, private as in real homes.
 //
 // Reaching the control APIs. A daemon's control API must listen on

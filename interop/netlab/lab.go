@@ -146,10 +146,14 @@ func (l *Lab) Counter(ns, table, name string) (packets, bytes uint64) {
 	return 0, 0
 }
 
-// Bridge creates a bridge named br in namespace ns.
+// Bridge creates a bridge named br in namespace ns. Multicast snooping is
+// off: with no multicast querier on the segment, a snooping bridge soon
+// stops flooding the solicited-node multicast of IPv6 neighbour discovery
+// (dials then time out, "i/o timeout", once a hundred ports are on it),
+// and mDNS needs its multicast flooded too.
 func (l *Lab) Bridge(ns, br string) {
 	l.t.Helper()
-	l.IP(ns, fmt.Sprintf("link add %s type bridge\nlink set %s up\n", br, br))
+	l.IP(ns, fmt.Sprintf("link add %s type bridge mcast_snooping 0\nlink set %s up\n", br, br))
 }
 
 // Plug joins namespace ns to the bridge br in namespace swNS by a veth

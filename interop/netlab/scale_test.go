@@ -17,18 +17,25 @@ import (
 	"github.com/ifaced/ifaced/node"
 )
 
-// The discovery lab: every daemon in a namespace of its own, each joined
-// by a veth to one bridge (a flat "public" segment in 2001:1ff::/32, see
-// the package comment), each its own `ifaced run` process with its own data
-// directory. Three daemons are DHT servers and everyone's bootstrap peers;
+// The discovery lab: every daemon in a namespace of its own, each its own
+// `ifaced run` process with its own data directory, each joined by a veth
+// to one router namespace that routes between them (2001:1ff::/32, a /48
+// per daemon, see the package comment). Routed links rather than one
+// bridge: on a shared segment every namespace learns a neighbour entry for
+// every peer it talks to, and the kernel's neighbour table is one for all
+// namespaces (gc_thresh3, 1024 entries by default), so past about 30
+// daemons on one bridge neighbour discovery fails ("neighbor table
+// overflow!" in the kernel log, "i/o timeout" in the daemons' dials). On
+// the routed links each side's single neighbour is a permanent entry,
+// which the table does not count. Three daemons are DHT servers and everyone's bootstrap peers;
 // the rest run discovery.dht = "auto" (a DHT client until AutoNAT finds
 // them reachable, then a server), as a daemon on a public address would.
 // Every daemon offers one capability of its own (lab.n<i>) and joins the
 // GossipSub announcements; mDNS is off (500 daemons multicasting on one
 // segment would measure mDNS, not the DHT; it has its own test).
 //
-// One namespace per daemon holds at 500 too (a bridge takes up to 1024
-// ports), so the long form keeps that shape.
+// One namespace per daemon holds at 500 too, so the long form keeps that
+// shape.
 
 const scaleBootstraps = 3
 
@@ -40,19 +47,20 @@ type scaleLab struct {
 	boot  []string
 }
 
-// scaleAddr is daemon i's address: each in a /48 of its own (see the
-// package comment), all on one on-link /32.
+// scaleAddr is daemon i's address, in a /48 of its own (see the package
+// comment).
 func scaleAddr(i int) string { return fmt.Sprintf("2001:1ff:%x::1", i+1) }
+
+// routerMAC is the router's side of every daemon's link.
+const routerMAC = "02:00:00:00:00:01"
 
 func capOf(i int) string { return "lab.n" + strconv.Itoa(i) }
 
 // newScaleLab makes namespaces and daemons 0..n-1 (none started).
 func newScaleLab(t *testing.T, n int) *scaleLab {
 	l := &scaleLab{Lab: NewLab(t), dir: t.TempDir()}
-	l.sw = l.NS("sw")[0]
-	l.Bridge(l.sw, "br0")
-	// IPv6 on a bridge: no router solicitations or DAD to wait for.
-	l.Sysctl(l.sw, "net.ipv6.conf.all.disable_ipv6", "0")
+	l.sw = l.NS("rt")[0]
+	l.Sysctl(l.sw, "net.ipv6.conf.all.forwarding", "1")
 	l.grow(t, n)
 	return l
 }
@@ -65,13 +73,18 @@ func (l *scaleLab) grow(t *testing.T, n int) {
 		names = append(names, fmt.Sprintf("n%d", i))
 	}
 	nss := l.NS(names...)
-	var sw strings.Builder
+	var rt strings.Builder
 	for k, i := 0, first; i < n; k, i = k+1, i+1 {
-		fmt.Fprintf(&sw, "link add p%d type veth peer name eth0 netns %s\nlink set p%d master br0 up\n", i, nss[k], i)
+		mac := fmt.Sprintf("02:aa:00:00:%02x:%02x", (i+1)>>8, (i+1)&0xff)
+		fmt.Fprintf(&rt, "link add p%d address %s type veth peer name eth0 address %s netns %s\n", i, routerMAC, mac, nss[k])
+		fmt.Fprintf(&rt, "link set p%d up\naddr add fe80::1/64 dev p%d nodad\n", i, i)
+		fmt.Fprintf(&rt, "route add 2001:1ff:%x::/48 dev p%d\n", i+1, i)
+		fmt.Fprintf(&rt, "neigh add %s lladdr %s dev p%d nud permanent\n", scaleAddr(i), mac, i)
 	}
-	l.IP(l.sw, sw.String())
+	l.IP(l.sw, rt.String())
 	for k, i := 0, first; i < n; k, i = k+1, i+1 {
-		l.IP(nss[k], configureDev("eth0", []string{scaleAddr(i) + "/32"}, ""))
+		l.IP(nss[k], fmt.Sprintf("addr add %s/48 dev eth0 nodad\nlink set eth0 up\n"+
+			"neigh add fe80::1 lladdr %s dev eth0 nud permanent\nroute add default via fe80::1 dev eth0\n", scaleAddr(i), routerMAC))
 	}
 	for k, i := 0, first; i < n; k, i = k+1, i+1 {
 		cfg := Config{
@@ -140,7 +153,7 @@ type lookup struct {
 
 // finds runs m lookups, par at a time, from random running daemons among
 // from for the capability of a random running daemon among targets.
-func (l *scaleLab) finds(t *testing.T, m, par int, from, targets []int) []lookup {
+func (l *scaleLab) finds(ctx context.Context, m, par int, from, targets []int) []lookup {
 	out := make([]lookup, m)
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
@@ -153,16 +166,16 @@ func (l *scaleLab) finds(t *testing.T, m, par int, from, targets []int) []lookup
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out[k] = l.find(src, dst)
+			out[k] = l.find(ctx, src, dst)
 		})
 	}
 	wg.Wait()
 	return out
 }
 
-func (l *scaleLab) find(src, dst int) lookup {
+func (l *scaleLab) find(ctx context.Context, src, dst int) lookup {
 	r := lookup{from: src, target: dst}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	c, err := l.nodes[src].dial()
 	if err != nil {
@@ -256,7 +269,8 @@ func TestDiscoveryAtScale(t *testing.T) {
 	late := max(n/20, 3)
 	lookups := max(2*n, 200)
 	l := newScaleLab(t, n)
-	fig := map[string]any{"daemons": n, "namespaces": n, "segment": "one bridge, 2001:1ff::/32 (a /48 per daemon), no added latency"}
+	bg := context.Background()
+	fig := map[string]any{"daemons": n, "namespaces": n, "segment": "one routed link per daemon, 2001:1ff::/32 (a /48 per daemon), no added latency"}
 
 	// Bootstraps first, then everyone.
 	fig["start_bootstraps_s"] = startAll(t, l.nodes[:scaleBootstraps], scaleBootstraps).Seconds()
@@ -273,7 +287,8 @@ func TestDiscoveryAtScale(t *testing.T) {
 	defer cancel()
 	var last findFigures
 	err := Poll(ctx, time.Second, func() error {
-		last = summarizeFinds(l.finds(t, 50, 8, all, all))
+		last = summarizeFinds(l.finds(ctx, 50, 8, all, all))
+		t.Logf("converging, %.0f s: %v", time.Since(conv).Seconds(), last)
 		if last.SuccessRate < 0.99 {
 			return fmt.Errorf("converging: %v", last)
 		}
@@ -285,8 +300,47 @@ func TestDiscoveryAtScale(t *testing.T) {
 	}
 	t.Logf("converged in %.1f s", fig["converged_s"])
 
+	// A sweep: every daemon's capability looked up once, from another.
+	sweep := l.sweep(bg, all)
+	fig["sweep_after_formation"] = sweep.figures
+	t.Logf("sweep after formation: %v", sweep.figures)
+	t.Run("RecordsOfFormingNetworkFindable", func(t *testing.T) {
+		if len(sweep.missing) == 0 {
+			return
+		}
+		if !sweep.noProviders {
+			t.Fatalf("%d daemons not findable: %v", len(sweep.missing), sweep.figures.FirstErrors)
+		}
+		t.Skipf("known: %d of %d daemons not findable after the DHT formed (no provider at all: %v). node/dht.go provideLoop "+
+			"sends a daemon's records at start, then only names new to the document, then every discovery.reprovide (12 h). "+
+			"Records sent while the DHT still had few servers (the bootstraps, while the other daemons were DHT clients "+
+			"until AutoNAT made them servers) stay on those few, which are not among the 20 servers closest to the key "+
+			"once the network has grown, and kad-dht's lookup stops at those 20: the records are missed for up to 12 h. "+
+			"Fix: provide again when the routing table has grown markedly since the last round (say doubled) and when the "+
+			"DHT switches to server mode, and make the first renewals early (1 min, 5 min, 30 min, then every "+
+			"discovery.reprovide); a restart of the daemon is today's workaround, which the lab applies next. See issue 19",
+			len(sweep.missing), n, sweep.names(l))
+	})
+	if len(sweep.missing) > 0 {
+		// The workaround: a restart sends the records again.
+		for _, i := range sweep.missing {
+			l.nodes[i].Stop()
+		}
+		startAll(t, l.nodeSet(sweep.missing), 8)
+		rctx, rcancel := context.WithTimeout(bg, 2*time.Minute)
+		defer rcancel()
+		if err := Poll(rctx, time.Second, func() error {
+			if s := l.sweep(rctx, sweep.missing); len(s.missing) > 0 {
+				return fmt.Errorf("still not findable after a restart: %v", s.names(l))
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// Find: success and latency.
-	f := summarizeFinds(l.finds(t, lookups, 8, all, all))
+	f := summarizeFinds(l.finds(bg, lookups, 8, all, all))
 	fig["find"] = f
 	t.Logf("find: %v", f)
 	if f.SuccessRate < 0.99 {
@@ -304,7 +358,7 @@ func TestDiscoveryAtScale(t *testing.T) {
 	for _, i := range churned {
 		l.nodes[i].Stop()
 	}
-	away := summarizeFinds(l.finds(t, lookups/2, 8, stay, stay))
+	away := summarizeFinds(l.finds(bg, lookups/2, 8, stay, stay))
 	fig["find_while_fifth_away"] = away
 	t.Logf("find while a fifth is away: %v", away)
 	if away.SuccessRate < 0.99 {
@@ -317,7 +371,7 @@ func TestDiscoveryAtScale(t *testing.T) {
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel2()
 	err = Poll(ctx2, time.Second, func() error {
-		rj = summarizeFinds(append(l.finds(t, 25, 8, stay, churned), l.finds(t, 25, 8, churned, stay)...))
+		rj = summarizeFinds(append(l.finds(ctx2, 25, 8, stay, churned), l.finds(ctx2, 25, 8, churned, stay)...))
 		if rj.SuccessRate < 0.99 {
 			return fmt.Errorf("rejoined not yet found: %v", rj)
 		}
@@ -328,7 +382,7 @@ func TestDiscoveryAtScale(t *testing.T) {
 	if err != nil {
 		t.Errorf("rejoined daemons: %v", err)
 	}
-	rj = summarizeFinds(append(l.finds(t, lookups/4, 8, stay, churned), l.finds(t, lookups/4, 8, churned, stay)...))
+	rj = summarizeFinds(append(l.finds(bg, lookups/4, 8, stay, churned), l.finds(bg, lookups/4, 8, churned, stay)...))
 	fig["find_after_rejoin"] = rj
 	t.Logf("find of and from the rejoined fifth: %v", rj)
 	if rj.SuccessRate < 0.99 {
@@ -345,6 +399,50 @@ func TestDiscoveryAtScale(t *testing.T) {
 	memory(t, l.nodes, fig, "rss_end")
 	t.Logf("figures: %s", mustJSON(fig))
 	WriteFigures(t, fig)
+}
+
+type sweepResult struct {
+	figures     findFigures
+	missing     []int // daemons whose capability was not found
+	noProviders bool  // each of those lookups found no provider at all
+}
+
+func (s sweepResult) names(l *scaleLab) []string {
+	var out []string
+	for _, i := range s.missing {
+		out = append(out, l.nodes[i].Name)
+	}
+	return out
+}
+
+// sweep looks up the capability of each daemon in targets once, from a
+// random other daemon.
+func (l *scaleLab) sweep(ctx context.Context, targets []int) sweepResult {
+	out := make([]lookup, len(targets))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for k, dst := range targets {
+		src := rand.IntN(len(l.nodes))
+		for src == dst || !l.nodes[src].Running() {
+			src = rand.IntN(len(l.nodes))
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[k] = l.find(ctx, src, dst)
+		})
+	}
+	wg.Wait()
+	r := sweepResult{figures: summarizeFinds(out), noProviders: true}
+	for _, x := range out {
+		if !x.ok {
+			r.missing = append(r.missing, x.target)
+			if !strings.HasPrefix(x.err, "0 providers") {
+				r.noProviders = false
+			}
+		}
+	}
+	return r
 }
 
 func (l *scaleLab) nodeSet(idx []int) []*Daemon {

@@ -1,0 +1,355 @@
+package netlab
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	mrand "math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/routing"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	"github.com/multiformats/go-multihash"
+)
+
+// The in-process form of the latency scenarios. tc netem is missing from
+// the CI machines' kernels, so links with 20 ms of latency are go-libp2p's
+// mocknet links. These tests run the daemon's configuration of the
+// libraries, not the daemon (whose GossipSub and DHT are not reachable from
+// outside node/): GossipSub with the options of node/announce.go
+// (StrictSign, 1 MiB messages, the announcement topic, a validator that
+// verifies an Ed25519 signature per hop as the daemon verifies the view's),
+// kad-dht with those of node/dht.go (protocol prefix /ifaced, values off,
+// capability keys derived the same way). If either file changes them, these
+// tests must follow.
+
+const linkLatency = 20 * time.Millisecond
+
+// mockHosts makes n hosts on a mocknet whose links have latency lat, each
+// connected to k random others (a connected random graph: host i also
+// connects to host i-1).
+func mockHosts(t *testing.T, n, k int, lat time.Duration) []host.Host {
+	t.Helper()
+	mn := mocknet.New()
+	t.Cleanup(func() { mn.Close() })
+	mn.SetLinkDefaults(mocknet.LinkOptions{Latency: lat})
+	hosts := make([]host.Host, n)
+	for i := range hosts {
+		h, err := mn.GenPeer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts[i] = h
+	}
+	connect := func(a, b int) {
+		if a == b || hosts[a].Network().Connectedness(hosts[b].ID()) == network.Connected {
+			return
+		}
+		if _, err := mn.LinkPeers(hosts[a].ID(), hosts[b].ID()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mn.ConnectPeers(hosts[a].ID(), hosts[b].ID()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 1; i < n; i++ {
+		connect(i, i-1)
+		for range k - 1 {
+			connect(i, mrand.IntN(n))
+		}
+	}
+	return hosts
+}
+
+// TestGossipPropagation20ms: a capabilities announcement reaches 99 % of
+// 500 subscribers within 1 s over links of 20 ms (DESIGN §8).
+func TestGossipPropagation20ms(t *testing.T) {
+	const n, rounds = 500, 5
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hosts := mockHosts(t, n, 6, linkLatency)
+	const topic = "/ifaced/capabilities.update/1" // node/announce.go announceTopic
+	arrived := make([][]time.Time, rounds+1)      // round 0 is the warm-up
+	for r := range arrived {
+		arrived[r] = make([]time.Time, n)
+	}
+	var mu sync.Mutex
+	topics := make([]*pubsub.Topic, n)
+	for i, h := range hosts {
+		ps, err := pubsub.NewGossipSub(ctx, h, pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
+			pubsub.WithMaxMessageSize(1<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Per hop, as the daemon: the payload carries a view signed by the
+		// author's key, verified before delivery and forwarding.
+		err = ps.RegisterTopicValidator(topic, func(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+			pk, err := m.GetFrom().ExtractPublicKey()
+			if err != nil {
+				return pubsub.ValidationReject
+			}
+			raw, err := pk.Raw()
+			if err != nil || len(m.Data) < ed25519.SignatureSize+1 {
+				return pubsub.ValidationReject
+			}
+			body, sig := m.Data[:len(m.Data)-ed25519.SignatureSize], m.Data[len(m.Data)-ed25519.SignatureSize:]
+			if !ed25519.Verify(ed25519.PublicKey(raw), body, sig) {
+				return pubsub.ValidationReject
+			}
+			return pubsub.ValidationAccept
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp, err := ps.Join(topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		topics[i] = tp
+		sub, err := tp.Subscribe(pubsub.WithBufferSize(256))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				m, err := sub.Next(ctx)
+				if err != nil {
+					return
+				}
+				r := int(binary.BigEndian.Uint32(m.Data))
+				mu.Lock()
+				if r < len(arrived) && arrived[r][i].IsZero() {
+					arrived[r][i] = time.Now()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	// The mocknet's keys are Ed25519; the author signs with its host key.
+	sign := func(h host.Host, round int) []byte {
+		body := make([]byte, 4+2048) // about a small public view
+		binary.BigEndian.PutUint32(body, uint32(round))
+		rand.Read(body[4:])
+		sk, _ := h.Peerstore().PrivKey(h.ID()).Raw()
+		return append(body, ed25519.Sign(ed25519.PrivateKey(sk), body)...)
+	}
+	count := func(r int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		c := 0
+		for _, at := range arrived[r] {
+			if !at.IsZero() {
+				c++
+			}
+		}
+		return c
+	}
+	// Warm-up: the meshes form over a few heartbeats; an announcement
+	// published until every subscriber has one says they have.
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer wcancel()
+	if err := Poll(wctx, 500*time.Millisecond, func() error {
+		if c := count(0); c < n-1 {
+			topics[0].Publish(ctx, sign(hosts[0], 0))
+			return fmt.Errorf("warm-up reached %d of %d", c, n-1)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	type roundFig struct {
+		To50, To99, To100 float64
+		Reached           int
+	}
+	var figs []roundFig
+	for r := 1; r <= rounds; r++ {
+		author := mrand.IntN(n)
+		data := sign(hosts[author], r)
+		start := time.Now()
+		if err := topics[author].Publish(ctx, data); err != nil {
+			t.Fatal(err)
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+		Poll(rctx, 10*time.Millisecond, func() error {
+			if count(r) < n-1 {
+				return fmt.Errorf("round %d: %d of %d", r, count(r), n-1)
+			}
+			return nil
+		})
+		rcancel()
+		mu.Lock()
+		var ds []time.Duration
+		for i, at := range arrived[r] {
+			if i != author && !at.IsZero() {
+				ds = append(ds, at.Sub(start))
+			}
+		}
+		mu.Unlock()
+		slices.Sort(ds)
+		q := func(f float64) float64 {
+			need := int(f*float64(n-1) + 0.999999)
+			if need > len(ds) {
+				return -1 // not reached
+			}
+			return ms(ds[need-1])
+		}
+		figs = append(figs, roundFig{q(0.5), q(0.99), q(1), len(ds)})
+	}
+	t.Logf("GossipSub, %d subscribers, %v links (mocknet), per announcement: %+v", n, linkLatency, figs)
+	WriteFigures(t, map[string]any{"subscribers": n, "link_latency_ms": ms(linkLatency), "degree": 6, "rounds": figs})
+	for i, f := range figs {
+		if f.To99 < 0 || f.To99 > 1000 {
+			t.Errorf("announcement %d reached 99 %% of %d subscribers in %.0f ms, want within 1 s (-1: never)", i+1, n, f.To99)
+		}
+	}
+}
+
+// capabilityKey is node/dht.go's key of a capability name.
+func capabilityKey(name string) cid.Cid {
+	mh, _ := multihash.Sum([]byte("ifaced/capability/v1\n"+name), multihash.SHA2_256, -1)
+	return cid.NewCidV1(cid.Raw, mh)
+}
+
+// TestDHTHops20ms: capability lookups across a DHT of separately keyed
+// servers over 20 ms links: success, hops and latency. Hops are counted
+// from kad-dht's query events: a peer taken from the routing table is one
+// hop away, a peer learned from a hop-h peer's answer is h+1, and a lookup
+// takes the hops of the shallowest peer it asked that answered with the
+// record instead of closer peers.
+func TestDHTHops20ms(t *testing.T) {
+	n, lookups := 200, 300
+	if Long() {
+		n, lookups = 500, 1000
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hosts := mockHosts(t, n, 4, linkLatency)
+	dhts := make([]*dht.IpfsDHT, n)
+	for i, h := range hosts {
+		d, err := dht.New(h, dht.ProtocolPrefix("/ifaced"), dht.Mode(dht.ModeServer), dht.DisableValues())
+		if err != nil {
+			t.Fatal(err)
+		}
+		dhts[i] = d
+		t.Cleanup(func() { d.Close() })
+	}
+	// Fill the routing tables: a refresh each, a few at a time.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for _, d := range dhts {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			<-d.ForceRefresh()
+		})
+	}
+	wg.Wait()
+	for i, d := range dhts {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			pctx, pcancel := context.WithTimeout(ctx, time.Minute)
+			defer pcancel()
+			if err := d.Provide(pctx, capabilityKey(capOf(i)), true); err != nil {
+				t.Errorf("node %d: providing: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	type res struct {
+		ok   bool
+		hops int
+		took time.Duration
+	}
+	out := make([]res, lookups)
+	for k := range lookups {
+		src, dst := mrand.IntN(n), mrand.IntN(n)
+		for dst == src {
+			dst = mrand.IntN(n)
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[k] = func() res {
+				qctx, qcancel := context.WithTimeout(ctx, 30*time.Second)
+				defer qcancel()
+				qctx, events := routing.RegisterForQueryEvents(qctx)
+				depth := map[peer.ID]int{}
+				answered := map[peer.ID]bool{}
+				var asked []peer.ID
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					for e := range events {
+						switch e.Type {
+						case routing.SendingQuery:
+							if _, ok := depth[e.ID]; !ok {
+								depth[e.ID] = 1
+							}
+							asked = append(asked, e.ID)
+						case routing.PeerResponse, routing.QueryError:
+							answered[e.ID] = true
+							for _, ai := range e.Responses {
+								if _, ok := depth[ai.ID]; !ok {
+									depth[ai.ID] = depth[e.ID] + 1
+								}
+							}
+						}
+					}
+				}()
+				start := time.Now()
+				found := false
+				for p := range dhts[src].FindProvidersAsync(qctx, capabilityKey(capOf(dst)), 1) {
+					if p.ID == hosts[dst].ID() {
+						found = true
+					}
+				}
+				took := time.Since(start)
+				qcancel()
+				<-done
+				hops := 0
+				for _, p := range asked {
+					if !answered[p] && (hops == 0 || depth[p] < hops) {
+						hops = depth[p]
+					}
+				}
+				return res{found, hops, took}
+			}()
+		})
+	}
+	wg.Wait()
+	var took []time.Duration
+	var hops []int
+	found := 0
+	for _, r := range out {
+		if r.ok {
+			found++
+			took = append(took, r.took)
+			hops = append(hops, r.hops)
+		}
+	}
+	slices.Sort(hops)
+	hopFig := map[string]any{}
+	if len(hops) > 0 {
+		hopFig = map[string]any{"p50": Rank(hops, 0.5), "p90": Rank(hops, 0.9), "p99": Rank(hops, 0.99), "max": hops[len(hops)-1]}
+	}
+	rate := float64(found) / float64(lookups)
+	lat := Summarize(took)
+	t.Logf("DHT, %d servers, %v links (mocknet): %d/%d found (%.1f %%), hops %v, latency %v", n, linkLatency, found, lookups, 100*rate, hopFig, lat)
+	WriteFigures(t, map[string]any{"servers": n, "link_latency_ms": ms(linkLatency), "lookups": lookups, "found": found,
+		"success_rate": rate, "hops": hopFig, "latency": lat})
+	if rate < 0.99 {
+		t.Errorf("find success %.1f %%, want at least 99 %%", 100*rate)
+	}
+}
