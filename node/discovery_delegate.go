@@ -9,22 +9,12 @@ import (
 // New and UpdateDocument call. The components themselves never hold the
 // Node.
 
-// The Node's fields keep the names node.go gives their types.
-type (
-	dhtState    = capabilityDHT // Node.dht
-	gossipState = announcer     // Node.gossip
-	mdnsState   = lanDiscovery  // Node.mdns
-)
-
 // WithImportTimeout shortens the fetch timeout of imports (tests).
 func WithImportTimeout(d time.Duration) Option { return func(n *Node) { n.importTimeout = d } }
 
 // Discovery is the daemon's discovery: Find, and the imports of outside
 // agents.
-func (n *Node) Discovery() *Discovery {
-	imports := newImporter(n.store, n.importTimeout, n.events, func() time.Time { return n.now() }, n.log)
-	return newDiscovery(n.dht, imports, n.convs, n.store, n.host)
-}
+func (n *Node) Discovery() *Discovery { return n.discovery }
 
 // startDiscovery starts the configured discovery mechanisms, each closed
 // by Close. The DHT comes first, so the others can use it as a router.
@@ -52,6 +42,8 @@ func (n *Node) startDiscovery() error {
 		n.mdns = m
 		n.onClose(m.Close)
 	}
+	n.imports = newImporter(n.store, n.importTimeout, n.events, now, n.log)
+	n.discovery = newDiscovery(n.dht, n.imports, n.convs, n.store, n.host)
 	return nil
 }
 
@@ -66,7 +58,7 @@ func (n *Node) documentChanged() {
 // refreshImports refreshes every import each discovery.import_refresh,
 // until the node closes.
 func (n *Node) refreshImports() {
-	n.Discovery().imports.refreshLoop(n.ctx, n.cfg.Discovery.ImportRefresh.Duration)
+	n.imports.refreshLoop(n.ctx, n.cfg.Discovery.ImportRefresh.Duration)
 }
 
 // strangerViews are the owner's views for a stranger, which discovery

@@ -1,10 +1,44 @@
 // Package node is the ifaced daemon: it wires identity, conditions,
-// messages and documents to the network. It owns the configuration and the
-// data directory, the libp2p host (TCP and QUIC, Noise and TLS, yamux,
-// identify and ping, with a resource manager and a connection manager sized
-// from the configuration), and — as the daemon grows — the stream
-// protocols, the peer cache, discovery, relays, the local control API and
-// the public HTTP binding.
+// messages and documents to the network. The daemon is a set of
+// components, each owning one idea, each a type with its own constructor
+// that takes what it needs (logger, clock, store, host or a narrow
+// interface) and never the Node:
+//
+//	door           every inbound message passes one admission pipeline
+//	(door.go)      before anything acts on it: validate, establish the
+//	               signer, verify, replay, rate, fit, audit; refusals are
+//	               recorded once, as bounded summaries
+//	Conversations  the stream protocols (/ifp/4/conversation,
+//	               /ifp/7/capabilities, /ifp/7/update), the conversation
+//	               table, greetings, capability requests and the update push
+//	documents      the owner's capability document, its seq and the signed
+//	               view each requester is shown
+//	PolicyBook     the disclosure map and temperature caps, with the
+//	               owner's run-time changes
+//	trust.Book     levels, pins, revocations, introductions, identity
+//	(node/trust)   document checks
+//	invoker        runs admitted capability requests: conditions, schema,
+//	               workload, the local agent (bridge), output
+//	Inbox          the HTTP binding's door-facing side: the IFP-6 inbox,
+//	               signed and anonymous requests, the view HTTP callers get
+//	Mail           the relay service and the mailboxes it holds,
+//	               reservations, the outbox, fetched mail
+//	discovery      capabilityDHT, announcer (GossipSub), lanDiscovery
+//	               (mDNS), importer, and the Discovery façade
+//
+// Node owns the configuration and the data directory, the libp2p host
+// (TCP and QUIC, Noise and TLS, yamux, identify and ping, with a resource
+// manager and a connection manager sized from the configuration), the
+// store, the audit log and the event hub; it assembles the components
+// (New, Close) and is the façade the control API (node/api), the HTTP
+// binding (node/httpapi) and the command line call.
+//
+// One greeting, responder side, reads in one direction: Conversations
+// (converse.go: handleConversation, answerGreeting) → wire.Stream.Read →
+// door.admit (door.go; negotiate.ReadGreeting, checkView, the trust
+// book's revocations, the rate limits, gossip.Conversation.Accept, the
+// audit log) → keepView (the peer cache) → grant (trust.Book.LevelOf,
+// negotiate.Policy.GrantTo) → greeting (documents.view) → send → serve.
 //
 // # Configuration
 //

@@ -14,12 +14,16 @@ import (
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/store"
+	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-multiaddr"
 )
 
-// Node is a running daemon.
+// Node is a running daemon: it assembles the components (New, Close) and
+// is the façade the control API, the HTTP binding and the command line
+// call. Each component owns one idea and is built here from what it needs;
+// none of them holds the Node.
 type Node struct {
 	id     *identity.Identity
 	cfg    *Config
@@ -28,45 +32,46 @@ type Node struct {
 	host   host.Host
 	store  *store.Store
 	audit  *gossip.AuditLog
-	replay *identity.ReplayGuard
-	door   *door               // the one admission pipeline (door.go)
-	seen   *store.BufferedSeen // with durability.sync = "interval"; nil when every Add commits
-	// mailReplay checks mail fetched from a mailbox (mailbox.go).
-	mailReplay *identity.ReplayGuard
-	order      *conditions.TierOrder
-	policy     *PolicyBook // the disclosure map and temperature caps (policy.go)
-	docs       *documents  // the owner's document, its seq and signed views (documents.go)
-	events     *hub
-	now        func() time.Time
+	events *hub
+	order  *conditions.TierOrder
+	now    func() time.Time
 
 	started time.Time
 
-	convs   *Conversations // the stream protocols and the conversation table (conversations.go)
-	invoker *invoker       // runs admitted capability requests (invoke.go)
+	// The admission pipeline and what it checks against.
+	door       *door                 // every inbound message passes here (door.go)
+	replay     *identity.ReplayGuard // message IDs and dates (the replay window)
+	mailReplay *identity.ReplayGuard // the same for fetched mail, dated within mailbox.retention
+	seen       *store.BufferedSeen   // with durability.sync = "interval"; nil when every Add commits
+	rates      *rateLimits           // per signer, by temperature
 
-	bridge      *bridge
-	rates       *rateLimits
-	invocations *invocations
+	// The components.
+	docs        *documents     // the owner's document, its seq and signed views (documents.go)
+	policy      *PolicyBook    // the disclosure map and temperature caps (policy.go)
+	trust       *trust.Book    // trust records, pins, revocations, introductions (node/trust)
+	convs       *Conversations // the stream protocols and the conversation table (conversations.go)
+	invoker     *invoker       // runs admitted capability requests (invoke.go)
+	invocations *invocations   // workload per capability, answers awaited (invoke.go)
+	bridge      *bridge        // the local agent (agent.go)
+	inbox       *Inbox         // the HTTP binding's door-facing side (inbox.go)
+	mail        *Mail          // relays, mailboxes held here, the outbox, fetched mail (relay.go, mailbox.go)
+	reach       *reachState    // the relay service and this daemon's reservations (relay.go)
+	dht         *capabilityDHT // Kademlia DHT and capability provider records (dht.go)
+	gossip      *announcer     // GossipSub capabilities.update announcements (announce.go)
+	mdns        *lanDiscovery  // LAN discovery (mdns.go)
+	imports     *importer      // outside agents' documents (importer.go)
+	discovery   *Discovery     // Find and imports, for the control API (discovery.go)
+
+	// Test settings (Options).
+	mailRetries   []time.Duration // WithMailRetries
+	importTimeout time.Duration   // WithImportTimeout: one fetch of an outside agent's document
 
 	ctx     context.Context // ends at Close; bounds every background task
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	wgMu    sync.Mutex // guards closing against wg.Add racing wg.Wait
 	closing bool
-
-	trust *trustState // trust records and held introduction tokens (trust.go)
-
-	reach *reachState // relay service and reservations on others' relays (relay.go)
-	mail  *Mail       // relays, IFP-8 mailboxes held here, the outbox and fetched mail (relay.go, mailbox.go)
-
-	mailRetries []time.Duration // WithMailRetries
-	dht         *dhtState       // Kademlia DHT and capability provider records (dht.go)
-	gossip      *gossipState    // GossipSub capabilities.update announcements (announce.go)
-	mdns        *mdnsState      // LAN discovery (mdns.go)
-	inbox       *Inbox          // the HTTP binding's door-facing side: the inbox, signed and anonymous requests (inbox.go)
-
-	importTimeout time.Duration  // one fetch of an outside agent's document (importer.go)
-	closers       []func() error // run by Close in reverse order, before the host closes
+	closers []func() error // run by Close in reverse order, before the host closes
 }
 
 // Option adjusts a Node for tests.

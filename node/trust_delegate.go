@@ -14,9 +14,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// trustState is the field type node.go declares.
-type trustState = trust.Book
-
 // newTrust builds the trust component from the daemon's store, trust.*
 // configuration, tier order, DID, clock, logger and lifetime. This is the
 // only place the component meets *Node.
