@@ -213,7 +213,7 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 		theirs = *answer.Granted
 	}
 	// The peer's greeting states what it proposes for our side.
-	level, _ := cs.trustOf(pid, reply, pv.agentID())
+	level, _ := cs.trust.LevelOf(pid, reply, pv.agentID())
 	granted := c.raiseLevel(level)
 	if proto == wire.Conversation {
 		cs.open(c)
@@ -335,8 +335,15 @@ func (cs *Conversations) openInbound(s network.Stream) (*wire.Stream, peer.ID, g
 // established itself; the greeting contributes only a proposal, which can
 // lower but never raise the grant.
 func (cs *Conversations) grant(pid peer.ID, greeting *gossip.Message, presented string, prop negotiate.Proposal) negotiate.Granted {
-	level, agentID := cs.trustOf(pid, greeting, presented)
+	level, agentID := cs.trust.LevelOf(pid, greeting, presented)
 	return cs.policy.current().GrantTo(cs.requester(pid, level, agentID), prop)
+}
+
+// requester is what the daemon established about pid for its policy:
+// its peer ID, the agent ID and level trust established, and the
+// introductions admitted for it.
+func (cs *Conversations) requester(pid peer.ID, level conditions.Level, agentID string) negotiate.Requester {
+	return negotiate.Requester{PeerID: pid.String(), AgentID: agentID, Level: level, Introductions: cs.trust.Introductions(pid)}
 }
 
 // serve reads the rest of a conversation until close, error or EOF.

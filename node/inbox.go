@@ -213,7 +213,7 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 			}
 			// As over libp2p: an introduction proof is checked and bound,
 			// and an agent ID's document is checked in the background.
-			ib.convs.trustOf(from, m, pv.agentID())
+			ib.convs.trust.LevelOf(from, m, pv.agentID())
 		}
 		if isRequest(m) {
 			detail += "; capability requests are answered over libp2p or POST /invoke, not through the inbox"

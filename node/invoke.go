@@ -230,7 +230,7 @@ func (cs *Conversations) runRequest(c *conv, req *gossip.Message) (any, string, 
 	name := names[0]
 	// A level established since the greeting (a pin, a binding) counts now;
 	// nothing goes down.
-	level, _ := cs.trustOf(c.peer, nil, "")
+	level, _ := cs.trust.LevelOf(c.peer, nil, "")
 	g := c.raiseLevel(level)
 	var params any
 	if p, ok := req.Body.Part(partParameters); ok {

@@ -139,7 +139,9 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	} else if err := n.store.ClearSeenFlushedAt(); err != nil {
 		return nil, err
 	}
-	n.trust = newTrust(n)
+	n.trust = trust.New(n.ctx, n.store, trust.Config{KeyTransition: cfg.Trust.KeyTransition.Duration,
+		IntroExpiry: cfg.Trust.IntroExpiry.Duration, CAFile: cfg.Trust.CAFile, FetchPrivate: cfg.Trust.FetchPrivate},
+		order, id.DID(), n.now, log, n.spawn)
 	n.door = newDoor(id.DID(), n.audit, n.replay, n.rates, n.trust.KeyRevoked, n.events, log, func() time.Time { return n.now() })
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
@@ -196,6 +198,10 @@ func (n *Node) UpdateDocument(change func(d *negotiate.Document) error) (*negoti
 	n.documentChanged()
 	return doc, nil
 }
+
+// TrustBook is the daemon's trust component: trust records, pins and
+// revocations, introduction tokens and identity document checks.
+func (n *Node) TrustBook() *trust.Book { return n.trust }
 
 // Conversations is the conversations component: the stream protocols and
 // the open conversations.
