@@ -25,10 +25,22 @@ type Lab struct {
 	nss []string
 }
 
-// Require skips t unless the lab can run here: root, ip (iproute2) and nft
-// (nftables) installed, network namespaces available.
+// OptIn skips t unless the lab was asked for: IFACED_LAB=1 (the short
+// form) or IFACED_LAB_LONG=1 (the long form). `go test ./...` as root would
+// otherwise start a hundred daemons in a hundred namespaces unasked.
+func OptIn(t testing.TB) {
+	t.Helper()
+	if os.Getenv("IFACED_LAB") != "1" && !Long() {
+		t.Skip("netlab: set IFACED_LAB=1 to run the network lab (root, iproute2 and nftables; a few minutes), IFACED_LAB_LONG=1 for its long form")
+	}
+}
+
+// Require skips t unless the lab was asked for (OptIn) and can run here:
+// root, ip (iproute2) and nft (nftables) installed, network namespaces
+// available.
 func Require(t testing.TB) {
 	t.Helper()
+	OptIn(t)
 	if os.Geteuid() != 0 {
 		t.Skip("netlab: needs root to create network namespaces (CI runs as root)")
 	}

@@ -15,11 +15,13 @@ import (
 	"github.com/ipfs/go-cid"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/routing"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	"github.com/multiformats/go-multiaddr"
 	"github.com/multiformats/go-multihash"
 )
 
@@ -36,17 +38,25 @@ import (
 
 const linkLatency = 20 * time.Millisecond
 
-// mockHosts makes n hosts on a mocknet whose links have latency lat, each
-// connected to k random others (a connected random graph: host i also
-// connects to host i-1).
-func mockHosts(t *testing.T, n, k int, lat time.Duration) []host.Host {
+// mockHosts makes n hosts on a mocknet whose links have latency lat, and
+// returns them with a function that connects each to k random others (a
+// connected random graph: host i also connects to host i-1), to be called
+// once their protocols are set up (identify tells peers what they speak).
+// With linkAll, every pair of hosts has a link (may dial each other), as
+// the DHT needs; otherwise only the connected pairs do.
+func mockHosts(t *testing.T, n, k int, lat time.Duration, linkAll bool) ([]host.Host, func()) {
 	t.Helper()
 	mn := mocknet.New()
 	t.Cleanup(func() { mn.Close() })
 	mn.SetLinkDefaults(mocknet.LinkOptions{Latency: lat})
 	hosts := make([]host.Host, n)
 	for i := range hosts {
-		h, err := mn.GenPeer()
+		// Ed25519 keys, as the daemons' (GenPeer would make ECDSA ones).
+		sk, _, err := crypto.GenerateEd25519Key(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := mn.AddPeer(sk, multiaddr.StringCast(fmt.Sprintf("/ip4/100.64.%d.%d/tcp/4817", i>>8, i&0xff)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,29 +66,38 @@ func mockHosts(t *testing.T, n, k int, lat time.Duration) []host.Host {
 		if a == b || hosts[a].Network().Connectedness(hosts[b].ID()) == network.Connected {
 			return
 		}
-		if _, err := mn.LinkPeers(hosts[a].ID(), hosts[b].ID()); err != nil {
-			t.Fatal(err)
+		if !linkAll {
+			if _, err := mn.LinkPeers(hosts[a].ID(), hosts[b].ID()); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if _, err := mn.ConnectPeers(hosts[a].ID(), hosts[b].ID()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for i := 1; i < n; i++ {
-		connect(i, i-1)
-		for range k - 1 {
-			connect(i, mrand.IntN(n))
+	if linkAll {
+		if err := mn.LinkAll(); err != nil {
+			t.Fatal(err)
 		}
 	}
-	return hosts
+	return hosts, func() {
+		for i := 1; i < n; i++ {
+			connect(i, i-1)
+			for range k - 1 {
+				connect(i, mrand.IntN(n))
+			}
+		}
+	}
 }
 
 // TestGossipPropagation20ms: a capabilities announcement reaches 99 % of
 // 500 subscribers within 1 s over links of 20 ms (DESIGN §8).
 func TestGossipPropagation20ms(t *testing.T) {
+	OptIn(t)
 	const n, rounds = 500, 5
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	hosts := mockHosts(t, n, 6, linkLatency)
+	hosts, connect := mockHosts(t, n, 6, linkLatency, false)
 	const topic = "/ifaced/capabilities.update/1" // node/announce.go announceTopic
 	arrived := make([][]time.Time, rounds+1)      // round 0 is the warm-up
 	for r := range arrived {
@@ -136,7 +155,8 @@ func TestGossipPropagation20ms(t *testing.T) {
 			}
 		}()
 	}
-	// The mocknet's keys are Ed25519; the author signs with its host key.
+	connect()
+	// The author signs with its host key (Ed25519).
 	sign := func(h host.Host, round int) []byte {
 		body := make([]byte, 4+2048) // about a small public view
 		binary.BigEndian.PutUint32(body, uint32(round))
@@ -228,13 +248,14 @@ func capabilityKey(name string) cid.Cid {
 // takes the hops of the shallowest peer it asked that answered with the
 // record instead of closer peers.
 func TestDHTHops20ms(t *testing.T) {
+	OptIn(t)
 	n, lookups := 200, 300
 	if Long() {
 		n, lookups = 500, 1000
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	hosts := mockHosts(t, n, 4, linkLatency)
+	hosts, connect := mockHosts(t, n, 4, linkLatency, true)
 	dhts := make([]*dht.IpfsDHT, n)
 	for i, h := range hosts {
 		d, err := dht.New(h, dht.ProtocolPrefix("/ifaced"), dht.Mode(dht.ModeServer), dht.DisableValues())
@@ -244,17 +265,38 @@ func TestDHTHops20ms(t *testing.T) {
 		dhts[i] = d
 		t.Cleanup(func() { d.Close() })
 	}
-	// Fill the routing tables: a refresh each, a few at a time.
+	connect()
+	// Fill the routing tables: once identify has put each host's
+	// neighbours in its table, two rounds of refreshes, a few at a time.
+	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+	defer rcancel()
+	if err := Poll(rctx, 100*time.Millisecond, func() error {
+		for i, d := range dhts {
+			if d.RoutingTable().Size() == 0 {
+				return fmt.Errorf("node %d has an empty routing table", i)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 32)
-	for _, d := range dhts {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			<-d.ForceRefresh()
-		})
+	for range 2 {
+		for _, d := range dhts {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				<-d.ForceRefresh()
+			})
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	sizes := make([]int, n)
+	for i, d := range dhts {
+		sizes[i] = d.RoutingTable().Size()
+	}
+	slices.Sort(sizes)
 	for i, d := range dhts {
 		wg.Go(func() {
 			sem <- struct{}{}
@@ -346,8 +388,9 @@ func TestDHTHops20ms(t *testing.T) {
 	}
 	rate := float64(found) / float64(lookups)
 	lat := Summarize(took)
-	t.Logf("DHT, %d servers, %v links (mocknet): %d/%d found (%.1f %%), hops %v, latency %v", n, linkLatency, found, lookups, 100*rate, hopFig, lat)
-	WriteFigures(t, map[string]any{"servers": n, "link_latency_ms": ms(linkLatency), "lookups": lookups, "found": found,
+	t.Logf("DHT, %d servers (routing tables: median %d peers), %v links (mocknet): %d/%d found (%.1f %%), hops %v, latency %v",
+		n, Rank(sizes, 0.5), linkLatency, found, lookups, 100*rate, hopFig, lat)
+	WriteFigures(t, map[string]any{"servers": n, "routing_table_median": Rank(sizes, 0.5), "link_latency_ms": ms(linkLatency), "lookups": lookups, "found": found,
 		"success_rate": rate, "hops": hopFig, "latency": lat})
 	if rate < 0.99 {
 		t.Errorf("find success %.1f %%, want at least 99 %%", 100*rate)

@@ -265,7 +265,17 @@ func convergeWithin() time.Duration {
 // TestDiscoveryAtScale: find success, latency; GossipSub propagation;
 // churn; late joiners — across separately running daemons.
 func TestDiscoveryAtScale(t *testing.T) {
+	Require(t)
 	n := scaleSize()
+	// A daemon here holds about 40 MB when idle and 50 to 60 MB at 100
+	// daemons (more connections each); a run that would not fit in the
+	// memory available is skipped rather than pushing the machine to swap
+	// or the OOM killer.
+	const perDaemonMB = 64
+	if avail := memAvailableMB(); avail > 0 && n*perDaemonMB > avail*8/10 {
+		t.Skipf("netlab: %d daemons need about %d MB (%d MB each), %d MB available: set IFACED_LAB_NODES to at most %d, or run on a larger machine",
+			n, n*perDaemonMB, perDaemonMB, avail, avail*8/10/perDaemonMB)
+	}
 	late := max(n/20, 3)
 	lookups := max(2*n, 200)
 	l := newScaleLab(t, n)
@@ -599,6 +609,21 @@ func (l *scaleLab) lateJoiners(t *testing.T, joined []int, author int, name stri
 	out := map[string]any{"joiners": len(joined), "found_current_view": len(took), "time_to_find": Summarize(took)}
 	t.Logf("late joiners: %v", out)
 	return out
+}
+
+// memAvailableMB is MemAvailable from /proc/meminfo, or 0.
+func memAvailableMB() int {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			kb, _ := strconv.Atoi(strings.Fields(rest)[0])
+			return kb / 1024
+		}
+	}
+	return 0
 }
 
 // memory records the daemons' resident memory (from /proc, by PID).
