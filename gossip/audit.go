@@ -342,6 +342,9 @@ func (a *AuditLog) Record(e AuditEntry) error {
 	if id == "" {
 		return errors.New("recording audit entry: message has no conversation_id")
 	}
+	if e.Peer == refusedName {
+		return fmt.Errorf("recording audit entry: %q names the record of refusals, not a peer", e.Peer)
+	}
 	if e.Direction != Sent && e.Direction != Received {
 		return fmt.Errorf("recording audit entry: direction %q is neither %q nor %q", e.Direction, Sent, Received)
 	}

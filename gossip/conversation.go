@@ -139,11 +139,30 @@ func (c *Conversation) Sent(m *Message) {
 	c.record(m)
 }
 
+// Check reports whether an incoming, already verified message fits the
+// conversation, without recording it: a receiver checks before it audits,
+// and records (Accept) only what it admitted.
+func (c *Conversation) Check(m *Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.check(m)
+}
+
 // Accept checks an incoming, already verified message against the
 // conversation state and records it.
 func (c *Conversation) Accept(m *Message) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.check(m); err != nil {
+		return err
+	}
+	c.lastReceived = m.Headers.Sequence
+	c.lastID = m.Headers.MessageID
+	c.record(m)
+	return nil
+}
+
+func (c *Conversation) check(m *Message) error {
 	h := &m.Headers
 	switch {
 	case h.ConversationID != c.ID:
@@ -161,9 +180,6 @@ func (c *Conversation) Accept(m *Message) error {
 	case !c.started && h.Phase != PhaseGreeting && h.Phase != PhaseError:
 		return fmt.Errorf("%w: %s before any greeting; start with a greeting", ErrUnexpectedPhase, h.Phase)
 	}
-	c.lastReceived = h.Sequence
-	c.lastID = h.MessageID
-	c.record(m)
 	return nil
 }
 

@@ -42,7 +42,7 @@ const refusedName = "_refused"
 // Refusal is one refused message, as summarised in the record of refusals.
 type Refusal struct {
 	At        time.Time `json:"at"`
-	Transport string    `json:"transport"`      // how it came: libp2p, https, invoke, ifp-8-mailbox, …
+	Transport string    `json:"transport"`      // how it came: libp2p, https, a2a, ifp-8-mailbox, …
 	Peer      string    `json:"peer,omitempty"` // the peer the daemon established (the stream's, or the verified signer); "" when none
 	Code      string    `json:"code"`           // the wire code of the refusal
 	Reason    string    `json:"reason"`         // the error, as the daemon said it

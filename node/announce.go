@@ -472,7 +472,7 @@ func (g *announcer) requery(author peer.ID, prop negotiate.Proposal, a *announce
 	}
 }
 
-// cache caches an announced view the way acceptView caches a
+// cache caches an announced view the way keepView caches a
 // greeted one, with no negotiated context (the store keeps the cached
 // one) and, where this daemon has no fresher ones, the cached display
 // name and addresses: an announcement may arrive over several hops.

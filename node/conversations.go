@@ -27,10 +27,11 @@ import (
 // it is shown from the owner's documents.
 //
 // A greeting, from socket to audit file, reads: handleConversation →
-// answerGreeting → wire.Stream.Read (bounded decode, validate) → door.admit
-// (establish, verify with checkView, replay, rate, fit, audit) → keepView
-// (peer cache) → grant → greeting (the view for this peer) → send (sign,
-// audit, write) → open → serve.
+// answerGreeting → wire.Stream.Read (bounded decode) → door.admit
+// (validate with negotiate.ReadGreeting, establish, verify with checkView,
+// replay, rate, fit with gossip.Conversation.Check, audit, commit) →
+// keepView (peer cache) → grant → greeting (the view for this peer) → send
+// (sign, audit, write) → open → serve.
 type Conversations struct {
 	id            *identity.Identity
 	display       string        // identity.display, for the greeting's text

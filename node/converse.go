@@ -25,10 +25,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
-// A greeting, from socket to audit file, goes: read a frame → decode and
-// validate → verify the signature against the stream's peer → check the
-// replay window → fit the conversation → audit → decide (grant, view) →
-// answer → audit. Each step is one function below.
+// The path of a greeting through these functions is in the comment of
+// Conversations (conversations.go); the admission steps are the door's
+// (door.go).
 
 // Body part names of ifaced messages.
 const (
@@ -171,9 +170,14 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 	// taken.
 	var answer negotiate.Greeting
 	var pv pendingView
-	reply, err := cs.receive(c, func(m *gossip.Message) error {
+	reply, err := cs.receiveOnly(c, func(m *gossip.Message) error {
+		if p := m.Headers.Phase; p != gossip.PhaseGreeting && p != gossip.PhaseError {
+			return fmt.Errorf("%w: answered a greeting with %s", gossip.ErrUnexpectedPhase, p)
+		}
+		return nil
+	}, func(m *gossip.Message) error {
 		if m.Headers.Phase != gossip.PhaseGreeting {
-			return nil // an error or a stray phase: judged below, once admitted
+			return nil // an error: reported below, once admitted
 		}
 		var err error
 		if answer, err = negotiate.ReadGreeting(m); err != nil {
@@ -190,15 +194,9 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 		s.Reset()
 		return nil, remoteError(pid, reply)
 	}
-	if reply.Headers.Phase != gossip.PhaseGreeting {
-		err := fmt.Errorf("%w: answered a greeting with %s", gossip.ErrUnexpectedPhase, reply.Headers.Phase)
-		cs.sendError(c, err)
-		s.Reset()
-		return nil, fmt.Errorf("greeting %s: %w", pid, err)
-	}
 	view, err := cs.keepView(pid, reply, pv)
 	if err != nil {
-		cs.sendError(c, err)
+		cs.sendError(c, err, true)
 		s.Reset()
 		return nil, fmt.Errorf("greeting %s: %w", pid, err)
 	}
@@ -260,7 +258,7 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 	}
 	var prop negotiate.Greeting
 	var pv pendingView
-	in, err := cs.door.admit(&arrival{via: viaLibp2p, msg: first, stream: pid,
+	in, err := cs.door.admit(&arrival{via: viaLibp2p, msg: first, stream: pid, views: []gossip.Phase{gossip.PhaseGreeting},
 		validate: func() (err error) {
 			prop, err = negotiate.ReadGreeting(first)
 			return err
@@ -276,8 +274,9 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 			if cs.conversation(c.ID) != nil {
 				return fmt.Errorf("%w: conversation %s is already open; start a new one", gossip.ErrOutOfSequence, c.ID)
 			}
-			return c.Accept(first)
-		}})
+			return c.Check(first)
+		},
+		commit: func(peer.ID) error { return c.Accept(first) }})
 	if err != nil {
 		cs.answerRefusal(c, err)
 		return
@@ -491,7 +490,12 @@ func (cs *Conversations) greeting(c *conv, prop negotiate.Proposal, granted *neg
 // order of their sequence numbers however many goroutines answer at once.
 // A message that already carries a proof (a greeting with an
 // introduction) keeps the number it was proved with.
-func (cs *Conversations) send(c *conv, m *gossip.Message) error {
+func (cs *Conversations) send(c *conv, m *gossip.Message) error { return cs.write(c, m, true) }
+
+// write is send, with the audit entry optional: an answer to a refused
+// message is covered by the refusal's record, and must not enter the
+// conversation the refused message claimed.
+func (cs *Conversations) write(c *conv, m *gossip.Message, audit bool) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if m.Security == nil {
@@ -502,8 +506,10 @@ func (cs *Conversations) send(c *conv, m *gossip.Message) error {
 	if err := m.Sign(cs.id, cs.now()); err != nil {
 		return err
 	}
-	if err := cs.recordSent(viaLibp2p, c.peer, m, ""); err != nil {
-		return err
+	if audit {
+		if err := cs.recordSent(viaLibp2p, c.peer, m, ""); err != nil {
+			return err
+		}
 	}
 	if err := c.stream.Write(m); err != nil {
 		return fmt.Errorf("sending %s to %s: %w", m.Headers.Phase, c.peer, err)
@@ -518,6 +524,13 @@ func (cs *Conversations) send(c *conv, m *gossip.Message) error {
 // a message refused for coming too fast is answered and the conversation
 // goes on (errSkipped). An idle or broken stream ends quietly.
 func (cs *Conversations) receive(c *conv, verify func(m *gossip.Message) error) (*gossip.Message, error) {
+	return cs.receiveOnly(c, nil, verify)
+}
+
+// receiveOnly is receive with expect (nil: anything the conversation
+// takes) judging, at the door's fit step, whether the message is one the
+// caller can take now.
+func (cs *Conversations) receiveOnly(c *conv, expect func(m *gossip.Message) error, verify func(m *gossip.Message) error) (*gossip.Message, error) {
 	m, err := c.stream.Read()
 	if err != nil {
 		if errors.Is(err, io.EOF) || isStreamFailure(err) {
@@ -533,7 +546,16 @@ func (cs *Conversations) receive(c *conv, verify func(m *gossip.Message) error) 
 		// them would leave the request waiting for an answer that already
 		// came.
 		uncharged: cs.invocations.awaits(c.ID, m),
-		fit:       func(peer.ID) error { return c.Accept(m) }}
+		views:     []gossip.Phase{gossip.PhaseGreeting},
+		fit: func(peer.ID) error {
+			if expect != nil {
+				if err := expect(m); err != nil {
+					return err
+				}
+			}
+			return c.Check(m)
+		},
+		commit: func(peer.ID) error { return c.Accept(m) }}
 	if verify != nil {
 		a.verify = func(peer.ID) error { return verify(m) }
 	}
@@ -728,7 +750,7 @@ func isStreamFailure(err error) bool {
 // answerRefusal answers a refusal the door recorded with an error phase
 // message where the peer can read one, and closes the stream.
 func (cs *Conversations) answerRefusal(c *conv, cause error) {
-	if cs.sendError(c, cause) {
+	if cs.sendError(c, cause, false) {
 		// Close, not reset: a reset may discard the answer before the peer reads it.
 		c.stream.Close()
 		return
@@ -738,14 +760,14 @@ func (cs *Conversations) answerRefusal(c *conv, cause error) {
 
 // sendError sends the error phase message for cause, if the stream can
 // still carry one, and reports whether it did.
-func (cs *Conversations) sendError(c *conv, cause error) bool {
+func (cs *Conversations) sendError(c *conv, cause error, audit bool) bool {
 	body := wire.NewErrorBody(cause)
 	e, err := c.Next(gossip.PhaseError, cs.now())
 	if err != nil {
 		return false
 	}
 	e.Body = gossip.Body{Text: errorText(body), Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: toJSONValue(body)}}}
-	if err := cs.send(c, e); err != nil {
+	if err := cs.write(c, e, audit); err != nil {
 		cs.log.Debug("could not send error phase message", "peer", c.peer, "err", err)
 		return false
 	}

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/time/rate"
 )
 
 // The door: every inbound message — a libp2p conversation or capabilities
@@ -32,7 +34,8 @@ import (
 //	fit              the conversation: sequence, phase, owner of its ID
 //	audit            the message is written to the audit log
 //
-// and then, by the transport: decide → act → answer. Transports differ only
+// and then, by the transport: commit (the message takes its place in its
+// conversation) → decide → act → answer. Transports differ only
 // in how the signer is established (arrival.stream), which replay window
 // applies (arrival.window), whether headers.to must name this daemon
 // (arrival.addressed: it must whenever no stream to this daemon carried it)
@@ -42,9 +45,10 @@ import (
 // conversation table before the audit entry is written, and nothing
 // unadmitted reaches them at all. A refusal is recorded once, as a
 // refusal, in the audit log's record of refusals (gossip.Refusal) — never
-// in the conversation it claims — as a bounded summary; the local agent is
-// told only that a message was refused, by whom (when established) and
-// why, never its content. A message refused after the replay step is
+// in the conversation it claims — as a bounded summary, and so is the
+// error message that answers it; the local agent is told only that a
+// message from an established sender was refused, and why, never its
+// content. A message refused after the replay step is
 // forgotten again by the seen-set, so that a sender refused for being too
 // fast can send the same message later.
 
@@ -67,29 +71,44 @@ type arrival struct {
 	uncharged bool
 	// verify checks the documents the message carries, after its signature.
 	verify func(from peer.ID) error
-	// fit fits the message into its conversation; nil fits anywhere.
-	fit  func(from peer.ID) error
-	note string // for the audit entry
+	// fit checks that the message fits its conversation without changing
+	// it; nil fits anywhere. commit then records it in the conversation,
+	// after the audit entry is written: nothing unadmitted changes a
+	// conversation's state.
+	fit    func(from peer.ID) error
+	commit func(from peer.ID) error
+	// views are the phases in which this transport reads a view (part
+	// "capabilities") and checks it in verify; a view in any other
+	// message is refused, never passed on unverified.
+	views []gossip.Phase
+	note  string // for the audit entry
 }
 
 // door admits inbound messages. It holds exactly what the steps need.
 type door struct {
-	self    string // this daemon's did:key
-	audit   *gossip.AuditLog
-	replay  *identity.ReplayGuard
-	rates   *rateLimits
-	revoked func(peer.ID) error // the owner's revocations (trust)
-	events  *hub
-	log     *slog.Logger
-	now     func() time.Time
+	// strangers bounds the refusal events of senders nobody established:
+	// the agent hears of some, and of how many more there were, so that
+	// no flood of junk can crowd its event stream.
+	strangers  *rate.Limiter
+	suppressed atomic.Int64
+	self       string // this daemon's did:key
+	audit      *gossip.AuditLog
+	replay     *identity.ReplayGuard
+	rates      *rateLimits
+	revoked    func(peer.ID) error // the owner's revocations (trust)
+	events     *hub
+	log        *slog.Logger
+	now        func() time.Time
 }
 
 func newDoor(self string, audit *gossip.AuditLog, replay *identity.ReplayGuard, rates *rateLimits,
 	revoked func(peer.ID) error, events *hub, log *slog.Logger, now func() time.Time) *door {
-	return &door{self: self, audit: audit, replay: replay, rates: rates, revoked: revoked, events: events, log: log, now: now}
+	return &door{self: self, audit: audit, replay: replay, rates: rates, revoked: revoked, events: events, log: log, now: now,
+		strangers: rate.NewLimiter(rate.Every(strangerEventEvery), strangerEventBurst)}
 }
 
-// admitted is a message through the door: its signer, established.
+// admitted is a message through the door: its signer, established. On a
+// refusal, from is the signer when the door established it.
 type admitted struct {
 	from peer.ID
 	msg  *gossip.Message
@@ -102,34 +121,58 @@ var errAudit = errors.New("audit log")
 // admit runs the pipeline on a. On refusal the refusal is recorded and the
 // error says why (wire.CodeOf names its code); the transport answers.
 func (d *door) admit(a *arrival) (admitted, error) {
-	if a.validate != nil {
-		if err := a.validate(); err != nil {
-			return admitted{}, d.refuse(a, "", false, false, err)
-		}
+	if err := d.validate(a); err != nil {
+		return admitted{}, d.refuse(a, "", false, false, err)
 	}
 	from, pub, err := d.establish(a)
 	if err != nil {
 		return admitted{}, d.refuse(a, from, false, false, err)
 	}
-	if err := d.verify(a, from, pub); err != nil {
-		return admitted{}, d.refuse(a, from, errors.Is(err, errDocument), false, err)
+	if err := a.msg.Verify(pub); err != nil {
+		return admitted{}, d.refuse(a, from, false, false, err)
+	}
+	// From here on the signer is established: its signature verified.
+	if err := d.verify(a, from); err != nil {
+		return admitted{from: from}, d.refuse(a, from, true, false, err)
 	}
 	if err := d.checkReplay(a, from); err != nil {
-		return admitted{}, d.refuse(a, from, true, false, err)
+		return admitted{from: from}, d.refuse(a, from, true, false, err)
 	}
 	if err := d.charge(a, from); err != nil {
-		return admitted{}, d.refuse(a, from, true, true, err)
+		return admitted{from: from}, d.refuse(a, from, true, true, err)
 	}
 	if a.fit != nil {
 		if err := a.fit(from); err != nil {
-			return admitted{}, d.refuse(a, from, true, true, err)
+			return admitted{from: from}, d.refuse(a, from, true, true, err)
 		}
 	}
 	if err := d.record(a, from); err != nil {
 		d.forget(a, from)
-		return admitted{}, err
+		return admitted{from: from}, err
+	}
+	if a.commit != nil {
+		// Fitted a moment ago; only a message racing it on the same
+		// conversation can make this fail. It is audited as received,
+		// and recorded as refused too.
+		if err := a.commit(from); err != nil {
+			d.refused(a.via, from, true, a.msg, nil, err)
+			return admitted{from: from}, err
+		}
 	}
 	return admitted{from: from, msg: a.msg}, nil
+}
+
+// validate checks what the transport reads of the message beyond its
+// decoding: its parts (a.validate), and that a view travels only where
+// the transport verifies one.
+func (d *door) validate(a *arrival) error {
+	if _, ok := a.msg.Body.Part(partCapabilities); ok && !slices.Contains(a.views, a.msg.Headers.Phase) {
+		return fmt.Errorf("%w: a %q part travels only in a greeting or an update push", gossip.ErrInvalidMessage, partCapabilities)
+	}
+	if a.validate != nil {
+		return a.validate()
+	}
+	return nil
 }
 
 // establish finds the signer: the stream's peer on libp2p, else the key
@@ -160,15 +203,29 @@ func (d *door) establish(a *arrival) (peer.ID, ed25519.PublicKey, error) {
 	return from, pub, nil
 }
 
+// signerOf is the peer whose key made m's Ed25519 signature.
+func signerOf(m *gossip.Message) (peer.ID, error) {
+	if m.Security != nil {
+		for _, sig := range m.Security.Signatures {
+			if sig.Alg != identity.AlgEd25519 {
+				continue
+			}
+			pub, err := identity.PublicKeyFromKeyID(sig.KeyID)
+			if err != nil {
+				return "", fmt.Errorf("%w: %v", gossip.ErrUnsigned, err)
+			}
+			return identity.PeerIDFromPublicKey(pub)
+		}
+	}
+	return "", fmt.Errorf("%w: a message that came without a stream needs an ed25519 signature naming its key", gossip.ErrUnsigned)
+}
+
 // errDocument marks a failure of a document a verified message carries.
 var errDocument = errors.New("carried document")
 
-// verify checks the signature under the signer's key, that the owner has
-// not revoked that key, and the documents the message carries.
-func (d *door) verify(a *arrival, from peer.ID, pub ed25519.PublicKey) error {
-	if err := a.msg.Verify(pub); err != nil {
-		return err
-	}
+// verify checks, for a signer whose signature verified, that the owner
+// has not revoked its key, and the documents the message carries.
+func (d *door) verify(a *arrival, from peer.ID) error {
 	if err := d.revoked(from); err != nil {
 		return err
 	}
@@ -242,8 +299,19 @@ func (d *door) refuse(a *arrival, from peer.ID, verified, seen bool, cause error
 	return cause
 }
 
+// The pace of refusal events for senders nobody established.
+const (
+	strangerEventEvery = 6 * time.Second
+	strangerEventBurst = 10
+)
+
 // refused records a refusal of m (nil when nothing decoded; raw the bytes
-// as received when known) and tells the local agent.
+// as received when known). The local agent is told of refusals whose
+// sender is established (the stream's peer, or a verified signer), with
+// the code and a reason cut short; of the others it hears at most one every
+// strangerEventEvery (after a burst of strangerEventBurst), each saying
+// how many were left out before it, so that strangers cannot crowd the
+// agent's event stream. Every refusal is recorded.
 func (d *door) refused(via string, established peer.ID, verified bool, m *gossip.Message, raw []byte, cause error) {
 	code := wire.CodeOf(cause)
 	r := gossip.Refusal{At: d.now().UTC(), Transport: via, Code: string(code), Reason: cause.Error(), Verified: verified}
@@ -251,11 +319,20 @@ func (d *door) refused(via string, established peer.ID, verified bool, m *gossip
 		r.Peer = established.String()
 	}
 	gossip.SummariseRefusal(&r, m, raw)
-	d.log.Info("refused message", "via", via, "peer", r.Peer, "code", code, "err", cause)
+	d.log.Info("refused message", "via", via, "peer", r.Peer, "code", code, "err", gossip.Clip(r.Reason, 256))
 	if err := d.audit.RecordRefusal(r); err != nil {
 		d.log.Warn("recording a refusal", "err", err)
 	}
-	e := Event{Type: EventRefused, At: r.At, Peer: r.Peer, Detail: fmt.Sprintf("%s: %s", code, cause)}
+	e := Event{Type: EventRefused, At: r.At, Peer: r.Peer, Detail: fmt.Sprintf("%s: %s", code, gossip.Clip(cause.Error(), 256))}
+	if established == "" {
+		if !d.strangers.AllowN(r.At, 1) {
+			d.suppressed.Add(1)
+			return
+		}
+		if n := d.suppressed.Swap(0); n > 0 {
+			e.Detail += fmt.Sprintf(" (and %d more refusals of unestablished senders before this one; the record of refusals holds them all)", n)
+		}
+	}
 	if verified && m != nil {
 		e.ConversationID = m.Headers.ConversationID
 	}

@@ -122,9 +122,12 @@ type Delivered struct {
 
 // Deliver takes a message that arrived by transport (for the audit log,
 // e.g. "https") through the door and hands it to its conversation. The
-// error wraps ErrUnknownSender, a signature error (wrong key included:
-// headers.from must be the signer), a replay-window error, ErrDuplicate,
-// or a rate limit (*wire.RetryAfterError); a message that passes those but
+// error wraps a validation error (an unreadable greeting part, a view
+// outside a greeting, headers.to not naming this daemon), ErrUnknownSender,
+// a signature error (wrong key included: headers.from must be the signer),
+// key_revoked, a refused view (its signature, stale_seq), a replay-window
+// error, ErrDuplicate, a rate limit (*wire.RetryAfterError), or errAudit
+// when the audit log could not be written; a message that passes those but
 // does not fit its conversation is recorded as refused and returned with
 // Refused set.
 func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error) {
@@ -143,7 +146,7 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 		}
 	)
 	var gr negotiate.Greeting
-	in, err := ib.door.admit(&arrival{via: transport, msg: m,
+	in, err := ib.door.admit(&arrival{via: transport, msg: m, addressed: true, views: []gossip.Phase{gossip.PhaseGreeting},
 		validate: func() (err error) {
 			if m.Headers.Phase == gossip.PhaseGreeting {
 				gr, err = negotiate.ReadGreeting(m)
@@ -164,7 +167,7 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 		},
 		fit: func(from peer.ID) error {
 			if c = joining(from); c != nil {
-				err := c.Accept(m)
+				err := c.Check(m)
 				misfit = err != nil
 				return err
 			}
@@ -179,9 +182,15 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 			if ic = ib.table.lookup(icKey); ic == nil {
 				ic = gossip.NewConversation(convID, ib.convs.localAgent(), remote)
 			}
-			err = ic.Accept(m)
+			err = ic.Check(m)
 			misfit = err != nil
 			return err
+		},
+		commit: func(peer.ID) error {
+			if c != nil {
+				return c.Accept(m)
+			}
+			return ic.Accept(m)
 		}})
 	switch {
 	case errors.Is(err, identity.ErrReplay):
@@ -192,8 +201,7 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 		}
 		return nil, fmt.Errorf("%w: %s", ErrDuplicate, m.Headers.MessageID)
 	case err != nil && misfit:
-		from, _ := signerOf(m)
-		return &Delivered{MessageID: m.Headers.MessageID, Peer: from, Refused: err}, nil
+		return &Delivered{MessageID: m.Headers.MessageID, Peer: in.from, Refused: err}, nil
 	case err != nil:
 		return nil, err
 	}

@@ -452,23 +452,6 @@ func (mb *Mail) acceptMail(relay peer.ID, mail wire.Mail) error {
 	return nil
 }
 
-// signerOf is the peer whose key made m's Ed25519 signature.
-func signerOf(m *gossip.Message) (peer.ID, error) {
-	if m.Security != nil {
-		for _, sig := range m.Security.Signatures {
-			if sig.Alg != identity.AlgEd25519 {
-				continue
-			}
-			pub, err := identity.PublicKeyFromKeyID(sig.KeyID)
-			if err != nil {
-				return "", fmt.Errorf("%w: %v", gossip.ErrUnsigned, err)
-			}
-			return identity.PeerIDFromPublicKey(pub)
-		}
-	}
-	return "", fmt.Errorf("%w: a mailbox message needs an ed25519 signature", gossip.ErrUnsigned)
-}
-
 // handleMailbox serves one mailbox request at a relay.
 func (mb *Mail) handleMailbox(s network.Stream) {
 	defer s.Close()
@@ -557,10 +540,14 @@ func (mb *Mail) holdMail(from peer.ID, req *wire.MailboxRequest, now time.Time) 
 		return nil, err
 	}
 	// Only the sender's own messages: the quota is charged to a key that
-	// signed, and nobody can leave mail in another's name.
+	// signed, and nobody can leave mail in another's name (its from must
+	// be that key, as the recipient's door will require).
 	pub, err := identity.PublicKeyFromPeerID(from)
 	if err != nil {
 		return nil, err
+	}
+	if did := identity.DIDKey(pub); m.Headers.From.Agent != did {
+		return nil, fmt.Errorf("%w: headers.from is %q, but you are %s; from must name the signer", gossip.ErrWrongKey, m.Headers.From.Agent, did)
 	}
 	if err := m.Verify(pub); err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 // PolicyBook owns the owner's policy: the disclosure map by persona and
 // peer (IFP-12) and the temperature caps, from the configuration with the
 // owner's run-time changes on top (persisted in the store). Grants are
-// computed from it by negotiate.Policy.Grant; this component only keeps
+// computed from it by negotiate.Policy.GrantTo; this component only keeps
 // it and changes it.
 type PolicyBook struct {
 	cfg   *Config

@@ -125,7 +125,7 @@ func (cs *Conversations) handleUpdate(s network.Stream) {
 		open = nil
 	}
 	var pv pendingView
-	_, err = cs.door.admit(&arrival{via: viaLibp2p, msg: m, stream: pid, note: "capability update",
+	_, err = cs.door.admit(&arrival{via: viaLibp2p, msg: m, stream: pid, note: "capability update", views: []gossip.Phase{gossip.PhaseContext},
 		temperature: func(peer.ID) string {
 			if open != nil {
 				return open.grant().Temperature

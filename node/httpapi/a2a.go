@@ -71,7 +71,7 @@ func (s *Binding) a2a(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, CodeInvalidFormat, fmt.Sprintf("Content-Type is %q; send application/json", r.Header.Get("Content-Type")))
 		return
 	}
-	body, ok := readBody(w, r)
+	body, ok := readBody(w, r, s.n.Inbox())
 	if !ok {
 		return
 	}

@@ -109,7 +109,7 @@ func (s *Binding) inbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, fmt.Sprintf("Content-Type is %q; send application/json; charset=utf-8 (IFP-6 §2.2)", r.Header.Get("Content-Type")))
 		return
 	}
-	body, ok := readBody(w, r)
+	body, ok := readBody(w, r, s.n.Inbox())
 	if !ok {
 		return
 	}
@@ -123,8 +123,9 @@ func (s *Binding) inbox(w http.ResponseWriter, r *http.Request) {
 		// The seen-set is keyed by signer and message_id, which IFP-6 §4.2
 		// recommends as the key; another key would promise a second,
 		// different deduplication this daemon does not keep.
-		writeError(w, http.StatusBadRequest, CodeInvalidFormat,
-			fmt.Sprintf("Idempotency-Key %q differs from the message_id %q; use the message_id", key, m.Headers.MessageID))
+		err := fmt.Errorf("%w: Idempotency-Key %q differs from the message_id %q; use the message_id", gossip.ErrInvalidMessage, key, m.Headers.MessageID)
+		s.n.Inbox().RecordUndecoded("https", body, err)
+		writeError(w, http.StatusBadRequest, CodeInvalidFormat, err.Error())
 		return
 	}
 	d, err := s.n.Inbox().Deliver(m, "https")
@@ -161,7 +162,7 @@ func (s *Binding) invoke(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, fmt.Sprintf("Content-Type is %q; send application/json", r.Header.Get("Content-Type")))
 		return
 	}
-	body, ok := readBody(w, r)
+	body, ok := readBody(w, r, s.n.Inbox())
 	if !ok {
 		return
 	}
@@ -239,12 +240,14 @@ func isJSON(r *http.Request) bool {
 	return err == nil && mt == "application/json"
 }
 
-// readBody reads the whole body, answering 413 past MaxBody.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+// readBody reads the whole body, answering 413 past MaxBody (a refusal
+// the inbox records).
+func readBody(w http.ResponseWriter, r *http.Request, in *node.Inbox) ([]byte, bool) {
 	b, err := io.ReadAll(r.Body)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
+		in.RecordUndecoded("https", nil, fmt.Errorf("%w: the body is over %d bytes", gossip.ErrTooLarge, MaxBody))
 		writeError(w, http.StatusRequestEntityTooLarge, CodePayloadTooLarge, fmt.Sprintf("the body is over %d bytes (IFP-6 §5)", MaxBody))
 		return nil, false
 	case err != nil:

@@ -10,7 +10,7 @@
 // peer's claim:
 //
 //   - 1, signed: every libp2p peer. Its messages verify under the key of
-//     its peer ID (the daemon's readVerified), so every peer is at least
+//     its peer ID (the door's establish and verify steps), so every peer is at least
 //     here.
 //   - 0, introduced: the peer proved, with an HMAC over its greeting, that
 //     it holds an introduction token the owner minted (`ifaced introduce`).

@@ -87,7 +87,7 @@ var errorTable = []struct {
 	{CodeUnsupportedVersion, gossip.ErrUnknownVersion, nil, http.StatusBadRequest,
 		"IFP-4 messages (\"ifp\": 4)", "resend as an IFP-4 message"},
 	{CodeWrongKey, gossip.ErrWrongKey, nil, http.StatusUnauthorized,
-		"a signature by the key of the peer ID that opened this stream", "sign with your own key"},
+		"a signature by the sender's own key: on libp2p the key of the peer ID that opened the stream, and headers.from naming that key's did:key", "sign with your own key, and name yourself in from"},
 	{CodeKeyRevoked, ErrKeyRevoked, nil, http.StatusUnauthorized,
 		"a key the owner trusts", "ask the owner to compare fingerprints with you again and pin your key"},
 	{CodeInvalidSignature, identity.ErrBadSignature, []error{gossip.ErrUnsigned, gossip.ErrWeakSignature, identity.ErrMalformedSignature}, http.StatusUnauthorized,
