@@ -343,6 +343,11 @@ func (ib *Inbox) ExecuteSigned(m *gossip.Message) (string, any, error) {
 	// An introduction proof on the request counts as on a greeting; the
 	// door made sure the request's signer is its from.
 	g := ib.convs.grant(in.from, m, "", gr.Proposal)
+	// Durable before the agent acts, so that after a crash the same
+	// signed request is a replay, not a second invocation.
+	if err := ib.commit(); err != nil {
+		return "", nil, err
+	}
 	// No conversation: the conversation ID the caller chose is its own,
 	// never passed on to the agent as this daemon's.
 	result, err := ib.invoker.execute(name, params, g, in.from.String(), "")

@@ -21,8 +21,9 @@ type PolicyBook struct {
 	order *conditions.TierOrder
 	store policyStore
 
-	mu     sync.Mutex
-	policy *negotiate.Policy
+	changeMu sync.Mutex // one change at a time: its store write and reload
+	mu       sync.Mutex
+	policy   *negotiate.Policy
 }
 
 // policyStore is what the policy keeps in the store.
@@ -95,6 +96,8 @@ func (p *PolicyBook) Current() negotiate.Policy { return *p.current() }
 // persists and applies from the peer's next greeting; grants already made
 // in open conversations do not go down.
 func (p *PolicyBook) SetDisclosure(persona, peer, tier string) error {
+	p.changeMu.Lock()
+	defer p.changeMu.Unlock()
 	if persona == "" {
 		persona = negotiate.DefaultPersona
 	}
@@ -113,6 +116,8 @@ func (p *PolicyBook) SetDisclosure(persona, peer, tier string) error {
 // SetMaxTemperature caps the temperature peer may reach (cool, warm, hot),
 // or removes the run-time cap when max is empty.
 func (p *PolicyBook) SetMaxTemperature(peer, max string) error {
+	p.changeMu.Lock()
+	defer p.changeMu.Unlock()
 	if peer == "" {
 		return fmt.Errorf("%w: peer is required", ErrInvalidPolicy)
 	}
