@@ -345,6 +345,25 @@ func (cs *Conversations) requester(pid peer.ID, level conditions.Level, agentID 
 	return negotiate.Requester{PeerID: pid.String(), AgentID: agentID, Level: level, Introductions: cs.trust.Introductions(pid)}
 }
 
+// act does what an admitted message of an open conversation asks, however
+// it came (the stream, or the HTTPS inbox): a later greeting renegotiates
+// (its view kept, nothing it grants going down), a request is run in the
+// background, an answer reaches the request waiting for it. It reports
+// whether the message was a request or an answer (handled), and false in
+// alive when the daemon is closing.
+func (cs *Conversations) act(c *conv, m *gossip.Message, pv pendingView, prop negotiate.Proposal) (alive, handled bool) {
+	if m.Headers.Phase == gossip.PhaseGreeting {
+		if _, err := cs.keepView(c.peer, m, pv); err != nil {
+			cs.log.Info("keeping a renegotiating greeting's view", "peer", c.peer, "err", err)
+		}
+		c.raise(cs.grant(c.peer, m, pv.agentID(), prop), cs.order)
+	}
+	if isRequest(m) {
+		return cs.spawn(func() { cs.handleRequest(c, m) }), true
+	}
+	return true, cs.invocations.deliver(c.ID, m)
+}
+
 // serve reads the rest of a conversation until close, error or EOF.
 func (cs *Conversations) serve(c *conv) {
 	defer cs.closeConv(c)
@@ -379,20 +398,11 @@ func (cs *Conversations) serve(c *conv) {
 			cs.log.Info("conversation ended", "peer", c.peer, "conversation", c.ID, "err", err)
 			return
 		}
-		if m.Headers.Phase == gossip.PhaseGreeting {
-			if _, err := cs.keepView(c.peer, m, pv); err != nil {
-				cs.log.Info("keeping a renegotiating greeting's view", "peer", c.peer, "err", err)
-			}
-			// A later greeting renegotiates; nothing it grants goes down.
-			c.raise(cs.grant(c.peer, m, pv.agentID(), again.Proposal), cs.order)
+		alive, handled := cs.act(c, m, pv, again.Proposal)
+		if !alive {
+			return
 		}
-		if isRequest(m) {
-			if !cs.spawn(func() { cs.handleRequest(c, m) }) {
-				return
-			}
-			continue
-		}
-		if cs.invocations.deliver(c.ID, m) {
+		if handled {
 			continue
 		}
 		if m.Headers.Phase == gossip.PhaseClose || m.Headers.Phase == gossip.PhaseError && c.Closed() {

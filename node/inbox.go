@@ -210,9 +210,7 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 	detail := "via " + transport
 	if c != nil {
 		ib.door.publish(in, c.ID, detail)
-		if isRequest(m) {
-			ib.spawn(func() { ib.convs.handleRequest(c, m) })
-		}
+		ib.convs.act(c, m, pv, gr.Proposal)
 	} else {
 		ib.table.put(icKey, ic)
 		if m.Headers.Phase == gossip.PhaseGreeting {
