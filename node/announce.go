@@ -312,23 +312,23 @@ func (g *announcer) publish() error {
 		return err
 	}
 	g.mu.Lock()
-	same := bytes.Equal(v.key, g.lastKey)
+	same := bytes.Equal(v.Key, g.lastKey)
 	g.mu.Unlock()
 	if same {
 		return nil
 	}
-	data, err := encodeAnnouncement(v.doc)
+	data, err := encodeAnnouncement(v.Doc)
 	if err != nil {
 		return err
 	}
 	if err := g.topic.Publish(g.tasks.ctx, data); err != nil {
-		return fmt.Errorf("publishing the seq %d announcement: %w", v.doc.Seq, err)
+		return fmt.Errorf("publishing the seq %d announcement: %w", v.Doc.Seq, err)
 	}
 	g.mu.Lock()
-	g.lastKey = v.key
+	g.lastKey = v.Key
 	g.mu.Unlock()
 	g.published.Add(1)
-	g.log.Debug("announced capabilities", "seq", v.doc.Seq, "capabilities", len(v.doc.Capabilities), "topic_peers", len(g.topic.ListPeers()))
+	g.log.Debug("announced capabilities", "seq", v.Doc.Seq, "capabilities", len(v.Doc.Capabilities), "topic_peers", len(g.topic.ListPeers()))
 	return nil
 }
 

@@ -177,7 +177,7 @@ func knowsDaemon(t *testing.T, d, author *testDaemon) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	knows(t, d, author.pid(), v.doc)
+	knows(t, d, author.pid(), v.Doc)
 }
 
 func cachedSeq(d *testDaemon, pid peer.ID) uint64 {
@@ -587,10 +587,10 @@ func TestAnnouncementLeavesOutHiddenEvenWhenStrangersAreEligible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := capNames(v.doc); got != "+ping" {
+	if got := capNames(v.Doc); got != "+ping" {
 		t.Fatalf("advertised view %q, want only ping", got)
 	}
-	if err := v.doc.Verify(a.id.PublicKey()); err != nil {
+	if err := v.Doc.Verify(a.id.PublicKey()); err != nil {
 		t.Fatalf("the advertised view does not verify: %v", err)
 	}
 }

@@ -150,7 +150,7 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 	// again. And when the peer said it holds ours, ours need not either.
 	held, holding := cs.peerViews.Get(pid)
 	if holding {
-		prop.HaveView = hex.EncodeToString(held.sum[:])
+		prop.HaveView = hex.EncodeToString(held.Sum[:])
 	}
 	c.peerHas, _ = cs.peersHold.Get(pid)
 	greeting, err := cs.greeting(c, prop, nil)
@@ -294,7 +294,7 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 	c.categories = prop.ToolCategories
 	answer := negotiate.Proposal{Disclosure: c.granted.Disclosure, Persona: c.granted.Persona, Temperature: c.granted.Temperature}
 	if held, ok := cs.peerViews.Get(pid); ok {
-		answer.HaveView = hex.EncodeToString(held.sum[:]) // the greeter's view, which it need not send again
+		answer.HaveView = hex.EncodeToString(held.Sum[:]) // the greeter's view, which it need not send again
 	}
 	reply, err := cs.greeting(c, answer, &c.granted)
 	if err == nil {
@@ -454,34 +454,29 @@ func (cs *Conversations) greeting(c *conv, prop negotiate.Proposal, granted *neg
 			granted.ToolCategories = honoured
 		}
 	}
-	c.viewChanged(v.key)
+	c.viewChanged(v.Key)
 	h := &m.Headers
 	h.Disclosure, h.Persona = prop.Disclosure, prop.Persona
-	var offer []string
-	for _, cap := range v.doc.Capabilities {
-		if cap.Eligible != nil && *cap.Eligible {
-			offer = append(offer, cap.Name)
-		}
-	}
+	offer := v.Offer()
 	if len(offer) > 0 {
 		h.Capabilities = &gossip.CapabilityHeaders{Offer: offer}
 	}
-	prop.IFPSupport = v.doc.IFPSupport
+	prop.IFPSupport = v.Doc.IFPSupport
 	// The view is left out only when the peer holds this very view: any
 	// change (seq, grant, order) changes the hash.
-	unchanged := c.peerHas != "" && c.peerHas == v.sum
+	unchanged := c.peerHas != "" && c.peerHas == v.Sum
 	attached := "my signed view for you is attached"
 	if unchanged {
-		prop.ViewUnchanged = v.sum
-		attached = "my signed view for you is the one you hold (sha256 " + v.sum[:16] + "…)"
+		prop.ViewUnchanged = v.Sum
+		attached = "my signed view for you is the one you hold (sha256 " + v.Sum[:16] + "…)"
 	}
 	text := fmt.Sprintf("Greetings from %s. I offer you %d of my %d capabilities; %s.",
-		cs.displayName(), len(offer), len(v.doc.Capabilities), attached)
+		cs.displayName(), len(offer), len(v.Doc.Capabilities), attached)
 	m.Body = gossip.Body{Text: text, Parts: []gossip.Part{
 		{ContentType: "application/json", Name: partGreeting, Content: toJSONValue(prop)},
 	}}
 	if !unchanged {
-		m.Body.Parts = slices.Insert(m.Body.Parts, 0, v.part())
+		m.Body.Parts = slices.Insert(m.Body.Parts, 0, v.Part())
 	}
 	if granted != nil {
 		m.Body.Text += fmt.Sprintf(" You are granted disclosure %q (%s), authentication level %s, temperature %q.",
@@ -602,23 +597,19 @@ func seenKey(from peer.ID, m *gossip.Message) string {
 // peer pushed out is verified again at its next greeting.
 const maxVerifiedViews = 1024
 
-// verifiedView is a view a peer sent, decoded and verified: the same
-// content (the SHA-256 of its RFC 8785 form) from the same peer needs
-// neither again. A peer re-sends its view in every greeting, so this is
-// most of what a warm greeting would otherwise cost.
-type verifiedView struct {
-	sum     [32]byte
-	canon   []byte              // the view's RFC 8785 form, as the peer cache keeps it
-	doc     *negotiate.Document // shared: never modified
-	docHash string              // SHA-256 of the document's signed bytes, as the peer cache keeps it
-}
+// verifiedView is a view a peer sent, decoded and verified as received
+// (negotiate.VerifiedView): the same content (the SHA-256 of its RFC 8785
+// form) from the same peer needs neither again. A peer re-sends its view
+// in every greeting, so this is most of what a warm greeting would
+// otherwise cost.
+type verifiedView = negotiate.VerifiedView
 
 // agentID is the agent ID the view presents ("" without a view).
 func (pv pendingView) agentID() string {
-	if pv.vv.doc == nil {
+	if pv.vv.Doc == nil {
 		return ""
 	}
-	return pv.vv.doc.AgentID
+	return pv.vv.Doc.AgentID
 }
 
 // pendingView is a view checked at the door and not yet kept: keepView
@@ -641,8 +632,8 @@ func (cs *Conversations) checkView(pid peer.ID, m *gossip.Message, said string, 
 	p, ok := m.Body.Part(partCapabilities)
 	if !ok {
 		switch {
-		case said != "" && held != nil && said == hex.EncodeToString(held.sum[:]):
-			return pendingView{vv: *held, raw: held.canon}, nil
+		case said != "" && held != nil && said == hex.EncodeToString(held.Sum[:]):
+			return pendingView{vv: *held, raw: held.Canon}, nil
 		case said != "" && !required:
 			return pendingView{}, nil // a view this daemon no longer holds: it learns nothing new, and needs nothing
 		case said != "":
@@ -664,8 +655,8 @@ func (cs *Conversations) checkView(pid peer.ID, m *gossip.Message, said string, 
 	if !known {
 		// A view this daemon has not verified from pid before: it must not
 		// be older than the one the peer cache holds.
-		if rec, err := cs.store.Peer(pid.String()); err == nil && rec.Seq > vv.doc.Seq {
-			return pendingView{}, fmt.Errorf("%w: seq %d, this daemon holds seq %d from you", wire.ErrStaleSeq, vv.doc.Seq, rec.Seq)
+		if rec, err := cs.store.Peer(pid.String()); err == nil && rec.Seq > vv.Doc.Seq {
+			return pendingView{}, fmt.Errorf("%w: seq %d, this daemon holds seq %d from you", wire.ErrStaleSeq, vv.Doc.Seq, rec.Seq)
 		}
 	}
 	return pendingView{vv: vv, raw: raw, new: true}, nil
@@ -675,7 +666,7 @@ func (cs *Conversations) checkView(pid peer.ID, m *gossip.Message, said string, 
 // the verified-view memory and the peer cache (the act step). It returns
 // the view, or nil when the message carried none.
 func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView) (*negotiate.Document, error) {
-	view := pv.vv.doc
+	view := pv.vv.Doc
 	if view == nil {
 		return nil, nil
 	}
@@ -688,7 +679,7 @@ func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView
 	}
 	now := cs.now()
 	rec := store.PeerRecord{PeerID: pid.String(), AgentID: view.AgentID, Display: m.Headers.From.Display,
-		Addrs: peerAddrs(cs.host, pid), Seq: view.Seq, DocHash: pv.vv.docHash, View: pv.raw, Context: ctxRaw,
+		Addrs: peerAddrs(cs.host, pid), Seq: view.Seq, DocHash: pv.vv.DocHash, View: pv.raw, Context: ctxRaw,
 		FetchedAt: now, ChangedAt: now}
 	changed, err := cs.store.PutPeer(rec)
 	if errors.Is(err, store.ErrStaleSeq) {
@@ -716,23 +707,18 @@ func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView
 // once the message is admitted.
 func (cs *Conversations) verifyView(pid peer.ID, canon []byte) (vv verifiedView, known bool, err error) {
 	sum := sha256.Sum256(canon)
-	if vv, ok := cs.peerViews.Get(pid); ok && vv.sum == sum {
+	if vv, ok := cs.peerViews.Get(pid); ok && vv.Sum == sum {
 		return vv, true, nil
-	}
-	view, err := negotiate.DecodeViewJSON(canon)
-	if err != nil {
-		return verifiedView{}, false, fmt.Errorf("%w: %v", gossip.ErrInvalidMessage, err)
 	}
 	pub, err := identity.PublicKeyFromPeerID(pid)
 	if err != nil {
 		return verifiedView{}, false, err
 	}
-	signed, err := view.VerifyCanonical(pub)
-	if err != nil {
-		return verifiedView{}, false, err
+	vv, err = negotiate.VerifyView(pub, canon)
+	if errors.Is(err, negotiate.ErrNotAView) {
+		return verifiedView{}, false, fmt.Errorf("%w: %w", gossip.ErrInvalidMessage, err)
 	}
-	docSum := sha256.Sum256(signed)
-	return verifiedView{sum: sum, canon: canon, doc: view, docHash: hex.EncodeToString(docSum[:])}, false, nil
+	return vv, false, err
 }
 
 // refuseFrame answers a first frame that did not decode: the refusal is

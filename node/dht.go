@@ -322,7 +322,7 @@ func (d *capabilityDHT) provideRound(full bool) error {
 	if err != nil {
 		return fmt.Errorf("building the public view: %w", err)
 	}
-	names := advertisedNames(view.doc)
+	names := advertisedNames(view.Doc)
 	d.mu.Lock()
 	for name := range d.provided {
 		if !slices.Contains(names, name) {

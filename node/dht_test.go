@@ -167,7 +167,7 @@ func TestDHTFindEndToEnd(t *testing.T) {
 	waitProvided(t, carol, "calendar.availability")
 	waitProvided(t, dave, "ping")
 	waitDHTPeers(t, bob)
-	if v, _ := dave.strangerViews().public(); !slices.ContainsFunc(v.doc.Capabilities, func(c negotiate.Capability) bool { return c.Name == "diary.read" }) {
+	if v, _ := dave.strangerViews().public(); !slices.ContainsFunc(v.Doc.Capabilities, func(c negotiate.Capability) bool { return c.Name == "diary.read" }) {
 		t.Fatal("dave's public view lacks diary.read; the test no longer covers a hidden capability a stranger may see")
 	}
 

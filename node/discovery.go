@@ -111,12 +111,12 @@ func (s strangerViews) advertised() (*signedView, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !slices.ContainsFunc(v.doc.Capabilities, func(c negotiate.Capability) bool { return c.Hidden() }) {
+	if !slices.ContainsFunc(v.Doc.Capabilities, func(c negotiate.Capability) bool { return c.Hidden() }) {
 		return v, nil
 	}
-	doc := *v.doc
+	doc := *v.Doc
 	doc.Signature = nil
-	doc.Capabilities = slices.DeleteFunc(slices.Clone(v.doc.Capabilities), func(c negotiate.Capability) bool { return c.Hidden() })
+	doc.Capabilities = slices.DeleteFunc(slices.Clone(v.Doc.Capabilities), func(c negotiate.Capability) bool { return c.Hidden() })
 	doc.SupportedCategories = doc.SupportedToolCategories()
 	return s.sign(&doc)
 }

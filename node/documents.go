@@ -2,8 +2,6 @@ package node
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,18 +50,11 @@ func newDocuments(id *identity.Identity, st ownDocumentStore, order *conditions.
 	return &documents{id: id, store: st, order: order, now: now, log: log, views: map[string]*signedView{}}
 }
 
-// signedView is a view as sent: signed, and as the generic JSON value a
-// message part holds. Views change only when the document's seq or the
-// requester's facts do, so they are signed once and reused.
-type signedView struct {
-	doc     *negotiate.Document
-	content *gossip.SealedContent // encoded once: every message that carries the view signs and sends these bytes
-	sum     string                // hex SHA-256 of the content's RFC 8785 form: what a peer holding it names in have_view
-	key     []byte                // the view's content without seq and signature, to tell a changed view from a re-signed one
-}
-
-// part is the message part that carries the view.
-func (v *signedView) part() gossip.Part { return v.content.Part("application/json", partCapabilities) }
+// signedView is a view as sent: signed, sealed for every transport, its
+// have_view sum and content key (negotiate.SignedView). Views change only
+// when the document's seq or the requester's facts do, so they are signed
+// once and reused.
+type signedView = negotiate.SignedView
 
 // maxCachedViews bounds the signed views kept between document changes.
 // Each holds the view as a document, a JSON value, and its canonical and
@@ -71,19 +62,11 @@ func (v *signedView) part() gossip.Part { return v.content.Part("application/jso
 // past it the cache starts again and views are signed anew.
 const maxCachedViews = 512
 
-// contentKey is a document without what changes on every save, to tell
-// whether its content changed.
-func contentKey(d *negotiate.Document) ([]byte, error) {
-	c := *d
-	c.Seq, c.Updated, c.Signature = 0, "", nil
-	return c.Canonical()
-}
-
 // set makes doc the owner's document. Its seq continues from the stored
 // one: unchanged content keeps the stored seq, changed content gets the
 // next. The document is signed and stored before it is used.
 func (d *documents) set(doc *negotiate.Document) error {
-	newKey, err := contentKey(doc)
+	newKey, err := negotiate.ContentKey(doc)
 	if err != nil {
 		return err
 	}
@@ -98,7 +81,7 @@ func (d *documents) set(doc *negotiate.Document) error {
 		if err := json.Unmarshal(stored, &old); err != nil {
 			return fmt.Errorf("reading own document: %w", err)
 		}
-		oldKey, err := contentKey(&old)
+		oldKey, err := negotiate.ContentKey(&old)
 		if err != nil {
 			return err
 		}
@@ -184,48 +167,17 @@ func (d *documents) view(f conditions.Facts) (*signedView, error) {
 	return v, nil
 }
 
-// sign signs view and keeps it with its JSON value and content key.
+// sign signs view (a view cut from the owner's document) as the owner.
 func (d *documents) sign(view *negotiate.Document) (*signedView, error) {
-	if _, err := view.Sign(d.id, d.now()); err != nil {
-		return nil, err
-	}
-	raw, err := json.Marshal(view)
-	if err != nil {
-		return nil, fmt.Errorf("encoding view: %w", err)
-	}
-	var content any
-	if err := json.Unmarshal(raw, &content); err != nil {
-		return nil, fmt.Errorf("encoding view: %w", err)
-	}
-	sealed, err := gossip.SealContent(content)
-	if err != nil {
-		return nil, fmt.Errorf("encoding view: %w", err)
-	}
-	ck, err := contentKey(view)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(ck)
-	held := sha256.Sum256(sealed.Canonical())
-	return &signedView{doc: view, content: sealed, sum: hex.EncodeToString(held[:]), key: sum[:]}, nil
+	return negotiate.SignView(view, d.id, d.now())
 }
 
 // ordered is v with the capabilities of the requested ACP tool categories
-// first, signed, and the requested categories it supports. A request that
-// changes nothing returns v. It keeps v's content key: the order is the
+// first, signed, and the requested categories it supports (v itself when
+// the request changes nothing). It keeps v's content key: the order is the
 // peer's request, not a change of what it may see.
 func (d *documents) ordered(v *signedView, requested []string) (*signedView, []string, error) {
-	doc, honoured := negotiate.OrderByCategories(v.doc, requested)
-	if len(honoured) == 0 {
-		return v, nil, nil
-	}
-	doc.Signature = nil
-	ordered, err := d.sign(doc)
-	if err != nil {
-		return nil, nil, err
-	}
-	ordered.key = v.key
-	return ordered, honoured, nil
+	return v.Ordered(requested, d.id, d.now())
 }
 
 // withSchemas returns the current document and its compiled schemas,

@@ -256,7 +256,7 @@ func (ib *Inbox) ViewFor(f conditions.Facts) (*negotiate.Document, string, error
 	if err != nil {
 		return nil, "", err
 	}
-	return v.doc, fmt.Sprintf("%d-%x", v.doc.Seq, v.key[:8]), nil
+	return v.Doc, fmt.Sprintf("%d-%x", v.Doc.Seq, v.Key[:8]), nil
 }
 
 // ExecuteAnonymous runs a capability for an HTTP caller that proved

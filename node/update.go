@@ -43,7 +43,7 @@ func (cs *Conversations) pushUpdate(ctx context.Context, c *conv) error {
 	if err != nil {
 		return err
 	}
-	if !c.viewChanged(v.key) {
+	if !c.viewChanged(v.Key) {
 		// Nothing this peer can see changed: a push would only tell it that
 		// something it cannot see did.
 		return nil
@@ -61,11 +61,11 @@ func (cs *Conversations) pushUpdate(ctx context.Context, c *conv) error {
 	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
 		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
 		From: c.Local, To: []gossip.Agent{c.Remote}, ConversationID: c.ID,
-		Sequence: int64(v.doc.Seq), Phase: gossip.PhaseContext, ContentType: gossip.DefaultContentType,
+		Sequence: int64(v.Doc.Seq), Phase: gossip.PhaseContext, ContentType: gossip.DefaultContentType,
 		Subject: "capability update",
 	}, Body: gossip.Body{
-		Text:  fmt.Sprintf("My capabilities changed (seq %d); my new signed view for you is attached.", v.doc.Seq),
-		Parts: []gossip.Part{v.part()},
+		Text:  fmt.Sprintf("My capabilities changed (seq %d); my new signed view for you is attached.", v.Doc.Seq),
+		Parts: []gossip.Part{v.Part()},
 	}}
 	if err := m.Sign(cs.id, now); err != nil {
 		s.Reset()

@@ -48,7 +48,7 @@ func TestUnchangedViewIsNotSentAgain(t *testing.T) {
 		t.Fatalf("alice's cache of bob after a greeting without his view: %+v, %v", rec, err)
 	}
 	held, _ := bob.convs.peerViews.Get(pid)
-	if got := proposalOf(answer).ViewUnchanged; got != hex.EncodeToString(held.sum[:]) {
+	if got := proposalOf(answer).ViewUnchanged; got != hex.EncodeToString(held.Sum[:]) {
 		t.Fatalf("view_unchanged %q, want the hash bob holds", got)
 	}
 	if !strings.Contains(answer.Body.Text, "the one you hold") {
@@ -120,15 +120,15 @@ func TestUnchangedViewClaimMustMatch(t *testing.T) {
 	}{
 		"another hash":          {claim(strings.Repeat("ab", 32)), &held},
 		"not a hash":            {claim("x"), &held},
-		"nothing named":         {claim(hex.EncodeToString(held.sum[:])), nil},
+		"nothing named":         {claim(hex.EncodeToString(held.Sum[:])), nil},
 		"no view and no claims": {claim(""), &held},
 	} {
 		if _, err := bob.convs.checkView(pid, tc.m, proposalOf(tc.m).ViewUnchanged, true, tc.held); !errors.Is(err, gossip.ErrInvalidMessage) {
 			t.Errorf("%s: %v, want %v", name, err, gossip.ErrInvalidMessage)
 		}
 	}
-	matching := claim(hex.EncodeToString(held.sum[:]))
-	if pv, err := bob.convs.checkView(pid, matching, proposalOf(matching).ViewUnchanged, true, &held); err != nil || pv.vv.doc != held.doc {
+	matching := claim(hex.EncodeToString(held.Sum[:]))
+	if pv, err := bob.convs.checkView(pid, matching, proposalOf(matching).ViewUnchanged, true, &held); err != nil || pv.vv.Doc != held.Doc {
 		t.Fatalf("a matching claim: %v", err)
 	}
 }
