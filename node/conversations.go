@@ -14,6 +14,7 @@ import (
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -33,6 +34,17 @@ import (
 // keepView (peer cache) → grant → greeting (the view for this peer) → send
 // (sign, audit, write) → open → serve.
 type Conversations struct {
+	conversationDeps
+
+	mu    sync.Mutex
+	convs map[string]*conv // open conversations by ID
+
+	peerViews *lru.Cache[peer.ID, verifiedView] // the last view each peer sent, verified
+	peersHold *lru.Cache[peer.ID, string]       // the hash of our view each peer last said it holds
+}
+
+// conversationDeps is what Conversations is built from, and keeps.
+type conversationDeps struct {
 	id            *identity.Identity
 	display       string        // identity.display, for the greeting's text
 	streamTimeout time.Duration // limits.stream_timeout: each frame's read and write deadline
@@ -50,51 +62,20 @@ type Conversations struct {
 	log           *slog.Logger
 	now           func() time.Time
 	ctx           context.Context
-	spawn         func(func()) bool // runs a task Close waits for
-	dialHints     func(peer.ID)     // gives the peerstore the addresses the cache knows (reach)
-
-	mu    sync.Mutex
-	convs map[string]*conv // open conversations by ID
-
-	peerViews *lru.Cache[peer.ID, verifiedView] // the last view each peer sent, verified
-	peersHold *lru.Cache[peer.ID, string]       // the hash of our view each peer last said it holds
-}
-
-// conversationDeps is what Conversations is built from.
-type conversationDeps struct {
-	id            *identity.Identity
-	display       string
-	streamTimeout time.Duration
-	host          host.Host
-	door          *door
-	docs          *documents
-	policy        *PolicyBook
-	trust         *trust.Book
-	invoker       *invoker
-	invocations   *invocations
-	store         *store.Store
-	audit         *gossip.AuditLog
-	events        *hub
-	order         *conditions.TierOrder
-	log           *slog.Logger
-	now           func() time.Time
-	ctx           context.Context
-	spawn         func(func()) bool
-	dialHints     func(peer.ID)
+	spawn         func(func()) bool                                 // runs a task Close waits for
+	dialHints     func(peer.ID)                                     // gives the peerstore the addresses the cache knows (reach)
+	handler       func(network.StreamHandler) network.StreamHandler // counts a stream handler among what Close waits for
 }
 
 // newConversations builds the component and registers its stream
 // handlers on the host.
 func newConversations(d conversationDeps) *Conversations {
-	cs := &Conversations{id: d.id, display: d.display, streamTimeout: d.streamTimeout, host: d.host, door: d.door,
-		docs: d.docs, policy: d.policy, trust: d.trust, invoker: d.invoker, invocations: d.invocations, store: d.store,
-		audit: d.audit, events: d.events, order: d.order, log: d.log, now: d.now, ctx: d.ctx, spawn: d.spawn,
-		dialHints: d.dialHints, convs: map[string]*conv{}}
+	cs := &Conversations{conversationDeps: d, convs: map[string]*conv{}}
 	cs.peerViews, _ = lru.New[peer.ID, verifiedView](maxVerifiedViews)
 	cs.peersHold, _ = lru.New[peer.ID, string](maxVerifiedViews)
-	cs.host.SetStreamHandler(wire.Conversation, cs.handleConversation)
-	cs.host.SetStreamHandler(wire.Capabilities, cs.handleCapabilities)
-	cs.host.SetStreamHandler(wire.Update, cs.handleUpdate)
+	cs.host.SetStreamHandler(wire.Conversation, d.handler(cs.handleConversation))
+	cs.host.SetStreamHandler(wire.Capabilities, d.handler(cs.handleCapabilities))
+	cs.host.SetStreamHandler(wire.Update, d.handler(cs.handleUpdate))
 	return cs
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-multiaddr"
 )
@@ -158,11 +159,12 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	n.invoker = newInvoker(n.docs, order, n.invocations, n.bridge, cfg.Agent.Timeout.Duration, n.ctx, now)
 	n.convs = newConversations(conversationDeps{id: id, display: cfg.Identity.Display, streamTimeout: cfg.Limits.StreamTimeout.Duration,
 		host: n.host, door: n.door, docs: n.docs, policy: n.policy, trust: n.trust, invoker: n.invoker, invocations: n.invocations,
-		store: n.store, audit: n.audit, events: n.events, order: order, log: log, now: now, ctx: n.ctx, spawn: n.spawn, dialHints: n.dialHints})
+		store: n.store, audit: n.audit, events: n.events, order: order, log: log, now: now, ctx: n.ctx, spawn: n.spawn, dialHints: n.dialHints,
+		handler: n.handler})
 	n.inbox = newInbox(n.door, n.convs, n.docs, n.policy, n.invoker, n.audit, n.commitRecords, n.spawn, now, log)
 	n.mail = newMail(mailDeps{id: id, cfg: cfg, host: n.host, store: n.store, door: n.door, mailReplay: n.mailReplay,
 		convs: n.convs, events: n.events, log: log, now: now, ctx: n.ctx, spawn: n.spawn, onClose: n.onClose,
-		commit: n.commitRecords, reach: n.reach, retries: n.mailRetries})
+		commit: n.commitRecords, reach: n.reach, retries: n.mailRetries, handler: n.handler})
 	if err := n.mail.startReach(); err != nil {
 		return nil, err
 	}
@@ -307,6 +309,24 @@ func (n *Node) spawn(f func()) bool {
 		f()
 	}()
 	return true
+}
+
+// handler wraps a stream handler so that Close waits for it, like for
+// anything spawned: a stream that arrives while the node closes is reset
+// without being read, and one being served ends when Close resets it.
+func (n *Node) handler(h network.StreamHandler) network.StreamHandler {
+	return func(s network.Stream) {
+		n.wgMu.Lock()
+		if n.closing {
+			n.wgMu.Unlock()
+			s.Reset()
+			return
+		}
+		n.wg.Add(1)
+		n.wgMu.Unlock()
+		defer n.wg.Done()
+		h(s)
+	}
 }
 
 // onClose registers f to run when the node closes, before the host does.

@@ -50,6 +50,16 @@ import (
 // relays it uses, the outbox of messages for peers that are away, and the
 // mail it fetches for itself (which passes the door like any message).
 type Mail struct {
+	mailDeps
+
+	kick    chan struct{}   // wakes the outbox worker
+	retries []time.Duration // IFP-6 §7 schedule
+	rates   *rateLimits     // mailbox requests per peer, at a relay
+	fetchMu sync.Mutex      // one fetch at a time, so two fetches never deliver one message twice
+}
+
+// mailDeps is what Mail is built from, and keeps.
+type mailDeps struct {
 	id         *identity.Identity
 	cfg        *Config // listen, relay, mailbox and limits sections
 	host       host.Host
@@ -64,32 +74,9 @@ type Mail struct {
 	spawn      func(func()) bool
 	onClose    func(func() error)
 	commit     func() error // durable before a relay is told to let go of mail
-
-	reach   *reachState
-	kick    chan struct{}   // wakes the outbox worker
-	retries []time.Duration // IFP-6 §7 schedule
-	rates   *rateLimits     // mailbox requests per peer, at a relay
-	fetchMu sync.Mutex      // one fetch at a time, so two fetches never deliver one message twice
-}
-
-// mailDeps is what Mail is built from.
-type mailDeps struct {
-	id         *identity.Identity
-	cfg        *Config
-	host       host.Host
-	store      *store.Store
-	door       *door
-	mailReplay *identity.ReplayGuard
-	convs      *Conversations
-	events     *hub
-	log        *slog.Logger
-	now        func() time.Time
-	ctx        context.Context
-	spawn      func(func()) bool
-	onClose    func(func() error)
-	commit     func() error
 	reach      *reachState
-	retries    []time.Duration
+	retries    []time.Duration                                   // nil: the IFP-6 §7 schedule
+	handler    func(network.StreamHandler) network.StreamHandler // counts a stream handler among what Close waits for
 }
 
 func newMail(d mailDeps) *Mail {
@@ -97,9 +84,7 @@ func newMail(d mailDeps) *Mail {
 	if len(retries) == 0 {
 		retries = mailRetries
 	}
-	return &Mail{id: d.id, cfg: d.cfg, host: d.host, store: d.store, door: d.door, mailReplay: d.mailReplay, convs: d.convs,
-		events: d.events, log: d.log, now: d.now, ctx: d.ctx, spawn: d.spawn, onClose: d.onClose, commit: d.commit,
-		reach: d.reach, kick: make(chan struct{}, 1), retries: retries,
+	return &Mail{mailDeps: d, kick: make(chan struct{}, 1), retries: retries,
 		rates: newRateLimits(RatesConfig{Cool: 60, Warm: 60, Hot: 60}, d.now)}
 }
 
@@ -235,7 +220,7 @@ func (mb *Mail) startReach() error {
 		mb.onClose(svc.Close)
 	}
 	if mb.cfg.Relay.Service && mb.cfg.Relay.Mailbox {
-		mb.host.SetStreamHandler(mailboxProtocol, mb.handleMailbox)
+		mb.host.SetStreamHandler(mailboxProtocol, mb.handler(mb.handleMailbox))
 	}
 	relays := configuredRelays(mb.cfg, mb.id.PeerID())
 	if len(relays) == 0 {
