@@ -455,33 +455,22 @@ func (cs *Conversations) greeting(c *conv, prop negotiate.Proposal, granted *neg
 		}
 	}
 	c.viewChanged(v.Key)
-	h := &m.Headers
-	h.Disclosure, h.Persona = prop.Disclosure, prop.Persona
-	offer := v.Offer()
-	if len(offer) > 0 {
-		h.Capabilities = &gossip.CapabilityHeaders{Offer: offer}
-	}
 	prop.IFPSupport = v.Doc.IFPSupport
 	// The view is left out only when the peer holds this very view: any
 	// change (seq, grant, order) changes the hash.
-	unchanged := c.peerHas != "" && c.peerHas == v.Sum
 	attached := "my signed view for you is attached"
-	if unchanged {
+	if c.peerHas != "" && c.peerHas == v.Sum {
 		prop.ViewUnchanged = v.Sum
 		attached = "my signed view for you is the one you hold (sha256 " + v.Sum[:16] + "…)"
 	}
-	text := fmt.Sprintf("Greetings from %s. I offer you %d of my %d capabilities; %s.",
-		cs.displayName(), len(offer), len(v.Doc.Capabilities), attached)
-	m.Body = gossip.Body{Text: text, Parts: []gossip.Part{
-		{ContentType: "application/json", Name: partGreeting, Content: toJSONValue(prop)},
-	}}
-	if !unchanged {
-		m.Body.Parts = slices.Insert(m.Body.Parts, 0, v.Part())
+	if err := (negotiate.Greeting{Proposal: prop, Granted: granted}).Write(m, v); err != nil {
+		return nil, err
 	}
+	m.Body.Text = fmt.Sprintf("Greetings from %s. I offer you %d of my %d capabilities; %s.",
+		cs.displayName(), len(v.Offer()), len(v.Doc.Capabilities), attached)
 	if granted != nil {
 		m.Body.Text += fmt.Sprintf(" You are granted disclosure %q (%s), authentication level %s, temperature %q.",
 			granted.Disclosure, granted.DisclosureOutcome, granted.AuthLevel, granted.Temperature)
-		m.Body.Parts = append(m.Body.Parts, gossip.Part{ContentType: "application/json", Name: partContext, Content: toJSONValue(granted)})
 	}
 	// The proof covers the finished body, like the signature made in send.
 	if err := cs.trust.AttachIntro(c.peer, m); err != nil {
