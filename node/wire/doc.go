@@ -227,14 +227,16 @@
 //	              model are kept, and the signature is verified over the
 //	              view as received. Left out when the sender says
 //	              view_unchanged (below).
-//	greeting      the proposal: {disclosure?, persona? (copies of the
-//	              headers, which are what counts), temperature? ("cool",
+//	greeting      the proposal: {temperature? ("cool",
 //	              "warm" or "hot"; cool when absent), ifp_support?
 //	              ([integer], the IFP numbers the sender speaks),
 //	              requested_tool_categories? ([string], ACP categories to
 //	              put first), have_view? (string), view_unchanged?
-//	              (string)}. A member a receiver cannot read proposes
-//	              nothing.
+//	              (string)}. The tier and persona travel in the headers
+//	              only; a receiver ignores disclosure or persona members
+//	              here (older senders copied them). A member of the wrong
+//	              type is refused (invalid_format, naming the member);
+//	              members a receiver does not know are ignored.
 //	context       only in the answer: what the responder grants the
 //	              initiator, {disclosure: string, disclosure_outcome:
 //	              "granted" | "accepted" | "lowered" | "declined",
@@ -245,8 +247,8 @@
 //
 // The answer is the responder's greeting, in reply to the initiator's
 // (sequence 2, thread.in_reply_to the greeting's message_id). Its
-// headers.disclosure and persona, and its greeting part's disclosure,
-// persona and temperature, are what the responder grants. The initiator
+// headers.disclosure and persona, and its greeting part's temperature,
+// are what the responder grants (its context part says so in full). The initiator
 // requires the answer to carry a view or to say view_unchanged with the
 // hash it named; a responder accepts a greeting without a view.
 //
