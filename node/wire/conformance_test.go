@@ -320,13 +320,13 @@ func buildExchange(t *testing.T) exchangeVectors {
 	g.Headers.Capabilities = &gossip.CapabilityHeaders{Offer: []string{"ping"}}
 	g.Body = gossip.Body{Text: "Greetings from alice. I offer you 1 of my 2 capabilities; my signed view for you is attached.", Parts: []gossip.Part{
 		{ContentType: "application/json", Name: "capabilities", Content: aliceView},
-		{ContentType: "application/json", Name: "greeting", Content: jsonValue(t, negotiate.Proposal{Disclosure: "professional", Temperature: conditions.Warm,
+		{ContentType: "application/json", Name: "greeting", Content: jsonValue(t, negotiate.Proposal{Temperature: conditions.Warm,
 			IFPSupport: []int{3, 4, 5, 7}, ToolCategories: []string{"search"}})},
 	}}
 	// The answer: bob's view for alice, what bob grants, and the hash of
 	// alice's view, which bob now holds.
 	policy := negotiate.Policy{Order: order, DefaultTier: "public", DefaultMaxTemp: conditions.Warm}
-	granted := policy.Grant(alice.PeerID().String(), alice.DID(), conditions.Signed, negotiate.Proposal{Disclosure: "professional", Temperature: conditions.Warm})
+	granted := policy.GrantTo(negotiate.Requester{PeerID: alice.PeerID().String(), Level: conditions.Signed}, negotiate.Proposal{Disclosure: "professional", Temperature: conditions.Warm})
 	a := msg(bob, alice, "msg:01JNTP8R1S3X4V5W6Y7Z8A9B02", g.Headers.ConversationID, 2, t0.Add(time.Second))
 	a.Headers.Disclosure = granted.Disclosure
 	a.Headers.Thread = &gossip.Thread{InReplyTo: g.Headers.MessageID}
@@ -334,7 +334,7 @@ func buildExchange(t *testing.T) exchangeVectors {
 	a.Body = gossip.Body{Text: fmt.Sprintf("Greetings from bob. I offer you 1 of my 2 capabilities; my signed view for you is attached. You are granted disclosure %q (%s), authentication level %s, temperature %q.",
 		granted.Disclosure, granted.DisclosureOutcome, granted.AuthLevel, granted.Temperature), Parts: []gossip.Part{
 		{ContentType: "application/json", Name: "capabilities", Content: bobView},
-		{ContentType: "application/json", Name: "greeting", Content: jsonValue(t, negotiate.Proposal{Disclosure: granted.Disclosure, Temperature: granted.Temperature,
+		{ContentType: "application/json", Name: "greeting", Content: jsonValue(t, negotiate.Proposal{Temperature: granted.Temperature,
 			IFPSupport: []int{3, 4, 5, 7}, HaveView: hash(aliceView)})},
 		{ContentType: "application/json", Name: "context", Content: jsonValue(t, granted)},
 	}}
@@ -346,13 +346,13 @@ func buildExchange(t *testing.T) exchangeVectors {
 		{ContentType: "application/json", Name: "greeting", Content: jsonValue(t, negotiate.Proposal{Temperature: conditions.Cool,
 			IFPSupport: []int{3, 4, 5, 7}, HaveView: hash(bobView), ViewUnchanged: hash(aliceView)})},
 	}}
-	granted2 := policy.Grant(alice.PeerID().String(), alice.DID(), conditions.Signed, negotiate.Proposal{Temperature: conditions.Cool})
+	granted2 := policy.GrantTo(negotiate.Requester{PeerID: alice.PeerID().String(), Level: conditions.Signed}, negotiate.Proposal{Temperature: conditions.Cool})
 	wa := msg(bob, alice, "msg:01JNTP8R1S3X4V5W6Y7Z8A9B04", wg.Headers.ConversationID, 2, t0.Add(time.Minute+time.Second))
 	wa.Headers.Disclosure = granted2.Disclosure
 	wa.Headers.Thread = &gossip.Thread{InReplyTo: wg.Headers.MessageID}
 	wa.Headers.Capabilities = &gossip.CapabilityHeaders{Offer: []string{"ping"}}
 	wa.Body = gossip.Body{Text: "Greetings from bob. My signed view for you is the one you hold.", Parts: []gossip.Part{
-		{ContentType: "application/json", Name: "greeting", Content: jsonValue(t, negotiate.Proposal{Disclosure: granted2.Disclosure, Temperature: granted2.Temperature,
+		{ContentType: "application/json", Name: "greeting", Content: jsonValue(t, negotiate.Proposal{Temperature: granted2.Temperature,
 			IFPSupport: []int{3, 4, 5, 7}, HaveView: hash(aliceView), ViewUnchanged: hash(bobView)})},
 		{ContentType: "application/json", Name: "context", Content: jsonValue(t, granted2)},
 	}}
