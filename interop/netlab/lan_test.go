@@ -121,9 +121,15 @@ func TestFindBeforeServer(t *testing.T) {
 	defer cancel2()
 	var last error
 	err := Poll(fctx, time.Second, func() error {
-		ans, err := ds[1].API().Find(fctx, capOf(101), "", 3)
+		// Each find within 10 s, so that the last one ends before the
+		// deadline and says why it failed.
+		cctx, ccancel := context.WithTimeout(fctx, 10*time.Second)
+		defer ccancel()
+		ans, err := ds[1].API().Find(cctx, capOf(101), "", 3)
 		if err != nil {
-			last = err
+			if fctx.Err() == nil {
+				last = err
+			}
 			return err
 		}
 		for _, p := range ans.Providers {

@@ -401,6 +401,9 @@ func TestNATTraversal(t *testing.T) {
 				"compared), and emit event.EvtAutoRelayAddrsUpdated from keepReservation when the circuits change; see issue 19", failed)
 		}
 	})
+	t.Run("DirectConversationWithoutRelay", func(t *testing.T) {
+		l.directWithoutRelay(ctx, t)
+	})
 	for _, f := range all {
 		switch f.Pair {
 		case "eim/eim":
@@ -413,6 +416,47 @@ func TestNATTraversal(t *testing.T) {
 			}
 		}
 	}
+}
+
+// directWithoutRelay: behind two endpoint-independent NATs, once hole
+// punching has made a direct connection, the relay is killed and the
+// conversation goes on: the connection that carries it is direct, not
+// the relay's limited one.
+func (l *natLab) directWithoutRelay(ctx context.Context, t *testing.T) {
+	l.setNAT("eim", "eim")
+	a, b := l.peers(t, l.r1Addr)
+	b.Start(ctx)
+	waitSlots(ctx, t, b, l.r1)
+	a.Start(ctx)
+	waitSlots(ctx, t, a, l.r1)
+	defer func() { a.Stop(); b.Stop() }()
+	holePunchReady(ctx, t, a, b)
+	greetThroughRelay(ctx, t, a, b, l.r1, pubR1)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := Poll(wctx, 50*time.Millisecond, func() error {
+		if ia, ib := l.directPackets(); ia < directThreshold || ib < directThreshold {
+			return fmt.Errorf("no direct connection yet: %d, %d packets", ia, ib)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	l.r1.Kill()
+	defer l.r1.Start(ctx)
+	ia0, _ := l.directPackets()
+	res, err := a.API().Send(ctx, api.SendRequest{Peer: b.PeerID(), Text: "lab-direct after the relay died"})
+	if err != nil {
+		t.Fatalf("send with the relay gone: %v", err)
+	}
+	if res.Delivered != "conversation" {
+		t.Errorf("with a direct connection and the relay gone, the message was %s, want said in the conversation", res.Delivered)
+	}
+	took := waitAudit(ctx, t, b, a.PeerID(), "lab-direct", 10*time.Second)
+	if ia, _ := l.directPackets(); ia == ia0 {
+		t.Errorf("no packet passed directly while the message went from a to b")
+	}
+	t.Logf("relay killed, the message went directly (audited by b %.1f ms after the send returned)", ms(took))
 }
 
 // TestNATFallbacks: behind two symmetric NATs hole punching cannot
