@@ -18,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/multiformats/go-multiaddr"
@@ -94,6 +95,11 @@ type reachState struct {
 
 	mu       sync.Mutex
 	circuits map[peer.ID][]multiaddr.Multiaddr // live reservations: relay → this daemon's circuit addresses through it
+	// changed tells the host that the circuit addresses changed, so that
+	// it advertises them at once (identify push) rather than at its next
+	// periodic address check, seconds later; peers that dialled through a
+	// relay meanwhile would otherwise be told of no address at all.
+	changed func()
 }
 
 // relayRetry bounds the wait between attempts to reserve on a relay that
@@ -112,7 +118,14 @@ func (n *Node) hostOptions() []libp2p.Option {
 		libp2p.EnableNATService(),
 		libp2p.EnableAutoNATv2(),
 		libp2p.AddrsFactory(func(addrs []multiaddr.Multiaddr) []multiaddr.Multiaddr {
-			return append(addrs, n.reach.circuitAddrs()...)
+			// The host may list the circuits already (when it thinks itself
+			// private, from the relay address event): each once.
+			for _, c := range n.reach.circuitAddrs() {
+				if !slices.ContainsFunc(addrs, c.Equal) {
+					addrs = append(addrs, c)
+				}
+			}
+			return addrs
 		}),
 	}
 	if len(n.cfg.Listen.Addresses) == 0 {
@@ -136,11 +149,15 @@ func (r *reachState) circuitAddrs() []multiaddr.Multiaddr {
 
 func (r *reachState) setCircuits(relay peer.ID, addrs []multiaddr.Multiaddr) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if addrs == nil {
 		delete(r.circuits, relay)
 	} else {
 		r.circuits[relay] = addrs
+	}
+	changed := r.changed
+	r.mu.Unlock()
+	if changed != nil {
+		changed()
 	}
 }
 
@@ -226,6 +243,20 @@ func (mb *Mail) startReach() error {
 	if len(relays) == 0 {
 		return nil
 	}
+	// The host's address manager takes relay addresses from this event
+	// (go-libp2p's autorelay emits it; ifaced keeps its own reservations).
+	em, err := mb.host.EventBus().Emitter(new(event.EvtAutoRelayAddrsUpdated), eventbus.Stateful)
+	if err != nil {
+		return fmt.Errorf("announcing relay addresses: %w", err)
+	}
+	mb.onClose(em.Close)
+	mb.reach.mu.Lock()
+	mb.reach.changed = func() {
+		if err := em.Emit(event.EvtAutoRelayAddrsUpdated{RelayAddrs: mb.reach.circuitAddrs()}); err != nil {
+			mb.log.Debug("announcing relay addresses", "err", err)
+		}
+	}
+	mb.reach.mu.Unlock()
 	sub, err := mb.host.EventBus().Subscribe(new(event.EvtPeerConnectednessChanged))
 	if err != nil {
 		return fmt.Errorf("watching relay connections: %w", err)

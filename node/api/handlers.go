@@ -62,7 +62,8 @@ func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
 			AgeSeconds: int64(rec.Age(now) / time.Second), Stale: rec.Age(now) > StaleAfter, Cached: true, Addrs: rec.Addrs}
 		if pid, err := peer.Decode(rec.PeerID); err == nil {
 			cached[pid] = true
-			p.Connected = nw.Connectedness(pid) == network.Connected
+			c := nw.Connectedness(pid)
+			p.Connected = c == network.Connected || c == network.Limited // limited: through a relay
 		}
 		out.Peers = append(out.Peers, p)
 	}
@@ -527,7 +528,9 @@ func (s *Server) resolvePeer(ref string) (peer.ID, *Error) {
 // by its ID alone).
 func (s *Server) reachable(pid peer.ID) *Error {
 	h := s.n.Host()
-	if h.Network().Connectedness(pid) == network.Connected || len(h.Peerstore().Addrs(pid)) > 0 {
+	// Limited is a connection through a relay: as good as any for a
+	// conversation (streams are opened with WithAllowLimitedConn).
+	if c := h.Network().Connectedness(pid); c == network.Connected || c == network.Limited || len(h.Peerstore().Addrs(pid)) > 0 {
 		return nil
 	}
 	if rec, err := s.n.Store().Peer(pid.String()); err == nil {
