@@ -54,6 +54,8 @@ const (
 	provideParallel = 4                // names provided at once
 	retryFirst      = time.Second      // after a round that reached no DHT peer
 	retryMax        = 5 * time.Minute  // the retry backoff's ceiling
+	retryNoPeers    = 5 * time.Second  // its ceiling while no DHT peer is known at all
+	growthCheck     = time.Minute      // how often the routing table's growth is looked at
 	joinTimeout     = 30 * time.Second // dialing one bootstrap peer
 )
 
@@ -76,6 +78,10 @@ var (
 
 // errNoDHTPeers: a provide round had nobody to send records to.
 var errNoDHTPeers = errors.New("no DHT peers to send provider records to")
+
+// renewals are the early full rounds after the first, before the
+// discovery.reprovide period takes over (see provideLoop).
+var renewals = []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute}
 
 // capabilityDHT is the Kademlia DHT and the provider records sent from
 // it: it owns the kad-dht instance, the loop that joins the DHT and sends
@@ -254,23 +260,45 @@ func (d *capabilityDHT) changed() {
 func (d *capabilityDHT) hasPeers() bool { return d.dht.RoutingTable().Size() > 0 }
 
 // provideLoop joins the DHT, then sends provider records: all names at
-// once and every discovery.reprovide, the names not yet sent whenever the
-// document changes, and again with backoff while no DHT peer is known.
+// once, again early (renewals, below) and every discovery.reprovide, the
+// names not yet sent whenever the document changes, and again with
+// backoff while no DHT peer is known.
+//
+// Two things a newly formed network needs (found by the network lab,
+// interop/netlab):
+//   - While no DHT peer is known, every retry dials the bootstrap peers
+//     again, and the backoff stays short (retryNoPeers): a daemon started
+//     before its DHT server was reachable is findable seconds after the
+//     server is, not minutes.
+//   - Records sent while the DHT was still forming sit on the few servers
+//     there were; once the network has grown, the servers closest to a
+//     name are others, and lookups stop at those. So every record is sent
+//     again after renewals[0], [1], [2] and then every discovery.reprovide,
+//     and at once whenever the routing table has grown to twice its size
+//     at the last full round.
 func (d *capabilityDHT) provideLoop() {
 	ctx := d.tasks.ctx
-	d.join()
+	d.join(joinTimeout)
 	periodic := time.NewTimer(0) // the first round sends everything
 	defer periodic.Stop()
+	growth := time.NewTicker(growthCheck)
+	defer growth.Stop()
 	var retry <-chan time.Time // set while records could not go out
 	backoff := retryFirst
 	full := false
+	renewal := 0   // early renewals made so far
+	lastSize := -1 // routing table size at the last full round that went out
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-periodic.C:
 			full = true
-			periodic.Reset(d.reprovide)
+		case <-growth.C:
+			if lastSize < 0 || d.dht.RoutingTable().Size() < 2*max(lastSize, 1) {
+				continue
+			}
+			full = true
 		case <-d.kick:
 		case <-retry:
 		}
@@ -279,27 +307,38 @@ func (d *capabilityDHT) provideLoop() {
 		case ctx.Err() != nil:
 			return
 		case err == nil:
+			if full {
+				lastSize = d.dht.RoutingTable().Size()
+				next := d.reprovide
+				if renewal < len(renewals) {
+					next = min(renewals[renewal], d.reprovide)
+					renewal++
+				}
+				periodic.Reset(next)
+			}
 			full, retry, backoff = false, nil, retryFirst
 		default:
 			// A full round that failed stays full, so the retry renews
 			// every record and not only the new ones.
 			lvl := slog.LevelWarn
+			ceiling := retryMax
 			if errors.Is(err, errNoDHTPeers) {
 				lvl = slog.LevelDebug // expected until a peer turns up
+				ceiling = retryNoPeers
+				d.join(retryNoPeers) // the bootstrap peers may be reachable now
 			}
 			d.log.Log(ctx, lvl, "provider records not sent; retrying", "in", backoff, "err", err)
 			retry = time.After(backoff)
-			backoff = min(2*backoff, retryMax)
+			backoff = min(2*backoff, ceiling)
 		}
 	}
 }
 
-// join dials the bootstrap peers and starts filling the routing table.
-func (d *capabilityDHT) join() {
+func (d *capabilityDHT) join(timeout time.Duration) {
 	var wg sync.WaitGroup
 	for _, ai := range d.boot {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(d.tasks.ctx, joinTimeout)
+			ctx, cancel := context.WithTimeout(d.tasks.ctx, timeout)
 			defer cancel()
 			if err := d.host.Connect(ctx, ai); err != nil {
 				d.log.Warn("DHT bootstrap peer unreachable", "peer", ai.ID, "err", err)
