@@ -380,11 +380,20 @@ func (mb *Mail) publishMail(relay peer.AddrInfo, to peer.ID, msg []byte) (id, ex
 // fetchMail fetches, checks, audits and acknowledges the mail waiting at
 // relay, until none is left.
 func (mb *Mail) fetchMail(relay peer.ID) {
-	// One fetch at a time; a poll that finds one running has nothing to add.
-	if !mb.fetchMu.TryLock() {
+	// One fetch per relay at a time; a poll that finds one running there has
+	// nothing to add.
+	mb.fetchMu.Lock()
+	if mb.fetching[relay] {
+		mb.fetchMu.Unlock()
 		return
 	}
-	defer mb.fetchMu.Unlock()
+	mb.fetching[relay] = true
+	mb.fetchMu.Unlock()
+	defer func() {
+		mb.fetchMu.Lock()
+		delete(mb.fetching, relay)
+		mb.fetchMu.Unlock()
+	}()
 	for mb.ctx.Err() == nil {
 		ctx, cancel := context.WithTimeout(mb.ctx, mb.cfg.Limits.StreamTimeout.Duration)
 		res, err := mb.mailExchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpRetrieve, Limit: wire.MaxMailBatch})

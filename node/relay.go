@@ -56,7 +56,12 @@ type Mail struct {
 	kick    chan struct{}   // wakes the outbox worker
 	retries []time.Duration // IFP-6 §7 schedule
 	rates   *rateLimits     // mailbox requests per peer, at a relay
-	fetchMu sync.Mutex      // one fetch at a time, so two fetches never deliver one message twice
+	// One fetch at a time per relay, so two fetches never deliver one
+	// message twice; fetches from different relays run side by side (a
+	// poll of one must not make the other's fetch, on reconnecting, skip
+	// the mail waiting there).
+	fetchMu  sync.Mutex
+	fetching map[peer.ID]bool
 }
 
 // mailDeps is what Mail is built from, and keeps.
@@ -85,7 +90,7 @@ func newMail(d mailDeps) *Mail {
 	if len(retries) == 0 {
 		retries = mailRetries
 	}
-	return &Mail{mailDeps: d, kick: make(chan struct{}, 1), retries: retries,
+	return &Mail{mailDeps: d, kick: make(chan struct{}, 1), retries: retries, fetching: map[peer.ID]bool{},
 		rates: newRateLimits(RatesConfig{Cool: 60, Warm: 60, Hot: 60}, d.now)}
 }
 
