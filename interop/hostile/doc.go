@@ -1,0 +1,27 @@
+// Package hostile is the hostile-load suite: the daemon run as its own
+// process on loopback (`ifaced run`, built from cmd/ifaced), attacked by
+// peers in the test process, and measured from outside — peak resident
+// memory (VmHWM) and CPU time from /proc/<pid>, bytes on disk under its
+// home, and what its store holds once it has stopped — while established
+// peers keep greeting it.
+//
+// Each test is one attack a stranger can make on an open network:
+//
+//	TestContainerBombOverStreams      1 MiB frames of nested empty containers on many libp2p streams
+//	TestContainerBombThroughTheInbox  the same as JSON, many requests at once to the HTTPS inbox
+//	TestWrongKeyFlood                 900 KiB greetings signed by the wrong key
+//	TestFreshKeysWithLargeViews       fresh keys, each greeting once with a 900 KiB view
+//	TestBogusIntroductionProofs       fresh keys presenting introductions the daemon never issued
+//	TestMailboxRegistrationFlood      fresh keys registering relay mailboxes, then a genuine peer's mail
+//	TestAnnouncementFlood             GossipSub announcements of 900 KB from brand-new authors
+//	TestHTTPManySourceAddresses       HTTP clients from thousands of addresses, then a new one
+//	TestDNSRebindingHost              a web page's requests to the loopback binding under its own Host
+//
+// and asserts the bound README.md "Bounds" states for it: peak RSS within
+// memoryFactor × limits.max_memory_mb, the disk and store bounds, and the
+// established peers' greetings within establishedP95 with none failing.
+//
+// The suite runs only when asked, since it runs real processes under
+// load: IFACED_HOSTILE=1 runs the short forms (as .ci/run does, a minute
+// or two), IFACED_HOSTILE_LONG=1 the long forms (ten times the load).
+package hostile

@@ -1,0 +1,414 @@
+package hostile
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/interop/netlab"
+	"github.com/ifaced/ifaced/node/wire"
+)
+
+// The suite runs only when asked (IFACED_HOSTILE=1, as .ci/run does): it
+// builds the daemon and runs it as a separate process, under load, for a
+// minute or two. IFACED_HOSTILE_LONG=1 runs the long forms.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	netlab.RemoveBinary()
+	os.Exit(code)
+}
+
+func enabled(t *testing.T) {
+	if os.Getenv("IFACED_HOSTILE") == "" && os.Getenv("IFACED_HOSTILE_LONG") == "" {
+		t.Skip("the hostile-load suite runs real daemon processes under load: set IFACED_HOSTILE=1 (IFACED_HOSTILE_LONG=1 for the long forms)")
+	}
+}
+
+// scale is short in CI, long when IFACED_HOSTILE_LONG is set.
+func scale(short, long int) int {
+	if os.Getenv("IFACED_HOSTILE_LONG") != "" {
+		return long
+	}
+	return short
+}
+
+// The bounds every test holds the daemon to (README "Bounds").
+const (
+	// memoryFactor: peak resident memory stays within this multiple of
+	// limits.max_memory_mb, whatever strangers send.
+	memoryFactor = 2
+	// establishedP95: the established peer's greetings, p95, while the
+	// attack runs. A liveness bound, generous for two shared cores, not a
+	// speed bar.
+	establishedP95 = 5 * time.Second
+)
+
+// holds asserts the bounds common to every attack: the daemon is alive,
+// its peak RSS within memoryFactor × limits.max_memory_mb, and the
+// established peer greeted throughout.
+func holds(t *testing.T, target *Target, e *Established, before Sample) Sample {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	after := target.WaitQuiet(ctx, t)
+	n, p95, failures := e.Report(t, target)
+	t.Logf("before: %s", before)
+	t.Logf("after:  %s (CPU +%s, disk +%s)", after, (after.CPU - before.CPU).Round(time.Millisecond), MiB(after.Disk-before.Disk))
+	t.Logf("established peer: %d greetings, p95 %s, %d failed", n, p95.Round(time.Millisecond), len(failures))
+	if bound := int64(memoryFactor*target.MemoryMB) << 20; after.PeakRSS > bound {
+		t.Errorf("peak RSS %s, over the bound %s (%d × limits.max_memory_mb)", MiB(after.PeakRSS), MiB(bound), memoryFactor)
+	}
+	if n == 0 || p95 > establishedP95 {
+		t.Errorf("the established peer greeted %d times, p95 %s: want some, p95 within %s", n, p95, establishedP95)
+	}
+	if len(failures) > 0 {
+		t.Errorf("the established peer's greetings failed %d times; first: %s", len(failures), failures[0])
+	}
+	return after
+}
+
+// bomb is a part content of tiny nested containers, [[{},{},…],…],
+// whose CBOR encoding is about size bytes: each {} is one byte on the
+// wire and a whole map once decoded.
+func bomb(size int) any {
+	const row = 16000 // under every per-container limit a decoder might have
+	var rows []any
+	for n := row; n <= size; n += row {
+		r := make([]any, row)
+		for i := range r {
+			r[i] = map[string]any{}
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// parallel runs f(i) for i in [0,n) on workers goroutines.
+func parallel(n, workers int, f func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+// One peer, many streams, each sending 1 MiB frames of nested empty
+// containers with a signature that does not verify.
+func TestContainerBombOverStreams(t *testing.T) {
+	enabled(t)
+	target := Start(t, Options{})
+	e := Establish(t, target)
+	before := target.Measure(t)
+	attacker := NewPeer(t, target)
+	wrong, _ := identity.Generate(nil)
+	m := attacker.Message(target, gossip.PhaseGreeting, "")
+	m.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: "junk", Content: bomb(gossip.MaxMessageSize - 4096)}}
+	if err := m.Sign(wrong, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	frame := Frame(t, m)
+	t.Logf("one frame: %d bytes", len(frame))
+	streams, rounds := scale(16, 48), scale(3, 10)
+	var refused, other int
+	var mu sync.Mutex
+	parallel(streams*rounds, streams, func(int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		_, err := attacker.Exchange(ctx, target, wire.Conversation, frame)
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			refused++ // answered (with an error message)
+		} else {
+			other++
+		}
+	})
+	t.Logf("%d frames on %d streams: %d answered, %d reset or timed out", streams*rounds, streams, refused, other)
+	holds(t, target, e, before)
+}
+
+// Many requests at once to the HTTPS inbox, each 1 MB of nested JSON.
+func TestContainerBombThroughTheInbox(t *testing.T) {
+	enabled(t)
+	target := Start(t, Options{HTTP: true})
+	e := Establish(t, target)
+	before := target.Measure(t)
+	sender, _ := identity.Generate(nil)
+	p := &Peer{ID: sender}
+	m := p.Message(target, gossip.PhaseGreeting, "")
+	m.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: "junk", Content: bomb(gossip.MaxMessageSize / 4)}}
+	if err := m.Sign(sender, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	body, err := gossip.EncodeJSON(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(body) > gossip.MaxMessageSize {
+		body = body[:0]
+	}
+	t.Logf("one body: %d bytes", len(body))
+	codes := map[int]int{}
+	var mu sync.Mutex
+	client := &http.Client{Timeout: 60 * time.Second}
+	requests, workers := scale(48, 400), scale(16, 48)
+	parallel(requests, workers, func(int) {
+		resp, err := client.Post("http://"+target.HTTP+"/.well-known/iface/inbox", "application/json", bytes.NewReader(body))
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			codes[0]++
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+	})
+	t.Logf("%d requests, %d at once: status codes %v", requests, workers, codes)
+	holds(t, target, e, before)
+}
+
+// Greetings of 900 KiB signed by a key that is not the sender's: each is
+// refused; the record of refusals must not grow with their size.
+func TestWrongKeyFlood(t *testing.T) {
+	enabled(t)
+	target := Start(t, Options{})
+	e := Establish(t, target)
+	before := target.Measure(t)
+	attacker := NewPeer(t, target)
+	wrong, _ := identity.Generate(nil)
+	n := scale(40, 400)
+	parallel(n, 8, func(int) {
+		m := attacker.Greeting(t, target, nil, nil)
+		m.Body.Text = strings.Repeat("w", 900<<10)
+		if err := m.Sign(wrong, time.Now()); err != nil {
+			t.Error(err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		attacker.Exchange(ctx, target, wire.Conversation, Frame(t, m))
+	})
+	after := holds(t, target, e, before)
+	t.Logf("%d wrong-key messages of 900 KiB: disk +%s", n, MiB(after.Disk-before.Disk))
+	if grew, bound := after.Disk-before.Disk, int64(wrongKeyDiskBound); grew > bound {
+		t.Errorf("disk grew %s for %d refused messages, over the bound %s", MiB(grew), n, MiB(bound))
+	}
+}
+
+// wrongKeyDiskBound: what a flood of refused messages may add to the
+// data directory: bounded summaries, rate-limited per connection.
+const wrongKeyDiskBound = 4 << 20
+
+// Fresh keys, each greeting once with a large view: strangers' views are
+// not persisted, and do not pile up in memory.
+func TestFreshKeysWithLargeViews(t *testing.T) {
+	enabled(t)
+	target := Start(t, Options{})
+	e := Establish(t, target)
+	before := target.Measure(t)
+	n := scale(30, 300)
+	var answered, refused int
+	var mu sync.Mutex
+	strangers := map[string]bool{}
+	parallel(n, 4, func(int) {
+		p := NewPeer(t, target)
+		mu.Lock()
+		strangers[p.ID.PeerID().String()] = true
+		mu.Unlock()
+		defer p.Close()
+		g := p.Greeting(t, target, p.View(t, 230, 900<<10), p.ID)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		m, err := p.Exchange(ctx, target, wire.Conversation, Frame(t, g))
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil && m.Headers.Phase == gossip.PhaseGreeting {
+			answered++
+		} else {
+			if refused == 0 {
+				t.Logf("first refusal: %v %v", err, m)
+			}
+			refused++
+		}
+	})
+	after := holds(t, target, e, before)
+	t.Logf("%d fresh keys with 900 KiB views: %d answered, %d refused; disk +%s", n, answered, refused, MiB(after.Disk-before.Disk))
+	if grew := after.Disk - before.Disk; grew > freshKeysDiskBound {
+		t.Errorf("disk grew %s for %d strangers' greetings, over the bound %s", MiB(grew), n, MiB(freshKeysDiskBound))
+	}
+	peers, _ := target.Records(t)
+	kept := 0
+	for _, p := range peers {
+		if strangers[p] {
+			kept++
+		}
+	}
+	t.Logf("the store holds %d peer records, %d of them the strangers'", len(peers), kept)
+	if kept > 0 {
+		t.Errorf("%d of %d strangers' views were persisted in the peer cache", kept, n)
+	}
+}
+
+// freshKeysDiskBound: strangers' greetings are audited (bounded by the
+// audit quota) but their views are not persisted.
+const freshKeysDiskBound = 64 << 20
+
+// Fresh keys greeting with introduction proofs the target never issued.
+func TestBogusIntroductionProofs(t *testing.T) {
+	enabled(t)
+	target := Start(t, Options{})
+	e := Establish(t, target)
+	before := target.Measure(t)
+	n := scale(50, 500)
+	parallel(n, 4, func(int) {
+		p := NewPeer(t, target)
+		defer p.Close()
+		tok, err := identity.MintIntroduction(target.ID.DID(), "bogus", time.Hour, time.Now(), nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		g := p.Greeting(t, target, nil, nil)
+		if err := g.Sign(p.ID, time.Now()); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := g.AddIntroProof(tok, time.Now()); err != nil {
+			t.Error(err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		// The proof does not verify, so the greeting is answered as any
+		// stranger's: at level 1. What matters is what it leaves behind.
+		if _, err := p.Exchange(ctx, target, wire.Conversation, Frame(t, g)); err != nil {
+			t.Errorf("a greeting with a bogus introduction proof: %v", err)
+		}
+	})
+	after := holds(t, target, e, before)
+	_, trusts := target.Records(t)
+	t.Logf("%d bogus introduction proofs: disk +%s, %d trust records", n, MiB(after.Disk-before.Disk), len(trusts))
+	if len(trusts) > 0 {
+		t.Errorf("%d trust records were created by %d bogus introduction proofs, want none", len(trusts), n)
+	}
+}
+
+// Many hosts on loopback sending HTTP requests from distinct addresses:
+// a new client must still be served.
+func TestHTTPManySourceAddresses(t *testing.T) {
+	enabled(t)
+	target := Start(t, Options{HTTP: true})
+	n := scale(12000, 60000)
+	statuses := map[int]int{}
+	var mu sync.Mutex
+	parallel(n, 32, func(i int) {
+		src := net.IPv4(127, byte(1+i>>16), byte(i>>8), byte(i))
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			DialContext:       (&net.Dialer{LocalAddr: &net.TCPAddr{IP: src}}).DialContext,
+			DisableKeepAlives: true,
+		}}
+		resp, err := client.Get("http://" + target.HTTP + "/capabilities")
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			statuses[0]++
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		statuses[resp.StatusCode]++
+	})
+	t.Logf("%d clients from distinct addresses: status codes %v", n, statuses)
+	// A new client, from an address none of them used, honouring
+	// Retry-After as a well-behaved client does, for at most 15 s.
+	fresh := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 200, 0, 1)}}).DialContext}}
+	var waited time.Duration
+	for {
+		resp, err := fresh.Get("http://" + target.HTTP + "/capabilities")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Logf("a new client was served after waiting %s", waited)
+			break
+		}
+		retry, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if resp.StatusCode != http.StatusTooManyRequests || waited+time.Duration(retry)*time.Second > 15*time.Second {
+			t.Fatalf("a new client, after %d others came and went: %d, Retry-After %q (waited %s already)",
+				n, resp.StatusCode, resp.Header.Get("Retry-After"), waited)
+		}
+		time.Sleep(time.Duration(max(retry, 1)) * time.Second) // the server asked for this wait
+		waited += time.Duration(max(retry, 1)) * time.Second
+	}
+	t.Logf("after: %s", target.Measure(t))
+}
+
+// A web page that rebinds its own name to 127.0.0.1 reaches the loopback
+// binding with its own Host header: the binding must not act on it.
+func TestDNSRebindingHost(t *testing.T) {
+	enabled(t)
+	target := Start(t, Options{HTTP: true})
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/capabilities", ""},
+		{"POST", "/invoke", `{"action":"ping","input":{}}`},
+		{"POST", "/a2a", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}`},
+	} {
+		req, _ := http.NewRequest(c.method, "http://"+target.HTTP+c.path, strings.NewReader(c.body))
+		req.Host = "attacker.example:" + strconv.Itoa(target.httpPort(t))
+		req.Header.Set("Origin", "http://attacker.example")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Logf("%s %s with Host %s: %d %s", c.method, c.path, req.Host, resp.StatusCode, bytes.TrimSpace(b))
+		if resp.StatusCode != http.StatusMisdirectedRequest && resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s %s with Host %s: status %d, want 421 or 403", c.method, c.path, req.Host, resp.StatusCode)
+		}
+	}
+	// The names the binding answers to still work.
+	resp, err := http.Get("http://" + target.HTTP + "/capabilities")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /capabilities with Host %s: %d, want 200", target.HTTP, resp.StatusCode)
+	}
+}
+
+func (d *Target) httpPort(t *testing.T) int {
+	_, p, err := net.SplitHostPort(d.HTTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(p)
+	return n
+}
