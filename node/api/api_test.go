@@ -458,6 +458,12 @@ func TestFiles(t *testing.T) {
 		}
 		t.Errorf("a second Listen while the first runs: %v, want %v", err, errDaemonRunning)
 	}
+	if now, _ := os.ReadFile(TokenFile(d.home)); string(now) != string(tok) {
+		t.Error("a second Listen that was refused replaced the running daemon's token")
+	}
+	if _, err := d.c.Status(testContext(t)); err != nil {
+		t.Errorf("the first daemon after a refused second Listen: %v", err)
+	}
 	d.srv.Close()
 	for _, f := range []string{AddrFile(d.home), SocketFile(d.home)} {
 		if _, err := os.Lstat(f); !errors.Is(err, os.ErrNotExist) {
@@ -489,6 +495,16 @@ func TestFiles(t *testing.T) {
 			t.Errorf("status with token %s…: %d, want %d", c.tok[:8], resp.StatusCode, c.want)
 		}
 	}
+	// A home others may write is refused by the client: they could have
+	// made the socket.
+	os.Chmod(d.home.Dir, 0o770)
+	if c, err := Dial(d.home); !errors.Is(err, node.ErrBadPermissions) || !strings.Contains(err.Error(), "chmod go-w "+d.home.Dir) {
+		if c != nil {
+			c.Close()
+		}
+		t.Errorf("Dial on a group-writable home: %v", err)
+	}
+	os.Chmod(d.home.Dir, 0o700)
 	// A token others can read is refused by the client.
 	os.Chmod(TokenFile(d.home), 0o644)
 	if c, err := Dial(d.home); err == nil || !strings.Contains(err.Error(), "chmod 600") {
@@ -801,4 +817,30 @@ func TestNoGoroutineLeftBehind(t *testing.T) {
 		}
 	}
 	bobEvents.Close()
+}
+
+// TestLongHomeTCPOnly: a home whose path is too long for a Unix socket
+// gets none, and the client reaches its daemon over TCP after the hello.
+func TestLongHomeTCPOnly(t *testing.T) {
+	d := startDaemon(t, nil)
+	long := node.Home{Dir: filepath.Join(t.TempDir(), strings.Repeat("x", maxSocketPath))}
+	if err := os.MkdirAll(long.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Listen(d.n, long, "127.0.0.1:0", testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Socket() != "" {
+		t.Errorf("a socket at %s", s.Socket())
+	}
+	c, err := Dial(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Status(testContext(t)); err != nil || c.where != s.Addr() {
+		t.Errorf("status through %s: %v", c.where, err)
+	}
 }

@@ -71,20 +71,25 @@ func listen(n *node.Node, home node.Home, addr string, log *slog.Logger, t timeo
 	if err := checkLoopback(addr); err != nil {
 		return nil, fmt.Errorf("starting control API: %w", err)
 	}
+	sockPath := SocketFile(home)
+	switch err := clearSocket(sockPath); {
+	case errors.Is(err, errSocketPathTooLong):
+		log.Warn("control API on TCP only", "err", err)
+		sockPath = ""
+	case err != nil:
+		return nil, fmt.Errorf("starting control API: %w", err)
+	}
 	// A token per run, written before anything listens: the previous
 	// run's token opens nothing once this one starts.
 	token, err := newToken(TokenFile(home))
 	if err != nil {
 		return nil, fmt.Errorf("starting control API: %w", err)
 	}
-	sockPath := SocketFile(home)
-	unixLn, err := listenSocket(sockPath)
-	switch {
-	case errors.Is(err, errSocketPathTooLong):
-		log.Warn("control API on TCP only", "err", err)
-		sockPath = ""
-	case err != nil:
-		return nil, fmt.Errorf("starting control API: %w", err)
+	var unixLn *net.UnixListener
+	if sockPath != "" {
+		if unixLn, err = listenSocket(sockPath); err != nil {
+			return nil, fmt.Errorf("starting control API: %w", err)
+		}
 	}
 	closeUnix := func() {
 		if unixLn != nil {

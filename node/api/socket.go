@@ -25,36 +25,45 @@ import (
 // have created, and TCP on loopback, where the daemon first proves it
 // holds the token.
 
-// listenSocket listens on the Unix socket path with mode 0600. A socket
-// left there by a daemon that did not stop cleanly (nothing accepts on it)
-// is replaced; one that answers means another daemon runs for this home,
-// and is an error. The socket is made in a private directory, given its
-// mode and only then renamed into place, so nobody can connect to it
-// while it is still open to others.
-func listenSocket(path string) (*net.UnixListener, error) {
+// clearSocket makes way for the daemon's socket at path: a socket left
+// there by a daemon that did not stop cleanly (nothing accepts on it) is
+// removed; one that answers means another daemon runs for this home, and
+// is an error, as is a path too long for a socket (errSocketPathTooLong).
+// It runs before the new token is written, so a second daemon refused here
+// leaves the first one's token alone.
+func clearSocket(path string) error {
 	if len(path) > maxSocketPath-16 { // the private directory's name is longer by up to 16 bytes
-		return nil, fmt.Errorf("%w: %s is %d bytes, over %d", errSocketPathTooLong, path, len(path), maxSocketPath-16)
+		return fmt.Errorf("%w: %s is %d bytes, over %d", errSocketPathTooLong, path, len(path), maxSocketPath-16)
 	}
 	st, err := os.Lstat(path)
 	switch {
-	case err == nil && !isSocket(st):
-		return nil, fmt.Errorf("%s exists and is not a socket: remove it (the daemon makes its control socket there)", path)
-	case err == nil:
-		c, err := net.DialTimeout("unix", path, time.Second)
-		if err == nil {
-			c.Close()
-			return nil, fmt.Errorf("%w: something answers on %s (stop that daemon first)", errDaemonRunning, path)
-		}
-		if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("checking the control socket %s: %w", path, err)
-		}
-		// Nothing listens: left by a daemon that did not stop cleanly.
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("removing a stale control socket: %w", err)
-		}
-	case !errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("checking the control socket: %w", err)
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("checking the control socket: %w", err)
+	case !isSocket(st):
+		return fmt.Errorf("%s exists and is not a socket: remove it (the daemon makes its control socket there)", path)
 	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("%w: something answers on %s (stop that daemon first)", errDaemonRunning, path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("checking the control socket %s: %w", path, err)
+	}
+	// Nothing listens: left by a daemon that did not stop cleanly.
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing a stale control socket: %w", err)
+	}
+	return nil
+}
+
+// listenSocket listens on the Unix socket path (cleared by clearSocket)
+// with mode 0600. The socket is made in a private directory, given its
+// mode and only then renamed into place, so nobody can connect to it
+// while it is still open to others.
+func listenSocket(path string) (*net.UnixListener, error) {
 	dir, err := os.MkdirTemp(filepath.Dir(path), ".s") // mode 0700
 	if err != nil {
 		return nil, fmt.Errorf("creating the control socket: %w", err)
