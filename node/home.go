@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"time"
 
 	"github.com/ifaced/ifaced/identity"
@@ -15,9 +17,19 @@ import (
 // EnvHome names the environment variable that sets the data directory.
 const EnvHome = "IFACED_HOME"
 
-// Home is a daemon's data directory: key, config, API token, store and
-// audit log.
+// Home is a daemon's data directory: key, config, API token and socket,
+// store and audit log.
+//
+// Whoever can write in the data directory can replace the key, the config
+// or the control socket a client trusts, so a daemon refuses to start on a
+// directory or config.toml that group or others may write, the way ssh
+// refuses a key others may read (CheckPermissions); the key itself must be
+// 0600 (identity.LoadKey).
 type Home struct{ Dir string }
+
+// ErrBadPermissions: the data directory or its config is writable by
+// users other than its owner.
+var ErrBadPermissions = errors.New("bad permissions")
 
 // ResolveHome picks the data directory: the flag value, else $IFACED_HOME,
 // else ~/.ifaced.
@@ -79,6 +91,9 @@ func (h Home) Open(create bool, now time.Time) (*identity.Identity, *Config, err
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := h.CheckPermissions(); err != nil {
+		return nil, nil, err
+	}
 	cfg, err := LoadConfig(h.ConfigPath())
 	if errors.Is(err, ErrNoConfig) {
 		err = nil
@@ -87,6 +102,40 @@ func (h Home) Open(create bool, now time.Time) (*identity.Identity, *Config, err
 		return nil, nil, err
 	}
 	return id, cfg, nil
+}
+
+// CheckPermissions refuses a data directory, or a config.toml in it,
+// that group or others may write, with the chmod that fixes it. A missing
+// config is fine (it means the defaults). Modes mean nothing on Windows,
+// where it checks nothing.
+func (h Home) CheckPermissions() error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	for _, path := range []string{h.Dir, h.ConfigPath()} {
+		st, err := os.Stat(path)
+		if errors.Is(err, fs.ErrNotExist) && path != h.Dir {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("checking the permissions of %s: %w", path, err)
+		}
+		if perm := st.Mode().Perm(); perm&0o022 != 0 {
+			return fmt.Errorf("%w: %s is writable by group or others (mode %#o), so another user could replace the daemon's key, config or control socket; run `chmod go-w %s`",
+				ErrBadPermissions, path, perm, shellQuote(path))
+		}
+	}
+	return nil
+}
+
+// shellQuote quotes a path for a shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+,:@", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 const configHeader = `# ifaced configuration, written by ifaced init with every default.

@@ -346,5 +346,8 @@ func TestEndToEnd(t *testing.T) {
 		if _, err := os.Stat(api.AddrFile(node.Home{Dir: p.home})); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: api.addr after shutdown: %v", p.home, err)
 		}
+		if _, err := os.Lstat(api.SocketFile(node.Home{Dir: p.home})); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: api.sock after shutdown: %v", p.home, err)
+		}
 	}
 }

@@ -64,7 +64,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 		n.Close()
 		return err
 	}
-	log.Info("control API listening", "addr", srv.Addr(), "token", api.TokenFile(h))
+	log.Info("control API listening", "addr", srv.Addr(), "socket", srv.Socket(), "token", api.TokenFile(h))
 	var public *httpapi.Binding
 	if cfg.HTTP.Listen != "" {
 		if public, err = httpapi.Listen(n, cfg.HTTP, log); err != nil {

@@ -88,6 +88,35 @@ func TestKeyReadableByOthersIsRefused(t *testing.T) {
 	}
 }
 
+// TestRunRefusesHomeOthersCanWrite: `ifaced run` on a data directory or
+// config.toml that group or others may write stops before it starts,
+// saying which chmod fixes it. (Its context is already done, so a daemon
+// that started anyway would stop at once and exit 0.)
+func TestRunRefusesHomeOthersCanWrite(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	ifaced(t, home, "init")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	runIn := func() result {
+		var out, errb bytes.Buffer
+		e := &env{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+		code := run(ctx, e, []string{"run", "--home", home, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--no-mdns"})
+		return result{code, out.String(), errb.String()}
+	}
+	for _, path := range []string{home, filepath.Join(home, "config.toml")} {
+		st, _ := os.Stat(path)
+		os.Chmod(path, st.Mode().Perm()|0o020)
+		r := runIn()
+		if want := "run `chmod go-w " + path + "`"; r.code != 1 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "writable by group or others") {
+			t.Errorf("run with %s group-writable: %d %q, want exit 1 and %q", path, r.code, r.stderr, want)
+		}
+		os.Chmod(path, st.Mode().Perm())
+	}
+	if r := runIn(); r.code != 0 {
+		t.Errorf("run once fixed: %d %q", r.code, r.stderr)
+	}
+}
+
 func TestCapsValidate(t *testing.T) {
 	home := t.TempDir()
 	r := ifaced(t, home, "caps", "validate", "../../config.example.toml")

@@ -87,7 +87,12 @@ func runTrust(ctx context.Context, e *env, args []string) error {
 	case *revoke:
 		fmt.Fprintf(e.stdout, "revoked trust in key %s: %s has no level and its messages are refused\n\n", info.RevokedKey, info.Peer)
 	case *check:
-		fmt.Fprintln(e.stdout, describeCheck(info.Check))
+		if f := info.CheckFailure; f != nil && info.Check != nil {
+			fmt.Fprintln(e.stdout, describeCheck(f))
+			fmt.Fprintf(e.stdout, "the check of %s stands until %s: %s\n", formatTime(info.Check.CheckedAt), formatTime(info.CheckStandsUntil), describeCheck(info.Check))
+		} else {
+			fmt.Fprintln(e.stdout, describeCheck(info.Check))
+		}
 		fmt.Fprintln(e.stdout)
 	}
 	printTrust(e.stdout, info)
@@ -134,6 +139,10 @@ func printTrustList(w io.Writer, list []trust.Info) {
 		if t.Refusal != "" {
 			fmt.Fprintf(w, "%s: introduction refused %s: %s\n", t.Peer, formatTime(t.RefusedAt), t.Refusal)
 		}
+		if f := t.CheckFailure; f != nil {
+			fmt.Fprintf(w, "%s: identity document check failed %s (the earlier check stands until %s): %s\n",
+				t.Peer, formatTime(f.CheckedAt), formatTime(t.CheckStandsUntil), f.Reason)
+		}
 	}
 }
 
@@ -167,7 +176,14 @@ func printTrust(w io.Writer, t *trust.Info) {
 		fmt.Fprintf(tw, "introduced\ttoken %s (%q), %s, until %s\n", in.TokenID, in.Label, grants, formatTime(in.Expires))
 	}
 	if t.Check != nil {
-		fmt.Fprintf(tw, "document\t%s (%s, checked %s)\n", orDash(t.Check.AgentID), t.Check.Outcome, formatTime(t.Check.CheckedAt))
+		stands := ""
+		if !t.CheckStandsUntil.IsZero() {
+			stands = ", stands until " + formatTime(t.CheckStandsUntil)
+		}
+		fmt.Fprintf(tw, "document\t%s (%s, checked %s%s)\n", orDash(t.Check.AgentID), t.Check.Outcome, formatTime(t.Check.CheckedAt), stands)
+	}
+	if f := t.CheckFailure; f != nil {
+		fmt.Fprintf(tw, "check failed\t%s: %s\n", formatTime(f.CheckedAt), f.Reason)
 	}
 	if t.Refusal != "" {
 		fmt.Fprintf(tw, "refused\t%s: %s\n", formatTime(t.RefusedAt), t.Refusal)

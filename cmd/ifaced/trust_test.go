@@ -8,6 +8,7 @@ import (
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/trust"
 )
 
@@ -103,4 +104,24 @@ func TestParseExpiry(t *testing.T) {
 			t.Errorf("parseExpiry(%q) = %s, want an error", in, got)
 		}
 	}
+}
+
+// TestTrustShowsCheckFailure: a failed fetch kept beside an earlier
+// successful check shows in `ifaced trust` and `ifaced trust PEER`, with
+// how long the earlier check stands.
+func TestTrustShowsCheckFailure(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	info := trust.Info{Peer: "12D3KooWBob", Level: conditions.Bound, How: []string{"bound to https://bob.example/id"},
+		AgentID:          "https://bob.example/id",
+		Check:            &store.DocCheck{AgentID: "https://bob.example/id", Level: 3, Outcome: trust.CheckBound, CheckedAt: t0},
+		CheckFailure:     &store.DocCheck{AgentID: "https://bob.example/id", Level: 1, Outcome: trust.CheckFetchFailed, Reason: "fetching the identity document: 503", CheckedAt: t0.Add(25 * time.Hour)},
+		CheckStandsUntil: t0.Add(7 * 24 * time.Hour)}
+	var one, list strings.Builder
+	printTrust(&one, &info)
+	wantLines(t, "trust PEER", one.String(),
+		"document      https://bob.example/id (bound, checked 2026-05-01T12:00:00Z, stands until 2026-05-08T12:00:00Z)",
+		"check failed  2026-05-02T13:00:00Z: fetching the identity document: 503")
+	printTrustList(&list, []trust.Info{info})
+	wantLines(t, "trust", list.String(),
+		"12D3KooWBob: identity document check failed 2026-05-02T13:00:00Z (the earlier check stands until 2026-05-08T12:00:00Z): fetching the identity document: 503")
 }

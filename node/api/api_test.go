@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -428,11 +430,17 @@ func TestLoopbackOnly(t *testing.T) {
 
 func TestFiles(t *testing.T) {
 	d := startDaemon(t, nil)
-	for _, f := range []string{TokenFile(d.home), AddrFile(d.home)} {
-		st, err := os.Stat(f)
+	for _, f := range []string{TokenFile(d.home), AddrFile(d.home), SocketFile(d.home)} {
+		st, err := os.Lstat(f)
 		if err != nil || st.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v %v, want mode 0600", f, st.Mode(), err)
 		}
+	}
+	if st, err := os.Lstat(SocketFile(d.home)); err != nil || !isSocket(st) || d.srv.Socket() != SocketFile(d.home) {
+		t.Errorf("api.sock: %v %v (server: %q), want a socket", st.Mode(), err, d.srv.Socket())
+	}
+	if d.c.where != SocketFile(d.home) {
+		t.Errorf("the client talks to %s, want the socket", d.c.where)
 	}
 	tok, _ := os.ReadFile(TokenFile(d.home))
 	if len(strings.TrimSpace(string(tok))) != 64 {
@@ -442,26 +450,240 @@ func TestFiles(t *testing.T) {
 	if strings.TrimSpace(string(addr)) != d.srv.Addr() {
 		t.Errorf("api.addr holds %q, the server listens on %s", addr, d.srv.Addr())
 	}
-	// A second server in the same home keeps the token.
+	// A second server in the same home, while the first answers on the
+	// socket, is refused.
+	if s2, err := Listen(d.n, d.home, "127.0.0.1:0", testLogger()); !errors.Is(err, errDaemonRunning) {
+		if s2 != nil {
+			s2.Close()
+		}
+		t.Errorf("a second Listen while the first runs: %v, want %v", err, errDaemonRunning)
+	}
+	if now, _ := os.ReadFile(TokenFile(d.home)); string(now) != string(tok) {
+		t.Error("a second Listen that was refused replaced the running daemon's token")
+	}
+	if _, err := d.c.Status(testContext(t)); err != nil {
+		t.Errorf("the first daemon after a refused second Listen: %v", err)
+	}
+	d.srv.Close()
+	for _, f := range []string{AddrFile(d.home), SocketFile(d.home)} {
+		if _, err := os.Lstat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after Close: %v", f, err)
+		}
+	}
+	// A restart makes a new token, and the old one opens nothing.
 	s2, err := Listen(d.n, d.home, "127.0.0.1:0", testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := os.ReadFile(TokenFile(d.home)); string(again) != string(tok) {
-		t.Error("the token changed on a restart")
+	defer s2.Close()
+	again, _ := os.ReadFile(TokenFile(d.home))
+	if string(again) == string(tok) {
+		t.Error("the token did not change on a restart")
 	}
-	s2.Close()
-	d.srv.Close()
-	if _, err := os.Stat(AddrFile(d.home)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("api.addr after Close: %v", err)
+	for _, c := range []struct {
+		tok  string
+		want int
+	}{{strings.TrimSpace(string(tok)), http.StatusUnauthorized}, {strings.TrimSpace(string(again)), http.StatusOK}} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+s2.Addr()+"/v1/status", nil)
+		req.Header.Set("Authorization", "Bearer "+c.tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("status with token %s…: %d, want %d", c.tok[:8], resp.StatusCode, c.want)
+		}
 	}
-	// A token others can read is refused.
+	// A home others may write is refused by the client: they could have
+	// made the socket.
+	os.Chmod(d.home.Dir, 0o770)
+	if c, err := Dial(d.home); !errors.Is(err, node.ErrBadPermissions) || !strings.Contains(err.Error(), "chmod go-w "+d.home.Dir) {
+		if c != nil {
+			c.Close()
+		}
+		t.Errorf("Dial on a group-writable home: %v", err)
+	}
+	os.Chmod(d.home.Dir, 0o700)
+	// A token others can read is refused by the client.
 	os.Chmod(TokenFile(d.home), 0o644)
-	if s, err := Listen(d.n, d.home, "127.0.0.1:0", testLogger()); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+	if c, err := Dial(d.home); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		if c != nil {
+			c.Close()
+		}
+		t.Errorf("Dial with a 0644 token: %v", err)
+	}
+}
+
+// impostor is a process that took over the port a daemon that died left
+// in api.addr: it answers every request, hello included (with a proof it
+// cannot compute), and records the Authorization headers it is sent.
+type impostor struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns int
+	paths []string
+	auth  []string
+}
+
+func newImpostor(t *testing.T) *impostor {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	im := &impostor{ln: ln}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			im.mu.Lock()
+			im.conns++
+			im.mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					im.mu.Lock()
+					im.paths = append(im.paths, req.URL.Path)
+					if a := req.Header.Get("Authorization"); a != "" {
+						im.auth = append(im.auth, a)
+					}
+					im.mu.Unlock()
+					body := `{"proof":"` + strings.Repeat("00", 32) + `"}`
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+				}
+			}()
+		}
+	}()
+	return im
+}
+
+func (im *impostor) seen() (conns int, paths, auth []string) {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	return im.conns, slices.Clone(im.paths), slices.Clone(im.auth)
+}
+
+// TestStaleAddrImpostor: after an unclean stop, api.addr names a port
+// another process now listens on. The client never sends it the token:
+// with the stale socket left beside it, the client does not go there at
+// all; without a socket, the process cannot answer the hello.
+func TestStaleAddrImpostor(t *testing.T) {
+	d := startDaemon(t, nil)
+	tok := d.c.token
+	d.c.Close()
+	// An unclean stop: the socket and api.addr stay behind.
+	d.srv.srv.Close()
+	im := newImpostor(t)
+	if err := writeAddr(AddrFile(d.home), im.ln.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(SocketFile(d.home)); err != nil || !isSocket(st) {
+		t.Fatalf("the stale socket: %v", err)
+	}
+	if _, err := Dial(d.home); !errors.Is(err, ErrNoDaemon) {
+		t.Errorf("Dial with a stale socket: %v, want ErrNoDaemon", err)
+	}
+	if n, _, _ := im.seen(); n != 0 {
+		t.Errorf("with the stale socket there, the impostor got %d connections", n)
+	}
+
+	os.Remove(SocketFile(d.home))
+	c, err := Dial(d.home)
+	if err == nil { // as the command line would go on
+		c.Status(testContext(t))
+		c.Close()
+	}
+	if !errors.Is(err, ErrNoDaemon) || !errors.Is(err, ErrUnproven) || !strings.Contains(err.Error(), im.ln.Addr().String()) {
+		t.Errorf("Dial with an impostor on the stale address: %v, want ErrNoDaemon and ErrUnproven naming its address", err)
+	}
+	n, paths, auth := im.seen()
+	if n == 0 || !slices.Equal(paths, []string{helloPath}) {
+		t.Errorf("the impostor saw %d connections and requests %q, want only the hello", n, paths)
+	}
+	if len(auth) > 0 {
+		t.Errorf("the impostor received Authorization headers %q", auth)
+	}
+	for _, a := range auth {
+		if strings.Contains(a, tok) {
+			t.Errorf("the impostor received the token")
+		}
+	}
+}
+
+// TestStaleSocketReplaced: a daemon starting where one died replaces the
+// socket it left, and the client reaches the new one.
+func TestStaleSocketReplaced(t *testing.T) {
+	d := startDaemon(t, nil)
+	d.c.Close()
+	d.srv.srv.Close() // unclean: api.sock and api.addr stay
+	s, err := Listen(d.n, d.home, "127.0.0.1:0", testLogger())
+	if err != nil {
+		t.Fatalf("Listen over a stale socket: %v", err)
+	}
+	defer s.Close()
+	c, err := Dial(d.home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Status(testContext(t)); err != nil || c.where != SocketFile(d.home) {
+		t.Errorf("status through %s: %v", c.where, err)
+	}
+	// Something else than a socket there is not replaced.
+	s.Close()
+	os.WriteFile(SocketFile(d.home), []byte("x"), 0o600)
+	if s, err := Listen(d.n, d.home, "127.0.0.1:0", testLogger()); err == nil || !strings.Contains(err.Error(), "is not a socket") {
 		if s != nil {
 			s.Close()
 		}
-		t.Errorf("Listen with a 0644 token: %v", err)
+		t.Errorf("Listen over a regular file at api.sock: %v", err)
+	}
+}
+
+// TestTCPAfterProof: without a socket the client reaches the daemon over
+// TCP once it has proved itself, on every connection it opens.
+func TestTCPAfterProof(t *testing.T) {
+	d := startDaemon(t, nil)
+	os.Remove(SocketFile(d.home)) // as if the home's path were too long for one
+	c, err := Dial(d.home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.where != d.srv.Addr() {
+		t.Fatalf("the client talks to %s, want %s", c.where, d.srv.Addr())
+	}
+	ctx := testContext(t)
+	ev, err := c.Events(ctx) // holds one connection, so the status needs another
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	if st, err := c.Status(ctx); err != nil || st.PeerID != d.peerID() {
+		t.Errorf("status over TCP: %+v %v", st, err)
+	}
+	// The hello wants a nonce of the right size, and needs no token.
+	resp, err := http.Get("http://" + d.srv.Addr() + helloPath + "?nonce=00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("hello with a short nonce: %d", resp.StatusCode)
 	}
 }
 
@@ -595,4 +817,30 @@ func TestNoGoroutineLeftBehind(t *testing.T) {
 		}
 	}
 	bobEvents.Close()
+}
+
+// TestLongHomeTCPOnly: a home whose path is too long for a Unix socket
+// gets none, and the client reaches its daemon over TCP after the hello.
+func TestLongHomeTCPOnly(t *testing.T) {
+	d := startDaemon(t, nil)
+	long := node.Home{Dir: filepath.Join(t.TempDir(), strings.Repeat("x", maxSocketPath))}
+	if err := os.MkdirAll(long.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Listen(d.n, long, "127.0.0.1:0", testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Socket() != "" {
+		t.Errorf("a socket at %s", s.Socket())
+	}
+	c, err := Dial(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Status(testContext(t)); err != nil || c.where != s.Addr() {
+		t.Errorf("status through %s: %v", c.where, err)
+	}
 }

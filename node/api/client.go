@@ -21,10 +21,15 @@ import (
 	"github.com/ifaced/ifaced/node"
 )
 
-// ErrNoDaemon means no daemon is running for a data directory: it has no
-// API address file, or nothing answers at the address in it (a daemon that
-// did not stop cleanly leaves the file behind).
+// ErrNoDaemon means no daemon is running for a data directory: it has
+// neither an API socket nor an address file, or nothing answers at them (a
+// daemon that did not stop cleanly leaves both behind), or what answers at
+// the address cannot prove it is that daemon (ErrUnproven too).
 var ErrNoDaemon = errors.New("no ifaced is running")
+
+// ErrUnproven means the process listening at the address in api.addr could
+// not prove it holds the home's token, so the client did not send it.
+var ErrUnproven = errUnproven
 
 // callTimeout bounds one call that is not the event stream; it is above
 // the server's own write timeout, so the server's answer (504 included)
@@ -33,15 +38,45 @@ const callTimeout = 2 * time.Minute
 
 // Client talks to one daemon's control API.
 type Client struct {
-	base  string // http://host:port
+	base  string // http://host:port, or http://localhost over the socket
+	where string // the socket's path or the TCP address, for messages
 	token string
 	http  *http.Client
 }
 
-// Dial finds the daemon running for home through its address and token
-// files.
+// Dial finds the daemon running for home: through its Unix socket when
+// there is one, else through the address in api.addr, on connections
+// where the daemon first proved it holds the token (see the package
+// comment). A home that group or others may write is refused, since
+// whoever could write there could have made the socket.
 func Dial(home node.Home) (*Client, error) {
 	noDaemon := fmt.Errorf("%w for %s (start one with \"ifaced run\")", ErrNoDaemon, home.Dir)
+	sock := SocketFile(home)
+	st, err := os.Lstat(sock)
+	switch {
+	case err == nil:
+		if !isSocket(st) {
+			return nil, fmt.Errorf("finding the daemon: %s is not a socket", sock)
+		}
+		if err := home.CheckPermissions(); err != nil {
+			return nil, fmt.Errorf("finding the daemon: %w", err)
+		}
+		conn, err := net.DialTimeout("unix", sock, 2*time.Second)
+		if err != nil {
+			return nil, noDaemon // left by a daemon that did not stop cleanly
+		}
+		conn.Close()
+		tok, err := readToken(TokenFile(home))
+		if err != nil {
+			return nil, err
+		}
+		dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "unix", sock)
+		}
+		return newClient("http://localhost", sock, tok, dial), nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("finding the daemon: %w", err)
+	}
 	b, err := os.ReadFile(AddrFile(home))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, noDaemon
@@ -53,20 +88,46 @@ func Dial(home node.Home) (*Client, error) {
 	if err := checkLoopback(addr); err != nil {
 		return nil, fmt.Errorf("finding the daemon: %s: %w", AddrFile(home), err)
 	}
-	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
+	if err := home.CheckPermissions(); err != nil {
+		return nil, fmt.Errorf("finding the daemon: %w", err)
+	}
+	tok, err := readToken(TokenFile(home))
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, noDaemon
 	}
-	conn.Close()
-	tok, err := readToken(TokenFile(home))
 	if err != nil {
 		return nil, err
 	}
-	// Our own transport: the API is on loopback, and no proxy from the
-	// environment may see the token.
-	tr := &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
-	return &Client{base: "http://" + addr, token: string(tok), http: &http.Client{Transport: tr}}, nil
+	// Every connection that will carry the token is proven first.
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		conn, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		if err := proveServer(conn, addr, tok); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return conn, nil
+	}
+	conn, err := dial(context.Background(), "", "")
+	var opErr *net.OpError
+	switch {
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return nil, noDaemon
+	case err != nil:
+		return nil, fmt.Errorf("%w for %s: the process listening on %s (named in %s) is not it: %w; the file is left from a daemon that did not stop cleanly",
+			ErrNoDaemon, home.Dir, addr, AddrFile(home), err)
+	}
+	conn.Close()
+	return newClient("http://"+addr, addr, tok, dial), nil
+}
+
+// newClient builds a client on its own transport: the API is local, and no
+// proxy from the environment may see the token.
+func newClient(base, where string, tok []byte, dial func(context.Context, string, string) (net.Conn, error)) *Client {
+	tr := &http.Transport{Proxy: nil, DialContext: dial, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
+	return &Client{base: base, where: where, token: string(tok), http: &http.Client{Transport: tr}}
 }
 
 // Close releases idle connections.
@@ -202,7 +263,7 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader) (*
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("talking to the daemon at %s: %w", c.base, err)
+		return nil, fmt.Errorf("talking to the daemon at %s: %w", c.where, err)
 	}
 	if resp.StatusCode/100 == 2 {
 		return resp, nil

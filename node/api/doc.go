@@ -1,27 +1,61 @@
 // Package api is the daemon's local control surface and its client: an
-// HTTP/JSON API on a loopback address through which the command line (its
-// first client) and the local agent drive a running ifaced.
+// HTTP/JSON API on a Unix socket in the data directory and a loopback
+// address, through which the command line (its first client) and the
+// local agent drive a running ifaced.
 //
 // # Finding and trusting the daemon
 //
-// The API grants full control of the daemon, so it listens on loopback
-// only (Listen refuses any other address, and answers 403 to a request
-// from a non-loopback address) and every request carries
+// The API grants full control of the daemon. It listens on two doors: a
+// Unix socket, <home>/api.sock (mode 0600), and a loopback TCP address
+// (Listen refuses any other address, and answers 403 to a request from a
+// non-loopback address). Every request carries
 //
 //	Authorization: Bearer <token>
 //
 // where the token is the content of <home>/api.token: 32 random bytes in
-// hex, created by the first Listen with mode 0600, so only the owner of the
-// data directory can read it. A missing or wrong token is 401. Listen
-// writes the address it bound to <home>/api.addr (mode 0600) and removes it
-// on Close; Dial reads both files, which is how a client finds a daemon
-// started on port 0. A missing api.addr, or one where nothing answers, is
+// hex, mode 0600, so only the owner of the data directory can read it. A
+// missing or wrong token is 401. Listen makes a new token at every start,
+// written (atomically) before anything listens, so the token of an earlier
+// run opens nothing. It then creates the socket (in a private directory,
+// given its mode, and only then renamed into place; a socket left by a
+// daemon that died is replaced once nothing answers on it, and one that
+// answers means another daemon runs for this home, which is an error),
+// listens on TCP, and writes the bound address to <home>/api.addr (mode
+// 0600). Close removes api.addr and api.sock.
+//
+// Dial, the client, prefers the socket. The daemon refuses to start on a
+// home that group or others may write (node.Home.CheckPermissions), and
+// Dial refuses such a home too, so a socket there was made by the owner's
+// own processes: what answers on it is the daemon. A socket where nothing
+// answers is ErrNoDaemon, and Dial does not go on to TCP: api.addr is then
+// just as stale.
+//
+// Only when there is no socket (the home's path is too long for one, or it
+// was removed) does Dial use the address in api.addr, and there a stale
+// file is dangerous: after an unclean stop, any local process may now
+// listen on that port. So on every TCP connection, before any request with
+// the token, the client sends
+//
+//	GET /v1/hello?nonce=<32 fresh random bytes in hex>
+//
+// with no token, and the daemon answers {"proof": hex(HMAC-SHA256(token,
+// "ifaced control API hello v1\n" + nonce))}. Only a process that holds the
+// token can answer; the client checks the proof and otherwise closes the
+// connection without sending anything else (ErrNoDaemon and ErrUnproven).
+// This was chosen over comparing the listening process with a pid file:
+// it needs no /proc or platform calls, and it holds through a forwarder
+// (the network lab reaches daemons in other network namespaces through
+// one). A process that relayed the hello to the real daemon could pass it,
+// but only while that daemon runs, and a running daemon has rewritten
+// api.addr with its own address and answers on the socket, which the
+// client prefers. A missing api.addr, or one where nothing answers, is
 // ErrNoDaemon.
 //
 // # Endpoints
 //
 // Every path starts with /v1; bodies are JSON objects of at most 1 MiB.
 //
+//	GET    /v1/hello?nonce=N          no token: the daemon's proof that it holds the token (above)
 //	GET    /v1/status                 this daemon: peer ID, did, fingerprint, addresses, document seq, counts, uptime
 //	GET    /v1/peers                  the peer cache, with each peer's age, staleness and whether it is connected
 //	POST   /v1/connect                {"addr": multiaddr ending in /p2p/<peer ID>} → {"peer": peer ID}

@@ -47,6 +47,7 @@ type Server struct {
 	log     *slog.Logger
 	token   []byte
 	addr    string
+	sock    string // the Unix socket's path; "" when the API listens on TCP only
 	t       timeouts
 	srv     *http.Server
 	handler http.Handler
@@ -57,8 +58,9 @@ type Server struct {
 }
 
 // Listen serves the control API of n on addr, which must be a loopback
-// host:port (port 0 picks one). It creates the token file when missing
-// and writes the bound address to the address file, which Close removes.
+// host:port (port 0 picks one), and on the Unix socket in home. It writes a
+// new token file before it listens, then the bound address to the address
+// file; Close removes the address file and the socket.
 func Listen(n *node.Node, home node.Home, addr string, log *slog.Logger) (*Server, error) {
 	return listen(n, home, addr, log, defaultTimeouts())
 }
@@ -69,24 +71,49 @@ func listen(n *node.Node, home node.Home, addr string, log *slog.Logger, t timeo
 	if err := checkLoopback(addr); err != nil {
 		return nil, fmt.Errorf("starting control API: %w", err)
 	}
-	token, err := loadOrCreateToken(TokenFile(home))
+	sockPath := SocketFile(home)
+	switch err := clearSocket(sockPath); {
+	case errors.Is(err, errSocketPathTooLong):
+		log.Warn("control API on TCP only", "err", err)
+		sockPath = ""
+	case err != nil:
+		return nil, fmt.Errorf("starting control API: %w", err)
+	}
+	// A token per run, written before anything listens: the previous
+	// run's token opens nothing once this one starts.
+	token, err := newToken(TokenFile(home))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("starting control API: %w", err)
+	}
+	var unixLn *net.UnixListener
+	if sockPath != "" {
+		if unixLn, err = listenSocket(sockPath); err != nil {
+			return nil, fmt.Errorf("starting control API: %w", err)
+		}
+	}
+	closeUnix := func() {
+		if unixLn != nil {
+			unixLn.Close()
+			os.Remove(sockPath)
+		}
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		closeUnix()
 		return nil, fmt.Errorf("starting control API on %s: %w", addr, err)
 	}
 	bound := ln.Addr().String()
 	if ap, err := netip.ParseAddrPort(bound); err != nil || !ap.Addr().IsLoopback() {
 		ln.Close()
+		closeUnix()
 		return nil, fmt.Errorf("starting control API: %s bound to %s, which is not loopback", addr, bound)
 	}
-	s := &Server{n: n, home: home, log: log, token: token, addr: bound, t: t,
+	s := &Server{n: n, home: home, log: log, token: token, addr: bound, sock: sockPath, t: t,
 		done: make(chan struct{})}
 	s.handler = s.guard(s.routes())
 	s.srv = &http.Server{
 		Handler:           s.handler,
+		ConnContext:       connContext,
 		ReadHeaderTimeout: t.readHeader,
 		ReadTimeout:       t.read,
 		WriteTimeout:      t.write, // the event stream lifts it for itself
@@ -96,21 +123,30 @@ func listen(n *node.Node, home node.Home, addr string, log *slog.Logger, t timeo
 	}
 	if err := writeAddr(AddrFile(home), bound); err != nil {
 		ln.Close()
+		closeUnix()
 		return nil, err
 	}
-	go func() {
+	serve := func(ln net.Listener) {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("control API stopped", "err", err)
 		}
-	}()
+	}
+	go serve(ln)
+	if unixLn != nil {
+		go serve(unixLn)
+	}
 	return s, nil
 }
 
 // Addr is the address the API listens on.
 func (s *Server) Addr() string { return s.addr }
 
+// Socket is the path of the Unix socket the API listens on, "" when its
+// path would be too long and it listens on TCP only.
+func (s *Server) Socket() string { return s.sock }
+
 // Close ends the event streams, stops serving (letting requests in flight
-// finish for a few seconds) and removes the address file.
+// finish for a few seconds) and removes the address file and the socket.
 func (s *Server) Close() error {
 	s.once.Do(func() {
 		close(s.done)
@@ -119,9 +155,16 @@ func (s *Server) Close() error {
 		if err := s.srv.Shutdown(ctx); err != nil {
 			s.srv.Close()
 		}
+		var errs []error
 		if err := os.Remove(AddrFile(s.home)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			s.err = fmt.Errorf("removing API address file: %w", err)
+			errs = append(errs, fmt.Errorf("removing API address file: %w", err))
 		}
+		if s.sock != "" {
+			if err := os.Remove(s.sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("removing API socket: %w", err))
+			}
+		}
+		s.err = errors.Join(errs...)
 	})
 	return s.err
 }
@@ -181,12 +224,18 @@ func (s *Server) routes() http.Handler {
 	return mux
 }
 
-// guard admits loopback callers holding the token, and bounds bodies.
+// guard admits callers on the socket or loopback holding the token, and
+// bounds bodies. The hello challenge alone needs no token: it is how the
+// daemon proves itself to a client before the client sends one.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !fromLoopback(r.RemoteAddr) {
+		if r.Context().Value(viaSocket{}) == nil && !fromLoopback(r.RemoteAddr) {
 			writeError(w, &Error{Status: http.StatusForbidden, Code: CodeForbidden,
 				Message: "the control API answers loopback callers only"})
+			return
+		}
+		if r.Method == http.MethodGet && r.URL.Path == helloPath {
+			s.hello(w, r)
 			return
 		}
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")

@@ -24,7 +24,10 @@ import (
 // A fingerprint that does not match the peer's key is a 400 on "verify"
 // whose message shows both; an expired or mangled token is a 400 on
 // "token"; an unknown token ID is a 404. A check that fetched nothing, or
-// found the key unlisted, is not an error: the answer's check says why.
+// found the key unlisted, is not an error: the answer's check says why. A
+// fetch that failed after a successful check does not replace it: the
+// answer's check stays the success, check_failure holds the failure, and
+// check_stands_until says until when the success counts.
 
 // TrustList is the answer of GET /v1/trust.
 type TrustList struct {

@@ -45,6 +45,10 @@ type TrustRecord struct {
 	Intros []TrustIntro `json:"intros,omitempty"`
 	// Check is the last identity document check for the peer's agent ID.
 	Check *DocCheck `json:"check,omitempty"`
+	// CheckFailure is the last check that fetched no document while Check,
+	// an earlier success for the same agent ID, still stands; nil once a
+	// later check replaces Check.
+	CheckFailure *DocCheck `json:"check_failure,omitempty"`
 	// Refusal is why the last introduction proof the peer presented was
 	// refused; "" once a later one is admitted.
 	Refusal   string    `json:"refusal,omitempty"`

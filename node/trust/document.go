@@ -33,8 +33,15 @@ const (
 	docFetchTimeout = 10 * time.Second
 	// maxDocBytes bounds a fetched document.
 	maxDocBytes = 1 << 20
-	// docRecheck is how long a check stands before a greeting starts another.
+	// docRecheck is how long after a check (or a failed attempt) a greeting
+	// starts another.
 	docRecheck = 24 * time.Hour
+	// docCheckLifetime is how long a successful check (level 2 or 3)
+	// stands when later attempts fetch nothing: a week of daily attempts,
+	// long enough to ride out a server's outage, short enough that a
+	// document gone for good stops vouching for the key. A document that
+	// is fetched and no longer lists the key replaces it at once.
+	docCheckLifetime = 7 * 24 * time.Hour
 	// maxChecksInFlight bounds the checks running at once, in all.
 	maxChecksInFlight = 4
 	maxRedirects      = 5
@@ -204,7 +211,7 @@ func (b *Book) checkInBackground(pid peer.ID, agentID string, rec store.TrustRec
 	if !fetchable(agentID) {
 		return
 	}
-	if c := rec.Check; c != nil && c.AgentID == agentID && now.Sub(c.CheckedAt) < docRecheck {
+	if last, ok := lastAttempt(rec, agentID); ok && now.Sub(last) < docRecheck {
 		return
 	}
 	b.mu.Lock()
@@ -236,6 +243,39 @@ func (b *Book) checkInBackground(pid peer.ID, agentID string, rec store.TrustRec
 		b.mu.Unlock()
 		<-b.fetch.sem
 	}
+}
+
+// lastAttempt is when the record's last check for agentID ran, success or
+// not.
+func lastAttempt(rec store.TrustRecord, agentID string) (time.Time, bool) {
+	var last time.Time
+	for _, c := range []*store.DocCheck{rec.Check, rec.CheckFailure} {
+		if c != nil && c.AgentID == agentID && c.CheckedAt.After(last) {
+			last = c.CheckedAt
+		}
+	}
+	return last, !last.IsZero()
+}
+
+// checkStands tells whether c, a check kept in a record, still counts at
+// now: one that reached level 2 or 3 stands for docCheckLifetime, one
+// that did not has nothing to lose.
+func checkStands(c *store.DocCheck, now time.Time) bool {
+	return c.Level < int(conditions.Verified) || now.Sub(c.CheckedAt) < docCheckLifetime
+}
+
+// recordCheck keeps the outcome c of a check in r. A fetch that failed
+// does not replace a success for the same agent ID that still stands: a
+// transient failure must not drop a bound peer to level 1. It is kept
+// beside it (CheckFailure) for people to see. Any other outcome, a
+// document that no longer lists the key included, replaces the check.
+func recordCheck(r *store.TrustRecord, c store.DocCheck, now time.Time) {
+	if old := r.Check; c.Outcome == CheckFetchFailed && old != nil && old.AgentID == c.AgentID &&
+		old.Level >= int(conditions.Verified) && checkStands(old, now) {
+		r.CheckFailure = &c
+		return
+	}
+	r.Check, r.CheckFailure = &c, nil
 }
 
 // Check checks pid's identity document now, for the agent ID of the
@@ -276,7 +316,7 @@ func (b *Book) runCheck(ctx context.Context, pid peer.ID, agentID string) (store
 	if b.ctx.Err() != nil {
 		return c, fmt.Errorf("checking %s: the daemon is stopping", pid)
 	}
-	if _, err := b.update(pid, func(r *store.TrustRecord) bool { r.Check = &c; return true }); err != nil {
+	if _, err := b.update(pid, func(r *store.TrustRecord) bool { recordCheck(r, c, b.now()); return true }); err != nil {
 		b.log.Warn("recording an identity document check", "peer", pid, "err", err)
 		return c, err
 	}

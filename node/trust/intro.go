@@ -307,10 +307,23 @@ func (b *Book) admitIntro(pid peer.ID, m *gossip.Message, proof *identity.Messag
 		}
 		return
 	}
+	if b.testAdmitted != nil {
+		b.testAdmitted()
+	}
 	if _, err := b.update(pid, func(r *store.TrustRecord) bool {
 		changed := r.Refusal != ""
 		r.Refusal, r.RefusedAt = "", time.Time{}
 		i := slices.IndexFunc(r.Intros, func(in store.TrustIntro) bool { return in.TokenID == granted.TokenID })
+		// RevokeIntro may have run since the token was admitted, and
+		// removed it from this record before it was added: look again,
+		// under the lock every change of the record takes.
+		if !b.issuedStillGrants(pid, granted.TokenID) {
+			if i >= 0 {
+				r.Intros = slices.Delete(r.Intros, i, i+1)
+				changed = true
+			}
+			return changed
+		}
 		switch {
 		case i < 0:
 			r.Intros = append(r.Intros, granted)
@@ -324,6 +337,35 @@ func (b *Book) admitIntro(pid peer.ID, m *gossip.Message, proof *identity.Messag
 	}); err != nil {
 		b.log.Warn("recording an introduction", "peer", pid, "err", err)
 	}
+}
+
+// issuedStillGrants tells whether the token id this daemon issued still
+// admits pid: not revoked, bound to pid. A token that cannot be read grants
+// nothing.
+func (b *Book) issuedStillGrants(pid peer.ID, id string) bool {
+	rec, err := b.store.IssuedIntro(id)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			b.log.Warn("reading an issued introduction token", "id", id, "err", err)
+		}
+		return false
+	}
+	return !rec.Revoked && rec.BoundPeer == pid.String()
+}
+
+// liveIntros are the introductions of pid's record that grant something
+// now: unexpired, and their issued token neither revoked nor bound to
+// another peer. The issued token decides, not only the record: RevokeIntro
+// removes a token from its peer's record after marking it revoked, and a
+// failure between the two must not leave the peer introduced.
+func (b *Book) liveIntros(pid peer.ID, intros []store.TrustIntro, now time.Time) []store.TrustIntro {
+	var out []store.TrustIntro
+	for _, in := range intros {
+		if now.Before(in.Expires) && b.issuedStillGrants(pid, in.TokenID) {
+			out = append(out, in)
+		}
+	}
+	return out
 }
 
 // admitProof runs the token's admission and binds it on first use.

@@ -46,8 +46,11 @@
 // next greeting. `ifaced trust PEER --check` fetches at once (Check).
 // Fetches are HTTPS only (redirects to anything else are refused), 10 s at
 // most, 1 MiB at most, verified against the system roots and
-// trust.ca_file. A fetch that fails replaces an earlier success: the level
-// rests on what the daemon could check last. Judging the documents (does
+// trust.ca_file. A fetch that fails does not replace an earlier success
+// for the same agent ID: that check stands for a week from when it ran
+// (docCheckLifetime), with the failure kept beside it (Info.CheckFailure),
+// so a server's outage does not drop a bound peer to level 1; a document
+// that is fetched and no longer lists the key replaces it at once. Judging the documents (does
 // it list this key, where does a did:web live) is package identity's.
 //
 // Refused introduction proofs (wrong secret, expired, revoked, bound to
@@ -143,6 +146,11 @@ type Book struct {
 	imu sync.Mutex // one admission or change of an issued token at a time
 	wmu sync.Mutex // one change of a trust record or held token at a time
 
+	// testAdmitted, when set, runs after an introduction proof is
+	// admitted and before the peer's record notes it (tests interleave a
+	// revocation there).
+	testAdmitted func()
+
 	mu       sync.RWMutex
 	recs     map[peer.ID]store.TrustRecord
 	held     map[peer.ID][]heldIntro // by issuer
@@ -192,9 +200,11 @@ func (b *Book) record(pid peer.ID) (store.TrustRecord, bool) {
 	rec, ok := b.recs[pid]
 	b.mu.RUnlock()
 	rec.Intros = slices.Clone(rec.Intros)
-	if rec.Check != nil {
-		c := *rec.Check
-		rec.Check = &c
+	for _, c := range []**store.DocCheck{&rec.Check, &rec.CheckFailure} {
+		if *c != nil {
+			cp := **c
+			*c = &cp
+		}
 	}
 	return rec, ok
 }
@@ -269,7 +279,7 @@ func standingOf(rec store.TrustRecord, agentID string, now time.Time) standing {
 		st.Level, st.Since = conditions.Verified, rec.PinnedAt
 		st.How = append(st.How, "pinned "+rec.PinnedKey)
 	}
-	if c := rec.Check; c != nil && c.Level >= int(conditions.Verified) && (agentID == "" || agentID == c.AgentID) {
+	if c := rec.Check; c != nil && c.Level >= int(conditions.Verified) && (agentID == "" || agentID == c.AgentID) && checkStands(c, now) {
 		if l := conditions.Level(c.Level); l > st.Level {
 			st.Level, st.Since = l, c.CheckedAt
 		}
@@ -322,19 +332,18 @@ func (b *Book) KeyRevoked(pid peer.ID) error {
 
 // IntroducedTier is the least disclosure tier pid is granted under persona
 // ("" is the default persona) by the introduction tokens it was admitted
-// with and that are still valid: the highest of their tiers. It reports
-// false when no such token names a tier, or when pid's key is revoked.
+// with and that are still valid (unexpired, and not revoked in the
+// issued token itself): the highest of their tiers. It reports false when
+// no such token names a tier, or when pid's key is revoked.
 func (b *Book) IntroducedTier(pid peer.ID, persona string) (string, bool) {
 	persona = orDefaultPersona(persona)
-	b.mu.RLock()
-	rec, ok := b.recs[pid]
-	b.mu.RUnlock()
+	rec, ok := b.record(pid)
 	if !ok || rec.RevokedKey != "" {
 		return "", false
 	}
-	now, best := b.now(), ""
-	for _, in := range rec.Intros {
-		if in.Disclosure == "" || orDefaultPersona(in.Persona) != persona || !now.Before(in.Expires) {
+	best := ""
+	for _, in := range b.liveIntros(pid, rec.Intros, b.now()) {
+		if in.Disclosure == "" || orDefaultPersona(in.Persona) != persona {
 			continue
 		}
 		if best == "" || b.order.AtLeast(in.Disclosure, best) {
@@ -345,7 +354,8 @@ func (b *Book) IntroducedTier(pid peer.ID, persona string) (string, bool) {
 }
 
 // Introductions are the introduction tokens admitted for pid that are
-// still valid (unexpired, pid's key not revoked): what each establishes
+// still valid (unexpired, the issued token not revoked, pid's key not
+// revoked): what each establishes
 // for pid in the owner's policy (negotiate.Requester). The persona a
 // token names is one the owner established for pid by minting it.
 func (b *Book) Introductions(pid peer.ID) []negotiate.Introduction {
@@ -353,12 +363,9 @@ func (b *Book) Introductions(pid peer.ID) []negotiate.Introduction {
 	if !ok || rec.RevokedKey != "" {
 		return nil
 	}
-	now := b.now()
 	var out []negotiate.Introduction
-	for _, in := range rec.Intros {
-		if now.Before(in.Expires) {
-			out = append(out, negotiate.Introduction{Persona: in.Persona, Disclosure: in.Disclosure})
-		}
+	for _, in := range b.liveIntros(pid, rec.Intros, b.now()) {
+		out = append(out, negotiate.Introduction{Persona: in.Persona, Disclosure: in.Disclosure})
 	}
 	return out
 }
@@ -377,15 +384,25 @@ type Info struct {
 	RevokedAt   time.Time          `json:"revoked_at,omitzero"`
 	Intros      []store.TrustIntro `json:"intros,omitempty"`
 	Check       *store.DocCheck    `json:"check,omitempty"`
-	Refusal     string             `json:"refusal,omitempty"` // why the last introduction proof was refused
-	RefusedAt   time.Time          `json:"refused_at,omitzero"`
+	// CheckFailure is the last check that fetched nothing while Check, an
+	// earlier success, still stands (until CheckStandsUntil).
+	CheckFailure     *store.DocCheck `json:"check_failure,omitempty"`
+	CheckStandsUntil time.Time       `json:"check_stands_until,omitzero"`
+	Refusal          string          `json:"refusal,omitempty"` // why the last introduction proof was refused
+	RefusedAt        time.Time       `json:"refused_at,omitzero"`
 }
 
 func (b *Book) info(pid peer.ID, rec store.TrustRecord) Info {
-	st := standingOf(rec, "", b.now())
+	now := b.now()
+	live := rec
+	live.Intros = b.liveIntros(pid, rec.Intros, now)
+	st := standingOf(live, "", now)
 	info := Info{Peer: pid.String(), Level: st.Level, How: st.How, Since: st.Since, AgentID: st.AgentID,
 		PinnedKey: rec.PinnedKey, PinnedAt: rec.PinnedAt, RevokedKey: rec.RevokedKey, RevokedAt: rec.RevokedAt,
-		Intros: rec.Intros, Check: rec.Check, Refusal: rec.Refusal, RefusedAt: rec.RefusedAt}
+		Intros: rec.Intros, Check: rec.Check, CheckFailure: rec.CheckFailure, Refusal: rec.Refusal, RefusedAt: rec.RefusedAt}
+	if c := rec.Check; c != nil && c.Level >= int(conditions.Verified) {
+		info.CheckStandsUntil = c.CheckedAt.Add(docCheckLifetime)
+	}
 	if pub, err := identity.PublicKeyFromPeerID(pid); err == nil {
 		info.Fingerprint = identity.Fingerprint(pub)
 	}

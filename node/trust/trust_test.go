@@ -36,6 +36,12 @@ func newBook(t *testing.T, cfg Config) (*Book, *store.Store) {
 
 func openBook(t *testing.T, st *store.Store, cfg Config) *Book {
 	t.Helper()
+	return openBookAt(t, st, cfg, time.Now)
+}
+
+// openBookAt is openBook with a clock.
+func openBookAt(t *testing.T, st *store.Store, cfg Config, now func() time.Time) *Book {
+	t.Helper()
 	self, _ := identity.Generate(nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	var (
@@ -61,7 +67,7 @@ func openBook(t *testing.T, st *store.Store, cfg Config) *Book {
 		wg.Wait()
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return New(ctx, st, cfg, conditions.DefaultTierOrder(), self.DID(), time.Now, log, spawn)
+	return New(ctx, st, cfg, conditions.DefaultTierOrder(), self.DID(), now, log, spawn)
 }
 
 // eventually polls cond until it holds or the deadline passes.
