@@ -190,6 +190,10 @@ type DiscoveryConfig struct {
 	Gossip      bool     `toml:"gossip"`       // announce and follow capabilities.update on GossipSub
 	// ImportRefresh is how often imported outside agents are fetched again.
 	ImportRefresh Duration `toml:"import_refresh"`
+	// Other peers' provider records a DHT server keeps, in all and for one
+	// capability name; past either, the record that would expire first goes.
+	MaxProviderRecords int `toml:"max_provider_records"`
+	MaxProvidersPerKey int `toml:"max_providers_per_key"`
 }
 
 // DHT modes.
@@ -296,7 +300,8 @@ func DefaultConfig() *Config {
 			MaxPerSender: 200, MaxTotalMB: 256, Poll: Duration{time.Minute}, GiveUp: Duration{24 * time.Hour},
 			MaxPerAddress: 400, Idle: Duration{10 * time.Minute}},
 		Discovery: DiscoveryConfig{MDNS: true, MDNSService: "_ifaced._udp", DHT: DHTAuto, Bootstrap: []string{},
-			Reprovide: Duration{12 * time.Hour}, Gossip: true, ImportRefresh: Duration{6 * time.Hour}},
+			Reprovide: Duration{12 * time.Hour}, Gossip: true, ImportRefresh: Duration{6 * time.Hour},
+			MaxProviderRecords: DefaultMaxProviderRecords, MaxProvidersPerKey: DefaultMaxProvidersPerKey},
 		Durability:   DurabilityConfig{Sync: SyncInterval, Interval: Duration{time.Second}},
 		Log:          LogConfig{Level: "info", Format: "text"},
 		Capabilities: StandardCapabilities(),
@@ -443,7 +448,8 @@ func (c *Config) Validate() error {
 		"relay.max_reservations": c.Relay.MaxReservations, "relay.max_circuits": c.Relay.MaxCircuits,
 		"relay.circuit_data_kb": c.Relay.CircuitDataKB, "mailbox.max_messages": c.Mailbox.MaxMessages,
 		"mailbox.max_kb": c.Mailbox.MaxKB, "mailbox.max_per_sender": c.Mailbox.MaxPerSender, "mailbox.max_total_mb": c.Mailbox.MaxTotalMB,
-		"mailbox.max_per_address": c.Mailbox.MaxPerAddress}
+		"mailbox.max_per_address": c.Mailbox.MaxPerAddress, "discovery.max_provider_records": c.Discovery.MaxProviderRecords,
+		"discovery.max_providers_per_key": c.Discovery.MaxProvidersPerKey}
 	for _, k := range slices.Sorted(maps.Keys(positive)) {
 		if positive[k] <= 0 {
 			bad(k, "must be positive, got %d", positive[k])
