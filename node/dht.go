@@ -579,8 +579,10 @@ type providerRecord struct {
 }
 
 // Default caps of the provider store (discovery.max_provider_records and
-// discovery.max_providers_per_key): about 350 bytes a record with its
-// indexes, so some 7 MiB when full.
+// discovery.max_providers_per_key): measured at about 650 bytes a record
+// with its key and indexes at worst (every record a name of its own), so
+// some 13 MiB when full. The providers' addresses go to the peerstore, as
+// kad-dht puts them (24 h), under go-libp2p's own caps.
 const (
 	DefaultMaxProviderRecords = 20000
 	DefaultMaxProvidersPerKey = 500
