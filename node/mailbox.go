@@ -15,6 +15,7 @@ import (
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 )
@@ -31,7 +32,10 @@ import (
 //     long as its mail. The table holds at most 4 × relay.max_reservations
 //     registrations and, full, makes room rather than refuse: the least
 //     recently registered one holding no mail goes first, and one holding
-//     mail (with its mail) only when none is empty (store.Mailboxes). A
+//     mail (with its mail) only when none is empty (store.Mailboxes); an
+//     address past its own share of the table (mailboxesPerAddress) makes
+//     room among its own registrations instead, so it cannot push anyone
+//     else out. A
 //     published message must be signed by the publishing peer; the relay
 //     appends its trace.received entry and keeps it for mailbox.retention
 //     (IFP-8 §6: 7 days), less if the message's ttl_seconds says so, or
@@ -529,7 +533,8 @@ func (mb *Mail) handleMailbox(s network.Stream) {
 		// Fetching registers a peer that holds a slot here (making room
 		// if the table is full); what waits for it is served either way.
 		if mb.slots.Holds(pid) {
-			evicted, err := mb.store.Mailboxes().RegisterMailbox(pid.String(), now, mb.maxMailboxes())
+			evicted, err := mb.store.Mailboxes().RegisterMailbox(pid.String(), addressClass(s.Conn().RemoteMultiaddr()), now,
+				store.MailboxLimits{Max: mb.maxMailboxes(), PerAddress: mailboxesPerAddress})
 			if err != nil {
 				mb.log.Warn("registering a mailbox", "peer", pid, "err", err)
 			} else if evicted != "" {
@@ -635,6 +640,14 @@ func (mb *Mail) holdMail(from peer.ID, addr string, req *wire.MailboxRequest, no
 // a slot, and as many again may be away with mail waiting, several times
 // over.
 func (mb *Mail) maxMailboxes() int { return 4 * mb.cfg.Relay.MaxReservations }
+
+// mailboxesPerAddress bounds the registrations made from one address (an
+// IPv4 address, an IPv6 /64): four times the slots go-libp2p's relay lets
+// one IP address hold at once, as the table is four times relay.max_reservations.
+// Past it, an address's new registration takes the place of its own least
+// recently used one, so one address fills at most 32 of the table's 512
+// places (by default) and cannot push anyone else out.
+var mailboxesPerAddress = 4 * relayv2.DefaultResources().MaxReservationsPerIP
 
 // mailQuota is the relay's quotas (see the package comment above): half of
 // max_total_mb is the shared pool, the other half one share per mailbox

@@ -28,20 +28,22 @@ func (s *Store) Mailboxes() *Mailboxes { return &Mailboxes{db: s.db} }
 //	                 per-sender quota
 //	mail_by_addr     sender address ‖ 0 ‖ recipient ‖ 0 ‖ mail ID → nothing,
 //	                 for the per-address quota (created on first use)
-//	mail_recipients  peer ID → time it last registered; only registered
-//	                 peers get mail
+//	mail_recipients  peer ID → time it last registered ‖ 0 ‖ the address it
+//	                 registered from; only registered peers get mail
 //	outbox           outbox ID → OutboxItem
 //
 // A message and its index entries change in one transaction, so a crash
 // never leaves one without the other.
 //
-// Registrations are a table strangers can grow, so it is bounded
-// (RegisterMailbox's max) and a full table makes room rather than refuse:
-// the registration evicted is, first, the least recently registered one
-// holding no mail; only when every registration holds mail, the least
-// recently registered of those, and its mail goes with it. A registration
-// holding no mail lapses idle after its last registration (MailboxOpen,
-// PruneMail); one holding mail lasts as long as its mail.
+// Registrations are a table strangers can grow, so it is bounded in all
+// and per address (MailboxLimits), and a full table makes room rather than
+// refuse: the registration evicted is, first, the least recently
+// registered one holding no mail; only when every candidate holds mail,
+// the least recently registered of those, and its mail goes with it. An
+// address at its own limit makes room among its own registrations, so it
+// cannot push others out. A registration holding no mail lapses idle
+// after its last registration (MailboxOpen, PruneMail); one holding mail
+// lasts as long as its mail.
 //
 // Mail quotas (MailQuota) are chosen so that fresh keys, which cost an
 // attacker nothing, do not buy more room: beside the per-recipient and
@@ -322,8 +324,7 @@ func (s *Mailboxes) PruneMail(now, idleSince time.Time) (int, error) {
 		reg := tx.Bucket(bucketMailRecipients)
 		var stale [][]byte
 		err = reg.ForEach(func(k, v []byte) error {
-			var at time.Time
-			if err := at.UnmarshalText(v); err != nil || (at.Before(idleSince) && !holdsMail(tx, string(k))) {
+			if at, _, err := readRegistration(v); err != nil || (at.Before(idleSince) && !holdsMail(tx, string(k))) {
 				stale = append(stale, bytes.Clone(k))
 			}
 			return nil
@@ -344,22 +345,64 @@ func (s *Mailboxes) PruneMail(now, idleSince time.Time) (int, error) {
 	return n, nil
 }
 
-// RegisterMailbox records that peer uses this relay's mailbox as of at. A
-// peer not yet registered when max are (max 0 is no limit) takes the
-// place of another, which RegisterMailbox returns: the least recently
-// registered holding no mail, else the least recently registered of all,
-// whose mail is deleted with it.
-func (s *Mailboxes) RegisterMailbox(peer string, at time.Time, max int) (evicted string, err error) {
+// MailboxLimits bounds the registrations RegisterMailbox keeps.
+type MailboxLimits struct {
+	Max        int // registrations in all; 0 is no limit
+	PerAddress int // registrations last made from one address; 0 is no limit
+}
+
+// registration is a mailbox_recipients value: when the peer last
+// registered, and from which address (see MailItem.Addr), as
+// "<RFC 3339 time> ‖ 0 ‖ address" (a bare time is a registration from an
+// unknown address).
+func registration(at time.Time, addr string) ([]byte, error) {
 	v, err := at.UTC().MarshalText()
+	if err != nil {
+		return nil, err
+	}
+	return append(append(v, 0), addr...), nil
+}
+
+func readRegistration(v []byte) (at time.Time, addr string, err error) {
+	t, a, _ := bytes.Cut(v, []byte{0})
+	err = at.UnmarshalText(t)
+	return at, string(a), err
+}
+
+// RegisterMailbox records that peer uses this relay's mailbox as of at,
+// registering from addr. When that makes more registrations from addr
+// than lim.PerAddress, one of that address's others goes; else, a peer not
+// yet registered when lim.Max are takes the place of another. Either way
+// the registration that goes is the least recently registered holding no
+// mail, else the least recently registered of all, whose mail is deleted
+// with it; RegisterMailbox returns whose it was. So one address can
+// neither hold more than its share of the table nor push others out of it.
+func (s *Mailboxes) RegisterMailbox(peer, addr string, at time.Time, lim MailboxLimits) (evicted string, err error) {
+	v, err := registration(at, addr)
 	if err != nil {
 		return "", err
 	}
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketMailRecipients)
-		if max > 0 && b.Get([]byte(peer)) == nil && countPrefix(b, nil, max) >= max {
-			if evicted, err = evictMailbox(tx); err != nil {
-				return err
+		same, total := 0, 0
+		err := b.ForEach(func(k, v []byte) error {
+			total++
+			if _, a, _ := readRegistration(v); addr != "" && a == addr && string(k) != peer {
+				same++
 			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		switch {
+		case lim.PerAddress > 0 && addr != "" && same >= lim.PerAddress:
+			evicted, err = evictMailbox(tx, addr, peer)
+		case lim.Max > 0 && b.Get([]byte(peer)) == nil && total >= lim.Max:
+			evicted, err = evictMailbox(tx, "", peer)
+		}
+		if err != nil {
+			return err
 		}
 		return b.Put([]byte(peer), v)
 	})
@@ -369,15 +412,19 @@ func (s *Mailboxes) RegisterMailbox(peer string, at time.Time, max int) (evicted
 	return evicted, nil
 }
 
-// evictMailbox removes the registration RegisterMailbox makes room with,
-// and its mail, in tx, and returns whose it was.
-func evictMailbox(tx *bolt.Tx) (string, error) {
+// evictMailbox removes the registration RegisterMailbox makes room with
+// (among those from addr, if addr is not "", and never except's), and its
+// mail, in tx, and returns whose it was.
+func evictMailbox(tx *bolt.Tx, addr, except string) (string, error) {
 	var empty, full string
 	var emptyAt, fullAt time.Time
 	err := tx.Bucket(bucketMailRecipients).ForEach(func(k, v []byte) error {
-		var at time.Time
-		if err := at.UnmarshalText(v); err != nil {
+		at, a, err := readRegistration(v)
+		if err != nil {
 			at = time.Time{} // unreadable: the first to go
+		}
+		if string(k) == except || (addr != "" && a != addr) {
+			return nil
 		}
 		if holdsMail(tx, string(k)) {
 			if full == "" || at.Before(fullAt) {
@@ -425,8 +472,8 @@ func (s *Mailboxes) MailboxOpen(peer string, idleSince time.Time) (bool, error) 
 		if v == nil {
 			return nil
 		}
-		var at time.Time
-		if err := at.UnmarshalText(v); err != nil {
+		at, _, err := readRegistration(v)
+		if err != nil {
 			return err
 		}
 		open = !at.Before(idleSince) || holdsMail(tx, peer)

@@ -75,18 +75,18 @@ func TestMailQuotasOrderAckAndPrune(t *testing.T) {
 	if got, _, _ := s.Mailboxes().Mail("bob", later, 10, 1<<20); len(got) != 0 {
 		t.Fatalf("expired mail served: %+v", got)
 	}
-	if _, err := s.Mailboxes().RegisterMailbox("bob", now, 2); err != nil {
+	if _, err := s.Mailboxes().RegisterMailbox("bob", "", now, MailboxLimits{Max: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Mailboxes().RegisterMailbox("carol", now, 2); err != nil {
+	if _, err := s.Mailboxes().RegisterMailbox("carol", "", now, MailboxLimits{Max: 2}); err != nil {
 		t.Fatal(err)
 	}
 	// A third mailbox with room for two takes the place of the one holding
 	// no mail (carol's), not bob's.
-	if evicted, err := s.Mailboxes().RegisterMailbox("dave", now, 2); err != nil || evicted != "carol" {
+	if evicted, err := s.Mailboxes().RegisterMailbox("dave", "", now, MailboxLimits{Max: 2}); err != nil || evicted != "carol" {
 		t.Fatalf("a third mailbox with room for two: evicted %q (%v), want carol", evicted, err)
 	}
-	if _, err := s.Mailboxes().RegisterMailbox("bob", now.Add(time.Second), 2); err != nil {
+	if _, err := s.Mailboxes().RegisterMailbox("bob", "", now.Add(time.Second), MailboxLimits{Max: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _ := s.Mailboxes().MailboxOpen("bob", now.Add(-time.Minute)); !ok {
@@ -164,7 +164,7 @@ func TestMailboxTableEvictsLeastRecentlyUsedEmptyFirst(t *testing.T) {
 	q := MailQuota{MaxMessages: 10, MaxBytes: 1 << 20, MaxPerSender: 10}
 	// Four registrations, the oldest two holding mail.
 	for i, p := range []string{"m1", "m2", "e1", "e2"} {
-		if ev, err := mb.RegisterMailbox(p, at(i), 4); err != nil || ev != "" {
+		if ev, err := mb.RegisterMailbox(p, "", at(i), MailboxLimits{Max: 4}); err != nil || ev != "" {
 			t.Fatalf("registering %s: evicted %q (%v)", p, ev, err)
 		}
 	}
@@ -174,12 +174,12 @@ func TestMailboxTableEvictsLeastRecentlyUsedEmptyFirst(t *testing.T) {
 		}
 	}
 	// e1 comes back (a fetch refreshes it): e2 is now the least recent empty one.
-	if _, err := mb.RegisterMailbox("e1", at(10), 4); err != nil {
+	if _, err := mb.RegisterMailbox("e1", "", at(10), MailboxLimits{Max: 4}); err != nil {
 		t.Fatal(err)
 	}
 	var order []string
 	for i, p := range []string{"n1", "n2", "n3", "n4"} {
-		ev, err := mb.RegisterMailbox(p, at(20+i), 4)
+		ev, err := mb.RegisterMailbox(p, "", at(20+i), MailboxLimits{Max: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +197,7 @@ func TestMailboxTableEvictsLeastRecentlyUsedEmptyFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ev, err := mb.RegisterMailbox("late", at(30), 4); err != nil || ev != "m1" {
+	if ev, err := mb.RegisterMailbox("late", "", at(30), MailboxLimits{Max: 4}); err != nil || ev != "m1" {
 		t.Fatalf("evicted %q (%v), want m1, the oldest holding mail", ev, err)
 	}
 	if got, _, _ := mb.Mail("m1", t0, 10, 1<<20); len(got) != 0 {
@@ -211,6 +211,46 @@ func TestMailboxTableEvictsLeastRecentlyUsedEmptyFirst(t *testing.T) {
 	}
 }
 
+// TestOneAddressCannotPushOthersOutOfTheMailboxTable: past its own limit,
+// an address's new registrations take the place of its own oldest, never
+// of others'.
+func TestOneAddressCannotPushOthersOutOfTheMailboxTable(t *testing.T) {
+	s, _ := openTemp(t)
+	mb := s.Mailboxes()
+	t0 := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
+	lim := MailboxLimits{Max: 10, PerAddress: 3}
+	for i, p := range []string{"bob", "carol"} {
+		if _, err := mb.RegisterMailbox(p, fmt.Sprint("192.0.2.", i), t0, lim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var evicted []string
+	for i := range 50 {
+		ev, err := mb.RegisterMailbox(fmt.Sprintf("key%02d", i), "198.51.100.7", t0.Add(time.Duration(i+1)*time.Second), lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev != "" {
+			evicted = append(evicted, ev)
+		}
+	}
+	if n, _ := mb.Registrations(); n != 2+3 {
+		t.Fatalf("%d registrations after 50 from one address, want bob, carol and the address's 3", n)
+	}
+	for _, p := range []string{"bob", "carol", "key47", "key48", "key49"} {
+		if ok, _ := mb.MailboxOpen(p, t0); !ok {
+			t.Fatalf("%s lost its mailbox", p)
+		}
+	}
+	if len(evicted) != 47 || evicted[0] != "key00" || slices.Contains(evicted, "bob") || slices.Contains(evicted, "carol") {
+		t.Fatalf("evicted %v, want key00…key46, the address's own", evicted)
+	}
+	// A peer registering again from the same address is not charged twice.
+	if ev, err := mb.RegisterMailbox("key49", "198.51.100.7", t0.Add(time.Hour), lim); err != nil || ev != "" {
+		t.Fatalf("re-registering: evicted %q (%v)", ev, err)
+	}
+}
+
 // TestEmptyMailboxesLapse: a registration holding no mail is open for the
 // idle period after its last registration, one holding mail while it does.
 func TestEmptyMailboxesLapse(t *testing.T) {
@@ -219,7 +259,7 @@ func TestEmptyMailboxesLapse(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
 	idle := 10 * time.Minute
 	for _, p := range []string{"empty", "full"} {
-		if _, err := mb.RegisterMailbox(p, t0, 0); err != nil {
+		if _, err := mb.RegisterMailbox(p, "", t0, MailboxLimits{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -270,7 +310,7 @@ func TestMailQuotasHoldUnderManySenderKeys(t *testing.T) {
 	mb := s.Mailboxes()
 	now := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
 	for _, p := range []string{"bob", "mallory1", "mallory2"} {
-		if _, err := mb.RegisterMailbox(p, now, 0); err != nil {
+		if _, err := mb.RegisterMailbox(p, "", now, MailboxLimits{}); err != nil {
 			t.Fatal(err)
 		}
 	}
