@@ -35,11 +35,10 @@ import (
 //     mail (with its mail) only when none is empty (store.Mailboxes); an
 //     address past its own share of the table (mailboxesPerAddress) makes
 //     room among its own registrations instead, so it cannot push anyone
-//     else out. A
-//     published message must be signed by the publishing peer; the relay
-//     appends its trace.received entry and keeps it for mailbox.retention
-//     (IFP-8 §6: 7 days), less if the message's ttl_seconds says so, or
-//     until the recipient acknowledges it.
+//     else out. A published message must be signed by the publishing peer;
+//     the relay appends its trace.received entry and keeps it for
+//     mailbox.retention (IFP-8 §6: 7 days), less if the message's
+//     ttl_seconds says so, or until the recipient acknowledges it.
 //   - Quotas bound what each recipient can be sent (max_messages, max_kb),
 //     what each sender key can leave (max_per_sender) and, since fresh
 //     keys cost nothing, what each sender address can leave whatever its

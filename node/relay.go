@@ -237,7 +237,11 @@ func (mb *Mail) startReach() error {
 		rc.MaxReservations = mb.cfg.Relay.MaxReservations
 		rc.MaxCircuits = mb.cfg.Relay.MaxCircuits
 		rc.Limit = &relayv2.RelayLimit{Duration: mb.cfg.Relay.CircuitDuration.Duration, Data: int64(mb.cfg.Relay.CircuitDataKB) << 10}
-		svc, err := relayv2.New(mb.host, relayv2.WithResources(rc), relayv2.WithACL(relayACL{}))
+		// No ACL: anyone may reserve and connect, within the resources.
+		// (Mailboxes are not registered from an ACL: go-libp2p asks it
+		// before applying the limits, so a peer it is asked about may yet
+		// be refused its slot; see reservationBook.)
+		svc, err := relayv2.New(mb.host, relayv2.WithResources(rc))
 		if err != nil {
 			return fmt.Errorf("starting relay service: %w", err)
 		}
@@ -377,15 +381,6 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
-
-// relayACL lets anyone reserve and connect: the resource limits bound
-// them. It registers no mailbox: go-libp2p asks it before applying those
-// limits, so a peer it is asked about may yet be refused its slot.
-type relayACL struct{}
-
-func (relayACL) AllowReserve(peer.ID, multiaddr.Multiaddr) bool { return true }
-
-func (relayACL) AllowConnect(peer.ID, multiaddr.Multiaddr, peer.ID) bool { return true }
 
 // reservationBook answers whether a peer holds a circuit relay v2 slot on
 // this daemon's relay service right now, for the mailboxes: only such a
