@@ -556,11 +556,14 @@ func (d *Discovery) askProvider(ctx context.Context, ai peer.AddrInfo, capabilit
 // At most max records are kept, and at most perKey for one key (one
 // capability name). A new record past a cap evicts the record that would
 // expire first: for the key's cap, the oldest write of that key; for the
-// total, the oldest write of all. Renewal rewrites a record, so providers
-// that keep renewing (every discovery.reprovide) stay, and a flood of
-// fresh records pushes out the flood's own oldest before anything newer.
-// A record's write time is the value kad-dht stores (a varint of Unix
-// nanoseconds); one that cannot be read counts as the oldest.
+// total, the oldest write of all; a record older than every one held is
+// not taken. Renewal rewrites a record, so the records kept are always the
+// most recently renewed. A flood larger than a cap pushes out what is
+// older than it, genuine records included, until their providers renew
+// them (discovery.reprovide); a per-key flood only touches that key. A
+// record's write time is the value kad-dht stores (a varint of Unix
+// nanoseconds); one that cannot be read counts as the oldest. kad-dht's
+// own write buffer in front of this holds at most 320 records.
 type providerRecords struct {
 	max, perKey int
 
