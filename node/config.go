@@ -172,6 +172,12 @@ type MailboxConfig struct {
 	MaxTotalMB   int      `toml:"max_total_mb"`   // held for everyone together
 	Poll         Duration `toml:"poll"`           // how often a daemon with relay.use fetches its mail
 	GiveUp       Duration `toml:"give_up"`        // a queued outgoing message is dropped (and the owner told) after this
+	// Held at once from one sender address (an IPv4 address, an IPv6 /64),
+	// across its keys and recipients: fresh keys cost nothing, addresses do.
+	MaxPerAddress int `toml:"max_per_address"`
+	// A registration (made by a peer holding a reservation, when it
+	// fetches) that holds no mail lapses this long after the last fetch.
+	Idle Duration `toml:"idle"`
 }
 
 // DiscoveryConfig is how daemons find each other.
@@ -184,6 +190,10 @@ type DiscoveryConfig struct {
 	Gossip      bool     `toml:"gossip"`       // announce and follow capabilities.update on GossipSub
 	// ImportRefresh is how often imported outside agents are fetched again.
 	ImportRefresh Duration `toml:"import_refresh"`
+	// Other peers' provider records a DHT server keeps, in all and for one
+	// capability name; past either, the record that would expire first goes.
+	MaxProviderRecords int `toml:"max_provider_records"`
+	MaxProvidersPerKey int `toml:"max_providers_per_key"`
 }
 
 // DHT modes.
@@ -287,9 +297,11 @@ func DefaultConfig() *Config {
 		Relay: RelayConfig{Use: []string{}, Mailbox: true, MaxReservations: 128, MaxCircuits: 16,
 			CircuitDuration: Duration{30 * time.Minute}, CircuitDataKB: 16 << 10},
 		Mailbox: MailboxConfig{Retention: Duration{7 * 24 * time.Hour}, MaxMessages: 1000, MaxKB: 16 << 10,
-			MaxPerSender: 200, MaxTotalMB: 256, Poll: Duration{time.Minute}, GiveUp: Duration{24 * time.Hour}},
+			MaxPerSender: 200, MaxTotalMB: 256, Poll: Duration{time.Minute}, GiveUp: Duration{24 * time.Hour},
+			MaxPerAddress: 400, Idle: Duration{10 * time.Minute}},
 		Discovery: DiscoveryConfig{MDNS: true, MDNSService: "_ifaced._udp", DHT: DHTAuto, Bootstrap: []string{},
-			Reprovide: Duration{12 * time.Hour}, Gossip: true, ImportRefresh: Duration{6 * time.Hour}},
+			Reprovide: Duration{12 * time.Hour}, Gossip: true, ImportRefresh: Duration{6 * time.Hour},
+			MaxProviderRecords: DefaultMaxProviderRecords, MaxProvidersPerKey: DefaultMaxProvidersPerKey},
 		Durability:   DurabilityConfig{Sync: SyncInterval, Interval: Duration{time.Second}},
 		Log:          LogConfig{Level: "info", Format: "text"},
 		Capabilities: StandardCapabilities(),
@@ -435,7 +447,9 @@ func (c *Config) Validate() error {
 		"rates.cool": c.Rates.Cool, "rates.warm": c.Rates.Warm, "rates.hot": c.Rates.Hot,
 		"relay.max_reservations": c.Relay.MaxReservations, "relay.max_circuits": c.Relay.MaxCircuits,
 		"relay.circuit_data_kb": c.Relay.CircuitDataKB, "mailbox.max_messages": c.Mailbox.MaxMessages,
-		"mailbox.max_kb": c.Mailbox.MaxKB, "mailbox.max_per_sender": c.Mailbox.MaxPerSender, "mailbox.max_total_mb": c.Mailbox.MaxTotalMB}
+		"mailbox.max_kb": c.Mailbox.MaxKB, "mailbox.max_per_sender": c.Mailbox.MaxPerSender, "mailbox.max_total_mb": c.Mailbox.MaxTotalMB,
+		"mailbox.max_per_address": c.Mailbox.MaxPerAddress, "discovery.max_provider_records": c.Discovery.MaxProviderRecords,
+		"discovery.max_providers_per_key": c.Discovery.MaxProvidersPerKey}
 	for _, k := range slices.Sorted(maps.Keys(positive)) {
 		if positive[k] <= 0 {
 			bad(k, "must be positive, got %d", positive[k])
@@ -448,7 +462,7 @@ func (c *Config) Validate() error {
 		"replay.window": c.Replay.Window, "replay.clock_skew": c.Replay.ClockSkew,
 		"trust.key_transition": c.Trust.KeyTransition, "trust.intro_expiry": c.Trust.IntroExpiry,
 		"agent.timeout": c.Agent.Timeout, "relay.circuit_duration": c.Relay.CircuitDuration,
-		"mailbox.retention": c.Mailbox.Retention, "mailbox.poll": c.Mailbox.Poll, "mailbox.give_up": c.Mailbox.GiveUp,
+		"mailbox.retention": c.Mailbox.Retention, "mailbox.poll": c.Mailbox.Poll, "mailbox.give_up": c.Mailbox.GiveUp, "mailbox.idle": c.Mailbox.Idle,
 		"discovery.reprovide": c.Discovery.Reprovide, "discovery.import_refresh": c.Discovery.ImportRefresh}
 	for _, k := range slices.Sorted(maps.Keys(durations)) {
 		if durations[k].Duration <= 0 {

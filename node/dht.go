@@ -2,17 +2,23 @@ package node
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ipfs/go-cid"
+	ds "github.com/ipfs/go-datastore"
+	dsq "github.com/ipfs/go-datastore/query"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p-kad-dht/records"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -116,10 +122,12 @@ func capabilityKey(name string) cid.Cid {
 	return cid.NewCidV1(cid.Raw, mh)
 }
 
-// newCapabilityDHT starts kad-dht on h as ifaced runs it. Tests build their
+// newCapabilityDHT starts kad-dht on h as ifaced runs it, its provider
+// records (other peers', when it serves) held in provs. Tests build their
 // bare networks with it too, so they exercise the daemon's configuration.
-func newCapabilityDHT(h host.Host, mode dht.ModeOpt, bootstrap []peer.AddrInfo, extra ...dht.Option) (*dht.IpfsDHT, error) {
-	opts := []dht.Option{dht.ProtocolPrefix(dhtPrefix), dht.Mode(mode), dht.DisableValues()}
+func newCapabilityDHT(h host.Host, mode dht.ModeOpt, bootstrap []peer.AddrInfo, provs *providerRecords, extra ...dht.Option) (*dht.IpfsDHT, error) {
+	opts := []dht.Option{dht.ProtocolPrefix(dhtPrefix), dht.Mode(mode), dht.DisableValues(),
+		dht.ProviderDatastore(provs), dht.ProviderManagerOpts(records.Cache(providerCacheOff{}))}
 	if len(bootstrap) > 0 {
 		// Used again whenever the routing table runs empty.
 		opts = append(opts, dht.BootstrapPeers(bootstrap...))
@@ -207,7 +215,7 @@ func startDHT(ctx context.Context, h host.Host, cfg DiscoveryConfig, views viewS
 	if err != nil {
 		return nil, err
 	}
-	kad, err := newCapabilityDHT(h, mode, boot)
+	kad, err := newCapabilityDHT(h, mode, boot, newProviderRecords(cfg.MaxProviderRecords, cfg.MaxProvidersPerKey))
 	if err != nil {
 		return nil, fmt.Errorf("starting the DHT: %w", err)
 	}
@@ -533,3 +541,226 @@ func (d *Discovery) askProvider(ctx context.Context, ai peer.AddrInfo, capabilit
 	}
 	return r
 }
+
+// providerRecords is where a DHT server keeps other peers' provider
+// records, bounded. kad-dht's own provider manager (records.ProviderManager)
+// still does all the provider logic: it takes ADD_PROVIDER, stamps each
+// record with its arrival, buffers writes, answers GET_PROVIDERS, and drops
+// records 48 hours (amino.DefaultProvideValidity, kad-dht's TTL, unchanged)
+// after their last renewal. It keeps them in the datastore it is given,
+// which by default is an unbounded in-memory map; this is that datastore
+// with caps, and its read cache is turned off (providerCacheOff), since
+// the cache holds each key's full set of providers outside the datastore.
+// go-datastore has no bounded or LRU datastore, hence this type.
+//
+// At most max records are kept, and at most perKey for one key (one
+// capability name). A new record past a cap evicts the record that would
+// expire first: for the key's cap, the oldest write of that key; for the
+// total, the oldest write of all; a record older than every one held is
+// not taken. Renewal rewrites a record, so the records kept are always the
+// most recently renewed. A flood larger than a cap pushes out what is
+// older than it, genuine records included, until their providers renew
+// them (discovery.reprovide); a per-key flood only touches that key. A
+// record's write time is the value kad-dht stores (a varint of Unix
+// nanoseconds); one that cannot be read counts as the oldest. kad-dht's
+// own write buffer in front of this holds at most 320 records.
+type providerRecords struct {
+	max, perKey int
+
+	mu     sync.Mutex
+	recs   map[ds.Key]*providerRecord
+	groups map[string]map[ds.Key]*providerRecord // a DHT key's datastore prefix → its records
+	order  providerHeap                          // oldest write first
+}
+
+type providerRecord struct {
+	key   ds.Key
+	group string
+	value []byte
+	at    int64 // write time, Unix nanoseconds
+	index int   // in the heap
+}
+
+// Default caps of the provider store (discovery.max_provider_records and
+// discovery.max_providers_per_key): measured at about 650 bytes a record
+// with its key and indexes at worst (every record a name of its own), so
+// some 13 MiB when full. The providers' addresses go to the peerstore, as
+// kad-dht puts them (24 h), under go-libp2p's own caps.
+const (
+	DefaultMaxProviderRecords = 20000
+	DefaultMaxProvidersPerKey = 500
+)
+
+func newProviderRecords(max, perKey int) *providerRecords {
+	return &providerRecords{max: max, perKey: perKey, recs: map[ds.Key]*providerRecord{},
+		groups: map[string]map[ds.Key]*providerRecord{}}
+}
+
+var _ ds.Batching = (*providerRecords)(nil)
+
+// Len is the number of records held.
+func (p *providerRecords) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.recs)
+}
+
+func (p *providerRecords) Put(_ context.Context, k ds.Key, value []byte) error {
+	at, n := binary.Varint(value)
+	if n <= 0 {
+		at = math.MinInt64
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.recs[k]; r != nil {
+		r.value, r.at = slices.Clone(value), at
+		heap.Fix(&p.order, r.index)
+		return nil
+	}
+	// Past a cap, a record older than all those held is the one to go:
+	// it is not taken.
+	group := k.Parent().String()
+	if g := p.groups[group]; len(g) >= p.perKey {
+		var oldest *providerRecord
+		for _, r := range g {
+			if oldest == nil || r.at < oldest.at {
+				oldest = r
+			}
+		}
+		if at < oldest.at {
+			return nil
+		}
+		p.remove(oldest)
+	}
+	if len(p.recs) >= p.max {
+		if at < p.order[0].at {
+			return nil
+		}
+		p.remove(p.order[0])
+	}
+	r := &providerRecord{key: k, group: group, value: slices.Clone(value), at: at}
+	p.recs[k] = r
+	if p.groups[group] == nil {
+		p.groups[group] = map[ds.Key]*providerRecord{}
+	}
+	p.groups[group][k] = r
+	heap.Push(&p.order, r)
+	return nil
+}
+
+// remove drops r; p.mu is held.
+func (p *providerRecords) remove(r *providerRecord) {
+	delete(p.recs, r.key)
+	if g := p.groups[r.group]; g != nil {
+		delete(g, r.key)
+		if len(g) == 0 {
+			delete(p.groups, r.group)
+		}
+	}
+	heap.Remove(&p.order, r.index)
+}
+
+func (p *providerRecords) Delete(_ context.Context, k ds.Key) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.recs[k]; r != nil {
+		p.remove(r)
+	}
+	return nil
+}
+
+func (p *providerRecords) Get(_ context.Context, k ds.Key) ([]byte, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.recs[k]; r != nil {
+		return slices.Clone(r.value), nil
+	}
+	return nil, ds.ErrNotFound
+}
+
+func (p *providerRecords) Has(_ context.Context, k ds.Key) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.recs[k] != nil, nil
+}
+
+func (p *providerRecords) GetSize(_ context.Context, k ds.Key) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.recs[k]; r != nil {
+		return len(r.value), nil
+	}
+	return -1, ds.ErrNotFound
+}
+
+// Query answers from a snapshot, so the caller may delete while it reads
+// (kad-dht does, dropping expired records).
+func (p *providerRecords) Query(_ context.Context, q dsq.Query) (dsq.Results, error) {
+	p.mu.Lock()
+	var entries []dsq.Entry
+	add := func(r *providerRecord) {
+		e := dsq.Entry{Key: r.key.String(), Size: len(r.value)}
+		if !q.KeysOnly {
+			e.Value = slices.Clone(r.value)
+		}
+		entries = append(entries, e)
+	}
+	if g, ok := p.groups[ds.NewKey(q.Prefix).String()]; ok && q.Prefix != "" {
+		for _, r := range g {
+			add(r) // a key's records: what GET_PROVIDERS reads
+		}
+	} else {
+		for _, r := range p.recs {
+			add(r)
+		}
+	}
+	p.mu.Unlock()
+	return dsq.NaiveQueryApply(q, dsq.ResultsWithEntries(q, entries)), nil
+}
+
+func (p *providerRecords) Batch(context.Context) (ds.Batch, error) { return ds.NewBasicBatch(p), nil }
+
+func (p *providerRecords) Sync(context.Context, ds.Key) error { return nil }
+
+func (p *providerRecords) Close() error { return nil }
+
+// providerHeap orders records oldest write first.
+type providerHeap []*providerRecord
+
+func (h providerHeap) Len() int           { return len(h) }
+func (h providerHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h providerHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *providerHeap) Push(x any) {
+	r := x.(*providerRecord)
+	r.index = len(*h)
+	*h = append(*h, r)
+}
+func (h *providerHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return r
+}
+
+// providerCacheOff is kad-dht's provider read cache (records.Cache),
+// holding nothing: a cached key's provider set grows with every
+// ADD_PROVIDER for it, outside providerRecords' caps, so every read goes
+// to providerRecords instead (a map lookup of the key's records). It
+// implements golang-lru's simplelru.LRUCache.
+type providerCacheOff struct{}
+
+func (providerCacheOff) Add(key, value any) bool        { return false }
+func (providerCacheOff) Get(key any) (any, bool)        { return nil, false }
+func (providerCacheOff) Contains(key any) bool          { return false }
+func (providerCacheOff) Peek(key any) (any, bool)       { return nil, false }
+func (providerCacheOff) Remove(key any) bool            { return false }
+func (providerCacheOff) RemoveOldest() (any, any, bool) { return nil, nil, false }
+func (providerCacheOff) GetOldest() (any, any, bool)    { return nil, nil, false }
+func (providerCacheOff) Keys() []any                    { return nil }
+func (providerCacheOff) Len() int                       { return 0 }
+func (providerCacheOff) Purge()                         {}
+func (providerCacheOff) Resize(int) int                 { return 0 }

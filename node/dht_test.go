@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -15,15 +16,22 @@ import (
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
+	ds "github.com/ipfs/go-datastore"
+	dsq "github.com/ipfs/go-datastore/query"
+	dssync "github.com/ipfs/go-datastore/sync"
 	"github.com/libp2p/go-libp2p"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p-kad-dht/records"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/routing"
+	libp2ptest "github.com/libp2p/go-libp2p/core/test"
+	"github.com/libp2p/go-libp2p/p2p/host/peerstore/pstoremem"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	"github.com/multiformats/go-base32"
 	"go.uber.org/goleak"
 )
 
@@ -417,7 +425,7 @@ func testDHTAt(t *testing.T, bucket, nodes int) {
 	dhts := make([]*dht.IpfsDHT, nodes)
 	for i := range nodes {
 		hosts[i] = bareHost(t)
-		d, err := newCapabilityDHT(hosts[i], dht.ModeServer, nil, dht.BucketSize(bucket))
+		d, err := newCapabilityDHT(hosts[i], dht.ModeServer, nil, newProviderRecords(DefaultMaxProviderRecords, DefaultMaxProvidersPerKey), dht.BucketSize(bucket))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -603,4 +611,194 @@ func testDHTAt(t *testing.T, bucket, nodes int) {
 		t.Errorf("bob found hidden notes.share: %+v %v", res, err)
 	}
 	t.Logf("total %s", time.Since(t0).Round(time.Millisecond))
+}
+
+// floodProviders gives pm keys × per fresh provider records, key by key,
+// then the genuine records last, and returns how many it gave. check runs
+// after each record.
+func floodProviders(t *testing.T, pm records.ProviderStore, keys, per int, genuine []peer.ID, check func()) int {
+	t.Helper()
+	ctx := context.Background()
+	n := 0
+	add := func(key []byte, pid peer.ID) {
+		if err := pm.AddProvider(ctx, key, peer.AddrInfo{ID: pid}); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		check()
+	}
+	for k := range keys {
+		key := capabilityKey(fmt.Sprint("flood.", k)).Hash()
+		for range per {
+			add(key, libp2ptest.RandPeerIDFatal(t))
+		}
+	}
+	// One name flooded well past the per-key cap.
+	for range 4 * per {
+		add(capabilityKey("flood.hot").Hash(), libp2ptest.RandPeerIDFatal(t))
+	}
+	for _, pid := range genuine {
+		add(capabilityKey("genuine").Hash(), pid)
+	}
+	return n
+}
+
+// TestProviderStoreStaysWithinItsCaps: kad-dht's own provider manager over
+// providerRecords, given many more records than the caps from many fresh
+// keys, holds exactly the caps, and the most recent records (the genuine
+// ones, renewed last) are still found. Over kad-dht's default datastore
+// the same flood keeps every record.
+func TestProviderStoreStaysWithinItsCaps(t *testing.T) {
+	const limit, perKey = 100, 10
+	genuine := []peer.ID{libp2ptest.RandPeerIDFatal(t), libp2ptest.RandPeerIDFatal(t), libp2ptest.RandPeerIDFatal(t)}
+	self := libp2ptest.RandPeerIDFatal(t)
+
+	// Before: kad-dht's default, an in-memory map.
+	plain := dssync.MutexWrap(ds.NewMapDatastore())
+	ps, err := pstoremem.NewPeerstore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := records.NewProviderManager(self, ps, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	given := floodProviders(t, pm, 60, perKey, genuine, func() {})
+	pm.Close()
+	res, err := plain.Query(context.Background(), dsq.Query{KeysOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, _ := res.Rest()
+
+	provs := newProviderRecords(limit, perKey)
+	pm, err = records.NewProviderManager(self, ps, provs, records.Cache(providerCacheOff{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	most := 0
+	floodProviders(t, pm, 60, perKey, genuine, func() { most = max(most, provs.Len()) })
+	if err := pm.Close(); err != nil { // flushes what kad-dht still buffers
+		t.Fatal(err)
+	}
+	t.Logf("%d provider records given: kad-dht's default map kept %d; the bounded store at most %d, %d at the end",
+		given, len(all), most, provs.Len())
+	if most > limit || provs.Len() != limit {
+		t.Fatalf("held at most %d and %d at the end, want the cap of %d", most, provs.Len(), limit)
+	}
+	hot, _ := provs.Query(context.Background(), dsq.Query{Prefix: "/providers/" + base32.RawStdEncoding.EncodeToString(capabilityKey("flood.hot").Hash()), KeysOnly: true})
+	if got, _ := hot.Rest(); len(got) > perKey {
+		t.Fatalf("%d records for one name, want at most %d", len(got), perKey)
+	}
+	// The genuine records, newest, are found by kad-dht's own read path.
+	pm, err = records.NewProviderManager(self, ps, provs, records.Cache(providerCacheOff{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pm.Close()
+	found, err := pm.GetProviders(context.Background(), capabilityKey("genuine").Hash())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := peerSet(found); !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(genuine))) {
+		t.Fatalf("genuine providers found %v, want %v", got, genuine)
+	}
+}
+
+// TestProviderStoreEvictsOldestFirst: past a cap the record written
+// longest ago goes (it would expire first), a renewal counts as a new
+// write, and a record older than all those held is not taken.
+func TestProviderStoreEvictsOldestFirst(t *testing.T) {
+	ctx := context.Background()
+	p := newProviderRecords(3, 2)
+	at := func(sec int64) []byte { return binary.AppendVarint(nil, sec*int64(time.Second)) }
+	put := func(key string, sec int64) {
+		t.Helper()
+		if err := p.Put(ctx, ds.NewKey(key), at(sec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := func() []string {
+		res, _ := p.Query(ctx, dsq.Query{KeysOnly: true, Orders: []dsq.Order{dsq.OrderByKey{}}})
+		es, _ := res.Rest()
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Key)
+		}
+		return out
+	}
+	put("/providers/a/1", 10)
+	put("/providers/a/2", 20)
+	put("/providers/b/1", 30)
+	put("/providers/a/1", 40) // renewed: now a/2 is a's oldest
+	put("/providers/a/3", 50) // a's cap of 2: a/2 goes
+	if got, want := held(), []string{"/providers/a/1", "/providers/a/3", "/providers/b/1"}; !slices.Equal(got, want) {
+		t.Fatalf("after a's cap: %v, want %v", got, want)
+	}
+	put("/providers/c/1", 60) // the total of 3: b/1 (30) goes
+	if got, want := held(), []string{"/providers/a/1", "/providers/a/3", "/providers/c/1"}; !slices.Equal(got, want) {
+		t.Fatalf("after the total cap: %v, want %v", got, want)
+	}
+	put("/providers/d/1", 5) // older than everything held: not taken
+	if got, want := held(), []string{"/providers/a/1", "/providers/a/3", "/providers/c/1"}; !slices.Equal(got, want) {
+		t.Fatalf("after a stale record: %v, want %v", got, want)
+	}
+	if err := p.Delete(ctx, ds.NewKey("/providers/a/1")); err != nil || p.Len() != 2 {
+		t.Fatalf("delete: %v, %d held", err, p.Len())
+	}
+}
+
+// TestDHTServerKeepsProviderRecordsWithinItsCaps: a DHT server as the
+// daemon runs it, sent more provider records than its caps by clients with
+// many names, keeps at most the caps, and a provider that announced last
+// is still found through it.
+func TestDHTServerKeepsProviderRecordsWithinItsCaps(t *testing.T) {
+	const limit, perKey = 50, 5
+	server := bareHost(t)
+	provs := newProviderRecords(limit, perKey)
+	sd, err := newCapabilityDHT(server, dht.ModeServer, nil, provs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sd.Close()
+	boot := []peer.AddrInfo{{ID: server.ID(), Addrs: server.Addrs()}}
+	client := func() *dht.IpfsDHT {
+		h := bareHost(t)
+		d, err := newCapabilityDHT(h, dht.ModeClient, boot, newProviderRecords(limit, perKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		if err := h.Connect(context.Background(), boot[0]); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "a client's routing table to hold the server", func() bool { return d.RoutingTable().Size() > 0 })
+		return d
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// 4 clients × 80 names: 320 records, past kad-dht's write buffer of 256.
+	for c := range 4 {
+		d := client()
+		for i := range 80 {
+			if err := d.Provide(ctx, capabilityKey(fmt.Sprintf("flood.%d.%d", c, i)), true); err != nil {
+				t.Fatal(err)
+			}
+			if n := provs.Len(); n > limit {
+				t.Fatalf("the server holds %d provider records, past its cap of %d", n, limit)
+			}
+		}
+	}
+	if provs.Len() != limit {
+		t.Fatalf("the server holds %d provider records after 320, want its cap of %d", provs.Len(), limit)
+	}
+	genuine := client()
+	if err := genuine.Provide(ctx, capabilityKey("genuine"), true); err != nil {
+		t.Fatal(err)
+	}
+	finder := client()
+	got := findCapabilityProviders(ctx, finder, "genuine", finder.Host().ID(), 5)
+	if len(got) != 1 || got[0].ID != genuine.Host().ID() {
+		t.Fatalf("found %v, want the genuine provider %s", peerSet(got), genuine.Host().ID())
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -14,20 +15,39 @@ import (
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 )
 
 // Store and forward (IFP-8), in three parts:
 //
 //   - At a relay (relay.service and relay.mailbox), handleMailbox holds
-//     messages for registered peers: a peer registers by reserving a slot
-//     or by fetching its mail, and stays registered for mailbox.retention,
-//     so the relay is never an open mail drop for strangers. A published
-//     message must be signed by the publishing peer; the relay appends its
-//     trace.received entry and keeps it for mailbox.retention (IFP-8 §6:
-//     7 days), less if the message's ttl_seconds says so, or until the
-//     recipient acknowledges it. Quotas bound what each recipient can be
-//     sent and what each sender can leave.
+//     messages for registered peers, so the relay is never an open mail
+//     drop for strangers. A peer registers by fetching its mail while it
+//     holds a circuit relay slot here (reservationBook), so the relay's own
+//     reservation limits govern who may; a fetch without a slot is served
+//     what waits and registers nothing. A registration holding no mail
+//     lapses mailbox.idle after the last fetch; one holding mail lasts as
+//     long as its mail. The table holds at most 4 × relay.max_reservations
+//     registrations and, full, makes room rather than refuse: the least
+//     recently registered one holding no mail goes first, and one holding
+//     mail (with its mail) only when none is empty (store.Mailboxes); an
+//     address past its own share of the table (mailboxesPerAddress) makes
+//     room among its own registrations instead, so it cannot push anyone
+//     else out. A published message must be signed by the publishing peer;
+//     the relay appends its trace.received entry and keeps it for
+//     mailbox.retention (IFP-8 §6: 7 days), less if the message's
+//     ttl_seconds says so, or until the recipient acknowledges it.
+//   - Quotas bound what each recipient can be sent (max_messages, max_kb),
+//     what each sender key can leave (max_per_sender) and, since fresh
+//     keys cost nothing, what each sender address can leave whatever its
+//     keys (max_per_address; an IPv4 address, an IPv6 /64). Of
+//     max_total_mb, half is a pool any mail may fill and half is split in
+//     equal shares, one per mailbox the table may hold: when the pool is
+//     full a registered recipient may still be sent up to its share, so
+//     mail for a peer is never refused for what others hold before it has
+//     its share, and the relay never holds more than max_total_mb.
 //   - A sender (Send) whose peer cannot be reached queues the message in
 //     its outbox (in the store, so a restart loses nothing) and leaves it
 //     at one of the relays the peer's document names; a relay that cannot
@@ -502,17 +522,23 @@ func (mb *Mail) handleMailbox(s network.Stream) {
 	now := mb.now()
 	switch req.Op {
 	case wire.OpPublish:
-		res, err := mb.holdMail(pid, req, now)
+		res, err := mb.holdMail(pid, addressClass(s.Conn().RemoteMultiaddr()), req, now)
 		if err != nil {
 			fail(err)
 			return
 		}
 		answer(res)
 	case wire.OpRetrieve:
-		// Fetching registers the peer, unless the relay holds all the
-		// mailboxes it may; what waits for it is served either way.
-		if err := mb.store.Mailboxes().RegisterMailbox(pid.String(), now, mb.maxMailboxes()); err != nil {
-			mb.log.Info("not registering a mailbox", "peer", pid, "err", err)
+		// Fetching registers a peer that holds a slot here (making room
+		// if the table is full); what waits for it is served either way.
+		if mb.slots.Holds(pid) {
+			evicted, err := mb.store.Mailboxes().RegisterMailbox(pid.String(), addressClass(s.Conn().RemoteMultiaddr()), now,
+				store.MailboxLimits{Max: mb.maxMailboxes(), PerAddress: mailboxesPerAddress})
+			if err != nil {
+				mb.log.Warn("registering a mailbox", "peer", pid, "err", err)
+			} else if evicted != "" {
+				mb.log.Info("the mailbox table is full; dropped the least recently used mailbox", "peer", pid, "dropped", evicted)
+			}
 		}
 		limit := wire.MaxMailBatch
 		if req.Limit > 0 {
@@ -539,7 +565,7 @@ func (mb *Mail) handleMailbox(s network.Stream) {
 }
 
 // holdMail checks and stores a published message.
-func (mb *Mail) holdMail(from peer.ID, req *wire.MailboxRequest, now time.Time) (*wire.MailboxResponse, error) {
+func (mb *Mail) holdMail(from peer.ID, addr string, req *wire.MailboxRequest, now time.Time) (*wire.MailboxResponse, error) {
 	to, err := peer.Decode(req.To)
 	if err != nil {
 		return nil, fmt.Errorf("%w: \"to\" %q is not a peer ID", gossip.ErrMalformed, req.To)
@@ -562,12 +588,13 @@ func (mb *Mail) holdMail(from peer.ID, req *wire.MailboxRequest, now time.Time) 
 		return nil, err
 	}
 	retention := mb.cfg.Mailbox.Retention.Duration
-	ok, err := mb.store.Mailboxes().MailboxRegistered(to.String(), now.Add(-retention))
+	ok, err := mb.store.Mailboxes().MailboxOpen(to.String(), now.Add(-mb.cfg.Mailbox.Idle.Duration))
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("%w: %s has not reserved a slot or fetched mail here", wire.ErrMailboxRefused, to)
+		return nil, fmt.Errorf("%w: %s has not fetched mail here while holding a slot in the last %s, and no mail waits for it",
+			wire.ErrMailboxRefused, to, mb.cfg.Mailbox.Idle.Duration)
 	}
 	expires := now.Add(retention)
 	// ttl_seconds may be up to 2^53-1; past the retention it changes
@@ -596,10 +623,8 @@ func (mb *Mail) holdMail(from peer.ID, req *wire.MailboxRequest, now time.Time) 
 	if err != nil {
 		return nil, err
 	}
-	q := store.MailQuota{MaxMessages: mb.cfg.Mailbox.MaxMessages, MaxBytes: mb.cfg.Mailbox.MaxKB << 10, MaxPerSender: mb.cfg.Mailbox.MaxPerSender,
-		MaxTotalBytes: mb.cfg.Mailbox.MaxTotalMB << 20}
 	id, err := mb.store.Mailboxes().PutMail(store.MailItem{ID: gossip.NewID("mail", now), To: to.String(), From: from.String(),
-		MessageID: m.Headers.MessageID, Received: now, Expires: expires, Message: held}, q)
+		Addr: addr, MessageID: m.Headers.MessageID, Received: now, Expires: expires, Message: held}, mb.mailQuota())
 	if errors.Is(err, store.ErrMailQuota) {
 		return nil, fmt.Errorf("%w: %v", wire.ErrMailboxFull, err)
 	}
@@ -615,10 +640,43 @@ func (mb *Mail) holdMail(from peer.ID, req *wire.MailboxRequest, now time.Time) 
 // over.
 func (mb *Mail) maxMailboxes() int { return 4 * mb.cfg.Relay.MaxReservations }
 
-// pruneMail drops expired mail and stale registrations.
+// mailboxesPerAddress bounds the registrations made from one address (an
+// IPv4 address, an IPv6 /64): four times the slots go-libp2p's relay lets
+// one IP address hold at once, as the table is four times relay.max_reservations.
+// Past it, an address's new registration takes the place of its own least
+// recently used one, so one address fills at most 32 of the table's 512
+// places (by default) and cannot push anyone else out.
+var mailboxesPerAddress = 4 * relayv2.DefaultResources().MaxReservationsPerIP
+
+// mailQuota is the relay's quotas (see the package comment above): half of
+// max_total_mb is the shared pool, the other half one share per mailbox
+// the table may hold.
+func (mb *Mail) mailQuota() store.MailQuota {
+	c := mb.cfg.Mailbox
+	total := c.MaxTotalMB << 20
+	share := total / 2 / mb.maxMailboxes()
+	return store.MailQuota{MaxMessages: c.MaxMessages, MaxBytes: c.MaxKB << 10, MaxPerSender: c.MaxPerSender,
+		MaxPerAddress: c.MaxPerAddress, MaxTotalBytes: total - share*mb.maxMailboxes(), Share: share}
+}
+
+// addressClass is what the per-address mail quota counts a sender by: its
+// IPv4 address, or its IPv6 /64 (one subscriber's usual allocation); ""
+// when the address carries no IP.
+func addressClass(a multiaddr.Multiaddr) string {
+	ip, err := manet.ToIP(a)
+	if err != nil {
+		return ""
+	}
+	if v4 := ip.To4(); v4 != nil {
+		return v4.String()
+	}
+	return (&net.IPNet{IP: ip.Mask(net.CIDRMask(64, 128)), Mask: net.CIDRMask(64, 128)}).String()
+}
+
+// pruneMail drops expired mail and lapsed registrations.
 func (mb *Mail) pruneMail() {
 	now := mb.now()
-	dropped, err := mb.store.Mailboxes().PruneMail(now, now.Add(-mb.cfg.Mailbox.Retention.Duration))
+	dropped, err := mb.store.Mailboxes().PruneMail(now, now.Add(-mb.cfg.Mailbox.Idle.Duration))
 	if err != nil {
 		mb.log.Warn("pruning mail", "err", err)
 		return

@@ -44,7 +44,9 @@ import (
 // configured resources at once, without waiting for AutoNAT to call it
 // public (go-libp2p's EnableRelayService would wait), because its owner
 // said it is a relay. With [relay] mailbox it also holds IFP-8 mailboxes
-// (mailbox.go) for the peers that reserve slots on it.
+// (mailbox.go) for the peers that hold slots on it: the relay's own limits
+// (relay.max_reservations at once, and go-libp2p's per-IP and per-ASN
+// limits) govern who may have a mailbox.
 
 // Mail owns reachability and store-and-forward: the relay service and the
 // IFP-8 mailboxes it holds for others, this daemon's reservations on the
@@ -56,6 +58,7 @@ type Mail struct {
 	kick    chan struct{}   // wakes the outbox worker
 	retries []time.Duration // IFP-6 §7 schedule
 	rates   *rateLimits     // mailbox requests per peer, at a relay
+	slots   reservationBook // who holds a slot on this relay now, at a relay
 	// One fetch at a time per relay, so two fetches never deliver one
 	// message twice; fetches from different relays run side by side (a
 	// poll of one must not make the other's fetch, on reconnecting, skip
@@ -91,7 +94,7 @@ func newMail(d mailDeps) *Mail {
 		retries = mailRetries
 	}
 	return &Mail{mailDeps: d, kick: make(chan struct{}, 1), retries: retries, fetching: map[peer.ID]bool{},
-		rates: newRateLimits(RatesConfig{Cool: 60, Warm: 60, Hot: 60}, d.now)}
+		rates: newRateLimits(RatesConfig{Cool: 60, Warm: 60, Hot: 60}, d.now), slots: newReservationBook(d.host)}
 }
 
 // reachState is the relay service and this daemon's reservations.
@@ -234,7 +237,11 @@ func (mb *Mail) startReach() error {
 		rc.MaxReservations = mb.cfg.Relay.MaxReservations
 		rc.MaxCircuits = mb.cfg.Relay.MaxCircuits
 		rc.Limit = &relayv2.RelayLimit{Duration: mb.cfg.Relay.CircuitDuration.Duration, Data: int64(mb.cfg.Relay.CircuitDataKB) << 10}
-		svc, err := relayv2.New(mb.host, relayv2.WithResources(rc), relayv2.WithACL(relayACL{mb}))
+		// No ACL: anyone may reserve and connect, within the resources.
+		// (Mailboxes are not registered from an ACL: go-libp2p asks it
+		// before applying the limits, so a peer it is asked about may yet
+		// be refused its slot; see reservationBook.)
+		svc, err := relayv2.New(mb.host, relayv2.WithResources(rc))
 		if err != nil {
 			return fmt.Errorf("starting relay service: %w", err)
 		}
@@ -375,21 +382,37 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// relayACL lets anyone reserve and connect (the resource limits bound
-// them) and registers each peer that reserves as a mailbox recipient, so
-// messages for it are held while it is away.
-type relayACL struct{ mb *Mail }
+// reservationBook answers whether a peer holds a circuit relay v2 slot on
+// this daemon's relay service right now, for the mailboxes: only such a
+// peer may register one.
+//
+// go-libp2p v0.51 has no call for it: the relay's table is unexported, the
+// resource manager sees only the service's memory, the ACL is asked before
+// the per-IP, per-ASN and total limits are applied, and the metrics
+// tracer is told of reservations without the peer. What the relay does
+// expose is the connection manager tag it sets on a peer, under its lock,
+// in the same step that grants the slot ("relay-reservation", weight
+// relayv2.ReservationTagWeight), and removes when the slot expires; the
+// basic connection manager forgets a peer's tags with its last
+// connection, which is when the relay drops the slot too. A peer holds a
+// slot exactly while it is connected and carries that tag.
+// TestReservationBookFollowsTheRelay pins this to the go-libp2p in use.
+type reservationBook struct{ host host.Host }
 
-func (a relayACL) AllowReserve(p peer.ID, _ multiaddr.Multiaddr) bool {
-	if a.mb.cfg.Relay.Mailbox {
-		if err := a.mb.store.Mailboxes().RegisterMailbox(p.String(), a.mb.now(), a.mb.maxMailboxes()); err != nil {
-			a.mb.log.Warn("registering a mailbox", "peer", p, "err", err)
-		}
+// relayReservationTag is the tag go-libp2p's relay service sets on a peer
+// that holds a slot (circuitv2/relay, handleReserve and gc).
+const relayReservationTag = "relay-reservation"
+
+func newReservationBook(h host.Host) reservationBook { return reservationBook{host: h} }
+
+// Holds reports whether p holds a slot now.
+func (b reservationBook) Holds(p peer.ID) bool {
+	if b.host.Network().Connectedness(p) != network.Connected {
+		return false
 	}
-	return true
+	info := b.host.ConnManager().GetTagInfo(p)
+	return info != nil && info.Tags[relayReservationTag] > 0
 }
-
-func (a relayACL) AllowConnect(peer.ID, multiaddr.Multiaddr, peer.ID) bool { return true }
 
 // dialHints gives the peerstore what the cache knows of how to reach pid
 // (the addresses it was last reached at, and its circuit addresses through

@@ -2,11 +2,13 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,8 +17,14 @@ import (
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/wire"
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 )
 
 // startWith starts a daemon in a fresh home with options.
@@ -209,6 +217,7 @@ func mailSetup(t *testing.T, opts ...Option) (relay, alice, bob *testDaemon) {
 	bob = startDaemon(t, bc)
 	alice = startWith(t, aliceConfig(bob.id.PeerID()), opts...)
 	waitFor(t, "bob's slot on the relay", holdsSlots(bob, relay))
+	waitFor(t, "bob's mailbox at the relay", mailboxOpen(relay, bob.id.PeerID()))
 	connect(t, alice, bob)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -216,6 +225,15 @@ func mailSetup(t *testing.T, opts ...Option) (relay, alice, bob *testDaemon) {
 		t.Fatal(err)
 	}
 	return relay, alice, bob
+}
+
+// mailboxOpen reports whether relay holds a mailbox for pid (registered
+// by its fetch once it held a slot).
+func mailboxOpen(relay *testDaemon, pid peer.ID) func() bool {
+	return func() bool {
+		ok, _ := relay.Store().Mailboxes().MailboxOpen(pid.String(), relay.mail.now().Add(-relay.cfg.Mailbox.Idle.Duration))
+		return ok
+	}
 }
 
 func TestMailboxDeliversToPeerThatWasAway(t *testing.T) {
@@ -448,7 +466,17 @@ func TestMailboxRefusals(t *testing.T) {
 	if _, code := publish(alice, bob.id.PeerID(), signedMail(t, alice.id, bob.id.PeerID(), "1")); code != wire.CodeMailboxRefused {
 		t.Fatalf("mail for an unregistered peer: code %q, want mailbox_refused", code)
 	}
-	// Bob registers by fetching (nothing waits yet).
+	// A fetch without a slot on the relay registers nothing.
+	if res, code := ask(bob, &wire.MailboxRequest{Op: wire.OpRetrieve}); code != "" || len(res.Messages) != 0 {
+		t.Fatalf("fetch without a slot: %+v %q", res, code)
+	}
+	if _, code := publish(alice, bob.id.PeerID(), signedMail(t, alice.id, bob.id.PeerID(), "1")); code != wire.CodeMailboxRefused {
+		t.Fatalf("mail for a peer that fetched without a slot: code %q, want mailbox_refused", code)
+	}
+	// Bob registers by fetching with a slot (nothing waits yet).
+	if _, err := client.Reserve(ctx, bob.Host(), peer.AddrInfo{ID: rid, Addrs: relay.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
 	if res, code := ask(bob, &wire.MailboxRequest{Op: wire.OpRetrieve}); code != "" || len(res.Messages) != 0 {
 		t.Fatalf("first fetch: %+v %q", res, code)
 	}
@@ -651,5 +679,271 @@ func TestSendGreetsAgainWhenTheOpenConversationCannotCarryIt(t *testing.T) {
 	})
 	if alice.convs.conversation(first.ConversationID) != nil {
 		t.Fatal("the dead conversation is still open")
+	}
+}
+
+// stranger is a fresh key on a bare libp2p host: what an attacker gets for
+// free, as many times as it likes.
+type stranger struct {
+	id *identity.Identity
+	h  host.Host
+}
+
+func newStranger(t *testing.T) *stranger {
+	t.Helper()
+	id, err := identity.Generate(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strangerWith(t, id)
+}
+
+// strangerWith is a bare host with id's key (a stranger coming back).
+func strangerWith(t *testing.T, id *identity.Identity) *stranger {
+	t.Helper()
+	h, err := libp2p.New(
+		libp2p.Identity(id.LibP2PKey()),
+		libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
+		libp2p.ResourceManager(&network.NullResourceManager{}),
+		libp2p.DisableRelay(),
+		libp2p.DisableMetrics(),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return &stranger{id: id, h: h}
+}
+
+// ask sends one mailbox request to relay and returns its answer, or the
+// code it was refused with.
+func (s *stranger) ask(t *testing.T, relay *testDaemon, req *wire.MailboxRequest) (*wire.MailboxResponse, wire.Code) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.h.Connect(ctx, peer.AddrInfo{ID: relay.id.PeerID(), Addrs: relay.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.h.NewStream(ctx, relay.id.PeerID(), mailboxProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ws := wire.NewStream(st, 10*time.Second)
+	if err := ws.WriteMailbox(req); err != nil {
+		t.Fatal(err)
+	}
+	st.CloseWrite()
+	raw, err := ws.ReadMailbox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := wire.DecodeMailboxResponse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.OK {
+		return nil, res.Error.Code
+	}
+	return res, ""
+}
+
+// reserve takes a circuit relay v2 slot on relay.
+func (s *stranger) reserve(t *testing.T, relay *testDaemon) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := client.Reserve(ctx, s.h, peer.AddrInfo{ID: relay.id.PeerID(), Addrs: relay.Addrs()})
+	return err
+}
+
+// leave closes the stranger's host and waits until the relay has noticed
+// (its reservation, if any, is gone with the connection).
+func (s *stranger) leave(t *testing.T, relay *testDaemon) {
+	t.Helper()
+	s.h.Close()
+	waitFor(t, "the relay to see a stranger leave", func() bool {
+		return relay.Host().Network().Connectedness(s.h.ID()) == network.NotConnected
+	})
+}
+
+// publish leaves text for to at relay, from s, and returns the refusal
+// code ("" when held).
+func (s *stranger) publish(t *testing.T, relay *testDaemon, to peer.ID, text string) wire.Code {
+	t.Helper()
+	_, code := s.ask(t, relay, &wire.MailboxRequest{Op: wire.OpPublish, To: to.String(), Message: encodeMail(t, signedMail(t, s.id, to, text))})
+	return code
+}
+
+// TestMailboxesSurviveRegistrationByManyKeys: fresh keys register
+// mailboxes (some holding a reservation, most not) several times over the
+// relay's table; genuine peers that reserve a slot and fetch afterwards
+// still get their mail. Before: every genuine peer was refused.
+func TestMailboxesSurviveRegistrationByManyKeys(t *testing.T) {
+	rc := relayConfig()
+	rc.Relay.MaxReservations = 4 // a table of 16 mailboxes
+	relay := startDaemon(t, rc)
+	table := 4 * rc.Relay.MaxReservations
+	alice := newStranger(t)
+
+	reserved := 0
+	var unreserved []peer.ID
+	for i := range 3 * table {
+		s := newStranger(t)
+		if i%2 == 0 && s.reserve(t, relay) == nil {
+			reserved++
+		} else {
+			unreserved = append(unreserved, s.h.ID())
+		}
+		if _, code := s.ask(t, relay, &wire.MailboxRequest{Op: wire.OpRetrieve}); code != "" {
+			t.Fatalf("stranger %d fetching: %q", i, code)
+		}
+		s.leave(t, relay)
+	}
+	if reserved <= table {
+		t.Fatalf("only %d strangers could reserve a slot, want more than the table's %d", reserved, table)
+	}
+	// The table is full, at its cap; no stranger without a slot is in it.
+	if n, _ := relay.Store().Mailboxes().Registrations(); n != table {
+		t.Fatalf("%d mailboxes registered, want the table's %d", n, table)
+	}
+	for _, pid := range unreserved {
+		if mailboxOpen(relay, pid)() {
+			t.Fatalf("a stranger that held no slot has a mailbox")
+		}
+	}
+
+	const genuine = 3
+	refused := 0
+	var bobs []*identity.Identity
+	for i := range genuine {
+		bob := newStranger(t)
+		if err := bob.reserve(t, relay); err != nil {
+			t.Fatalf("genuine peer %d reserving: %v", i, err)
+		}
+		if _, code := bob.ask(t, relay, &wire.MailboxRequest{Op: wire.OpRetrieve}); code != "" {
+			t.Fatalf("genuine peer %d fetching: %q", i, code)
+		}
+		bob.leave(t, relay)
+		if code := alice.publish(t, relay, bob.h.ID(), "for you"); code != "" {
+			t.Logf("mail for genuine peer %d refused: %s", i, code)
+			refused++
+		}
+		bobs = append(bobs, bob.id)
+	}
+	t.Logf("%d fresh keys (%d with a reservation) tried to register; genuine peers refused: %d of %d", 3*table, reserved, refused, genuine)
+	if refused > 0 {
+		t.Fatalf("%d of %d genuine peers refused after the flood", refused, genuine)
+	}
+	// Each comes back and gets its mail.
+	for i, id := range bobs {
+		res, code := strangerWith(t, id).ask(t, relay, &wire.MailboxRequest{Op: wire.OpRetrieve})
+		if code != "" || len(res.Messages) != 1 {
+			t.Fatalf("genuine peer %d fetching its mail: %+v %q, want one message", i, res, code)
+		}
+	}
+}
+
+// TestReservationBookFollowsTheRelay: a mailbox may be registered by a
+// peer exactly while it holds a slot, as go-libp2p's relay grants and
+// drops them (this pins the reading of its connection manager tag).
+func TestReservationBookFollowsTheRelay(t *testing.T) {
+	rc := relayConfig()
+	rc.Relay.MaxReservations = 1
+	relay := startDaemon(t, rc)
+	a, b := newStranger(t), newStranger(t)
+	if _, code := a.ask(t, relay, &wire.MailboxRequest{Op: wire.OpRetrieve}); code != "" {
+		t.Fatal(code)
+	}
+	if relay.mail.slots.Holds(a.h.ID()) {
+		t.Fatal("a connected peer without a slot counts as holding one")
+	}
+	if err := a.reserve(t, relay); err != nil {
+		t.Fatal(err)
+	}
+	if !relay.mail.slots.Holds(a.h.ID()) {
+		t.Fatal("a peer holding a slot does not count as holding one")
+	}
+	// The relay is full: b is refused its slot, and so its mailbox (the
+	// ACL is asked before that limit, so it cannot tell).
+	if err := b.reserve(t, relay); err == nil {
+		t.Fatal("a second slot on a relay with room for one")
+	}
+	if _, code := b.ask(t, relay, &wire.MailboxRequest{Op: wire.OpRetrieve}); code != "" {
+		t.Fatal(code)
+	}
+	if relay.mail.slots.Holds(b.h.ID()) || mailboxOpen(relay, b.h.ID())() {
+		t.Fatal("a peer refused its slot counts as holding one")
+	}
+	// A peer that leaves loses its slot, and comes back without one.
+	a.leave(t, relay)
+	if relay.mail.slots.Holds(a.h.ID()) {
+		t.Fatal("a peer that left still holds its slot")
+	}
+	back := strangerWith(t, a.id)
+	if _, code := back.ask(t, relay, &wire.MailboxRequest{Op: wire.OpRetrieve}); code != "" {
+		t.Fatal(code)
+	}
+	if relay.mail.slots.Holds(back.h.ID()) {
+		t.Fatal("a peer back without reserving counts as holding a slot")
+	}
+}
+
+// TestEmptyMailboxesLapseAndQuotasHoldPerAddress: with an injected clock,
+// a mailbox holding no mail closes mailbox.idle after its last fetch,
+// while one holding mail stays open; and many sender keys from one
+// address share that address's quota.
+func TestEmptyMailboxesLapseAndQuotasHoldPerAddress(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	rc := relayConfig()
+	rc.Mailbox.MaxPerAddress = 5
+	relay := startWith(t, rc, WithClock(clock))
+	idle := rc.Mailbox.Idle.Duration
+
+	register := func() *stranger {
+		s := newStranger(t)
+		if err := s.reserve(t, relay); err != nil {
+			t.Fatal(err)
+		}
+		if _, code := s.ask(t, relay, &wire.MailboxRequest{Op: wire.OpRetrieve}); code != "" {
+			t.Fatal(code)
+		}
+		s.leave(t, relay)
+		return s
+	}
+	kept, lapsed := register(), register()
+	alice := newStranger(t)
+	advance(idle - time.Second)
+	if code := alice.publish(t, relay, kept.h.ID(), "just in time"); code != "" {
+		t.Fatalf("mail within the idle period: %q", code)
+	}
+	advance(2 * time.Second)
+	if code := alice.publish(t, relay, lapsed.h.ID(), "too late"); code != wire.CodeMailboxRefused {
+		t.Fatalf("mail after the idle period for an empty mailbox: %q, want mailbox_refused", code)
+	}
+	if code := alice.publish(t, relay, kept.h.ID(), "still open"); code != "" {
+		t.Fatalf("mail for a mailbox holding mail after the idle period: %q", code)
+	}
+	relay.mail.pruneMail()
+	if n, _ := relay.Store().Mailboxes().Registrations(); n != 1 {
+		t.Fatalf("%d registrations after pruning, want the one holding mail", n)
+	}
+
+	// Fresh keys from one address (all here are 127.0.0.1): alice's two
+	// messages and three more keys fill its quota of five; the next key
+	// from it is refused, naming the quota.
+	for i := range 3 {
+		if code := newStranger(t).publish(t, relay, kept.h.ID(), fmt.Sprint("key ", i)); code != "" {
+			t.Fatalf("fresh key %d: %q", i, code)
+		}
+	}
+	if code := newStranger(t).publish(t, relay, kept.h.ID(), "one key too many"); code != wire.CodeMailboxFull {
+		t.Fatalf("a sixth message from one address: %q, want mailbox_full", code)
 	}
 }

@@ -26,16 +26,39 @@ func (s *Store) Mailboxes() *Mailboxes { return &Mailboxes{db: s.db} }
 //	                 so a recipient's mail reads back in arrival order)
 //	mail_by_sender   sender ‖ 0 ‖ recipient ‖ 0 ‖ mail ID → nothing, for the
 //	                 per-sender quota
-//	mail_recipients  peer ID → time it last registered (reserved a slot or
-//	                 fetched its mail); only registered peers get mail
+//	mail_by_addr     sender address ‖ 0 ‖ recipient ‖ 0 ‖ mail ID → nothing,
+//	                 for the per-address quota (created on first use)
+//	mail_recipients  peer ID → time it last registered ‖ 0 ‖ the address it
+//	                 registered from; only registered peers get mail
 //	outbox           outbox ID → OutboxItem
 //
 // A message and its index entries change in one transaction, so a crash
 // never leaves one without the other.
+//
+// Registrations are a table strangers can grow, so it is bounded in all
+// and per address (MailboxLimits), and a full table makes room rather than
+// refuse: the registration evicted is, first, the least recently
+// registered one holding no mail; only when every candidate holds mail,
+// the least recently registered of those, and its mail goes with it. An
+// address at its own limit makes room among its own registrations, so it
+// cannot push others out. A registration holding no mail lapses idle
+// after its last registration (MailboxOpen, PruneMail); one holding mail
+// lasts as long as its mail.
+//
+// Mail quotas (MailQuota) are chosen so that fresh keys, which cost an
+// attacker nothing, do not buy more room: beside the per-recipient and
+// per-sender-key quotas, what is held from one network address (an IPv4
+// address, an IPv6 /64) across all its keys is bounded, and the total is
+// split in two: a shared pool any mail may fill, and a share reserved for
+// each registered recipient that mail for it may use when the pool is
+// full. The relay's mail is then at most the pool plus one share per
+// registration, and a recipient's first share of mail is never refused for
+// what others hold.
 
 var (
 	bucketMail           = []byte("mail")
 	bucketMailBySender   = []byte("mail_by_sender")
+	bucketMailByAddr     = []byte("mail_by_addr")
 	bucketMailRecipients = []byte("mail_recipients")
 	bucketOutbox         = []byte("outbox")
 	bucketMailMeta       = []byte("mail_meta") // totals kept with the mail they count
@@ -48,10 +71,11 @@ var ErrMailQuota = errors.New("mailbox quota exceeded")
 
 // MailItem is one message held for a recipient.
 type MailItem struct {
-	ID        string    `json:"id"`         // the relay's own ID for it (a ULID)
-	To        string    `json:"to"`         // recipient peer ID
-	From      string    `json:"from"`       // sender peer ID (the stream's peer that published it)
-	MessageID string    `json:"message_id"` // the IFP-4 message_id, to spot a sender's retry
+	ID        string    `json:"id"`             // the relay's own ID for it (a ULID)
+	To        string    `json:"to"`             // recipient peer ID
+	From      string    `json:"from"`           // sender peer ID (the stream's peer that published it)
+	Addr      string    `json:"addr,omitempty"` // the sender's network address class (IPv4 address, IPv6 /64); "" if unknown
+	MessageID string    `json:"message_id"`     // the IFP-4 message_id, to spot a sender's retry
 	Received  time.Time `json:"received"`
 	Expires   time.Time `json:"expires"`
 	Message   []byte    `json:"message"` // the IFP-4 message as CBOR, trace entry included
@@ -61,8 +85,13 @@ type MailItem struct {
 type MailQuota struct {
 	MaxMessages   int // per recipient
 	MaxBytes      int // per recipient, message bytes
-	MaxPerSender  int // held from one sender, across recipients
-	MaxTotalBytes int // held for everyone together; 0 is no limit
+	MaxPerSender  int // held from one sender key, across recipients
+	MaxPerAddress int // held from one sender address (MailItem.Addr), across its keys and recipients; 0 is no limit
+	MaxTotalBytes int // the shared pool: held for everyone together; 0 is no limit
+	// Share is message bytes a registered recipient may be sent when the
+	// shared pool is full; with at most m registrations, the relay holds
+	// at most MaxTotalBytes + m × Share.
+	Share int
 }
 
 func mailBytes(tx *bolt.Tx) uint64 {
@@ -101,6 +130,10 @@ func (s *Mailboxes) PutMail(item MailItem, q MailQuota) (id string, err error) {
 	}
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		mail, bySender := tx.Bucket(bucketMail), tx.Bucket(bucketMailBySender)
+		byAddr, err := tx.CreateBucketIfNotExists(bucketMailByAddr)
+		if err != nil {
+			return err
+		}
 		count, size := 0, len(item.Message)
 		prefix := []byte(item.To + "\x00")
 		c := mail.Cursor()
@@ -122,17 +155,25 @@ func (s *Mailboxes) PutMail(item MailItem, q MailQuota) (id string, err error) {
 		if size > q.MaxBytes {
 			return fmt.Errorf("%w: the recipient's mailbox would hold %d bytes (at most %d)", ErrMailQuota, size, q.MaxBytes)
 		}
-		sent := 0
-		sp := []byte(item.From + "\x00")
-		sc := bySender.Cursor()
-		for k, _ := sc.Seek(sp); k != nil && bytes.HasPrefix(k, sp); k, _ = sc.Next() {
-			sent++
-		}
+		sent := countPrefix(bySender, []byte(item.From+"\x00"), q.MaxPerSender)
 		if sent >= q.MaxPerSender {
 			return fmt.Errorf("%w: %d messages from this sender are already waiting (at most %d)", ErrMailQuota, sent, q.MaxPerSender)
 		}
+		if item.Addr != "" && q.MaxPerAddress > 0 {
+			if n := countPrefix(byAddr, []byte(item.Addr+"\x00"), q.MaxPerAddress); n >= q.MaxPerAddress {
+				return fmt.Errorf("%w: %d messages from the sender's address %s are already waiting, whatever the key (at most %d)",
+					ErrMailQuota, n, item.Addr, q.MaxPerAddress)
+			}
+		}
 		if total := mailBytes(tx); q.MaxTotalBytes > 0 && total+uint64(len(item.Message)) > uint64(q.MaxTotalBytes) {
-			return fmt.Errorf("%w: the relay holds %d bytes of mail for everyone (at most %d)", ErrMailQuota, total, q.MaxTotalBytes)
+			// The pool is full: the recipient's own share is still open
+			// to it, if it is registered (registrations are bounded, so
+			// shares are).
+			registered := tx.Bucket(bucketMailRecipients).Get([]byte(item.To)) != nil
+			if !registered || size > q.Share {
+				return fmt.Errorf("%w: the relay holds %d bytes of mail for everyone (at most %d), and the recipient's own share of %d bytes is used",
+					ErrMailQuota, total, q.MaxTotalBytes, q.Share)
+			}
 		}
 		if err := addMailBytes(tx, len(item.Message)); err != nil {
 			return err
@@ -145,6 +186,11 @@ func (s *Mailboxes) PutMail(item MailItem, q MailQuota) (id string, err error) {
 			return err
 		}
 		id = item.ID
+		if item.Addr != "" {
+			if err := byAddr.Put(senderKey(item.Addr, item.To, item.ID), nil); err != nil {
+				return err
+			}
+		}
 		return bySender.Put(senderKey(item.From, item.To, item.ID), nil)
 	})
 	if err != nil {
@@ -190,7 +236,7 @@ func (s *Mailboxes) Mail(to string, now time.Time, limit, maxBytes int) (items [
 func (s *Mailboxes) AckMail(to string, ids []string) (int, error) {
 	n := 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		mail, bySender := tx.Bucket(bucketMail), tx.Bucket(bucketMailBySender)
+		mail := tx.Bucket(bucketMail)
 		for _, id := range ids {
 			k := mailKey(to, id)
 			v := mail.Get(k)
@@ -201,13 +247,7 @@ func (s *Mailboxes) AckMail(to string, ids []string) (int, error) {
 			if err := decode(bucketMail, k, v, &item); err != nil {
 				return err
 			}
-			if err := mail.Delete(k); err != nil {
-				return err
-			}
-			if err := bySender.Delete(senderKey(item.From, item.To, item.ID)); err != nil {
-				return err
-			}
-			if err := addMailBytes(tx, -len(item.Message)); err != nil {
+			if err := dropMail(tx, item); err != nil {
 				return err
 			}
 			n++
@@ -220,14 +260,49 @@ func (s *Mailboxes) AckMail(to string, ids []string) (int, error) {
 	return n, nil
 }
 
-// PruneMail deletes every message expired at now, and registrations older
-// than registeredSince, and returns how many messages went.
-func (s *Mailboxes) PruneMail(now, registeredSince time.Time) (int, error) {
+// countPrefix counts b's keys starting with prefix, up to limit (0: all).
+func countPrefix(b *bolt.Bucket, prefix []byte, limit int) int {
+	n := 0
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && (limit <= 0 || n < limit); k, _ = c.Next() {
+		n++
+	}
+	return n
+}
+
+// dropMail deletes item with its index entries and counts, in tx.
+func dropMail(tx *bolt.Tx, item MailItem) error {
+	if err := tx.Bucket(bucketMail).Delete(mailKey(item.To, item.ID)); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketMailBySender).Delete(senderKey(item.From, item.To, item.ID)); err != nil {
+		return err
+	}
+	if item.Addr != "" {
+		if b := tx.Bucket(bucketMailByAddr); b != nil {
+			if err := b.Delete(senderKey(item.Addr, item.To, item.ID)); err != nil {
+				return err
+			}
+		}
+	}
+	return addMailBytes(tx, -len(item.Message))
+}
+
+// holdsMail reports whether any mail waits for peer.
+func holdsMail(tx *bolt.Tx, peer string) bool {
+	prefix := []byte(peer + "\x00")
+	k, _ := tx.Bucket(bucketMail).Cursor().Seek(prefix)
+	return k != nil && bytes.HasPrefix(k, prefix)
+}
+
+// PruneMail deletes every message expired at now, then every registration
+// that holds no mail and was last registered before idleSince, and
+// returns how many messages went.
+func (s *Mailboxes) PruneMail(now, idleSince time.Time) (int, error) {
 	n := 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		mail, bySender := tx.Bucket(bucketMail), tx.Bucket(bucketMailBySender)
 		var expired []MailItem
-		err := mail.ForEach(func(k, v []byte) error {
+		err := tx.Bucket(bucketMail).ForEach(func(k, v []byte) error {
 			var item MailItem
 			if err := decode(bucketMail, k, v, &item); err != nil {
 				return err
@@ -241,13 +316,7 @@ func (s *Mailboxes) PruneMail(now, registeredSince time.Time) (int, error) {
 			return err
 		}
 		for _, item := range expired {
-			if err := mail.Delete(mailKey(item.To, item.ID)); err != nil {
-				return err
-			}
-			if err := bySender.Delete(senderKey(item.From, item.To, item.ID)); err != nil {
-				return err
-			}
-			if err := addMailBytes(tx, -len(item.Message)); err != nil {
+			if err := dropMail(tx, item); err != nil {
 				return err
 			}
 		}
@@ -255,8 +324,7 @@ func (s *Mailboxes) PruneMail(now, registeredSince time.Time) (int, error) {
 		reg := tx.Bucket(bucketMailRecipients)
 		var stale [][]byte
 		err = reg.ForEach(func(k, v []byte) error {
-			var at time.Time
-			if err := at.UnmarshalText(v); err != nil || at.Before(registeredSince) {
+			if at, _, err := readRegistration(v); err != nil || (at.Before(idleSince) && !holdsMail(tx, string(k))) {
 				stale = append(stale, bytes.Clone(k))
 			}
 			return nil
@@ -277,53 +345,154 @@ func (s *Mailboxes) PruneMail(now, registeredSince time.Time) (int, error) {
 	return n, nil
 }
 
-// ErrTooManyMailboxes: the relay holds as many mailboxes as it may.
-var ErrTooManyMailboxes = errors.New("the relay holds as many mailboxes as it may")
+// MailboxLimits bounds the registrations RegisterMailbox keeps.
+type MailboxLimits struct {
+	Max        int // registrations in all; 0 is no limit
+	PerAddress int // registrations last made from one address; 0 is no limit
+}
 
-// RegisterMailbox records that peer uses this relay's mailbox as of at. A
-// peer not yet registered is refused (ErrTooManyMailboxes) once max are;
-// max 0 is no limit.
-func (s *Mailboxes) RegisterMailbox(peer string, at time.Time, max int) error {
+// registration is a mailbox_recipients value: when the peer last
+// registered, and from which address (see MailItem.Addr), as
+// "<RFC 3339 time> ‖ 0 ‖ address" (a bare time is a registration from an
+// unknown address).
+func registration(at time.Time, addr string) ([]byte, error) {
 	v, err := at.UTC().MarshalText()
 	if err != nil {
-		return err
+		return nil, err
+	}
+	return append(append(v, 0), addr...), nil
+}
+
+func readRegistration(v []byte) (at time.Time, addr string, err error) {
+	t, a, _ := bytes.Cut(v, []byte{0})
+	err = at.UnmarshalText(t)
+	return at, string(a), err
+}
+
+// RegisterMailbox records that peer uses this relay's mailbox as of at,
+// registering from addr. When that makes more registrations from addr
+// than lim.PerAddress, one of that address's others goes; else, a peer not
+// yet registered when lim.Max are takes the place of another. Either way
+// the registration that goes is the least recently registered holding no
+// mail, else the least recently registered of all, whose mail is deleted
+// with it; RegisterMailbox returns whose it was. So one address can
+// neither hold more than its share of the table nor push others out of it.
+func (s *Mailboxes) RegisterMailbox(peer, addr string, at time.Time, lim MailboxLimits) (evicted string, err error) {
+	v, err := registration(at, addr)
+	if err != nil {
+		return "", err
 	}
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketMailRecipients)
-		if max > 0 && b.Get([]byte(peer)) == nil {
-			n := 0
-			c := b.Cursor()
-			for k, _ := c.First(); k != nil && n < max; k, _ = c.Next() {
-				n++
+		same, total := 0, 0
+		err := b.ForEach(func(k, v []byte) error {
+			total++
+			if _, a, _ := readRegistration(v); addr != "" && a == addr && string(k) != peer {
+				same++
 			}
-			if n >= max {
-				return ErrTooManyMailboxes
-			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		switch {
+		case lim.PerAddress > 0 && addr != "" && same >= lim.PerAddress:
+			evicted, err = evictMailbox(tx, addr, peer)
+		case lim.Max > 0 && b.Get([]byte(peer)) == nil && total >= lim.Max:
+			evicted, err = evictMailbox(tx, "", peer)
+		}
+		if err != nil {
+			return err
 		}
 		return b.Put([]byte(peer), v)
 	})
 	if err != nil {
-		return fmt.Errorf("registering mailbox of %s: %w", peer, err)
+		return "", fmt.Errorf("registering mailbox of %s: %w", peer, err)
 	}
-	return nil
+	return evicted, nil
 }
 
-// MailboxRegistered reports whether peer registered at or after since.
-func (s *Mailboxes) MailboxRegistered(peer string, since time.Time) (bool, error) {
-	var at time.Time
-	found := false
+// evictMailbox removes the registration RegisterMailbox makes room with
+// (among those from addr, if addr is not "", and never except's), and its
+// mail, in tx, and returns whose it was.
+func evictMailbox(tx *bolt.Tx, addr, except string) (string, error) {
+	var empty, full string
+	var emptyAt, fullAt time.Time
+	err := tx.Bucket(bucketMailRecipients).ForEach(func(k, v []byte) error {
+		at, a, err := readRegistration(v)
+		if err != nil {
+			at = time.Time{} // unreadable: the first to go
+		}
+		if string(k) == except || (addr != "" && a != addr) {
+			return nil
+		}
+		if holdsMail(tx, string(k)) {
+			if full == "" || at.Before(fullAt) {
+				full, fullAt = string(k), at
+			}
+		} else if empty == "" || at.Before(emptyAt) {
+			empty, emptyAt = string(k), at
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	victim := empty
+	if victim == "" {
+		victim = full
+	}
+	if victim == "" {
+		return "", nil
+	}
+	var held []MailItem
+	prefix := []byte(victim + "\x00")
+	c := tx.Bucket(bucketMail).Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		var item MailItem
+		if err := decode(bucketMail, k, v, &item); err != nil {
+			return "", err
+		}
+		held = append(held, item)
+	}
+	for _, item := range held {
+		if err := dropMail(tx, item); err != nil {
+			return "", err
+		}
+	}
+	return victim, tx.Bucket(bucketMailRecipients).Delete([]byte(victim))
+}
+
+// MailboxOpen reports whether peer has a mailbox here: it is registered,
+// and it either holds mail or registered at or after idleSince.
+func (s *Mailboxes) MailboxOpen(peer string, idleSince time.Time) (bool, error) {
+	open := false
 	err := s.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketMailRecipients).Get([]byte(peer))
 		if v == nil {
 			return nil
 		}
-		found = true
-		return at.UnmarshalText(v)
+		at, _, err := readRegistration(v)
+		if err != nil {
+			return err
+		}
+		open = !at.Before(idleSince) || holdsMail(tx, peer)
+		return nil
 	})
 	if err != nil {
 		return false, fmt.Errorf("reading mailbox registration of %s: %w", peer, err)
 	}
-	return found && !at.Before(since), nil
+	return open, nil
+}
+
+// Registrations counts the registered mailboxes.
+func (s *Mailboxes) Registrations() (int, error) {
+	n := 0
+	err := s.db.View(func(tx *bolt.Tx) error { n = countPrefix(tx.Bucket(bucketMailRecipients), nil, 0); return nil })
+	if err != nil {
+		return 0, fmt.Errorf("counting mailboxes: %w", err)
+	}
+	return n, nil
 }
 
 // OutboxItem is a message this daemon could not deliver yet.
