@@ -63,8 +63,8 @@ func peerFrom(t testing.TB, target *Target, ip string) *Peer {
 	return &Peer{Host: h, ID: id}
 }
 
-// Many fresh keys ask the relay for their mail (which registered a
-// mailbox for each); then a genuine peer, holding a reservation on the
+// Many fresh keys, from many addresses, half of them holding a relay slot,
+// ask the relay for their mail (which registers a mailbox); then a genuine peer, holding a reservation on the
 // relay, must still get a mailbox and the mail left in it.
 func TestMailboxRegistrationFlood(t *testing.T) {
 	enabled(t)
@@ -73,11 +73,20 @@ func TestMailboxRegistrationFlood(t *testing.T) {
 	n := scale(600, 2000)
 	answers := map[string]int{}
 	var mu sync.Mutex
-	parallel(n, 8, func(int) {
-		p := NewPeer(t, target)
+	parallel(n, 8, func(i int) {
+		// Each from its own address, and every other one holding a relay
+		// slot when it asks, which is what registers a mailbox.
+		p := peerFrom(t, target, fmt.Sprintf("127.1.%d.%d", i/250, i%250+1))
 		defer p.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
+		if i%2 == 0 {
+			if _, err := client.Reserve(ctx, p.Host, peer.AddrInfo{ID: target.PeerID, Addrs: []multiaddr.Multiaddr{target.P2P}}); err != nil {
+				mu.Lock()
+				answers["reservation refused"]++
+				mu.Unlock()
+			}
+		}
 		r, err := p.mailbox(ctx, target, wire.MailboxRequest{Op: wire.OpRetrieve})
 		mu.Lock()
 		defer mu.Unlock()
