@@ -395,6 +395,9 @@
 //	stale_seq            409  a capability document older than the one held
 //	conditions_not_met   403  the requester does not meet a capability's conditions
 //	busy                 503  a capability is at its max_concurrent; retry later
+//	unavailable          503  the daemon takes no new conversations for now (its
+//	                          disk is low, or its audit log's quota is used up);
+//	                          open conversations go on; retry later
 //	unknown_capability   404  no such capability is offered to this requester
 //	rate_limited         429  too many messages; retry after the given time
 //	invalid_params       400  the parameters fail the capability's JSON Schema
