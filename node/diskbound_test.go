@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -223,4 +224,29 @@ func startDaemonWith(t *testing.T, cfg *Config, opts ...Option) *testDaemon {
 	}
 	t.Cleanup(func() { n.Close() })
 	return &testDaemon{Node: n, home: h, cfg: cfg, id: id}
+}
+
+// An anonymous request is audited before it is decided: its parameters
+// are kept up to anonymousParamsKept, beyond that as a summary; below the
+// watermark it is refused as a new conversation would be.
+func TestDiskAnonymousRequestIsBounded(t *testing.T) {
+	var free atomic.Uint64
+	free.Store(1 << 40)
+	alice := startDaemonWith(t, aliceConfig(""), WithAuditOptions(gossip.WithFreeSpace(func() (uint64, error) { return free.Load(), nil })))
+	big := map[string]any{"blob": strings.Repeat("x", 900<<10)}
+	if _, err := alice.Inbox().ExecuteAnonymous("https", "192.0.2.1:4444", "", "no.such.capability", big); err == nil {
+		t.Fatal("an unknown capability ran")
+	}
+	path := filepath.Join(alice.home.Dir, "audit", time.Now().UTC().Format("2006-01-02"), anonymousPeer+".jsonl")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) > 16<<10 || !strings.Contains(string(raw), `"sha256"`) || !strings.Contains(string(raw), "no.such.capability") {
+		t.Errorf("the anonymous request's audit entry is %d bytes (want a summary of its parameters): %.300s", len(raw), raw)
+	}
+	free.Store(1 << 20)
+	if _, err := alice.Inbox().ExecuteAnonymous("https", "192.0.2.1:4444", "", "no.such.capability", nil); !errors.Is(err, wire.ErrUnavailable) {
+		t.Errorf("an anonymous request below the watermark: %v, want unavailable", err)
+	}
 }
