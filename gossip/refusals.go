@@ -64,6 +64,7 @@ type Refusal struct {
 	Excerpt   string    `json:"excerpt,omitempty"` // at most RefusalExcerpt bytes: see SummariseRefusal
 	// LeftOut is how many refusals were counted but not written (over a
 	// budget, or with the audit log out of room) since the last one written.
+	// A record that only carries this count has transport "-" and no code.
 	LeftOut int64 `json:"left_out,omitempty"`
 }
 

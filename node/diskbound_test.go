@@ -89,6 +89,12 @@ func TestDiskWrongKeyFloodIsBounded(t *testing.T) {
 	if n := len(refusalsOf(t, alice)); n != refusalSourceBurst {
 		t.Errorf("%d refusals written, want the address's budget of %d", n, refusalSourceBurst)
 	}
+	// The hourly count of those left out reaches the record.
+	alice.door.reportLeftOut()
+	rs := refusalsOf(t, alice)
+	if last := rs[len(rs)-1]; last.Transport != leftOutTransport || last.LeftOut != flood-refusalSourceBurst {
+		t.Errorf("the last record is %+v, want the count of the %d left out", last, flood-refusalSourceBurst)
+	}
 }
 
 // The budget: per peer, per address (IPv6 by /64) and for the daemon;

@@ -404,6 +404,31 @@ func (d *door) recordRefusal(via string, established peer.ID, verified bool, m *
 	d.log.Info("refused message", "via", via, "peer", r.Peer, "code", code, "err", gossip.Clip(r.Reason, 256), "left_out_before", leftOut)
 }
 
+// leftOutTransport marks a record of refusals that is a count, not a
+// refusal: reportLeftOut's.
+const leftOutTransport = "-"
+
+// reportLeftOut writes, when refusals were left out since the last record
+// written, a record saying how many (transport "-", no code), so that the
+// count reaches the record of refusals even when no refusal follows the
+// flood. The daemon calls it every hour.
+func (d *door) reportLeftOut() {
+	n := d.budget.leftOut.Swap(0)
+	if n == 0 {
+		return
+	}
+	r := gossip.Refusal{At: d.now().UTC(), Transport: leftOutTransport, LeftOut: n,
+		Reason: fmt.Sprintf("%d refusals were counted but not written (over the refusal budget, or with the audit log out of room)", n)}
+	if err := d.audit.RecordRefusal(r); err != nil {
+		d.budget.unwritten(n)
+		if !errors.Is(err, gossip.ErrNoRoom) {
+			d.log.Warn("recording the count of refusals left out", "err", err)
+		}
+		return
+	}
+	d.log.Info("refusals left out of the record of refusals", "count", n)
+}
+
 // publish tells the local agent of an admitted message (the act step).
 func (d *door) publish(in admitted, convID, detail string) {
 	d.events.publish(Event{Type: EventMessage, At: d.now(), Peer: in.from.String(), ConversationID: convID, Message: in.msg, Detail: detail})

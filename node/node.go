@@ -352,6 +352,7 @@ func (n *Node) pruneLoop() {
 			}
 			n.rates.prune()
 			n.mail.rates.prune()
+			n.door.reportLeftOut()
 			if n.cfg.Relay.Service && n.cfg.Relay.Mailbox {
 				n.mail.pruneMail()
 			}

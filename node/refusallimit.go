@@ -23,8 +23,9 @@ import (
 // a whole /64); a refusal with neither (an HTTP body that did not decode)
 // is charged to its transport, shared by all such senders. Beyond the
 // budget a refusal is counted, not written, and the next record written
-// says in Refusal.LeftOut how many were left out since the one before
-// (so a reader can always tell how many refusals there were).
+// says in Refusal.LeftOut how many were left out since the one before,
+// and so does a record of its own every hour when any were (door.
+// reportLeftOut), so a reader can always tell how many refusals there were.
 //
 // Why both: fresh peer IDs cost nothing, so the peer alone bounds one
 // connection, the address bounds a host's many keys, and the daemon-wide
