@@ -181,10 +181,10 @@ func (d *door) admit(a *arrival) (admitted, error) {
 // room refuses a greeting — a new conversation — while the audit log has
 // no room for one (gossip.ErrNoRoom: the disk below audit.min_free_mb, or
 // the current day alone past audit.max_mb and its headroom), with wire
-// code unavailable and the reason; every other message goes on, so the
-// conversations already admitted continue while the disk takes their
-// entries. The owner is told (a warning in the log) when the room runs
-// out and when it is back.
+// code unavailable and the reason (fetched mail stays at its relay);
+// every other message goes on, so the conversations already admitted
+// continue while the disk takes their entries. The owner is told (a
+// warning in the log) when the room runs out and when it is back.
 func (d *door) room(a *arrival) error {
 	if a.msg.Headers.Phase != gossip.PhaseGreeting {
 		return nil
@@ -199,7 +199,9 @@ func (d *door) room(a *arrival) error {
 	if !d.noRoom.Swap(true) {
 		d.log.Warn("refusing new conversations until the audit log has room", "err", err)
 	}
-	return fmt.Errorf("%w: %w", wire.ErrUnavailable, err)
+	// errAudit too: a fetched greeting is left at its relay, to come again
+	// once there is room, as when its entry could not be written.
+	return fmt.Errorf("%w (%w): %w", wire.ErrUnavailable, errAudit, err)
 }
 
 // validate checks what the transport reads of the message beyond its
