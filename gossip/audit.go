@@ -156,6 +156,12 @@ type AuditLog struct {
 	stopped   chan struct{}
 
 	spares *spareFiles // empty files made ahead, so a new peer's first message costs no file creation
+
+	// The room on disk (audit_quota.go).
+	limits    AuditLimits
+	freeSpace func() (uint64, error)
+	now       func() time.Time
+	usage     usage
 }
 
 // AuditOption adjusts how an audit log is written.
@@ -192,9 +198,16 @@ func OpenAuditLog(dir string, opts ...AuditOption) (*AuditLog, error) {
 			return nil, fmt.Errorf("opening audit log: %w", err)
 		}
 	}
-	a := &AuditLog{dir: dir, files: map[string]*auditFile{}, names: map[string]string{}}
+	a := &AuditLog{dir: dir, files: map[string]*auditFile{}, names: map[string]string{}, now: time.Now,
+		freeSpace: func() (uint64, error) { return freeBytes(dir) }}
 	for _, o := range opts {
 		o(a)
+	}
+	if a.limits.MaxBytes > 0 || a.limits.Retention > 0 {
+		if err := a.measure(); err != nil {
+			return nil, fmt.Errorf("opening audit log: %w", err)
+		}
+		a.enforce()
 	}
 	spares, err := openSpareFiles(filepath.Join(dir, spareDir), spareTarget)
 	if err != nil {
@@ -807,11 +820,15 @@ func (a *AuditLog) appendTo(path string, content func(size int64) []byte) error 
 		return err
 	}
 	st, err := f.Stat()
+	var n int
 	if err == nil {
-		_, err = f.Write(content(st.Size()))
+		n, err = f.Write(content(st.Size()))
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if n > 0 {
+		a.account(path, st.Size(), int64(n))
 	}
 	return err
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/trust"
@@ -56,6 +57,7 @@ type Config struct {
 	Mailbox     MailboxConfig     `toml:"mailbox"`
 	Discovery   DiscoveryConfig   `toml:"discovery"`
 	Durability  DurabilityConfig  `toml:"durability"`
+	Audit       AuditConfig       `toml:"audit"`
 	Log         LogConfig         `toml:"log"`
 	// Capabilities and AGUI are the owner's IFP-7 document, inline. They
 	// are decoded by package negotiate's strict rules.
@@ -210,6 +212,12 @@ type LogConfig struct {
 	Format string `toml:"format"` // text or json
 }
 
+// The bounds of audit.max_mb.
+const (
+	minAuditMB = 16
+	maxAuditMB = 16 << 20
+)
+
 // The values of durability.sync.
 const (
 	SyncInterval = "interval" // write before acting, fsync every durability.interval
@@ -224,6 +232,28 @@ const (
 type DurabilityConfig struct {
 	Sync     string   `toml:"sync"`     // SyncInterval or SyncAlways
 	Interval Duration `toml:"interval"` // with SyncInterval: the most a power loss can take
+}
+
+// AuditConfig bounds the audit log on disk (gossip/audit_quota.go says
+// how each limit is enforced). The quota counts the day directories;
+// when they pass it, whole days are deleted, oldest first, never the
+// current one. When the current day alone passes it, refusal summaries
+// are counted instead of written; entries of admitted conversations are
+// still written, and past the quota plus a quarter the daemon refuses new
+// conversations (wire code unavailable) until days age out. Below
+// min_free_mb free on the disk, the daemon likewise refuses new
+// conversations and counts refusals instead of writing them, while
+// admitted conversations go on as long as the disk takes their entries.
+type AuditConfig struct {
+	MaxMB         int `toml:"max_mb"`         // the quota of the audit log, in MiB
+	RetentionDays int `toml:"retention_days"` // days older than this are deleted; 0 keeps them until the quota needs the room
+	MinFreeMB     int `toml:"min_free_mb"`    // free MiB the disk must keep for new conversations; 0 turns the watermark off
+}
+
+// Limits is the audit log's limits in bytes.
+func (a AuditConfig) Limits() gossip.AuditLimits {
+	return gossip.AuditLimits{MaxBytes: int64(a.MaxMB) << 20, Retention: time.Duration(a.RetentionDays) * 24 * time.Hour,
+		MinFree: int64(a.MinFreeMB) << 20}
 }
 
 // Duration is a time.Duration written as a Go duration string ("24h").
@@ -303,6 +333,7 @@ func DefaultConfig() *Config {
 			Reprovide: Duration{12 * time.Hour}, Gossip: true, ImportRefresh: Duration{6 * time.Hour},
 			MaxProviderRecords: DefaultMaxProviderRecords, MaxProvidersPerKey: DefaultMaxProvidersPerKey},
 		Durability:   DurabilityConfig{Sync: SyncInterval, Interval: Duration{time.Second}},
+		Audit:        AuditConfig{MaxMB: 1024, RetentionDays: 90, MinFreeMB: 256},
 		Log:          LogConfig{Level: "info", Format: "text"},
 		Capabilities: StandardCapabilities(),
 	}
@@ -538,6 +569,18 @@ func (c *Config) Validate() error {
 		bad("durability.sync", "%q: want %q (fsync every durability.interval) or %q (fsync before acting on each message)", d.Sync, SyncInterval, SyncAlways)
 	case d.Sync == SyncInterval && (d.Interval.Duration <= 0 || d.Interval.Duration > time.Minute):
 		bad("durability.interval", "%s: want a duration above zero and at most 1m (the default is 1s)", d.Interval)
+	}
+	switch a := c.Audit; {
+	case a.MaxMB < minAuditMB:
+		bad("audit.max_mb", "%d: want at least %d (MiB), room for a day of conversations; the default is 1024", a.MaxMB, minAuditMB)
+	case a.MaxMB > maxAuditMB:
+		bad("audit.max_mb", "%d: want at most %d (MiB, 16 TiB)", a.MaxMB, maxAuditMB)
+	}
+	if r := c.Audit.RetentionDays; r < 0 || r > 36500 {
+		bad("audit.retention_days", "%d: want a number of days from 1 to 36500, or 0 to keep days until the quota needs the room (the default is 90)", r)
+	}
+	if m := c.Audit.MinFreeMB; m < 0 || m > maxAuditMB {
+		bad("audit.min_free_mb", "%d: want the free MiB the disk must keep, from 0 (no watermark) to %d; the default is 256", m, maxAuditMB)
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)

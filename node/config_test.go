@@ -46,6 +46,9 @@ func TestDefaultsSpelledOut(t *testing.T) {
 		"log.level":               {c.Log.Level, "info"},
 		"durability.sync":         {c.Durability.Sync, "interval"},
 		"durability.interval":     {c.Durability.Interval.Duration, time.Second},
+		"audit.max_mb":            {c.Audit.MaxMB, 1024},
+		"audit.retention_days":    {c.Audit.RetentionDays, 90},
+		"audit.min_free_mb":       {c.Audit.MinFreeMB, 256},
 		"capabilities":            {len(c.Capabilities), 6},
 	}
 	for key, v := range checks {
@@ -82,6 +85,9 @@ func TestConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"connections inverted", "version = 1\n[limits]\nconnections_low = 700\n", "limits.connections_low", 3, "above"},
 		{"unknown sync policy", "version = 1\n[durability]\nsync = \"never\"\n", "durability.sync", 3, "\"always\""},
 		{"sync interval too long", "version = 1\n[durability]\ninterval = \"1h\"\n", "durability.interval", 3, "at most 1m"},
+		{"audit quota too small", "version = 1\n[audit]\nmax_mb = 0\n", "audit.max_mb", 3, "at least 16"},
+		{"negative retention", "version = 1\n[audit]\nretention_days = -1\n", "audit.retention_days", 3, "0 to keep days"},
+		{"negative watermark", "version = 1\n[audit]\nmin_free_mb = -5\n", "audit.min_free_mb", 3, "0 (no watermark)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,8 @@ import (
 //
 //	bounded decode   the transport's: a frame of at most 1 MiB (wire.Stream),
 //	                 an HTTP body of at most 1 MB; decoding validates
+//	room             a greeting only (a new conversation): the audit log
+//	                 has room for it (door.room: disk watermark, quota)
 //	establish        the signer: the stream's remote peer (libp2p), or the
 //	                 key the signature names, resolved (every other
 //	                 transport); headers.from must be that signer's did:key
@@ -45,8 +48,10 @@ import (
 // conversation table before the audit entry is written, and nothing
 // unadmitted reaches them at all. A refusal is recorded once, as a
 // refusal, in the audit log's record of refusals (gossip.Refusal) — never
-// in the conversation it claims — as a bounded summary, and so is the
-// error message that answers it; the local agent is told only that a
+// in the conversation it claims — as a bounded summary, within a budget
+// per connection, per address and for the daemon (refusallimit.go; past
+// it refusals are counted, not written), and so is the error message that
+// answers it; the local agent is told only that a
 // message from an established sender was refused, and why, never its
 // content. A message refused after the replay step is
 // forgotten again by the seen-set, so that a sender refused for being too
@@ -91,20 +96,28 @@ type door struct {
 	// no flood of junk can crowd its event stream.
 	strangers  *rate.Limiter
 	suppressed atomic.Int64
-	self       string // this daemon's did:key
-	audit      *gossip.AuditLog
-	replay     *identity.ReplayGuard
-	rates      *rateLimits
-	revoked    func(peer.ID) error // the owner's revocations (trust)
-	events     *hub
-	log        *slog.Logger
-	now        func() time.Time
+	// budget bounds the refusals written to the record of refusals
+	// (refusallimit.go); remote is the address of a libp2p peer's
+	// connection, a source the budget is charged to.
+	budget *refusalBudget
+	remote func(peer.ID) netip.Addr
+	// noRoom is set while the audit log has no room for new conversations,
+	// so that the owner is told once when it happens and once when it ends.
+	noRoom  atomic.Bool
+	self    string // this daemon's did:key
+	audit   *gossip.AuditLog
+	replay  *identity.ReplayGuard
+	rates   *rateLimits
+	revoked func(peer.ID) error // the owner's revocations (trust)
+	events  *hub
+	log     *slog.Logger
+	now     func() time.Time
 }
 
 func newDoor(self string, audit *gossip.AuditLog, replay *identity.ReplayGuard, rates *rateLimits,
-	revoked func(peer.ID) error, events *hub, log *slog.Logger, now func() time.Time) *door {
+	revoked func(peer.ID) error, events *hub, log *slog.Logger, now func() time.Time, remote func(peer.ID) netip.Addr) *door {
 	return &door{self: self, audit: audit, replay: replay, rates: rates, revoked: revoked, events: events, log: log, now: now,
-		strangers: rate.NewLimiter(rate.Every(strangerEventEvery), strangerEventBurst)}
+		strangers: rate.NewLimiter(rate.Every(strangerEventEvery), strangerEventBurst), budget: newRefusalBudget(), remote: remote}
 }
 
 // admitted is a message through the door: its signer, established. On a
@@ -121,6 +134,9 @@ var errAudit = errors.New("audit log")
 // admit runs the pipeline on a. On refusal the refusal is recorded and the
 // error says why (wire.CodeOf names its code); the transport answers.
 func (d *door) admit(a *arrival) (admitted, error) {
+	if err := d.room(a); err != nil {
+		return admitted{}, d.refuse(a, "", false, false, err)
+	}
 	if err := d.validate(a); err != nil {
 		return admitted{}, d.refuse(a, "", false, false, err)
 	}
@@ -160,6 +176,32 @@ func (d *door) admit(a *arrival) (admitted, error) {
 		}
 	}
 	return admitted{from: from, msg: a.msg}, nil
+}
+
+// room refuses a greeting — a new conversation — while the audit log has
+// no room for one (gossip.ErrNoRoom: the disk below audit.min_free_mb, or
+// the current day alone past audit.max_mb and its headroom), with wire
+// code unavailable and the reason (fetched mail stays at its relay);
+// every other message goes on, so the conversations already admitted
+// continue while the disk takes their entries. The owner is told (a
+// warning in the log) when the room runs out and when it is back.
+func (d *door) room(a *arrival) error {
+	if a.msg.Headers.Phase != gossip.PhaseGreeting {
+		return nil
+	}
+	err := d.audit.Room()
+	if err == nil {
+		if d.noRoom.Swap(false) {
+			d.log.Info("the audit log has room again: new conversations are taken")
+		}
+		return nil
+	}
+	if !d.noRoom.Swap(true) {
+		d.log.Warn("refusing new conversations until the audit log has room", "err", err)
+	}
+	// errAudit too: a fetched greeting is left at its relay, to come again
+	// once there is room, as when its entry could not be written.
+	return fmt.Errorf("%w (%w): %w", wire.ErrUnavailable, errAudit, err)
 }
 
 // validate checks what the transport reads of the message beyond its
@@ -311,21 +353,20 @@ const (
 // the code and a reason cut short; of the others it hears at most one every
 // strangerEventEvery (after a burst of strangerEventBurst), each saying
 // how many were left out before it, so that strangers cannot crowd the
-// agent's event stream. Every refusal is recorded.
+// agent's event stream. A refusal is written to the record of refusals
+// (and logged) as a bounded summary when the refusal budget of its
+// sources allows (refusallimit.go) and the audit log has room; any other
+// is counted, and the next one written says how many were left out.
 func (d *door) refused(via string, established peer.ID, verified bool, m *gossip.Message, raw []byte, cause error) {
 	code := wire.CodeOf(cause)
-	r := gossip.Refusal{At: d.now().UTC(), Transport: via, Code: string(code), Reason: cause.Error(), Verified: verified}
+	at := d.now().UTC()
+	d.recordRefusal(via, established, verified, m, raw, cause, at)
+	e := Event{Type: EventRefused, At: at, Detail: fmt.Sprintf("%s: %s", code, gossip.Clip(cause.Error(), 256))}
 	if established != "" {
-		r.Peer = established.String()
+		e.Peer = established.String()
 	}
-	gossip.SummariseRefusal(&r, m, raw)
-	d.log.Info("refused message", "via", via, "peer", r.Peer, "code", code, "err", gossip.Clip(r.Reason, 256))
-	if err := d.audit.RecordRefusal(r); err != nil {
-		d.log.Warn("recording a refusal", "err", err)
-	}
-	e := Event{Type: EventRefused, At: r.At, Peer: r.Peer, Detail: fmt.Sprintf("%s: %s", code, gossip.Clip(cause.Error(), 256))}
 	if established == "" {
-		if !d.strangers.AllowN(r.At, 1) {
+		if !d.strangers.AllowN(at, 1) {
 			d.suppressed.Add(1)
 			return
 		}
@@ -337,6 +378,57 @@ func (d *door) refused(via string, established peer.ID, verified bool, m *gossip
 		e.ConversationID = m.Headers.ConversationID
 	}
 	d.events.publish(e)
+}
+
+// recordRefusal writes the summary of a refusal within the refusal budget.
+func (d *door) recordRefusal(via string, established peer.ID, verified bool, m *gossip.Message, raw []byte, cause error, at time.Time) {
+	var addr netip.Addr
+	if via == viaLibp2p && d.remote != nil {
+		addr = d.remote(established)
+	}
+	ok, leftOut := d.budget.take(at, refusalSourcesOf(via, established, addr)...)
+	if !ok {
+		return
+	}
+	code := wire.CodeOf(cause)
+	r := gossip.Refusal{At: at, Transport: via, Code: string(code), Reason: cause.Error(), Verified: verified, LeftOut: leftOut}
+	if established != "" {
+		r.Peer = established.String()
+	}
+	gossip.SummariseRefusal(&r, m, raw)
+	if err := d.audit.RecordRefusal(r); err != nil {
+		d.budget.unwritten(leftOut + 1)
+		if !errors.Is(err, gossip.ErrNoRoom) {
+			d.log.Warn("recording a refusal", "err", err)
+		}
+		return
+	}
+	d.log.Info("refused message", "via", via, "peer", r.Peer, "code", code, "err", gossip.Clip(r.Reason, 256), "left_out_before", leftOut)
+}
+
+// leftOutTransport marks a record of refusals that is a count, not a
+// refusal: reportLeftOut's.
+const leftOutTransport = "-"
+
+// reportLeftOut writes, when refusals were left out since the last record
+// written, a record saying how many (transport "-", no code), so that the
+// count reaches the record of refusals even when no refusal follows the
+// flood. The daemon calls it every hour.
+func (d *door) reportLeftOut() {
+	n := d.budget.leftOut.Swap(0)
+	if n == 0 {
+		return
+	}
+	r := gossip.Refusal{At: d.now().UTC(), Transport: leftOutTransport, LeftOut: n,
+		Reason: fmt.Sprintf("%d refusals were counted but not written (over the refusal budget, or with the audit log out of room)", n)}
+	if err := d.audit.RecordRefusal(r); err != nil {
+		d.budget.unwritten(n)
+		if !errors.Is(err, gossip.ErrNoRoom) {
+			d.log.Warn("recording the count of refusals left out", "err", err)
+		}
+		return
+	}
+	d.log.Info("refusals left out of the record of refusals", "count", n)
 }
 
 // publish tells the local agent of an admitted message (the act step).

@@ -695,9 +695,12 @@ func TestDoorRefusedAfterReplayIsNotUsedUp(t *testing.T) {
 
 // A flood of refusals from senders nobody established neither drops the
 // agent's event stream nor fills it: the agent hears of a few, then of how
-// many more there were; the record of refusals holds every one.
+// many more there were; the record of refusals accounts for every one
+// (written within the refusal budget, the others counted in the next
+// record written).
 func TestDoorStrangersCannotCrowdTheAgent(t *testing.T) {
-	alice := startDaemon(t, aliceConfig(""))
+	clock := &testClock{t: time.Now()}
+	alice := startDaemonWith(t, aliceConfig(""), WithClock(clock.now))
 	agent := watchAgent(t, alice)
 	const flood = 3 * subscriberBuffer
 	for i := range flood {
@@ -723,7 +726,20 @@ func TestDoorStrangersCannotCrowdTheAgent(t *testing.T) {
 	if refusals == 0 || refusals > strangerEventBurst+1 {
 		t.Errorf("%d refusal events for %d refusals, want 1 to %d", refusals, flood, strangerEventBurst+1)
 	}
-	if n := len(refusalsOf(t, alice)); n != flood {
-		t.Errorf("the record of refusals holds %d, want %d", n, flood)
+	written := refusalsOf(t, alice)
+	if len(written) == 0 || len(written) > refusalSourceBurst {
+		t.Errorf("the record of refusals holds %d of %d, want 1 to %d (the budget of one source)", len(written), flood, refusalSourceBurst)
+	}
+	// Once the budget has a token again, the next record says how many
+	// were left out.
+	clock.advance(refusalSourceEvery)
+	alice.Inbox().RecordUndecoded("https", []byte("junk, later"), fmt.Errorf("%w: junk", gossip.ErrInvalidMessage))
+	all := refusalsOf(t, alice)
+	accounted := int64(len(all))
+	for _, r := range all {
+		accounted += r.LeftOut
+	}
+	if len(all) != len(written)+1 || accounted != flood+1 {
+		t.Errorf("the record of refusals accounts for %d refusals in %d records, want %d in %d", accounted, len(all), flood+1, len(written)+1)
 	}
 }

@@ -1,12 +1,16 @@
 package node
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
@@ -236,10 +240,31 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 }
 
 // RecordUndecoded records, for a transport's bounded decode step, a
-// message that did not decode: a refusal with the bytes' size and hash.
-// Nobody is established as its sender.
+// message that did not decode: a refusal summarised from the bytes as
+// received (their size, SHA-256 and an excerpt of at most
+// gossip.RefusalExcerpt), within the door's refusal budget. Nobody is
+// established as its sender.
 func (ib *Inbox) RecordUndecoded(transport string, raw []byte, cause error) {
 	ib.door.refused(transport, "", false, nil, raw, cause)
+}
+
+// anonymousParamsKept bounds the parameters of an anonymous request that
+// the audit log keeps as they are: a caller that proved nothing is audited
+// before its request is decided (an unknown capability included), so
+// larger parameters are kept as a summary (size, SHA-256, the start of
+// their JSON), enough to match them against what was acted on.
+const anonymousParamsKept = 64 << 10
+
+// auditedParams is what the audit log keeps of an anonymous request's
+// parameters.
+func auditedParams(params any) any {
+	js, err := json.Marshal(params)
+	if err != nil || len(js) <= anonymousParamsKept {
+		return params
+	}
+	sum := sha256.Sum256(js)
+	return map[string]any{"omitted": fmt.Sprintf("parameters of %d bytes, over the %d kept for an anonymous request", len(js), anonymousParamsKept),
+		"size": len(js), "sha256": hex.EncodeToString(sum[:]), "excerpt": gossip.Clip(string(js[:gossip.RefusalExcerpt+utf8.UTFMax]), gossip.RefusalExcerpt)}
 }
 
 // HTTPFacts are the facts of an HTTP caller that proved nothing: no
@@ -268,7 +293,13 @@ func (ib *Inbox) ViewFor(f conditions.Facts) (*negotiate.Document, string, error
 // the transport and the caller's address and reference; then it goes
 // through the same checks as a libp2p request (conditions, parameter
 // schema, workload, local agent, output schema).
+//
+// Each anonymous request is a conversation of its own, so it is refused
+// (wire code unavailable) while the audit log has no room for new ones.
 func (ib *Inbox) ExecuteAnonymous(via, caller, ref, name string, params any) (any, error) {
+	if err := ib.audit.Room(); err != nil {
+		return nil, fmt.Errorf("%w: %w", wire.ErrUnavailable, err)
+	}
 	if err := ib.recordAnonymous(via, caller, ref, name, params); err != nil {
 		return nil, err
 	}
@@ -291,7 +322,7 @@ func (ib *Inbox) recordAnonymous(via, caller, ref, name string, params any) erro
 		Capabilities: &gossip.CapabilityHeaders{Request: []string{name}},
 	}, Body: gossip.Body{Text: fmt.Sprintf("Request: %s (unsigned, through %s).", name, via)}}
 	if params != nil {
-		m.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partParameters, Content: params}}
+		m.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partParameters, Content: auditedParams(params)}}
 	}
 	note := fmt.Sprintf("anonymous request through %s from %s", via, caller)
 	if ref != "" {

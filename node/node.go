@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"time"
@@ -64,8 +65,9 @@ type Node struct {
 	discovery   *Discovery     // Find and imports, for the control API (discovery.go)
 
 	// Test settings (Options).
-	mailRetries   []time.Duration // WithMailRetries
-	importTimeout time.Duration   // WithImportTimeout: one fetch of an outside agent's document
+	mailRetries   []time.Duration      // WithMailRetries
+	importTimeout time.Duration        // WithImportTimeout: one fetch of an outside agent's document
+	auditOpts     []gossip.AuditOption // WithAuditOptions
 
 	ctx     context.Context // ends at Close; bounds every background task
 	cancel  context.CancelFunc
@@ -113,7 +115,8 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	if cfg.Durability.Sync == SyncInterval {
 		auditOpts = append(auditOpts, gossip.SyncEvery(cfg.Durability.Interval.Duration))
 	}
-	if n.audit, err = gossip.OpenAuditLog(filepath.Join(home.Dir, "audit"), auditOpts...); err != nil {
+	auditOpts = append(auditOpts, gossip.WithLimits(cfg.Audit.Limits()), gossip.WithClock(func() time.Time { return n.now() }))
+	if n.audit, err = gossip.OpenAuditLog(filepath.Join(home.Dir, "audit"), append(auditOpts, n.auditOpts...)...); err != nil {
 		return nil, err
 	}
 	if n.policy, err = newPolicyBook(cfg, order, n.store); err != nil {
@@ -143,7 +146,8 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	n.trust = trust.New(n.ctx, n.store, trust.Config{KeyTransition: cfg.Trust.KeyTransition.Duration,
 		IntroExpiry: cfg.Trust.IntroExpiry.Duration, CAFile: cfg.Trust.CAFile, FetchPrivate: cfg.Trust.FetchPrivate},
 		order, id.DID(), n.now, log, n.spawn)
-	n.door = newDoor(id.DID(), n.audit, n.replay, n.rates, n.trust.KeyRevoked, n.events, log, func() time.Time { return n.now() })
+	n.door = newDoor(id.DID(), n.audit, n.replay, n.rates, n.trust.KeyRevoked, n.events, log, func() time.Time { return n.now() },
+		func(p peer.ID) netip.Addr { return remoteAddrOf(n.host, p) })
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
 		return nil, fmt.Errorf("building capability document: %w", err)
@@ -348,6 +352,7 @@ func (n *Node) pruneLoop() {
 			}
 			n.rates.prune()
 			n.mail.rates.prune()
+			n.door.reportLeftOut()
 			if n.cfg.Relay.Service && n.cfg.Relay.Mailbox {
 				n.mail.pruneMail()
 			}

@@ -357,17 +357,31 @@ func buildExchange(t *testing.T) exchangeVectors {
 		{ContentType: "application/json", Name: "context", Content: jsonValue(t, granted2)},
 	}}
 
+	// A greeting bob has no room for (his disk is low): refused with
+	// unavailable, an error phase message in the greeting's conversation.
+	lg := msg(alice, bob, "msg:01JNTP8R1S3X4V5W6Y7Z8A9B05", "conv:01JNTP8R1S3X4V5W6Y7Z8A9C03", 1, t0.Add(2*time.Minute))
+	lg.Body = gossip.Body{Text: "Greetings from alice."}
+	noRoom := NewErrorBody(fmt.Errorf("%w: %w", ErrUnavailable,
+		fmt.Errorf("%w: the disk holding the audit log has 100 MiB free, below audit.min_free_mb (256 MiB)", gossip.ErrNoRoom)))
+	le := msg(bob, alice, "msg:01JNTP8R1S3X4V5W6Y7Z8A9B06", lg.Headers.ConversationID, 2, t0.Add(2*time.Minute+time.Second))
+	le.Headers.Phase = gossip.PhaseError
+	le.Headers.Thread = &gossip.Thread{InReplyTo: lg.Headers.MessageID}
+	le.Body = gossip.Body{Text: string(noRoom.Code) + ": " + noRoom.Message, Parts: []gossip.Part{
+		{ContentType: "application/json", Name: "error", Content: jsonValue(t, noRoom)}}}
+
 	v := exchangeVectors{
-		About: "A cold greeting and its answer, then a warm greeting and its answer in a new conversation, on /ifp/4/conversation/1.0.0. " +
+		About: "A cold greeting and its answer, then a warm greeting and its answer in a new conversation, on /ifp/4/conversation/1.0.0; " +
+			"then a greeting refused with unavailable (the receiver has no room to record a new conversation), in a third. " +
 			"Each message as IFP-4 JSON and as the frame ifaced writes (hex). A reader decodes frame to message, verifies its signature " +
-			"by the sender's key, fits it into its conversation, and checks the views, have_view and view_unchanged.",
+			"by the sender's key, fits it into its conversation, and checks the views, have_view and view_unchanged, and the error part.",
 		Keys: vectorKeys(t, "alice", "bob"),
 	}
 	for _, e := range []struct {
 		name     string
 		from, to string
 		m        *gossip.Message
-	}{{"greeting", "alice", "bob", g}, {"answer", "bob", "alice", a}, {"warm greeting", "alice", "bob", wg}, {"warm answer", "bob", "alice", wa}} {
+	}{{"greeting", "alice", "bob", g}, {"answer", "bob", "alice", a}, {"warm greeting", "alice", "bob", wg}, {"warm answer", "bob", "alice", wa},
+		{"greeting without room", "alice", "bob", lg}, {"unavailable", "bob", "alice", le}} {
 		signer := alice
 		if e.from == "bob" {
 			signer = bob
@@ -483,9 +497,19 @@ func checkExchange(t *testing.T, v exchangeVectors) {
 	if _, ok := parts["warm answer"].Body.Part("capabilities"); ok || proposal("warm answer").ViewUnchanged != proposal("warm greeting").HaveView {
 		t.Error("the warm answer carries a view, or does not say it is unchanged")
 	}
+	var refused ErrorBody
+	if parts["unavailable"] == nil {
+		t.Fatal("no refusal for want of room (unavailable)")
+	}
+	ep, ok := parts["unavailable"].Body.Part("error")
+	raw, _ := json.Marshal(ep.Content)
+	if !ok || json.Unmarshal(raw, &refused) != nil || refused.Code != CodeUnavailable || HTTPStatus(refused.Code) != 503 ||
+		!errors.Is(&RemoteError{Body: refused}, ErrUnavailable) || refused.Hint == "" {
+		t.Errorf("the refusal for want of room: %+v", refused)
+	}
 	var granted negotiate.Granted
 	p, _ := a.Body.Part("context")
-	raw, _ := json.Marshal(p.Content)
+	raw, _ = json.Marshal(p.Content)
 	if err := json.Unmarshal(raw, &granted); err != nil || granted.Disclosure != a.Headers.Disclosure || granted.AuthLevel != conditions.Signed {
 		t.Errorf("the answer's context: %+v, %v", granted, err)
 	}

@@ -261,7 +261,12 @@
 // named does without it, and one that knows neither member sends its view
 // every time, which always works. A view re-signed (new created time) has
 // a new hash. testdata/conformance/exchange.json holds a cold greeting and
-// its answer, then a warm greeting and answer that leave both views out.
+// its answer, then a warm greeting and answer that leave both views out,
+// then a greeting refused with unavailable: a daemon with no room to
+// record a new conversation (its disk below audit.min_free_mb, or its
+// audit log's quota used up by the current day) answers a greeting with
+// an error phase message of that code, and goes on with the
+// conversations it has.
 //
 // A greeting may carry a level-0 introduction proof (IFP-5), when the
 // sender's human holds an introduction token minted by the recipient's:
@@ -395,6 +400,9 @@
 //	stale_seq            409  a capability document older than the one held
 //	conditions_not_met   403  the requester does not meet a capability's conditions
 //	busy                 503  a capability is at its max_concurrent; retry later
+//	unavailable          503  the daemon takes no new conversations for now (its
+//	                          disk is low, or its audit log's quota is used up);
+//	                          open conversations go on; retry later
 //	unknown_capability   404  no such capability is offered to this requester
 //	rate_limited         429  too many messages; retry after the given time
 //	invalid_params       400  the parameters fail the capability's JSON Schema
@@ -435,7 +443,8 @@
 //	               ifaced encodes message to frame), verifies by from's
 //	               key, and fits its conversation at to; views verify by
 //	               from's key; have_view and view_unchanged hash views as
-//	               described under Greetings.
+//	               described under Greetings; the error part of the
+//	               refusal has code unavailable.
 //	refusals.json  {about, keys, cases: [{name, stage, frames | json,
 //	               peer, code, field?}]}: stage "read": reading the frames
 //	               (or decoding the JSON request body) fails; "verify":

@@ -28,6 +28,7 @@ const (
 	CodeStaleSeq           Code = "stale_seq"
 	CodeConditionsNotMet   Code = "conditions_not_met"
 	CodeBusy               Code = "busy"
+	CodeUnavailable        Code = "unavailable"
 	CodeUnknownCapability  Code = "unknown_capability"
 	CodeRateLimited        Code = "rate_limited"
 	CodeInvalidParams      Code = "invalid_params"
@@ -60,6 +61,10 @@ var (
 	// ErrUnknownSender: the key a message names cannot be resolved to a
 	// sender (IFP-6 unknown_sender: the HTTPS inbox, relayed mail).
 	ErrUnknownSender = errors.New("unknown sender")
+	// ErrUnavailable: this daemon takes no new conversations for now (its
+	// audit log is out of room: the disk is nearly full, or the log's
+	// quota is used up by the current day); conversations it admitted go on.
+	ErrUnavailable = errors.New("this daemon takes no new conversations for now")
 	// ErrNotFound: no such endpoint (IFP-6 not_found; HTTP only).
 	ErrNotFound = errors.New("not found")
 	// ErrInternal: this daemon failed; nothing was accepted. It is the
@@ -101,6 +106,9 @@ var errorTable = []struct {
 		"a capability document with a higher seq than the one held", "send your current document"},
 	{CodeBusy, conditions.ErrBusy, nil, http.StatusServiceUnavailable,
 		"fewer invocations of this capability at once", "retry after the given time"},
+	{CodeUnavailable, ErrUnavailable, []error{gossip.ErrNoRoom}, http.StatusServiceUnavailable,
+		"a daemon with room to record a new conversation (it records every conversation before acting on it)",
+		"retry later, or go on in a conversation already open"},
 	{CodeConditionsNotMet, conditions.ErrNotMet, nil, http.StatusForbidden,
 		"a requester meeting every condition of the capability", "meet the unmet conditions listed, then ask again"},
 	{CodeUnknownCapability, negotiate.ErrUnknownCapability, nil, http.StatusNotFound,

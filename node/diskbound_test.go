@@ -1,0 +1,258 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/wire"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// diskUsage is the bytes the files under dir take on disk (their sizes).
+func diskUsage(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			n += info.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// summaryMax bounds the bytes one refusal summary adds to the audit log
+// (its .jsonl line and its .md entry): an excerpt of at most
+// gossip.RefusalExcerpt, a reason of at most 1 KiB and short fields, twice.
+const summaryMax = 8 << 10
+
+// The issue's flood: 40 messages of 900 KiB signed by a key other than
+// the stream's peer's, from four fresh keys on one address. Each is
+// refused; the audit log gains at most the refusal budget of one address
+// in summaries (refusalSourceBurst × summaryMax), not what the strangers
+// sent (36 MiB). Measured: before the door (issue 13) +70.6 MiB; with the
+// door's summaries but no budget, 226 KiB (5.8 KiB a refusal, without
+// end); now, 20 summaries.
+func TestDiskWrongKeyFloodIsBounded(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	var raws []*rawPeer
+	for range 4 {
+		raws = append(raws, newRawPeer(t, alice))
+	}
+	carol, _ := identity.Generate(nil)
+	dir := filepath.Join(alice.home.Dir, "audit")
+	before := diskUsage(t, dir)
+	const flood = 40
+	for i := range flood {
+		raw := raws[i%len(raws)]
+		g := raw.greeting(alice, nil)
+		g.Body.Text = strings.Repeat("x", 900<<10)
+		if err := g.Sign(carol, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, g))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := errorCode(t, m); code != wire.CodeWrongKey && code != wire.CodeInvalidSignature {
+			t.Fatalf("code %s, want %s or %s", code, wire.CodeWrongKey, wire.CodeInvalidSignature)
+		}
+	}
+	grown := diskUsage(t, dir) - before
+	t.Logf("%d wrong-key messages of 900 KiB from %d keys on one address: the audit log grew by %d bytes (%.1f KiB)", flood, len(raws), grown, float64(grown)/1024)
+	if grown > refusalSourceBurst*summaryMax {
+		t.Errorf("the audit log grew by %d bytes, want at most %d (%d summaries of at most %d bytes)", grown, refusalSourceBurst*summaryMax, refusalSourceBurst, summaryMax)
+	}
+	if n := len(refusalsOf(t, alice)); n != refusalSourceBurst {
+		t.Errorf("%d refusals written, want the address's budget of %d", n, refusalSourceBurst)
+	}
+	// The hourly count of those left out reaches the record.
+	alice.door.reportLeftOut()
+	rs := refusalsOf(t, alice)
+	if last := rs[len(rs)-1]; last.Transport != leftOutTransport || last.LeftOut != flood-refusalSourceBurst {
+		t.Errorf("the last record is %+v, want the count of the %d left out", last, flood-refusalSourceBurst)
+	}
+}
+
+// The budget: per peer, per address (IPv6 by /64) and for the daemon;
+// beyond it refusals are counted and the next one written says how many;
+// the table of sources is bounded.
+func TestRefusalBudget(t *testing.T) {
+	t0 := time.Now()
+	b := newRefusalBudget()
+	a4 := netip.MustParseAddr("192.0.2.7")
+	written := 0
+	for range 2 * refusalSourceBurst {
+		if ok, _ := b.take(t0, refusalSourcesOf(viaLibp2p, "peer-a", a4)...); ok {
+			written++
+		}
+	}
+	if written != refusalSourceBurst {
+		t.Errorf("one peer wrote %d refusals at once, want %d", written, refusalSourceBurst)
+	}
+	// Another key on the same address has nothing left; another address,
+	// its own budget. Two addresses in one IPv6 /64 share one.
+	if ok, _ := b.take(t0, refusalSourcesOf(viaLibp2p, "peer-b", a4)...); ok {
+		t.Error("a second key on a spent address wrote a refusal")
+	}
+	v6a, v6b := netip.MustParseAddr("2001:db8:1:2::1"), netip.MustParseAddr("2001:db8:1:2:ffff::9")
+	// The next one written, whoever sends it, says how many were left out.
+	if ok, left := b.take(t0, refusalSourcesOf(viaLibp2p, "peer-c", v6a)...); !ok || left != refusalSourceBurst+1 {
+		t.Errorf("a fresh source: written %v, %d left out before it, want %d", ok, left, refusalSourceBurst+1)
+	}
+	for range refusalSourceBurst - 1 {
+		b.take(t0, refusalSourcesOf(viaLibp2p, "peer-c", v6a)...)
+	}
+	if ok, _ := b.take(t0, refusalSourcesOf(viaLibp2p, "peer-d", v6b)...); ok {
+		t.Error("a second address in a spent IPv6 /64 wrote a refusal")
+	}
+	// Later, the spent source writes again.
+	if ok, left := b.take(t0.Add(refusalSourceEvery), refusalSourcesOf(viaLibp2p, "peer-a", a4)...); !ok || left != 1 {
+		t.Errorf("after the wait: written %v, %d left out, want 1", ok, left)
+	}
+	// The daemon's budget bounds many sources; the table stays bounded.
+	b = newRefusalBudget()
+	written = 0
+	for i := range 2 * refusalSources {
+		addr := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		if ok, _ := b.take(t0, refusalSourcesOf(viaLibp2p, peer.ID(fmt.Sprint("p", i)), addr)...); ok {
+			written++
+		}
+	}
+	if written != refusalGlobalBurst || b.sources.Len() > refusalSources {
+		t.Errorf("%d sources wrote %d refusals at once, table of %d; want %d, at most %d", 2*refusalSources, written, b.sources.Len(), refusalGlobalBurst, refusalSources)
+	}
+}
+
+// Below the free-disk watermark a new conversation is refused with
+// unavailable and a message saying the disk is low, while a conversation
+// admitted before goes on.
+func TestDiskLowRefusesNewConversations(t *testing.T) {
+	var free atomic.Uint64
+	free.Store(1 << 40)
+	alice := startDaemonWith(t, aliceConfig(""), WithAuditOptions(gossip.WithFreeSpace(func() (uint64, error) { return free.Load(), nil })))
+	bob := startDaemon(t, nil)
+	connect(t, bob, alice)
+	open := greet(t, bob, alice)
+	aliceEvents := watchAgent(t, alice)
+
+	free.Store(uint64(alice.cfg.Audit.MinFreeMB-1) << 20)
+	raw := newRawPeer(t, alice)
+	m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, raw.greeting(alice, raw.id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := errorCode(t, m); code != wire.CodeUnavailable {
+		t.Fatalf("a greeting below the watermark: code %s, want %s", code, wire.CodeUnavailable)
+	}
+	var body wire.ErrorBody
+	p, _ := m.Body.Part(partError)
+	decodePart(p, &body)
+	if !strings.Contains(body.Message, "free") || !strings.Contains(body.Message, "audit.min_free_mb") {
+		t.Errorf("the refusal says %q; want it to say the disk is low", body.Message)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := bob.Greet(ctx, alice.pid(), negotiate.Proposal{}); !errors.Is(err, wire.ErrUnavailable) {
+		t.Errorf("bob's new greeting below the watermark: %v, want unavailable", err)
+	}
+
+	// The conversation admitted before goes on, and is audited.
+	if _, err := bob.Say(open.ConversationID, gossip.PhaseContext, "Still here."); err != nil {
+		t.Fatal(err)
+	}
+	e := waitEvent(t, aliceEvents.ch, func(e Event) bool { return e.Type == EventMessage && e.ConversationID == open.ConversationID })
+	if e.Message.Body.Text != "Still here." {
+		t.Errorf("alice got %q", e.Message.Body.Text)
+	}
+	entries, err := alice.Audit().Entries(open.ConversationID)
+	if err != nil || entries[len(entries)-1].Message.Body.Text != "Still here." {
+		t.Errorf("the message is not in the conversation's audit entries (%v)", err)
+	}
+
+	// With room again, new conversations are taken.
+	free.Store(1 << 40)
+	greet(t, bob, alice)
+}
+
+// testClock is a settable clock for a daemon (WithClock).
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// startDaemonWith starts a daemon in a fresh home with cfg and options.
+func startDaemonWith(t *testing.T, cfg *Config, opts ...Option) *testDaemon {
+	t.Helper()
+	h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+	id, err := h.Init(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(cfg, id, h, testLogger(t), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return &testDaemon{Node: n, home: h, cfg: cfg, id: id}
+}
+
+// An anonymous request is audited before it is decided: its parameters
+// are kept up to anonymousParamsKept, beyond that as a summary; below the
+// watermark it is refused as a new conversation would be.
+func TestDiskAnonymousRequestIsBounded(t *testing.T) {
+	var free atomic.Uint64
+	free.Store(1 << 40)
+	alice := startDaemonWith(t, aliceConfig(""), WithAuditOptions(gossip.WithFreeSpace(func() (uint64, error) { return free.Load(), nil })))
+	big := map[string]any{"blob": strings.Repeat("x", 900<<10)}
+	if _, err := alice.Inbox().ExecuteAnonymous("https", "192.0.2.1:4444", "", "no.such.capability", big); err == nil {
+		t.Fatal("an unknown capability ran")
+	}
+	path := filepath.Join(alice.home.Dir, "audit", time.Now().UTC().Format("2006-01-02"), anonymousPeer+".jsonl")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) > 16<<10 || !strings.Contains(string(raw), `"sha256"`) || !strings.Contains(string(raw), "no.such.capability") {
+		t.Errorf("the anonymous request's audit entry is %d bytes (want a summary of its parameters): %.300s", len(raw), raw)
+	}
+	free.Store(1 << 20)
+	if _, err := alice.Inbox().ExecuteAnonymous("https", "192.0.2.1:4444", "", "no.such.capability", nil); !errors.Is(err, wire.ErrUnavailable) {
+		t.Errorf("an anonymous request below the watermark: %v, want unavailable", err)
+	}
+}
