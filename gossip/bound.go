@@ -86,24 +86,50 @@ func boundError(what string, count, most int) *FieldError {
 
 // counter keeps the running counts of a scan.
 type counter struct {
-	b                    Bounds
-	containers, elements int
+	b Bounds
+	Counts
 }
 
 // open counts a container of n elements at depth d (1 for the outermost).
 func (c *counter) open(n uint64, d int) *FieldError {
-	c.containers++
-	if c.containers > c.b.MaxContainers {
-		return boundError("containers (arrays and maps)", c.containers, c.b.MaxContainers)
+	c.Containers++
+	if c.Containers > c.b.MaxContainers {
+		return boundError("containers (arrays and maps)", c.Containers, c.b.MaxContainers)
 	}
 	if d > c.b.MaxDepth {
 		return boundError("levels of nesting", d, c.b.MaxDepth)
 	}
-	if n > uint64(c.b.MaxElements-c.elements) {
-		return boundError("elements (array elements and map pairs)", c.elements+int(min(n, uint64(c.b.MaxElements)+1)), c.b.MaxElements)
+	c.Depth = max(c.Depth, d)
+	if n > uint64(c.b.MaxElements-c.Elements) {
+		return boundError("elements (array elements and map pairs)", c.Elements+int(min(n, uint64(c.b.MaxElements)+1)), c.b.MaxElements)
 	}
-	c.elements += int(n)
+	c.Elements += int(n)
 	return nil
+}
+
+// Counts are what a scan counted of one item (see Bounds).
+type Counts struct {
+	Containers, Elements, Depth int
+}
+
+// The costs Counts.Cost charges, from the measurements above, decoding
+// and a signature check over the RFC 8785 form together: a container up
+// to ~400 bytes decoded and ~40 canonicalized; an element up to ~90 bytes
+// decoded (as JSON) and ~30 canonicalized; a byte of input about three
+// (the input, its strings decoded, its canonical form).
+const (
+	costPerContainer = 512
+	costPerElement   = 128
+	costPerByte      = 3
+)
+
+// Cost is an upper estimate of the bytes that decoding an item of size
+// bytes with these counts, and checking a signature over it, hold at
+// once: what a reader reserves for a message before decoding it (within
+// MessageBounds at most ~27 MiB, for a 1 MiB item as dense as the bounds
+// allow; the 20-capability greeting, 14 KB, is charged 0.3 MiB).
+func (c Counts) Cost(size int) int64 {
+	return int64(costPerByte)*int64(size) + costPerContainer*int64(c.Containers) + costPerElement*int64(c.Elements)
 }
 
 // ScanCBOR checks that the CBOR item at the start of b stays within l. It
@@ -111,10 +137,18 @@ func (c *counter) open(n uint64, d int) *FieldError {
 // not well-formed CBOR the scan stops and leaves the refusal to the
 // decoder.
 func ScanCBOR(b []byte, l Bounds) error {
-	if _, fe := scanCBOR(b, l); fe != nil {
-		return fe
+	_, err := MeasureCBOR(b, l)
+	return err
+}
+
+// MeasureCBOR is ScanCBOR, also returning the counts of an item within l
+// (of what it scanned, when the bytes are not well-formed).
+func MeasureCBOR(b []byte, l Bounds) (Counts, error) {
+	c, fe := scanCBOR(b, l)
+	if fe != nil {
+		return Counts{}, fe
 	}
-	return nil
+	return c.Counts, nil
 }
 
 func scanCBOR(b []byte, l Bounds) (counter, *FieldError) {
@@ -191,10 +225,17 @@ func scanCBOR(b []byte, l Bounds) (counter, *FieldError) {
 // (invalid JSON, duplicate names, invalid UTF-8) to the decoder. Values
 // after the first are counted too.
 func ScanJSON(b []byte, l Bounds) error {
-	if _, fe := scanJSON(b, l); fe != nil {
-		return fe
+	_, err := MeasureJSON(b, l)
+	return err
+}
+
+// MeasureJSON is ScanJSON, also returning the counts of a text within l.
+func MeasureJSON(b []byte, l Bounds) (Counts, error) {
+	c, fe := scanJSON(b, l)
+	if fe != nil {
+		return Counts{}, fe
 	}
-	return nil
+	return c.Counts, nil
 }
 
 func scanJSON(b []byte, l Bounds) (counter, *FieldError) {
@@ -214,9 +255,9 @@ func scanJSON(b []byte, l Bounds) (counter, *FieldError) {
 			// a member name; its value counts
 		case kind == '{' || kind == '[':
 			if depth > 0 {
-				c.elements++
-				if c.elements > l.MaxElements {
-					return c, boundError("elements (array elements and map pairs)", c.elements, l.MaxElements)
+				c.Elements++
+				if c.Elements > l.MaxElements {
+					return c, boundError("elements (array elements and map pairs)", c.Elements, l.MaxElements)
 				}
 			}
 			if err := c.open(0, depth+1); err != nil {
@@ -224,9 +265,9 @@ func scanJSON(b []byte, l Bounds) (counter, *FieldError) {
 			}
 		default:
 			if depth > 0 {
-				c.elements++
-				if c.elements > l.MaxElements {
-					return c, boundError("elements (array elements and map pairs)", c.elements, l.MaxElements)
+				c.Elements++
+				if c.Elements > l.MaxElements {
+					return c, boundError("elements (array elements and map pairs)", c.Elements, l.MaxElements)
 				}
 			}
 		}
