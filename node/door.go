@@ -22,7 +22,9 @@ import (
 // before anything acts on it (DESIGN §3):
 //
 //	bounded decode   the transport's: a frame of at most 1 MiB (wire.Stream),
-//	                 an HTTP body of at most 1 MB; decoding validates
+//	                 an HTTP body of at most 1 MB, within the container
+//	                 bounds, its cost taken from the budget (budget.go) until
+//	                 the verify step is done; decoding validates
 //	establish        the signer: the stream's remote peer (libp2p), or the
 //	                 key the signature names, resolved (every other
 //	                 transport); headers.from must be that signer's did:key
@@ -82,6 +84,10 @@ type arrival struct {
 	// message is refused, never passed on unverified.
 	views []gossip.Phase
 	note  string // for the audit entry
+	// release gives back the message's share of the decoding budget
+	// (wire.Stream.ReadHeld): after the verify step, or on a refusal
+	// before it. nil: none held.
+	release func()
 }
 
 // door admits inbound messages. It holds exactly what the steps need.
@@ -99,6 +105,7 @@ type door struct {
 	events     *hub
 	log        *slog.Logger
 	now        func() time.Time
+	budget     *Budget // the decoding budget messages hold until verified (nil: none)
 }
 
 func newDoor(self string, audit *gossip.AuditLog, replay *identity.ReplayGuard, rates *rateLimits,
@@ -121,6 +128,9 @@ var errAudit = errors.New("audit log")
 // admit runs the pipeline on a. On refusal the refusal is recorded and the
 // error says why (wire.CodeOf names its code); the transport answers.
 func (d *door) admit(a *arrival) (admitted, error) {
+	if a.release != nil {
+		defer a.release() // a refusal before the verify step
+	}
 	if err := d.validate(a); err != nil {
 		return admitted{}, d.refuse(a, "", false, false, err)
 	}
@@ -134,6 +144,9 @@ func (d *door) admit(a *arrival) (admitted, error) {
 	// From here on the signer is established: its signature verified.
 	if err := d.verify(a, from); err != nil {
 		return admitted{from: from}, d.refuse(a, from, true, false, err)
+	}
+	if a.release != nil {
+		a.release() // decoded and verified: the rest costs little
 	}
 	if err := d.checkReplay(a, from); err != nil {
 		return admitted{from: from}, d.refuse(a, from, true, false, err)
