@@ -342,11 +342,30 @@ func TestDecodeFactorWorstCases(t *testing.T) {
 				continue // JSON of a dense CBOR message may not fit
 			}
 			var err error
-			n := allocated(func() { _, err = decode(b) })
+			var got *Message
+			n := allocated(func() { got, err = decode(b) })
 			if err != nil {
-				t.Errorf("%s, %s: %v", name, codec, err)
+				t.Fatalf("%s, %s: %v", name, codec, err)
 			}
-			t.Logf("%-26s %s %8d bytes: %5.1f MiB allocated decoding", name, codec, len(b), mib(int64(n)))
+			// Then its signature, bogus: the door checks it before it
+			// knows it is bogus. Decoding and checking together stay
+			// within the cost a reader charges the budget.
+			got.Security.Signatures[0].Sig = "AAAA" + got.Security.Signatures[0].Sig[4:]
+			v := allocated(func() { _ = got.Verify(testIdentity(t, 1).PublicKey()) })
+			var counts Counts
+			if codec == "CBOR" {
+				counts, err = MeasureCBOR(b, MessageBounds)
+			} else {
+				counts, err = MeasureJSON(b, MessageBounds)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%-26s %s %8d bytes: %5.1f MiB allocated decoding, %5.1f MiB verifying a bogus signature; charged %5.1f MiB",
+				name, codec, len(b), mib(int64(n)), mib(int64(v)), mib(counts.Cost(len(b))))
+			if int64(n+v) > counts.Cost(len(b)) {
+				t.Errorf("%s, %s: decoding and verifying allocated %d bytes, over the %d its counts are charged", name, codec, n+v, counts.Cost(len(b)))
+			}
 			if !WithinDecodeFactor(n, len(b)) {
 				t.Errorf("%s, %s: %d bytes allocated decoding %d, over %d × + %d", name, codec, n, len(b), DecodeFactor, DecodeFloor)
 			}

@@ -140,7 +140,7 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 	c := &conv{
 		Conversation: gossip.NewConversation(gossip.NewID("conv", cs.now()), cs.localAgent(), remote),
 		peer:         pid,
-		stream:       wire.NewStream(s, cs.streamTimeout).WithBudget(cs.door.budget),
+		stream:       wire.NewStream(s, cs.streamTimeout).WithBudget(cs.door.budget, pid),
 		// What this daemon grants the peer comes from its own map, under
 		// the persona it proposes; the peer's answer can only raise the
 		// level this daemon establishes for it.
@@ -228,6 +228,13 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 const greetedTag = "ifaced-greeted"
 
 func (cs *Conversations) markGreeted(pid peer.ID) { cs.host.ConnManager().TagPeer(pid, greetedTag, 10) }
+
+// isGreeted reports whether pid is marked greeted (markGreeted) on its
+// current connections: the decoding budget does not count it a stranger.
+func (cs *Conversations) isGreeted(pid peer.ID) bool {
+	ti := cs.host.ConnManager().GetTagInfo(pid)
+	return ti != nil && ti.Tags[greetedTag] > 0
+}
 
 // handleConversation answers a greeting and serves the conversation until
 // it closes.
@@ -327,7 +334,7 @@ func (cs *Conversations) openInbound(s network.Stream) (*wire.Stream, peer.ID, g
 		s.Reset()
 		return nil, pid, gossip.Agent{}, false
 	}
-	return wire.NewStream(s, cs.streamTimeout).WithBudget(cs.door.budget), pid, remote, true
+	return wire.NewStream(s, cs.streamTimeout).WithBudget(cs.door.budget, pid), pid, remote, true
 }
 
 // grant computes what this daemon grants pid, on the level and agent ID it

@@ -144,7 +144,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		IntroExpiry: cfg.Trust.IntroExpiry.Duration, CAFile: cfg.Trust.CAFile, FetchPrivate: cfg.Trust.FetchPrivate},
 		order, id.DID(), n.now, log, n.spawn)
 	n.door = newDoor(id.DID(), n.audit, n.replay, n.rates, n.trust.KeyRevoked, n.events, log, func() time.Time { return n.now() })
-	n.door.budget = NewBudget(cfg.Limits.MaxMemoryMB)
+	n.door.budget = NewBudget(cfg.Limits.MaxMemoryMB, func(p peer.ID) bool { return n.convs != nil && n.convs.isGreeted(p) })
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
 		return nil, fmt.Errorf("building capability document: %w", err)

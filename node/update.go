@@ -56,7 +56,7 @@ func (cs *Conversations) pushUpdate(ctx context.Context, c *conv) error {
 		s.Reset()
 		return err
 	}
-	u := &conv{Conversation: c.Conversation, peer: c.peer, stream: wire.NewStream(s, cs.streamTimeout).WithBudget(cs.door.budget)}
+	u := &conv{Conversation: c.Conversation, peer: c.peer, stream: wire.NewStream(s, cs.streamTimeout).WithBudget(cs.door.budget, c.peer)}
 	now := cs.now()
 	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
 		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),

@@ -76,7 +76,7 @@ func TestBodyWaitsForTheBudget(t *testing.T) {
 		}
 		return w, release, ok
 	}
-	all, err := d.n.Budget().Acquire(context.Background(), 1<<40)
+	all, err := d.n.Budget().Acquire(context.Background(), d.n.ID().PeerID(), 1<<40)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestBodyWaitsForTheBudget(t *testing.T) {
 	release()
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second) // not given back: fails then
 	defer cancel()
-	if all, err = d.n.Budget().Acquire(ctx, 1<<40); err != nil {
+	if all, err = d.n.Budget().Acquire(ctx, d.n.ID().PeerID(), 1<<40); err != nil {
 		t.Fatalf("the body's cost was not given back: %v", err)
 	}
 	all()

@@ -280,7 +280,7 @@ func (s *Binding) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), budgetWait)
 	defer cancel()
-	release, err = s.n.Budget().Acquire(ctx, counts.Cost(len(b)))
+	release, err = s.n.Budget().Acquire(ctx, "", counts.Cost(len(b)))
 	if err != nil {
 		s.refuse(w, fmt.Errorf("reading the body: %w: the daemon-wide decoding budget stayed full for %s (%v)", wire.ErrOverloaded, budgetWait, err))
 		return nil, nil, false

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // scope is a stream scope that records reservations and refuses those
@@ -44,7 +45,7 @@ type budget struct {
 	asked      []int64
 }
 
-func (b *budget) Acquire(ctx context.Context, n int64) (func(), error) {
+func (b *budget) Acquire(ctx context.Context, _ peer.ID, n int64) (func(), error) {
 	b.asked = append(b.asked, n)
 	if b.held+n > b.size {
 		<-ctx.Done()
@@ -113,7 +114,7 @@ func TestReadHeldBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := &budget{size: 1 << 20}
-	s := NewStream(&fakeStream{data: bytes.Repeat(frame, 2)}, time.Second).WithBudget(b)
+	s := NewStream(&fakeStream{data: bytes.Repeat(frame, 2)}, time.Second).WithBudget(b, "")
 	if _, release, err := s.ReadHeld(); err != nil || b.held != counts.Cost(n) {
 		t.Fatalf("ReadHeld: %v; %d held, want %d", err, b.held, counts.Cost(n))
 	} else {
@@ -125,7 +126,7 @@ func TestReadHeldBudget(t *testing.T) {
 	}
 
 	full := &budget{size: 10}
-	_, err = NewStream(&fakeStream{data: frame}, 10*time.Millisecond).WithBudget(full).Read()
+	_, err = NewStream(&fakeStream{data: frame}, 10*time.Millisecond).WithBudget(full, "").Read()
 	if !errors.Is(err, ErrOverloaded) || !strings.Contains(err.Error(), "budget") {
 		t.Fatalf("a full budget: %v, want ErrOverloaded", err)
 	}
@@ -142,7 +143,7 @@ func TestReadHeldBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	b = &budget{size: 1 << 30}
-	_, err = NewStream(&fakeStream{data: buf.Bytes()}, time.Second).WithBudget(b).Read()
+	_, err = NewStream(&fakeStream{data: buf.Bytes()}, time.Second).WithBudget(b, "").Read()
 	if !errors.Is(err, gossip.ErrOverBound) || CodeOf(err) != CodeInvalidFormat || len(b.asked) != 0 {
 		t.Fatalf("a container bomb: %v (code %s, budget asked %v), want ErrOverBound, invalid_format, nothing taken", err, CodeOf(err), b.asked)
 	}

@@ -104,10 +104,12 @@
 // doubling, and the decoded message, which for real documents is about
 // twice the frame) from the stream's resource scope, and releases it once
 // the message is decoded. Before decoding it, the reader takes the
-// message's cost — 3 bytes per byte, 512 per container and 128 per
+// message's cost — 10 bytes per byte, 512 per container and 128 per
 // element of its counts: an upper estimate of decoding it and checking
 // its signature together — from a daemon-wide budget of
-// limits.max_memory_mb / 2, and holds it until the signature and the
+// limits.max_memory_mb / 2 (at least 48 MiB), of which senders not yet
+// established (no verified greeting on the current connection) and HTTP
+// bodies share three quarters, and holds it until the signature and the
 // documents the message carries are verified. An HTTP request body takes
 // its cost from the same budget from before decoding until the message
 // is admitted or refused. A reader that cannot reserve, or that waits for

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
@@ -56,11 +57,11 @@ const ReserveFactor = 4
 var ErrOverloaded = fmt.Errorf("%w: no memory to read the frame now; send it again later", ErrRateLimited)
 
 // Budget is the daemon-wide weight inbound messages hold while they are
-// decoded and verified (node.Budget). Acquire waits for n bytes of it, or
-// fails when ctx ends, and returns the function that gives them back
-// (which may be called more than once).
+// decoded and verified (node.Budget). Acquire waits for n bytes of it for
+// a message from peer from, or fails when ctx ends, and returns the
+// function that gives them back (which may be called more than once).
 type Budget interface {
-	Acquire(ctx context.Context, n int64) (release func(), err error)
+	Acquire(ctx context.Context, from peer.ID, n int64) (release func(), err error)
 }
 
 // Stream reads and writes frames on a libp2p stream with a deadline on
@@ -69,7 +70,8 @@ type Stream struct {
 	network.Stream
 	r       *bufio.Reader
 	timeout time.Duration
-	budget  Budget // nil: none
+	budget  Budget  // nil: none
+	from    peer.ID // the remote peer, whom the budget charges
 }
 
 // NewStream wraps s; timeout bounds each read and each write.
@@ -78,9 +80,10 @@ func NewStream(s network.Stream, timeout time.Duration) *Stream {
 }
 
 // WithBudget makes each read take the cost of the message it decodes
-// (gossip.Counts.Cost) from b, and returns s.
-func (s *Stream) WithBudget(b Budget) *Stream {
-	s.budget = b
+// (gossip.Counts.Cost) from b, charged to from (the stream's remote
+// peer), and returns s.
+func (s *Stream) WithBudget(b Budget, from peer.ID) *Stream {
+	s.budget, s.from = b, from
 	return s
 }
 
@@ -154,7 +157,7 @@ func (s *Stream) acquire(n int64) (func(), error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	release, err := s.budget.Acquire(ctx, n)
+	release, err := s.budget.Acquire(ctx, s.from, n)
 	if err != nil {
 		return nil, fmt.Errorf("reading a message of cost %d bytes: %w: the daemon-wide decoding budget stayed full for %s (%v)", n, ErrOverloaded, s.timeout, err)
 	}
