@@ -372,3 +372,47 @@ func TestDecodeFactorWorstCases(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkScan: what the bound costs a message within it, the
+// 256-capability greeting, before it is decoded (compare
+// BenchmarkDecode256). go test ./gossip -run '^$' -bench 'Scan|Decode256'
+func BenchmarkScan(b *testing.B) {
+	from, to := testIdentity(b, 1), testIdentity(b, 2)
+	m := sampleMessage(from, to)
+	m.Body.Parts = []Part{{ContentType: "application/json", Name: "capabilities", Content: capabilityView(256)}}
+	c, _ := EncodeCBOR(m)
+	j, _ := EncodeJSON(m)
+	b.Run("CBOR", func(b *testing.B) {
+		b.SetBytes(int64(len(c)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := ScanCBOR(c, MessageBounds); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("JSON", func(b *testing.B) {
+		b.SetBytes(int64(len(j)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := ScanJSON(j, MessageBounds); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkDecode256 decodes the message BenchmarkScan scans.
+func BenchmarkDecode256(b *testing.B) {
+	from, to := testIdentity(b, 1), testIdentity(b, 2)
+	m := sampleMessage(from, to)
+	m.Body.Parts = []Part{{ContentType: "application/json", Name: "capabilities", Content: capabilityView(256)}}
+	c, _ := EncodeCBOR(m)
+	b.SetBytes(int64(len(c)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeCBOR(c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
