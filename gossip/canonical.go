@@ -224,9 +224,14 @@ func (p Part) MarshalCBOR() ([]byte, error) {
 // canonicalizing costs less than the lookup.
 const memoMinSize = 1024
 
-// UnmarshalCBOR decodes a part with the message decoder's rules, and keeps
-// the SHA-256 of a large content's CBOR for canonicalMemo.
+// UnmarshalCBOR decodes a part with the message decoder's rules (within
+// MessageBounds, checked before decoding, as DecodeCBOR checks the whole
+// message), and keeps the SHA-256 of a large content's CBOR for
+// canonicalMemo.
 func (p *Part) UnmarshalCBOR(data []byte) error {
+	if err := ScanCBOR(data, MessageBounds); err != nil {
+		return err
+	}
 	var w struct {
 		ContentType string          `json:"content_type"`
 		Name        string          `json:"name,omitempty"`

@@ -95,13 +95,17 @@ func EncodeCBOR(m *Message) ([]byte, error) {
 }
 
 // DecodeCBOR decodes and validates one CBOR message. Duplicate map keys,
-// tags, indefinite lengths, NaN and infinities, trailing bytes and
-// anything over MaxMessageSize are refused. Every refusal but the last
+// tags, indefinite lengths, NaN and infinities, trailing bytes, anything
+// over MaxMessageSize, and an item past MessageBounds (refused before
+// anything is decoded; ErrOverBound) are refused. Every refusal but the last
 // wraps a *FieldError naming the IFP-4 member at fault and
 // ErrInvalidMessage; one that does not decode also wraps ErrMalformed.
 func DecodeCBOR(b []byte) (*Message, error) {
 	if len(b) > MaxMessageSize {
 		return nil, fmt.Errorf("decoding CBOR message: %w: %d bytes, at most %d", ErrTooLarge, len(b), MaxMessageSize)
+	}
+	if err := ScanCBOR(b, MessageBounds); err != nil {
+		return nil, fmt.Errorf("decoding CBOR message: %w: %w", ErrMalformed, err)
 	}
 	var m Message
 	rest, err := cborDec.UnmarshalFirst(b, &m)
@@ -130,13 +134,17 @@ func EncodeJSON(m *Message) ([]byte, error) {
 // DecodeJSON decodes and validates one JSON message. Duplicate member
 // names, invalid UTF-8, and member names that match a field only when
 // case is ignored are refused, so that every reader sees the message this
-// daemon verified. Errors are as DecodeCBOR's.
+// daemon verified, and so is a text past MessageBounds, before anything is
+// decoded. Errors are as DecodeCBOR's.
 func DecodeJSON(b []byte) (*Message, error) {
 	if len(b) > MaxMessageSize {
 		return nil, fmt.Errorf("decoding JSON message: %w: %d bytes, at most %d", ErrTooLarge, len(b), MaxMessageSize)
 	}
 	var m Message
 	b = bytes.TrimSpace(b)
+	if err := ScanJSON(b, MessageBounds); err != nil {
+		return nil, fmt.Errorf("decoding JSON message: %w: %w", ErrMalformed, err)
+	}
 	if err := jsonv2.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("decoding JSON message: %w: %w", ErrMalformed, jsonDecodeError(b, err))
 	}

@@ -22,8 +22,10 @@
 //
 // # Decoding untrusted bytes
 //
-// DecodeCBOR and DecodeJSON refuse input over MaxMessageSize before
-// decoding, then refuse duplicate map keys (a parser differential would let
+// DecodeCBOR and DecodeJSON refuse input over MaxMessageSize, and input
+// past the container bounds (MessageBounds: containers, elements and
+// nesting, counted over the raw bytes; bound.go), before decoding, then
+// refuse duplicate map keys (a parser differential would let
 // two readers see two messages under one signature), CBOR tags and
 // indefinite lengths, trailing bytes, and field names that match only when
 // case is ignored. Decoded messages are validated. Every problem, whether
@@ -33,7 +35,8 @@
 // string"; never Go's types), and wraps ErrInvalidMessage; bytes that do
 // not decode also wrap ErrMalformed. A decode error is named by decoding
 // the input again without a target type and walking it against the IFP-4
-// structure (shape.go). Unknown top-level and header members are ignored
+// structure (shape.go), which the bounds make as safe as the first
+// decoding. Unknown top-level and header members are ignored
 // (IFP-2: ignore what you do not understand) and are not forwarded;
 // headers.extensions is kept whole.
 //

@@ -47,22 +47,40 @@ func WriteFrame(w io.Writer, payload []byte) error {
 // ReadFrame reads one frame from r. io.EOF before the first byte means the
 // peer closed cleanly; a stream that ends later gives ErrTruncatedFrame.
 func ReadFrame(r *bufio.Reader) ([]byte, error) {
+	n, err := ReadFrameLength(r)
+	if err != nil {
+		return nil, err
+	}
+	return ReadFramePayload(r, n)
+}
+
+// ReadFrameLength reads a frame's length prefix and checks it (not 0, at
+// most MaxMessageSize), so that a reader can reserve what the payload
+// will cost before reading it with ReadFramePayload. Errors are
+// ReadFrame's.
+func ReadFrameLength(r *bufio.Reader) (int, error) {
 	n, err := varint.ReadUvarint(r)
 	switch {
 	case err == io.EOF:
-		return nil, io.EOF
+		return 0, io.EOF
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return nil, fmt.Errorf("reading frame length: %w", ErrTruncatedFrame)
+		return 0, fmt.Errorf("reading frame length: %w", ErrTruncatedFrame)
 	case errors.Is(err, varint.ErrOverflow), errors.Is(err, varint.ErrNotMinimal):
-		return nil, fmt.Errorf("reading frame length: %w: %v (want a minimally encoded unsigned varint of at most 9 bytes)", ErrFrameLength, err)
+		return 0, fmt.Errorf("reading frame length: %w: %v (want a minimally encoded unsigned varint of at most 9 bytes)", ErrFrameLength, err)
 	case err != nil:
-		return nil, fmt.Errorf("reading frame length: %w", err)
+		return 0, fmt.Errorf("reading frame length: %w", err)
 	case n == 0:
-		return nil, fmt.Errorf("reading frame: %w", ErrEmptyFrame)
+		return 0, fmt.Errorf("reading frame: %w", ErrEmptyFrame)
 	case n > MaxMessageSize:
-		return nil, fmt.Errorf("reading frame: %w: %d bytes announced, at most %d", ErrFrameTooLarge, n, MaxMessageSize)
+		return 0, fmt.Errorf("reading frame: %w: %d bytes announced, at most %d", ErrFrameTooLarge, n, MaxMessageSize)
 	}
-	payload, err := readPayload(r, int(n))
+	return int(n), nil
+}
+
+// ReadFramePayload reads the n bytes of payload that follow a frame's
+// length prefix (ReadFrameLength).
+func ReadFramePayload(r *bufio.Reader, n int) ([]byte, error) {
+	payload, err := readPayload(r, n)
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, fmt.Errorf("reading frame of %d bytes: %w", n, ErrTruncatedFrame)

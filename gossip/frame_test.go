@@ -92,7 +92,9 @@ func FuzzReadMessage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := bufio.NewReader(bytes.NewReader(b))
 		for i := 0; i < 4; i++ {
-			if _, err := ReadMessage(r); err != nil {
+			var err error
+			withinFactor(t, len(b), func() { _, err = ReadMessage(r) })
+			if err != nil {
 				// Every refusal is one a peer can be told about (a wire
 				// code other than internal_error).
 				known := err == io.EOF

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -36,7 +37,9 @@ func FuzzDecodeCBOR(f *testing.F) {
 	f.Add([]byte{0xa0})
 	f.Add([]byte{0xbf, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := DecodeCBOR(b)
+		var m *Message
+		var err error
+		withinFactor(t, len(b), func() { m, err = DecodeCBOR(b) })
 		if err != nil {
 			peerReadable(t, err)
 			return
@@ -70,6 +73,25 @@ func FuzzDecodeCBOR(f *testing.F) {
 	})
 }
 
+// allocated is the bytes f allocates (the process's, measured around it:
+// run single-threaded, as fuzz targets are).
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// withinFactor fails when decoding an input of size bytes (decode)
+// allocates more than DecodeFactor times that plus DecodeFloor.
+func withinFactor(t *testing.T, size int, decode func()) {
+	t.Helper()
+	if n := allocated(decode); !WithinDecodeFactor(n, size) {
+		t.Fatalf("decoding %d bytes allocated %d, over %d × the input + %d", size, n, DecodeFactor, DecodeFloor)
+	}
+}
+
 // peerReadable fails unless a decode error names the member at fault (a
 // *FieldError wrapping ErrInvalidMessage) without Go's words, or is
 // ErrTooLarge.
@@ -87,7 +109,9 @@ func FuzzDecodeJSON(f *testing.F) {
 	f.Add([]byte(`{"ifp":4,"headers":{"sequence":1e400}}`))
 	f.Add([]byte(`{"ifp":4,"ifp":4}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := DecodeJSON(b)
+		var m *Message
+		var err error
+		withinFactor(t, len(b), func() { m, err = DecodeJSON(b) })
 		if err != nil {
 			peerReadable(t, err)
 			return

@@ -5,11 +5,27 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"runtime"
 	"testing"
 
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 )
+
+// withinFactor fails when decode, reading an input of size bytes,
+// allocates more than gossip.DecodeFactor times that plus
+// gossip.DecodeFloor (measured around it: fuzz targets run one input at a
+// time).
+func withinFactor(t *testing.T, size int, decode func()) {
+	t.Helper()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	decode()
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; !gossip.WithinDecodeFactor(n, size) {
+		t.Fatalf("decoding %d bytes allocated %d, over %d × the input + %d", size, n, gossip.DecodeFactor, gossip.DecodeFloor)
+	}
+}
 
 // FuzzLoadDocument feeds the owner's-file loader arbitrary bytes in both
 // formats: it must return a document or an error, never panic or hang, and
@@ -66,9 +82,11 @@ func FuzzDecodeView(f *testing.F) {
 	f.Add([]byte(`{"ifp":7,"agent_id":"a","capabilities":[{"name":"x","conditions":null}],"signature":{}}`))
 	pub := vectorKey(f).PublicKey()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = VerifyView(pub, b)
+		withinFactor(t, len(b), func() { _, _ = VerifyView(pub, b) })
 		_, _ = withoutMember(b, "signature")
-		d, err := DecodeViewJSON(b)
+		var d *Document
+		var err error
+		withinFactor(t, len(b), func() { d, err = DecodeViewJSON(b) })
 		if err != nil {
 			if !errors.Is(err, ErrNotAView) {
 				t.Fatalf("error that is not ErrNotAView: %v", err)
@@ -105,7 +123,9 @@ func FuzzReadGreeting(f *testing.F) {
 			return
 		}
 		m := &gossip.Message{Body: gossip.Body{Parts: []gossip.Part{{Name: PartGreeting, Content: gv}, {Name: PartContext, Content: cv}}}}
-		if _, err := ReadGreeting(m); err != nil && !errors.Is(err, ErrInvalidGreeting) {
+		var err error
+		withinFactor(t, len(greeting)+len(context), func() { _, err = ReadGreeting(m) })
+		if err != nil && !errors.Is(err, ErrInvalidGreeting) {
 			t.Fatalf("error that is not ErrInvalidGreeting: %v", err)
 		}
 	})

@@ -30,6 +30,13 @@ import (
 // *gossip.FieldError naming the member.
 var ErrInvalidGreeting = fmt.Errorf("%w: unreadable greeting", gossip.ErrInvalidMessage)
 
+// GreetingBounds bound the containers, elements and nesting of a
+// greeting's "greeting" and "context" parts, checked before they are
+// decoded (gossip.Bounds). Either part is one object of a few members and
+// short lists (some ten elements in practice); the bounds leave room for
+// members this daemon does not know yet, which it skips.
+var GreetingBounds = gossip.Bounds{MaxContainers: 256, MaxElements: 4096, MaxDepth: 16}
+
 // MaxRequestedCategories bounds the ACP tool categories a greeting may
 // request: a hint, of which a few are plenty, kept per conversation.
 const MaxRequestedCategories = 16
@@ -58,7 +65,7 @@ type greetingPart struct {
 // of nothing; members this daemon does not know are ignored. A have_view
 // or view_unchanged that is not a view's sum (64 hex digits) names no
 // view, and requested_tool_categories past MaxRequestedCategories are not
-// read.
+// read. A part past GreetingBounds is refused before it is decoded.
 func ReadGreeting(m *gossip.Message) (Greeting, error) {
 	var g Greeting
 	g.Disclosure, g.Persona = m.Headers.Disclosure, m.Headers.Persona
@@ -172,6 +179,10 @@ func decodePart(m *gossip.Message, name string, v any) error {
 	}
 	if k := jsontext.Value(raw).Kind(); k != '{' {
 		return bad("", "expected an object, got "+kindName(k))
+	}
+	var fe *gossip.FieldError
+	if errors.As(gossip.ScanJSON(raw, GreetingBounds), &fe) {
+		return bad("", fe.Problem)
 	}
 	err = jsonv2.Unmarshal(raw, v)
 	var se *jsonv2.SemanticError

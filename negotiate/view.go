@@ -10,6 +10,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 )
 
@@ -172,6 +173,14 @@ func (d *Document) verifyReceived(pub, modeled []byte) ([]byte, bool) {
 // ErrNotAView wraps problems with a document a peer sent.
 var ErrNotAView = errors.New("invalid capability view")
 
+// ViewBounds bound the containers, elements and nesting of a view a peer
+// sent (gossip.Bounds): those of a message, since a view travels as one
+// message part. A view inside a message is within them already; a view
+// from elsewhere (a GossipSub announcement, the peer cache) is checked
+// against them before it is decoded. The largest view a document may
+// give (MaxCapabilities rich capabilities) needs a quarter of them.
+var ViewBounds = gossip.MessageBounds
+
 // DecodeView reads the capability view a peer sent as a message part (a
 // JSON value). It is lenient where an owner's file is strict — a peer may
 // use members or custom tiers this daemon does not know — but the
@@ -182,7 +191,9 @@ var ErrNotAView = errors.New("invalid capability view")
 // or in its conditions, are kept as received (Extra, ConditionsExtra) and
 // written back when the view is encoded; persona may be a string (as
 // IFP-12 writes it) or a list. Duplicate member names are refused, so
-// that every reader of the same bytes reads the same view.
+// that every reader of the same bytes reads the same view. A view past
+// ViewBounds is refused before it is decoded (the error wraps
+// gossip.ErrOverBound as well as ErrNotAView).
 func DecodeView(content any) (*Document, error) {
 	raw, err := json.Marshal(content)
 	if err != nil {
@@ -199,6 +210,9 @@ func DecodeViewJSON(raw []byte) (*Document, error) {
 // decodeView decodes raw, which it keeps (see VerifyCanonical): the
 // caller must not change it afterwards.
 func decodeView(raw []byte) (*Document, error) {
+	if err := gossip.ScanJSON(raw, ViewBounds); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotAView, err)
+	}
 	d := new(Document)
 	if err := jsonv2.Unmarshal(raw, d); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotAView, err)

@@ -140,7 +140,7 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 	c := &conv{
 		Conversation: gossip.NewConversation(gossip.NewID("conv", cs.now()), cs.localAgent(), remote),
 		peer:         pid,
-		stream:       wire.NewStream(s, cs.streamTimeout),
+		stream:       wire.NewStream(s, cs.streamTimeout).WithBudget(cs.door.budget, pid),
 		// What this daemon grants the peer comes from its own map, under
 		// the persona it proposes; the peer's answer can only raise the
 		// level this daemon establishes for it.
@@ -229,6 +229,13 @@ const greetedTag = "ifaced-greeted"
 
 func (cs *Conversations) markGreeted(pid peer.ID) { cs.host.ConnManager().TagPeer(pid, greetedTag, 10) }
 
+// isGreeted reports whether pid is marked greeted (markGreeted) on its
+// current connections: the decoding budget does not count it a stranger.
+func (cs *Conversations) isGreeted(pid peer.ID) bool {
+	ti := cs.host.ConnManager().GetTagInfo(pid)
+	return ti != nil && ti.Tags[greetedTag] > 0
+}
+
 // handleConversation answers a greeting and serves the conversation until
 // it closes.
 func (cs *Conversations) handleConversation(s network.Stream) { cs.answerGreeting(s, true) }
@@ -242,7 +249,7 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 	if !ok {
 		return
 	}
-	first, err := ws.Read()
+	first, release, err := ws.ReadHeld()
 	if err != nil {
 		cs.refuseFrame(ws, pid, remote, err)
 		return
@@ -258,7 +265,7 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 	}
 	var prop negotiate.Greeting
 	var pv pendingView
-	in, err := cs.door.admit(&arrival{via: viaLibp2p, msg: first, stream: pid, views: []gossip.Phase{gossip.PhaseGreeting},
+	in, err := cs.door.admit(&arrival{via: viaLibp2p, msg: first, stream: pid, views: []gossip.Phase{gossip.PhaseGreeting}, release: release,
 		validate: func() (err error) {
 			prop, err = negotiate.ReadGreeting(first)
 			return err
@@ -327,7 +334,7 @@ func (cs *Conversations) openInbound(s network.Stream) (*wire.Stream, peer.ID, g
 		s.Reset()
 		return nil, pid, gossip.Agent{}, false
 	}
-	return wire.NewStream(s, cs.streamTimeout), pid, remote, true
+	return wire.NewStream(s, cs.streamTimeout).WithBudget(cs.door.budget, pid), pid, remote, true
 }
 
 // grant computes what this daemon grants pid, on the level and agent ID it
@@ -525,7 +532,7 @@ func (cs *Conversations) receive(c *conv, verify func(m *gossip.Message) error) 
 // takes) judging, at the door's fit step, whether the message is one the
 // caller can take now.
 func (cs *Conversations) receiveOnly(c *conv, expect func(m *gossip.Message) error, verify func(m *gossip.Message) error) (*gossip.Message, error) {
-	m, err := c.stream.Read()
+	m, release, err := c.stream.ReadHeld()
 	if err != nil {
 		if errors.Is(err, io.EOF) || isStreamFailure(err) {
 			return nil, err
@@ -534,7 +541,7 @@ func (cs *Conversations) receiveOnly(c *conv, expect func(m *gossip.Message) err
 		cs.answerRefusal(c, err)
 		return nil, err
 	}
-	a := &arrival{via: viaLibp2p, msg: m, stream: c.peer,
+	a := &arrival{via: viaLibp2p, msg: m, stream: c.peer, release: release,
 		temperature: func(peer.ID) string { return c.grant().Temperature },
 		// Answers to this daemon's own requests are not charged: refusing
 		// them would leave the request waiting for an answer that already

@@ -23,7 +23,9 @@ import (
 // before anything acts on it (DESIGN §3):
 //
 //	bounded decode   the transport's: a frame of at most 1 MiB (wire.Stream),
-//	                 an HTTP body of at most 1 MB; decoding validates
+//	                 an HTTP body of at most 1 MB, within the container
+//	                 bounds, its cost taken from the budget (budget.go) until
+//	                 the verify step is done; decoding validates
 //	room             a greeting only (a new conversation): the audit log
 //	                 has room for it (door.room: disk watermark, quota)
 //	establish        the signer: the stream's remote peer (libp2p), or the
@@ -87,6 +89,10 @@ type arrival struct {
 	// message is refused, never passed on unverified.
 	views []gossip.Phase
 	note  string // for the audit entry
+	// release gives back the message's share of the decoding budget
+	// (wire.Stream.ReadHeld): after the verify step, or on a refusal
+	// before it. nil: none held.
+	release func()
 }
 
 // door admits inbound messages. It holds exactly what the steps need.
@@ -96,10 +102,10 @@ type door struct {
 	// no flood of junk can crowd its event stream.
 	strangers  *rate.Limiter
 	suppressed atomic.Int64
-	// budget bounds the refusals written to the record of refusals
+	// refusals bounds the refusals written to the record of refusals
 	// (refusallimit.go); remote is the address of a libp2p peer's
-	// connection, a source the budget is charged to.
-	budget *refusalBudget
+	// connection, a source that budget is charged to.
+	refusals *refusalBudget
 	remote func(peer.ID) netip.Addr
 	// noRoom is set while the audit log has no room for new conversations,
 	// so that the owner is told once when it happens and once when it ends.
@@ -112,12 +118,13 @@ type door struct {
 	events  *hub
 	log     *slog.Logger
 	now     func() time.Time
+	budget  *Budget // the decoding budget messages hold until verified (nil: none)
 }
 
 func newDoor(self string, audit *gossip.AuditLog, replay *identity.ReplayGuard, rates *rateLimits,
 	revoked func(peer.ID) error, events *hub, log *slog.Logger, now func() time.Time, remote func(peer.ID) netip.Addr) *door {
 	return &door{self: self, audit: audit, replay: replay, rates: rates, revoked: revoked, events: events, log: log, now: now,
-		strangers: rate.NewLimiter(rate.Every(strangerEventEvery), strangerEventBurst), budget: newRefusalBudget(), remote: remote}
+		strangers: rate.NewLimiter(rate.Every(strangerEventEvery), strangerEventBurst), refusals: newRefusalBudget(), remote: remote}
 }
 
 // admitted is a message through the door: its signer, established. On a
@@ -134,6 +141,9 @@ var errAudit = errors.New("audit log")
 // admit runs the pipeline on a. On refusal the refusal is recorded and the
 // error says why (wire.CodeOf names its code); the transport answers.
 func (d *door) admit(a *arrival) (admitted, error) {
+	if a.release != nil {
+		defer a.release() // a refusal before the verify step
+	}
 	if err := d.room(a); err != nil {
 		return admitted{}, d.refuse(a, "", false, false, err)
 	}
@@ -150,6 +160,9 @@ func (d *door) admit(a *arrival) (admitted, error) {
 	// From here on the signer is established: its signature verified.
 	if err := d.verify(a, from); err != nil {
 		return admitted{from: from}, d.refuse(a, from, true, false, err)
+	}
+	if a.release != nil {
+		a.release() // decoded and verified: the rest costs little
 	}
 	if err := d.checkReplay(a, from); err != nil {
 		return admitted{from: from}, d.refuse(a, from, true, false, err)
@@ -386,7 +399,7 @@ func (d *door) recordRefusal(via string, established peer.ID, verified bool, m *
 	if via == viaLibp2p && d.remote != nil {
 		addr = d.remote(established)
 	}
-	ok, leftOut := d.budget.take(at, refusalSourcesOf(via, established, addr)...)
+	ok, leftOut := d.refusals.take(at, refusalSourcesOf(via, established, addr)...)
 	if !ok {
 		return
 	}
@@ -397,7 +410,7 @@ func (d *door) recordRefusal(via string, established peer.ID, verified bool, m *
 	}
 	gossip.SummariseRefusal(&r, m, raw)
 	if err := d.audit.RecordRefusal(r); err != nil {
-		d.budget.unwritten(leftOut + 1)
+		d.refusals.unwritten(leftOut + 1)
 		if !errors.Is(err, gossip.ErrNoRoom) {
 			d.log.Warn("recording a refusal", "err", err)
 		}
@@ -415,14 +428,14 @@ const leftOutTransport = "-"
 // count reaches the record of refusals even when no refusal follows the
 // flood. The daemon calls it every hour.
 func (d *door) reportLeftOut() {
-	n := d.budget.leftOut.Swap(0)
+	n := d.refusals.leftOut.Swap(0)
 	if n == 0 {
 		return
 	}
 	r := gossip.Refusal{At: d.now().UTC(), Transport: leftOutTransport, LeftOut: n,
 		Reason: fmt.Sprintf("%d refusals were counted but not written (over the refusal budget, or with the audit log out of room)", n)}
 	if err := d.audit.RecordRefusal(r); err != nil {
-		d.budget.unwritten(n)
+		d.refusals.unwritten(n)
 		if !errors.Is(err, gossip.ErrNoRoom) {
 			d.log.Warn("recording the count of refusals left out", "err", err)
 		}

@@ -362,7 +362,7 @@ func (mb *Mail) mailExchange(ctx context.Context, relay peer.ID, req *wire.Mailb
 		s.Reset()
 		return nil, fmt.Errorf("opening mailbox at %s: %w", relay, err)
 	}
-	ws := wire.NewStream(s, mb.cfg.Limits.StreamTimeout.Duration)
+	ws := wire.NewStream(s, mb.cfg.Limits.StreamTimeout.Duration).WithBudget(mb.door.budget, relay)
 	if err := ws.WriteMailbox(req); err != nil {
 		s.Reset()
 		return nil, fmt.Errorf("mailbox %s at %s: %w", req.Op, relay, err)
@@ -489,7 +489,7 @@ func (mb *Mail) handleMailbox(s network.Stream) {
 		return
 	}
 	pid := s.Conn().RemotePeer()
-	ws := wire.NewStream(s, mb.cfg.Limits.StreamTimeout.Duration)
+	ws := wire.NewStream(s, mb.cfg.Limits.StreamTimeout.Duration).WithBudget(mb.door.budget, pid)
 	answer := func(res *wire.MailboxResponse) {
 		if err := ws.WriteMailbox(res); err != nil {
 			mb.log.Debug("answering a mailbox request", "peer", pid, "err", err)

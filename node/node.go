@@ -148,6 +148,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		order, id.DID(), n.now, log, n.spawn)
 	n.door = newDoor(id.DID(), n.audit, n.replay, n.rates, n.trust.KeyRevoked, n.events, log, func() time.Time { return n.now() },
 		func(p peer.ID) netip.Addr { return remoteAddrOf(n.host, p) })
+	n.door.budget = NewBudget(cfg.Limits.MaxMemoryMB, func(p peer.ID) bool { return n.convs != nil && n.convs.isGreeted(p) })
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
 		return nil, fmt.Errorf("building capability document: %w", err)

@@ -56,7 +56,7 @@ func (cs *Conversations) pushUpdate(ctx context.Context, c *conv) error {
 		s.Reset()
 		return err
 	}
-	u := &conv{Conversation: c.Conversation, peer: c.peer, stream: wire.NewStream(s, cs.streamTimeout)}
+	u := &conv{Conversation: c.Conversation, peer: c.peer, stream: wire.NewStream(s, cs.streamTimeout).WithBudget(cs.door.budget, c.peer)}
 	now := cs.now()
 	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
 		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
@@ -80,12 +80,12 @@ func (cs *Conversations) pushUpdate(ctx context.Context, c *conv) error {
 		return err
 	}
 	s.CloseWrite()
-	ack, err := u.stream.Read()
+	ack, release, err := u.stream.ReadHeld()
 	if err != nil {
 		s.Reset()
 		return fmt.Errorf("reading update acknowledgement: %w", err)
 	}
-	_, err = cs.door.admit(&arrival{via: viaLibp2p, msg: ack, stream: c.peer, note: "capability update answer", uncharged: true,
+	_, err = cs.door.admit(&arrival{via: viaLibp2p, msg: ack, stream: c.peer, note: "capability update answer", uncharged: true, release: release,
 		fit: func(peer.ID) error {
 			if ack.Headers.Phase == gossip.PhaseError && ack.Headers.ConversationID == m.Headers.ConversationID {
 				return nil // a refusal of the update: reported below
@@ -114,7 +114,7 @@ func (cs *Conversations) handleUpdate(s network.Stream) {
 	if !ok {
 		return
 	}
-	m, err := ws.Read()
+	m, release, err := ws.ReadHeld()
 	if err != nil {
 		cs.refuseFrame(ws, pid, remote, err)
 		return
@@ -125,7 +125,7 @@ func (cs *Conversations) handleUpdate(s network.Stream) {
 		open = nil
 	}
 	var pv pendingView
-	_, err = cs.door.admit(&arrival{via: viaLibp2p, msg: m, stream: pid, note: "capability update", views: []gossip.Phase{gossip.PhaseContext},
+	_, err = cs.door.admit(&arrival{via: viaLibp2p, msg: m, stream: pid, note: "capability update", views: []gossip.Phase{gossip.PhaseContext}, release: release,
 		temperature: func(peer.ID) string {
 			if open != nil {
 				return open.grant().Temperature

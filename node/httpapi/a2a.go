@@ -71,10 +71,11 @@ func (s *Binding) a2a(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, CodeInvalidFormat, fmt.Sprintf("Content-Type is %q; send application/json", r.Header.Get("Content-Type")))
 		return
 	}
-	body, ok := readBody(w, r, s.n.Inbox())
+	body, decoded, ok := s.readBody(w, r)
 	if !ok {
 		return
 	}
+	defer decoded()
 	var req rpcRequest
 	answer := func(res any, e *rpcError) {
 		writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: req.ID, Result: res, Error: e})
@@ -110,6 +111,7 @@ func (s *Binding) a2a(w http.ResponseWriter, r *http.Request) {
 		answer(nil, &rpcError{Code: rpcInvalidParams, Message: `name the skill to run: message.metadata.skill, or a data part {"skill": ID, "input": {...}}`})
 		return
 	}
+	decoded() // the skill's run is bounded by the invocation limit, not the decoding budget
 	release, ok := s.invocation(w)
 	if !ok {
 		return

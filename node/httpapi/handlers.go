@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,10 +110,11 @@ func (s *Binding) inbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, fmt.Sprintf("Content-Type is %q; send application/json; charset=utf-8 (IFP-6 §2.2)", r.Header.Get("Content-Type")))
 		return
 	}
-	body, ok := readBody(w, r, s.n.Inbox())
+	body, release, ok := s.readBody(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	m, err := gossip.DecodeJSON(body)
 	if err != nil {
 		s.n.Inbox().RecordUndecoded("https", body, err)
@@ -162,10 +164,11 @@ func (s *Binding) invoke(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, fmt.Sprintf("Content-Type is %q; send application/json", r.Header.Get("Content-Type")))
 		return
 	}
-	body, ok := readBody(w, r, s.n.Inbox())
+	body, decoded, ok := s.readBody(w, r)
 	if !ok {
 		return
 	}
+	defer decoded()
 	var probe struct {
 		IFP *int `json:"ifp"`
 	}
@@ -182,6 +185,7 @@ func (s *Binding) invoke(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, `"action" is required: the name of one of the actions GET /capabilities lists`)
 		return
 	}
+	decoded() // the action's run is bounded by the invocation limit, not the decoding budget
 	release, ok := s.invocation(w)
 	if !ok {
 		return
@@ -240,21 +244,48 @@ func isJSON(r *http.Request) bool {
 	return err == nil && mt == "application/json"
 }
 
+// budgetWait is how long a request body waits, at most, for its share of the
+// daemon's decoding budget before it is refused (rate_limited).
+const budgetWait = 5 * time.Second
+
 // readBody reads the whole body, answering 413 past MaxBody (a refusal
-// the inbox records).
-func readBody(w http.ResponseWriter, r *http.Request, in *node.Inbox) ([]byte, bool) {
+// the inbox records). Before anything decodes it, it checks the body
+// against the container bounds of a message (gossip.MessageBounds: every
+// body these handlers read is one JSON value of about a message's shape),
+// answering 400 past them (recorded too), and takes the body's cost from
+// the daemon's decoding budget (node.Budget), waiting at most budgetWait
+// (429 after). release gives the cost back; the handler calls it when it
+// is done with the request (for the inbox: the message decoded, verified
+// and admitted or refused), so the budget bounds the bodies decoding and
+// being verified at once, whatever their number.
+func (s *Binding) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), ok bool) {
+	in := s.n.Inbox()
 	b, err := io.ReadAll(r.Body)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
 		in.RecordUndecoded("https", nil, fmt.Errorf("%w: the body is over %d bytes", gossip.ErrTooLarge, MaxBody))
 		writeError(w, http.StatusRequestEntityTooLarge, CodePayloadTooLarge, fmt.Sprintf("the body is over %d bytes (IFP-6 §5)", MaxBody))
-		return nil, false
+		return nil, nil, false
 	case err != nil:
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, "reading the body: "+err.Error())
-		return nil, false
+		return nil, nil, false
 	}
-	return b, true
+	counts, err := gossip.MeasureJSON(bytes.TrimSpace(b), gossip.MessageBounds)
+	if err != nil {
+		err = fmt.Errorf("reading the body: %w: %w", gossip.ErrMalformed, err)
+		in.RecordUndecoded("https", b, err)
+		writeError(w, http.StatusBadRequest, CodeInvalidFormat, err.Error())
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), budgetWait)
+	defer cancel()
+	release, err = s.n.Budget().Acquire(ctx, "", counts.Cost(len(b)))
+	if err != nil {
+		s.refuse(w, fmt.Errorf("reading the body: %w: the daemon-wide decoding budget stayed full for %s (%v)", wire.ErrOverloaded, budgetWait, err))
+		return nil, nil, false
+	}
+	return b, release, true
 }
 
 // decodeStrict decodes one JSON value, refusing unknown fields and

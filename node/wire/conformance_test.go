@@ -603,6 +603,12 @@ func buildRefusals(t *testing.T) refusalVectors {
 	v5["ifp"] = int64(5)
 	tagged := append([]byte{0xa1, 0x63, 'i', 'f', 'p', 0xc1}, 0x04) // {"ifp": 1(4)}
 	dup := append([]byte{0xa2, 0x63, 'i', 'f', 'p', 0x04, 0x63, 'i', 'f', 'p'}, 0x04)
+	bomb := generic()
+	maps := make([]any, 8193)
+	for i := range maps {
+		maps[i] = map[string]any{}
+	}
+	bomb["body"] = map[string]any{"parts": []any{map[string]any{"content_type": "application/json", "content": []any{maps, maps}}}}
 	nan := generic()
 	nan["body"] = map[string]any{"parts": []any{map[string]any{"content_type": "application/json", "content": []any{nanValue()}}}}
 
@@ -660,6 +666,8 @@ func buildRefusals(t *testing.T) refusalVectors {
 	add(refusalCase{Name: "duplicate map key", Stage: "read", Frames: []string{frame(dup)}, Code: CodeInvalidFormat, Field: ""})
 	add(refusalCase{Name: "tag", Stage: "read", Frames: []string{frame(tagged)}, Code: CodeInvalidFormat, Field: "ifp"})
 	add(refusalCase{Name: "NaN in a part content", Stage: "read", Frames: []string{frame(encodeGeneric(nan))}, Code: CodeInvalidFormat, Field: "body.parts[0].content[0]"})
+	add(refusalCase{Name: "container bomb: 16,386 empty maps in a part content (more than 16,384 containers)", Stage: "read",
+		Frames: []string{frame(encodeGeneric(bomb))}, Code: CodeInvalidFormat, Field: ""})
 	add(refusalCase{Name: "wrong type at headers.sequence", Stage: "read", Frames: []string{frame(encodeGeneric(seqString))}, Code: CodeInvalidFormat, Field: "headers.sequence"})
 	add(refusalCase{Name: "sequence 0", Stage: "read", Frames: []string{frame(encodeGeneric(seqZero))}, Code: CodeInvalidFormat, Field: "headers.sequence"})
 	add(refusalCase{Name: "sequence too large", Stage: "read", Frames: []string{frame(encodeGeneric(seqHuge))}, Code: CodeInvalidFormat, Field: "headers.sequence"})
@@ -669,6 +677,8 @@ func buildRefusals(t *testing.T) refusalVectors {
 	add(refusalCase{Name: "JSON: fractional sequence", Stage: "read", JSON: jsonWith(`"sequence":1`, `"sequence":1.5`), Code: CodeInvalidFormat, Field: "headers.sequence"})
 	add(refusalCase{Name: "JSON: sequence too large", Stage: "read", JSON: jsonWith(`"sequence":1`, `"sequence":9007199254740992`), Code: CodeInvalidFormat, Field: "headers.sequence"})
 	add(refusalCase{Name: "JSON: duplicate member", Stage: "read", JSON: jsonWith(`{"ifp":4,`, `{"ifp":4,"ifp":4,`), Code: CodeInvalidFormat, Field: "ifp"})
+	add(refusalCase{Name: "JSON: container bomb: 16,385 empty objects in a part content", Stage: "read",
+		JSON: jsonWith(`"body":{`, `"body":{"parts":[{"content_type":"application/json","content":[`+strings.Repeat(`{},`, 16384)+`{}]}],`), Code: CodeInvalidFormat, Field: ""})
 	add(refusalCase{Name: "JSON: not JSON", Stage: "read", JSON: `{"ifp":4,`, Code: CodeInvalidFormat, Field: ""})
 	add(refusalCase{Name: "JSON: unsupported version", Stage: "read", JSON: jsonWith(`{"ifp":4,`, `{"ifp":3,`), Code: CodeUnsupportedVersion, Field: "ifp"})
 	add(refusalCase{Name: "unsigned", Stage: "verify", Frames: []string{frame(cborOf(unsigned))}, Code: CodeInvalidSignature})

@@ -51,9 +51,71 @@
 //	duplicate map keys, indefinite lengths, tags, NaN and infinities,
 //	nesting deeper than 40, more than 16384 elements in an array or
 //	pairs in a map
+//	an item past the container bounds (below), before decoding it
 //
 // A payload's buffer grows as its bytes arrive, and the memory a frame can
-// cost is reserved from the stream's resource scope.
+// cost is reserved before it is read (Memory, below).
+//
+// # Container bounds
+//
+// A decoder's memory follows the containers it builds, not the bytes it
+// reads (one CBOR byte, a0, decodes to an empty map of some fifty bytes).
+// So before decoding any item a stranger sent — a frame's payload, an
+// HTTP request body, a capability view (a message part, a GossipSub
+// announcement), a greeting's parts, a mailbox frame — a reader counts,
+// over the raw encoding and without building anything:
+//
+//	containers  arrays and maps (JSON objects), at every depth
+//	elements    their lengths added up: an array's elements and a map's
+//	            pairs (a pair counts once)
+//	depth       the nesting of containers; the outermost is at depth 1
+//
+// In CBOR the counts come from the heads alone: major types 4 and 5 give
+// a container and its length (the length counts when the head is read),
+// strings are skipped by their length, a tag adds nothing. In JSON they
+// come from the token stream; a scalar at the top level counts nothing.
+// The bounds, per item:
+//
+//	item                                   containers  elements  depth
+//	IFP-4 message (frame, JSON body,            16384    131072     40
+//	  signed POST /invoke, fetched mail)
+//	capability view (in a part, announced)      16384    131072     40
+//	a greeting's "greeting" or "context"          256      4096     16
+//	  part (its content, alone)
+//	mailbox frame                                2048      8192      8
+//
+// An item past any bound is refused as soon as the count passes it, with
+// invalid_format and a message naming the count and the bound ("message:
+// has more than 16384 containers (arrays and maps) (counted 16385 when
+// the scan stopped; at most 16384 per item): …"); a view past them is not
+// a view, and a greeting part past them is unreadable (invalid_format,
+// naming the part). The bounds come from real documents: the largest, a
+// greeting carrying a view of 256 capabilities (the most a view may list)
+// with JSON Schema parameters, is 3,618 containers, 9,070 elements and 11
+// deep; the 20-capability greeting of the design is 314, 810 and 11.
+// Within them, decoding an item allocates at most 4 bytes per byte of it
+// plus 24 MiB, whatever it holds (each decoder's fuzz target checks it);
+// before them, a 1 MiB frame of [[{},{},…],…] decoded to 62 MiB.
+//
+// # Memory
+//
+// Before reading a frame's payload, a reader reserves 4 bytes per byte of
+// its announced length (ReserveFactor: the payload, its buffer growing by
+// doubling, and the decoded message, which for real documents is about
+// twice the frame) from the stream's resource scope, and releases it once
+// the message is decoded. Before decoding it, the reader takes the
+// message's cost — 10 bytes per byte, 512 per container and 128 per
+// element of its counts: an upper estimate of decoding it and checking
+// its signature together — from a daemon-wide budget of
+// limits.max_memory_mb / 2 (at least 48 MiB), of which senders not yet
+// established (no verified greeting on the current connection) and HTTP
+// bodies share three quarters, and holds it until the signature and the
+// documents the message carries are verified. An HTTP request body takes
+// its cost from the same budget from before decoding until the message
+// is admitted or refused. A reader that cannot reserve, or that waits for
+// the budget longer than the read deadline, answers rate_limited
+// (ErrOverloaded) without reading the frame, as for any other frame it
+// could not read, and closes the stream; a mailbox relay resets it.
 //
 // # Messages
 //

@@ -221,6 +221,7 @@ func (f *fakeStream) Read(p []byte) (int, error) {
 
 func (f *fakeStream) SetReadDeadline(time.Time) error  { return nil }
 func (f *fakeStream) SetWriteDeadline(time.Time) error { return nil }
+func (f *fakeStream) Scope() network.StreamScope       { return &network.NullScope{} }
 
 type timeoutError struct{}
 

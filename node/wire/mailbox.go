@@ -71,6 +71,13 @@ var (
 	mailDec cbor.DecMode
 )
 
+// MailboxBounds bound a mailbox frame's containers, elements and nesting
+// (gossip.Bounds), checked before it is decoded. The largest real frame,
+// a retrieve answer of MaxMailBatch messages, is 66 containers and some
+// 200 elements 3 deep (the messages are byte strings); an ack of the
+// most IDs the decoder takes (1,024) is 2 containers and 1,025 elements.
+var MailboxBounds = gossip.Bounds{MaxContainers: 2048, MaxElements: 8192, MaxDepth: 8}
+
 func init() {
 	var err error
 	if mailEnc, mailDec, err = gossip.StrictCBOR(gossip.CBORLimits{MaxNested: 8, MaxArray: 1024, MaxMap: 64}); err != nil {
@@ -135,6 +142,9 @@ func decodeMailbox(b []byte, v any) error {
 	if len(b) > gossip.MaxMessageSize {
 		return fmt.Errorf("decoding mailbox frame: %w: %d bytes, at most %d", gossip.ErrTooLarge, len(b), gossip.MaxMessageSize)
 	}
+	if err := gossip.ScanCBOR(b, MailboxBounds); err != nil {
+		return fmt.Errorf("decoding mailbox frame: %w: %w", gossip.ErrMalformed, err)
+	}
 	rest, err := mailDec.UnmarshalFirst(b, v)
 	if err != nil {
 		return fmt.Errorf("decoding mailbox frame: %w: %v", gossip.ErrMalformed, err)
@@ -145,12 +155,28 @@ func decodeMailbox(b []byte, v any) error {
 	return nil
 }
 
-// ReadMailbox reads one mailbox frame's payload.
+// ReadMailbox reads one mailbox frame's payload, with the stream's scope
+// reservation (ReserveFactor) held while it is read and the cost of its
+// counts (MailboxBounds) taken from the budget meanwhile; a frame past
+// the bounds is left for the decoder to refuse. A refusal of either is
+// ErrOverloaded.
 func (s *Stream) ReadMailbox() ([]byte, error) {
 	if err := s.awaitFrame(); err != nil {
 		return nil, err
 	}
-	return gossip.ReadFrame(s.r)
+	payload, done, err := s.readPayload()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if counts, err := gossip.MeasureCBOR(payload, MailboxBounds); err == nil {
+		release, err := s.acquire(counts.Cost(len(payload)))
+		if err != nil {
+			return nil, err
+		}
+		release()
+	}
+	return payload, nil
 }
 
 // WriteMailbox encodes v and writes it as one frame.

@@ -82,12 +82,17 @@ func FuzzDecodeMailbox(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if r, err := DecodeMailboxRequest(b); err == nil {
-			if _, err := EncodeMailbox(r); err != nil {
+		var req *MailboxRequest
+		var res *MailboxResponse
+		var reqErr, resErr error
+		withinFactor(t, len(b), func() { req, reqErr = DecodeMailboxRequest(b) })
+		withinFactor(t, len(b), func() { res, resErr = DecodeMailboxResponse(b) })
+		if reqErr == nil {
+			if _, err := EncodeMailbox(req); err != nil {
 				t.Fatalf("a decoded request does not encode: %v", err)
 			}
 		}
-		if r, err := DecodeMailboxResponse(b); err == nil && !r.OK && r.Error == nil {
+		if r, err := res, resErr; err == nil && !r.OK && r.Error == nil {
 			t.Fatal("decoded a response that is neither ok nor an error")
 		}
 	})
