@@ -106,7 +106,7 @@ type door struct {
 	// (refusallimit.go); remote is the address of a libp2p peer's
 	// connection, a source that budget is charged to.
 	refusals *refusalBudget
-	remote func(peer.ID) netip.Addr
+	remote   func(peer.ID) netip.Addr
 	// noRoom is set while the audit log has no room for new conversations,
 	// so that the owner is told once when it happens and once when it ends.
 	noRoom  atomic.Bool
