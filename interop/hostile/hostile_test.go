@@ -3,6 +3,7 @@ package hostile
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -113,38 +114,80 @@ func parallel(n, workers int, f func(i int)) {
 	wg.Wait()
 }
 
-// One peer, many streams, each sending 1 MiB frames of nested empty
-// containers with a signature that does not verify.
+// dense is a part content just within the message bounds (16,384
+// containers, 131,072 elements): 16,000 maps of 7 members each, the most
+// decoding a message may cost.
+func dense() any {
+	rows := make([]any, 16)
+	for r := range rows {
+		row := make([]any, 1000)
+		for i := range row {
+			row[i] = map[string]any{"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7}
+		}
+		rows[r] = row
+	}
+	return rows
+}
+
+// Several peers, many streams, each sending 1 MiB frames of nested empty
+// containers, and frames just within the bounds, all signed by the
+// attacker's key with a signature that does not verify.
 func TestContainerBombOverStreams(t *testing.T) {
 	enabled(t)
 	target := Start(t, Options{})
 	e := Establish(t, target)
 	before := target.Measure(t)
-	attacker := NewPeer(t, target)
-	wrong, _ := identity.Generate(nil)
-	m := attacker.Message(target, gossip.PhaseGreeting, "")
-	m.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: "junk", Content: bomb(gossip.MaxMessageSize - 4096)}}
-	if err := m.Sign(wrong, time.Now()); err != nil {
-		t.Fatal(err)
+	attackers := make([]*Peer, scale(4, 16))
+	frames := make([][]byte, len(attackers))
+	for i := range attackers {
+		attackers[i] = NewPeer(t, target)
+		m := attackers[i].Message(target, gossip.PhaseGreeting, "")
+		content := bomb(gossip.MaxMessageSize - 4096)
+		if i%2 == 1 {
+			content = dense()
+		}
+		m.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: "junk", Content: content}}
+		if err := m.Sign(attackers[i].ID, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		// The attacker's own key, so the signer is established and the
+		// signature is checked over the whole message — and fails: the
+		// signature's last character changed.
+		sig := &m.Security.Signatures[0]
+		last := sig.Sig[len(sig.Sig)-1]
+		sig.Sig = sig.Sig[:len(sig.Sig)-1] + map[bool]string{true: "A", false: "B"}[last != 'A']
+		frames[i] = Frame(t, m)
 	}
-	frame := Frame(t, m)
-	t.Logf("one frame: %d bytes", len(frame))
+	t.Logf("frames: %d bytes (bomb), %d bytes (dense, within the bounds)", len(frames[0]), len(frames[1]))
 	streams, rounds := scale(16, 48), scale(3, 10)
-	var refused, other int
+	codes := map[string]int{}
 	var mu sync.Mutex
-	parallel(streams*rounds, streams, func(int) {
+	parallel(streams*rounds, streams, func(i int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		_, err := attacker.Exchange(ctx, target, wire.Conversation, frame)
+		a := i % len(attackers)
+		m, err := attackers[a].Exchange(ctx, target, wire.Conversation, frames[a])
 		mu.Lock()
 		defer mu.Unlock()
-		if err == nil {
-			refused++ // answered (with an error message)
-		} else {
-			other++
+		switch {
+		case err != nil:
+			codes["no answer"]++
+		case m.Headers.Phase != gossip.PhaseError:
+			codes["admitted"]++
+		default:
+			var body wire.ErrorBody
+			if b, ok := m.Body.Part("error"); ok {
+				if raw, err := json.Marshal(b.Content); err == nil {
+					json.Unmarshal(raw, &body)
+				}
+			}
+			codes[string(body.Code)]++
 		}
 	})
-	t.Logf("%d frames on %d streams: %d answered, %d reset or timed out", streams*rounds, streams, refused, other)
+	t.Logf("%d frames from %d peers on %d streams at once: %v", streams*rounds, len(attackers), streams, codes)
+	if codes["admitted"] > 0 {
+		t.Errorf("%d frames with a wrong signature were admitted", codes["admitted"])
+	}
 	holds(t, target, e, before)
 }
 

@@ -117,11 +117,23 @@ func (p *Peer) Exchange(ctx context.Context, target *Target, proto protocol.ID, 
 	if d, ok := ctx.Deadline(); ok {
 		s.SetDeadline(d)
 	}
-	if _, err := s.Write(payload); err != nil {
-		return nil, fmt.Errorf("writing: %w", err)
-	}
+	// Written while the answer is read: a daemon may answer (a refusal)
+	// without reading the rest of a frame, and then a writer waiting for
+	// flow-control credit would wait for nothing.
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := s.Write(payload)
+		wrote <- err
+	}()
 	m, err := gossip.ReadMessage(bufio.NewReader(s))
 	if err != nil {
+		select {
+		case werr := <-wrote:
+			if werr != nil {
+				return nil, fmt.Errorf("writing: %w (reading the answer: %v)", werr, err)
+			}
+		default:
+		}
 		return nil, fmt.Errorf("reading the answer: %w", err)
 	}
 	return m, nil
