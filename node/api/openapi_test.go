@@ -468,10 +468,13 @@ func (r *recorder) roundTrip(next http.RoundTripper, req *http.Request) (*http.R
 	ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
 	switch {
 	case ct == "text/event-stream":
-		if content[ct] == nil {
+		media, _ := content[ct].(map[string]any)
+		switch {
+		case media == nil:
 			r.t.Errorf("%s: an event stream, which the document does not describe", name)
+		case media["x-event-data"] != nil: // the schema of each event's data
+			resp.Body = &eventChecker{r: r, name: name, body: resp.Body, schema: append(tokens, "content", ct, "x-event-data")}
 		}
-		resp.Body = &eventChecker{r: r, name: name, body: resp.Body}
 	case len(content) == 0:
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -519,12 +522,15 @@ func (r *recorder) validate(name string, body []byte, tokens ...string) {
 	}
 }
 
-// eventChecker validates each event's data as it is read.
+// eventChecker validates each event's data as it is read, against the
+// schema the document gives in the media type's x-event-data (OpenAPI 3.1
+// has no member for the schema of one server-sent event).
 type eventChecker struct {
-	r    *recorder
-	name string
-	body io.ReadCloser
-	line []byte
+	r      *recorder
+	name   string
+	body   io.ReadCloser
+	schema []string // the pointer tokens of the data's schema
+	line   []byte
 }
 
 func (e *eventChecker) Read(p []byte) (int, error) {
@@ -536,7 +542,7 @@ func (e *eventChecker) Read(p []byte) (int, error) {
 			break
 		}
 		if data, ok := bytes.CutPrefix(e.line[:i], []byte("data: ")); ok {
-			e.r.validate(e.name+" event", data, "components", "schemas", "Event")
+			e.r.validate(e.name+" event", data, e.schema...)
 			var ev struct{ Type string }
 			json.Unmarshal(data, &ev)
 			e.r.mu.Lock()
