@@ -54,8 +54,11 @@
 // # Endpoints
 //
 // Every path starts with /v1; bodies are JSON objects of at most 1 MiB.
+// openapi.json in this package describes them all in OpenAPI 3.1, with the
+// schemas of every body (see openapi.go).
 //
 //	GET    /v1/hello?nonce=N          no token: the daemon's proof that it holds the token (above)
+//	GET    /v1/openapi.json           that description
 //	GET    /v1/status                 this daemon: peer ID, did, fingerprint, addresses, document seq, counts, uptime
 //	GET    /v1/peers                  the peer cache, with each peer's age, staleness and whether it is connected
 //	POST   /v1/connect                {"addr": multiaddr ending in /p2p/<peer ID>} → {"peer": peer ID}

@@ -201,6 +201,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("DELETE /v1/intros/{id}", s.revokeIntro)
 	mux.HandleFunc("POST /v1/intros/accept", s.acceptIntro)
 	mux.HandleFunc("GET /v1/find/{capability}", s.find)
+	mux.HandleFunc("GET /v1/openapi.json", s.openapi)
 	// Everything else, including a known path with the wrong method, lands
 	// here, so that those answers are JSON too.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
