@@ -106,6 +106,11 @@ type AuditEntry struct {
 	Transport string    `json:"transport"`      // e.g. "libp2p", "https", "relay"
 	Note      string    `json:"note,omitempty"` // e.g. "refused: signature does not verify"
 	Message   *Message  `json:"message"`        // the full IFP-4 message with signatures
+	// Stranger: the peer is one the owner has not made known; its
+	// entries count against the day's share for strangers
+	// (StrangerShare). Not written: whether a peer is known is the
+	// owner's current standing, not a fact of the message.
+	Stranger bool `json:"-"`
 }
 
 // AuditConversation summarizes one recorded conversation.
@@ -768,7 +773,7 @@ func (f *auditFile) append(a *AuditLog, e AuditEntry, line []byte) error {
 	if f.jsonlTorn {
 		line = append([]byte{'\n'}, line...)
 	}
-	if err := a.appendTo(jsonl, func(size int64) []byte {
+	if err := a.appendTo(jsonl, e.Stranger, func(size int64) []byte {
 		created = created || size == 0
 		return line
 	}); err != nil {
@@ -783,7 +788,7 @@ func (f *auditFile) append(a *AuditLog, e AuditEntry, line []byte) error {
 	// tail may be missing or torn, and the .jsonl still holds every entry.
 	b := getBuffer()
 	defer putBuffer(b)
-	if err := a.appendTo(md, func(size int64) []byte {
+	if err := a.appendTo(md, e.Stranger, func(size int64) []byte {
 		if size == 0 {
 			created = true
 			f.writeTitle(b)
@@ -809,8 +814,9 @@ func (f *auditFile) append(a *AuditLog, e AuditEntry, line []byte) error {
 
 // appendTo opens path for appending (putting a spare file in its place
 // when it does not exist) and writes what content returns for the file's
-// current size.
-func (a *AuditLog) appendTo(path string, content func(size int64) []byte) error {
+// current size. stranger: the bytes count against the day's share for
+// strangers too.
+func (a *AuditLog) appendTo(path string, stranger bool, content func(size int64) []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		a.spares.place(path)
@@ -828,7 +834,7 @@ func (a *AuditLog) appendTo(path string, content func(size int64) []byte) error 
 		err = cerr
 	}
 	if n > 0 {
-		a.account(path, st.Size(), int64(n))
+		a.account(path, st.Size(), int64(n), stranger)
 	}
 	return err
 }

@@ -66,6 +66,19 @@ const Headroom = 4 // MaxBytes/Headroom
 // RefusalShare bounds the record of refusals of one day: MaxBytes/RefusalShare.
 const RefusalShare = 16
 
+// StrangerShare bounds what the entries of strangers' conversations —
+// peers the owner has not made known — may add to the log in one day:
+// MaxBytes/StrangerShare. Past it StrangerRoom reports ErrStrangersShare,
+// and the daemon takes no new conversation from a stranger until the
+// next day (UTC), while peers the owner made known go on: fresh keys,
+// which cost nothing to make, cannot fill the quota and so shut out
+// everyone.
+const StrangerShare = 4
+
+// ErrStrangersShare: today's share of the audit log for strangers is used
+// up. It wraps ErrNoRoom.
+var ErrStrangersShare = fmt.Errorf("%w for strangers today", ErrNoRoom)
+
 // auditBlock is the unit files are counted in.
 const auditBlock = 4 << 10
 
@@ -94,6 +107,12 @@ type usage struct {
 	total    int64
 	refused  int64  // bytes of the record of refusals of refusedDay
 	refDay   string // the day refused counts
+	// strangers is the bytes written today for peers the owner has not
+	// made known (entries with Stranger set), on strangerDay. Counted
+	// from this process's writes: a restart begins the count again, which
+	// the quota still bounds.
+	strangers   int64
+	strangerDay string
 	swept    string // the day retention last ran for
 	enforcer sync.Mutex
 }
@@ -137,7 +156,7 @@ func (a *AuditLog) measure() error {
 
 // account adds what an append of n bytes to a file of size bytes did to
 // the count, and enforces the quota or retention when due.
-func (a *AuditLog) account(path string, size, n int64) {
+func (a *AuditLog) account(path string, size, n int64, stranger bool) {
 	if a.usage.days == nil {
 		return // no limits
 	}
@@ -152,6 +171,12 @@ func (a *AuditLog) account(path string, size, n int64) {
 			u.refDay, u.refused = day, 0
 		}
 		u.refused += grown
+	}
+	if stranger {
+		if day != u.strangerDay {
+			u.strangerDay, u.strangers = day, 0
+		}
+		u.strangers += grown
 	}
 	due := a.limits.MaxBytes > 0 && u.total > a.limits.MaxBytes || u.swept != a.currentDay()
 	u.mu.Unlock()
@@ -249,6 +274,36 @@ func (a *AuditLog) Room() error {
 		}
 	}
 	return a.diskRoom()
+}
+
+// StrangerRoom says whether the log has room for a new conversation with
+// a stranger: Room, and today's entries for strangers within
+// MaxBytes/StrangerShare (else an error wrapping ErrStrangersShare).
+func (a *AuditLog) StrangerRoom() error {
+	if max := a.limits.MaxBytes; max > 0 {
+		u := &a.usage
+		u.mu.Lock()
+		used := u.strangers
+		if u.strangerDay != a.currentDay() {
+			used = 0
+		}
+		u.mu.Unlock()
+		if used > max/StrangerShare {
+			return fmt.Errorf("%w: entries of peers the owner has not made known took %d MiB today, their share of audit.max_mb (%d MiB) is a %s; new conversations with them are taken again tomorrow (UTC), or as soon as the owner makes the peer known",
+				ErrStrangersShare, used>>20, max>>20, shareName(StrangerShare))
+		}
+	}
+	return a.Room()
+}
+
+func shareName(n int) string {
+	switch n {
+	case 2:
+		return "half"
+	case 4:
+		return "quarter"
+	}
+	return fmt.Sprintf("1/%d", n)
 }
 
 // diskRoom checks the free-disk watermark.

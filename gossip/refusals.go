@@ -204,13 +204,13 @@ func (a *AuditLog) RecordRefusal(r Refusal) error {
 	defer f.mu.Unlock()
 	jsonl := f.path(a.dir, auditJSONLExt)
 	created := false
-	if err := a.appendTo(jsonl, func(size int64) []byte { created = size == 0; return line.Bytes() }); err != nil {
+	if err := a.appendTo(jsonl, false, func(size int64) []byte { created = size == 0; return line.Bytes() }); err != nil {
 		return fmt.Errorf("recording a refusal in %s: %w", jsonl, err)
 	}
 	md := f.path(a.dir, auditMDExt)
 	b := getBuffer()
 	defer putBuffer(b)
-	if err := a.appendTo(md, func(size int64) []byte {
+	if err := a.appendTo(md, false, func(size int64) []byte {
 		if size == 0 {
 			fmt.Fprintf(b, "# Refused messages, %s (UTC)\n\nEach entry is a summary; none of these messages is part of a conversation.\n\n", day)
 		}
