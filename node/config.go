@@ -109,7 +109,7 @@ type TrustConfig struct {
 	KeyTransition Duration `toml:"key_transition"` // how long a retired key still verifies
 	IntroExpiry   Duration `toml:"intro_expiry"`   // default lifetime of minted introduction tokens
 	CAFile        string   `toml:"ca_file"`        // extra PEM roots for identity document fetches; "" is the system roots only
-	FetchPrivate  bool     `toml:"fetch_private"`  // allow identity document fetches to loopback and private addresses
+	FetchPrivate  bool     `toml:"fetch_private"`  // allow identity document fetches to addresses that are not globally routable
 }
 
 // TiersConfig places custom disclosure tiers in the standard order.
