@@ -86,6 +86,10 @@ type HTTPConfig struct {
 	CertFile string `toml:"cert_file"` // TLS certificate (PEM); required unless listen is loopback
 	KeyFile  string `toml:"key_file"`  // its private key (PEM)
 	URL      string `toml:"url"`       // how others reach it (for the agent card); "" derives it from listen
+	// AllowedHosts are host names a loopback binding answers to besides
+	// localhost, 127.0.0.1, [::1], the listen host and url's host: any
+	// other Host (a DNS-rebinding page's) gets 421.
+	AllowedHosts []string `toml:"allowed_hosts"`
 }
 
 // LimitsConfig bounds what peers can make the daemon hold.
@@ -272,7 +276,8 @@ func DefaultConfig() *Config {
 			"/ip4/0.0.0.0/tcp/" + p, "/ip4/0.0.0.0/udp/" + p + "/quic-v1",
 			"/ip6/::/tcp/" + p, "/ip6/::/udp/" + p + "/quic-v1",
 		}},
-		API: APIConfig{Listen: fmt.Sprintf("127.0.0.1:%d", DefaultPort+1)},
+		API:  APIConfig{Listen: fmt.Sprintf("127.0.0.1:%d", DefaultPort+1)},
+		HTTP: HTTPConfig{AllowedHosts: []string{}},
 		Limits: LimitsConfig{
 			ConnectionsLow: 400, ConnectionsHigh: 600, GracePeriod: Duration{20 * time.Second},
 			StreamTimeout: Duration{30 * time.Second}, MaxStreams: 1024, MaxMemoryMB: 256,
@@ -422,6 +427,11 @@ func (c *Config) Validate() error {
 	for _, f := range []struct{ key, path string }{{"http.cert_file", c.HTTP.CertFile}, {"http.key_file", c.HTTP.KeyFile}} {
 		if f.path != "" && !filepath.IsAbs(f.path) {
 			bad(f.key, "%q is not an absolute path", f.path)
+		}
+	}
+	for i, h := range c.HTTP.AllowedHosts {
+		if err := checkHostName(h); err != nil {
+			bad(fmt.Sprintf("http.allowed_hosts[%d]", i), "%v", err)
 		}
 	}
 	if u := c.HTTP.URL; u != "" {
@@ -604,6 +614,19 @@ func checkLoopback(hostport string) error {
 	ip, err := netip.ParseAddr(host)
 	if err != nil || !ip.IsLoopback() {
 		return fmt.Errorf("%q is not a loopback address: the control API listens on 127.0.0.1 or [::1] only", hostport)
+	}
+	return nil
+}
+
+// checkHostName accepts a host name or IP address as a Host header names
+// it, without scheme, port or path: "agent.example.org", "192.0.2.7",
+// "::1" or "[::1]".
+func checkHostName(h string) error {
+	if _, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
+		return nil
+	}
+	if h == "" || len(h) > 253 || strings.Trim(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") != "" {
+		return fmt.Errorf("%q is not a host name (letters, digits, '-' and '.'; no scheme, port or path, e.g. \"agent.example.org\")", h)
 	}
 	return nil
 }
