@@ -146,7 +146,7 @@ func signedDoc(t *testing.T, id, signer *identity.Identity, seq uint64, caps ...
 	return d
 }
 
-func payload(t *testing.T, d *negotiate.Document) []byte {
+func payload(t testing.TB, d *negotiate.Document) []byte {
 	t.Helper()
 	b, err := encodeAnnouncement(d)
 	if err != nil {
