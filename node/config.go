@@ -186,6 +186,10 @@ type DiscoveryConfig struct {
 	Bootstrap   []string `toml:"bootstrap"`    // DHT and gossip bootstrap peers: multiaddrs ending in /p2p/<peer ID>
 	Reprovide   Duration `toml:"reprovide"`    // how often provider records are renewed
 	Gossip      bool     `toml:"gossip"`       // announce and follow capabilities.update on GossipSub
+	// GossipStrangers is how many announcements by authors this daemon
+	// does not know it verifies (and so forwards) a minute, all together;
+	// past it they are ignored unverified. 0 forwards none.
+	GossipStrangers int `toml:"gossip_strangers"`
 	// ImportRefresh is how often imported outside agents are fetched again.
 	ImportRefresh Duration `toml:"import_refresh"`
 }
@@ -294,7 +298,7 @@ func DefaultConfig() *Config {
 		Mailbox: MailboxConfig{Retention: Duration{7 * 24 * time.Hour}, MaxMessages: 1000, MaxKB: 16 << 10,
 			MaxPerSender: 200, MaxTotalMB: 256, Poll: Duration{time.Minute}, GiveUp: Duration{24 * time.Hour}},
 		Discovery: DiscoveryConfig{MDNS: true, MDNSService: "_ifaced._udp", DHT: DHTAuto, Bootstrap: []string{},
-			Reprovide: Duration{12 * time.Hour}, Gossip: true, ImportRefresh: Duration{6 * time.Hour}},
+			Reprovide: Duration{12 * time.Hour}, Gossip: true, GossipStrangers: 30, ImportRefresh: Duration{6 * time.Hour}},
 		Durability:   DurabilityConfig{Sync: SyncInterval, Interval: Duration{time.Second}},
 		Log:          LogConfig{Level: "info", Format: "text"},
 		Capabilities: StandardCapabilities(),
@@ -450,6 +454,9 @@ func (c *Config) Validate() error {
 		if positive[k] <= 0 {
 			bad(k, "must be positive, got %d", positive[k])
 		}
+	}
+	if c.Discovery.GossipStrangers < 0 {
+		bad("discovery.gossip_strangers", "must be 0 (forward no stranger's announcement) or more, got %d", c.Discovery.GossipStrangers)
 	}
 	if l.ConnectionsLow > l.ConnectionsHigh {
 		bad("limits.connections_low", "%d is above connections_high (%d)", l.ConnectionsLow, l.ConnectionsHigh)
