@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -833,4 +834,70 @@ func TestAnnounceScoreParamsValid(t *testing.T) {
 			t.Errorf("%v invalid announcements do not first cross %v", c.n, c.threshold)
 		}
 	}
+}
+
+// TestAnnouncementKnownByTrustOrCache: with no budget for strangers at
+// all, an author the peer cache holds, or one the trust book holds above
+// signed (pinned, introduced, document-checked), is still verified; any
+// other is ignored before its announcement is decoded.
+func TestAnnouncementKnownByTrustOrCache(t *testing.T) {
+	h, err := libp2p.New(libp2p.NoListenAddrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	pinned, cachedID, stranger := mustID(t), mustID(t), mustID(t)
+	st := openTestStore(t)
+	knownDoc := signedDoc(t, cachedID, cachedID, 1, "ping")
+	a, err := verifyAnnouncement(cachedID.PeerID(), payload(t, knownDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutPeer(store.PeerRecord{PeerID: cachedID.PeerID().String(), AgentID: knownDoc.AgentID, Seq: 1,
+		DocHash: a.hash, View: a.raw, FetchedAt: time.Now(), ChangedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	g := newAnnouncer(context.Background(), h, DiscoveryConfig{GossipStrangers: 0},
+		announcerDeps{peers: st, keyRevoked: func(peer.ID) error { return nil },
+			trusted: func(p peer.ID) bool { return p == pinned.PeerID() }},
+		time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer g.tasks.close()
+	fwd := mustID(t).PeerID()
+	for _, c := range []struct {
+		name string
+		id   *identity.Identity
+		seq  uint64
+		want pubsub.ValidationResult
+	}{
+		{"pinned", pinned, 1, pubsub.ValidationAccept},
+		{"cached", cachedID, 2, pubsub.ValidationAccept},
+		{"stranger", stranger, 1, pubsub.ValidationIgnore},
+	} {
+		m := strangerMessage(c.id.PeerID(), fwd, payload(t, signedDoc(t, c.id, c.id, c.seq, "ping")))
+		if got := g.validate(m); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	if g.throttled.Load() != 1 {
+		t.Errorf("throttled %d, want the stranger's only", g.throttled.Load())
+	}
+}
+
+func mustID(t *testing.T) *identity.Identity {
+	t.Helper()
+	id, err := identity.Generate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func openTestStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "ifaced.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
