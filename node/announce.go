@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
@@ -22,6 +23,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	"golang.org/x/time/rate"
 )
 
 // Capability announcements. A daemon with [discovery] gossip on joins the
@@ -43,18 +45,53 @@ import (
 // forwarding peer in GossipSub); one not newer than what this daemon holds
 // from that author is ignored, so replayed or overtaken announcements die
 // at the first hop that knows better.
+//
+// Strangers are budgeted before anything is decoded. Anyone can mint a
+// key a second and announce a valid view under it, and each hop pays to
+// verify it (a 900 KB view cost 42–105 ms of CPU and 17–34 MB allocated,
+// BenchmarkStrangerAnnouncement). So an announcement whose author this
+// daemon does not know — no cached view in the peer cache, no trust
+// record above signed (the trusted dependency) — is verified only within
+// announceBudget: discovery.gossip_strangers a minute for all unknown
+// authors together, a fifth of that for those forwarded by any one peer,
+// two per ten minutes for any one author. Past it the announcement is
+// ignored (ValidationIgnore, neither delivered nor forwarded, and not held
+// against the forwarder, which may be an honest hop relaying a flood it
+// could not tell apart). Known authors are limited per author only, more
+// generously. Full verifications run at most maxVerifying at once. The
+// container bound of an announced view is negotiate.DecodeView's.
+//
+// Peer scoring (announceScore) does the rest of GossipSub's defence: a
+// peer forwarding invalid announcements (rejected: forged, tampered,
+// malformed) loses score quadratically and, past the thresholds, is no
+// longer gossiped with, published to, or listened to at all.
 
 // announceTopic is the GossipSub topic of capabilities.update announcements.
 const announceTopic = "/ifaced/capabilities.update/1"
 
 const (
-	// maxAnnouncementSize bounds a payload, below the 1 MiB pubsub message
-	// limit so that the payload and pubsub's envelope (author, key,
-	// signature, topic) fit one 1 MiB message, the frame cap of DESIGN §6.
-	maxAnnouncementSize = gossip.MaxMessageSize - 64<<10
+	// maxAnnouncementSize bounds a payload. Public views are small: the
+	// default daemon's announcement is about 1 KB, and 256 capabilities
+	// with a 1 KB schema each still fit. 256 KiB keeps a hostile author's
+	// announcement at a quarter of the 1 MiB frame cap of DESIGN §6, and
+	// the cost of verifying it with it: a daemon whose public view is
+	// larger announces nothing (it says so in its log) and peers learn
+	// its view by greeting it.
+	maxAnnouncementSize = 256 << 10
+	// maxPubsubMessage is pubsub's limit on one RPC read: the payload and
+	// pubsub's envelope (author, key, signature, topic, control).
+	maxPubsubMessage = maxAnnouncementSize + 64<<10
 	// maxHighWater bounds the per-author high-water marks kept in memory;
-	// past it they are forgotten and the peer cache alone stops replays.
+	// past it the least recently announcing author is forgotten, and the
+	// peer cache alone stops its replays.
 	maxHighWater = 8192
+	// maxVerifying bounds the announcements verified at once (the rest wait
+	// in pubsub's validation, itself bounded by validatorConcurrency).
+	maxVerifying = 2
+	// validatorConcurrency bounds the announcements pubsub holds for the
+	// validator at once; past it pubsub drops them unjudged (throttled,
+	// no penalty).
+	validatorConcurrency = 64
 	// requeryTimeout bounds the query that fetches a peer's view for this
 	// daemon when an announcement would downgrade the cached one.
 	requeryTimeout = 5 * time.Second
@@ -80,15 +117,19 @@ type announcer struct {
 	sub   *pubsub.Subscription
 	mesh  meshTracer
 
-	mu         sync.Mutex
-	highWater  map[peer.ID]uint64 // highest seq accepted from each author
-	requerying map[peer.ID]bool   // authors whose view for us is being fetched
-	lastKey    []byte             // content key of the public view last announced
-	dirty      bool               // the public view may have changed since the last announcement
-	publishing bool               // the publish loop is running
+	budget    *announceBudget
+	verifying chan struct{} // one token per announcement being verified
 
-	// Validation outcomes and announcements sent, for tests and status.
-	accepted, rejected, ignored, published atomic.Uint64
+	mu         sync.Mutex
+	highWater  *simplelru.LRU[peer.ID, uint64] // highest seq accepted from each author
+	requerying map[peer.ID]bool                // authors whose view for us is being fetched
+	lastKey    []byte                          // content key of the public view last announced
+	dirty      bool                            // the public view may have changed since the last announcement
+	publishing bool                            // the publish loop is running
+
+	// Validation outcomes and announcements sent, for tests and status;
+	// throttled counts those of ignored refused by the budget unread.
+	accepted, rejected, ignored, throttled, published atomic.Uint64
 }
 
 // announcerDeps is what the announcer asks of the rest of the daemon.
@@ -97,6 +138,7 @@ type announcerDeps struct {
 	peers      peerCache           // the peer cache announcements refresh
 	ask        querier             // fetches an author's view for us when the announced one would downgrade the cached one
 	keyRevoked func(peer.ID) error // trust: a key the owner revoked is not followed
+	trusted    func(peer.ID) bool  // trust: a record above signed (pinned, introduced, document-checked); nil is none
 	events     eventSink
 }
 
@@ -216,20 +258,20 @@ func startAnnouncer(ctx context.Context, h host.Host, cfg DiscoveryConfig, deps 
 	if !cfg.Gossip {
 		return nil, nil
 	}
-	g := &announcer{host: h, deps: deps, now: now, log: log, tasks: newTasks(ctx),
-		highWater: map[peer.ID]uint64{}, requerying: map[peer.ID]bool{}}
-	g.mesh.peers = map[peer.ID]struct{}{}
+	g := newAnnouncer(ctx, h, cfg, deps, now, log)
 	ok := false
 	defer func() {
 		if !ok {
 			g.tasks.close()
 		}
 	}()
+	params, thresholds := announceScore()
 	ps, err := pubsub.NewGossipSub(g.tasks.ctx, h,
 		// Strict signing is the default; an announcement's author must be
 		// known and proven, so it is not left to a default.
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
-		pubsub.WithMaxMessageSize(gossip.MaxMessageSize),
+		pubsub.WithMaxMessageSize(maxPubsubMessage),
+		pubsub.WithPeerScore(params, thresholds),
 		pubsub.WithRawTracer(&g.mesh),
 	)
 	if err != nil {
@@ -239,7 +281,7 @@ func startAnnouncer(ctx context.Context, h host.Host, cfg DiscoveryConfig, deps 
 	validate := func(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
 		return g.validate(m)
 	}
-	if err := ps.RegisterTopicValidator(announceTopic, validate); err != nil {
+	if err := ps.RegisterTopicValidator(announceTopic, validate, pubsub.WithValidatorConcurrency(validatorConcurrency)); err != nil {
 		return nil, fmt.Errorf("registering the %s validator: %w", announceTopic, err)
 	}
 	if g.topic, err = ps.Join(announceTopic); err != nil {
@@ -252,6 +294,16 @@ func startAnnouncer(ctx context.Context, h host.Host, cfg DiscoveryConfig, deps 
 	g.tasks.spawn(g.receiveLoop)
 	g.announce()
 	return g, nil
+}
+
+// newAnnouncer is the announcer's state, before GossipSub is started.
+func newAnnouncer(ctx context.Context, h host.Host, cfg DiscoveryConfig, deps announcerDeps, now func() time.Time, log *slog.Logger) *announcer {
+	highWater, _ := simplelru.NewLRU[peer.ID, uint64](maxHighWater, nil)
+	g := &announcer{host: h, deps: deps, now: now, log: log, tasks: newTasks(ctx),
+		budget: newAnnounceBudget(cfg.GossipStrangers, now), verifying: make(chan struct{}, maxVerifying),
+		highWater: highWater, requerying: map[peer.ID]bool{}}
+	g.mesh.peers = map[peer.ID]struct{}{}
+	return g
 }
 
 // Close stops pubsub (by ending its context) and every task of the
@@ -354,8 +406,30 @@ func (g *announcer) validate(m *pubsub.Message) pubsub.ValidationResult {
 	return res
 }
 
+// judge decides an announcement by another author: the budget first,
+// from what this daemon knows of the author, and only within it the
+// decoding and verification.
 func (g *announcer) judge(author peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+	if len(m.Data) > maxAnnouncementSize {
+		// No daemon publishes one: invalid, at no cost to the budget.
+		g.log.Debug("rejected capabilities announcement", "author", author, "via", m.ReceivedFrom, "bytes", len(m.Data))
+		return pubsub.ValidationReject
+	}
+	rec, err := g.deps.peers.Peer(author.String())
+	cached := err == nil
+	known := cached || (g.deps.trusted != nil && g.deps.trusted(author))
+	if !g.budget.allow(author, m.ReceivedFrom, known) {
+		g.throttled.Add(1)
+		g.log.Debug("ignored capabilities announcement over budget", "author", author, "via", m.ReceivedFrom, "known", known)
+		return pubsub.ValidationIgnore
+	}
+	select {
+	case g.verifying <- struct{}{}:
+	case <-g.tasks.ctx.Done():
+		return pubsub.ValidationIgnore
+	}
 	a, err := verifyAnnouncement(author, m.Data)
+	<-g.verifying
 	if err != nil {
 		// Debug: anyone can send these, and the log must not be theirs to fill.
 		g.log.Debug("rejected capabilities announcement", "author", author, "via", m.ReceivedFrom, "err", err)
@@ -370,18 +444,15 @@ func (g *announcer) judge(author peer.ID, m *pubsub.Message) pubsub.ValidationRe
 	// seq does not stop it: this daemon may hold that document from a
 	// greeting or a pushed update, while peers behind it in the mesh have
 	// only this announcement to learn it from.
-	if rec, err := g.deps.peers.Peer(author.String()); err == nil && rec.Seq > seq {
+	if cached && rec.Seq > seq {
 		return pubsub.ValidationIgnore
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if seq <= g.highWater[author] {
+	if high, _ := g.highWater.Get(author); seq <= high {
 		return pubsub.ValidationIgnore // a replay, or overtaken by a newer announcement
 	}
-	if len(g.highWater) >= maxHighWater {
-		clear(g.highWater)
-	}
-	g.highWater[author] = seq
+	g.highWater.Add(author, seq) // evicts the least recently announcing author when full
 	m.ValidatorData = a
 	return pubsub.ValidationAccept
 }
@@ -502,6 +573,168 @@ func (g *announcer) cache(author peer.ID, a *announced, old store.PeerRecord) {
 		g.deps.events.publish(Event{Type: EventPeerView, At: now, Peer: author.String(),
 			Detail: fmt.Sprintf("seq %d, %d capabilities, announced", a.view.Seq, len(a.view.Capabilities))})
 	}
+}
+
+// announceBudget is how many announcements this daemon verifies, decided
+// before any is decoded: it owns the token buckets of unknown authors
+// together, of each forwarding peer (for unknown authors' announcements)
+// and of each author, the last two in bounded least-recently-used tables
+// (a forgotten one comes back with a full bucket, which the shared bucket
+// still bounds).
+//
+// The buckets, for an author this daemon does not know:
+//   - all of them together: strangers a minute, as a burst too;
+//   - those forwarded by one peer: a fifth of that (at least one), so one
+//     flooding neighbour cannot spend what honest neighbours relay;
+//   - one author: strangerAuthorBurst, then one per strangerAuthorEvery (a
+//     daemon announces at start and when its public view changes).
+//
+// For a known author, only its own bucket: knownAuthorBurst, then one per
+// knownAuthorEvery. Buckets are charged specific to shared (forwarder,
+// everyone, author for strangers) and a refusal gives back what it took,
+// so a refused flood does not drain the shared bucket, and the tables of
+// authors churn no faster than the shared bucket allows.
+type announceBudget struct {
+	now func() time.Time
+
+	mu         sync.Mutex
+	strangers  *rate.Limiter
+	perFwd     rate.Limit
+	fwdBurst   int
+	authors    *simplelru.LRU[peer.ID, *rate.Limiter]
+	forwarders *simplelru.LRU[peer.ID, *rate.Limiter]
+}
+
+const (
+	strangerAuthorBurst = 2
+	strangerAuthorEvery = 5 * time.Minute
+	knownAuthorBurst    = 16
+	knownAuthorEvery    = 10 * time.Second
+	// maxBudgetAuthors and maxBudgetForwarders bound the two tables. A
+	// forwarder is a connected peer (limits.connections_high bounds them
+	// too).
+	maxBudgetAuthors    = 4096
+	maxBudgetForwarders = 1024
+)
+
+// newAnnounceBudget verifies perMinute announcements of unknown authors a
+// minute (0: none).
+func newAnnounceBudget(perMinute int, now func() time.Time) *announceBudget {
+	authors, _ := simplelru.NewLRU[peer.ID, *rate.Limiter](maxBudgetAuthors, nil)
+	forwarders, _ := simplelru.NewLRU[peer.ID, *rate.Limiter](maxBudgetForwarders, nil)
+	fwdPerMinute := max(1, perMinute/5)
+	return &announceBudget{now: now,
+		strangers: rate.NewLimiter(rate.Limit(float64(perMinute)/60), perMinute),
+		perFwd:    rate.Limit(float64(fwdPerMinute) / 60), fwdBurst: fwdPerMinute,
+		authors: authors, forwarders: forwarders}
+}
+
+// allow charges one announcement by author, received from forwarder, and
+// reports whether it may be verified.
+func (b *announceBudget) allow(author, forwarder peer.ID, known bool) bool {
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if known {
+		r := bucket(b.authors, author, rate.Every(knownAuthorEvery), knownAuthorBurst).ReserveN(now, 1)
+		return take(r, now)
+	}
+	fwd := bucket(b.forwarders, forwarder, b.perFwd, b.fwdBurst).ReserveN(now, 1)
+	if !take(fwd, now) {
+		return false
+	}
+	all := b.strangers.ReserveN(now, 1)
+	if !take(all, now) {
+		fwd.CancelAt(now)
+		return false
+	}
+	if !take(bucket(b.authors, author, rate.Every(strangerAuthorEvery), strangerAuthorBurst).ReserveN(now, 1), now) {
+		all.CancelAt(now)
+		fwd.CancelAt(now)
+		return false
+	}
+	return true
+}
+
+// bucket is key's bucket in table, made at limit and burst if it has
+// none. An author who became known (or unknown) keeps its bucket until
+// that fills: it is given the new rate.
+func bucket(table *simplelru.LRU[peer.ID, *rate.Limiter], key peer.ID, limit rate.Limit, burst int) *rate.Limiter {
+	l, ok := table.Get(key)
+	if !ok {
+		l = rate.NewLimiter(limit, burst)
+		table.Add(key, l)
+	} else if l.Limit() != limit {
+		l.SetLimit(limit)
+		l.SetBurst(burst)
+	}
+	return l
+}
+
+// take reports whether reservation r holds a token now, giving it back if
+// not.
+func take(r *rate.Reservation, now time.Time) bool {
+	if r.OK() && r.DelayFrom(now) == 0 {
+		return true
+	}
+	r.CancelAt(now)
+	return false
+}
+
+// announceScore is GossipSub's peer scoring for the announcement topic,
+// the only topic this daemon joins. Scores, per peer:
+//
+//   - invalid announcements it delivered (rejected by the validator:
+//     forged, tampered, malformed; ignored ones do not count): -1 × n²,
+//     n decaying to 1% in an hour, so 4 cost -16, 9 cost -81;
+//   - announcements it was first to deliver: +1 each, at most +10,
+//     decaying to 1% in an hour: a neighbour that relays genuine news
+//     earns a little patience, never enough to hide a flood of invalid
+//     ones;
+//   - GossipSub misbehaviour (IWANT promises broken, GRAFT during
+//     backoff) beyond 6: -1 × excess², decaying to 1% in ten minutes.
+//
+// Mesh delivery rates are not scored (the topic is quiet: a daemon
+// announces at start and on change, so an honest mesh peer may deliver
+// nothing for hours), nor time in mesh, nor IP colocation (daemons of one
+// household or office share a NAT; the stranger budget bounds what many
+// keys behind one address cost). Thresholds:
+//
+//   - below -10 (4 invalid) a peer is not gossiped with (IHAVE/IWANT);
+//   - below -20 (5 invalid) this daemon's announcements are not sent to it;
+//   - below -80 (9 invalid) everything it sends is ignored (graylisted);
+//   - peer exchange is taken only from peers scoring 5 or more.
+//
+// Scores are kept 30 minutes after a peer disconnects, so reconnecting
+// does not wipe its record.
+func announceScore() (*pubsub.PeerScoreParams, *pubsub.PeerScoreThresholds) {
+	topic := &pubsub.TopicScoreParams{
+		TopicWeight:                    1,
+		TimeInMeshQuantum:              time.Second, // required, though time in mesh is not scored
+		FirstMessageDeliveriesWeight:   1,
+		FirstMessageDeliveriesDecay:    pubsub.ScoreParameterDecay(time.Hour),
+		FirstMessageDeliveriesCap:      10,
+		InvalidMessageDeliveriesWeight: -1,
+		InvalidMessageDeliveriesDecay:  pubsub.ScoreParameterDecay(time.Hour),
+	}
+	params := &pubsub.PeerScoreParams{
+		Topics:                    map[string]*pubsub.TopicScoreParams{announceTopic: topic},
+		TopicScoreCap:             10,
+		AppSpecificScore:          func(peer.ID) float64 { return 0 },
+		BehaviourPenaltyWeight:    -1,
+		BehaviourPenaltyThreshold: 6,
+		BehaviourPenaltyDecay:     pubsub.ScoreParameterDecay(10 * time.Minute),
+		DecayInterval:             pubsub.DefaultDecayInterval,
+		DecayToZero:               pubsub.DefaultDecayToZero,
+		RetainScore:               30 * time.Minute,
+	}
+	thresholds := &pubsub.PeerScoreThresholds{
+		GossipThreshold:   -10,
+		PublishThreshold:  -20,
+		GraylistThreshold: -80,
+		AcceptPXThreshold: 5,
+	}
+	return params, thresholds
 }
 
 // meshPeers is this daemon's GossipSub mesh on the announcement topic: the

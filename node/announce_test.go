@@ -3,9 +3,12 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,9 +24,12 @@ import (
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
 )
 
 // gossipConfig is the loopback config with GossipSub on.
@@ -134,7 +140,7 @@ func (r *rawGossip) publish(t *testing.T, payload []byte) {
 }
 
 // signedDoc is a minimal capability view of id at seq, signed by signer.
-func signedDoc(t *testing.T, id, signer *identity.Identity, seq uint64, caps ...string) *negotiate.Document {
+func signedDoc(t testing.TB, id, signer *identity.Identity, seq uint64, caps ...string) *negotiate.Document {
 	t.Helper()
 	d := &negotiate.Document{IFP: negotiate.Version, AgentID: id.DID(), Seq: seq}
 	for _, c := range caps {
@@ -146,7 +152,7 @@ func signedDoc(t *testing.T, id, signer *identity.Identity, seq uint64, caps ...
 	return d
 }
 
-func payload(t *testing.T, d *negotiate.Document) []byte {
+func payload(t testing.TB, d *negotiate.Document) []byte {
 	t.Helper()
 	b, err := encodeAnnouncement(d)
 	if err != nil {
@@ -593,4 +599,305 @@ func TestAnnouncementLeavesOutHiddenEvenWhenStrangersAreEligible(t *testing.T) {
 	if err := v.Doc.Verify(a.id.PublicKey()); err != nil {
 		t.Fatalf("the advertised view does not verify: %v", err)
 	}
+}
+
+// gossipFlooder speaks GossipSub's wire without running GossipSub: it writes
+// RPCs to one daemon publishing announcements signed by keys it mints, as
+// a hostile peer does, and discards what it is sent.
+type gossipFlooder struct {
+	host.Host
+	s     network.Stream
+	seqno uint64
+}
+
+func newGossipFlooder(tb testing.TB, d *testDaemon) *gossipFlooder {
+	tb.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { h.Close() })
+	h.SetStreamHandler(pubsub.GossipSubID_v11, func(s network.Stream) { io.Copy(io.Discard, s); s.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Connect(ctx, peer.AddrInfo{ID: d.pid(), Addrs: d.Host().Addrs()}); err != nil {
+		tb.Fatal(err)
+	}
+	s, err := h.NewStream(ctx, d.pid(), pubsub.GossipSubID_v11)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := &gossipFlooder{Host: h, s: s}
+	sub, topic := true, announceTopic
+	f.write(tb, &pb.RPC{Subscriptions: []*pb.RPC_SubOpts{{Subscribe: &sub, Topicid: &topic}}})
+	return f
+}
+
+func (f *gossipFlooder) write(tb testing.TB, rpc *pb.RPC) {
+	tb.Helper()
+	b, err := proto.Marshal(rpc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := f.s.Write(append(binary.AppendUvarint(nil, uint64(len(b))), b...)); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// signed is an announcement as pubsub carries it, published by author.
+func (f *gossipFlooder) signed(tb testing.TB, author *identity.Identity, payload []byte) *pb.Message {
+	tb.Helper()
+	f.seqno++
+	topic := announceTopic
+	m := &pb.Message{From: []byte(author.PeerID()), Data: payload, Seqno: binary.BigEndian.AppendUint64(nil, f.seqno), Topic: &topic}
+	b, err := proto.Marshal(m)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if m.Signature, err = author.LibP2PKey().Sign(append([]byte(pubsub.SignPrefix), b...)); err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// freshAnnouncement is a valid announcement by a key minted for it.
+func (f *gossipFlooder) freshAnnouncement(tb testing.TB, viewBytes int) *pb.Message {
+	tb.Helper()
+	id, _ := identity.Generate(nil)
+	var doc *negotiate.Document
+	if viewBytes > 0 {
+		doc = bigView(tb, id, 1, viewBytes, "schemas")
+	} else {
+		doc = signedDoc(tb, id, id, 1, "ping")
+	}
+	raw, _ := json.Marshal(doc)
+	p, err := announceEnc.Marshal(announcement{Seq: 1, View: raw})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f.signed(tb, id, p)
+}
+
+// judged is how many announcements d's validator has decided.
+func judged(d *testDaemon) uint64 {
+	g := d.gossip
+	return g.accepted.Load() + g.rejected.Load() + g.ignored.Load()
+}
+
+// TestGossipStrangerFloodIgnoredBeyondBudget: two peers flood a daemon R
+// with valid announcements from fresh keys; R verifies and forwards only
+// each forwarder's share of discovery.gossip_strangers, ignores the rest
+// unread, and still delivers a known author's announcement to S.
+func TestGossipStrangerFloodIgnoredBeyondBudget(t *testing.T) {
+	cfg := gossipConfig()
+	cfg.Discovery.GossipStrangers = 10 // each forwarder: 2
+	r := startDaemon(t, cfg)
+	p, s := newRawGossip(t), newRawGossip(t)
+	p.connect(t, r)
+	s.connect(t, r)
+	waitFor(t, "R's mesh to hold P and S", inMesh(r, p.ID(), s.ID()))
+	waitFor(t, "P to see R on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), r.pid()) })
+	knows(t, r, p.ID(), signedDoc(t, p.id, p.id, 1, "ping"))
+	floods := []*gossipFlooder{newGossipFlooder(t, r), newGossipFlooder(t, r)}
+
+	// One at a time, each judged before the next is sent: pubsub's own
+	// validation queue drops what overflows it, which would make the
+	// count depend on timing.
+	const each = 20
+	g := r.gossip
+	for i := range each {
+		for j, f := range floods {
+			f.write(t, &pb.RPC{Publish: []*pb.Message{f.freshAnnouncement(t, 0)}})
+			waitFor(t, "R to judge the announcement", func() bool { return judged(r) == uint64(2*i+j+1) })
+		}
+	}
+	if g.accepted.Load() != 4 || g.throttled.Load() != 2*each-4 || g.rejected.Load() != 0 {
+		t.Fatalf("R accepted %d, throttled %d, rejected %d of %d; want 4 (2 per forwarder), %d, 0",
+			g.accepted.Load(), g.throttled.Load(), g.rejected.Load(), 2*each, 2*each-4)
+	}
+	waitFor(t, "S to receive the 4 accepted", func() bool { return len(s.received()) == 4 })
+
+	// A known author is not a stranger: its announcement goes through.
+	p.publish(t, payload(t, signedDoc(t, p.id, p.id, 2, "ping", "weather.now")))
+	waitFor(t, "S to receive P's seq 2", func() bool { return slices.Contains(s.seqs(t), 2) })
+	waitFor(t, "R to cache P's seq 2", func() bool { return cachedSeq(r, p.ID()) == 2 })
+	if got := len(s.received()); got != 5 {
+		t.Errorf("S received %d announcements, want the 4 within budget and P's", got)
+	}
+	// The flood is ignored, not rejected: the forwarders keep their score
+	// (an honest hop may relay a flood it cannot tell apart).
+	for _, f := range floods {
+		if len(r.Host().Network().ConnsToPeer(f.ID())) == 0 {
+			t.Errorf("R dropped forwarder %s", f.ID())
+		}
+	}
+}
+
+// TestAnnounceBudget: the budget's buckets with an injected clock.
+func TestAnnounceBudget(t *testing.T) {
+	clock := time.Now()
+	b := newAnnounceBudget(30, func() time.Time { return clock })
+	key := func() peer.ID { id, _ := identity.Generate(nil); return id.PeerID() }
+	fwds := make([]peer.ID, 10)
+	for i := range fwds {
+		fwds[i] = key()
+	}
+	// Fresh authors through ten forwarders: each forwarder's share (6),
+	// all of them together 30.
+	allowed := map[peer.ID]int{}
+	total := 0
+	for i := range 200 {
+		if b.allow(key(), fwds[i%len(fwds)], false) {
+			allowed[fwds[i%len(fwds)]]++
+			total++
+		}
+	}
+	if total != 30 {
+		t.Errorf("%d strangers' announcements allowed at once, want 30", total)
+	}
+	for f, n := range allowed {
+		if n > 6 {
+			t.Errorf("forwarder %s got %d, its share is 6", f, n)
+		}
+	}
+	// One stranger: two, then one per five minutes, whatever the forwarders.
+	clock = clock.Add(time.Hour)
+	author := key()
+	n := 0
+	for i := range 10 {
+		if b.allow(author, fwds[i], false) {
+			n++
+		}
+	}
+	if n != strangerAuthorBurst {
+		t.Errorf("one stranger got %d, want %d", n, strangerAuthorBurst)
+	}
+	// A refused stranger gave back what the shared buckets reserved.
+	if got := b.strangers.TokensAt(clock); got < 30-strangerAuthorBurst-0.5 {
+		t.Errorf("refusals spent the shared bucket: %.1f tokens left", got)
+	}
+	clock = clock.Add(strangerAuthorEvery)
+	if !b.allow(author, fwds[0], false) {
+		t.Error("the stranger's bucket did not refill")
+	}
+	// A known author is not charged to the strangers' buckets.
+	known := key()
+	for range 40 {
+		b.allow(key(), fwds[1], false) // spend forwarder 1's share
+	}
+	n = 0
+	for range 100 {
+		if b.allow(known, fwds[1], true) {
+			n++
+		}
+	}
+	if n != knownAuthorBurst {
+		t.Errorf("a known author got %d through a spent forwarder, want its own burst %d", n, knownAuthorBurst)
+	}
+	// The tables are bounded.
+	for range maxBudgetAuthors + 100 {
+		clock = clock.Add(time.Second)
+		b.allow(key(), key(), false)
+	}
+	if b.authors.Len() > maxBudgetAuthors || b.forwarders.Len() > maxBudgetForwarders {
+		t.Errorf("tables grew to %d authors and %d forwarders", b.authors.Len(), b.forwarders.Len())
+	}
+	// gossip_strangers = 0: no stranger at all, known authors still.
+	none := newAnnounceBudget(0, func() time.Time { return clock })
+	if none.allow(key(), key(), false) || !none.allow(known, key(), true) {
+		t.Error("gossip_strangers = 0 let a stranger through, or stopped a known author")
+	}
+}
+
+// TestAnnounceScoreParamsValid: pubsub accepts the score parameters (it
+// validates them only when a router starts).
+func TestAnnounceScoreParamsValid(t *testing.T) {
+	h, err := libp2p.New(libp2p.NoListenAddrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	params, thresholds := announceScore()
+	if _, err := pubsub.NewGossipSub(ctx, h, pubsub.WithPeerScore(params, thresholds)); err != nil {
+		t.Fatal(err)
+	}
+	// The thresholds in announceScore's comment: 4, 5 and 9 invalid
+	// announcements cross them (-1 × n²).
+	for _, c := range []struct {
+		n         float64
+		threshold float64
+	}{{4, thresholds.GossipThreshold}, {5, thresholds.PublishThreshold}, {9, thresholds.GraylistThreshold}} {
+		w := params.Topics[announceTopic].InvalidMessageDeliveriesWeight
+		if w*c.n*c.n >= c.threshold || w*(c.n-1)*(c.n-1) < c.threshold {
+			t.Errorf("%v invalid announcements do not first cross %v", c.n, c.threshold)
+		}
+	}
+}
+
+// TestAnnouncementKnownByTrustOrCache: with no budget for strangers at
+// all, an author the peer cache holds, or one the trust book holds above
+// signed (pinned, introduced, document-checked), is still verified; any
+// other is ignored before its announcement is decoded.
+func TestAnnouncementKnownByTrustOrCache(t *testing.T) {
+	h, err := libp2p.New(libp2p.NoListenAddrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	pinned, cachedID, stranger := mustID(t), mustID(t), mustID(t)
+	st := openTestStore(t)
+	knownDoc := signedDoc(t, cachedID, cachedID, 1, "ping")
+	a, err := verifyAnnouncement(cachedID.PeerID(), payload(t, knownDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutPeer(store.PeerRecord{PeerID: cachedID.PeerID().String(), AgentID: knownDoc.AgentID, Seq: 1,
+		DocHash: a.hash, View: a.raw, FetchedAt: time.Now(), ChangedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	g := newAnnouncer(context.Background(), h, DiscoveryConfig{GossipStrangers: 0},
+		announcerDeps{peers: st, keyRevoked: func(peer.ID) error { return nil },
+			trusted: func(p peer.ID) bool { return p == pinned.PeerID() }},
+		time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer g.tasks.close()
+	fwd := mustID(t).PeerID()
+	for _, c := range []struct {
+		name string
+		id   *identity.Identity
+		seq  uint64
+		want pubsub.ValidationResult
+	}{
+		{"pinned", pinned, 1, pubsub.ValidationAccept},
+		{"cached", cachedID, 2, pubsub.ValidationAccept},
+		{"stranger", stranger, 1, pubsub.ValidationIgnore},
+	} {
+		m := strangerMessage(c.id.PeerID(), fwd, payload(t, signedDoc(t, c.id, c.id, c.seq, "ping")))
+		if got := g.validate(m); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	if g.throttled.Load() != 1 {
+		t.Errorf("throttled %d, want the stranger's only", g.throttled.Load())
+	}
+}
+
+func mustID(t *testing.T) *identity.Identity {
+	t.Helper()
+	id, err := identity.Generate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func openTestStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "ifaced.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

@@ -88,6 +88,10 @@ type HTTPConfig struct {
 	CertFile string `toml:"cert_file"` // TLS certificate (PEM); required unless listen is loopback
 	KeyFile  string `toml:"key_file"`  // its private key (PEM)
 	URL      string `toml:"url"`       // how others reach it (for the agent card); "" derives it from listen
+	// AllowedHosts are host names a loopback binding answers to besides
+	// localhost, 127.0.0.1, [::1], the listen host and url's host: any
+	// other Host (a DNS-rebinding page's) gets 421.
+	AllowedHosts []string `toml:"allowed_hosts"`
 }
 
 // LimitsConfig bounds what peers can make the daemon hold.
@@ -111,7 +115,7 @@ type TrustConfig struct {
 	KeyTransition Duration `toml:"key_transition"` // how long a retired key still verifies
 	IntroExpiry   Duration `toml:"intro_expiry"`   // default lifetime of minted introduction tokens
 	CAFile        string   `toml:"ca_file"`        // extra PEM roots for identity document fetches; "" is the system roots only
-	FetchPrivate  bool     `toml:"fetch_private"`  // allow identity document fetches to loopback and private addresses
+	FetchPrivate  bool     `toml:"fetch_private"`  // allow identity document fetches to addresses that are not globally routable
 }
 
 // TiersConfig places custom disclosure tiers in the standard order.
@@ -190,6 +194,10 @@ type DiscoveryConfig struct {
 	Bootstrap   []string `toml:"bootstrap"`    // DHT and gossip bootstrap peers: multiaddrs ending in /p2p/<peer ID>
 	Reprovide   Duration `toml:"reprovide"`    // how often provider records are renewed
 	Gossip      bool     `toml:"gossip"`       // announce and follow capabilities.update on GossipSub
+	// GossipStrangers is how many announcements by authors this daemon
+	// does not know it verifies (and so forwards) a minute, all together;
+	// past it they are ignored unverified. 0 forwards none.
+	GossipStrangers int `toml:"gossip_strangers"`
 	// ImportRefresh is how often imported outside agents are fetched again.
 	ImportRefresh Duration `toml:"import_refresh"`
 	// Other peers' provider records a DHT server keeps, in all and for one
@@ -312,7 +320,8 @@ func DefaultConfig() *Config {
 			"/ip4/0.0.0.0/tcp/" + p, "/ip4/0.0.0.0/udp/" + p + "/quic-v1",
 			"/ip6/::/tcp/" + p, "/ip6/::/udp/" + p + "/quic-v1",
 		}},
-		API: APIConfig{Listen: fmt.Sprintf("127.0.0.1:%d", DefaultPort+1)},
+		API:  APIConfig{Listen: fmt.Sprintf("127.0.0.1:%d", DefaultPort+1)},
+		HTTP: HTTPConfig{AllowedHosts: []string{}},
 		Limits: LimitsConfig{
 			ConnectionsLow: 400, ConnectionsHigh: 600, GracePeriod: Duration{20 * time.Second},
 			StreamTimeout: Duration{30 * time.Second}, MaxStreams: 1024, MaxMemoryMB: 256,
@@ -330,7 +339,7 @@ func DefaultConfig() *Config {
 			MaxPerSender: 200, MaxTotalMB: 256, Poll: Duration{time.Minute}, GiveUp: Duration{24 * time.Hour},
 			MaxPerAddress: 400, Idle: Duration{10 * time.Minute}},
 		Discovery: DiscoveryConfig{MDNS: true, MDNSService: "_ifaced._udp", DHT: DHTAuto, Bootstrap: []string{},
-			Reprovide: Duration{12 * time.Hour}, Gossip: true, ImportRefresh: Duration{6 * time.Hour},
+			Reprovide: Duration{12 * time.Hour}, Gossip: true, GossipStrangers: 30, ImportRefresh: Duration{6 * time.Hour},
 			MaxProviderRecords: DefaultMaxProviderRecords, MaxProvidersPerKey: DefaultMaxProvidersPerKey},
 		Durability:   DurabilityConfig{Sync: SyncInterval, Interval: Duration{time.Second}},
 		Audit:        AuditConfig{MaxMB: 1024, RetentionDays: 90, MinFreeMB: 256},
@@ -467,6 +476,11 @@ func (c *Config) Validate() error {
 			bad(f.key, "%q is not an absolute path", f.path)
 		}
 	}
+	for i, h := range c.HTTP.AllowedHosts {
+		if err := checkHostName(h); err != nil {
+			bad(fmt.Sprintf("http.allowed_hosts[%d]", i), "%v", err)
+		}
+	}
 	if u := c.HTTP.URL; u != "" {
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			bad("http.url", "%q is not an http(s) URL", u)
@@ -485,6 +499,9 @@ func (c *Config) Validate() error {
 		if positive[k] <= 0 {
 			bad(k, "must be positive, got %d", positive[k])
 		}
+	}
+	if c.Discovery.GossipStrangers < 0 {
+		bad("discovery.gossip_strangers", "must be 0 (forward no stranger's announcement) or more, got %d", c.Discovery.GossipStrangers)
 	}
 	if l.ConnectionsLow > l.ConnectionsHigh {
 		bad("limits.connections_low", "%d is above connections_high (%d)", l.ConnectionsLow, l.ConnectionsHigh)
@@ -661,6 +678,19 @@ func checkLoopback(hostport string) error {
 	ip, err := netip.ParseAddr(host)
 	if err != nil || !ip.IsLoopback() {
 		return fmt.Errorf("%q is not a loopback address: the control API listens on 127.0.0.1 or [::1] only", hostport)
+	}
+	return nil
+}
+
+// checkHostName accepts a host name or IP address as a Host header names
+// it, without scheme, port or path: "agent.example.org", "192.0.2.7",
+// "::1" or "[::1]".
+func checkHostName(h string) error {
+	if _, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
+		return nil
+	}
+	if h == "" || len(h) > 253 || strings.Trim(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") != "" {
+		return fmt.Errorf("%q is not a host name (letters, digits, '-' and '.'; no scheme, port or path, e.g. \"agent.example.org\")", h)
 	}
 	return nil
 }

@@ -75,6 +75,7 @@ func TestConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"bad duration", base + "[replay]\nwindow = \"1 day\"\n", "replay.window", 6, "not a duration"},
 		{"syntax", base + "[limits\n", "", 5, ""},
 		{"public api", "version = 1\n[api]\nlisten = \"0.0.0.0:4818\"\n", "api.listen", 3, "loopback"},
+		{"bad allowed host", "version = 1\n[http]\nallowed_hosts = [\"localhost\", \"http://agent.example:80\"]\n", "http.allowed_hosts[1]", 3, "not a host name"},
 		{"bad multiaddr", "version = 1\n[listen]\naddresses = [\"tcp/4817\"]\n", "listen.addresses[0]", 3, "multiaddr"},
 		{"unknown tier", "version = 1\n[disclosure]\ndefault = \"friends\"\n", "disclosure.default", 3, "friends"},
 		{"bad custom tier", "version = 1\n[tiers]\ncustom = [{ name = \"lab\", after = \"profesional\" }]\n", "tiers.custom[0].after", 3, "profesional"},

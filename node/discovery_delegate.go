@@ -2,6 +2,9 @@ package node
 
 import (
 	"time"
+
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // The Node's side of discovery: the one place that reaches into the Node
@@ -30,7 +33,8 @@ func (n *Node) startDiscovery() error {
 		n.onClose(d.Close)
 	}
 	g, err := startAnnouncer(n.ctx, n.host, n.cfg.Discovery, announcerDeps{views: views, peers: n.store, ask: n.convs,
-		keyRevoked: n.trust.KeyRevoked, events: n.events}, now, n.log)
+		keyRevoked: n.trust.KeyRevoked, trusted: func(p peer.ID) bool { return n.trust.Peer(p).Level > conditions.Signed },
+		events: n.events}, now, n.log)
 	if err != nil {
 		return err
 	}

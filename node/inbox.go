@@ -294,18 +294,24 @@ func (ib *Inbox) ViewFor(f conditions.Facts) (*negotiate.Document, string, error
 // through the same checks as a libp2p request (conditions, parameter
 // schema, workload, local agent, output schema).
 //
-// Each anonymous request is a conversation of its own, so it is refused
-// (wire code unavailable) while the audit log has no room for new ones.
+// Each anonymous request is a conversation of its own with a stranger, so
+// it is refused (wire code unavailable) while the audit log has no room
+// for one (gossip.AuditLog.StrangerRoom). Its outcome is audited after
+// it, in the same conversation: "answered" or "refused: <wire code>",
+// never the output itself.
 func (ib *Inbox) ExecuteAnonymous(via, caller, ref, name string, params any) (any, error) {
-	if err := ib.audit.Room(); err != nil {
+	if err := ib.audit.StrangerRoom(); err != nil {
 		return nil, fmt.Errorf("%w: %w", wire.ErrUnavailable, err)
 	}
-	if err := ib.recordAnonymous(via, caller, ref, name, params); err != nil {
+	req, err := ib.recordAnonymous(via, caller, ref, name, params)
+	if err != nil {
 		return nil, err
 	}
 	f := ib.HTTPFacts()
 	g := negotiate.Granted{Disclosure: f.Disclosure, AuthLevel: f.AuthLevel, Temperature: f.Temperature, Persona: f.Persona}
-	return ib.invoker.execute(name, params, g, "", "")
+	out, err := ib.invoker.execute(name, params, g, "", "")
+	ib.recordAnonymousOutcome(via, caller, req, err)
+	return out, err
 }
 
 // anonymousPeer is the audit log's name for callers that proved nothing.
@@ -313,7 +319,7 @@ const anonymousPeer = "anonymous"
 
 // recordAnonymous audits an anonymous request as the IFP-4 probe it
 // amounts to.
-func (ib *Inbox) recordAnonymous(via, caller, ref, name string, params any) error {
+func (ib *Inbox) recordAnonymous(via, caller, ref, name string, params any) (*gossip.Message, error) {
 	now := ib.now()
 	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
 		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
@@ -330,9 +336,32 @@ func (ib *Inbox) recordAnonymous(via, caller, ref, name string, params any) erro
 	}
 	err := ib.audit.Record(gossip.AuditEntry{At: now.UTC(), Direction: gossip.Received, Peer: anonymousPeer, Transport: via, Note: note, Message: m})
 	if err != nil {
-		return fmt.Errorf("%w: recording an anonymous request: %w", errAudit, err)
+		return nil, fmt.Errorf("%w: recording an anonymous request: %w", errAudit, err)
 	}
-	return nil
+	return m, nil
+}
+
+// recordAnonymousOutcome audits how the anonymous request req ended, as
+// this daemon's reply in its conversation. A failure to record is logged:
+// the request was recorded before it ran.
+func (ib *Inbox) recordAnonymousOutcome(via, caller string, req *gossip.Message, failed error) {
+	now := ib.now()
+	name := req.Headers.Capabilities.Request[0]
+	outcome, phase, text := "answered", gossip.PhaseProbe, fmt.Sprintf("Answered: %s.", name)
+	if failed != nil {
+		body := wire.NewErrorBody(failed)
+		outcome, phase, text = "refused: "+string(body.Code), gossip.PhaseError, fmt.Sprintf("Refused: %s (%s).", name, body.Code)
+	}
+	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
+		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
+		From: ib.convs.localAgent(), To: []gossip.Agent{req.Headers.From},
+		ConversationID: req.Headers.ConversationID, Sequence: 2, Phase: phase, ContentType: gossip.DefaultContentType,
+		Thread: &gossip.Thread{InReplyTo: req.Headers.MessageID},
+	}, Body: gossip.Body{Text: text}}
+	note := fmt.Sprintf("anonymous request through %s from %s: %s", via, caller, outcome)
+	if err := ib.audit.Record(gossip.AuditEntry{At: now.UTC(), Direction: gossip.Sent, Peer: anonymousPeer, Transport: via, Note: note, Message: m}); err != nil {
+		ib.log.Warn("recording an anonymous request's outcome", "via", via, "capability", name, "err", err)
+	}
 }
 
 // DisplayName is the agent's display name, or its did:key.

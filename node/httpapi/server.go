@@ -20,7 +20,11 @@
 //
 // The binding is a separate listener from the control API and shares
 // nothing with it: no route here changes the daemon. Plain HTTP is allowed
-// on loopback only (the config refuses anything else without TLS).
+// on loopback only (the config refuses anything else without TLS), and on
+// loopback only requests naming the binding in Host are answered
+// (hostGuard, against DNS rebinding). Requests are limited per client and
+// in total before any work (limiter), and anonymous invocations are
+// audited with the caller's address, the capability and the outcome.
 package httpapi
 
 import (
@@ -54,7 +58,9 @@ type Binding struct {
 	tls  bool
 
 	limit   *limiter
-	running chan struct{} // one token per invocation running
+	hosts   *hostGuard       // nil unless the binding is on loopback
+	now     func() time.Time // the limiter's clock
+	running chan struct{}    // one token per invocation running
 
 	cardMu  sync.Mutex
 	card    *negotiate.AgentCard // signed, for the view tagged cardTag
@@ -76,8 +82,9 @@ func Listen(n *node.Node, cfg node.HTTPConfig, log *slog.Logger) (*Binding, erro
 		return nil, fmt.Errorf("starting HTTP binding on %s: %w", cfg.Listen, err)
 	}
 	s := &Binding{n: n, cfg: cfg, log: log, addr: ln.Addr().String(), tls: tlsCfg != nil,
-		limit: newLimiter(), running: make(chan struct{}, maxInvocations)}
+		limit: newLimiter(), now: time.Now, running: make(chan struct{}, maxInvocations)}
 	s.url = cfg.URL
+	s.hosts = newHostGuard(s.addr, cfg.URL, cfg.AllowedHosts)
 	if s.url == "" {
 		scheme := "http"
 		if s.tls {
@@ -143,7 +150,7 @@ func (s *Binding) routes() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no endpoint %s (see /.well-known/iface/capabilities)", r.URL.Path))
 	})
-	return s.limited(limitBody(mux))
+	return s.hosts.guard(s.limited(limitBody(mux)))
 }
 
 // allowedMethods lists the methods the path has a route for, if any.
@@ -181,6 +188,8 @@ const (
 	CodePayloadTooLarge  = "payload_too_large"
 	CodeInternal         = "internal_error"
 	CodeNotFound         = "not_found"
+	CodeMisdirected      = "misdirected_request" // 421: the Host does not name this binding (hostGuard)
+	CodeForbiddenOrigin  = "forbidden_origin"    // 403: a POST from a web page of another origin (hostGuard)
 )
 
 // Error is the IFP-6 error body, with the wire error body when a

@@ -96,27 +96,29 @@ type docFetcher struct {
 	sem    chan struct{} // one slot per check in flight
 }
 
-// errPrivateAddress refuses a fetch that would reach this machine or its
-// network: a peer names the URL, and must not make the daemon probe
-// addresses only it can reach.
-var errPrivateAddress = errors.New("refusing to fetch from a loopback, private or link-local address (set trust.fetch_private = true to allow it)")
+// errPrivateAddress refuses a fetch that would reach this machine, its
+// network or any address that is not globally routable (globalip.go): a
+// peer names the URL, and must not make the daemon probe addresses only it
+// can reach.
+var errPrivateAddress = errors.New("refusing to fetch from an address that is not globally routable (set trust.fetch_private = true to allow loopback and private addresses)")
 
-// publicOnly is a net.Dialer Control hook that refuses non-public
-// addresses at connect time, after DNS resolution, so a name that resolves
-// to a private address is refused too.
+// publicOnly is a net.Dialer Control hook that refuses every address that
+// is not globally routable, at connect time, after DNS resolution: a name
+// that resolves to a private address is refused too, and so is each
+// redirect's and each retry's address. trust.fetch_private (tests, or a
+// daemon whose peers serve documents on a private network) leaves the hook
+// out; nothing else does.
 func publicOnly(network, address string, _ syscall.RawConn) error {
 	host, _, err := net.SplitHostPort(address)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %q is not host:port: %w", errPrivateAddress, address, err)
 	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %q is not an IP address: %w", errPrivateAddress, host, err)
 	}
-	ip = ip.Unmap()
-	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
-		return fmt.Errorf("%w: %s", errPrivateAddress, ip)
+	if why := notRoutable(ip); why != "" {
+		return fmt.Errorf("%w: %s is %s", errPrivateAddress, ip, why)
 	}
 	return nil
 }
