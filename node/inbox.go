@@ -334,7 +334,7 @@ func (ib *Inbox) recordAnonymous(via, caller, ref, name string, params any) (*go
 	if ref != "" {
 		note += " (caller's reference " + strconv.Quote(gossip.Clip(ref, 200)) + ")"
 	}
-	err := ib.audit.Record(gossip.AuditEntry{At: now.UTC(), Direction: gossip.Received, Peer: anonymousPeer, Transport: via, Note: note, Message: m})
+	err := ib.audit.Record(gossip.AuditEntry{At: now.UTC(), Direction: gossip.Received, Peer: anonymousPeer, Transport: via, Note: note, Message: m, Stranger: true})
 	if err != nil {
 		return nil, fmt.Errorf("%w: recording an anonymous request: %w", errAudit, err)
 	}
@@ -359,7 +359,7 @@ func (ib *Inbox) recordAnonymousOutcome(via, caller string, req *gossip.Message,
 		Thread: &gossip.Thread{InReplyTo: req.Headers.MessageID},
 	}, Body: gossip.Body{Text: text}}
 	note := fmt.Sprintf("anonymous request through %s from %s: %s", via, caller, outcome)
-	if err := ib.audit.Record(gossip.AuditEntry{At: now.UTC(), Direction: gossip.Sent, Peer: anonymousPeer, Transport: via, Note: note, Message: m}); err != nil {
+	if err := ib.audit.Record(gossip.AuditEntry{At: now.UTC(), Direction: gossip.Sent, Peer: anonymousPeer, Transport: via, Note: note, Message: m, Stranger: true}); err != nil {
 		ib.log.Warn("recording an anonymous request's outcome", "via", via, "capability", name, "err", err)
 	}
 }
