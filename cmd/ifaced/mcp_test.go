@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -440,5 +441,127 @@ func TestMCPOverHTTP(t *testing.T) {
 	call(t, ctx, old, "invoke", map[string]any{"peer": p.aliceID, "capability": "echo", "params": map[string]any{"x": 1}}, &inv)
 	if r, _ := inv.Result.(map[string]any); r["x"] != float64(1) {
 		t.Errorf("echo over 2025-06-18: %+v", inv)
+	}
+}
+
+// requireInterop names the environment variable that turns a missing
+// Node.js into a failure rather than a skip (CI sets it), as in
+// node/httpapi's interop test.
+const requireInterop = "IFACED_REQUIRE_INTEROP"
+
+// TestMCPTypeScriptClient has the official TypeScript SDK's client
+// (interop/js/mcp.mjs, installed with npm ci from the committed lock file)
+// use `ifaced mcp` over stdio and the daemon's /v1/mcp over streamable
+// HTTP: it speaks 2025-11-25 with initialize, and validates every
+// structured result against the tool's output schema.
+func TestMCPTypeScriptClient(t *testing.T) {
+	needNode(t)
+	dir, err := filepath.Abs(filepath.Join("..", "..", "interop", "js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	npmCI(t, dir)
+	bin := buildIfaced(t)
+	p := startMCPPair(t)
+	tok, err := os.ReadFile(api.TokenFile(p.bobHome))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "mcp.mjs", bin, p.bobHome.Dir, p.aliceID, "http://"+p.bobAPI.Addr()+mcpPath)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "IFACED_MCP_TOKEN="+strings.TrimSpace(string(tok)))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node mcp.mjs: %v\n%s", err, stderr.String())
+	}
+	type run struct {
+		ProtocolVersion   string               `json:"protocolVersion"`
+		Server            string               `json:"server"`
+		Tools             []string             `json:"tools"`
+		InvokeAnnotations *mcp.ToolAnnotations `json:"invokeAnnotations"`
+		Summary           string               `json:"summary"`
+		OwnTool           string               `json:"ownTool"`
+		OwnResult         map[string]any       `json:"ownResult"`
+		RefusedIsError    bool                 `json:"refusedIsError"`
+		Refusal           string               `json:"refusal"`
+		Unknown           string               `json:"unknown"`
+	}
+	var got struct {
+		Stdio *run `json:"stdio"`
+		HTTP  *run `json:"http"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("mcp.mjs printed no JSON summary (%v): %s\n%s", err, out, stderr.String())
+	}
+	wantTools := []string{"find_agents", "greet_peer", "invoke", "list_conversations", "list_peers", "read_conversation", "read_messages", "send_message", "show_peer"}
+	for name, r := range map[string]*run{"stdio": got.Stdio, "http": got.HTTP} {
+		if r == nil {
+			t.Errorf("%s: no summary in %s", name, out)
+			continue
+		}
+		if r.ProtocolVersion != "2025-11-25" || r.Server != "ifaced" || !slices.Equal(r.Tools, wantTools) {
+			t.Errorf("%s: protocol %q, server %q, tools %q", name, r.ProtocolVersion, r.Server, r.Tools)
+		}
+		if a := r.InvokeAnnotations; a == nil || a.DestructiveHint == nil || !*a.DestructiveHint || a.OpenWorldHint == nil || !*a.OpenWorldHint {
+			t.Errorf("%s: invoke's annotations as the client read them: %+v", name, a)
+		}
+		if r.Summary != "one two" || r.OwnTool != mcpserve.ToolName(p.aliceID, "doc.summarize") || r.OwnResult["summary"] != "alpha" {
+			t.Errorf("%s: summary %q, own tool %q, its result %v", name, r.Summary, r.OwnTool, r.OwnResult)
+		}
+		if !r.RefusedIsError || !strings.Contains(r.Refusal, "min_disclosure: requires professional, you have public") {
+			t.Errorf("%s: refusal %v %q", name, r.RefusedIsError, r.Refusal)
+		}
+		if !strings.Contains(r.Unknown, "no_such_tool") {
+			t.Errorf("%s: an unknown tool gave %q", name, r.Unknown)
+		}
+	}
+}
+
+// needNode skips the test when Node.js 20 or later and npm are not
+// installed, or fails it when requireInterop is set.
+func needNode(t *testing.T) {
+	t.Helper()
+	missing := func(why string) {
+		if os.Getenv(requireInterop) != "" {
+			t.Fatalf("%s, and %s is set", why, requireInterop)
+		}
+		t.Skipf("%s; install Node.js 20 or later with npm to run this check (set %s to make this a failure)", why, requireInterop)
+	}
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing(tool + " is not on PATH")
+		}
+	}
+	v, err := exec.Command("node", "--version").Output()
+	if err != nil {
+		missing("node --version failed: " + err.Error())
+	}
+	major, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(string(v)), "v"), ".")
+	if n, err := strconv.Atoi(major); err != nil || n < 20 {
+		missing("node is " + strings.TrimSpace(string(v)) + ", older than 20")
+	}
+}
+
+// npmCI installs dir's dependencies from its package-lock.json unless
+// node_modules holds that lock file's install already.
+func npmCI(t *testing.T, dir string) {
+	t.Helper()
+	lock, err := os.Stat(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json")); err == nil && !done.ModTime().Before(lock.ModTime()) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
 	}
 }
