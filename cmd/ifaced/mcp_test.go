@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/mcpserve"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
 )
 
 // mcpPair is two greeted-to-be daemons on loopback: alice fronts the
@@ -563,5 +565,57 @@ func npmCI(t *testing.T, dir string) {
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+	}
+}
+
+// TestMCPEndpointLeavesNoGoroutine serves a 2026-07-28 session over
+// /v1/mcp (with its subscriptions/listen stream open), stops the daemon as
+// runDaemon does, and checks that nothing the endpoint started still runs.
+func TestMCPEndpointLeavesNoGoroutine(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	cfg := loopbackConfig()
+	h := node.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	id, err := h.Init(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	n, err := node.New(cfg, id, h, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.Listen(n, h, cfg.API.Listen, log)
+	if err != nil {
+		n.Close()
+		t.Fatal(err)
+	}
+	stop, err := mountMCP(srv, h, log)
+	if err != nil {
+		srv.Close()
+		n.Close()
+		t.Fatal(err)
+	}
+	tok, err := os.ReadFile(api.TokenFile(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + srv.Addr() + mcpPath,
+		HTTPClient: &http.Client{Transport: bearer{strings.TrimSpace(string(tok)), tr}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs.Close()
+	tr.CloseIdleConnections()
+	stop()
+	if err := errors.Join(srv.Close(), n.Close()); err != nil {
+		t.Fatal(err)
 	}
 }
