@@ -430,19 +430,51 @@ func TestMCPOverHTTP(t *testing.T) {
 	}
 	p.exercise(t, ctx, cs, changed)
 
-	old, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, DisableStandaloneSSE: true},
+	// A 2025-06-18 client gets a session, and with it notifications.
+	oldChanged := make(chan struct{}, 16)
+	legacy := mcp.NewClient(&mcp.Implementation{Name: "ifaced-test-legacy", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case oldChanged <- struct{}{}:
+			default:
+			}
+		}})
+	old, err := legacy.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc},
 		&mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer old.Close()
-	if v := old.InitializeResult().ProtocolVersion; v != "2025-06-18" {
-		t.Errorf("a 2025-06-18 client negotiated %s", v)
+	if v := old.InitializeResult().ProtocolVersion; v != "2025-06-18" || old.ID() == "" {
+		t.Errorf("a 2025-06-18 client negotiated %s, session %q", v, old.ID())
 	}
 	var inv mcpserve.InvokeOutput
 	call(t, ctx, old, "invoke", map[string]any{"peer": p.aliceID, "capability": "echo", "params": map[string]any{"x": 1}}, &inv)
 	if r, _ := inv.Result.(map[string]any); r["x"] != float64(1) {
 		t.Errorf("echo over 2025-06-18: %+v", inv)
+	}
+	ac, err := api.Dial(p.aliceHome)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ac.Close()
+	if _, err := ac.RemoveCapability(ctx, "weather.forecast"); err != nil {
+		t.Fatal(err)
+	}
+	weather := mcpserve.ToolName(p.aliceID, "weather.forecast")
+	for {
+		select {
+		case <-oldChanged:
+		case <-ctx.Done():
+			t.Fatalf("the 2025-06-18 session had no tools/list_changed after alice removed a capability")
+		}
+		tools, err := old.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(tools.Tools, func(tl *mcp.Tool) bool { return tl.Name == weather }) {
+			break
+		}
 	}
 }
 
@@ -569,7 +601,8 @@ func npmCI(t *testing.T, dir string) {
 }
 
 // TestMCPEndpointLeavesNoGoroutine serves a 2026-07-28 session over
-// /v1/mcp (with its subscriptions/listen stream open), stops the daemon as
+// /v1/mcp (with its subscriptions/listen stream open) and a 2025-06-18
+// one (with its GET stream), stops the daemon as
 // runDaemon does, and checks that nothing the endpoint started still runs.
 func TestMCPEndpointLeavesNoGoroutine(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
@@ -612,7 +645,16 @@ func TestMCPEndpointLeavesNoGoroutine(t *testing.T) {
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
+	legacy, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + srv.Addr() + mcpPath,
+		HTTPClient: &http.Client{Transport: bearer{strings.TrimSpace(string(tok)), tr}}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := legacy.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
 	cs.Close()
+	legacy.Close()
 	tr.CloseIdleConnections()
 	stop()
 	if err := errors.Join(srv.Close(), n.Close()); err != nil {

@@ -17,11 +17,14 @@
 //   - stdio, for `ifaced mcp` (a stateful session: list-changed and
 //     resource-updated notifications reach every client, old or new);
 //   - streamable HTTP, mounted by the daemon on its control API listener
-//     (POST /v1/mcp, behind the API token, loopback and socket only). It is
-//     stateless, as the SDK requires for 2026-07-28 over HTTP; a
+//     (/v1/mcp, behind the API token, loopback and socket only). The SDK
+//     accepts 2026-07-28 over HTTP only in its stateless mode, which has no
+//     GET stream for legacy clients, so Handler routes: initialize, or a
+//     request carrying Mcp-Session-Id, goes to a stateful handler (legacy
+//     clients get their session and its notifications; idle sessions close
+//     after LegacySessionIdle), everything else to a stateless one (a
 //     2026-07-28 client gets notifications on its subscriptions/listen
-//     request, while a legacy client over HTTP gets none (stateless mode
-//     has no GET stream) and lists again instead.
+//     request).
 //
 // # Tools
 //

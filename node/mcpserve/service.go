@@ -1,7 +1,9 @@
 package mcpserve
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +27,10 @@ const (
 	maxDescBytes    = 1 << 10  // of a peer-written description shown as a tool's
 	maxSchemaBytes  = 64 << 10 // of a peer's parameters or output schema used as a tool's
 	maxCachedPeers  = 256      // cached peers find_agents looks at
+
+	// LegacySessionIdle closes a pre-2026-07-28 HTTP session that sent
+	// nothing for this long (its client starts a new one).
+	LegacySessionIdle = 30 * time.Minute
 )
 
 // Daemon is what the server needs of the control API; *api.Client has it.
@@ -89,16 +95,43 @@ func (s *Service) ServeStdio(ctx context.Context) error {
 	return s.srv.Run(ctx, &mcp.StdioTransport{})
 }
 
-// Handler serves streamable HTTP, stateless (see the package comment).
-// The caller authenticates; the write deadline of the listener is lifted
-// per request, since a subscriptions/listen request stays open and a tool
-// call is bounded by the control API's own timeouts.
+// Handler serves streamable HTTP. A request that opens a session
+// (initialize, the legacy handshake) or carries one (Mcp-Session-Id) goes
+// to a stateful handler, so legacy clients get their GET stream and with it
+// list-changed notifications; everything else, which is how 2026-07-28
+// clients speak (server/discover, then requests carrying their version),
+// goes to a stateless handler, the only kind on which the SDK accepts
+// 2026-07-28. A legacy session idle for LegacySessionIdle is closed. The
+// caller authenticates and bounds the body; the listener's write deadline
+// is lifted per request, since a GET stream or a subscriptions/listen
+// request stays open, and a tool call is bounded by the control API's own
+// timeouts.
 func (s *Service) Handler() http.Handler {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv },
-		&mcp.StreamableHTTPOptions{Stateless: true, Logger: s.log, MaxRequestBodyBytes: api.MaxBody})
+	get := func(*http.Request) *mcp.Server { return s.srv }
+	stateless := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, Logger: s.log, MaxRequestBodyBytes: api.MaxBody})
+	sessions := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{SessionTimeout: LegacySessionIdle, Logger: s.log, MaxRequestBodyBytes: api.MaxBody})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{}) // a writer without deadlines has none to lift
-		h.ServeHTTP(w, r)
+		if r.Header.Get("Mcp-Session-Id") != "" {
+			sessions.ServeHTTP(w, r)
+			return
+		}
+		if r.Method == http.MethodPost {
+			body, err := io.ReadAll(io.LimitReader(r.Body, api.MaxBody+1))
+			if err != nil {
+				http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var head struct {
+				Method string `json:"method"`
+			}
+			if json.Unmarshal(body, &head) == nil && head.Method == "initialize" {
+				sessions.ServeHTTP(w, r)
+				return
+			}
+		}
+		stateless.ServeHTTP(w, r)
 	})
 }
 
