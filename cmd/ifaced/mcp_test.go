@@ -661,3 +661,49 @@ func TestMCPEndpointLeavesNoGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMCPSurvivesADaemonRestart: `ifaced mcp` outlives the daemon it
+// serves (an MCP host starts it once); after a restart, with a new token,
+// its next call finds the daemon again.
+func TestMCPSurvivesADaemonRestart(t *testing.T) {
+	bin := buildIfaced(t)
+	h := node.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	if _, err := h.Init(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	start := func() (stop func()) {
+		id, _, err := h.Open(false, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := loopbackConfig()
+		n, err := node.New(cfg, id, h, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := api.Listen(n, h, cfg.API.Listen, log)
+		if err != nil {
+			n.Close()
+			t.Fatal(err)
+		}
+		return func() { srv.Close(); n.Close() }
+	}
+	stop := start()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
+		&mcp.CommandTransport{Command: exec.Command(bin, "mcp", "--home", h.Dir)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	call(t, ctx, cs, "list_peers", map[string]any{}, nil)
+	stop()
+	if text := callFails(t, ctx, cs, "list_peers", map[string]any{}); !strings.Contains(text, "no ifaced is running") {
+		t.Errorf("with the daemon stopped: %s", text)
+	}
+	stop = start()
+	defer stop()
+	call(t, ctx, cs, "list_peers", map[string]any{}, nil)
+}
