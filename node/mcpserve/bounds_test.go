@@ -41,6 +41,9 @@ func (f *fakeDaemon) PeerCapabilities(_ context.Context, peer string, _ bool) (*
 
 func (f *fakeDaemon) Invoke(_ context.Context, req api.InvokeRequest) (*node.InvokeResult, error) {
 	f.invoked = append(f.invoked, req)
+	if req.Capability == "lies.about.output" {
+		return &node.InvokeResult{Result: "a string"}, nil
+	}
 	var params any
 	json.Unmarshal(req.Params, &params)
 	return &node.InvokeResult{ConversationID: "conv:x", RequestID: "r", Result: map[string]any{"got": params}}, nil
@@ -120,15 +123,23 @@ func TestPeerToolsFromStrangersViews(t *testing.T) {
 			negotiate.Capability{Name: "bad.huge", Parameters: huge},
 			negotiate.Capability{Name: "bad.header", Parameters: header},
 			negotiate.Capability{Name: "not.eligible", Eligible: &no},
+			negotiate.Capability{Name: "lies.about.output", OutputSchema: map[string]any{"type": "object"}},
 		),
 	}}
 	s := New(f, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	cs := connect(t, s)
 	s.peers.syncAll(context.Background())
 
+	liar := ToolName("peerAAAAAAAA", "lies.about.output")
 	want := []string{ToolName("peerAAAAAAAA", "ok.object"), ToolName("peerAAAAAAAA", "ok.string")}
-	if got := toolNames(t, cs); !slices.Equal(got, want) {
-		t.Fatalf("peer tools %q, want %q", got, want)
+	if got := toolNames(t, cs); !slices.Equal(got, append([]string{liar}, want...)) {
+		t.Fatalf("peer tools %q, want %q and %q", got, liar, want)
+	}
+	// A result that is not what the output schema declares is a tool
+	// error, not structured content a client would reject.
+	if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: liar, Arguments: map[string]any{}}); err != nil || !res.IsError ||
+		!strings.Contains(res.Content[0].(*mcp.TextContent).Text, "not the JSON object its output_schema declares") {
+		t.Errorf("a peer result against its output schema: %v %+v", err, res)
 	}
 	for tl, err := range cs.Tools(context.Background(), nil) {
 		if err == nil && tl.Name == want[0] && len(tl.Description) > maxDescBytes+400 {

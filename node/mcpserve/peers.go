@@ -192,7 +192,10 @@ func (p *peerTools) handler(peerID, capability string, wrapped, structured bool)
 		}
 		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}},
 			Meta: mcp.Meta{"io.ifaced/conversation_id": res.ConversationID, "io.ifaced/request_id": res.RequestID}}
-		if _, ok := res.Result.(map[string]any); ok && structured {
+		if structured {
+			if _, ok := res.Result.(map[string]any); !ok {
+				return toolError(fmt.Errorf("the peer's result is not the JSON object its output_schema declares: %s", truncate(string(b), 512))), nil
+			}
 			out.StructuredContent = json.RawMessage(b)
 		}
 		return out, nil

@@ -143,11 +143,15 @@ func (s *Service) Handler() http.Handler {
 // the peers synced. A stream that ends is reopened after a pause that
 // grows to 30 s.
 func (s *Service) Follow(ctx context.Context, ready chan<- struct{}) error {
-	pause := time.Second
+	const firstPause = time.Second
+	pause := firstPause
 	for {
-		err := s.followOnce(ctx, &ready)
+		opened, err := s.followOnce(ctx, &ready)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if opened {
+			pause = firstPause // it ran: a new failure starts the backoff over
 		}
 		s.log.Warn("daemon event stream ended; reopening", "err", err, "in", pause)
 		t := time.NewTimer(pause)
@@ -161,10 +165,12 @@ func (s *Service) Follow(ctx context.Context, ready chan<- struct{}) error {
 	}
 }
 
-func (s *Service) followOnce(ctx context.Context, ready *chan<- struct{}) error {
+// followOnce follows one event stream until it ends; opened says it was
+// opened at all.
+func (s *Service) followOnce(ctx context.Context, ready *chan<- struct{}) (opened bool, _ error) {
 	ev, err := s.d.Events(ctx)
 	if err != nil {
-		return fmt.Errorf("subscribing to the daemon's events: %w", err)
+		return false, fmt.Errorf("subscribing to the daemon's events: %w", err)
 	}
 	defer ev.Close()
 	stop := context.AfterFunc(ctx, func() { ev.Close() })
@@ -177,10 +183,10 @@ func (s *Service) followOnce(ctx context.Context, ready *chan<- struct{}) error 
 	for {
 		e, err := ev.Next()
 		if errors.Is(err, io.EOF) {
-			return errors.New("the daemon closed the stream")
+			return true, errors.New("the daemon closed the stream")
 		}
 		if err != nil {
-			return err
+			return true, err
 		}
 		switch e.Type {
 		case node.EventMessage:
