@@ -132,7 +132,7 @@ func resultText(r *mcp.CallToolResult) string {
 
 // exercise runs find → show → greet → invoke, a refusal, bad input, a
 // view change and messages through one MCP session of bob's.
-func (p *mcpPair) exercise(t *testing.T, ctx context.Context, cs *mcp.ClientSession, toolsChanged <-chan struct{}) {
+func (p *mcpPair) exercise(t *testing.T, ctx context.Context, cs *mcp.ClientSession, toolsChanged <-chan struct{}, updated <-chan string) {
 	tools, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -275,8 +275,24 @@ func (p *mcpPair) exercise(t *testing.T, ctx context.Context, cs *mcp.ClientSess
 		t.Fatal(err)
 	}
 	defer ac.Close()
+	viewURI := "ifaced://peers/" + p.aliceID
+	if updated != nil {
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: viewURI}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := ac.AddCapability(ctx, json.RawMessage(`{"name": "weather.forecast", "description": "Forecast the weather"}`)); err != nil {
 		t.Fatal(err)
+	}
+	if updated != nil {
+		select {
+		case uri := <-updated:
+			if uri != viewURI {
+				t.Errorf("resources/updated for %s, want %s", uri, viewURI)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no resources/updated for %s after alice's change", viewURI)
+		}
 	}
 	weather := mcpserve.ToolName(p.aliceID, "weather.forecast")
 	if toolsChanged != nil {
@@ -349,14 +365,21 @@ func TestMCPOverStdio(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	changed := make(chan struct{}, 16)
+	changed, updated := make(chan struct{}, 16), make(chan string, 16)
 	client := mcp.NewClient(&mcp.Implementation{Name: "ifaced-test", Version: "1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
 			case changed <- struct{}{}:
 			default:
 			}
-		}})
+		},
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			select {
+			case updated <- r.Params.URI:
+			default:
+			}
+		},
+	})
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(bin, "mcp", "--home", p.bobHome.Dir)}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -365,7 +388,7 @@ func TestMCPOverStdio(t *testing.T) {
 	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
 		t.Errorf("negotiated %s, want 2026-07-28", v)
 	}
-	p.exercise(t, ctx, cs, changed)
+	p.exercise(t, ctx, cs, changed, updated)
 
 	old, err := client.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(bin, "mcp", "--home", p.bobHome.Dir)},
 		&mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
@@ -412,14 +435,21 @@ func TestMCPOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	hc := &http.Client{Transport: bearer{strings.TrimSpace(string(tok)), http.DefaultTransport}}
-	changed := make(chan struct{}, 16)
+	changed, updated := make(chan struct{}, 16), make(chan string, 16)
 	modern := mcp.NewClient(&mcp.Implementation{Name: "ifaced-test", Version: "1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
 			case changed <- struct{}{}:
 			default:
 			}
-		}})
+		},
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			select {
+			case updated <- r.Params.URI:
+			default:
+			}
+		},
+	})
 	cs, err := modern.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -428,7 +458,7 @@ func TestMCPOverHTTP(t *testing.T) {
 	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
 		t.Errorf("negotiated %s, want 2026-07-28", v)
 	}
-	p.exercise(t, ctx, cs, changed)
+	p.exercise(t, ctx, cs, changed, updated)
 
 	// A 2025-06-18 client gets a session, and with it notifications.
 	oldChanged := make(chan struct{}, 16)
