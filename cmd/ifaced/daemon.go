@@ -65,9 +65,16 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	log.Info("control API listening", "addr", srv.Addr(), "socket", srv.Socket(), "token", api.TokenFile(h))
+	stopMCP, err := mountMCP(srv, h, log)
+	if err != nil {
+		srv.Close()
+		n.Close()
+		return err
+	}
 	var public *httpapi.Binding
 	if cfg.HTTP.Listen != "" {
 		if public, err = httpapi.Listen(n, cfg.HTTP, log); err != nil {
+			stopMCP()
 			srv.Close()
 			n.Close()
 			return err
@@ -79,6 +86,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	if public != nil {
 		errs = append(errs, public.Close())
 	}
+	stopMCP()
 	return errors.Join(append(errs, srv.Close(), n.Close())...)
 }
 

@@ -56,6 +56,7 @@ func commands() []command {
 		{"import", "bring in an outside agent: AG-UI /capabilities, A2A agent card or orchestrator /capabilities (import URL | --list | --remove URL)", runImport},
 		{"policy", "show or change the disclosure map and temperature caps (policy [disclosure PEER TIER | temperature PEER MAX])", runPolicy},
 		{"invoke", "ask a peer to run one of its capabilities (invoke PEER CAPABILITY --params JSON)", runInvoke},
+		{"mcp", "serve the running daemon to an MCP client (an LLM agent) on standard input and output", runMCP},
 		{"find", "find daemons offering a capability through the DHT, and whether you meet its conditions (find CAPABILITY [--min-version V])", runFind},
 		{"trust", "show what the daemon established about peers, or pin, revoke or check one (trust [PEER [--verify FINGERPRINT | --revoke | --check]])", runTrust},
 		{"introduce", "mint an introduction token for a peer whose key you do not know yet (introduce --label NAME | --list | --revoke ID)", runIntroduce},

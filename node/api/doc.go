@@ -72,6 +72,7 @@
 //	POST   /v1/send                   {"peer", "text"} → said in a conversation, or queued for the peer's mailbox relays
 //	GET    /v1/outbox                 messages waiting to be left at a peer's mailbox, with attempts and last error
 //	GET    /v1/find/{capability}[?min_version=V&limit=N] providers from the DHT and imports, each with its status
+//	POST|GET|DELETE /v1/mcp           MCP over streamable HTTP (node/mcpserve; mounted by the daemon with Server.Mount)
 //	POST   /v1/imports                {"url"} → the imported agent (fetched again when posted again)
 //	GET    /v1/imports                the imported agents
 //	DELETE /v1/imports?url=U          forget an imported agent

@@ -51,6 +51,7 @@ type Server struct {
 	t       timeouts
 	srv     *http.Server
 	handler http.Handler
+	mux     *http.ServeMux
 
 	done chan struct{}
 	once sync.Once
@@ -169,8 +170,15 @@ func (s *Server) Close() error {
 	return s.err
 }
 
+// Mount serves h at pattern (an http.ServeMux pattern, e.g. "/v1/mcp")
+// behind the same guard as every endpoint: loopback or the socket, the
+// token, bounded bodies. The daemon mounts the MCP server (node/mcpserve)
+// this way, so this package need not know it.
+func (s *Server) Mount(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
+	s.mux = mux
 	mux.HandleFunc("GET /v1/status", s.status)
 	mux.HandleFunc("GET /v1/peers", s.peers)
 	mux.HandleFunc("POST /v1/connect", s.connect)

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/mcpserve"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mcpPath is where the daemon serves MCP over streamable HTTP, on its
+// control API listener and behind its token.
+const mcpPath = "/v1/mcp"
+
+// runMCP serves the running daemon to one MCP client on standard input
+// and output (node/mcpserve); it logs to standard error only, since
+// standard output carries the protocol.
+func runMCP(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "mcp", "", false)
+	verbose := f.Bool("verbose", false, "log at debug level (to standard error)")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.NArg() > 0 {
+		return usageError("mcp takes no arguments, got %q (it serves MCP on standard input and output)", f.Args())
+	}
+	h, err := f.homeDir(e)
+	if err != nil {
+		return err
+	}
+	c, err := newRedialer(h)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	svc := mcpserve.New(c, version, log)
+	ctx, cancel := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		svc.Follow(ctx, nil)
+	}()
+	err = svc.Server().Run(ctx, &mcp.StdioTransport{})
+	cancel()
+	<-followed
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("serving MCP on standard input: %w", err)
+	}
+	return nil
+}
+
+// mountMCP serves MCP over streamable HTTP at mcpPath on the control API
+// srv, through a client of that same API, so each call passes its guard
+// and handlers as the command line's do. The returned stop ends the event
+// follower and the client.
+func mountMCP(srv *api.Server, h node.Home, log *slog.Logger) (stop func(), err error) {
+	c, err := api.Dial(h)
+	if err != nil {
+		return nil, fmt.Errorf("starting the MCP endpoint: %w", err)
+	}
+	svc := mcpserve.New(c, version, log.With("component", "mcp"))
+	srv.Mount(mcpPath, svc.Handler())
+	ctx, cancel := context.WithCancel(context.Background())
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		svc.Follow(ctx, nil)
+	}()
+	return func() {
+		cancel()
+		<-followed
+		c.Close()
+	}, nil
+}
+
+// redialer is the control API client of `ifaced mcp`, which an MCP host
+// starts once and keeps: when the daemon was restarted (a new token, 401)
+// or is not there (a failed dial), it finds the daemon again and retries
+// the call once. Only those two failures are retried: in both the daemon
+// never handled the request, so an invocation is not sent twice.
+type redialer struct {
+	home node.Home
+	mu   sync.Mutex
+	c    *api.Client
+}
+
+func newRedialer(h node.Home) (*redialer, error) {
+	c, err := api.Dial(h)
+	if err != nil {
+		return nil, err
+	}
+	return &redialer{home: h, c: c}, nil
+}
+
+func (r *redialer) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.c.Close()
+}
+
+func (r *redialer) client() *api.Client {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.c
+}
+
+// unsent reports whether err means the daemon did not handle the request.
+func unsent(err error) bool {
+	var ae *api.Error
+	var op *net.OpError
+	return errors.As(err, &ae) && ae.Status == http.StatusUnauthorized ||
+		errors.As(err, &op) && op.Op == "dial" || errors.Is(err, api.ErrNoDaemon)
+}
+
+// again runs call on the client, and once more on a client dialed anew
+// when the first attempt was not handled.
+func again[T any](r *redialer, call func(*api.Client) (T, error)) (T, error) {
+	old := r.client()
+	out, err := call(old)
+	if err == nil || !unsent(err) {
+		return out, err
+	}
+	c, derr := api.Dial(r.home)
+	if derr != nil {
+		return out, fmt.Errorf("%w (finding the daemon again: %w)", err, derr)
+	}
+	r.mu.Lock()
+	if r.c == old {
+		r.c = c
+		old.Close()
+	} else {
+		c.Close()
+		c = r.c
+	}
+	r.mu.Unlock()
+	return call(c)
+}
+
+func (r *redialer) Peers(ctx context.Context) ([]api.Peer, error) {
+	return again(r, func(c *api.Client) ([]api.Peer, error) { return c.Peers(ctx) })
+}
+func (r *redialer) PeerCapabilities(ctx context.Context, peer string, refresh bool) (*api.PeerCaps, error) {
+	return again(r, func(c *api.Client) (*api.PeerCaps, error) { return c.PeerCapabilities(ctx, peer, refresh) })
+}
+func (r *redialer) Find(ctx context.Context, capability, minVersion string, limit int) (*api.FindAnswer, error) {
+	return again(r, func(c *api.Client) (*api.FindAnswer, error) { return c.Find(ctx, capability, minVersion, limit) })
+}
+func (r *redialer) Greet(ctx context.Context, req api.GreetRequest) (*node.GreetResult, error) {
+	return again(r, func(c *api.Client) (*node.GreetResult, error) { return c.Greet(ctx, req) })
+}
+func (r *redialer) Invoke(ctx context.Context, req api.InvokeRequest) (*node.InvokeResult, error) {
+	return again(r, func(c *api.Client) (*node.InvokeResult, error) { return c.Invoke(ctx, req) })
+}
+func (r *redialer) Send(ctx context.Context, req api.SendRequest) (*node.SendResult, error) {
+	return again(r, func(c *api.Client) (*node.SendResult, error) { return c.Send(ctx, req) })
+}
+func (r *redialer) Say(ctx context.Context, req api.SayRequest) (*gossip.Message, error) {
+	return again(r, func(c *api.Client) (*gossip.Message, error) { return c.Say(ctx, req) })
+}
+func (r *redialer) Conversations(ctx context.Context) ([]node.ConversationInfo, error) {
+	return again(r, func(c *api.Client) ([]node.ConversationInfo, error) { return c.Conversations(ctx) })
+}
+func (r *redialer) AuditEntries(ctx context.Context, id string) (*api.AuditConversation, error) {
+	return again(r, func(c *api.Client) (*api.AuditConversation, error) { return c.AuditEntries(ctx, id) })
+}
+func (r *redialer) Events(ctx context.Context) (*api.EventStream, error) {
+	return again(r, func(c *api.Client) (*api.EventStream, error) { return c.Events(ctx) })
+}
