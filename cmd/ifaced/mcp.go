@@ -16,10 +16,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// mcpPath is where the daemon serves MCP over streamable HTTP, on its
-// control API listener and behind its token.
-const mcpPath = "/v1/mcp"
-
 // runMCP serves the running daemon to one MCP client on standard input
 // and output (node/mcpserve); it logs to standard error only, since
 // standard output carries the protocol.
@@ -62,7 +58,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// mountMCP serves MCP over streamable HTTP at mcpPath on the control API
+// mountMCP serves MCP over streamable HTTP at api.MCPPath on the control API
 // srv, through a client of that same API, so each call passes its guard
 // and handlers as the command line's do. The returned stop ends the event
 // follower and the client.
@@ -72,7 +68,7 @@ func mountMCP(srv *api.Server, h node.Home, log *slog.Logger) (stop func(), err 
 		return nil, fmt.Errorf("starting the MCP endpoint: %w", err)
 	}
 	svc := mcpserve.New(c, version, log.With("component", "mcp"))
-	srv.Mount(mcpPath, svc.Handler())
+	srv.MountMCP(svc.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
 	followed := make(chan struct{})
 	go func() {

@@ -424,7 +424,7 @@ func TestMCPOverHTTP(t *testing.T) {
 	p := startMCPPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	endpoint := "http://" + p.bobAPI.Addr() + mcpPath
+	endpoint := "http://" + p.bobAPI.Addr() + api.MCPPath
 	client := mcp.NewClient(&mcp.Implementation{Name: "ifaced-test", Version: "1"}, nil)
 
 	if _, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, MaxRetries: -1}, nil); err == nil {
@@ -533,7 +533,7 @@ func TestMCPTypeScriptClient(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "mcp.mjs", bin, p.bobHome.Dir, p.aliceID, "http://"+p.bobAPI.Addr()+mcpPath)
+	cmd := exec.CommandContext(ctx, "node", "mcp.mjs", bin, p.bobHome.Dir, p.aliceID, "http://"+p.bobAPI.Addr()+api.MCPPath)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "IFACED_MCP_TOKEN="+strings.TrimSpace(string(tok)))
 	var stderr strings.Builder
@@ -667,7 +667,7 @@ func TestMCPEndpointLeavesNoGoroutine(t *testing.T) {
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + srv.Addr() + mcpPath,
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + srv.Addr() + api.MCPPath,
 		HTTPClient: &http.Client{Transport: bearer{strings.TrimSpace(string(tok)), tr}}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -675,7 +675,7 @@ func TestMCPEndpointLeavesNoGoroutine(t *testing.T) {
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	legacy, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + srv.Addr() + mcpPath,
+	legacy, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + srv.Addr() + api.MCPPath,
 		HTTPClient: &http.Client{Transport: bearer{strings.TrimSpace(string(tok)), tr}}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
 	if err != nil {
 		t.Fatal(err)

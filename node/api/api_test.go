@@ -630,6 +630,12 @@ func TestStaleSocketReplaced(t *testing.T) {
 	d := startDaemon(t, nil)
 	d.c.Close()
 	d.srv.srv.Close() // unclean: api.sock and api.addr stay
+	// As a crash would, stop listening now: srv.Close closes only the
+	// listeners its Serve goroutines have reached, and on a busy machine
+	// the socket's may not have started yet.
+	for _, ln := range d.srv.listeners {
+		ln.Close()
+	}
 	s, err := Listen(d.n, d.home, "127.0.0.1:0", testLogger())
 	if err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)

@@ -51,6 +51,10 @@ type Server struct {
 	t       timeouts
 	srv     *http.Server
 	handler http.Handler
+	// listeners are what srv serves (TCP, and the socket when there is
+	// one), so that a test can stop listening as a crash would, before
+	// srv's goroutines have run.
+	listeners []net.Listener
 	mux     *http.ServeMux
 
 	done chan struct{}
@@ -132,8 +136,10 @@ func listen(n *node.Node, home node.Home, addr string, log *slog.Logger, t timeo
 			log.Error("control API stopped", "err", err)
 		}
 	}
+	s.listeners = append(s.listeners, ln)
 	go serve(ln)
 	if unixLn != nil {
+		s.listeners = append(s.listeners, unixLn)
 		go serve(unixLn)
 	}
 	return s, nil
@@ -170,11 +176,14 @@ func (s *Server) Close() error {
 	return s.err
 }
 
-// Mount serves h at pattern (an http.ServeMux pattern, e.g. "/v1/mcp")
-// behind the same guard as every endpoint: loopback or the socket, the
-// token, bounded bodies. The daemon mounts the MCP server (node/mcpserve)
-// this way, so this package need not know it.
-func (s *Server) Mount(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+// MCPPath is where the daemon serves MCP over streamable HTTP.
+const MCPPath = "/v1/mcp"
+
+// MountMCP serves h (the MCP server, node/mcpserve) at MCPPath, every
+// method, behind the same guard as every endpoint: loopback or the
+// socket, the token, bounded bodies. This package need not know MCP; the
+// route is fixed here so that openapi.json describes it.
+func (s *Server) MountMCP(h http.Handler) { s.mux.Handle(MCPPath, h) }
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
