@@ -55,7 +55,7 @@ type Server struct {
 	// one), so that a test can stop listening as a crash would, before
 	// srv's goroutines have run.
 	listeners []net.Listener
-	mux     *http.ServeMux
+	mux       *http.ServeMux
 
 	done chan struct{}
 	once sync.Once
