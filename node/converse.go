@@ -769,7 +769,8 @@ func (cs *Conversations) sendError(c *conv, cause error, audit bool) bool {
 // recordSent writes a message this daemon sends to the audit log before
 // it leaves.
 func (cs *Conversations) recordSent(transport string, pid peer.ID, m *gossip.Message, note string) error {
-	err := cs.audit.Record(gossip.AuditEntry{At: cs.now().UTC(), Direction: gossip.Sent, Peer: pid.String(), Transport: transport, Note: note, Message: m})
+	err := cs.audit.Record(gossip.AuditEntry{At: cs.now().UTC(), Direction: gossip.Sent, Peer: pid.String(), Transport: transport, Note: note, Message: m,
+		Stranger: cs.door.stranger(pid)})
 	if err != nil {
 		return fmt.Errorf("auditing a sent %s: %w", m.Headers.Phase, err)
 	}

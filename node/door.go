@@ -34,6 +34,9 @@ import (
 //	verify           the Ed25519 signature under the signer's key; the key
 //	                 not revoked by the owner; the documents the message
 //	                 carries (a greeting's or an update's view) verified too
+//	strangers' room  a greeting from a peer the owner has not made known:
+//	                 today's share of the audit log for strangers is not
+//	                 used up (door.strangerRoom)
 //	replay           message_id not seen from this signer, date in the window
 //	rate             the signer's bucket at the conversation's temperature
 //	fit              the conversation: sequence, phase, owner of its ID
@@ -119,6 +122,10 @@ type door struct {
 	log     *slog.Logger
 	now     func() time.Time
 	budget  *Budget // the decoding budget messages hold until verified (nil: none)
+	// known says whether the owner made a peer known (peerGate); nil
+	// knows nobody. Strangers' conversations share a quarter of the audit
+	// log's quota a day (gossip.StrangerShare).
+	known func(peer.ID) bool
 }
 
 func newDoor(self string, audit *gossip.AuditLog, replay *identity.ReplayGuard, rates *rateLimits,
@@ -159,6 +166,9 @@ func (d *door) admit(a *arrival) (admitted, error) {
 	}
 	// From here on the signer is established: its signature verified.
 	if err := d.verify(a, from); err != nil {
+		return admitted{from: from}, d.refuse(a, from, true, false, err)
+	}
+	if err := d.strangerRoom(a, from); err != nil {
 		return admitted{from: from}, d.refuse(a, from, true, false, err)
 	}
 	if a.release != nil {
@@ -215,6 +225,25 @@ func (d *door) room(a *arrival) error {
 	// errAudit too: a fetched greeting is left at its relay, to come again
 	// once there is room, as when its entry could not be written.
 	return fmt.Errorf("%w (%w): %w", wire.ErrUnavailable, errAudit, err)
+}
+
+// stranger reports whether pid is a peer the owner has not made known.
+func (d *door) stranger(pid peer.ID) bool { return d.known == nil || !d.known(pid) }
+
+// strangerRoom refuses a greeting — a new conversation — from a stranger
+// once today's entries of strangers' conversations have their share of the
+// audit log (gossip.AuditLog.StrangerRoom), with wire code unavailable and
+// the reason: fresh keys cost nothing, so without it strangers could fill
+// the quota with admitted greetings and shut out everyone; peers the owner
+// made known are still taken. It runs once the signer is established.
+func (d *door) strangerRoom(a *arrival, from peer.ID) error {
+	if a.msg.Headers.Phase != gossip.PhaseGreeting || !d.stranger(from) {
+		return nil
+	}
+	if err := d.audit.StrangerRoom(); err != nil {
+		return fmt.Errorf("%w (%w): %w", wire.ErrUnavailable, errAudit, err)
+	}
+	return nil
 }
 
 // validate checks what the transport reads of the message beyond its
@@ -320,7 +349,7 @@ func (d *door) charge(a *arrival, from peer.ID) error {
 // record writes the admitted message to the audit log.
 func (d *door) record(a *arrival, from peer.ID) error {
 	err := d.audit.Record(gossip.AuditEntry{At: d.now().UTC(), Direction: gossip.Received, Peer: from.String(),
-		Transport: a.via, Note: a.note, Message: a.msg})
+		Transport: a.via, Note: a.note, Message: a.msg, Stranger: d.stranger(from)})
 	if err != nil {
 		return fmt.Errorf("%w: recording a received %s: %w", errAudit, a.msg.Headers.Phase, err)
 	}
