@@ -152,6 +152,16 @@ func (d *Target) Alive(t testing.TB) {
 	}
 }
 
+// Pin has the owner pin id's key with the command line (`ifaced trust
+// PEER --verify FINGERPRINT`): that peer is then one the owner made known.
+func (d *Target) Pin(t testing.TB, id *identity.Identity) {
+	t.Helper()
+	out, err := exec.Command(netlab.Binary(t), "trust", id.PeerID().String(), "--verify", id.Fingerprint(), "--home", d.Home).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ifaced trust --verify: %v: %s", err, out)
+	}
+}
+
 // Stop ends the daemon (SIGTERM, then SIGKILL after 20 s).
 func (d *Target) Stop() { d.stop() }
 

@@ -139,8 +139,8 @@ func (p *Peer) Exchange(ctx context.Context, target *Target, proto protocol.ID, 
 	return m, nil
 }
 
-// Established is peers the daemon knows, greeting it in turn while an
-// attack runs: the suite's measure of "established peers keep working".
+// Established is peers the daemon's owner knows (each key pinned with
+// `ifaced trust --verify`), greeting it in turn while an attack runs: the suite's measure of "established peers keep working".
 // Each greeting is a capabilities query (a greeting on wire.Capabilities)
 // answered with the daemon's view. Each peer greets within its own rate
 // allowance (a cool conversation's 10 a minute), so a refusal is the
@@ -169,6 +169,7 @@ func Establish(t testing.TB, target *Target) *Established {
 	e := &Established{stop: make(chan struct{}), done: make(chan struct{})}
 	for range establishedPeers {
 		p := NewPeer(t, target)
+		target.Pin(t, p.ID)
 		e.peers = append(e.peers, p)
 		e.views = append(e.views, p.View(t, 1, 200))
 		if err := e.greet(t, target, len(e.peers)-1); err != nil {
