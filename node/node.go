@@ -13,6 +13,7 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/mcpagent"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -47,21 +48,22 @@ type Node struct {
 	rates      *rateLimits           // per signer, by temperature
 
 	// The components.
-	docs        *documents     // the owner's document, its seq and signed views (documents.go)
-	policy      *PolicyBook    // the disclosure map and temperature caps (policy.go)
-	trust       *trust.Book    // trust records, pins, revocations, introductions (node/trust)
-	convs       *Conversations // the stream protocols and the conversation table (conversations.go)
-	invoker     *invoker       // runs admitted capability requests (invoke.go)
-	invocations *invocations   // workload per capability, answers awaited (invoke.go)
-	bridge      *bridge        // the local agent (agent.go)
-	inbox       *Inbox         // the HTTP binding's door-facing side (inbox.go)
-	mail        *Mail          // relays, mailboxes held here, the outbox, fetched mail (relay.go, mailbox.go)
-	reach       *reachState    // the relay service and this daemon's reservations (relay.go)
-	dht         *capabilityDHT // Kademlia DHT and capability provider records (dht.go)
-	gossip      *announcer     // GossipSub capabilities.update announcements (announce.go)
-	mdns        *lanDiscovery  // LAN discovery (mdns.go)
-	imports     *importer      // outside agents' documents (importer.go)
-	discovery   *Discovery     // Find and imports, for the control API (discovery.go)
+	docs        *documents      // the owner's document, its seq and signed views (documents.go)
+	policy      *PolicyBook     // the disclosure map and temperature caps (policy.go)
+	trust       *trust.Book     // trust records, pins, revocations, introductions (node/trust)
+	convs       *Conversations  // the stream protocols and the conversation table (conversations.go)
+	invoker     *invoker        // runs admitted capability requests (invoke.go)
+	invocations *invocations    // workload per capability, answers awaited (invoke.go)
+	bridge      *bridge         // the local agent (agent.go)
+	mcp         *mcpagent.Agent // an MCP server as the local agent (node/mcpagent); nil without agent.mcp
+	inbox       *Inbox          // the HTTP binding's door-facing side (inbox.go)
+	mail        *Mail           // relays, mailboxes held here, the outbox, fetched mail (relay.go, mailbox.go)
+	reach       *reachState     // the relay service and this daemon's reservations (relay.go)
+	dht         *capabilityDHT  // Kademlia DHT and capability provider records (dht.go)
+	gossip      *announcer      // GossipSub capabilities.update announcements (announce.go)
+	mdns        *lanDiscovery   // LAN discovery (mdns.go)
+	imports     *importer       // outside agents' documents (importer.go)
+	discovery   *Discovery      // Find and imports, for the control API (discovery.go)
 
 	// Test settings (Options).
 	mailRetries   []time.Duration // WithMailRetries
@@ -96,7 +98,12 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		o(n)
 	}
 	n.started = n.now()
-	n.bridge = newBridge(cfg.Agent, n.events, log)
+	var tools toolServer
+	if cfg.Agent.MCP != nil {
+		n.mcp = mcpagent.New(*cfg.Agent.MCP, order, cfg.Agent.Timeout.Duration, log.With("agent", "mcp"))
+		tools = n.mcp
+	}
+	n.bridge = newBridge(cfg.Agent, tools, n.events, log)
 	n.rates = newRateLimits(cfg.Rates, n.now)
 	n.invocations = newInvocations()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -149,6 +156,12 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		return nil, fmt.Errorf("building capability document: %w", err)
 	}
 	doc.Relay = relayPreferences(cfg, id.PeerID())
+	if n.mcp != nil {
+		n.onClose(n.mcp.Close)
+		if err := n.mcp.Start(n.ctx, doc); err != nil {
+			return nil, fmt.Errorf("agent.mcp: %w", err)
+		}
+	}
 	if err := n.docs.set(doc); err != nil {
 		return nil, err
 	}
@@ -177,6 +190,9 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	}
 	n.spawn(n.mail.outboxLoop)
 	n.spawn(n.refreshImports)
+	if n.mcp != nil {
+		n.mcp.Follow(n.UpdateDocument)
+	}
 	ok = true
 	log.Info("ifaced started", "peer", id.PeerID(), "did", id.DID(), "addrs", n.Addrs(),
 		"capabilities", len(doc.Capabilities), "seq", n.Document().Seq)
