@@ -234,19 +234,25 @@ func (a *Agent) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	a.mu.Unlock()
 	go func() {
 		defer a.wg.Done()
-		err := cs.Wait()
-		a.mu.Lock()
-		mine := a.session == cs
-		if mine {
-			a.session = nil
-		}
-		a.mu.Unlock()
-		if mine {
-			a.log.Warn("the MCP server stopped; requests get agent_unavailable until it is started again", "err", err)
-			cs.Close()
-		}
+		a.drop(cs)
 	}()
 	return cs, nil
+}
+
+// drop forgets session cs once it has ended (waiting for that), so the
+// next request starts the server again.
+func (a *Agent) drop(cs *mcp.ClientSession) {
+	err := cs.Wait()
+	a.mu.Lock()
+	mine := a.session == cs
+	if mine {
+		a.session = nil
+	}
+	a.mu.Unlock()
+	if mine {
+		a.log.Warn("the MCP server stopped; requests get agent_unavailable until it is started again", "err", err)
+		cs.Close()
+	}
 }
 
 // running returns the session, starting the server again when it stopped
@@ -468,7 +474,8 @@ func (a *Agent) Call(ctx context.Context, capability string, params any) (any, e
 		return nil, fmt.Errorf("%w: the MCP server did not answer tools/call %q in time", wire.ErrAgentTimeout, t.name)
 	case errors.As(err, &rpcErr):
 		return nil, fmt.Errorf("%w: the MCP server refused tools/call %q: %s", wire.ErrAgentFailed, t.name, truncate(rpcErr.Message, maxMessage))
-	case errors.Is(err, mcp.ErrConnectionClosed):
+	case errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		a.drop(cs)
 		a.log.Warn("tools/call: the MCP server's connection closed", "tool", t.name, "err", err)
 		return nil, fmt.Errorf("%w: the MCP server stopped during tools/call %q", wire.ErrAgentUnavailable, t.name)
 	default:
