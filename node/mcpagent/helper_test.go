@@ -83,7 +83,9 @@ func serveSDK() error {
 	// A schema that does not compile: "nope" is no JSON Schema type.
 	s.AddTool(&mcp.Tool{Name: "broken", Description: "Has an invalid schema",
 		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"x": map[string]any{"type": "nope"}}}},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 	return s.Run(context.Background(), &mcp.StdioTransport{})
 }
 
