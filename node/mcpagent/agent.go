@@ -52,6 +52,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"reflect"
@@ -96,6 +97,9 @@ type Agent struct {
 	log     *slog.Logger
 	now     func() time.Time
 	client  *mcp.Client
+	// httpClient reaches a streamable-HTTP server; its own transport, so
+	// Close can drop its idle connections.
+	httpClient *http.Client
 
 	changed chan struct{} // a tool-list change waits to be read (coalesced)
 	ctx     context.Context
@@ -124,7 +128,8 @@ type tool struct {
 // agent.timeout: the bound on starting the server and listing its tools.
 func New(cfg Config, order *conditions.TierOrder, timeout time.Duration, log *slog.Logger) *Agent {
 	a := &Agent{cfg: cfg, order: order, timeout: timeout, log: log, now: time.Now,
-		changed: make(chan struct{}, 1), tools: map[string]tool{}}
+		changed: make(chan struct{}, 1), tools: map[string]tool{},
+		httpClient: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.client = mcp.NewClient(&mcp.Implementation{Name: "ifaced", Version: "1"}, &mcp.ClientOptions{
 		Logger:                 log,
@@ -193,6 +198,7 @@ func (a *Agent) Close() error {
 		err = cs.Close()
 	}
 	a.wg.Wait()
+	a.httpClient.CloseIdleConnections()
 	return err
 }
 
@@ -200,7 +206,7 @@ func (a *Agent) Close() error {
 // runs once, so each start needs its own).
 func (a *Agent) transport() mcp.Transport {
 	if !a.cfg.Stdio() {
-		return &mcp.StreamableClientTransport{Endpoint: a.cfg.URL, MaxEventSize: maxEvent}
+		return &mcp.StreamableClientTransport{Endpoint: a.cfg.URL, MaxEventSize: maxEvent, HTTPClient: a.httpClient}
 	}
 	cmd := exec.Command(a.cfg.Command, a.cfg.Args...)
 	cmd.Env = append(os.Environ(), a.cfg.Env...)

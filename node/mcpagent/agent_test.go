@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +16,8 @@ import (
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/wire"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
 )
 
 // logBuffer collects log lines, safe for the agent's goroutines.
@@ -258,4 +263,60 @@ func TestServerThatHangs(t *testing.T) {
 	if !errors.Is(err, ErrStart) || !strings.Contains(err.Error(), "agent.timeout") {
 		t.Fatalf("a server that never answers initialize: %v", err)
 	}
+}
+
+// TestNoGoroutineLeftBehind: after Close, nothing the agent started runs,
+// on stdio (with a crash and a restart) and over streamable HTTP (with a
+// tool-list change followed).
+func TestNoGoroutineLeftBehind(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	srv := mcp.NewServer(&mcp.Implementation{Name: "http", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "Echo the text"}, func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+	})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	defer ts.Close()
+
+	ctx := context.Background()
+	a, _, _, err := startAgent(t, helperConfig("sdk"), 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Follow(func(change func(*negotiate.Document) error) (*negotiate.Document, error) {
+		return nil, errors.New("unused")
+	})
+	if _, err := a.Call(ctx, "helper.crash", nil); !errors.Is(err, wire.ErrAgentUnavailable) {
+		t.Fatal(err)
+	}
+	a.lastStart = time.Time{}
+	if _, err := a.Call(ctx, "helper.echo", map[string]any{"text": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+
+	b, doc, _, err := startAgent(t, Config{URL: ts.URL}, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := make(chan []string, 1)
+	b.Follow(func(change func(*negotiate.Document) error) (*negotiate.Document, error) {
+		next := *doc
+		next.Capabilities = slices.Clone(doc.Capabilities)
+		if err := change(&next); err != nil {
+			return nil, err
+		}
+		next.Seq++
+		changed <- names(&next)
+		return &next, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "shout", Description: "Shout the text"}, func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.ToUpper(in.Text)}}}, nil, nil
+	})
+	if got := strings.Join(<-changed, " "); got != "ping echo shout" {
+		t.Errorf("after a tool was added: %q", got)
+	}
+	if res, err := b.Call(ctx, "shout", map[string]any{"text": "hi"}); err != nil || stringOf(res) != "HI" {
+		t.Errorf("the added tool: %v, %v", res, err)
+	}
+	b.Close()
 }
