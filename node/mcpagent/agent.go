@@ -112,6 +112,7 @@ type Agent struct {
 	session   *mcp.ClientSession // nil while the server is not running
 	lastStart time.Time
 	tools     map[string]tool        // offered, by capability name
+	listed    []negotiate.Capability // made of the last tools/list, before merging
 	offered   []negotiate.Capability // as they are in the document
 	update    Updater
 	closed    bool
@@ -155,6 +156,7 @@ func (a *Agent) Start(ctx context.Context, doc *negotiate.Document) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.listed = caps
 	a.offered, a.tools = a.merge(doc, caps, tools, nil)
 	a.log.Info("MCP server is the local agent", "tools", len(a.offered))
 	return nil
@@ -240,15 +242,14 @@ func (a *Agent) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	a.mu.Unlock()
 	go func() {
 		defer a.wg.Done()
-		a.drop(cs)
+		a.forget(cs, cs.Wait())
 	}()
 	return cs, nil
 }
 
-// drop forgets session cs once it has ended (waiting for that), so the
-// next request starts the server again.
-func (a *Agent) drop(cs *mcp.ClientSession) {
-	err := cs.Wait()
+// forget drops session cs, when it is the current one, and closes it:
+// the next request starts the server again.
+func (a *Agent) forget(cs *mcp.ClientSession, why error) {
 	a.mu.Lock()
 	mine := a.session == cs
 	if mine {
@@ -256,9 +257,9 @@ func (a *Agent) drop(cs *mcp.ClientSession) {
 	}
 	a.mu.Unlock()
 	if mine {
-		a.log.Warn("the MCP server stopped; requests get agent_unavailable until it is started again", "err", err)
-		cs.Close()
+		a.log.Warn("the MCP server stopped; requests get agent_unavailable until it is started again", "err", why)
 	}
+	cs.Close()
 }
 
 // running returns the session, starting the server again when it stopped
@@ -323,7 +324,7 @@ func (a *Agent) refresh() error {
 		return err
 	}
 	a.mu.Lock()
-	same := reflect.DeepEqual(caps, a.offered)
+	same := reflect.DeepEqual(caps, a.listed)
 	prev := a.offered
 	a.mu.Unlock()
 	if same {
@@ -339,7 +340,7 @@ func (a *Agent) refresh() error {
 		return fmt.Errorf("changing the document: %w", err)
 	}
 	a.mu.Lock()
-	a.offered, a.tools = offered, table
+	a.listed, a.offered, a.tools = caps, offered, table
 	a.mu.Unlock()
 	a.log.Info("the MCP server's tools changed", "tools", len(offered), "seq", doc.Seq)
 	return nil
@@ -480,13 +481,15 @@ func (a *Agent) Call(ctx context.Context, capability string, params any) (any, e
 		return nil, fmt.Errorf("%w: the MCP server did not answer tools/call %q in time", wire.ErrAgentTimeout, t.name)
 	case errors.As(err, &rpcErr):
 		return nil, fmt.Errorf("%w: the MCP server refused tools/call %q: %s", wire.ErrAgentFailed, t.name, truncate(rpcErr.Message, maxMessage))
-	case errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		a.drop(cs)
-		a.log.Warn("tools/call: the MCP server's connection closed", "tool", t.name, "err", err)
+	case errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		a.forget(cs, err)
 		return nil, fmt.Errorf("%w: the MCP server stopped during tools/call %q", wire.ErrAgentUnavailable, t.name)
 	default:
+		// Not the server's own words: transport and decoding errors may
+		// name local addresses, so they stay in the log.
 		a.log.Warn("tools/call failed", "tool", t.name, "err", err)
-		return nil, fmt.Errorf("%w: tools/call %q failed: %s", wire.ErrAgentFailed, t.name, truncate(err.Error(), maxMessage))
+		return nil, fmt.Errorf("%w: tools/call %q failed: the MCP server's answer could not be read (the owner's log has the details)", wire.ErrAgentFailed, t.name)
 	}
 	if res.IsError {
 		return nil, fmt.Errorf("%w: tool %q failed: %s", wire.ErrAgentFailed, t.name, truncate(contentText(res.Content), maxMessage))
