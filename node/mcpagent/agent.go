@@ -187,7 +187,9 @@ func (a *Agent) Tool(capability string) (string, bool) {
 	return t.name, ok
 }
 
-// Close ends the session (and with it a server on stdio) and the loop.
+// Close ends the session (and with it a server on stdio) and the loop. A
+// server that exits uncleanly on the way is logged, not an error of the
+// daemon's shutdown.
 func (a *Agent) Close() error {
 	a.mu.Lock()
 	a.closed = true
@@ -195,13 +197,14 @@ func (a *Agent) Close() error {
 	a.session = nil
 	a.mu.Unlock()
 	a.cancel()
-	var err error
 	if cs != nil {
-		err = cs.Close()
+		if err := cs.Close(); err != nil {
+			a.log.Info("closing the MCP server", "err", err)
+		}
 	}
 	a.wg.Wait()
 	a.httpClient.CloseIdleConnections()
-	return err
+	return nil
 }
 
 // transport is a new transport for the configured server (an exec.Cmd
