@@ -16,9 +16,9 @@ import (
 	"github.com/ifaced/ifaced/node/wire"
 )
 
-// The local agent contract. A permitted invocation of a tool of the MCP
-// server named by [agent.mcp] becomes its tools/call (node/mcpagent). Any
-// other reaches the agent
+// The local agent contract. A permitted invocation of one of the tools of
+// the MCP server named by [agent.mcp] becomes its tools/call
+// (node/mcpagent). Any other reaches the agent
 // either as an HTTP POST to agent.webhook, or — without a webhook — as an
 // "invocation" event on the control API's event stream, answered with
 // POST /v1/invocations/{id}. Both carry an Invocation and expect an
