@@ -16,7 +16,9 @@ import (
 	"github.com/ifaced/ifaced/node/wire"
 )
 
-// The local agent contract. A permitted invocation reaches the agent
+// The local agent contract. A permitted invocation of one of the tools of
+// the MCP server named by [agent.mcp] becomes its tools/call
+// (node/mcpagent). Any other reaches the agent
 // either as an HTTP POST to agent.webhook, or — without a webhook — as an
 // "invocation" event on the control API's event stream, answered with
 // POST /v1/invocations/{id}. Both carry an Invocation and expect an
@@ -55,9 +57,18 @@ var ErrNoSuchInvocation = errors.New("no invocation is waiting under that ID")
 // maxAgentAnswer bounds what the agent may return, like any message.
 const maxAgentAnswer = 1 << 20
 
+// toolServer is an MCP server acting as the local agent for the
+// capabilities it Handles (node/mcpagent.Agent). Its errors wrap the
+// wire.ErrAgent* sentinels.
+type toolServer interface {
+	Handles(capability string) bool
+	Call(ctx context.Context, capability string, params any) (any, error)
+}
+
 // bridge hands invocations to the local agent.
 type bridge struct {
 	log     *slog.Logger
+	tools   toolServer // nil without agent.mcp
 	webhook string
 	client  *http.Client
 	events  *hub
@@ -66,12 +77,15 @@ type bridge struct {
 	waiting map[string]chan InvocationAnswer
 }
 
-func newBridge(cfg AgentConfig, events *hub, log *slog.Logger) *bridge {
-	return &bridge{log: log, webhook: cfg.Webhook, client: &http.Client{}, events: events, waiting: map[string]chan InvocationAnswer{}}
+func newBridge(cfg AgentConfig, tools toolServer, events *hub, log *slog.Logger) *bridge {
+	return &bridge{log: log, tools: tools, webhook: cfg.Webhook, client: &http.Client{}, events: events, waiting: map[string]chan InvocationAnswer{}}
 }
 
 // invoke asks the agent and waits for its answer until ctx ends.
 func (b *bridge) invoke(ctx context.Context, inv Invocation, now time.Time) (any, error) {
+	if b.tools != nil && b.tools.Handles(inv.Capability) {
+		return b.tools.Call(ctx, inv.Capability, inv.Params)
+	}
 	var ans InvocationAnswer
 	var err error
 	switch {

@@ -18,6 +18,7 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/mcpagent"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-multiaddr"
@@ -146,6 +147,10 @@ type TemperatureConfig struct {
 type AgentConfig struct {
 	Webhook string   `toml:"webhook"` // http(s) URL; "" means the control API's event stream
 	Timeout Duration `toml:"timeout"` // how long an invocation may take
+	// MCP makes an MCP server the local agent for its tools (node/mcpagent);
+	// nil without an [agent.mcp] table. Capabilities that are not its tools
+	// still reach the webhook or the event stream.
+	MCP *mcpagent.Config `toml:"mcp"`
 }
 
 // RatesConfig is how many messages per minute a peer may send, by the
@@ -557,6 +562,9 @@ func (c *Config) Validate() error {
 		if u, err := url.Parse(w); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad("agent.webhook", "%q is not an http(s) URL", w)
 		}
+	}
+	if c.Agent.MCP != nil {
+		errs = append(errs, c.Agent.MCP.Validate(order)...)
 	}
 	if f := c.Trust.CAFile; f != "" {
 		if !filepath.IsAbs(f) {

@@ -14,6 +14,7 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/mcpagent"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -64,6 +65,9 @@ type Node struct {
 	imports     *importer      // outside agents' documents (importer.go)
 	discovery   *Discovery     // Find and imports, for the control API (discovery.go)
 
+	// An MCP server as the local agent (node/mcpagent); nil without agent.mcp.
+	mcp *mcpagent.Agent
+
 	// Test settings (Options).
 	mailRetries   []time.Duration      // WithMailRetries
 	importTimeout time.Duration        // WithImportTimeout: one fetch of an outside agent's document
@@ -98,7 +102,12 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		o(n)
 	}
 	n.started = n.now()
-	n.bridge = newBridge(cfg.Agent, n.events, log)
+	var tools toolServer
+	if cfg.Agent.MCP != nil {
+		n.mcp = mcpagent.New(*cfg.Agent.MCP, order, cfg.Agent.Timeout.Duration, log.With("agent", "mcp"))
+		tools = n.mcp
+	}
+	n.bridge = newBridge(cfg.Agent, tools, n.events, log)
 	n.rates = newRateLimits(cfg.Rates, n.now)
 	n.invocations = newInvocations()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -154,6 +163,12 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		return nil, fmt.Errorf("building capability document: %w", err)
 	}
 	doc.Relay = relayPreferences(cfg, id.PeerID())
+	if n.mcp != nil {
+		n.onClose(n.mcp.Close)
+		if err := n.mcp.Start(n.ctx, doc); err != nil {
+			return nil, fmt.Errorf("agent.mcp: %w", err)
+		}
+	}
 	if err := n.docs.set(doc); err != nil {
 		return nil, err
 	}
@@ -182,6 +197,9 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	}
 	n.spawn(n.mail.outboxLoop)
 	n.spawn(n.refreshImports)
+	if n.mcp != nil {
+		n.mcp.Follow(n.UpdateDocument)
+	}
 	ok = true
 	log.Info("ifaced started", "peer", id.PeerID(), "did", id.DID(), "addrs", n.Addrs(),
 		"capabilities", len(doc.Capabilities), "seq", n.Document().Seq)
