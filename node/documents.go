@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,19 +11,31 @@ import (
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/internal/costlru"
 	"github.com/ifaced/ifaced/node/store"
 )
 
 // documents owns the owner's capability document: its seq (persisted and
 // raised whenever the content changes, so peers can tell a new document
-// from an old one across restarts), its signature, the signed view each
-// requester is shown — signed once per seq and facts, since a view changes
-// only when one of them does — and the compiled schemas of its
-// capabilities.
+// from an old one across restarts), its signature, the signed views
+// requesters are shown, and the compiled schemas of its capabilities.
+//
+// Signed views are kept by class, not by peer: two requesters whose facts
+// cut the same view from the document (the same content, by
+// negotiate.ContentKey) are shown the same signed view, signed once. A
+// signed view names no recipient — it is the document's seq, updated and
+// agent_id with the capabilities the facts let through, signed by the
+// owner — so sharing it changes nothing a recipient verifies. Per peer
+// only the class its facts fall in is remembered (classes: a few hundred
+// bytes each, at most maxViewClasses); the views themselves live in a
+// cache bounded by bytes (maxSignedViewBytes, least recently used evicted
+// one by one), so a flood of peers costs neither a signature each nor a
+// signed view each, and never empties the cache at once.
 type documents struct {
 	id    *identity.Identity
 	store ownDocumentStore
@@ -33,9 +46,18 @@ type documents struct {
 	changeMu sync.Mutex // one change at a time, so none is lost and no seq is reused
 
 	mu      sync.Mutex
-	doc     *negotiate.Document    // signed; replaced on change
-	views   map[string]*signedView // signed views by seq and facts
-	schemas *negotiate.Schemas     // of doc, compiled once per seq
+	doc     *negotiate.Document // signed; replaced on change
+	schemas *negotiate.Schemas  // of doc, compiled once per seq
+
+	classes *lru.Cache[string, viewClass]          // facts (with seq) → the class of view they cut
+	views   *costlru.Cache[viewClass, *signedView] // signed views by class, bounded by bytes
+}
+
+// viewClass names a view by the document's seq and the view's content
+// key: requesters in one class are shown the same signed view.
+type viewClass struct {
+	seq uint64
+	key [sha256.Size]byte
 }
 
 // ownDocumentStore is what documents keeps in the store.
@@ -47,7 +69,10 @@ type ownDocumentStore interface {
 var _ ownDocumentStore = (*store.Store)(nil)
 
 func newDocuments(id *identity.Identity, st ownDocumentStore, order *conditions.TierOrder, now func() time.Time, log *slog.Logger) *documents {
-	return &documents{id: id, store: st, order: order, now: now, log: log, views: map[string]*signedView{}}
+	d := &documents{id: id, store: st, order: order, now: now, log: log,
+		views: costlru.New[viewClass, *signedView](maxSignedViewBytes)}
+	d.classes, _ = lru.New[string, viewClass](maxViewClasses)
+	return d
 }
 
 // signedView is a view as sent: signed, sealed for every transport, its
@@ -56,11 +81,26 @@ func newDocuments(id *identity.Identity, st ownDocumentStore, order *conditions.
 // once and reused.
 type signedView = negotiate.SignedView
 
-// maxCachedViews bounds the signed views kept between document changes.
-// Each holds the view as a document, a JSON value, and its canonical and
-// CBOR bytes (some 120 KB for 20 capabilities), so about 60 MB at most;
-// past it the cache starts again and views are signed anew.
-const maxCachedViews = 512
+const (
+	// maxSignedViewBytes bounds the signed views kept, by the estimate of
+	// signedViewCost: about 120 views of 20 capabilities, which is more
+	// classes than an owner's conditions and tiers make in practice.
+	maxSignedViewBytes = 16 << 20
+	// maxViewClasses bounds the facts remembered with their class (about
+	// 250 bytes each, so some 4 MB); a requester pushed out has its view
+	// cut and its class found again, without a signature when the class's
+	// view is still held.
+	maxViewClasses = 16384
+	// signedViewFactor is what a signed view holds per byte of its RFC
+	// 8785 form: the decoded document, the JSON value, the canonical and
+	// CBOR bytes (measured: TestSignedViewCost).
+	signedViewFactor = 10
+)
+
+// signedViewCost is what v is counted as in the signed-view cache.
+func signedViewCost(v *signedView) int64 {
+	return int64(signedViewFactor*len(v.Content.Canonical()) + 1024)
+}
 
 // set makes doc the owner's document. Its seq continues from the stored
 // one: unchanged content keeps the stored seq, changed content gets the
@@ -108,8 +148,11 @@ func (d *documents) set(doc *negotiate.Document) error {
 	}
 	d.mu.Lock()
 	d.doc = doc
-	d.views = map[string]*signedView{}
 	d.mu.Unlock()
+	// Views of older seqs are no longer shown; classes name their seq, so
+	// none is taken for the new document.
+	d.views.Purge()
+	d.classes.Purge()
 	return nil
 }
 
@@ -142,28 +185,34 @@ func (d *documents) update(change func(doc *negotiate.Document) error) (*negotia
 	return d.current(), nil
 }
 
-// view returns the signed view of the owner's document for facts.
+// view returns the signed view of the owner's document for facts: the
+// one of their class when it is held, otherwise signed now and kept.
 func (d *documents) view(f conditions.Facts) (*signedView, error) {
-	d.mu.Lock()
-	doc := d.doc
-	key := fmt.Sprintf("%d|%s|%d|%s|%s|%s", doc.Seq, f.Peer, f.AuthLevel, f.Disclosure, f.Temperature, f.Persona)
-	v, ok := d.views[key]
-	d.mu.Unlock()
-	if ok {
-		return v, nil
+	doc := d.current()
+	fk := fmt.Sprintf("%d|%s|%d|%s|%s|%s", doc.Seq, f.Peer, f.AuthLevel, f.Disclosure, f.Temperature, f.Persona)
+	if class, ok := d.classes.Get(fk); ok {
+		if v, ok := d.views.Get(class); ok {
+			return v, nil
+		}
 	}
-	v, err := d.sign(doc.View(f, d.order))
+	cut := doc.View(f, d.order)
+	key, err := negotiate.ContentKey(cut)
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	if d.doc.Seq == doc.Seq {
-		if len(d.views) >= maxCachedViews {
-			d.views = map[string]*signedView{} // cheap to rebuild; bounded memory matters more
-		}
-		d.views[key] = v
+	class := viewClass{seq: doc.Seq}
+	copy(class.key[:], key)
+	d.classes.Add(fk, class)
+	if v, ok := d.views.Get(class); ok {
+		return v, nil
 	}
-	d.mu.Unlock()
+	v, err := d.sign(cut)
+	if err != nil {
+		return nil, err
+	}
+	if d.current().Seq == doc.Seq {
+		d.views.Add(class, v, signedViewCost(v))
+	}
 	return v, nil
 }
 
