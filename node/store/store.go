@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/ifaced/ifaced/node/internal/costlru"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -58,6 +60,9 @@ type Store struct {
 
 	headsMu sync.Mutex
 	heads   map[string]peerHead // what PutPeer last wrote per peer (peers.go)
+
+	gate      atomic.Pointer[PeerGate]           // which peers are known (peers.go); nil: all
+	strangers *costlru.Cache[string, PeerRecord] // strangers' records, in memory only (peers.go)
 }
 
 // Open opens (creating with mode 0600) the store file at path. If another
@@ -75,7 +80,7 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
-	return &Store{db: db, path: path}, nil
+	return &Store{db: db, path: path, strangers: costlru.New[string, PeerRecord](MaxStrangerBytes)}, nil
 }
 
 // initSchema writes the schema version and buckets into a new file, and
