@@ -63,7 +63,6 @@ func TestStrangerMadeKnownIsPersisted(t *testing.T) {
 	}
 }
 
-
 // Fresh keys past the strangers' budget evict the least recently put
 // strangers; known peers and the strangers still greeting stay.
 func TestStrangersAreBoundedByBytes(t *testing.T) {
