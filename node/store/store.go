@@ -61,6 +61,9 @@ type Store struct {
 	headsMu sync.Mutex
 	heads   map[string]peerHead // what PutPeer last wrote per peer (peers.go)
 
+	seenCount atomic.Int64 // IDs in the seen set (seen.go)
+	maxSeen   int          // MaxSeenIDs; smaller in tests
+
 	gate      atomic.Pointer[PeerGate]           // which peers are known (peers.go); nil: all
 	strangers *costlru.Cache[string, PeerRecord] // strangers' records, in memory only (peers.go)
 }
@@ -80,7 +83,12 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
-	return &Store{db: db, path: path, strangers: costlru.New[string, PeerRecord](MaxStrangerBytes)}, nil
+	s := &Store{db: db, path: path, maxSeen: MaxSeenIDs, strangers: costlru.New[string, PeerRecord](MaxStrangerBytes)}
+	db.View(func(tx *bolt.Tx) error {
+		s.seenCount.Store(int64(tx.Bucket(bucketSeen).Stats().KeyN))
+		return nil
+	})
+	return s, nil
 }
 
 // initSchema writes the schema version and buckets into a new file, and
