@@ -54,10 +54,11 @@ func (s *Store) PutPeer(rec PeerRecord) (changed bool, err error) {
 	if rec.PeerID == "" {
 		return false, errors.New("storing peer: empty peer ID")
 	}
-	mem, inMemory := s.strangers.Peek(rec.PeerID)
 	if !s.knownPeer(rec.PeerID) && !s.persisted(rec.PeerID) {
+		s.strangersMu.Lock() // one merge at a time, so the seq rules hold
+		defer s.strangersMu.Unlock()
 		var old *PeerRecord
-		if inMemory {
+		if mem, ok := s.strangers.Peek(rec.PeerID); ok {
 			old = &mem
 		}
 		next, changed, err := mergePeer(old, rec)
@@ -67,6 +68,7 @@ func (s *Store) PutPeer(rec PeerRecord) (changed bool, err error) {
 		s.strangers.Add(rec.PeerID, next, strangerCost(next))
 		return changed, nil
 	}
+	mem, inMemory := s.strangers.Peek(rec.PeerID)
 	if !inMemory && s.confirmsRecently(rec) {
 		return false, nil
 	}

@@ -64,8 +64,9 @@ type Store struct {
 	seenCount atomic.Int64 // IDs in the seen set (seen.go)
 	maxSeen   int          // MaxSeenIDs; smaller in tests
 
-	gate      atomic.Pointer[PeerGate]           // which peers are known (peers.go); nil: all
-	strangers *costlru.Cache[string, PeerRecord] // strangers' records, in memory only (peers.go)
+	gate        atomic.Pointer[PeerGate]           // which peers are known (peers.go); nil: all
+	strangers   *costlru.Cache[string, PeerRecord] // strangers' records, in memory only (peers.go)
+	strangersMu sync.Mutex                         // one merge into strangers at a time
 }
 
 // Open opens (creating with mode 0600) the store file at path. If another
