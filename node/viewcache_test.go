@@ -282,3 +282,35 @@ func newPeerID(t *testing.T) peer.ID {
 	}
 	return id.PeerID()
 }
+
+// A responder keeps of a greeter's view its bytes and the fields it reads,
+// not the decoded document; the initiator, whose caller reads the view,
+// keeps the document with it.
+func TestHeldViewsKeepBytesNotDocuments(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	bob := startDaemon(t, nil)
+	connect(t, bob, alice)
+	r, err := bob.QueryCapabilities(context.Background(), alice.id.PeerID(), negotiate.Proposal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	atAlice, ok := alice.convs.peerViews.Get(bob.id.PeerID())
+	if !ok {
+		t.Fatal("alice holds no view of bob")
+	}
+	if atAlice.Doc != nil || len(atAlice.Canon) == 0 || atAlice.AgentID != bob.id.DID() || atAlice.Seq == 0 || atAlice.DocHash == "" {
+		t.Fatalf("alice's held view of bob: doc %v, %d bytes, agent %q, seq %d", atAlice.Doc != nil, len(atAlice.Canon), atAlice.AgentID, atAlice.Seq)
+	}
+	atBob, ok := bob.convs.peerViews.Get(alice.id.PeerID())
+	if !ok || atBob.Doc == nil || atBob.Doc != r.View {
+		t.Fatal("bob, who asked, does not hold alice's view with its document")
+	}
+	// Greeting alice in turn, alice reads bob's view from the bytes she held.
+	back, err := alice.Greet(context.Background(), bob.id.PeerID(), negotiate.Proposal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.View == nil || back.View.AgentID != bob.id.DID() {
+		t.Fatalf("alice's greeting of bob returned view %+v", back.View)
+	}
+}
