@@ -12,6 +12,7 @@ import (
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -46,10 +47,11 @@ func greeters(n int) ([]greeter, error) {
 	return out, nil
 }
 
-// greetAll has every peer query the child's capabilities once (a
-// greeting with its own view, answered with the child's), 32 at a time,
-// and returns how many failed and the first failure. The connections
-// stay open afterwards: the peers are greeted and idle.
+// greetAll has every peer connected to target query its capabilities
+// once (a greeting with its own view, answered with the child's), 32 at a
+// time, and returns how many failed and the first failure. Peers whose
+// dial failed are left out. The connections stay open afterwards: the
+// peers are greeted and idle.
 func greetAll(ctx context.Context, hosts []host.Host, gs []greeter, target peer.ID) (int, error) {
 	pub, err := identity.PublicKeyFromPeerID(target)
 	if err != nil {
@@ -62,6 +64,9 @@ func greetAll(ctx context.Context, hosts []host.Host, gs []greeter, target peer.
 	sem := make(chan struct{}, 32)
 	var wg sync.WaitGroup
 	for i, h := range hosts {
+		if h.Network().Connectedness(target) != network.Connected {
+			continue
+		}
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()

@@ -140,7 +140,7 @@ func measureIdle(ctx context.Context, root, role string, peers []host.Host, gs [
 	r.heap0 = before.HeapInuse
 
 	r.dialErrs, r.firstErr = dialAll(ctx, peers, info)
-	if gs != nil && r.dialErrs == 0 {
+	if gs != nil {
 		r.greetErrs, r.firstGreetErr = greetAll(ctx, peers, gs, info.ID)
 	}
 	defer func() {
