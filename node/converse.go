@@ -582,10 +582,12 @@ func seenKey(from peer.ID, m *gossip.Message) string {
 }
 
 // maxHeldViewBytes bounds the verified-view memory by bytes (heldCost):
-// about 1,100 views of 20 capabilities (14.5 KB canonical) held without
+// about 550 views of 20 capabilities (14.5 KB canonical) held without
 // their documents. The least recently used goes first; a peer pushed out
-// is verified again at its next greeting.
-const maxHeldViewBytes = 16 << 20
+// is verified again at its next greeting (some 100 µs of CPU). The
+// budget is part of the 64 KB per greeted idle peer at 5,000 peers
+// (DESIGN.md §8, bench row 4).
+const maxHeldViewBytes = 8 << 20
 
 // maxPeersHold bounds the peers whose word that they hold this daemon's
 // view is remembered (a hash each).

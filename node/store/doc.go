@@ -55,7 +55,7 @@
 // through SetPeerGate (package node's peerGate: peers the owner pinned,
 // revoked or introduced, named in the disclosure map above public or in
 // the temperature caps, or asked to greet). Every other peer's record is
-// a stranger's: kept in memory, bounded by bytes (MaxStrangerBytes, 16 MiB;
+// a stranger's: kept in memory, bounded by bytes (MaxStrangerBytes, 8 MiB;
 // the least recently put evicted first, one at a time), read back by Peer
 // and Peers like the file's, and forgotten at a restart. A stranger later
 // made known moves to the file at its next greeting; a record in the file

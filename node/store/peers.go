@@ -171,9 +171,11 @@ func (s *Store) persisted(peerID string) bool {
 }
 
 // MaxStrangerBytes bounds the strangers' records kept in memory, by
-// strangerCost: about 1,000 peers with 14.5 KB views (20 capabilities).
-// The least recently put goes first.
-const MaxStrangerBytes = 16 << 20
+// strangerCost: about 550 peers with 14.5 KB views (20 capabilities).
+// The least recently put goes first. A record's view is mostly the same
+// bytes the daemon's verified-view memory holds, so the two together
+// cost about one budget when they hold the same peers.
+const MaxStrangerBytes = 8 << 20
 
 // strangerCost is what rec is counted as in the strangers' memory: its
 // bytes and the record around them.
