@@ -76,6 +76,14 @@ func TestMemoryPerGreetedPeer(t *testing.T) {
 		runtime.ReadMemStats(&ms)
 		return ms.HeapAlloc
 	}
+	fileSize := func() int64 {
+		fi, err := os.Stat(alice.Store().Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	sizeBefore := fileSize()
 	before := heap()
 	for _, g := range greeters {
 		var content any
@@ -101,6 +109,12 @@ func TestMemoryPerGreetedPeer(t *testing.T) {
 		n, float64(before)/(1<<20), float64(after)/(1<<20), perPeer/1024, len(greeters[0].canon))
 	if perPeer > maxGreetedPeerBytes {
 		t.Errorf("%.1f KB of heap per greeted peer, want at most %d KB", perPeer/1024, maxGreetedPeerBytes>>10)
+	}
+	// Strangers' views are not written to the store.
+	sizeAfter := fileSize()
+	t.Logf("store file %.1f → %.1f MB", float64(sizeBefore)/(1<<20), float64(sizeAfter)/(1<<20))
+	if sizeAfter != sizeBefore {
+		t.Errorf("the store file grew from %d to %d bytes with greetings from strangers", sizeBefore, sizeAfter)
 	}
 	runtime.KeepAlive(greeters)
 }
