@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -224,9 +225,27 @@ func (d *documents) sign(view *negotiate.Document) (*signedView, error) {
 // ordered is v with the capabilities of the requested ACP tool categories
 // first, signed, and the requested categories it supports (v itself when
 // the request changes nothing). It keeps v's content key: the order is the
-// peer's request, not a change of what it may see.
+// peer's request, not a change of what it may see. An ordered view is kept
+// like the others, by v and the categories honoured (owner-defined, so a
+// peer's request cannot make the key long), in the same byte-bounded
+// cache: requesters of one class asking for the same categories share it.
 func (d *documents) ordered(v *signedView, requested []string) (*signedView, []string, error) {
-	return v.Ordered(requested, d.id, d.now())
+	_, honoured := negotiate.OrderByCategories(v.Doc, requested)
+	if len(honoured) == 0 {
+		return v, nil, nil
+	}
+	key := viewClass{seq: v.Doc.Seq, key: sha256.Sum256([]byte(v.Sum + "\x00" + strings.Join(honoured, "\x00")))}
+	if o, ok := d.views.Get(key); ok {
+		return o, honoured, nil
+	}
+	o, honoured, err := v.Ordered(requested, d.id, d.now())
+	if err != nil {
+		return nil, nil, err
+	}
+	if d.current().Seq == v.Doc.Seq {
+		d.views.Add(key, o, signedViewCost(o))
+	}
+	return o, honoured, nil
 }
 
 // withSchemas returns the current document and its compiled schemas,

@@ -314,3 +314,31 @@ func TestHeldViewsKeepBytesNotDocuments(t *testing.T) {
 		t.Fatalf("alice's greeting of bob returned view %+v", back.View)
 	}
 }
+
+// A view ordered by requested tool categories is signed once per class
+// and categories honoured, like any other view; a request that honours
+// nothing is the view itself.
+func TestOrderedViewsAreShared(t *testing.T) {
+	cfg := loopbackConfig()
+	cfg.Capabilities = []map[string]any{
+		{"name": "ping", "description": "Respond to connectivity tests", "categories": []any{"web"}},
+		{"name": "files.read", "description": "Read a file", "categories": []any{"code_exec"}},
+	}
+	alice := startDaemon(t, cfg)
+	facts := conditions.Facts{Peer: newPeerID(t).String(), AuthLevel: conditions.Signed, Disclosure: "public", Temperature: conditions.Cool}
+	v, err := alice.docs.view(facts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, honoured, err := alice.docs.ordered(v, []string{"code_exec", "unknown"})
+	if err != nil || len(honoured) != 1 || first == v || first.Doc.Capabilities[0].Name != "files.read" {
+		t.Fatalf("ordered view: %v, honoured %v", err, honoured)
+	}
+	again, _, err := alice.docs.ordered(v, []string{"unknown", "code_exec"})
+	if err != nil || again != first {
+		t.Fatal("the same class and categories honoured were signed again")
+	}
+	if same, honoured, _ := alice.docs.ordered(v, []string{"unknown"}); same != v || honoured != nil {
+		t.Fatal("a request honouring nothing did not return the view itself")
+	}
+}
