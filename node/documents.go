@@ -31,9 +31,13 @@ import (
 // negotiate.ContentKey) are shown the same signed view, signed once. A
 // signed view names no recipient — it is the document's seq, updated and
 // agent_id with the capabilities the facts let through, signed by the
-// owner — so sharing it changes nothing a recipient verifies. Per peer
-// only the class its facts fall in is remembered (classes: a few hundred
-// bytes each, at most maxViewClasses); the views themselves live in a
+// owner — so sharing it changes nothing a recipient verifies. A view is
+// cut with the requester's peer ID only when an allow list in the
+// document names it (anyRequester otherwise), since unmet conditions would
+// otherwise quote every requester's own ID and no two views would match.
+// Per facts only the class they fall in is remembered (classes: a few
+// hundred bytes each, at most maxViewClasses; one per requester only for
+// requesters an allow list names); the views themselves live in a
 // cache bounded by bytes (maxSignedViewBytes, least recently used evicted
 // one by one), so a flood of peers costs neither a signature each nor a
 // signed view each, and never empties the cache at once.
@@ -48,11 +52,17 @@ type documents struct {
 
 	mu      sync.Mutex
 	doc     *negotiate.Document // signed; replaced on change
+	named   map[string]bool     // the peers doc's allow lists name
 	schemas *negotiate.Schemas  // of doc, compiled once per seq
 
 	classes *lru.Cache[string, viewClass]          // facts (with seq) → the class of view they cut
 	views   *costlru.Cache[viewClass, *signedView] // signed views by class, bounded by bytes
 }
+
+// anyRequester stands for the requester's peer ID in views cut for
+// requesters no allow list names: a how_to_meet text reads "ifaced trust
+// <your peer ID> --verify …", the same for all of them.
+const anyRequester = "<your peer ID>"
 
 // viewClass names a view by the document's seq and the view's content
 // key: requesters in one class are shown the same signed view.
@@ -147,8 +157,14 @@ func (d *documents) set(doc *negotiate.Document) error {
 			return fmt.Errorf("saving own document: %w", err)
 		}
 	}
+	named := map[string]bool{}
+	for i := range doc.Capabilities {
+		for _, p := range doc.Capabilities[i].Conds().Peers {
+			named[p] = true
+		}
+	}
 	d.mu.Lock()
-	d.doc = doc
+	d.doc, d.named = doc, named
 	d.mu.Unlock()
 	// Views of older seqs are no longer shown; classes name their seq, so
 	// none is taken for the new document.
@@ -189,7 +205,15 @@ func (d *documents) update(change func(doc *negotiate.Document) error) (*negotia
 // view returns the signed view of the owner's document for facts: the
 // one of their class when it is held, otherwise signed now and kept.
 func (d *documents) view(f conditions.Facts) (*signedView, error) {
-	doc := d.current()
+	d.mu.Lock()
+	doc, named := d.doc, d.named[f.Peer]
+	d.mu.Unlock()
+	if f.Peer != "" && !named {
+		// Only an allow list makes a view depend on who the requester is;
+		// otherwise its peer ID would only be quoted in how_to_meet texts
+		// and make each requester's view a class of its own.
+		f.Peer = anyRequester
+	}
 	fk := fmt.Sprintf("%d|%s|%d|%s|%s|%s", doc.Seq, f.Peer, f.AuthLevel, f.Disclosure, f.Temperature, f.Persona)
 	if class, ok := d.classes.Get(fk); ok {
 		if v, ok := d.views.Get(class); ok {

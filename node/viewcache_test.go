@@ -342,3 +342,38 @@ func TestOrderedViewsAreShared(t *testing.T) {
 		t.Fatal("a request honouring nothing did not return the view itself")
 	}
 }
+
+// A capability a requester does not reach for want of a pinned key tells
+// it how to meet the condition without quoting its own peer ID, so
+// requesters below the level still share one view.
+func TestUnmetLevelDoesNotSplitTheClass(t *testing.T) {
+	cfg := loopbackConfig()
+	cfg.Capabilities = []map[string]any{
+		{"name": "ping", "description": "Respond to connectivity tests"},
+		{"name": "ledger.read", "description": "Read the ledger", "conditions": map[string]any{"min_auth_level": 2}},
+	}
+	alice := startDaemon(t, cfg)
+	facts := func() conditions.Facts {
+		return conditions.Facts{Peer: newPeerID(t).String(), AuthLevel: conditions.Signed, Disclosure: "public", Temperature: conditions.Cool}
+	}
+	a, err := alice.docs.view(facts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := alice.docs.view(facts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Fatal("two requesters below min_auth_level 2 were shown two signed views")
+	}
+	var how string
+	for _, c := range a.Doc.Capabilities {
+		if c.Name == "ledger.read" && len(c.Unmet) > 0 {
+			how = c.Unmet[0].HowToMeet
+		}
+	}
+	if !strings.Contains(how, "ifaced trust "+anyRequester+" --verify") {
+		t.Fatalf("how_to_meet %q", how)
+	}
+}
