@@ -27,8 +27,13 @@ func idleSection(ctx context.Context, root string, counts []int) section {
 	sec := section{title: "4. Memory per idle peer connection, TCP (the daemon is a child process; its peers are libp2p hosts in this process)",
 		baseline: "a bare libp2p host holding as many"}
 	n := maxOf(counts)
-	progress("4: starting %d peer hosts", n)
-	peers, err := idlePeers(n)
+	progress("4: starting %d peer hosts and signing their views", n)
+	gs, err := greeters(n)
+	if err != nil {
+		sec.rows = append(sec.rows, failed("setup", err))
+		return sec
+	}
+	peers, err := idlePeers(gs)
 	defer closeHosts(peers)
 	if err != nil {
 		sec.rows = append(sec.rows, failed("setup", err))
@@ -39,9 +44,11 @@ func idleSection(ctx context.Context, root string, counts []int) section {
 			break
 		}
 		progress("4: %d idle peers, bare libp2p host", count)
-		bare, bareErr := measureIdle(ctx, root, roleBare, peers[:count])
+		bare, bareErr := measureIdle(ctx, root, roleBare, peers[:count], nil)
 		progress("4: %d idle peers, ifaced", count)
-		ifd, ifdErr := measureIdle(ctx, root, roleIfaced, peers[:count])
+		ifd, ifdErr := measureIdle(ctx, root, roleIfaced, peers[:count], nil)
+		progress("4: %d greeted idle peers, ifaced", count)
+		greeted, greetedErr := measureIdle(ctx, root, roleIfaced, peers[:count], gs[:count])
 		var base float64
 		name := fmt.Sprintf("bare libp2p host, %d peers", count)
 		if bareErr != nil {
@@ -56,7 +63,14 @@ func idleSection(ctx context.Context, root string, counts []int) section {
 		} else {
 			sec.rows = append(sec.rows, ifd.row(name, base))
 		}
+		name = fmt.Sprintf("ifaced daemon, %d greeted idle peers (bar: 64 KB at 5,000)", count)
+		if greetedErr != nil {
+			sec.rows = append(sec.rows, failed(name, greetedErr))
+		} else {
+			sec.rows = append(sec.rows, greeted.row(name, base))
+		}
 	}
+	sec.notes = append(sec.notes, "greeted idle peers: each peer, once connected, queries the daemon's capabilities once (a greeting carrying its own signed 20-capability view, answered with the daemon's) and then holds its connection idle; every peer is a fresh key, a stranger to the daemon")
 	sec.notes = append(sec.notes, "figure: growth of the child's VmRSS (/proc/PID/status) per connection held, both readings taken after a GC that returns freed memory (debug.FreeOSMemory); notes give the growth before that GC and the Go heap in use")
 	return sec
 }
@@ -72,6 +86,8 @@ type idleResult struct {
 	heap0, heap1       uint64
 	firstErr           error
 	dialErrs           int
+	greetErrs          int // greetings that failed (greeted rows)
+	firstGreetErr      error
 }
 
 func (r idleResult) perPeer() float64 { return float64(r.rss1-r.rss0) / float64(max(r.held, 1)) }
@@ -84,6 +100,9 @@ func (r idleResult) row(name string, base float64) row {
 	if r.dialErrs > 0 {
 		out.note += fmt.Sprintf("; %d dials failed, first: %s", r.dialErrs, oneLine(fmt.Sprint(r.firstErr)))
 	}
+	if r.greetErrs > 0 {
+		out.note += fmt.Sprintf("; %d greetings failed, first: %s", r.greetErrs, oneLine(fmt.Sprint(r.firstGreetErr)))
+	}
 	if r.held == nodeMaxFDs && r.held < r.asked {
 		out.note += "; 4096 is the resource manager's file descriptor ceiling (maxFDs in node/host.go)"
 	}
@@ -94,8 +113,9 @@ func (r idleResult) row(name string, base float64) row {
 }
 
 // measureIdle starts a child of role, connects every peer to it over TCP,
-// lets the connections settle, and measures the child's growth.
-func measureIdle(ctx context.Context, root, role string, peers []host.Host) (idleResult, error) {
+// has each greet it once when gs is given (the greeters of peers, in
+// order), lets the connections settle, and measures the child's growth.
+func measureIdle(ctx context.Context, root, role string, peers []host.Host, gs []greeter) (idleResult, error) {
 	r := idleResult{asked: len(peers)}
 	c, err := startChild(childSpec{Role: role, Dir: root, ConnsHigh: 2 * len(peers)})
 	if err != nil {
@@ -120,6 +140,9 @@ func measureIdle(ctx context.Context, root, role string, peers []host.Host) (idl
 	r.heap0 = before.HeapInuse
 
 	r.dialErrs, r.firstErr = dialAll(ctx, peers, info)
+	if gs != nil {
+		r.greetErrs, r.firstGreetErr = greetAll(ctx, peers, gs, info.ID)
+	}
 	defer func() {
 		for _, p := range peers {
 			p.Network().ClosePeer(info.ID)
@@ -187,12 +210,14 @@ func dialAll(ctx context.Context, peers []host.Host, info peer.AddrInfo) (int, e
 	return int(failed.Load()), first
 }
 
-// idlePeers starts n lightweight libp2p hosts: TCP only, no listener,
-// Noise and yamux, no resource limits, no metrics, no relay, no ping.
-func idlePeers(n int) ([]host.Host, error) {
-	hosts := make([]host.Host, 0, n)
-	for range n {
+// idlePeers starts a lightweight libp2p host for each greeter, with its
+// key: TCP only, no listener, Noise and yamux, no resource limits, no
+// metrics, no relay, no ping.
+func idlePeers(gs []greeter) ([]host.Host, error) {
+	hosts := make([]host.Host, 0, len(gs))
+	for _, g := range gs {
 		h, err := libp2p.New(
+			libp2p.Identity(g.id.LibP2PKey()),
 			libp2p.NoListenAddrs,
 			libp2p.Transport(tcp.NewTCPTransport),
 			libp2p.Security(noise.ID, noise.New),

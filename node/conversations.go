@@ -10,6 +10,7 @@ import (
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/node/internal/costlru"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/ifaced/ifaced/node/wire"
@@ -39,7 +40,7 @@ type Conversations struct {
 	mu    sync.Mutex
 	convs map[string]*conv // open conversations by ID
 
-	peerViews *lru.Cache[peer.ID, verifiedView] // the last view each peer sent, verified
+	peerViews *costlru.Cache[peer.ID, heldView] // the last view each peer sent, verified; bounded by bytes
 	peersHold *lru.Cache[peer.ID, string]       // the hash of our view each peer last said it holds
 }
 
@@ -71,8 +72,8 @@ type conversationDeps struct {
 // handlers on the host.
 func newConversations(d conversationDeps) *Conversations {
 	cs := &Conversations{conversationDeps: d, convs: map[string]*conv{}}
-	cs.peerViews, _ = lru.New[peer.ID, verifiedView](maxVerifiedViews)
-	cs.peersHold, _ = lru.New[peer.ID, string](maxVerifiedViews)
+	cs.peerViews = costlru.New[peer.ID, heldView](maxHeldViewBytes)
+	cs.peersHold, _ = lru.New[peer.ID, string](maxPeersHold)
 	cs.host.SetStreamHandler(wire.Conversation, d.handler(cs.handleConversation))
 	cs.host.SetStreamHandler(wire.Capabilities, d.handler(cs.handleCapabilities))
 	cs.host.SetStreamHandler(wire.Update, d.handler(cs.handleUpdate))

@@ -161,7 +161,7 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 		s.Reset()
 		return nil, err
 	}
-	var heldView *verifiedView
+	var heldView *heldView
 	if holding {
 		heldView = &held
 	}
@@ -259,7 +259,7 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 		peer:         pid,
 		stream:       ws,
 	}
-	var heldView *verifiedView
+	var heldView *heldView
 	if held, ok := cs.peerViews.Get(pid); ok {
 		heldView = &held
 	}
@@ -588,10 +588,17 @@ func seenKey(from peer.ID, m *gossip.Message) string {
 	return from.String() + " " + m.Headers.MessageID
 }
 
-// maxVerifiedViews bounds the peers whose last verified view is kept: a
-// 20-capability view decoded is some 50 KB, so about 50 MB at most. A
-// peer pushed out is verified again at its next greeting.
-const maxVerifiedViews = 1024
+// maxHeldViewBytes bounds the verified-view memory by bytes (heldCost):
+// about 550 views of 20 capabilities (14.5 KB canonical) held without
+// their documents. The least recently used goes first; a peer pushed out
+// is verified again at its next greeting (some 100 µs of CPU). The
+// budget is part of the 64 KB per greeted idle peer at 5,000 peers
+// (DESIGN.md §8, bench row 4).
+const maxHeldViewBytes = 8 << 20
+
+// maxPeersHold bounds the peers whose word that they hold this daemon's
+// view is remembered (a hash each).
+const maxPeersHold = 1024
 
 // verifiedView is a view a peer sent, decoded and verified as received
 // (negotiate.VerifiedView): the same content (the SHA-256 of its RFC 8785
@@ -600,21 +607,54 @@ const maxVerifiedViews = 1024
 // otherwise cost.
 type verifiedView = negotiate.VerifiedView
 
-// agentID is the agent ID the view presents ("" without a view).
-func (pv pendingView) agentID() string {
-	if pv.vv.Doc == nil {
-		return ""
-	}
-	return pv.vv.Doc.AgentID
+// heldView is what the verified-view memory keeps of a view a peer sent:
+// its RFC 8785 bytes (what have_view names and the peer cache stores) and
+// the few fields a greeting reads, not the decoded document, which costs
+// about six times the bytes. The document is kept only with the views this
+// daemon asked for (the answers to its own greetings and update pushes,
+// whose callers read it); a responder, which most peers meet, reads only
+// the fields.
+type heldView struct {
+	Sum     [32]byte // SHA-256 of Canon
+	Canon   []byte   // shared, never to be changed
+	DocHash string   // verifiedView.DocHash
+	Seq     uint64
+	AgentID string
+	Caps    int                 // how many capabilities the view shows
+	Doc     *negotiate.Document // nil unless kept (see above); shared, never to be changed
 }
+
+// held is what the verified-view memory keeps of vv; withDoc keeps the
+// decoded document too.
+func held(vv verifiedView, withDoc bool) heldView {
+	h := heldView{Sum: vv.Sum, Canon: vv.Canon, DocHash: vv.DocHash, Seq: vv.Doc.Seq, AgentID: vv.Doc.AgentID, Caps: len(vv.Doc.Capabilities)}
+	if withDoc {
+		h.Doc = vv.Doc
+	}
+	return h
+}
+
+// heldCost is what h is counted as in the verified-view memory: its bytes,
+// the decoded document at six times them when kept, and the entry.
+func heldCost(h heldView) int64 {
+	cost := len(h.Canon) + len(h.DocHash) + len(h.AgentID) + 256
+	if h.Doc != nil {
+		cost += 6 * len(h.Canon)
+	}
+	return int64(cost)
+}
+
+// agentID is the agent ID the view presents ("" without a view).
+func (pv pendingView) agentID() string { return pv.view.AgentID }
 
 // pendingView is a view checked at the door and not yet kept: keepView
 // keeps it once the message that carried it is admitted. A zero
 // pendingView carries no view.
 type pendingView struct {
-	vv  verifiedView
-	raw []byte // canonical content to store
-	new bool   // the content arrived in this message (not the held one named unchanged)
+	view heldView // Doc set when the content arrived in this message, or when the view is wanted (want)
+	ok   bool     // a view is carried (or named unchanged)
+	new  bool     // the content arrived in this message (not the held one named unchanged)
+	want bool     // the caller reads the document: keep it with the view
 }
 
 // checkView verifies the peer's view in m (signed by the key of pid, the
@@ -623,13 +663,32 @@ type pendingView struct {
 // it named held in have_view, the answer's word (said: the view_unchanged
 // of m's proposal) that the view is unchanged; a responder accepts a
 // greeting without one. A view older than the one the peer cache holds is
-// refused (wire.ErrStaleSeq).
-func (cs *Conversations) checkView(pid peer.ID, m *gossip.Message, said string, required bool, held *verifiedView) (pendingView, error) {
+// refused (wire.ErrStaleSeq). When required, the view's document is at
+// hand in the result (decoded again from the held bytes if need be).
+func (cs *Conversations) checkView(pid peer.ID, m *gossip.Message, said string, required bool, held *heldView) (pendingView, error) {
+	pv, err := cs.checkViewBytes(pid, m, said, required, held)
+	if err != nil || !required || !pv.ok {
+		return pv, err
+	}
+	pv.want = true
+	if pv.view.Doc == nil {
+		// A view held without its document (kept while answering this
+		// peer's greetings): decode the bytes verified before.
+		doc, err := negotiate.DecodeViewJSON(pv.view.Canon)
+		if err != nil {
+			return pendingView{}, fmt.Errorf("decoding the held view of %s: %w", pid, err)
+		}
+		pv.view.Doc, pv.new = doc, true // keep it with its document from now on
+	}
+	return pv, nil
+}
+
+func (cs *Conversations) checkViewBytes(pid peer.ID, m *gossip.Message, said string, required bool, held *heldView) (pendingView, error) {
 	p, ok := m.Body.Part(partCapabilities)
 	if !ok {
 		switch {
 		case said != "" && held != nil && said == hex.EncodeToString(held.Sum[:]):
-			return pendingView{vv: *held, raw: held.Canon}, nil
+			return pendingView{view: *held, ok: true}, nil
 		case said != "" && !required:
 			return pendingView{}, nil // a view this daemon no longer holds: it learns nothing new, and needs nothing
 		case said != "":
@@ -644,30 +703,34 @@ func (cs *Conversations) checkView(pid peer.ID, m *gossip.Message, said string, 
 	if err != nil {
 		return pendingView{}, fmt.Errorf("%w: %v", gossip.ErrInvalidMessage, err)
 	}
-	vv, known, err := cs.verifyView(pid, raw)
+	hv, known, err := cs.verifyView(pid, raw)
 	if err != nil {
 		return pendingView{}, err
 	}
 	if !known {
 		// A view this daemon has not verified from pid before: it must not
 		// be older than the one the peer cache holds.
-		if rec, err := cs.store.Peer(pid.String()); err == nil && rec.Seq > vv.Doc.Seq {
-			return pendingView{}, fmt.Errorf("%w: seq %d, this daemon holds seq %d from you", wire.ErrStaleSeq, vv.Doc.Seq, rec.Seq)
+		if rec, err := cs.store.Peer(pid.String()); err == nil && rec.Seq > hv.Seq {
+			return pendingView{}, fmt.Errorf("%w: seq %d, this daemon holds seq %d from you", wire.ErrStaleSeq, hv.Seq, rec.Seq)
 		}
 	}
-	return pendingView{vv: vv, raw: raw, new: true}, nil
+	return pendingView{view: hv, ok: true, new: !known}, nil
 }
 
 // keepView keeps a view checked at the door, once its message is admitted:
 // the verified-view memory and the peer cache (the act step). It returns
-// the view, or nil when the message carried none.
+// the view's document when the check wanted it (checkView with required),
+// nil otherwise and when the message carried none.
 func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView) (*negotiate.Document, error) {
-	view := pv.vv.Doc
-	if view == nil {
+	if !pv.ok {
 		return nil, nil
 	}
+	view := pv.view
 	if pv.new {
-		cs.peerViews.Add(pid, pv.vv)
+		if !pv.want {
+			view.Doc = nil
+		}
+		cs.peerViews.Add(pid, view, heldCost(view))
 	}
 	var ctxRaw json.RawMessage
 	if cp, ok := m.Body.Part(partContext); ok {
@@ -675,7 +738,7 @@ func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView
 	}
 	now := cs.now()
 	rec := store.PeerRecord{PeerID: pid.String(), AgentID: view.AgentID, Display: m.Headers.From.Display,
-		Addrs: peerAddrs(cs.host, pid), Seq: view.Seq, DocHash: pv.vv.DocHash, View: pv.raw, Context: ctxRaw,
+		Addrs: peerAddrs(cs.host, pid), Seq: view.Seq, DocHash: view.DocHash, View: view.Canon, Context: ctxRaw,
 		FetchedAt: now, ChangedAt: now}
 	changed, err := cs.store.PutPeer(rec)
 	if errors.Is(err, store.ErrStaleSeq) {
@@ -693,28 +756,35 @@ func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView
 	}
 	if changed {
 		cs.events.publish(Event{Type: EventPeerView, At: now, Peer: pid.String(), ConversationID: m.Headers.ConversationID,
-			Detail: fmt.Sprintf("seq %d, %d capabilities", view.Seq, len(view.Capabilities))})
+			Detail: fmt.Sprintf("seq %d, %d capabilities", view.Seq, view.Caps)})
 	}
-	return view, nil
+	if !pv.want {
+		return nil, nil
+	}
+	return pv.view.Doc, nil
 }
 
 // verifyView decodes and verifies the canonical JSON of a view pid sent,
 // or finds it verified already (known). It keeps nothing: keepView does,
-// once the message is admitted.
-func (cs *Conversations) verifyView(pid peer.ID, canon []byte) (vv verifiedView, known bool, err error) {
+// once the message is admitted. The result carries the decoded document
+// when it was decoded now.
+func (cs *Conversations) verifyView(pid peer.ID, canon []byte) (hv heldView, known bool, err error) {
 	sum := sha256.Sum256(canon)
-	if vv, ok := cs.peerViews.Get(pid); ok && vv.Sum == sum {
-		return vv, true, nil
+	if h, ok := cs.peerViews.Get(pid); ok && h.Sum == sum {
+		return h, true, nil
 	}
 	pub, err := identity.PublicKeyFromPeerID(pid)
 	if err != nil {
-		return verifiedView{}, false, err
+		return heldView{}, false, err
 	}
-	vv, err = negotiate.VerifyView(pub, canon)
+	vv, err := negotiate.VerifyView(pub, canon)
 	if errors.Is(err, negotiate.ErrNotAView) {
-		return verifiedView{}, false, fmt.Errorf("%w: %w", gossip.ErrInvalidMessage, err)
+		return heldView{}, false, fmt.Errorf("%w: %w", gossip.ErrInvalidMessage, err)
 	}
-	return vv, false, err
+	if err != nil {
+		return heldView{}, false, err
+	}
+	return held(vv, true), false, nil
 }
 
 // refuseFrame answers a first frame that did not decode: the refusal is

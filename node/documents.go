@@ -2,27 +2,45 @@ package node
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/internal/costlru"
 	"github.com/ifaced/ifaced/node/store"
 )
 
 // documents owns the owner's capability document: its seq (persisted and
 // raised whenever the content changes, so peers can tell a new document
-// from an old one across restarts), its signature, the signed view each
-// requester is shown — signed once per seq and facts, since a view changes
-// only when one of them does — and the compiled schemas of its
-// capabilities.
+// from an old one across restarts), its signature, the signed views
+// requesters are shown, and the compiled schemas of its capabilities.
+//
+// Signed views are kept by class, not by peer: two requesters whose facts
+// cut the same view from the document (the same content, by
+// negotiate.ContentKey) are shown the same signed view, signed once. A
+// signed view names no recipient — it is the document's seq, updated and
+// agent_id with the capabilities the facts let through, signed by the
+// owner — so sharing it changes nothing a recipient verifies. A view is
+// cut with the requester's peer ID only when an allow list in the
+// document names it (anyRequester otherwise), since unmet conditions would
+// otherwise quote every requester's own ID and no two views would match.
+// Per facts only the class they fall in is remembered (classes: a few
+// hundred bytes each, at most maxViewClasses; one per requester only for
+// requesters an allow list names); the views themselves live in a
+// cache bounded by bytes (maxSignedViewBytes, least recently used evicted
+// one by one), so a flood of peers costs neither a signature each nor a
+// signed view each, and never empties the cache at once.
 type documents struct {
 	id    *identity.Identity
 	store ownDocumentStore
@@ -33,9 +51,24 @@ type documents struct {
 	changeMu sync.Mutex // one change at a time, so none is lost and no seq is reused
 
 	mu      sync.Mutex
-	doc     *negotiate.Document    // signed; replaced on change
-	views   map[string]*signedView // signed views by seq and facts
-	schemas *negotiate.Schemas     // of doc, compiled once per seq
+	doc     *negotiate.Document // signed; replaced on change
+	named   map[string]bool     // the peers doc's allow lists name
+	schemas *negotiate.Schemas  // of doc, compiled once per seq
+
+	classes *lru.Cache[string, viewClass]          // facts (with seq) → the class of view they cut
+	views   *costlru.Cache[viewClass, *signedView] // signed views by class, bounded by bytes
+}
+
+// anyRequester stands for the requester's peer ID in views cut for
+// requesters no allow list names: a how_to_meet text reads "ifaced trust
+// <your peer ID> --verify …", the same for all of them.
+const anyRequester = "<your peer ID>"
+
+// viewClass names a view by the document's seq and the view's content
+// key: requesters in one class are shown the same signed view.
+type viewClass struct {
+	seq uint64
+	key [sha256.Size]byte
 }
 
 // ownDocumentStore is what documents keeps in the store.
@@ -47,7 +80,10 @@ type ownDocumentStore interface {
 var _ ownDocumentStore = (*store.Store)(nil)
 
 func newDocuments(id *identity.Identity, st ownDocumentStore, order *conditions.TierOrder, now func() time.Time, log *slog.Logger) *documents {
-	return &documents{id: id, store: st, order: order, now: now, log: log, views: map[string]*signedView{}}
+	d := &documents{id: id, store: st, order: order, now: now, log: log,
+		views: costlru.New[viewClass, *signedView](maxSignedViewBytes)}
+	d.classes, _ = lru.New[string, viewClass](maxViewClasses)
+	return d
 }
 
 // signedView is a view as sent: signed, sealed for every transport, its
@@ -56,11 +92,26 @@ func newDocuments(id *identity.Identity, st ownDocumentStore, order *conditions.
 // once and reused.
 type signedView = negotiate.SignedView
 
-// maxCachedViews bounds the signed views kept between document changes.
-// Each holds the view as a document, a JSON value, and its canonical and
-// CBOR bytes (some 120 KB for 20 capabilities), so about 60 MB at most;
-// past it the cache starts again and views are signed anew.
-const maxCachedViews = 512
+const (
+	// maxSignedViewBytes bounds the signed views kept, by the estimate of
+	// signedViewCost: about 120 views of 20 capabilities, which is more
+	// classes than an owner's conditions and tiers make in practice.
+	maxSignedViewBytes = 16 << 20
+	// maxViewClasses bounds the facts remembered with their class (about
+	// 250 bytes each, so some 4 MB); a requester pushed out has its view
+	// cut and its class found again, without a signature when the class's
+	// view is still held.
+	maxViewClasses = 16384
+	// signedViewFactor is what a signed view holds per byte of its RFC
+	// 8785 form: the decoded document, the JSON value, the canonical and
+	// CBOR bytes (measured: TestSignedViewCost).
+	signedViewFactor = 10
+)
+
+// signedViewCost is what v is counted as in the signed-view cache.
+func signedViewCost(v *signedView) int64 {
+	return int64(signedViewFactor*len(v.Content.Canonical()) + 1024)
+}
 
 // set makes doc the owner's document. Its seq continues from the stored
 // one: unchanged content keeps the stored seq, changed content gets the
@@ -106,10 +157,19 @@ func (d *documents) set(doc *negotiate.Document) error {
 			return fmt.Errorf("saving own document: %w", err)
 		}
 	}
+	named := map[string]bool{}
+	for i := range doc.Capabilities {
+		for _, p := range doc.Capabilities[i].Conds().Peers {
+			named[p] = true
+		}
+	}
 	d.mu.Lock()
-	d.doc = doc
-	d.views = map[string]*signedView{}
+	d.doc, d.named = doc, named
 	d.mu.Unlock()
+	// Views of older seqs are no longer shown; classes name their seq, so
+	// none is taken for the new document.
+	d.views.Purge()
+	d.classes.Purge()
 	return nil
 }
 
@@ -142,28 +202,42 @@ func (d *documents) update(change func(doc *negotiate.Document) error) (*negotia
 	return d.current(), nil
 }
 
-// view returns the signed view of the owner's document for facts.
+// view returns the signed view of the owner's document for facts: the
+// one of their class when it is held, otherwise signed now and kept.
 func (d *documents) view(f conditions.Facts) (*signedView, error) {
 	d.mu.Lock()
-	doc := d.doc
-	key := fmt.Sprintf("%d|%s|%d|%s|%s|%s", doc.Seq, f.Peer, f.AuthLevel, f.Disclosure, f.Temperature, f.Persona)
-	v, ok := d.views[key]
+	doc, named := d.doc, d.named[f.Peer]
 	d.mu.Unlock()
-	if ok {
-		return v, nil
+	if f.Peer != "" && !named {
+		// Only an allow list makes a view depend on who the requester is;
+		// otherwise its peer ID would only be quoted in how_to_meet texts
+		// and make each requester's view a class of its own.
+		f.Peer = anyRequester
 	}
-	v, err := d.sign(doc.View(f, d.order))
+	fk := fmt.Sprintf("%d|%s|%d|%s|%s|%s", doc.Seq, f.Peer, f.AuthLevel, f.Disclosure, f.Temperature, f.Persona)
+	if class, ok := d.classes.Get(fk); ok {
+		if v, ok := d.views.Get(class); ok {
+			return v, nil
+		}
+	}
+	cut := doc.View(f, d.order)
+	key, err := negotiate.ContentKey(cut)
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	if d.doc.Seq == doc.Seq {
-		if len(d.views) >= maxCachedViews {
-			d.views = map[string]*signedView{} // cheap to rebuild; bounded memory matters more
-		}
-		d.views[key] = v
+	class := viewClass{seq: doc.Seq}
+	copy(class.key[:], key)
+	d.classes.Add(fk, class)
+	if v, ok := d.views.Get(class); ok {
+		return v, nil
 	}
-	d.mu.Unlock()
+	v, err := d.sign(cut)
+	if err != nil {
+		return nil, err
+	}
+	if d.current().Seq == doc.Seq {
+		d.views.Add(class, v, signedViewCost(v))
+	}
 	return v, nil
 }
 
@@ -175,9 +249,27 @@ func (d *documents) sign(view *negotiate.Document) (*signedView, error) {
 // ordered is v with the capabilities of the requested ACP tool categories
 // first, signed, and the requested categories it supports (v itself when
 // the request changes nothing). It keeps v's content key: the order is the
-// peer's request, not a change of what it may see.
+// peer's request, not a change of what it may see. An ordered view is kept
+// like the others, by v and the categories honoured (owner-defined, so a
+// peer's request cannot make the key long), in the same byte-bounded
+// cache: requesters of one class asking for the same categories share it.
 func (d *documents) ordered(v *signedView, requested []string) (*signedView, []string, error) {
-	return v.Ordered(requested, d.id, d.now())
+	_, honoured := negotiate.OrderByCategories(v.Doc, requested)
+	if len(honoured) == 0 {
+		return v, nil, nil
+	}
+	key := viewClass{seq: v.Doc.Seq, key: sha256.Sum256([]byte(v.Sum + "\x00" + strings.Join(honoured, "\x00")))}
+	if o, ok := d.views.Get(key); ok {
+		return o, honoured, nil
+	}
+	o, honoured, err := v.Ordered(requested, d.id, d.now())
+	if err != nil {
+		return nil, nil, err
+	}
+	if d.current().Seq == v.Doc.Seq {
+		d.views.Add(key, o, signedViewCost(o))
+	}
+	return o, honoured, nil
 }
 
 // withSchemas returns the current document and its compiled schemas,

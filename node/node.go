@@ -52,6 +52,7 @@ type Node struct {
 	docs        *documents     // the owner's document, its seq and signed views (documents.go)
 	policy      *PolicyBook    // the disclosure map and temperature caps (policy.go)
 	trust       *trust.Book    // trust records, pins, revocations, introductions (node/trust)
+	peerGate    *peerGate      // which peers' views the peer cache persists (peergate.go)
 	convs       *Conversations // the stream protocols and the conversation table (conversations.go)
 	invoker     *invoker       // runs admitted capability requests (invoke.go)
 	invocations *invocations   // workload per capability, answers awaited (invoke.go)
@@ -155,9 +156,12 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	n.trust = trust.New(n.ctx, n.store, trust.Config{KeyTransition: cfg.Trust.KeyTransition.Duration,
 		IntroExpiry: cfg.Trust.IntroExpiry.Duration, CAFile: cfg.Trust.CAFile, FetchPrivate: cfg.Trust.FetchPrivate},
 		order, id.DID(), n.now, log, n.spawn)
+	n.peerGate = newPeerGate(n.trust, n.policy, order)
+	n.store.SetPeerGate(n.peerGate.known)
 	n.door = newDoor(id.DID(), n.audit, n.replay, n.rates, n.trust.KeyRevoked, n.events, log, func() time.Time { return n.now() },
 		func(p peer.ID) netip.Addr { return remoteAddrOf(n.host, p) })
 	n.door.budget = NewBudget(cfg.Limits.MaxMemoryMB, func(p peer.ID) bool { return n.convs != nil && n.convs.isGreeted(p) })
+	n.door.known = func(p peer.ID) bool { return n.peerGate.known(p.String()) }
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
 		return nil, fmt.Errorf("building capability document: %w", err)
@@ -251,11 +255,13 @@ func (n *Node) dialHints(pid peer.ID) { n.mail.dialHints(pid) }
 
 // Greet opens a conversation with pid (Conversations.Greet).
 func (n *Node) Greet(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*GreetResult, error) {
+	n.peerGate.ownerAsked(pid)
 	return n.convs.Greet(ctx, pid, prop)
 }
 
 // QueryCapabilities asks pid for its view (Conversations.QueryCapabilities).
 func (n *Node) QueryCapabilities(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*GreetResult, error) {
+	n.peerGate.ownerAsked(pid)
 	return n.convs.QueryCapabilities(ctx, pid, prop)
 }
 

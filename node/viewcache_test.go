@@ -2,13 +2,19 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/internal/costlru"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // A peer asked again answers without its view when the asker holds it
@@ -116,7 +122,7 @@ func TestUnchangedViewClaimMustMatch(t *testing.T) {
 	}
 	for name, tc := range map[string]struct {
 		m    *gossip.Message
-		held *verifiedView
+		held *heldView
 	}{
 		"another hash":          {claim(strings.Repeat("ab", 32)), &held},
 		"not a hash":            {claim("x"), &held},
@@ -128,7 +134,7 @@ func TestUnchangedViewClaimMustMatch(t *testing.T) {
 		}
 	}
 	matching := claim(hex.EncodeToString(held.Sum[:]))
-	if pv, err := bob.convs.checkView(pid, matching, proposalOf(matching).ViewUnchanged, true, &held); err != nil || pv.vv.Doc != held.Doc {
+	if pv, err := bob.convs.checkView(pid, matching, proposalOf(matching).ViewUnchanged, true, &held); err != nil || pv.view.Doc != held.Doc {
 		t.Fatalf("a matching claim: %v", err)
 	}
 }
@@ -147,4 +153,227 @@ func answerOf(t *testing.T, d *testDaemon, convID string) *gossip.Message {
 func proposalOf(m *gossip.Message) negotiate.Proposal {
 	g, _ := negotiate.ReadGreeting(m)
 	return g.Proposal
+}
+
+// Requesters whose facts cut the same view share one signed view, signed
+// once; a requester the owner's conditions name (an allow list) is shown
+// its own.
+func TestSignedViewsAreSharedByClass(t *testing.T) {
+	listed := newPeerID(t)
+	cfg := loopbackConfig()
+	cfg.Capabilities = []map[string]any{
+		{"name": "ping", "description": "Respond to connectivity tests"},
+		{"name": "diary.read", "description": "Read the diary", "conditions": map[string]any{"peers": []any{listed.String()}}},
+	}
+	alice := startDaemon(t, cfg)
+	facts := func(pid peer.ID) conditions.Facts {
+		return conditions.Facts{Peer: pid.String(), AuthLevel: conditions.Signed, Disclosure: "public", Temperature: conditions.Cool}
+	}
+	first, err := alice.docs.view(facts(newPeerID(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		v, err := alice.docs.view(facts(newPeerID(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v != first {
+			t.Fatal("two strangers with the same facts were shown two signed views")
+		}
+	}
+	if n := alice.docs.views.Len(); n != 1 {
+		t.Fatalf("%d signed views for 21 requesters of one class, want 1", n)
+	}
+	own, err := alice.docs.view(facts(listed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own == first || !strings.Contains(capNames(own.Doc), "+diary.read") {
+		t.Fatalf("the allow-listed peer's view: %s", capNames(own.Doc))
+	}
+	if strings.Contains(string(first.Content.Canonical()), listed.String()) {
+		t.Fatal("the shared view names the allow-listed peer")
+	}
+	// The shared view verifies for anyone, as it did when signed per peer.
+	if _, err := negotiate.VerifyView(alice.id.PublicKey(), first.Content.Canonical()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Past its byte budget the signed-view cache evicts its least recently
+// used views one by one: the views in use stay, nothing is dropped at once.
+func TestSignedViewCacheIsBoundedByBytes(t *testing.T) {
+	var allowed []any
+	for range 40 {
+		allowed = append(allowed, newPeerID(t).String())
+	}
+	cfg := loopbackConfig()
+	cfg.Capabilities = []map[string]any{
+		{"name": "diary.read", "description": "Read the diary", "conditions": map[string]any{"peers": allowed}},
+	}
+	alice := startDaemon(t, cfg)
+	facts := func(p any) conditions.Facts {
+		return conditions.Facts{Peer: p.(string), AuthLevel: conditions.Signed, Disclosure: "public", Temperature: conditions.Cool}
+	}
+	one, err := alice.docs.view(facts(allowed[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget := 10 * signedViewCost(one)
+	alice.docs.views = costlru.New[viewClass, *signedView](budget)
+	alice.docs.classes.Purge()
+	hot, err := alice.docs.view(facts(allowed[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range allowed[1:] {
+		if _, err := alice.docs.view(facts(p)); err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := alice.docs.view(facts(allowed[0])); again != hot {
+			t.Fatal("the view in use was evicted (or re-signed)")
+		}
+		if used := alice.docs.views.Used(); used > budget {
+			t.Fatalf("signed views hold %d bytes, over the budget of %d", used, budget)
+		}
+	}
+	if n := alice.docs.views.Len(); n < 9 {
+		t.Fatalf("%d views held after filling past the budget, want the cache full (10), not emptied", n)
+	}
+}
+
+// signedViewCost does not underestimate what a signed view of the
+// 20-capability document holds, nor overestimate it more than twice.
+func TestSignedViewCost(t *testing.T) {
+	cfg := loopbackConfig()
+	cfg.Capabilities = twentyCapabilities()
+	alice := startDaemon(t, cfg)
+	doc := alice.docs.current()
+	const n = 50
+	views := make([]*signedView, n)
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range views {
+		v, err := alice.docs.sign(doc.View(conditions.Facts{AuthLevel: conditions.Signed, Disclosure: "public"}, alice.docs.order))
+		if err != nil {
+			t.Fatal(err)
+		}
+		views[i] = v
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := float64(after.HeapAlloc-before.HeapAlloc) / n
+	cost := float64(signedViewCost(views[0]))
+	t.Logf("a signed 20-capability view holds %.1f KB; counted as %.1f KB", held/1024, cost/1024)
+	if cost < held || cost > 2*held {
+		t.Errorf("counted as %.0f bytes, holds %.0f", cost, held)
+	}
+	runtime.KeepAlive(views)
+}
+
+// newPeerID is a fresh key's peer ID.
+func newPeerID(t *testing.T) peer.ID {
+	t.Helper()
+	id, err := identity.Generate(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id.PeerID()
+}
+
+// A responder keeps of a greeter's view its bytes and the fields it reads,
+// not the decoded document; the initiator, whose caller reads the view,
+// keeps the document with it.
+func TestHeldViewsKeepBytesNotDocuments(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	bob := startDaemon(t, nil)
+	connect(t, bob, alice)
+	r, err := bob.QueryCapabilities(context.Background(), alice.id.PeerID(), negotiate.Proposal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	atAlice, ok := alice.convs.peerViews.Get(bob.id.PeerID())
+	if !ok {
+		t.Fatal("alice holds no view of bob")
+	}
+	if atAlice.Doc != nil || len(atAlice.Canon) == 0 || atAlice.AgentID != bob.id.DID() || atAlice.Seq == 0 || atAlice.DocHash == "" {
+		t.Fatalf("alice's held view of bob: doc %v, %d bytes, agent %q, seq %d", atAlice.Doc != nil, len(atAlice.Canon), atAlice.AgentID, atAlice.Seq)
+	}
+	atBob, ok := bob.convs.peerViews.Get(alice.id.PeerID())
+	if !ok || atBob.Doc == nil || atBob.Doc != r.View {
+		t.Fatal("bob, who asked, does not hold alice's view with its document")
+	}
+	// Greeting alice in turn, alice reads bob's view from the bytes she held.
+	back, err := alice.Greet(context.Background(), bob.id.PeerID(), negotiate.Proposal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.View == nil || back.View.AgentID != bob.id.DID() {
+		t.Fatalf("alice's greeting of bob returned view %+v", back.View)
+	}
+}
+
+// A view ordered by requested tool categories is signed once per class
+// and categories honoured, like any other view; a request that honours
+// nothing is the view itself.
+func TestOrderedViewsAreShared(t *testing.T) {
+	cfg := loopbackConfig()
+	cfg.Capabilities = []map[string]any{
+		{"name": "ping", "description": "Respond to connectivity tests", "categories": []any{"web"}},
+		{"name": "files.read", "description": "Read a file", "categories": []any{"code_exec"}},
+	}
+	alice := startDaemon(t, cfg)
+	facts := conditions.Facts{Peer: newPeerID(t).String(), AuthLevel: conditions.Signed, Disclosure: "public", Temperature: conditions.Cool}
+	v, err := alice.docs.view(facts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, honoured, err := alice.docs.ordered(v, []string{"code_exec", "unknown"})
+	if err != nil || len(honoured) != 1 || first == v || first.Doc.Capabilities[0].Name != "files.read" {
+		t.Fatalf("ordered view: %v, honoured %v", err, honoured)
+	}
+	again, _, err := alice.docs.ordered(v, []string{"unknown", "code_exec"})
+	if err != nil || again != first {
+		t.Fatal("the same class and categories honoured were signed again")
+	}
+	if same, honoured, _ := alice.docs.ordered(v, []string{"unknown"}); same != v || honoured != nil {
+		t.Fatal("a request honouring nothing did not return the view itself")
+	}
+}
+
+// A capability a requester does not reach for want of a pinned key tells
+// it how to meet the condition without quoting its own peer ID, so
+// requesters below the level still share one view.
+func TestUnmetLevelDoesNotSplitTheClass(t *testing.T) {
+	cfg := loopbackConfig()
+	cfg.Capabilities = []map[string]any{
+		{"name": "ping", "description": "Respond to connectivity tests"},
+		{"name": "ledger.read", "description": "Read the ledger", "conditions": map[string]any{"min_auth_level": 2}},
+	}
+	alice := startDaemon(t, cfg)
+	facts := func() conditions.Facts {
+		return conditions.Facts{Peer: newPeerID(t).String(), AuthLevel: conditions.Signed, Disclosure: "public", Temperature: conditions.Cool}
+	}
+	a, err := alice.docs.view(facts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := alice.docs.view(facts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Fatal("two requesters below min_auth_level 2 were shown two signed views")
+	}
+	var how string
+	for _, c := range a.Doc.Capabilities {
+		if c.Name == "ledger.read" && len(c.Unmet) > 0 {
+			how = c.Unmet[0].HowToMeet
+		}
+	}
+	if !strings.Contains(how, "ifaced trust "+anyRequester+" --verify") {
+		t.Fatalf("how_to_meet %q", how)
+	}
 }

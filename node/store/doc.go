@@ -4,7 +4,8 @@
 //
 //   - the peer cache: for each peer, the last capability view it showed us
 //     and verified, where to reach it, and when we fetched and when it
-//     last changed (PeerRecord);
+//     last changed (PeerRecord) — in the file for known peers, in memory
+//     for strangers (see "The peer cache" below);
 //   - the seen set: message IDs with their expiry, so that replay
 //     protection (identity.ReplayGuard) survives a restart;
 //   - the owner's own capability document and its seq;
@@ -45,6 +46,34 @@
 // replaces it too. Either replacement sets ChangedAt. SaveOwnDocument
 // refuses a seq that is not higher than the stored one, so a restarted
 // daemon cannot publish a second document under a seq it already used.
+//
+// # The peer cache
+//
+// A fresh key costs nothing to make, so a greeting from one must not cost
+// this daemon a write of its view (up to about 1 MiB, with an fsync). The
+// file holds the views of known peers only; the daemon says who they are
+// through SetPeerGate (package node's peerGate: peers the owner pinned,
+// revoked or introduced, named in the disclosure map above public or in
+// the temperature caps, or asked to greet). Every other peer's record is
+// a stranger's: kept in memory, bounded by bytes (MaxStrangerBytes, 8 MiB;
+// the least recently put evicted first, one at a time), read back by Peer
+// and Peers like the file's, and forgotten at a restart. A stranger later
+// made known moves to the file at its next greeting; a record in the file
+// stays there. The seq rules below apply to both.
+//
+// # Bounds
+//
+// Every bucket a stranger can make grow has a cap with eviction; the
+// others grow only by the owner's acts:
+//
+//   - peers: only known peers (above); strangers' records live in memory.
+//   - seen and seen_by_expiry: at most MaxSeenIDs (250,000) IDs; past it
+//     the IDs that expire first are evicted (seen.go says why).
+//   - trust: only records holding something the owner made (package
+//     trust keeps strangers' refusals and checks in memory, bounded).
+//   - intros_issued and intros_held, own, policy, imports: the owner's
+//     acts only (minting, accepting, configuring, importing).
+//   - the mail buckets: mail.go.
 //
 // # Layout
 //

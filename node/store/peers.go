@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -43,49 +44,50 @@ func (r PeerRecord) Age(now time.Time) time.Duration { return now.Sub(r.FetchedA
 // so a refresh learned without addresses (through a relay, say) does not
 // forget how to dial the peer. A cached record that does not decode is
 // reported (ErrCorrupt) rather than overwritten; DeletePeer clears it.
+//
+// Where the record goes depends on the peer (see "The peer cache" in the
+// package comment): the file for a peer the gate (SetPeerGate) says is
+// known or whose record the file holds already, the strangers' memory
+// otherwise. A stranger's record moves to the file the first time it is
+// put once the peer is known.
 func (s *Store) PutPeer(rec PeerRecord) (changed bool, err error) {
 	if rec.PeerID == "" {
 		return false, errors.New("storing peer: empty peer ID")
 	}
-	if s.confirmsRecently(rec) {
+	if !s.knownPeer(rec.PeerID) && !s.persisted(rec.PeerID) {
+		s.strangersMu.Lock() // one merge at a time, so the seq rules hold
+		defer s.strangersMu.Unlock()
+		var old *PeerRecord
+		if mem, ok := s.strangers.Peek(rec.PeerID); ok {
+			old = &mem
+		}
+		next, changed, err := mergePeer(old, rec)
+		if err != nil {
+			return false, fmt.Errorf("storing peer %s: %w", rec.PeerID, err)
+		}
+		s.strangers.Add(rec.PeerID, next, strangerCost(next))
+		return changed, nil
+	}
+	mem, inMemory := s.strangers.Peek(rec.PeerID)
+	if !inMemory && s.confirmsRecently(rec) {
 		return false, nil
 	}
 	var next PeerRecord
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketPeers)
 		key := []byte(rec.PeerID)
-		next = rec
+		var old *PeerRecord
 		if raw := b.Get(key); raw != nil {
-			var old PeerRecord
-			if err := decode(bucketPeers, key, raw, &old); err != nil {
+			old = new(PeerRecord)
+			if err := decode(bucketPeers, key, raw, old); err != nil {
 				return err
 			}
-			switch {
-			case rec.Seq < old.Seq:
-				return fmt.Errorf("%w: got seq %d, cached seq %d", ErrStaleSeq, rec.Seq, old.Seq)
-			case rec.Seq == old.Seq && rec.DocHash == old.DocHash:
-				next = old
-				if rec.FetchedAt.After(old.FetchedAt) {
-					next.FetchedAt = rec.FetchedAt
-				}
-				if len(rec.Addrs) > 0 {
-					next.Addrs = rec.Addrs
-				}
-				if len(rec.Context) > 0 {
-					next.Context = rec.Context
-				}
-			default:
-				next.ChangedAt = rec.FetchedAt
-				changed = true
-				// A pushed update carries no negotiated context; the last
-				// one still describes the conversation.
-				if len(next.Context) == 0 {
-					next.Context = old.Context
-				}
-			}
-		} else {
-			next.ChangedAt = rec.FetchedAt
-			changed = true
+		} else if inMemory {
+			old = &mem // a stranger made known: its record moves to the file
+		}
+		var err error
+		if next, changed, err = mergePeer(old, rec); err != nil {
+			return err
 		}
 		raw, err := encode(next)
 		if err != nil {
@@ -97,8 +99,92 @@ func (s *Store) PutPeer(rec PeerRecord) (changed bool, err error) {
 		s.rememberHead(rec.PeerID, nil) // the file decides again
 		return false, fmt.Errorf("storing peer %s: %w", rec.PeerID, err)
 	}
+	if inMemory {
+		s.strangers.Remove(rec.PeerID)
+	}
 	s.rememberHead(rec.PeerID, &next)
 	return changed, nil
+}
+
+// mergePeer applies the seq rules of PutPeer to rec over old (nil when
+// none is cached) and returns the record to keep.
+func mergePeer(old *PeerRecord, rec PeerRecord) (next PeerRecord, changed bool, err error) {
+	next = rec
+	if old == nil {
+		next.ChangedAt = rec.FetchedAt
+		return next, true, nil
+	}
+	switch {
+	case rec.Seq < old.Seq:
+		return PeerRecord{}, false, fmt.Errorf("%w: got seq %d, cached seq %d", ErrStaleSeq, rec.Seq, old.Seq)
+	case rec.Seq == old.Seq && rec.DocHash == old.DocHash:
+		next = *old
+		if rec.FetchedAt.After(old.FetchedAt) {
+			next.FetchedAt = rec.FetchedAt
+		}
+		if len(rec.Addrs) > 0 {
+			next.Addrs = rec.Addrs
+		}
+		if len(rec.Context) > 0 {
+			next.Context = rec.Context
+		}
+		return next, false, nil
+	default:
+		next.ChangedAt = rec.FetchedAt
+		// A pushed update carries no negotiated context; the last one
+		// still describes the conversation.
+		if len(next.Context) == 0 {
+			next.Context = old.Context
+		}
+		return next, true, nil
+	}
+}
+
+// PeerGate tells whether the owner, or a grant above public, made a peer
+// known: the peer cache persists the views of those peers only. The daemon
+// defines it (package node); the store only asks.
+type PeerGate func(peerID string) bool
+
+// SetPeerGate installs the gate PutPeer asks. Until one is installed
+// every peer counts as known, as a store used on its own (a tool, a test)
+// expects.
+func (s *Store) SetPeerGate(known PeerGate) { s.gate.Store(&known) }
+
+func (s *Store) knownPeer(peerID string) bool {
+	g := s.gate.Load()
+	return g == nil || (*g)(peerID)
+}
+
+// persisted reports whether the file holds a record of peerID.
+func (s *Store) persisted(peerID string) bool {
+	s.headsMu.Lock()
+	_, ok := s.heads[peerID]
+	s.headsMu.Unlock()
+	if ok {
+		return true
+	}
+	s.db.View(func(tx *bolt.Tx) error {
+		ok = tx.Bucket(bucketPeers).Get([]byte(peerID)) != nil
+		return nil
+	})
+	return ok
+}
+
+// MaxStrangerBytes bounds the strangers' records kept in memory, by
+// strangerCost: about 550 peers with 14.5 KB views (20 capabilities).
+// The least recently put goes first. A record's view is mostly the same
+// bytes the daemon's verified-view memory holds, so the two together
+// cost about one budget when they hold the same peers.
+const MaxStrangerBytes = 8 << 20
+
+// strangerCost is what rec is counted as in the strangers' memory: its
+// bytes and the record around them.
+func strangerCost(rec PeerRecord) int64 {
+	n := len(rec.PeerID) + len(rec.AgentID) + len(rec.Display) + len(rec.DocHash) + len(rec.View) + len(rec.Context) + 256
+	for _, a := range rec.Addrs {
+		n += len(a) + 16
+	}
+	return int64(n)
 }
 
 // fetchedGranularity is how precisely FetchedAt is kept: a view confirmed
@@ -169,14 +255,19 @@ func (s *Store) Peer(peerID string) (PeerRecord, error) {
 		}
 		return decode(bucketPeers, key, raw, &rec)
 	})
+	if errors.Is(err, ErrNotFound) {
+		if mem, ok := s.strangers.Get(peerID); ok {
+			return mem, nil
+		}
+	}
 	if err != nil {
 		return PeerRecord{}, fmt.Errorf("reading peer %s: %w", peerID, err)
 	}
 	return rec, nil
 }
 
-// Peers returns every cached record, sorted by PeerID (bbolt keeps keys in
-// byte order, which is Go's string order).
+// Peers returns every cached record, the file's and the strangers' in
+// memory, sorted by PeerID.
 func (s *Store) Peers() ([]PeerRecord, error) {
 	var recs []PeerRecord
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -192,12 +283,19 @@ func (s *Store) Peers() ([]PeerRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading peers: %w", err)
 	}
+	for _, id := range s.strangers.Keys() {
+		if mem, ok := s.strangers.Peek(id); ok && !slices.ContainsFunc(recs, func(r PeerRecord) bool { return r.PeerID == id }) {
+			recs = append(recs, mem)
+		}
+	}
+	slices.SortFunc(recs, func(a, b PeerRecord) int { return strings.Compare(a.PeerID, b.PeerID) })
 	return recs, nil
 }
 
 // DeletePeer forgets peerID; forgetting an unknown peer is not an error.
 func (s *Store) DeletePeer(peerID string) error {
 	s.rememberHead(peerID, nil)
+	s.strangers.Remove(peerID)
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketPeers).Delete([]byte(peerID))
 	})

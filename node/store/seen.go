@@ -42,7 +42,13 @@ func (ss seenSet) Add(id string, expires time.Time) (added bool, err error) {
 		if tx.Bucket(bucketSeen).Get([]byte(id)) == nil {
 			added = true
 		}
-		return putSeen(tx, id, expires)
+		if err := putSeen(tx, id, expires); err != nil {
+			return err
+		}
+		if added {
+			return ss.s.countSeen(tx, 1)
+		}
+		return nil
 	})
 	if err != nil {
 		return false, fmt.Errorf("recording message ID %q: %w", id, err)
@@ -95,7 +101,10 @@ func (ss seenSet) Forget(id string) error {
 		if err := index.Delete(expiryKey(old.Expires, id)); err != nil {
 			return err
 		}
-		return seen.Delete(key)
+		if err := seen.Delete(key); err != nil {
+			return err
+		}
+		return ss.s.countSeen(tx, -1)
 	})
 	if err != nil {
 		return fmt.Errorf("forgetting message ID %q: %w", id, err)
@@ -130,7 +139,7 @@ func (ss seenSet) Prune(now time.Time) error {
 				return err
 			}
 		}
-		return nil
+		return ss.s.countSeen(tx, -len(expired))
 	})
 	if err != nil {
 		return fmt.Errorf("pruning seen message IDs: %w", err)
@@ -157,4 +166,57 @@ func expiryNanos(t time.Time) uint64 {
 		return math.MaxInt64
 	}
 	return uint64(t.UnixNano())
+}
+
+// MaxSeenIDs bounds the seen set: about 60 MB of store file at most (an
+// ID with its expiry, in both buckets, some 250 bytes). Every admitted
+// message adds an ID that stays for the replay window, and fresh keys
+// are free, so without a cap strangers would grow the file for as long
+// as they send. Past the cap the IDs that expire first are evicted: their
+// messages are the closest to leaving the replay window, after which the
+// date check refuses them anyway, so evicting them shortens replay
+// protection the least. An evicted ID's message could be replayed until
+// its date leaves the window; a replay needs the genuine signed message,
+// which only its recipient (or a relay that carried it) holds.
+const MaxSeenIDs = 250_000
+
+// countSeen notes, in tx, that delta IDs were added to the seen set (or
+// removed, when negative), and evicts the IDs that expire first while the
+// set is over its cap. The count is the store's, kept in memory (read
+// once at Open) and moved when tx commits.
+func (s *Store) countSeen(tx *bolt.Tx, delta int) error {
+	over := int(s.seenCount.Load()) + delta - s.maxSeen
+	if over > 0 {
+		evicted, err := evictSeen(tx, over)
+		if err != nil {
+			return err
+		}
+		delta -= evicted
+	}
+	tx.OnCommit(func() { s.seenCount.Add(int64(delta)) })
+	return nil
+}
+
+// evictSeen deletes the n IDs that expire first and returns how many it
+// deleted.
+func evictSeen(tx *bolt.Tx, n int) (int, error) {
+	seen, index := tx.Bucket(bucketSeen), tx.Bucket(bucketSeenByExpiry)
+	// Collect first: deleting under a live bbolt cursor can skip keys.
+	var keys [][]byte
+	c := index.Cursor()
+	for k, _ := c.First(); k != nil && len(keys) < n; k, _ = c.Next() {
+		if len(k) < 8 {
+			return 0, fmt.Errorf("%w: %s/%q: key shorter than its 8-byte expiry", ErrCorrupt, bucketSeenByExpiry, k)
+		}
+		keys = append(keys, bytes.Clone(k))
+	}
+	for _, k := range keys {
+		if err := index.Delete(k); err != nil {
+			return 0, err
+		}
+		if err := seen.Delete(k[8:]); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), nil
 }

@@ -121,10 +121,17 @@ func (b *BufferedSeen) Flush() error {
 	b.forgotten = map[string]bool{}
 	b.mu.Unlock()
 	err := b.s.db.Update(func(tx *bolt.Tx) error {
+		added := 0
 		for id, expires := range batch {
+			if tx.Bucket(bucketSeen).Get([]byte(id)) == nil {
+				added++
+			}
 			if err := putSeen(tx, id, expires); err != nil {
 				return err
 			}
+		}
+		if err := b.s.countSeen(tx, added); err != nil {
+			return err
 		}
 		raw, err := encode(at.UTC())
 		if err != nil {

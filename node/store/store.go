@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/ifaced/ifaced/node/internal/costlru"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -58,6 +60,13 @@ type Store struct {
 
 	headsMu sync.Mutex
 	heads   map[string]peerHead // what PutPeer last wrote per peer (peers.go)
+
+	seenCount atomic.Int64 // IDs in the seen set (seen.go)
+	maxSeen   int          // MaxSeenIDs; smaller in tests
+
+	gate        atomic.Pointer[PeerGate]           // which peers are known (peers.go); nil: all
+	strangers   *costlru.Cache[string, PeerRecord] // strangers' records, in memory only (peers.go)
+	strangersMu sync.Mutex                         // one merge into strangers at a time
 }
 
 // Open opens (creating with mode 0600) the store file at path. If another
@@ -75,7 +84,12 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
-	return &Store{db: db, path: path}, nil
+	s := &Store{db: db, path: path, maxSeen: MaxSeenIDs, strangers: costlru.New[string, PeerRecord](MaxStrangerBytes)}
+	db.View(func(tx *bolt.Tx) error {
+		s.seenCount.Store(int64(tx.Bucket(bucketSeen).Stats().KeyN))
+		return nil
+	})
+	return s, nil
 }
 
 // initSchema writes the schema version and buckets into a new file, and

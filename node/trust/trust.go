@@ -57,6 +57,10 @@
 // another peer, never issued here) do not fail the greeting: the peer stays
 // at the level it otherwise has, the refusal is logged and kept in its
 // trust record, where `ifaced trust` shows it.
+//
+// Only records that hold something the owner made (a pin, a revocation,
+// an admitted introduction) are stored; a stranger's refusals and
+// document checks are kept in a bounded memory (strangers.go).
 package trust
 
 import (
@@ -74,6 +78,7 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/internal/costlru"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -151,10 +156,11 @@ type Book struct {
 	// revocation there).
 	testAdmitted func()
 
-	mu       sync.RWMutex
-	recs     map[peer.ID]store.TrustRecord
-	held     map[peer.ID][]heldIntro // by issuer
-	inflight map[peer.ID]bool        // identity document checks running
+	mu        sync.RWMutex
+	recs      map[peer.ID]store.TrustRecord              // persisted records (ownerMade)
+	strangers *costlru.Cache[peer.ID, store.TrustRecord] // everyone else's, in memory only (strangers.go)
+	held      map[peer.ID][]heldIntro                    // by issuer
+	inflight  map[peer.ID]bool                           // identity document checks running
 }
 
 // New loads the trust records and held tokens of st. did is this daemon's
@@ -168,7 +174,7 @@ type Book struct {
 func New(ctx context.Context, st Store, cfg Config, order *conditions.TierOrder, did string,
 	now func() time.Time, log *slog.Logger, spawn func(func()) bool) *Book {
 	b := &Book{store: st, cfg: cfg, order: order, did: did, now: now, log: log, ctx: ctx, spawn: spawn,
-		recs: map[peer.ID]store.TrustRecord{}, held: map[peer.ID][]heldIntro{}, inflight: map[peer.ID]bool{}}
+		recs: map[peer.ID]store.TrustRecord{}, strangers: newStrangerTrust(), held: map[peer.ID][]heldIntro{}, inflight: map[peer.ID]bool{}}
 	var err error
 	if b.fetch, err = newDocFetcher(cfg.CAFile, cfg.FetchPrivate); err != nil {
 		log.Error("identity documents cannot be fetched", "err", err)
@@ -194,11 +200,15 @@ func New(ctx context.Context, st Store, cfg Config, order *conditions.TierOrder,
 	return b
 }
 
-// record returns a copy of pid's trust record.
+// record returns a copy of pid's trust record, stored or (for a
+// stranger) in memory; ok reports a stored one.
 func (b *Book) record(pid peer.ID) (store.TrustRecord, bool) {
 	b.mu.RLock()
 	rec, ok := b.recs[pid]
 	b.mu.RUnlock()
+	if !ok {
+		rec, _ = b.strangers.Get(pid)
+	}
 	rec.Intros = slices.Clone(rec.Intros)
 	for _, c := range []**store.DocCheck{&rec.Check, &rec.CheckFailure} {
 		if *c != nil {
@@ -210,24 +220,30 @@ func (b *Book) record(pid peer.ID) (store.TrustRecord, bool) {
 }
 
 // update changes pid's trust record with change, which reports whether it
-// changed anything; a change is stored before it is used.
+// changed anything; a change is stored before it is used. A record that
+// is not stored and holds nothing the owner made stays in memory
+// (strangers.go): no stored record is created just to hold a refusal or a
+// check.
 func (b *Book) update(pid peer.ID, change func(r *store.TrustRecord) bool) (store.TrustRecord, error) {
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
-	rec, ok := b.record(pid)
-	if !ok {
-		rec = store.TrustRecord{PeerID: pid.String()}
-	}
+	rec, stored := b.record(pid)
+	rec.PeerID = pid.String()
 	if !change(&rec) {
 		return rec, nil
 	}
 	rec.UpdatedAt = b.now().UTC()
+	if !stored && !ownerMade(rec) {
+		b.strangers.Add(pid, rec, strangerTrustCost(rec))
+		return rec, nil
+	}
 	if err := b.store.PutTrust(rec); err != nil {
 		return rec, err
 	}
 	b.mu.Lock()
 	b.recs[pid] = rec
 	b.mu.Unlock()
+	b.strangers.Remove(pid)
 	return rec, nil
 }
 
@@ -409,12 +425,17 @@ func (b *Book) info(pid peer.ID, rec store.TrustRecord) Info {
 	return info
 }
 
-// List lists every peer this daemon holds a trust record for, by peer ID.
-// Peers without one are at level 1 (signed only).
+// List lists every peer this daemon holds a trust record for, stored or
+// in memory, by peer ID. Peers without one are at level 1 (signed only).
 func (b *Book) List() []Info {
 	b.mu.RLock()
 	pids := slices.Collect(maps.Keys(b.recs))
 	b.mu.RUnlock()
+	for _, pid := range b.strangers.Keys() {
+		if !slices.Contains(pids, pid) {
+			pids = append(pids, pid)
+		}
+	}
 	slices.Sort(pids)
 	out := make([]Info, 0, len(pids))
 	for _, pid := range pids {

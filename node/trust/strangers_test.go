@@ -1,0 +1,112 @@
+package trust
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/node/store"
+)
+
+// bogusIntroGreeting is a greeting from guest with the proof of a token
+// this daemon never minted.
+func bogusIntroGreeting(t *testing.T, guest *identity.Identity, now time.Time) *gossip.Message {
+	t.Helper()
+	other, _ := identity.Generate(nil)
+	tok, err := identity.MintIntroduction(other.DID(), "forged", time.Hour, now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{MessageID: "msg:" + guest.PeerID().String(),
+		Date: now.UTC().Format(time.RFC3339), From: gossip.Agent{Agent: guest.DID()}, ConversationID: "conv:x",
+		Sequence: 1, Phase: gossip.PhaseGreeting, ContentType: gossip.DefaultContentType}, Body: gossip.Body{Text: "hello"}}
+	if err := m.AddIntroProof(tok, now); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// Fresh keys presenting bogus introduction proofs create no stored trust
+// record; the refusal is kept in memory, where `ifaced trust` shows it,
+// and goes to the store with the record once the owner pins the key.
+func TestRefusedIntroductionsCreateNoStoredRecord(t *testing.T) {
+	b, st := newBook(t, Config{})
+	now := time.Now()
+	var last *identity.Identity
+	for range 30 {
+		guest, _ := identity.Generate(nil)
+		b.LevelOf(guest.PeerID(), bogusIntroGreeting(t, guest, now), "")
+		last = guest
+	}
+	if recs, err := st.Trusts(); err != nil || len(recs) != 0 {
+		t.Fatalf("%d stored trust records after 30 refused proofs from fresh keys (%v), want none", len(recs), err)
+	}
+	info := b.Peer(last.PeerID())
+	if !strings.Contains(info.Refusal, "no introduction token of that ID") {
+		t.Fatalf("the refusal is not shown: %+v", info)
+	}
+	if _, err := b.PinKey(last.PeerID(), last.Fingerprint()); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := st.Trusts()
+	if err != nil || len(recs) != 1 || recs[0].Refusal == "" || recs[0].PinnedKey == "" {
+		t.Fatalf("stored records after pinning: %+v, %v", recs, err)
+	}
+}
+
+// A failed identity document check of a peer without a record is kept in
+// memory, not in the store, and still spares a fetch at the next greeting.
+func TestFailedCheckCreatesNoStoredRecord(t *testing.T) {
+	b, st := newBook(t, Config{}) // private addresses refused: the fetch fails at once
+	guest, _ := identity.Generate(nil)
+	agentID := "https://127.0.0.1:1/agent"
+	c, err := b.runCheck(context.Background(), guest.PeerID(), agentID)
+	if err != nil || c.Outcome != CheckFetchFailed {
+		t.Fatalf("check: %+v, %v", c, err)
+	}
+	if recs, err := st.Trusts(); err != nil || len(recs) != 0 {
+		t.Fatalf("%d stored trust records after a failed check (%v), want none", len(recs), err)
+	}
+	if info := b.Peer(guest.PeerID()); info.Check == nil || info.Check.Outcome != CheckFetchFailed {
+		t.Fatalf("the failed check is not shown: %+v", info)
+	}
+	b.LevelOf(guest.PeerID(), nil, agentID)
+	if n := len(b.fetch.sem); n != 0 {
+		t.Fatalf("%d fetches started for a peer checked a moment ago", n)
+	}
+}
+
+// The strangers' trust records in memory are bounded by bytes; the least
+// recently used go first.
+func TestStrangerTrustIsBounded(t *testing.T) {
+	b, st := newBook(t, Config{})
+	reason := strings.Repeat("r", 1000)
+	cost := strangerTrustCost(store.TrustRecord{PeerID: strings.Repeat("p", 52), Refusal: reason})
+	n := int(2 * maxStrangerTrustBytes / cost)
+	var first, lastID *identity.Identity
+	for i := range n {
+		id, _ := identity.Generate(nil)
+		if i == 0 {
+			first = id
+		}
+		lastID = id
+		if _, err := b.update(id.PeerID(), func(r *store.TrustRecord) bool { r.Refusal = reason; return true }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if used := b.strangers.Used(); used > maxStrangerTrustBytes {
+		t.Fatalf("strangers' trust records hold %d bytes, over %d", used, maxStrangerTrustBytes)
+	}
+	if b.Peer(first.PeerID()).Refusal != "" {
+		t.Error("the oldest stranger's record was not evicted")
+	}
+	if b.Peer(lastID.PeerID()).Refusal != reason {
+		t.Error("the newest stranger's record is gone")
+	}
+	if recs, _ := st.Trusts(); len(recs) != 0 {
+		t.Errorf("%d stored records, want none", len(recs))
+	}
+}
