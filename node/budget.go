@@ -44,7 +44,7 @@ type Budget struct {
 }
 
 // minBudget is the least budget: what the costliest message within the
-// container bounds is charged (34 MiB) over strangerShare, so that no
+// container bounds is charged (36 MiB) over strangerShare, so that no
 // message is refused for want of a budget that could never hold it.
 const minBudget = 48 << 20
 
