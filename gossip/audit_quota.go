@@ -102,19 +102,19 @@ func WithClock(now func() time.Time) AuditOption {
 
 // usage is the count of bytes the day directories take.
 type usage struct {
-	mu       sync.Mutex
-	days     map[string]int64 // day → bytes
-	total    int64
-	refused  int64  // bytes of the record of refusals of refusedDay
-	refDay   string // the day refused counts
+	mu      sync.Mutex
+	days    map[string]int64 // day → bytes
+	total   int64
+	refused int64  // bytes of the record of refusals of refusedDay
+	refDay  string // the day refused counts
 	// strangers is the bytes written today for peers the owner has not
 	// made known (entries with Stranger set), on strangerDay. Counted
 	// from this process's writes: a restart begins the count again, which
 	// the quota still bounds.
 	strangers   int64
 	strangerDay string
-	swept    string // the day retention last ran for
-	enforcer sync.Mutex
+	swept       string // the day retention last ran for
+	enforcer    sync.Mutex
 }
 
 func roundBlock(n int64) int64 { return (n + auditBlock - 1) / auditBlock * auditBlock }

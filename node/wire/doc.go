@@ -104,7 +104,7 @@
 // doubling, and the decoded message, which for real documents is about
 // twice the frame) from the stream's resource scope, and releases it once
 // the message is decoded. Before decoding it, the reader takes the
-// message's cost — 10 bytes per byte, 512 per container and 128 per
+// message's cost — 12 bytes per byte, 512 per container and 128 per
 // element of its counts: an upper estimate of decoding it and checking
 // its signature together — from a daemon-wide budget of
 // limits.max_memory_mb / 2 (at least 48 MiB), of which senders not yet
