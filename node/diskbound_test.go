@@ -256,3 +256,52 @@ func TestDiskAnonymousRequestIsBounded(t *testing.T) {
 		t.Errorf("an anonymous request below the watermark: %v, want unavailable", err)
 	}
 }
+
+// Strangers' conversations take at most a quarter of the audit quota a
+// day: past it a fresh key's greeting is refused (unavailable, saying
+// why), while a peer the owner pinned is still greeted.
+func TestStrangersShareOfTheAuditLog(t *testing.T) {
+	cfg := aliceConfig("")
+	cfg.Audit.MaxMB = minAuditMB // a share of 4 MiB
+	alice := startDaemon(t, cfg)
+	bob := startDaemon(t, nil)
+	if _, err := alice.TrustBook().PinKey(bob.pid(), bob.id.Fingerprint()); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, bob, alice)
+
+	share := int64(cfg.Audit.MaxMB) << 20 / gossip.StrangerShare
+	var refused *gossip.Message
+	for i := 0; refused == nil; i++ {
+		if int64(i)*(900<<10) > 4*share {
+			t.Fatalf("%d greetings of 900 KiB from strangers were all admitted, with a share of %d MiB", i, share>>20)
+		}
+		raw := newRawPeer(t, alice)
+		g := raw.greeting(alice, nil)
+		g.Body.Text = strings.Repeat("s", 900<<10)
+		if err := g.Sign(raw.id, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, g))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Headers.Phase == gossip.PhaseError {
+			if code := errorCode(t, m); code != wire.CodeUnavailable {
+				t.Fatalf("stranger %d: code %s, want %s", i, code, wire.CodeUnavailable)
+			}
+			refused = m
+		}
+	}
+	var body wire.ErrorBody
+	p, _ := refused.Body.Part(partError)
+	decodePart(p, &body)
+	if !strings.Contains(body.Message, "not made known") || !strings.Contains(body.Message, "tomorrow") {
+		t.Errorf("the refusal says %q; want it to say strangers' share is used up until tomorrow", body.Message)
+	}
+	if used := alice.Audit().Usage(); used > share+4<<20 {
+		t.Errorf("the audit log takes %d MiB, over the strangers' share (%d MiB) and a last greeting's entries", used>>20, share>>20)
+	}
+	// The owner's pinned peer is still taken.
+	greet(t, bob, alice)
+}
