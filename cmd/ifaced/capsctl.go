@@ -38,10 +38,18 @@ func runCapsCommand(ctx context.Context, e *env, args []string) error {
 	switch {
 	case len(pos) > 1:
 		return usageError("caps takes at most one PEER, got %q", pos)
-	case len(pos) == 1 && !isPeerRef(pos[0]):
-		return usageError("caps %q: neither a subcommand (add, remove, validate) nor a peer ID", pos[0])
 	case len(pos) == 0 && *refresh:
 		return usageError("caps --refresh needs a PEER")
+	}
+	if len(pos) == 1 {
+		ref, err := f.peerRef(ctx, nil, pos[0], false)
+		if err != nil {
+			if s := suggest(pos[0], []string{"add", "remove", "validate"}); s != "" {
+				return usageError("caps %q: did you mean `caps %s`?", pos[0], s)
+			}
+			return err
+		}
+		pos[0] = ref
 	}
 	c, err := f.dial(e)
 	if err != nil {

@@ -30,7 +30,11 @@ func runSend(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
-	res, err := c.Send(ctx, api.SendRequest{Peer: pos[0], Text: *text})
+	peer, err := f.peerRef(ctx, c, pos[0], false)
+	if err != nil {
+		return err
+	}
+	res, err := c.Send(ctx, api.SendRequest{Peer: peer, Text: *text})
 	if err != nil {
 		return err
 	}

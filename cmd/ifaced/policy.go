@@ -48,6 +48,12 @@ func runPolicy(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
+	if len(pos) == 3 {
+		// A grant: aliases and peer IDs only (see peerRef).
+		if pos[1], err = f.peerRef(ctx, c, pos[1], true); err != nil {
+			return err
+		}
+	}
 	p, err := change(c)
 	if err != nil {
 		return err
