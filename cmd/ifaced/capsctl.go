@@ -35,6 +35,13 @@ func runCapsCommand(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A mistyped subcommand (`caps valdate FILE`) is said to be one,
+	// unless the word is an alias.
+	if len(pos) > 0 && !looksLikeID(pos[0]) {
+		if s := suggest(pos[0], []string{"add", "remove", "validate"}); s != "" && !f.isAlias(pos[0]) {
+			return usageError("caps %q: did you mean `caps %s`?", pos[0], s)
+		}
+	}
 	switch {
 	case len(pos) > 1:
 		return usageError("caps takes at most one PEER, got %q", pos)
@@ -44,9 +51,6 @@ func runCapsCommand(ctx context.Context, e *env, args []string) error {
 	if len(pos) == 1 {
 		ref, err := f.peerRef(ctx, nil, pos[0], false)
 		if err != nil {
-			if s := suggest(pos[0], []string{"add", "remove", "validate"}); s != "" {
-				return usageError("caps %q: did you mean `caps %s`?", pos[0], s)
-			}
 			return err
 		}
 		pos[0] = ref

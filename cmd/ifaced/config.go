@@ -249,17 +249,37 @@ func tomlValue(k configKey, value string) (string, error) {
 		if strings.HasPrefix(strings.TrimSpace(value), "[") {
 			return value, nil // a TOML array already; the loader judges it
 		}
-		return marshalTOMLValue(splitList(value))
+		var quoted []string
+		for _, s := range splitList(value) {
+			quoted = append(quoted, tomlString(s))
+		}
+		return "[" + strings.Join(quoted, ", ") + "]", nil
 	}
-	return marshalTOMLValue(value)
+	return tomlString(value), nil
 }
 
-func marshalTOMLValue(v any) (string, error) {
-	b, err := toml.Marshal(map[string]any{"v": v})
-	if err != nil {
-		return "", err
+// tomlString writes s as a TOML basic string ("…"), the form the rest of
+// a hand-written config.toml uses.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			b.WriteRune(r)
+		}
 	}
-	return strings.TrimSpace(strings.TrimPrefix(string(b), "v = ")), nil
+	b.WriteByte('"')
+	return b.String()
 }
 
 var bareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -268,7 +288,7 @@ func tomlKey(part string) string {
 	if bareKey.MatchString(part) {
 		return part
 	}
-	return strconv.Quote(part)
+	return tomlString(part)
 }
 
 func configSet(e *env, f *flags, path, key, value string) error {

@@ -89,9 +89,9 @@ func (f *flags) peerRef(ctx context.Context, c *api.Client, ref string, grants b
 		if s := suggest(ref, append(slices.Collect(maps.Keys(names)), displays...)); s != "" {
 			msg += fmt.Sprintf("; did you mean %q?", s)
 		}
-		return "", usageError("%s", msg)
+		return "", errors.New(msg) // a failed lookup, as the API's not_found: exit 1
 	}
-	return "", usageError("%d known peers call themselves %q (%s): name one by its peer ID, or give it an alias with `ifaced alias NAME PEER_ID`",
+	return "", fmt.Errorf("%d known peers call themselves %q (%s): name one by its peer ID, or give it an alias with `ifaced alias NAME PEER_ID`",
 		len(found), ref, strings.Join(found, ", "))
 }
 
@@ -106,6 +106,16 @@ func (f *flags) nearAlias(ref string) string {
 		return fmt.Sprintf("; did you mean %q?", s)
 	}
 	return ""
+}
+
+// isAlias tells whether name is one of the owner's aliases.
+func (f *flags) isAlias(name string) bool {
+	book, err := f.aliases()
+	if err != nil {
+		return false
+	}
+	_, ok, _ := book.Lookup(name)
+	return ok
 }
 
 func (f *flags) aliases() (*alias.Book, error) {
