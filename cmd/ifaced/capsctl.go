@@ -199,7 +199,7 @@ func runCapsAdd(ctx context.Context, e *env, args []string) error {
 	format := negotiate.FormatOf(file)
 	var capability negotiate.Capability
 	if err := negotiate.DecodeStrict(src, format, "", &capability); err != nil {
-		return fileProblems(e, file, err)
+		return fileProblems(file, err)
 	}
 	body, err := json.Marshal(capability)
 	if err != nil {
@@ -232,22 +232,24 @@ func runCapsAdd(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// fileProblems prints each problem of a file as FILE:LINE: field: problem
-// on stderr and returns the failure.
-func fileProblems(e *env, file string, err error) error {
+// fileProblems is the failure of a file with problems: each one a line,
+// FILE:LINE: field: problem, printed on stderr before the summary (or
+// listed in the JSON error).
+func fileProblems(file string, err error) error {
 	problems := negotiate.Errors(err)
+	var lines []string
 	for _, p := range problems {
 		var fe *negotiate.FieldError
 		switch {
 		case errors.As(p, &fe) && fe.Line > 0:
-			fmt.Fprintf(e.stderr, "%s:%d: %s\n", file, fe.Line, fe.Describe())
+			lines = append(lines, fmt.Sprintf("%s:%d: %s", file, fe.Line, fe.Describe()))
 		case errors.As(p, &fe):
-			fmt.Fprintf(e.stderr, "%s: %s\n", file, fe.Describe())
+			lines = append(lines, fmt.Sprintf("%s: %s", file, fe.Describe()))
 		default:
-			fmt.Fprintf(e.stderr, "%s: %v\n", file, p)
+			lines = append(lines, fmt.Sprintf("%s: %v", file, p))
 		}
 	}
-	return fmt.Errorf("%s: %d problem(s)", file, len(problems))
+	return &problemsError{summary: fmt.Sprintf("%s: %d problem(s)", file, len(problems)), problems: lines}
 }
 
 func runCapsRemove(ctx context.Context, e *env, args []string) error {

@@ -106,11 +106,19 @@ func TestJSONErrors(t *testing.T) {
 			t.Errorf("%q: exit %d, %+v; want exit and exit_code %d, code %s", c.args, r.code, e, c.exit, c.code)
 		}
 	}
+	// A file with problems lists each one, with its line.
+	typo := filepath.Join(t.TempDir(), "typo.json")
+	os.WriteFile(typo, []byte("{\n  \"name\": \"x\",\n  \"descripton\": \"typo\"\n}\n"), 0o600)
+	r := ifaced(t, home, "caps", "add", typo, "--json")
+	var pe cliError
+	if err := json.Unmarshal([]byte(r.stderr), &pe); err != nil || r.code != 1 || len(pe.Problems) != 1 || !strings.HasPrefix(pe.Problems[0], typo+":3: descripton") {
+		t.Errorf("caps add --json with a typo: %d %q (%v)", r.code, r.stderr, err)
+	}
 	// A config with problems lists each one.
 	bad := filepath.Join(t.TempDir(), "config.toml")
 	os.WriteFile(bad, []byte("version = 1\n[log]\nlevel = 3\n"), 0o600)
 	cfgHome := filepath.Dir(bad)
-	r := ifaced(t, cfgHome, "config", "--json")
+	r = ifaced(t, cfgHome, "config", "--json")
 	var e cliError
 	if err := json.Unmarshal([]byte(r.stderr), &e); err != nil || r.code != 1 || len(e.Problems) != 1 || !strings.Contains(e.Problems[0], "log.level") {
 		t.Errorf("config --json on a bad file: %d %q (%v)", r.code, r.stderr, err)
