@@ -428,3 +428,19 @@ func TestImportListAligned(t *testing.T) {
 		t.Fatalf("no capabilities listed:\n%s", out)
 	}
 }
+
+// TestREADMECommandsListEveryVerb: the README's Commands section shows
+// every verb of the table, so a new verb cannot go undocumented.
+func TestREADMECommandsListEveryVerb(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "\n## Commands\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	for _, c := range commands() {
+		if !strings.Contains(section, "ifaced "+c.name) {
+			t.Errorf("README.md's Commands section does not show `ifaced %s`", c.name)
+		}
+	}
+}
