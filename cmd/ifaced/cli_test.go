@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -183,6 +184,18 @@ func TestRunLogLevel(t *testing.T) {
 // completes verbs, subcommands, flags of the verb at hand (after its
 // arguments too) and config keys.
 func TestCompletion(t *testing.T) {
+	// Every verb hands over its flags before doing anything: the scripts
+	// are built from what the verbs declare.
+	for _, v := range completionSpec() {
+		if v.name == "help" || v.name == "completion" {
+			continue
+		}
+		for _, sub := range append([]string{""}, v.subs...) {
+			if !slices.ContainsFunc(v.flags[sub], func(f flagSpec) bool { return f.name == "home" }) {
+				t.Errorf("%s %s: no flags read (%v)", v.name, sub, v.flags[sub])
+			}
+		}
+	}
 	for _, sh := range completionShells {
 		out := mustRun(t, t.TempDir(), "completion", sh)
 		for _, c := range commands() {
@@ -233,25 +246,16 @@ func TestCompletion(t *testing.T) {
 	} {
 		got := complete(c.line)
 		for _, w := range c.want {
-			if !contains(got, w) {
+			if !slices.Contains(got, w) {
 				t.Errorf("%q completes to %q, missing %q", c.line, got, w)
 			}
 		}
 		for _, w := range c.not {
-			if contains(got, w) {
+			if slices.Contains(got, w) {
 				t.Errorf("%q completes to %q, with %q", c.line, got, w)
 			}
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // TestConfigVerb: config shows the effective configuration; config set
