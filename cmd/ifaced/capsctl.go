@@ -35,13 +35,25 @@ func runCapsCommand(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A mistyped subcommand (`caps valdate FILE`) is said to be one,
+	// unless the word is an alias.
+	if len(pos) > 0 && !looksLikeID(pos[0]) {
+		if s := suggest(pos[0], []string{"add", "remove", "validate"}); s != "" && !f.isAlias(pos[0]) {
+			return usageError("caps %q: did you mean `caps %s`?", pos[0], s)
+		}
+	}
 	switch {
 	case len(pos) > 1:
 		return usageError("caps takes at most one PEER, got %q", pos)
-	case len(pos) == 1 && !isPeerRef(pos[0]):
-		return usageError("caps %q: neither a subcommand (add, remove, validate) nor a peer ID", pos[0])
 	case len(pos) == 0 && *refresh:
 		return usageError("caps --refresh needs a PEER")
+	}
+	if len(pos) == 1 {
+		ref, err := f.peerRef(ctx, nil, pos[0], false)
+		if err != nil {
+			return err
+		}
+		pos[0] = ref
 	}
 	c, err := f.dial(e)
 	if err != nil {
@@ -187,7 +199,7 @@ func runCapsAdd(ctx context.Context, e *env, args []string) error {
 	format := negotiate.FormatOf(file)
 	var capability negotiate.Capability
 	if err := negotiate.DecodeStrict(src, format, "", &capability); err != nil {
-		return fileProblems(e, file, err)
+		return fileProblems(file, err)
 	}
 	body, err := json.Marshal(capability)
 	if err != nil {
@@ -220,22 +232,24 @@ func runCapsAdd(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// fileProblems prints each problem of a file as FILE:LINE: field: problem
-// on stderr and returns the failure.
-func fileProblems(e *env, file string, err error) error {
+// fileProblems is the failure of a file with problems: each one a line,
+// FILE:LINE: field: problem, printed on stderr before the summary (or
+// listed in the JSON error).
+func fileProblems(file string, err error) error {
 	problems := negotiate.Errors(err)
+	var lines []string
 	for _, p := range problems {
 		var fe *negotiate.FieldError
 		switch {
 		case errors.As(p, &fe) && fe.Line > 0:
-			fmt.Fprintf(e.stderr, "%s:%d: %s\n", file, fe.Line, fe.Describe())
+			lines = append(lines, fmt.Sprintf("%s:%d: %s", file, fe.Line, fe.Describe()))
 		case errors.As(p, &fe):
-			fmt.Fprintf(e.stderr, "%s: %s\n", file, fe.Describe())
+			lines = append(lines, fmt.Sprintf("%s: %s", file, fe.Describe()))
 		default:
-			fmt.Fprintf(e.stderr, "%s: %v\n", file, p)
+			lines = append(lines, fmt.Sprintf("%s: %v", file, p))
 		}
 	}
-	return fmt.Errorf("%s: %d problem(s)", file, len(problems))
+	return &problemsError{summary: fmt.Sprintf("%s: %d problem(s)", file, len(problems)), problems: lines}
 }
 
 func runCapsRemove(ctx context.Context, e *env, args []string) error {

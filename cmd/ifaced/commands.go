@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,37 +15,6 @@ import (
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
 )
-
-// flags is the common flag set of a command.
-type flags struct {
-	*flag.FlagSet
-	home string
-	json bool
-}
-
-func newFlags(e *env, name, argsHelp string, withJSON bool) *flags {
-	f := &flags{FlagSet: flag.NewFlagSet("ifaced "+name, flag.ContinueOnError)}
-	f.SetOutput(e.stderr)
-	f.StringVar(&f.home, "home", "", "data directory (default $"+node.EnvHome+", else ~/.ifaced)")
-	if withJSON {
-		f.BoolVar(&f.json, "json", false, "print machine-readable JSON")
-	}
-	f.Usage = func() {
-		fmt.Fprintf(e.stderr, "Usage: ifaced %s [flags] %s\n", name, argsHelp)
-		f.PrintDefaults()
-	}
-	return f
-}
-
-func (f *flags) parse(args []string) error {
-	if err := f.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return &exitError{code: 0, err: err}
-		}
-		return &exitError{code: 2, err: err}
-	}
-	return nil
-}
 
 func (f *flags) homeDir(e *env) (node.Home, error) {
 	if f.home == "" {

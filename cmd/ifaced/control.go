@@ -11,32 +11,10 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/api"
-	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // The verbs in this file talk to the running daemon through its control
 // API (package api); they parse flags, call, and print.
-
-// parseInterleaved parses flags wherever they stand among the positional
-// arguments (`greet PEER --persona work`) and returns the positionals.
-// Everything after "--" is positional.
-func (f *flags) parseInterleaved(args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := f.parse(args); err != nil {
-			return nil, err
-		}
-		rest := f.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
 
 // dial finds the daemon of the command's data directory.
 func (f *flags) dial(e *env) (*api.Client, error) {
@@ -45,16 +23,6 @@ func (f *flags) dial(e *env) (*api.Client, error) {
 		return nil, err
 	}
 	return api.Dial(h)
-}
-
-// isPeerRef tells a peer reference (a peer ID, or an agent ID such as a
-// did:key) from a mistyped word, so that `caps explode` is a usage error
-// rather than a lookup.
-func isPeerRef(s string) bool {
-	if _, err := peer.Decode(s); err == nil {
-		return true
-	}
-	return strings.ContainsAny(s, ":@")
 }
 
 func runStatus(ctx context.Context, e *env, args []string) error {
@@ -182,11 +150,15 @@ func runGreet(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 || !isPeerRef(pos[0]) {
-		return usageError("greet takes one PEER (a peer ID or agent ID)")
+	if len(pos) != 1 {
+		return usageError("greet takes one PEER (an alias, a peer ID, an agent ID, or a known peer's display name)")
 	}
-	req.Peer = pos[0]
 	req.ToolCategories = splitList(*categories)
+	// Resolved first: a word that is no peer is a usage error even when no
+	// daemon runs.
+	if req.Peer, err = f.peerRef(ctx, nil, pos[0], false); err != nil {
+		return err
+	}
 	c, err := f.dial(e)
 	if err != nil {
 		return err
@@ -296,6 +268,11 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintln(e.stderr, "warning:", conv.Warning)
 		}
 		return nil
+	}
+	if *peerRef != "" {
+		if *peerRef, err = f.peerRef(ctx, c, *peerRef, false); err != nil {
+			return err
+		}
 	}
 	list, err := c.AuditConversations(ctx, *peerRef)
 	if err != nil {

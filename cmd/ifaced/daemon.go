@@ -21,11 +21,18 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	listen := f.String("listen", "", "comma-separated libp2p listen multiaddrs (overrides listen.addresses)")
 	apiAddr := f.String("api", "", "control API address, a loopback host:port (overrides api.listen)")
 	noMDNS := f.Bool("no-mdns", false, "do not multicast on the LAN (overrides discovery.mdns)")
+	logLevel := f.String("log-level", "", "debug, info, warn or error (overrides log.level)")
 	if err := f.parse(args); err != nil {
 		return err
 	}
 	if f.NArg() > 0 {
 		return usageError("run takes no arguments, got %q", f.Args())
+	}
+	if *logLevel != "" {
+		var l slog.Level
+		if err := l.UnmarshalText([]byte(*logLevel)); err != nil {
+			return usageError("--log-level %q: want debug, info, warn or error", *logLevel)
+		}
 	}
 	// The overrides are checked against the defaults first, so that a
 	// mistyped flag fails before the data directory is created.
@@ -46,6 +53,9 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	}
 	if *noMDNS {
 		cfg.Discovery.MDNS = false
+	}
+	if *logLevel != "" {
+		cfg.Log.Level = *logLevel
 	}
 	log, err := newLogger(e.stderr, cfg.Log)
 	if err != nil {

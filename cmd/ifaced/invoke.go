@@ -18,8 +18,8 @@ func runInvoke(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 2 || !isPeerRef(pos[0]) {
-		return usageError("invoke takes PEER (a peer ID or agent ID) and CAPABILITY")
+	if len(pos) != 2 {
+		return usageError("invoke takes PEER (an alias, a peer ID, an agent ID, or a known peer's display name) and CAPABILITY")
 	}
 	req := api.InvokeRequest{Peer: pos[0], Capability: pos[1]}
 	if *params != "" {
@@ -33,6 +33,9 @@ func runInvoke(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
+	if req.Peer, err = f.peerRef(ctx, c, req.Peer, false); err != nil {
+		return err
+	}
 	res, err := c.Invoke(ctx, req)
 	var ae *api.Error
 	if errors.As(err, &ae) && ae.PeerError != nil {

@@ -30,7 +30,11 @@ func runSend(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
-	res, err := c.Send(ctx, api.SendRequest{Peer: pos[0], Text: *text})
+	peer, err := f.peerRef(ctx, c, pos[0], false)
+	if err != nil {
+		return err
+	}
+	res, err := c.Send(ctx, api.SendRequest{Peer: peer, Text: *text})
 	if err != nil {
 		return err
 	}
@@ -112,8 +116,13 @@ func runImport(ctx context.Context, e *env, args []string) error {
 		if len(out.Imports) == 0 {
 			fmt.Fprintln(e.stdout, "nothing imported (`ifaced import URL` adds an outside agent)")
 		}
+		// One column for the capability names of every import.
+		width := 0
 		for _, r := range out.Imports {
-			printImport(e, &r)
+			width = max(width, capNameWidth(&r))
+		}
+		for _, r := range out.Imports {
+			printImport(e, &r, width)
 		}
 		return nil
 	case *remove:
@@ -130,11 +139,24 @@ func runImport(ctx context.Context, e *env, args []string) error {
 	if f.json {
 		return writeJSON(e.stdout, rec)
 	}
-	printImport(e, rec)
+	printImport(e, rec, capNameWidth(rec))
 	return nil
 }
 
-func printImport(e *env, r *store.ImportRecord) {
+// capNameWidth is the longest capability name of an import.
+func capNameWidth(r *store.ImportRecord) int {
+	var doc negotiate.Document
+	json.Unmarshal(r.View, &doc)
+	width := 0
+	for _, c := range doc.Capabilities {
+		width = max(width, len(c.Name))
+	}
+	return width
+}
+
+// printImport writes an import and its capabilities, the descriptions in
+// a column width characters after the names' start.
+func printImport(e *env, r *store.ImportRecord, width int) {
 	var doc negotiate.Document
 	json.Unmarshal(r.View, &doc)
 	signed := "unsigned"
@@ -150,6 +172,6 @@ func printImport(e *env, r *store.ImportRecord) {
 		fmt.Fprintf(e.stdout, "    last refresh failed: %s\n", r.LastError)
 	}
 	for _, c := range doc.Capabilities {
-		fmt.Fprintf(e.stdout, "    %s  %s\n", c.Name, c.Description)
+		fmt.Fprintf(e.stdout, "    %-*s  %s\n", width, c.Name, c.Description)
 	}
 }

@@ -11,6 +11,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -32,42 +36,70 @@ type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, env *env, args []string) error
+	subs    []string // its subcommands, the first positional argument (for help and completion)
 }
 
 // env is what a command may touch: its output streams and environment.
 type env struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// introspect, when set, receives a verb's flags at parse, and the verb
+	// stops there (shell completion reads the flags this way).
+	introspect func(*flags)
 }
 
 func commands() []command {
 	return []command{
-		{"init", "create the data directory, key and config", runInit},
-		{"id", "print this daemon's peer ID, did:key and key fingerprint", runID},
-		{"run", "run the daemon", runDaemon},
-		{"status", "show the running daemon: identity, addresses, document, counts", runStatus},
-		{"peers", "list the peers the daemon knows, with the age of their views", runPeers},
-		{"connect", "connect to a peer by multiaddr (connect MULTIADDR)", runConnect},
-		{"greet", "open a conversation with a peer and show what each side granted (greet PEER)", runGreet},
-		{"caps", "show, add, remove or validate capabilities (caps [PEER] | add FILE | remove NAME | validate FILE)", runCapsCommand},
-		{"say", "send a message in an open conversation (say CONVERSATION --phase P --text TEXT)", runSay},
-		{"send", "say something to a peer, through its mailbox relay if it is away (send PEER --text TEXT)", runSend},
-		{"outbox", "list messages waiting to be left at a peer's mailbox", runOutbox},
-		{"import", "bring in an outside agent: AG-UI /capabilities, A2A agent card or orchestrator /capabilities (import URL | --list | --remove URL)", runImport},
-		{"policy", "show or change the disclosure map and temperature caps (policy [disclosure PEER TIER | temperature PEER MAX])", runPolicy},
-		{"invoke", "ask a peer to run one of its capabilities (invoke PEER CAPABILITY --params JSON)", runInvoke},
-		{"mcp", "serve the running daemon to an MCP client (an LLM agent) on standard input and output", runMCP},
-		{"find", "find daemons offering a capability through the DHT, and whether you meet its conditions (find CAPABILITY [--min-version V])", runFind},
-		{"trust", "show what the daemon established about peers, or pin, revoke or check one (trust [PEER [--verify FINGERPRINT | --revoke | --check]])", runTrust},
-		{"introduce", "mint an introduction token for a peer whose key you do not know yet (introduce --label NAME | --list | --revoke ID)", runIntroduce},
-		{"accept-intro", "hold an introduction token another daemon minted for this one (accept-intro TOKEN)", runAcceptIntro},
-		{"audit", "list recorded conversations, or show one (audit [--conversation ID] [--peer P])", runAudit},
-		{"demo", "run three daemons in this process and show them greet and negotiate", runDemo},
-		{"version", "print the version", runVersion},
+		{"init", "create the data directory, key and config", runInit, nil},
+		{"id", "print this daemon's peer ID, did:key and key fingerprint", runID, nil},
+		{"run", "run the daemon", runDaemon, nil},
+		{"status", "show the running daemon: identity, addresses, document, counts", runStatus, nil},
+		{"peers", "list the peers the daemon knows, with the age of their views", runPeers, nil},
+		{"connect", "connect to a peer by multiaddr (connect MULTIADDR)", runConnect, nil},
+		{"greet", "open a conversation with a peer and show what each side granted (greet PEER)", runGreet, nil},
+		{"conversations", "list the open conversations, show one, or close one (conversations [list | show ID | close ID])", runConversations, conversationSubs},
+		{"caps", "show, add, remove or validate capabilities (caps [PEER] | add FILE | remove NAME | validate FILE)", runCapsCommand, []string{"add", "remove", "validate"}},
+		{"say", "send a message in an open conversation (say CONVERSATION --phase P --text TEXT)", runSay, nil},
+		{"send", "say something to a peer, through its mailbox relay if it is away (send PEER --text TEXT)", runSend, nil},
+		{"outbox", "list messages waiting to be left at a peer's mailbox", runOutbox, nil},
+		{"import", "bring in an outside agent: AG-UI /capabilities, A2A agent card or orchestrator /capabilities (import URL | --list | --remove URL)", runImport, nil},
+		{"policy", "show or change the disclosure map and temperature caps (policy [disclosure PEER TIER | temperature PEER MAX])", runPolicy, []string{"disclosure", "temperature"}},
+		{"invoke", "ask a peer to run one of its capabilities (invoke PEER CAPABILITY --params JSON)", runInvoke, nil},
+		{"mcp", "serve the running daemon to an MCP client (an LLM agent) on standard input and output", runMCP, nil},
+		{"find", "find daemons offering a capability through the DHT, and whether you meet its conditions (find CAPABILITY [--min-version V])", runFind, nil},
+		{"trust", "show what the daemon established about peers, or pin, revoke or check one (trust [PEER [--verify FINGERPRINT | --revoke | --check]])", runTrust, nil},
+		{"introduce", "mint an introduction token for a peer whose key you do not know yet (introduce --label NAME | --list | --revoke ID)", runIntroduce, nil},
+		{"accept-intro", "hold an introduction token another daemon minted for this one (accept-intro TOKEN)", runAcceptIntro, nil},
+		{"audit", "list recorded conversations, or show one (audit [--conversation ID] [--peer P])", runAudit, nil},
+		{"alias", "name peers locally: list, set or remove an alias (alias [NAME PEER | --remove NAME])", runAlias, nil},
+		{"config", "show the effective configuration, or set one key (config [show | set KEY VALUE | keys])", runConfig, configSubs},
+		{"completion", "print a shell completion script (completion bash | zsh | fish)", runCompletion, completionShells},
+		{"demo", "run three daemons in this process and show them greet and negotiate", runDemo, nil},
+		{"version", "print the version (also --version)", runVersion, nil},
+		{"help", "print this list, or a command's flags (help [COMMAND])", runHelp, nil},
 	}
 }
 
-// version is set at build time with -ldflags "-X main.version=…".
+// findCommand looks a verb up in the table.
+func findCommand(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+func commandNames() []string {
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	return names
+}
+
+// version is set at build time with -ldflags "-X main.version=…"; a
+// binary built by `go install …@v1.2.3` reports its module version.
 var version = "dev"
 
 func main() {
@@ -80,46 +112,94 @@ func main() {
 // run dispatches one command line and returns the exit code: 0 success, 1
 // failure, 2 usage error.
 func run(ctx context.Context, e *env, args []string) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		usage(e.stdout)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		args[0] = "help"
+	case "-version", "--version":
+		args[0] = "version"
+	}
+	asJSON := wantsJSON(args)
+	c, ok := findCommand(args[0])
+	if !ok {
+		reportError(e, "", unknownCommand(args[0]), 2, asJSON)
+		return 2
+	}
+	err := c.run(ctx, e, args[1:])
+	var ee *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee) && ee.code == 0: // -h: the usage went to standard output
 		return 0
 	}
-	for _, c := range commands() {
-		if c.name != args[0] {
-			continue
-		}
-		err := c.run(ctx, e, args[1:])
-		var ee *exitError
-		switch {
-		case err == nil:
-			return 0
-		case errors.As(err, &ee) && ee.code == 0: // -h: the flag package printed the usage
-			return 0
-		}
-		fmt.Fprintln(e.stderr, "ifaced "+c.name+": "+err.Error())
-		if ee != nil {
-			return ee.code
-		}
-		return 1
+	code := 1
+	if ee != nil {
+		code = ee.code
 	}
-	fmt.Fprintf(e.stderr, "ifaced: unknown command %q (run `ifaced help` for the list)\n", args[0])
-	return 2
+	reportError(e, c.name, err, code, asJSON)
+	return code
+}
+
+func unknownCommand(name string) error {
+	if strings.HasPrefix(name, "-") {
+		return usageError("%s: flags follow the command (`ifaced COMMAND %s`; run `ifaced help` for the list)", name, name)
+	}
+	msg := fmt.Sprintf("unknown command %q", name)
+	if s := suggest(name, commandNames()); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", s)
+	}
+	return usageError("%s (run `ifaced help` for the list)", msg)
 }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "ifaced — an Inter-Face peer-to-peer agent daemon")
-	fmt.Fprintln(w, "\nUsage: ifaced COMMAND [flags]\n\nCommands:")
+	fmt.Fprintln(w, "\nUsage: ifaced COMMAND [arguments and flags, in any order]\n\nCommands:")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nEvery command takes --home DIR (default $IFACED_HOME, else ~/.ifaced);")
-	fmt.Fprintln(w, "commands that print data take --json. Run `ifaced COMMAND -h` for its flags.")
+	fmt.Fprintln(w, "\nEvery command takes --home DIR (default $IFACED_HOME, else ~/.ifaced); commands")
+	fmt.Fprintln(w, "that print data take --json (errors are then JSON on standard error too).")
+	fmt.Fprintln(w, "A PEER is a peer ID, a did:key, an alias (`ifaced alias`), or a display name")
+	fmt.Fprintln(w, "only one known peer uses. Run `ifaced help COMMAND` for a command's flags.")
+}
+
+// runHelp is `help [COMMAND [SUBCOMMAND]]`: the list, or a command's
+// usage and flags, on standard output.
+func runHelp(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		usage(e.stdout)
+		return nil
+	}
+	c, ok := findCommand(args[0])
+	if !ok {
+		return unknownCommand(args[0])
+	}
+	if c.name == "help" {
+		usage(e.stdout)
+		return nil
+	}
+	return c.run(ctx, e, append(slices.Clone(args[1:]), "-h"))
 }
 
 func runVersion(_ context.Context, e *env, args []string) error {
-	fmt.Fprintln(e.stdout, "ifaced", version)
+	f := newFlags(e, "version", "", true)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.NArg() > 0 {
+		return usageError("version takes no arguments, got %q", f.Args())
+	}
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	if f.json {
+		return writeJSON(e.stdout, map[string]string{"version": v, "go": runtime.Version()})
+	}
+	fmt.Fprintln(e.stdout, "ifaced", v)
 	return nil
 }

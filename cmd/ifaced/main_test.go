@@ -163,7 +163,8 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("%q: exit %d, want 2 (%s)", args, r.code, r.stderr)
 		}
 	}
-	if r := ifaced(t, t.TempDir(), "id", "-h"); r.code != 0 || !strings.Contains(r.stderr, "Usage: ifaced id") {
+	// Help asked for is output: on standard output (issue 19).
+	if r := ifaced(t, t.TempDir(), "id", "-h"); r.code != 0 || !strings.Contains(r.stdout, "Usage: ifaced id") || r.stderr != "" {
 		t.Errorf("id -h: %d %q", r.code, r.stderr)
 	}
 	if r := ifaced(t, t.TempDir(), "help"); r.code != 0 || !strings.Contains(r.stdout, "caps") {

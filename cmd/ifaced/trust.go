@@ -45,14 +45,17 @@ func runTrust(ctx context.Context, e *env, args []string) error {
 		return usageError("trust takes one of --verify, --revoke or --check")
 	case actions == 1 && len(pos) == 0:
 		return usageError("--verify, --revoke and --check need a PEER")
-	case len(pos) == 1 && !isPeerRef(pos[0]):
-		return usageError("trust %q: not a peer ID or agent ID", pos[0])
 	}
 	c, err := f.dial(e)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if len(pos) == 1 {
+		if pos[0], err = f.peerRef(ctx, c, pos[0], false); err != nil {
+			return err
+		}
+	}
 	if len(pos) == 0 {
 		list, err := c.Trust(ctx)
 		if err != nil {

@@ -68,6 +68,7 @@
 //	DELETE /v1/caps/{name}            remove a capability → the new document
 //	POST   /v1/greet                  {"peer", "disclosure", "persona", "temperature", "tool_categories"} → the greeting's result
 //	GET    /v1/conversations          the open conversations
+//	DELETE /v1/conversations/{id}     send the close phase in one → the message sent
 //	POST   /v1/say                    {"conversation_id", "phase", "text"} → the message sent
 //	POST   /v1/send                   {"peer", "text"} → said in a conversation, or queued for the peer's mailbox relays
 //	GET    /v1/outbox                 messages waiting to be left at a peer's mailbox, with attempts and last error

@@ -708,6 +708,11 @@ func TestOpenAPIAgainstRealResponses(t *testing.T) {
 	apiError(t, call(bob, http.MethodPost, "/v1/greet", map[string]any{"peer": alice.peerID(), "temperature": "tepid"}), http.StatusBadRequest)
 	apiError(t, call(bob, http.MethodPost, "/v1/connect", map[string]any{"address": "x"}), http.StatusBadRequest)
 
+	// Closing: the close phase is sent; a conversation that is not open
+	// is not found.
+	must(call(bob, http.MethodDelete, "/v1/conversations/"+url.PathEscape(greeted.ConversationID), nil))
+	apiError(t, call(bob, http.MethodDelete, "/v1/conversations/conv:nope", nil), http.StatusNotFound)
+
 	// The audit log, whole and by conversation.
 	must(call(alice, http.MethodGet, "/v1/audit", nil))
 	must(call(alice, http.MethodGet, "/v1/audit?peer="+bob.peerID(), nil))

@@ -197,6 +197,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("DELETE /v1/caps/{name}", s.removeCap)
 	mux.HandleFunc("POST /v1/greet", s.greet)
 	mux.HandleFunc("GET /v1/conversations", s.conversations)
+	mux.HandleFunc("DELETE /v1/conversations/{id}", s.closeConversation)
 	mux.HandleFunc("POST /v1/say", s.say)
 	mux.HandleFunc("POST /v1/send", s.send)
 	mux.HandleFunc("GET /v1/outbox", s.outbox)
