@@ -180,6 +180,38 @@ func TestHomeInitAndOpen(t *testing.T) {
 	}
 }
 
+// The config.toml that init writes explains itself: the example's
+// comments for every key, not a pointer to a file a binary user lacks.
+func TestInitWritesTheExamplesComments(t *testing.T) {
+	h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+	if _, err := h.Init(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	written, err := os.ReadFile(h.ConfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("../config.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(written), string(example)) {
+		t.Fatalf("config.toml written by init does not hold config.example.toml:\n%s", written)
+	}
+	for _, comment := range []string{"# Read and write deadline for every stream.", "# The config format version. Required."} {
+		if !strings.Contains(string(written), comment) {
+			t.Errorf("config.toml lacks the comment %q", comment)
+		}
+	}
+	if strings.Contains(string(written), "in the ifaced sources") {
+		t.Error("config.toml still sends the reader to the sources")
+	}
+	c, err := ParseConfig(written)
+	if err != nil || !reflect.DeepEqual(c, DefaultConfig()) {
+		t.Fatalf("the written config does not load as the defaults: %v", err)
+	}
+}
+
 func TestResolveHome(t *testing.T) {
 	t.Setenv(EnvHome, "/tmp/from-env")
 	if h, _ := ResolveHome("/tmp/from-flag"); h.Dir != "/tmp/from-flag" {
