@@ -130,4 +130,3 @@ func (s *Schemas) check(sch *jsonschema.Schema, v any, sentinel error) error {
 }
 
 var printer = message.NewPrinter(language.English)
-
