@@ -361,6 +361,9 @@ func exampleFor(path string, t reflect.Type, def reflect.Value) string {
 	if (t.Kind() == reflect.Struct && t != durationType && !reflect.PointerTo(t).Implements(textUnmarshalerType)) || t.Kind() == reflect.Map {
 		return "[" + path + "] on a line of its own, its keys below it"
 	}
+	if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Map && !strings.ContainsAny(path, ".[") {
+		return "[[" + path + "]] on a line of its own before each one's keys"
+	}
 	key := path
 	if i := strings.LastIndexAny(path, ".["); i >= 0 {
 		if path[i] == '[' {
