@@ -300,6 +300,33 @@ func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
 	}
 }
 
+// Every misspelt member of every inline capability is reported at once,
+// with the one meant; package negotiate alone would stop at the first.
+func TestConfigReportsEveryCapabilityTypo(t *testing.T) {
+	src := "version = 1\n[[capabilities]]\nname = \"a.b\"\ndescrption = \"x\"\nfoo = 1\n" +
+		"[[capabilities]]\nname = \"a.c\"\ndescription = \"y\"\nadvertize = \"always\"\n"
+	_, err := ParseConfig([]byte(src))
+	got := negotiate.Errors(err)
+	want := []struct {
+		field string
+		line  int
+		says  string
+	}{
+		{"capabilities[0].descrption", 4, `did you mean "description"?`},
+		{"capabilities[0].foo", 5, "not a known member of a capability (its members: name, version, description"},
+		{"capabilities[1].advertize", 9, `did you mean "advertise"?`},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d problems, want %d:\n%v", len(got), len(want), err)
+	}
+	for i, w := range want {
+		var fe *negotiate.FieldError
+		if !errors.As(got[i], &fe) || fe.Field != w.field || fe.Line != w.line || !strings.Contains(fe.Problem, w.says) {
+			t.Errorf("problem %d: %v, want %s at line %d saying %q", i, got[i], w.field, w.line, w.says)
+		}
+	}
+}
+
 // Wrong types anywhere in the tree name the key, the type wanted and an
 // example, never the Go type.
 func TestConfigTypeErrorsAreFriendly(t *testing.T) {

@@ -147,6 +147,9 @@ func (k *configChecker) walk(path string, v any, t reflect.Type, def reflect.Val
 				edef = def.Index(0)
 			}
 			k.walk(fmt.Sprintf("%s[%d]", path, i), e, t.Elem(), edef)
+			if path == "capabilities" {
+				k.capabilityKeys(fmt.Sprintf("%s[%d]", path, i), e)
+			}
 		}
 	case reflect.String:
 		if _, ok := v.(string); !ok {
@@ -206,6 +209,46 @@ func (k *configChecker) unknownKey(table, key string, fields []tomlField) {
 		return
 	}
 	k.bad(joinKey(table, key), "is not a known key %s (its keys: %s)", where, strings.Join(names, ", "))
+}
+
+// capabilityKeys reports every member of an inline [[capabilities]]
+// table that a capability does not have, at once and with "did you mean":
+// package negotiate, which decodes the table afterwards, stops at the
+// first. The members are negotiate.Capability's JSON names.
+func (k *configChecker) capabilityKeys(path string, v any) {
+	table, ok := v.(map[string]any)
+	if !ok {
+		return
+	}
+	members := capabilityMembers()
+	for _, key := range slices.Sorted(maps.Keys(table)) {
+		if slices.Contains(members, key) || slices.Contains(viewOnlyMembers, key) {
+			continue // a view's members are negotiate's to refuse
+		}
+		if near := nearest(key, members); near != "" {
+			k.bad(joinKey(path, key), "is not a known member of a capability; did you mean %q?", near)
+		} else {
+			k.bad(joinKey(path, key), "is not a known member of a capability (its members: %s)", strings.Join(members, ", "))
+		}
+	}
+}
+
+// viewOnlyMembers are members of a capability in a view (what a
+// requester is shown), never written by an owner.
+var viewOnlyMembers = []string{"eligible", "unmet"}
+
+// capabilityMembers are the JSON names of negotiate.Capability's members
+// an owner writes.
+func capabilityMembers() []string {
+	var out []string
+	t := reflect.TypeFor[negotiate.Capability]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" && !slices.Contains(viewOnlyMembers, name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // nearest is the candidate closest to word by edit distance (case
