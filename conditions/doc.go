@@ -29,7 +29,10 @@
 // Authentication levels (IFP-5) are 0 introduced < 1 signed < 2 verified <
 // 3 bound. An unauthenticated caller (for example unsigned HTTP) has
 // [NoLevel], which meets no min_auth_level at all, not even 0: level 0 is
-// itself something proved (an introduction token the owner minted).
+// itself something proved (an introduction token the owner minted). Such a
+// caller, with no peer either, has no key: the advice it gets ([Unmet]
+// HowToMeet) starts with signing with a key of its own, and never tells it
+// to have "your key" pinned or "your tier" raised, which it does not have.
 //
 // Temperatures are cool < warm < hot; a condition names the minimum, and a
 // conversation without a negotiated temperature is cool.

@@ -133,13 +133,13 @@ func Evaluate(c Conditions, f Facts, order *TierOrder, retryHint time.Duration) 
 	order = order.orDefault()
 	var d Decision
 	if c.MinDisclosure != "" && !order.AtLeast(f.Disclosure, c.MinDisclosure) {
-		d.Unmet = append(d.Unmet, unmetDisclosure(c.MinDisclosure, f.Disclosure, order))
+		d.Unmet = append(d.Unmet, unmetDisclosure(c.MinDisclosure, f, order))
 	}
 	if c.MinAuthLevel != nil && !f.AuthLevel.AtLeast(*c.MinAuthLevel) {
 		d.Unmet = append(d.Unmet, unmetLevel(*c.MinAuthLevel, f))
 	}
 	if c.Temperature != "" {
-		if u, ok := checkTemperature(c.Temperature, f.Temperature); !ok {
+		if u, ok := checkTemperature(c.Temperature, f); !ok {
 			d.Unmet = append(d.Unmet, u)
 		}
 	}
@@ -163,7 +163,17 @@ func Evaluate(c Conditions, f Facts, order *TierOrder, retryHint time.Duration) 
 	return d
 }
 
-func unmetDisclosure(min, have string, order *TierOrder) Unmet {
+// keyless reports whether the requester proved no key at all: no peer ID
+// and no authentication level, as an HTTP caller who signed nothing.
+func (f Facts) keyless() bool { return f.Peer == "" && f.AuthLevel == NoLevel }
+
+// withoutKey opens the advice to a keyless requester (Facts.keyless): it
+// has no peer ID the owner could pin, list or raise, so every way to meet
+// a condition that names the requester starts with getting a key.
+const withoutKey = "you called without a key: sign your requests with a key of your own (an IFP-5 signed message, over libp2p or to the HTTP inbox)"
+
+func unmetDisclosure(min string, f Facts, order *TierOrder) Unmet {
+	have := f.Disclosure
 	u := Unmet{Condition: CondMinDisclosure, Required: min, Have: have}
 	switch {
 	case have == "":
@@ -171,9 +181,12 @@ func unmetDisclosure(min, have string, order *TierOrder) Unmet {
 	case !order.Known(have):
 		u.Have = have + " (not a tier of this owner)"
 	}
-	if order.Known(min) {
+	switch {
+	case order.Known(min) && f.keyless():
+		u.HowToMeet = fmt.Sprintf("%s, then ask the owner to raise its disclosure tier to %q or higher", withoutKey, min)
+	case order.Known(min):
 		u.HowToMeet = fmt.Sprintf("ask the owner to raise your disclosure tier to %q or higher", min)
-	} else {
+	default:
 		u.HowToMeet = fmt.Sprintf("no tier meets %q: the owner's conditions name an unknown tier; ask the owner to fix them", min)
 	}
 	return u
@@ -184,6 +197,17 @@ func unmetLevel(min Level, f Facts) Unmet {
 	peer := "<peer>"
 	if f.Peer != "" {
 		peer = f.Peer
+	}
+	switch keyless := f.keyless(); {
+	case min == Signed && keyless:
+		u.HowToMeet = "reach authentication level 1 (signed): " + withoutKey
+		return u
+	case min == Verified && keyless:
+		u.HowToMeet = "reach authentication level 2 (verified): " + withoutKey + ", then have the owner pin that key (`ifaced trust <your peer ID> --verify <fingerprint>`), or publish an identity document at your agent_id URL that lists it"
+		return u
+	case min == Bound && keyless:
+		u.HowToMeet = "reach authentication level 3 (bound): " + withoutKey + ", under an agent_id that is an https URL or did:web whose document binds that key"
+		return u
 	}
 	switch min {
 	case Introduced:
@@ -201,7 +225,8 @@ func unmetLevel(min Level, f Facts) Unmet {
 	return u
 }
 
-func checkTemperature(min, have string) (Unmet, bool) {
+func checkTemperature(min string, f Facts) (Unmet, bool) {
+	have := f.Temperature
 	if have == "" {
 		have = Cool
 	}
@@ -214,9 +239,12 @@ func checkTemperature(min, have string) (Unmet, bool) {
 	if !haveOK {
 		u.Have = have + " (not a temperature)"
 	}
-	if minOK {
+	switch {
+	case minOK && f.keyless():
+		u.HowToMeet = fmt.Sprintf("an anonymous request is cool; %s, greet, and propose temperature %q in your greeting; the owner must allow it for you", withoutKey, min)
+	case minOK:
 		u.HowToMeet = fmt.Sprintf("propose temperature %q in your greeting; the owner must allow it for you", min)
-	} else {
+	default:
 		u.HowToMeet = fmt.Sprintf("no temperature meets %q: the owner's conditions are invalid; ask the owner to fix them", min)
 	}
 	return u, false

@@ -176,8 +176,25 @@ func TestHowToMeet(t *testing.T) {
 			"reach authentication level 2 (verified): have the owner pin your key with `ifaced trust " + alice + " --verify <fingerprint>`, or publish an identity document at your agent_id URL that lists your key",
 		},
 		{
+			// A keyless caller (HTTP, nothing signed) has no key to pin: it is told to get one first.
 			conditions.Conditions{MinAuthLevel: level(conditions.Verified)}, conditions.Facts{AuthLevel: conditions.NoLevel},
-			"reach authentication level 2 (verified): have the owner pin your key with `ifaced trust <peer> --verify <fingerprint>`, or publish an identity document at your agent_id URL that lists your key",
+			"reach authentication level 2 (verified): you called without a key: sign your requests with a key of your own (an IFP-5 signed message, over libp2p or to the HTTP inbox), then have the owner pin that key (`ifaced trust <your peer ID> --verify <fingerprint>`), or publish an identity document at your agent_id URL that lists it",
+		},
+		{
+			conditions.Conditions{MinAuthLevel: level(conditions.Signed)}, conditions.Facts{AuthLevel: conditions.NoLevel},
+			"reach authentication level 1 (signed): you called without a key: sign your requests with a key of your own (an IFP-5 signed message, over libp2p or to the HTTP inbox)",
+		},
+		{
+			conditions.Conditions{MinAuthLevel: level(conditions.Bound)}, conditions.Facts{AuthLevel: conditions.NoLevel},
+			"reach authentication level 3 (bound): you called without a key: sign your requests with a key of your own (an IFP-5 signed message, over libp2p or to the HTTP inbox), under an agent_id that is an https URL or did:web whose document binds that key",
+		},
+		{
+			conditions.Conditions{MinDisclosure: "professional"}, conditions.Facts{AuthLevel: conditions.NoLevel, Disclosure: "public"},
+			`you called without a key: sign your requests with a key of your own (an IFP-5 signed message, over libp2p or to the HTTP inbox), then ask the owner to raise its disclosure tier to "professional" or higher`,
+		},
+		{
+			conditions.Conditions{Temperature: conditions.Warm}, conditions.Facts{AuthLevel: conditions.NoLevel},
+			`an anonymous request is cool; you called without a key: sign your requests with a key of your own (an IFP-5 signed message, over libp2p or to the HTTP inbox), greet, and propose temperature "warm" in your greeting; the owner must allow it for you`,
 		},
 		{
 			conditions.Conditions{MinAuthLevel: level(conditions.Bound)}, signedPeer,
@@ -215,6 +232,15 @@ func TestHowToMeet(t *testing.T) {
 		}
 		if got := d.Unmet[0].HowToMeet; got != tc.want {
 			t.Errorf("%s:\n got %s\nwant %s", d.Unmet[0].Condition, got, tc.want)
+		}
+	}
+	// No advice to a keyless caller presumes the key it does not have.
+	for _, c := range []conditions.Conditions{{MinAuthLevel: level(conditions.Signed)}, {MinAuthLevel: level(conditions.Verified)},
+		{MinAuthLevel: level(conditions.Bound)}, {MinDisclosure: "professional"}, {Temperature: conditions.Hot}} {
+		for _, u := range conditions.Evaluate(c, conditions.Facts{AuthLevel: conditions.NoLevel}, nil, 0).Unmet {
+			if strings.Contains(u.HowToMeet, "your key") || strings.Contains(u.HowToMeet, "your disclosure tier") || !strings.Contains(u.HowToMeet, "without a key") {
+				t.Errorf("%s, to a keyless caller: %q", u.Condition, u.HowToMeet)
+			}
 		}
 	}
 	busy := conditions.Evaluate(conditions.Conditions{MaxConcurrent: 1}, with(signedPeer, func(f *conditions.Facts) { f.InFlight = 1 }), nil, 0)

@@ -253,13 +253,13 @@ func (d *Document) Validate(order *conditions.TierOrder) error {
 			capBad(".description", "is %d bytes, at most %d", len(c.Description), MaxDescriptionLen)
 		}
 		if c.Parameters != nil {
-			if err := checkSchema(c.Parameters); err != nil {
-				capBad(".parameters", "%v", err)
+			for _, p := range checkSchema(c.Parameters) {
+				capBad(".parameters", "%s", p)
 			}
 		}
 		if c.OutputSchema != nil {
-			if err := checkSchema(c.OutputSchema); err != nil {
-				capBad(".output_schema", "%v", err)
+			for _, p := range checkSchema(c.OutputSchema) {
+				capBad(".output_schema", "%s", p)
 			}
 		}
 		if c.Conditions != nil {

@@ -11,7 +11,9 @@ import (
 // schemaURL is the address schemas are compiled under. It is hierarchical
 // so that relative references resolve to other addresses, which the
 // loader then refuses; nothing is ever fetched (.invalid never resolves).
-const schemaURL = "https://schema.ifaced.invalid/capability.json"
+const schemaURL = schemaBase + "capability.json"
+
+const schemaBase = "https://schema.ifaced.invalid/"
 
 var errNoLoading = errors.New("schemas may not load anything from outside the document ($ref only within it)")
 
@@ -42,14 +44,21 @@ func CompileSchema(schema any) (*jsonschema.Schema, error) {
 	return s, nil
 }
 
-func checkSchema(schema any) error {
+// checkSchema says why schema is not a JSON Schema this daemon compiles,
+// one problem per failing keyword, located inside the schema
+// (schemaCompileProblems); none when it compiles. Each reads
+// "is not valid JSON Schema: properties.days.type: must be one of …".
+func checkSchema(schema any) []schemaProblem {
 	switch schema.(type) {
 	case map[string]any, bool:
 	default:
-		return fmt.Errorf("must be a JSON Schema object (or true/false), got %T", schema)
+		return []schemaProblem{{Problem: fmt.Sprintf("must be a JSON Schema object (or true/false), got %T", schema)}}
+	}
+	if err := checkValue(schema, 1); err != nil {
+		return []schemaProblem{{Problem: err.Error()}}
 	}
 	if _, err := CompileSchema(schema); err != nil {
-		return fmt.Errorf("is not a valid JSON Schema: %v", err)
+		return schemaCompileProblems(err)
 	}
 	return nil
 }

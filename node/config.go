@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -22,7 +21,6 @@ import (
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-multiaddr"
-	"github.com/pelletier/go-toml/v2"
 )
 
 // ConfigVersion is the config format this daemon reads. A file without a
@@ -269,14 +267,15 @@ func (a AuditConfig) Limits() gossip.AuditLimits {
 		MinFree: int64(a.MinFreeMB) << 20}
 }
 
-// Duration is a time.Duration written as a Go duration string ("24h").
+// Duration is a time.Duration written as a string: "30s", "24h", "7d"
+// (ParseDuration, the command line's parser too).
 type Duration struct{ time.Duration }
 
-// UnmarshalText reads "24h", "5m", "168h".
+// UnmarshalText reads "24h", "5m", "7d", "1d12h".
 func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
+	v, err := ParseDuration(string(b))
 	if err != nil {
-		return fmt.Errorf("%q is not a duration (write e.g. \"30s\", \"5m\", \"24h\")", b)
+		return err
 	}
 	d.Duration = v
 	return nil
@@ -392,15 +391,14 @@ func (e *ConfigError) Error() string {
 func (e *ConfigError) Unwrap() error { return e.Err }
 
 // ParseConfig reads config TOML over the defaults and validates it.
-// Unknown keys and wrong types are errors, never ignored.
+// Unknown keys and wrong types are errors, never ignored, and all of them
+// are reported at once (decodeConfig).
 func ParseConfig(src []byte) (*Config, error) {
 	c := DefaultConfig()
 	c.Version = 0 // the file must say which version it is
 	c.Capabilities = nil
-	dec := toml.NewDecoder(bytes.NewReader(src))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(c); err != nil {
-		return nil, tomlError(err)
+	if err := decodeConfig(src, c); err != nil {
+		return nil, err
 	}
 	if c.Capabilities == nil {
 		// No capabilities key at all; `capabilities = []` offers none.
@@ -410,29 +408,6 @@ func ParseConfig(src []byte) (*Config, error) {
 		return nil, negotiate.Locate(err, src, negotiate.FormatTOML, "")
 	}
 	return c, nil
-}
-
-func tomlError(err error) error {
-	var sm *toml.StrictMissingError
-	if errors.As(err, &sm) {
-		var errs []error
-		for _, e := range sm.Errors {
-			line, _ := e.Position()
-			errs = append(errs, &negotiate.FieldError{Field: strings.Join(e.Key(), "."), Line: line,
-				Problem: "is not a known key (see config.example.toml for every key)"})
-		}
-		return errors.Join(errs...)
-	}
-	var de *toml.DecodeError
-	if errors.As(err, &de) {
-		line, _ := de.Position()
-		field := strings.Join(de.Key(), ".")
-		if field == "" {
-			field = "(syntax)"
-		}
-		return &negotiate.FieldError{Field: field, Line: line, Problem: strings.TrimPrefix(de.Error(), "toml: ")}
-	}
-	return &negotiate.FieldError{Field: "(file)", Problem: err.Error()}
 }
 
 // Validate checks every key; each problem is a *negotiate.FieldError

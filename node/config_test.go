@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -179,6 +180,38 @@ func TestHomeInitAndOpen(t *testing.T) {
 	}
 }
 
+// The config.toml that init writes explains itself: the example's
+// comments for every key, not a pointer to a file a binary user lacks.
+func TestInitWritesTheExamplesComments(t *testing.T) {
+	h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+	if _, err := h.Init(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	written, err := os.ReadFile(h.ConfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("../config.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(written), string(example)) {
+		t.Fatalf("config.toml written by init does not hold config.example.toml:\n%s", written)
+	}
+	for _, comment := range []string{"# Read and write deadline for every stream.", "# The config format version. Required."} {
+		if !strings.Contains(string(written), comment) {
+			t.Errorf("config.toml lacks the comment %q", comment)
+		}
+	}
+	if strings.Contains(string(written), "in the ifaced sources") {
+		t.Error("config.toml still sends the reader to the sources")
+	}
+	c, err := ParseConfig(written)
+	if err != nil || !reflect.DeepEqual(c, DefaultConfig()) {
+		t.Fatalf("the written config does not load as the defaults: %v", err)
+	}
+}
+
 func TestResolveHome(t *testing.T) {
 	t.Setenv(EnvHome, "/tmp/from-env")
 	if h, _ := ResolveHome("/tmp/from-flag"); h.Dir != "/tmp/from-flag" {
@@ -214,3 +247,156 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// A newcomer's config with several mistakes hears of all of them in one
+// go, each with its line, and a typo with the key it was meant to be.
+func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
+	src := "version = 1\n" + // 1
+		"[limits]\n" + // 2
+		"max_stream = 4\n" + // 3: typo
+		"max_conns = 3\n" + // 4: nothing like it
+		"[rates]\n" + // 5
+		"cool = \"10\"\n" + // 6: wrong type
+		"coool = 1\n" + // 7: typo
+		"[replay]\n" + // 8
+		"window = 5\n" + // 9: a duration without a unit, and no quotes
+		"clock_skew = \"1 day\"\n" // 10: not a duration
+	_, err := ParseConfig([]byte(src))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	got := negotiate.Errors(err)
+	want := []struct {
+		field string
+		line  int
+		says  []string
+	}{
+		{"limits.max_stream", 3, []string{"not a known key", `did you mean "max_streams"?`}},
+		{"limits.max_conns", 4, []string{"not a known key of [limits]", "max_streams", "connections_high"}},
+		{"rates.cool", 6, []string{`is a string ("10")`, "want an integer", "e.g. cool = 10"}},
+		{"rates.coool", 7, []string{`did you mean "cool"?`}},
+		{"replay.window", 9, []string{"is an integer (5)", "want a duration string", `e.g. window = "24h"`}},
+		{"replay.clock_skew", 10, []string{`"1 day" is not a duration`, `"7d"`}},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d problems, want %d:\n%v", len(got), len(want), err)
+	}
+	for i, w := range want {
+		var fe *negotiate.FieldError
+		if !errors.As(got[i], &fe) {
+			t.Fatalf("problem %d is not a FieldError: %v", i, got[i])
+		}
+		if fe.Field != w.field || fe.Line != w.line {
+			t.Errorf("problem %d is %s at line %d, want %s at line %d", i, fe.Field, fe.Line, w.field, w.line)
+		}
+		for _, s := range w.says {
+			if !strings.Contains(fe.Problem, s) {
+				t.Errorf("%s: %q does not say %q", fe.Field, fe.Problem, s)
+			}
+		}
+		if strings.Contains(fe.Problem, "node.") || strings.Contains(fe.Problem, "struct field") {
+			t.Errorf("%s: %q names Go types", fe.Field, fe.Problem)
+		}
+	}
+}
+
+// Every misspelt member of every inline capability is reported at once,
+// with the one meant; package negotiate alone would stop at the first.
+func TestConfigReportsEveryCapabilityTypo(t *testing.T) {
+	src := "version = 1\n[[capabilities]]\nname = \"a.b\"\ndescrption = \"x\"\nfoo = 1\n" +
+		"[[capabilities]]\nname = \"a.c\"\ndescription = \"y\"\nadvertize = \"always\"\n"
+	_, err := ParseConfig([]byte(src))
+	got := negotiate.Errors(err)
+	want := []struct {
+		field string
+		line  int
+		says  string
+	}{
+		{"capabilities[0].descrption", 4, `did you mean "description"?`},
+		{"capabilities[0].foo", 5, "not a known member of a capability (its members: name, version, description"},
+		{"capabilities[1].advertize", 9, `did you mean "advertise"?`},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d problems, want %d:\n%v", len(got), len(want), err)
+	}
+	for i, w := range want {
+		var fe *negotiate.FieldError
+		if !errors.As(got[i], &fe) || fe.Field != w.field || fe.Line != w.line || !strings.Contains(fe.Problem, w.says) {
+			t.Errorf("problem %d: %v, want %s at line %d saying %q", i, got[i], w.field, w.line, w.says)
+		}
+	}
+}
+
+// Wrong types anywhere in the tree name the key, the type wanted and an
+// example, never the Go type.
+func TestConfigTypeErrorsAreFriendly(t *testing.T) {
+	cases := []struct{ name, src, field, says string }{
+		{"int as string", "version = 1\n[rates]\ncool = \"x\"\n", "rates.cool", `want an integer (no quotes), e.g. cool = 10`},
+		{"int as float", "version = 1\n[limits]\nmax_streams = 1.5\n", "limits.max_streams", `is a float (1.5); want an integer`},
+		{"bool as string", "version = 1\n[discovery]\nmdns = \"yes\"\n", "discovery.mdns", `want true or false, e.g. mdns = true`},
+		{"list as string", "version = 1\n[listen]\naddresses = \"/ip4/0.0.0.0/tcp/1\"\n", "listen.addresses", `want an array of strings, e.g. addresses = ["/ip4/0.0.0.0/tcp/4817"]`},
+		{"list element", "version = 1\n[relay]\nuse = [3]\n", "relay.use[0]", `is an integer (3); want a string`},
+		{"table as value", "version = 1\nlimits = 3\n", "limits", `want a table, e.g. [limits]`},
+		{"map value", "version = 1\n[temperature.peers]\npeerA = 2\n", "temperature.peers.peerA", `want a string`},
+		{"custom tier", "version = 1\n[tiers]\ncustom = [{ name = \"lab\", aftr = \"public\" }]\n", "tiers.custom[0].aftr", `did you mean "after"?`},
+		{"mcp table", "version = 1\n[agent.mcp]\ncomand = \"x\"\n", "agent.mcp.comand", `did you mean "command"?`},
+		{"top level", "version = 1\n[limit]\nmax_streams = 3\n", "limit", `not a known key at the top level; did you mean "limits"?`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(tc.src))
+			var fe *negotiate.FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("%v: not a FieldError", err)
+			}
+			if fe.Field != tc.field || fe.Line == 0 {
+				t.Errorf("field %q line %d, want %q with a line (%v)", fe.Field, fe.Line, tc.field, err)
+			}
+			if !strings.Contains(fe.Problem, tc.says) {
+				t.Errorf("%q does not say %q", fe.Problem, tc.says)
+			}
+		})
+	}
+}
+
+// "7d" works in config as it does for `ifaced introduce --expires 7d`.
+func TestConfigDurationsTakeDaysAndWeeks(t *testing.T) {
+	c, err := ParseConfig([]byte("version = 1\n[trust]\nintro_expiry = \"7d\"\nkey_transition = \"2w\"\n[mailbox]\nretention = \"1d12h\"\n[discovery]\nreprovide = \"12h\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := 24 * time.Hour
+	for key, v := range map[string][2]time.Duration{
+		"trust.intro_expiry":   {c.Trust.IntroExpiry.Duration, 7 * day},
+		"trust.key_transition": {c.Trust.KeyTransition.Duration, 14 * day},
+		"mailbox.retention":    {c.Mailbox.Retention.Duration, 36 * time.Hour},
+		"discovery.reprovide":  {c.Discovery.Reprovide.Duration, 12 * time.Hour},
+	} {
+		if v[0] != v[1] {
+			t.Errorf("%s = %s, want %s", key, v[0], v[1])
+		}
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	day := 24 * time.Hour
+	good := map[string]time.Duration{
+		"30s": 30 * time.Second, "1.5s": 1500 * time.Millisecond, "90m": 90 * time.Minute, "1h30m": 90 * time.Minute,
+		"7d": 7 * day, "1.5d": 36 * time.Hour, "2w": 14 * day, "1d12h": 36 * time.Hour, "1w1d": 8 * day,
+		"0": 0, "-1d": -day, "-1d12h": -36 * time.Hour, "250ms": 250 * time.Millisecond,
+	}
+	for s, want := range good {
+		if got, err := ParseDuration(s); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %s, %v; want %s", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "5", "1 day", "d", "7dd", "1.2.3d", "7x", "1d5", "-", "7days", "99999999999d"} {
+		if d, err := ParseDuration(s); err == nil {
+			t.Errorf("ParseDuration(%q) = %s, want an error", s, d)
+		} else if !strings.Contains(err.Error(), strconvQuote(s)) {
+			t.Errorf("ParseDuration(%q): %v does not quote the input", s, err)
+		}
+	}
+}
+
+func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced"
 	"github.com/ifaced/ifaced/identity"
-	"github.com/pelletier/go-toml/v2"
 )
 
 // EnvHome names the environment variable that sets the data directory.
@@ -59,7 +59,8 @@ func (h Home) KeyPath() string { return filepath.Join(h.Dir, "key.pem") }
 func (h Home) ConfigPath() string { return filepath.Join(h.Dir, "config.toml") }
 
 // Init creates the data directory (mode 0700), a new key, and a config
-// file holding the defaults. It refuses to replace an existing key
+// file holding the defaults with the example's comments
+// (defaultConfigFile). It refuses to replace an existing key
 // (identity.ErrKeyExists); an existing config is left alone.
 func (h Home) Init(now time.Time) (*identity.Identity, error) {
 	if err := os.MkdirAll(h.Dir, 0o700); err != nil {
@@ -138,15 +139,19 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-const configHeader = `# ifaced configuration, written by ifaced init with every default.
-# config.example.toml in the ifaced sources documents each key.
-`
+// configHeader opens the config.toml that Init writes; the rest is
+// config.example.toml, every key at its default with its comment.
+const configHeader = "# Written by `ifaced init`: every key at its default, each with what it means.\n" +
+	"# Change what you need; `ifaced run` reads it at start.\n#\n"
+
+// defaultConfigFile is the config.toml Init writes: config.example.toml
+// (embedded in the binary, package ifaced) under a line saying where it
+// came from. It holds exactly the defaults (a test holds the example to
+// DefaultConfig), with the example's comments.
+func defaultConfigFile() []byte { return []byte(configHeader + ifaced.ExampleConfig) }
 
 func (h Home) writeDefaultConfig() error {
-	body, err := toml.Marshal(DefaultConfig())
-	if err != nil {
-		return fmt.Errorf("writing default config: %w", err)
-	}
+	body := defaultConfigFile()
 	f, err := os.OpenFile(h.ConfigPath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return nil
@@ -154,7 +159,7 @@ func (h Home) writeDefaultConfig() error {
 	if err != nil {
 		return fmt.Errorf("writing default config: %w", err)
 	}
-	_, werr := f.Write(append([]byte(configHeader), body...))
+	_, werr := f.Write(body)
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
@@ -163,7 +168,7 @@ func (h Home) writeDefaultConfig() error {
 	}
 	// The file we wrote must load: a daemon that cannot read its own
 	// default config would fail on its next start instead of now.
-	if _, err := ParseConfig(append([]byte(configHeader), body...)); err != nil {
+	if _, err := ParseConfig(body); err != nil {
 		return fmt.Errorf("default config does not load back: %w", err)
 	}
 	return nil

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/trust"
@@ -284,28 +284,12 @@ func runIntroduce(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// parseExpiry reads a lifetime: a Go duration ("36h", "90m"), or a whole
-// or fractional number of days ("7d") or weeks ("2w").
+// parseExpiry reads a lifetime with the config's duration parser
+// (node.ParseDuration): "7d", "2w", "36h", "1d12h".
 func parseExpiry(s string) (time.Duration, error) {
-	var d time.Duration
-	unit := time.Duration(0)
-	switch {
-	case strings.HasSuffix(s, "d"):
-		unit = 24 * time.Hour
-	case strings.HasSuffix(s, "w"):
-		unit = 7 * 24 * time.Hour
-	}
-	if unit != 0 {
-		v, err := strconv.ParseFloat(strings.TrimSpace(s[:len(s)-1]), 64)
-		if err != nil || v <= 0 || v > 100*365 {
-			return 0, fmt.Errorf("%q: want a positive lifetime such as 7d, 2w or 36h", s)
-		}
-		d = time.Duration(v * float64(unit))
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil || d <= 0 {
-			return 0, fmt.Errorf("%q: want a positive lifetime such as 7d, 2w or 36h", s)
-		}
+	d, err := node.ParseDuration(s)
+	if err != nil || d <= 0 || d > 100*365*24*time.Hour {
+		return 0, fmt.Errorf("%q: want a positive lifetime such as 7d, 2w or 36h", s)
 	}
 	if d < time.Second {
 		return 0, fmt.Errorf("%q: a token must last at least a second", s)
