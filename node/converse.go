@@ -875,12 +875,16 @@ func (cs *Conversations) conversation(id string) *conv {
 	return cs.convs[id]
 }
 
-// Open lists the open conversations.
+// Open lists the open conversations; one that either side has closed is
+// no longer open, though it stays in the table until the peer answers.
 func (cs *Conversations) Open() []ConversationInfo {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	out := make([]ConversationInfo, 0, len(cs.convs))
 	for _, c := range cs.convs {
+		if c.Closed() {
+			continue // closing: one side sent close, nothing more can be said in it
+		}
 		out = append(out, ConversationInfo{ID: c.ID, Peer: c.peer.String(), Granted: c.grant()})
 	}
 	return out
