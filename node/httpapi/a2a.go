@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -396,7 +398,7 @@ func readSend(raw json.RawMessage) (*sendParams, *a2aRequest, *a2aError) {
 		return nil, nil, rpcErr(rpcInvalidParams, `params is missing; want {"message": {"role", "messageId", "parts": [...]}}`)
 	}
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, nil, rpcErr(rpcInvalidParams, "params: %v", err)
+		return nil, nil, rpcErr(rpcInvalidParams, "%s", paramsError(err))
 	}
 	m := p.Message
 	switch {
@@ -440,6 +442,31 @@ func readSend(raw json.RawMessage) (*sendParams, *a2aRequest, *a2aError) {
 		req.text, req.data = "", nil
 	}
 	return &p, req, nil
+}
+
+// paramsError says which member of params did not decode, in JSON's
+// words rather than Go's.
+func paramsError(err error) string {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return "params: " + err.Error()
+	}
+	want := "a " + te.Type.Kind().String()
+	switch te.Type.Kind() {
+	case reflect.Slice, reflect.Array:
+		want = "an array"
+	case reflect.Struct, reflect.Map:
+		want = "an object"
+	case reflect.Bool:
+		want = "true or false"
+	case reflect.Int, reflect.Int64, reflect.Float64:
+		want = "a number"
+	}
+	field := "params"
+	if te.Field != "" {
+		field += "." + te.Field
+	}
+	return fmt.Sprintf("%s is a JSON %s; want %s", field, te.Value, want)
 }
 
 // skillOf finds the skill a message asks for, and its input: metadata
@@ -564,7 +591,10 @@ func (s *Binding) a2aFailure(err error) *a2aError {
 	body := wire.NewErrorBody(err)
 	code := rpcInternal
 	switch body.Code {
-	case wire.CodeInvalidParams, wire.CodeUnknownCapability, wire.CodeConditionsNotMet:
+	case wire.CodeUnknownCapability:
+		code = rpcInvalidParams
+		body.Message += "; the skills it offers you are the skills of its agent card, " + s.url + "/.well-known/agent-card.json"
+	case wire.CodeInvalidParams, wire.CodeConditionsNotMet:
 		code = rpcInvalidParams
 	case wire.CodeInternal:
 		s.log.Error("answering an A2A message", "err", err)
@@ -574,7 +604,7 @@ func (s *Binding) a2aFailure(err error) *a2aError {
 }
 
 func taskNotFound(id string) *a2aError {
-	return rpcErr(a2aTaskNotFound, "no task %q: a task is kept for %s after it ends (and while there is room; see the agent card's interface URL)", gossip.Clip(id, 100), a2aTaskKeep)
+	return rpcErr(a2aTaskNotFound, "no task %q: a task is the one a message sent with returnImmediately (blocking false in 0.3) returned, and is kept for %s after it ends", gossip.Clip(id, 100), a2aTaskKeep)
 }
 
 // a2aGetTask answers tasks/get and GetTask.
