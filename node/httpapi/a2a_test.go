@@ -324,33 +324,36 @@ func TestA2ATaskTableBounds(t *testing.T) {
 	a, b := netip.MustParsePrefix("192.0.2.1/32"), netip.MustParsePrefix("2001:db8::/64")
 	reply := func(s string) *outMessage { return &outMessage{text: &s} }
 
-	var first string
-	for i := 0; i < maxA2ATasksPerClient; i++ {
+	// A client has at most maxA2AWorkingPerClient tasks working.
+	var ids []string
+	for i := 0; i < maxA2AWorkingPerClient; i++ {
 		tk, err := ts.add(a, "c")
 		if err != nil {
 			t.Fatalf("task %d: %v", i, err)
 		}
-		if i == 0 {
-			first = tk.id
-		}
+		ids = append(ids, tk.id)
 	}
-	// All working: the client's next task is refused, another client's not.
-	if _, err := ts.add(a, "c"); err == nil || err.detail.Code != wire.CodeBusy || !strings.Contains(err.msg, "this client") {
-		t.Fatalf("a client over its share with every task working: %v", err)
+	if _, err := ts.add(a, "c"); err == nil || err.detail.Code != wire.CodeBusy || !strings.Contains(err.msg, "tasks working") {
+		t.Fatalf("a client with its most tasks working: %v", err)
 	}
 	if _, err := ts.add(b, "c"); err != nil {
 		t.Fatalf("another client: %v", err)
 	}
-	// Once one has ended, the client's oldest ended task makes room.
-	ts.complete(first, reply("done"))
-	if _, ok := ts.get(first); !ok {
-		t.Fatal("an ended task is not kept")
+	// It holds at most maxA2ATasksPerClient: its own oldest ended task
+	// makes room for the next.
+	for len(ids) < maxA2ATasksPerClient+1 {
+		ts.complete(ids[len(ids)-maxA2AWorkingPerClient], reply("done"))
+		tk, err := ts.add(a, "c")
+		if err != nil {
+			t.Fatalf("task %d: %v", len(ids), err)
+		}
+		ids = append(ids, tk.id)
 	}
-	if _, err := ts.add(a, "c"); err != nil {
-		t.Fatalf("after one ended: %v", err)
+	if _, ok := ts.get(ids[0]); ok {
+		t.Fatal("the client's oldest ended task was not the one evicted")
 	}
-	if _, ok := ts.get(first); ok {
-		t.Fatal("the client's ended task was not the one evicted")
+	if _, ok := ts.get(ids[1]); !ok {
+		t.Fatal("an ended task is not kept while there is room")
 	}
 	// Ended tasks go a2aTaskKeep after they end; working ones stay.
 	tk, _ := ts.add(b, "c")
@@ -359,8 +362,8 @@ func TestA2ATaskTableBounds(t *testing.T) {
 	if _, ok := ts.get(tk.id); ok {
 		t.Fatal("an ended task outlived a2aTaskKeep")
 	}
-	if n := ts.len(); n != maxA2ATasksPerClient+1 {
-		t.Fatalf("%d tasks kept, want the %d working ones", n, maxA2ATasksPerClient+1)
+	if n := ts.len(); n != maxA2AWorkingPerClient+1 {
+		t.Fatalf("%d tasks kept, want the %d working ones", n, maxA2AWorkingPerClient+1)
 	}
 	// A reply too large to keep fails the task instead.
 	big, _ := ts.add(b, "c")

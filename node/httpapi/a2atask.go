@@ -21,9 +21,11 @@ import (
 //     slots, so at most that many are working at once; the rest have
 //     ended and are kept for a2aTaskKeep, for the client to read.
 //   - A client (an IPv4 address or IPv6 /64, as the limiter counts them)
-//     holds at most maxA2ATasksPerClient tasks: past it, its own oldest
-//     ended task makes room, so one client churning tasks cannot evict
-//     another's.
+//     has at most maxA2AWorkingPerClient tasks working, a quarter of the
+//     slots, so that it cannot take them all by sending messages it does
+//     not wait for; and it holds at most maxA2ATasksPerClient tasks: past
+//     that, its own oldest ended task makes room, so one client churning
+//     tasks cannot evict another's.
 //   - The table holds at most maxA2ATasks tasks and maxA2ATaskBytes of
 //     replies: past either, the oldest ended task goes first.
 //   - A reply over maxA2ATaskReply is not kept: the task fails saying so,
@@ -32,11 +34,12 @@ import (
 // Task IDs are 128 random bits: reading a task needs its ID, which only
 // the client that made it was told, so the table lists nothing.
 const (
-	maxA2ATasks          = 1024
-	maxA2ATasksPerClient = 32
-	maxA2ATaskBytes      = 16 << 20
-	maxA2ATaskReply      = 1 << 20
-	a2aTaskKeep          = 10 * time.Minute
+	maxA2ATasks            = 1024
+	maxA2ATasksPerClient   = 32
+	maxA2AWorkingPerClient = maxInvocations / 4
+	maxA2ATaskBytes        = 16 << 20
+	maxA2ATaskReply        = 1 << 20
+	a2aTaskKeep            = 10 * time.Minute
 )
 
 // taskState is an A2A task state.
@@ -105,14 +108,20 @@ func (ts *a2aTasks) add(client netip.Prefix, contextID string) (*a2aTask, *a2aEr
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	ts.expire()
-	mine := 0
+	mine, working := 0, 0
 	for _, o := range ts.order {
 		if o.client == client {
 			mine++
+			if !o.state.terminal() {
+				working++
+			}
 		}
 	}
+	if working >= maxA2AWorkingPerClient {
+		return nil, busyTasks(fmt.Sprintf("this client has %d tasks working, its most", working))
+	}
 	if mine >= maxA2ATasksPerClient && !ts.evict(func(o *a2aTask) bool { return o.client == client }) {
-		return nil, busyTasks(fmt.Sprintf("this client has %d tasks working, its most", mine))
+		return nil, busyTasks(fmt.Sprintf("this client holds %d tasks, its most", mine))
 	}
 	if len(ts.order) >= maxA2ATasks && !ts.evict(func(*a2aTask) bool { return true }) {
 		return nil, busyTasks(fmt.Sprintf("%d tasks are working", len(ts.order)))
