@@ -348,15 +348,18 @@ func (ib *Inbox) AskAnonymous(via, caller, ref, convID, text string, data []any)
 		m.Body.Parts = append(m.Body.Parts, gossip.Part{ContentType: "application/json", Name: "data", Content: d})
 	}
 	// The audit keeps the message as it keeps an anonymous request's
-	// parameters: whole up to anonymousParamsKept, else a summary.
+	// parameters: whole up to anonymousParamsKept, else a summary; and,
+	// like each anonymous request, as a conversation of its own (the
+	// request and its outcome), naming the agent's conversation.
 	kept := *m
+	kept.Headers.ConversationID = gossip.NewID("anon", now)
 	kept.Body.Text = auditedText(text)
 	kept.Body.Parts = nil
 	for _, p := range m.Body.Parts {
 		p.Content = auditedParams(p.Content)
 		kept.Body.Parts = append(kept.Body.Parts, p)
 	}
-	if err := ib.recordStranger(via, caller, ref, &kept, "message"); err != nil {
+	if err := ib.recordStranger(via, caller, ref, &kept, "message", "; the agent's conversation "+convID); err != nil {
 		return nil, err
 	}
 	iv := ib.invoker
@@ -396,19 +399,20 @@ func (ib *Inbox) recordAnonymous(via, caller, ref, name string, params any) (*go
 	if params != nil {
 		m.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partParameters, Content: auditedParams(params)}}
 	}
-	if err := ib.recordStranger(via, caller, ref, m, "request"); err != nil {
+	if err := ib.recordStranger(via, caller, ref, m, "request", ""); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
 // recordStranger audits m, an anonymous request or message (what), as
-// received from the caller through via.
-func (ib *Inbox) recordStranger(via, caller, ref string, m *gossip.Message, what string) error {
+// received from the caller through via; more ends the note.
+func (ib *Inbox) recordStranger(via, caller, ref string, m *gossip.Message, what, more string) error {
 	note := fmt.Sprintf("anonymous %s through %s from %s", what, via, caller)
 	if ref != "" {
 		note += " (caller's reference " + strconv.Quote(gossip.Clip(ref, 200)) + ")"
 	}
+	note += more
 	err := ib.audit.Record(gossip.AuditEntry{At: ib.now().UTC(), Direction: gossip.Received, Peer: anonymousPeer, Transport: via, Note: note, Message: m, Stranger: true})
 	if err != nil {
 		return fmt.Errorf("%w: recording an anonymous %s: %w", errAudit, what, err)

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -303,7 +304,8 @@ func TestA2AMessagesAudited(t *testing.T) {
 		}
 		found = true
 		req, ans := entries[0], entries[1]
-		if req.Peer != "anonymous" || req.Transport != "a2a" || req.Message.Body.Text != "hello" || !strings.Contains(req.Note, "anonymous message through a2a from 127.0.0.1:") {
+		if req.Peer != "anonymous" || req.Transport != "a2a" || req.Message.Body.Text != "hello" || !strings.Contains(req.Note, "anonymous message through a2a from 127.0.0.1:") ||
+			!strings.Contains(req.Note, "the agent's conversation a2a-") {
 			t.Errorf("the message's entry: %+v", req)
 		}
 		if !strings.HasSuffix(ans.Note, ": answered") || strings.Contains(ans.Message.Body.Text, "you said") {
@@ -387,4 +389,44 @@ func TestA2ATaskTableBounds(t *testing.T) {
 		t.Fatalf("%d tasks and %d bytes kept, bounds %d and %d", n, bytes, maxA2ATasks, maxA2ATaskBytes)
 	}
 	t.Logf("after %d tasks of 64 KiB from as many clients: %d kept, %d KiB", 3*maxA2ATasks, n, bytes>>10)
+}
+
+// TestA2AMessagesRefusedWhenStrangersHaveNoRoom: text messages count
+// against the strangers' share of the audit log like any anonymous
+// request; once it is used up, a message is refused (unavailable) before
+// the agent sees it.
+func TestA2AMessagesRefusedWhenStrangersHaveNoRoom(t *testing.T) {
+	cfg := testConfig()
+	cfg.Audit.MaxMB = 16 // the least: a 4 MiB share for strangers
+	var seen int
+	var mu sync.Mutex
+	cfg.Agent.Webhook = agent(t, func(inv node.Invocation) node.InvocationAnswer {
+		mu.Lock()
+		seen++
+		mu.Unlock()
+		return node.InvocationAnswer{Result: "ok"}
+	})
+	d := start(t, cfg)
+	text := strings.Repeat("a", 60<<10)
+	sent := 0
+	var err error
+	for ; sent < 200 && err == nil; sent++ {
+		_, err = d.n.Inbox().AskAnonymous("a2a", "192.0.2.7:1", "", "", text, nil)
+	}
+	if !errors.Is(err, wire.ErrUnavailable) || !errors.Is(err, gossip.ErrStrangersShare) {
+		t.Fatalf("after %d messages of 60 KiB: %v", sent, err)
+	}
+	mu.Lock()
+	before := seen
+	mu.Unlock()
+	_, out := rpcCall(t, d, `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"parts": [{"text": "one more"}]}}}`)
+	if dig(out, "error", "data", 1, "code") != "unavailable" || !strings.Contains(fmt.Sprint(dig(out, "error", "message")), "strangers") {
+		t.Fatalf("a message past the strangers' share: %v", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen != before || before != sent-1 {
+		t.Fatalf("the agent saw %d messages, %d after the share was used up", before, seen-before)
+	}
+	t.Logf("refused after %d messages of 60 KiB", sent-1)
 }
