@@ -29,8 +29,8 @@ import (
 // caller) takes the same way: an Invocation whose capability is empty and
 // whose message holds the IFP-4 message as received (body.text, and the
 // caller's data in parts). On the event stream it arrives as a "message"
-// event that carries the invocation to answer; the webhook receives the
-// Invocation itself. The answer's result is the reply: a string for text,
+// event, the message as the event's message and the invocation (without
+// it) saying what to answer; the webhook receives the Invocation itself. The answer's result is the reply: a string for text,
 // any other JSON for data.
 
 // Invocation is what the local agent receives.
@@ -161,7 +161,10 @@ func (b *bridge) viaEvents(ctx context.Context, inv Invocation, now time.Time) (
 	}()
 	e := Event{Type: EventInvocation, At: now, Peer: inv.Peer, ConversationID: inv.ConversationID, Invocation: &inv}
 	if inv.Message != nil {
-		e.Type, e.Message = EventMessage, inv.Message
+		// The message once, as the event's: the invocation says whom to answer.
+		bare := inv
+		bare.Message = nil
+		e.Type, e.Message, e.Invocation = EventMessage, inv.Message, &bare
 		e.Detail = "this message asks for a reply: answer it with POST /v1/invocations/{invocation_id}, the reply as result"
 	}
 	b.events.publish(e)

@@ -37,11 +37,11 @@ func eventAgent(t *testing.T, d *daemon, hold <-chan struct{}) {
 			go func() {
 				var ans node.InvocationAnswer
 				switch {
-				case e.Type == node.EventMessage && inv.Message != nil && inv.Capability == "":
+				case e.Type == node.EventMessage && e.Message != nil && inv.Capability == "":
 					if hold != nil {
 						<-hold
 					}
-					ans.Result = agentReply(inv.Message.Body.Text)
+					ans.Result = agentReply(e.Message.Body.Text)
 				case e.Type == node.EventInvocation && inv.Capability == "weather.forecast":
 					city, _ := inv.Params.(map[string]any)["city"].(string)
 					ans.Result = map[string]any{"summary": "rain in " + city}
