@@ -5,7 +5,12 @@
 // such as a2a-go v0.3 require: url, protocolVersion "0.3.0" and
 // preferredTransport. The two sets do not collide, and both versions tell
 // readers to ignore members they do not know. The endpoint the card points
-// at speaks A2A 0.3, so its supportedInterfaces entry says "0.3" too.
+// at speaks both versions, each in its own shapes (node/httpapi tells them
+// apart by method name), so supportedInterfaces lists it twice: first as
+// "1.0", which 1.0 clients prefer (a2a-go v2 and @a2a-js/sdk pick the
+// highest version they speak), then as "0.3", for a 1.0 client that only
+// speaks 0.3 through its compatibility layer. A 0.3 client reads url and
+// preferredTransport and never sees supportedInterfaces.
 //
 // The transport defaults to JSONRPC: it is the binding every 0.3 client
 // has (a2a-go v0.3 ships JSON-RPC and gRPC clients, no HTTP+JSON one), and
@@ -85,6 +90,7 @@ import (
 const (
 	A2AProtocolVersion   = "0.3.0"     // the 0.3 protocolVersion member, as 0.3 clients write it
 	A2AInterfaceVersion  = "0.3"       // the same version as 1.0 writes it (Major.Minor) in supportedInterfaces
+	A2AVersion1          = "1.0"       // A2A 1.0, in supportedInterfaces and the A2A-Version header
 	A2ATransportJSONRPC  = "JSONRPC"   // JSON-RPC 2.0 over HTTP POST
 	A2ATransportHTTPJSON = "HTTP+JSON" // the REST binding
 	A2AJWSAlgorithm      = "EdDSA"     // RFC 8037: Ed25519
@@ -210,19 +216,22 @@ func (d *Document) AgentCard(opts A2AOptions) *AgentCard {
 	modes := func() []string { return []string{"application/json", "text/plain"} }
 	no := func() *bool { b := false; return &b }
 	card := &AgentCard{
-		Name:                displayName(d, ident),
-		Description:         ident.Description,
-		SupportedInterfaces: []A2AInterface{{URL: opts.URL, ProtocolBinding: transport, ProtocolVersion: A2AInterfaceVersion}},
-		Version:             ident.Version,
-		DocumentationURL:    ident.DocumentationURL,
-		Capabilities:        A2ACapabilities{Streaming: no(), PushNotifications: no()},
-		DefaultInputModes:   modes(),
-		DefaultOutputModes:  modes(),
-		Skills:              make([]A2ASkill, 0, len(usable)),
-		IconURL:             opts.IconURL,
-		URL:                 opts.URL,
-		ProtocolVersion:     A2AProtocolVersion,
-		PreferredTransport:  transport,
+		Name:        displayName(d, ident),
+		Description: ident.Description,
+		SupportedInterfaces: []A2AInterface{
+			{URL: opts.URL, ProtocolBinding: transport, ProtocolVersion: A2AVersion1},
+			{URL: opts.URL, ProtocolBinding: transport, ProtocolVersion: A2AInterfaceVersion},
+		},
+		Version:            ident.Version,
+		DocumentationURL:   ident.DocumentationURL,
+		Capabilities:       A2ACapabilities{Streaming: no(), PushNotifications: no()},
+		DefaultInputModes:  modes(),
+		DefaultOutputModes: modes(),
+		Skills:             make([]A2ASkill, 0, len(usable)),
+		IconURL:            opts.IconURL,
+		URL:                opts.URL,
+		ProtocolVersion:    A2AProtocolVersion,
+		PreferredTransport: transport,
 	}
 	if card.Description == "" {
 		card.Description = summary(card.Name, usable)
@@ -554,32 +563,39 @@ func agentCardPayload(raw []byte) ([]byte, []A2ASignature, error) {
 // verified, which the signature does not cover, against its signed
 // supportedInterfaces, and clears the two that cannot be checked.
 func checkUnsigned03(c *AgentCard) error {
-	signed := func(url, binding string) *A2AInterface {
+	// signed finds a signed interface at url with binding, preferring one
+	// of version (when not ""): one endpoint may be listed once per
+	// version it speaks. ok is false when there is none of that version.
+	signed := func(url, binding, version string) (in *A2AInterface, ok bool) {
 		for i := range c.SupportedInterfaces {
-			in := &c.SupportedInterfaces[i]
-			if in.URL == url && strings.EqualFold(in.ProtocolBinding, binding) {
-				return in
+			s := &c.SupportedInterfaces[i]
+			if s.URL != url || !strings.EqualFold(s.ProtocolBinding, binding) {
+				continue
 			}
+			if version == "" || majorMinor(version) == majorMinor(s.ProtocolVersion) {
+				return s, true
+			}
+			in = s
 		}
-		return nil
+		return in, false
 	}
 	if c.URL != "" || c.PreferredTransport != "" || c.ProtocolVersion != "" {
 		transport := c.PreferredTransport
 		if transport == "" {
 			transport = A2ATransportJSONRPC // the 0.3 default
 		}
-		in := signed(c.URL, transport)
-		if in == nil {
+		in, ok := signed(c.URL, transport, c.ProtocolVersion)
+		switch {
+		case in == nil:
 			return fmt.Errorf("%w: url %q with preferredTransport %q is not one of the signed supportedInterfaces, and no signature covers it",
 				ErrAgentCardBadSignature, c.URL, transport)
-		}
-		if c.ProtocolVersion != "" && majorMinor(c.ProtocolVersion) != majorMinor(in.ProtocolVersion) {
+		case !ok:
 			return fmt.Errorf("%w: protocolVersion %q differs from the signed interface's %q, and no signature covers it",
 				ErrAgentCardBadSignature, c.ProtocolVersion, in.ProtocolVersion)
 		}
 	}
 	for i, a := range c.AdditionalInterfaces {
-		if signed(a.URL, a.Transport) == nil {
+		if in, _ := signed(a.URL, a.Transport, ""); in == nil {
 			return fmt.Errorf("%w: additionalInterfaces[%d] (%s at %q) is not one of the signed supportedInterfaces, and no signature covers it",
 				ErrAgentCardBadSignature, i, a.Transport, a.URL)
 		}

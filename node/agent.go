@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/wire"
 )
@@ -25,6 +26,14 @@ import (
 // InvocationAnswer. Without a webhook and with nobody subscribed, the
 // requester is told agent_unavailable at once; without an answer by the
 // deadline, agent_timeout.
+//
+// A message that asks for a reply (a plain A2A text message from an HTTP
+// caller) takes the same way: an Invocation whose capability is empty and
+// whose message holds the IFP-4 message as received (body.text, and the
+// caller's data in parts). On the event stream it arrives as a "message"
+// event, the message as the event's message and the invocation (without
+// it) saying what to answer; the webhook receives the Invocation itself. The answer's result is the reply: a string for text,
+// any other JSON for data.
 
 // Invocation is what the local agent receives.
 type Invocation struct {
@@ -36,6 +45,9 @@ type Invocation struct {
 	ConversationID string            `json:"conversation_id"`
 	Granted        negotiate.Granted `json:"granted"` // the facts the request was decided on
 	Deadline       time.Time         `json:"deadline"`
+	// Message is set, and Capability empty, when a message asks for a
+	// reply rather than a capability (see the file comment).
+	Message *gossip.Message `json:"message,omitempty"`
 }
 
 // InvocationAnswer is what the local agent returns: a result, or an error.
@@ -161,7 +173,15 @@ func (b *bridge) viaEvents(ctx context.Context, inv Invocation, now time.Time) (
 		delete(b.waiting, inv.ID)
 		b.mu.Unlock()
 	}()
-	b.events.publish(Event{Type: EventInvocation, At: now, Peer: inv.Peer, ConversationID: inv.ConversationID, Invocation: &inv})
+	e := Event{Type: EventInvocation, At: now, Peer: inv.Peer, ConversationID: inv.ConversationID, Invocation: &inv}
+	if inv.Message != nil {
+		// The message once, as the event's: the invocation says whom to answer.
+		bare := inv
+		bare.Message = nil
+		e.Type, e.Message, e.Invocation = EventMessage, inv.Message, &bare
+		e.Detail = "this message asks for a reply: answer it with POST /v1/invocations/{invocation_id}, the reply as result"
+	}
+	b.events.publish(e)
 	select {
 	case ans := <-ch:
 		return ans, nil

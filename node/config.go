@@ -91,6 +91,12 @@ type HTTPConfig struct {
 	// localhost, 127.0.0.1, [::1], the listen host and url's host: any
 	// other Host (a DNS-rebinding page's) gets 421.
 	AllowedHosts []string `toml:"allowed_hosts"`
+	// CORSOrigins are the web origins (scheme://host[:port]) whose pages
+	// may read the read-only views (the /.well-known/iface GETs, GET
+	// /capabilities, the agent card); "*" is any origin, empty is none.
+	// Nothing that acts (POST /invoke, /a2a, the inbox) is ever opened
+	// to other origins.
+	CORSOrigins []string `toml:"cors_origins"`
 }
 
 // LimitsConfig bounds what peers can make the daemon hold.
@@ -325,7 +331,7 @@ func DefaultConfig() *Config {
 			"/ip6/::/tcp/" + p, "/ip6/::/udp/" + p + "/quic-v1",
 		}},
 		API:  APIConfig{Listen: fmt.Sprintf("127.0.0.1:%d", DefaultPort+1)},
-		HTTP: HTTPConfig{AllowedHosts: []string{}},
+		HTTP: HTTPConfig{AllowedHosts: []string{}, CORSOrigins: []string{"*"}},
 		Limits: LimitsConfig{
 			ConnectionsLow: 400, ConnectionsHigh: 600, GracePeriod: Duration{20 * time.Second},
 			StreamTimeout: Duration{30 * time.Second}, MaxStreams: 1024, MaxMemoryMB: 256,
@@ -459,6 +465,11 @@ func (c *Config) Validate() error {
 	for i, h := range c.HTTP.AllowedHosts {
 		if err := checkHostName(h); err != nil {
 			bad(fmt.Sprintf("http.allowed_hosts[%d]", i), "%v", err)
+		}
+	}
+	for i, o := range c.HTTP.CORSOrigins {
+		if err := checkOrigin(o); err != nil {
+			bad(fmt.Sprintf("http.cors_origins[%d]", i), "%v", err)
 		}
 	}
 	if u := c.HTTP.URL; u != "" {
@@ -668,6 +679,20 @@ func checkLoopback(hostport string) error {
 // checkHostName accepts a host name or IP address as a Host header names
 // it, without scheme, port or path: "agent.example.org", "192.0.2.7",
 // "::1" or "[::1]".
+// checkOrigin checks an http.cors_origins entry: "*", or an origin as a
+// browser writes it in Origin.
+func checkOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		strings.TrimSuffix(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%q is not an origin: want \"*\" or scheme://host[:port] (http or https, no path), e.g. \"https://app.example.com\"", o)
+	}
+	return nil
+}
+
 func checkHostName(h string) error {
 	if _, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
 		return nil

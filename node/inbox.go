@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -310,8 +311,76 @@ func (ib *Inbox) ExecuteAnonymous(via, caller, ref, name string, params any) (an
 	f := ib.HTTPFacts()
 	g := negotiate.Granted{Disclosure: f.Disclosure, AuthLevel: f.AuthLevel, Temperature: f.Temperature, Persona: f.Persona}
 	out, err := ib.invoker.execute(name, params, g, "", "")
-	ib.recordAnonymousOutcome(via, caller, req, err)
+	ib.recordAnonymousOutcome(via, caller, req, "request", err)
 	return out, err
+}
+
+// AskAnonymous hands a message from an HTTP caller that proved nothing
+// to the local agent and returns the agent's reply: a plain A2A text
+// message, which names no capability. It reaches the agent as an
+// Invocation that carries the message and no capability (agent.go), on
+// the event stream as a "message" event, and the agent's answer is the
+// reply. text is the message's text, data its data parts; ref is the
+// caller's reference for the audit (its messageId) and convID the
+// conversation ID the agent is shown (the A2A contextId, so that the
+// agent can tell one caller's exchanges apart).
+//
+// It is held to what ExecuteAnonymous is: refused (unavailable) while the
+// audit log has no room for a stranger, audited before the agent sees it
+// and after with its outcome (never the reply), and the agent has
+// agent.timeout to answer. No condition applies: a document declares
+// conditions on capabilities, not on talking, so whoever may reach the
+// binding may talk to the agent, and the agent decides what to answer.
+func (ib *Inbox) AskAnonymous(via, caller, ref, convID, text string, data []any) (any, error) {
+	if err := ib.audit.StrangerRoom(); err != nil {
+		return nil, fmt.Errorf("%w: %w", wire.ErrUnavailable, err)
+	}
+	now := ib.now()
+	if convID == "" {
+		convID = gossip.NewID("anon", now)
+	}
+	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
+		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
+		From: gossip.Agent{Agent: anonymousPeer}, To: []gossip.Agent{ib.convs.localAgent()},
+		ConversationID: convID, Sequence: 1, Phase: gossip.PhaseContext, ContentType: gossip.DefaultContentType,
+	}, Body: gossip.Body{Text: text}}
+	for _, d := range data {
+		m.Body.Parts = append(m.Body.Parts, gossip.Part{ContentType: "application/json", Name: "data", Content: d})
+	}
+	// The audit keeps the message as it keeps an anonymous request's
+	// parameters: whole up to anonymousParamsKept, else a summary; and,
+	// like each anonymous request, as a conversation of its own (the
+	// request and its outcome), naming the agent's conversation.
+	kept := *m
+	kept.Headers.ConversationID = gossip.NewID("anon", now)
+	kept.Body.Text = auditedText(text)
+	kept.Body.Parts = nil
+	for _, p := range m.Body.Parts {
+		p.Content = auditedParams(p.Content)
+		kept.Body.Parts = append(kept.Body.Parts, p)
+	}
+	if err := ib.recordStranger(via, caller, ref, &kept, "message", "; the agent's conversation "+convID); err != nil {
+		return nil, err
+	}
+	iv := ib.invoker
+	f := ib.HTTPFacts()
+	ctx, cancel := context.WithTimeout(iv.ctx, iv.timeout)
+	defer cancel()
+	inv := Invocation{ID: gossip.NewID("inv", now), ConversationID: convID, Deadline: now.Add(iv.timeout), Message: m,
+		Granted: negotiate.Granted{Disclosure: f.Disclosure, AuthLevel: f.AuthLevel, Temperature: f.Temperature, Persona: f.Persona}}
+	out, err := iv.bridge.invoke(ctx, inv, now)
+	ib.recordAnonymousOutcome(via, caller, &kept, "message", err)
+	return out, err
+}
+
+// auditedText is what the audit log keeps of an anonymous message's text.
+func auditedText(text string) string {
+	if len(text) <= anonymousParamsKept {
+		return text
+	}
+	sum := sha256.Sum256([]byte(text))
+	return fmt.Sprintf("[a text of %d bytes, over the %d kept for an anonymous message; sha256 %s] %s",
+		len(text), anonymousParamsKept, hex.EncodeToString(sum[:]), gossip.Clip(text, gossip.RefusalExcerpt))
 }
 
 // anonymousPeer is the audit log's name for callers that proved nothing.
@@ -330,24 +399,37 @@ func (ib *Inbox) recordAnonymous(via, caller, ref, name string, params any) (*go
 	if params != nil {
 		m.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partParameters, Content: auditedParams(params)}}
 	}
-	note := fmt.Sprintf("anonymous request through %s from %s", via, caller)
+	if err := ib.recordStranger(via, caller, ref, m, "request", ""); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// recordStranger audits m, an anonymous request or message (what), as
+// received from the caller through via; more ends the note.
+func (ib *Inbox) recordStranger(via, caller, ref string, m *gossip.Message, what, more string) error {
+	note := fmt.Sprintf("anonymous %s through %s from %s", what, via, caller)
 	if ref != "" {
 		note += " (caller's reference " + strconv.Quote(gossip.Clip(ref, 200)) + ")"
 	}
-	err := ib.audit.Record(gossip.AuditEntry{At: now.UTC(), Direction: gossip.Received, Peer: anonymousPeer, Transport: via, Note: note, Message: m, Stranger: true})
+	note += more
+	err := ib.audit.Record(gossip.AuditEntry{At: ib.now().UTC(), Direction: gossip.Received, Peer: anonymousPeer, Transport: via, Note: note, Message: m, Stranger: true})
 	if err != nil {
-		return nil, fmt.Errorf("%w: recording an anonymous request: %w", errAudit, err)
+		return fmt.Errorf("%w: recording an anonymous %s: %w", errAudit, what, err)
 	}
-	return m, nil
+	return nil
 }
 
 // recordAnonymousOutcome audits how the anonymous request req ended, as
 // this daemon's reply in its conversation. A failure to record is logged:
 // the request was recorded before it ran.
-func (ib *Inbox) recordAnonymousOutcome(via, caller string, req *gossip.Message, failed error) {
+func (ib *Inbox) recordAnonymousOutcome(via, caller string, req *gossip.Message, what string, failed error) {
 	now := ib.now()
-	name := req.Headers.Capabilities.Request[0]
-	outcome, phase, text := "answered", gossip.PhaseProbe, fmt.Sprintf("Answered: %s.", name)
+	name, phase := "a message", gossip.PhaseContext
+	if req.Headers.Capabilities != nil && len(req.Headers.Capabilities.Request) > 0 {
+		name, phase = req.Headers.Capabilities.Request[0], gossip.PhaseProbe
+	}
+	outcome, text := "answered", fmt.Sprintf("Answered: %s.", name)
 	if failed != nil {
 		body := wire.NewErrorBody(failed)
 		outcome, phase, text = "refused: "+string(body.Code), gossip.PhaseError, fmt.Sprintf("Refused: %s (%s).", name, body.Code)
@@ -358,9 +440,9 @@ func (ib *Inbox) recordAnonymousOutcome(via, caller string, req *gossip.Message,
 		ConversationID: req.Headers.ConversationID, Sequence: 2, Phase: phase, ContentType: gossip.DefaultContentType,
 		Thread: &gossip.Thread{InReplyTo: req.Headers.MessageID},
 	}, Body: gossip.Body{Text: text}}
-	note := fmt.Sprintf("anonymous request through %s from %s: %s", via, caller, outcome)
+	note := fmt.Sprintf("anonymous %s through %s from %s: %s", what, via, caller, outcome)
 	if err := ib.audit.Record(gossip.AuditEntry{At: now.UTC(), Direction: gossip.Sent, Peer: anonymousPeer, Transport: via, Note: note, Message: m, Stranger: true}); err != nil {
-		ib.log.Warn("recording an anonymous request's outcome", "via", via, "capability", name, "err", err)
+		ib.log.Warn("recording an anonymous "+what+"'s outcome", "via", via, "capability", name, "err", err)
 	}
 }
 

@@ -24,7 +24,10 @@ import (
 // host, and http.allowed_hosts. The port is not compared: DNS rebinding
 // changes the name, never the port, and a reverse proxy may pass on its
 // own port. A request without Origin (curl, any agent that is not a
-// browser) is not a browser's, so only Host applies to it. A binding on
+// browser) is not a browser's, so only Host applies to it. A GET, HEAD or
+// OPTIONS (a CORS preflight) changes nothing, so it may come from a page
+// of any origin: whether the page may read the answer is CORS's business
+// (cors.go), which allows it only for the read-only views. A binding on
 // a non-loopback address (always TLS) is public, and answers any Host.
 type hostGuard struct {
 	names []string // lower case, no trailing dot, IPv6 without brackets
@@ -100,7 +103,7 @@ func (g *hostGuard) guard(next http.Handler) http.Handler {
 				fmt.Sprintf("Host %q is not a name of this binding; it answers to %s (add a name to http.allowed_hosts)", r.Host, g.list()))
 			return
 		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodOptions {
 			if origin := r.Header.Get("Origin"); origin != "" {
 				u, err := url.Parse(origin)
 				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !g.allows(u.Host) {

@@ -582,9 +582,10 @@ func TestA2AMessageSendRunsASkill(t *testing.T) {
 		return c
 	}
 	for body, want := range map[string]float64{
-		`{"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {}}`:                                                                 a2aUnsupported,
+		`{"jsonrpc": "2.0", "id": 2, "method": "tasks/pushNotificationConfig/get", "params": {}}`:                                          a2aPushNotSupported,
+		`{"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {}}`:                                                                 rpcInvalidParams,
 		`{"jsonrpc": "2.0", "id": 3, "method": "nope"}`:                                                                                    rpcMethodNotFound,
-		`{"jsonrpc": "2.0", "id": 4, "method": "message/send", "params": {"message": {"parts": [{"kind": "text", "text": "hi"}]}}}`:        rpcInvalidParams,
+		`{"jsonrpc": "2.0", "id": 4, "method": "message/send", "params": {"message": {"parts": []}}}`:                                      rpcInvalidParams,
 		`{"jsonrpc": "2.0", "id": 5, "method": "message/send", "params": {"message": {"metadata": {"skill": "diary.read"}, "parts": []}}}`: rpcInvalidParams,
 		`{"id": 6}`:    rpcInvalidRequest,
 		`{"jsonrpc": `: rpcParseError,

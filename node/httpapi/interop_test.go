@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,16 +24,21 @@ const requireInterop = "IFACED_REQUIRE_INTEROP"
 // build of a2a-go and gRPC on a small machine, takes minutes.
 const interopTimeout = 10 * time.Minute
 
-// TestRealClientsAcceptTheEndpoints serves the binding of a real daemon
-// and has the real client libraries read it: @ag-ui/core's
+// TestRealClientsAcceptTheEndpoints serves the binding of a real daemon,
+// whose local agent (on the event stream) answers weather.forecast and
+// text messages, and has the real client libraries use it: @ag-ui/core's
 // AgentCapabilitiesSchema and @a2a-js/sdk's card resolver, client factory
-// and signature verifier (interop/js/check.mjs), and a2a-go's card
-// resolver and client factory (interop/a2ago, a module of its own so that
-// ifaced's go.mod does not carry gRPC). The JavaScript dependencies are
-// installed with npm ci from the committed lock file when missing or older
-// than it.
+// and signature verifier (interop/js/check.mjs); @a2a-js/sdk's client
+// sending a text message, a skill message and a task it polls
+// (interop/js/a2a.mjs); and a2a-go v2 (A2A 1.0) and v0.3 doing the same
+// (interop/a2ago, a module of its own so that ifaced's go.mod does not
+// carry gRPC). The JavaScript dependencies are installed with npm ci from
+// the committed lock file when missing or older than it.
 func TestRealClientsAcceptTheEndpoints(t *testing.T) {
 	d := start(t, testConfig())
+	eventAgent(t, d, nil)
+	reply := agentReply("Hello, who are you?")
+	skill := map[string]any{"skill": "weather.forecast", "output": map[string]any{"summary": "rain in Porto"}}
 	root, err := filepath.Abs(filepath.Join("..", "..", "interop"))
 	if err != nil {
 		t.Fatal(err)
@@ -67,21 +73,78 @@ func TestRealClientsAcceptTheEndpoints(t *testing.T) {
 		if got.A2A.Name != "Alice's agent" || !slices.Equal(got.A2A.Skills, want) || !got.A2A.SignatureVerified {
 			t.Errorf("A2A (@a2a-js/sdk): %+v", got.A2A)
 		}
+
+		out = run(t, dir, "node", "a2a.mjs", d.url)
+		var msgs struct {
+			ProtocolVersion string         `json:"protocolVersion"`
+			Text            string         `json:"text"`
+			Role            string         `json:"role"`
+			Skill           map[string]any `json:"skill"`
+			Task            struct {
+				First, Final, Reply string
+			} `json:"task"`
+			UnknownSkill struct {
+				Name    string   `json:"name"`
+				Code    int      `json:"code"`
+				Message string   `json:"message"`
+				Details []string `json:"details"`
+			} `json:"unknownSkill"`
+		}
+		if err := json.Unmarshal(out, &msgs); err != nil {
+			t.Fatalf("a2a.mjs printed no JSON summary (%v): %s", err, out)
+		}
+		if msgs.ProtocolVersion != "1.0" || msgs.Text != reply || msgs.Role != "ROLE_AGENT" || !reflect.DeepEqual(msgs.Skill, skill) {
+			t.Errorf("@a2a-js/sdk text and skill messages: %+v", msgs)
+		}
+		if msgs.Task.First != "TASK_STATE_WORKING" || msgs.Task.Final != "TASK_STATE_COMPLETED" || msgs.Task.Reply != reply {
+			t.Errorf("@a2a-js/sdk task: %+v", msgs.Task)
+		}
+		if u := msgs.UnknownSkill; u.Code != rpcInvalidParams || !strings.Contains(u.Message, `"weather.tomorrow"`) ||
+			!slices.Equal(u.Details, []string{"type.googleapis.com/google.rpc.ErrorInfo", "type.googleapis.com/google.protobuf.Struct"}) {
+			t.Errorf("@a2a-js/sdk unknown skill: %+v", u)
+		}
 	})
 
 	t.Run("a2a-go", func(t *testing.T) {
 		t.Parallel()
 		out := run(t, filepath.Join(root, "a2ago"), "go", "run", ".", d.url)
+		type exchange struct {
+			Interface string `json:"interface"`
+			Text      string `json:"text"`
+			Skill     any    `json:"skill"`
+		}
 		var got struct {
 			Name   string   `json:"name"`
 			URL    string   `json:"url"`
 			Skills []string `json:"skills"`
+			V1     struct {
+				exchange
+				Task struct {
+					First, Final, Reply string
+				} `json:"task"`
+				UnknownSkill struct {
+					Code, Message string
+				} `json:"unknownSkill"`
+			} `json:"v1"`
+			V03 exchange `json:"v03"`
 		}
 		if err := json.Unmarshal(out, &got); err != nil {
 			t.Fatalf("a2ago printed no JSON summary (%v): %s", err, out)
 		}
 		if got.Name != "Alice's agent" || got.URL != d.url+"/a2a" || !slices.Equal(got.Skills, []string{"ping", "weather.forecast"}) {
 			t.Errorf("A2A (a2a-go): %+v", got)
+		}
+		if v := got.V1; v.Interface != "JSONRPC 1.0 "+d.url+"/a2a" || v.Text != reply || !reflect.DeepEqual(v.Skill, any(skill)) {
+			t.Errorf("a2a-go v2 (A2A 1.0) text and skill messages: %+v", v.exchange)
+		}
+		if v := got.V1.Task; v.First != "TASK_STATE_WORKING" || v.Final != "TASK_STATE_COMPLETED" || v.Reply != reply {
+			t.Errorf("a2a-go v2 task: %+v", v)
+		}
+		if u := got.V1.UnknownSkill; u.Code != "INVALID_PARAMS" || !strings.Contains(u.Message, `"weather.tomorrow"`) {
+			t.Errorf("a2a-go v2 unknown skill: %+v", u)
+		}
+		if v := got.V03; v.Interface != "JSONRPC 0.3.0 "+d.url+"/a2a" || v.Text != reply || !reflect.DeepEqual(v.Skill, any(skill)) {
+			t.Errorf("a2a-go v0.3 text and skill messages: %+v", v)
 		}
 	})
 }

@@ -10,7 +10,8 @@
 //	POST /invoke                          run a capability: {"action", "input"} (orchestrator contract),
 //	                                      or a signed IFP-4 capability request, decided for its signer
 //	GET  /.well-known/agent-card.json     A2A agent card, JWS-signed
-//	POST /a2a                             A2A JSON-RPC: message/send runs one skill (see a2a.go)
+//	POST /a2a                             A2A JSON-RPC, 1.0 and 0.3: a message naming a skill runs it, a
+//	                                      text message goes to the local agent, tasks polled (see a2a.go)
 //
 // An HTTP caller proves nothing by connecting, so it has no
 // authentication level: a capability with any min_auth_level is not
@@ -22,7 +23,9 @@
 // nothing with it: no route here changes the daemon. Plain HTTP is allowed
 // on loopback only (the config refuses anything else without TLS), and on
 // loopback only requests naming the binding in Host are answered
-// (hostGuard, against DNS rebinding). Requests are limited per client and
+// (hostGuard, against DNS rebinding). Web pages of other origins may read
+// the read-only views (CORS, as http.cors_origins says; see cors.go) and
+// nothing else. Requests are limited per client and
 // in total before any work (limiter), and anonymous invocations are
 // audited with the caller's address, the capability and the outcome.
 package httpapi
@@ -59,6 +62,8 @@ type Binding struct {
 
 	limit   *limiter
 	hosts   *hostGuard       // nil unless the binding is on loopback
+	cors    *cors            // nil when http.cors_origins is empty
+	tasks   *a2aTasks        // A2A tasks (a2atask.go)
 	now     func() time.Time // the limiter's clock
 	running chan struct{}    // one token per invocation running
 
@@ -85,6 +90,8 @@ func Listen(n *node.Node, cfg node.HTTPConfig, log *slog.Logger) (*Binding, erro
 		limit: newLimiter(), now: time.Now, running: make(chan struct{}, maxInvocations)}
 	s.url = cfg.URL
 	s.hosts = newHostGuard(s.addr, cfg.URL, cfg.AllowedHosts)
+	s.cors = newCORS(cfg.CORSOrigins)
+	s.tasks = newA2ATasks(func() time.Time { return s.now() })
 	if s.url == "" {
 		scheme := "http"
 		if s.tls {
@@ -150,7 +157,7 @@ func (s *Binding) routes() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no endpoint %s (see /.well-known/iface/capabilities)", r.URL.Path))
 	})
-	return s.hosts.guard(s.limited(limitBody(mux)))
+	return s.hosts.guard(s.cors.handle(s.limited(limitBody(mux))))
 }
 
 // allowedMethods lists the methods the path has a route for, if any.
