@@ -1,17 +1,15 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ifaced/ifaced/interop/jsdeps"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -226,8 +224,8 @@ func TestRealMCPServerAsLocalAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	needNodeJS(t)
-	installJS(t, dir)
+	jsdeps.NeedNode(t)
+	jsdeps.Install(t, dir)
 	cfg := loopbackConfig()
 	cfg.Agent.MCP = &mcpagent.Config{Command: "node", Prefix: "everything",
 		Args: []string{filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"), "stdio"},
@@ -279,56 +277,5 @@ func TestRealMCPServerAsLocalAgent(t *testing.T) {
 	_, err = bob.Invoke(ctx, pid, "everything.echo", map[string]any{"message": "hi"})
 	if body := remoteCode(t, err); body.Code != wire.CodeConditionsNotMet {
 		t.Errorf("echo: %+v", body)
-	}
-}
-
-// requireInterop turns a missing Node.js into a failure rather than a skip
-// (CI sets it), as in node/httpapi's interop test.
-const requireInterop = "IFACED_REQUIRE_INTEROP"
-
-// needNodeJS skips the test when Node.js 20 or later and npm are not
-// installed, or fails it when requireInterop is set.
-func needNodeJS(t *testing.T) {
-	t.Helper()
-	missing := func(why string) {
-		if os.Getenv(requireInterop) != "" {
-			t.Fatalf("%s, and %s is set", why, requireInterop)
-		}
-		t.Skipf("%s; install Node.js 20 or later with npm to run this check (set %s to make this a failure)", why, requireInterop)
-	}
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			missing(tool + " is not on PATH")
-		}
-	}
-	v, err := exec.Command("node", "--version").Output()
-	if err != nil {
-		missing("node --version failed: " + err.Error())
-	}
-	major, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(string(v)), "v"), ".")
-	if n, err := strconv.Atoi(major); err != nil || n < 20 {
-		missing("node is " + strings.TrimSpace(string(v)) + ", older than 20")
-	}
-}
-
-// installJS installs dir's dependencies with npm ci from its lock file
-// unless node_modules holds that lock file's install already.
-func installJS(t *testing.T, dir string) {
-	t.Helper()
-	lock, err := os.Stat(filepath.Join(dir, "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if done, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json")); err == nil && !done.ModTime().Before(lock.ModTime()) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
-	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", dir, err, stderr.Bytes())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/ifaced/ifaced/interop/jsdeps"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -508,23 +508,18 @@ func TestMCPOverHTTP(t *testing.T) {
 	}
 }
 
-// requireInterop names the environment variable that turns a missing
-// Node.js into a failure rather than a skip (CI sets it), as in
-// node/httpapi's interop test.
-const requireInterop = "IFACED_REQUIRE_INTEROP"
-
 // TestMCPTypeScriptClient has the official TypeScript SDK's client
 // (interop/js/mcp.mjs, installed with npm ci from the committed lock file)
 // use `ifaced mcp` over stdio and the daemon's /v1/mcp over streamable
 // HTTP: it speaks 2025-11-25 with initialize, and validates every
 // structured result against the tool's output schema.
 func TestMCPTypeScriptClient(t *testing.T) {
-	needNode(t)
+	jsdeps.NeedNode(t)
 	dir, err := filepath.Abs(filepath.Join("..", "..", "interop", "js"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	npmCI(t, dir)
+	jsdeps.Install(t, dir)
 	bin := buildIfaced(t)
 	p := startMCPPair(t)
 	tok, err := os.ReadFile(api.TokenFile(p.bobHome))
@@ -582,51 +577,6 @@ func TestMCPTypeScriptClient(t *testing.T) {
 		if !strings.Contains(r.Unknown, "no_such_tool") {
 			t.Errorf("%s: an unknown tool gave %q", name, r.Unknown)
 		}
-	}
-}
-
-// needNode skips the test when Node.js 20 or later and npm are not
-// installed, or fails it when requireInterop is set.
-func needNode(t *testing.T) {
-	t.Helper()
-	missing := func(why string) {
-		if os.Getenv(requireInterop) != "" {
-			t.Fatalf("%s, and %s is set", why, requireInterop)
-		}
-		t.Skipf("%s; install Node.js 20 or later with npm to run this check (set %s to make this a failure)", why, requireInterop)
-	}
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			missing(tool + " is not on PATH")
-		}
-	}
-	v, err := exec.Command("node", "--version").Output()
-	if err != nil {
-		missing("node --version failed: " + err.Error())
-	}
-	major, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(string(v)), "v"), ".")
-	if n, err := strconv.Atoi(major); err != nil || n < 20 {
-		missing("node is " + strings.TrimSpace(string(v)) + ", older than 20")
-	}
-}
-
-// npmCI installs dir's dependencies from its package-lock.json unless
-// node_modules holds that lock file's install already.
-func npmCI(t *testing.T, dir string) {
-	t.Helper()
-	lock, err := os.Stat(filepath.Join(dir, "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if done, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json")); err == nil && !done.ModTime().Before(lock.ModTime()) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
 	}
 }
 

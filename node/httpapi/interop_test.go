@@ -5,20 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/ifaced/ifaced/interop/jsdeps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
-
-// requireInterop names the environment variable that turns a missing
-// Node.js into a failure rather than a skip (CI sets it).
-const requireInterop = "IFACED_REQUIRE_INTEROP"
 
 // interopTimeout bounds each outside command: a cold npm ci, or the first
 // build of a2a-go and gRPC on a small machine, takes minutes.
@@ -47,8 +43,8 @@ func TestRealClientsAcceptTheEndpoints(t *testing.T) {
 	t.Run("js", func(t *testing.T) {
 		t.Parallel()
 		dir := filepath.Join(root, "js")
-		needNode(t)
-		npmCI(t, dir)
+		jsdeps.NeedNode(t)
+		jsdeps.Install(t, dir)
 		out := run(t, dir, "node", "check.mjs", d.url)
 		var got struct {
 			AGUI struct {
@@ -147,47 +143,6 @@ func TestRealClientsAcceptTheEndpoints(t *testing.T) {
 			t.Errorf("a2a-go v0.3 text and skill messages: %+v", v)
 		}
 	})
-}
-
-// needNode skips the test when Node.js 20 or later and npm are not
-// installed, or fails it when requireInterop is set.
-func needNode(t *testing.T) {
-	t.Helper()
-	missing := func(why string) {
-		if os.Getenv(requireInterop) != "" {
-			t.Fatalf("%s, and %s is set", why, requireInterop)
-		}
-		t.Skipf("%s; install Node.js 20 or later with npm to run this check (set %s to make this a failure)", why, requireInterop)
-	}
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			missing(tool + " is not on PATH")
-		}
-	}
-	v, err := exec.Command("node", "--version").Output()
-	if err != nil {
-		missing("node --version failed: " + err.Error())
-	}
-	major, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(string(v)), "v"), ".")
-	if n, err := strconv.Atoi(major); err != nil || n < 20 {
-		missing("node is " + strings.TrimSpace(string(v)) + ", older than 20")
-	}
-}
-
-// npmCI installs dir's dependencies from its package-lock.json unless
-// node_modules holds that lock file's install already (npm writes
-// node_modules/.package-lock.json last, so an interrupted install is
-// redone).
-func npmCI(t *testing.T, dir string) {
-	t.Helper()
-	lock, err := os.Stat(filepath.Join(dir, "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if done, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json")); err == nil && !done.ModTime().Before(lock.ModTime()) {
-		return
-	}
-	run(t, dir, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
 }
 
 // run runs name with args in dir and returns its standard output, failing
