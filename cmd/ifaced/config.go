@@ -6,6 +6,7 @@ import (
 	"encoding"
 	"errors"
 	"fmt"
+	"github.com/google/renameio/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -434,29 +435,8 @@ func withNewline(b []byte) []byte {
 	return append(slices.Clone(b), '\n')
 }
 
-// writeFileAtomic writes body to a new file of the given mode beside
-// path, fsyncs it and renames it over path.
+// writeFileAtomic writes body to a file of the given mode beside path,
+// fsyncs it and renames it over path (renameio).
 func writeFileAtomic(path string, body []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(body)
-	if cerr := f.Chmod(mode); err == nil {
-		err = cerr
-	}
-	if serr := f.Sync(); err == nil {
-		err = serr
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
+	return renameio.WriteFile(path, body, mode, renameio.WithTempDir(filepath.Dir(path)), renameio.WithStaticPermissions(mode))
 }

@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/google/renameio/v2"
 	"io"
 	"io/fs"
 	"maps"
@@ -179,26 +180,8 @@ func (b *Book) write(all map[string]peer.ID) error {
 	return nil
 }
 
-// writeFileAtomic writes body to a new file of mode 0600 beside path,
-// fsyncs it and renames it over path.
+// writeFileAtomic writes body to a file of mode 0600 beside path, fsyncs
+// it and renames it over path (renameio).
 func writeFileAtomic(path string, body []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*") // mode 0600
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(body)
-	if serr := f.Sync(); err == nil {
-		err = serr
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
+	return renameio.WriteFile(path, body, 0o600, renameio.WithTempDir(filepath.Dir(path)), renameio.WithStaticPermissions(0o600))
 }
