@@ -2,8 +2,19 @@
 // Alice, Bob and Carol, each with a fresh data directory — and narrates
 // what they do: they greet, each learns what the other offers it and why,
 // Alice changes her capabilities and Bob, in conversation, is told, and
-// the conversation is printed as Alice's audit log has it. It is the
+// the conversation is listed as Alice's audit log has it. It is the
 // quickest way to see the daemon work (`ifaced demo`).
+//
+// The output is for a newcomer reading a terminal, so it is short by
+// design: the story in under 100 lines (TestDemoTellsTheStory holds it
+// there), then one line per audited message in the shape of `ifaced audit
+// --conversation`, never the IFP-3 rendering with its signatures (that is
+// in the audit files, which a reader keeps with --keep). The data
+// directory is named only when it is kept: a temporary one is removed
+// before the reader could open anything in it. Words a newcomer meets
+// here for the first time (a message's sequence, a document's seq, a
+// price in USDC) are explained where they first appear. The last line
+// points to the README's two-terminal walkthrough, the next step.
 package demo
 
 import (
@@ -32,8 +43,14 @@ import (
 
 // Options adjust a demo run.
 type Options struct {
-	Dir string // where the three data directories go; a temporary directory when empty (removed afterwards)
+	// Dir is where the three data directories go, kept afterwards and
+	// named in the output (`ifaced demo --keep DIR`). When empty they go
+	// in a temporary directory, removed at the end and never named.
+	Dir string
 }
+
+// nextStep is the demo's last line: where a reader goes from here.
+const nextStep = `next: run two daemons yourself, in two terminals: README.md, "Two daemons, two terminals"`
 
 type daemon struct {
 	name string
@@ -86,7 +103,11 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 		d.n = n
 	}
 
-	fmt.Fprintf(w, "ifaced demo: three daemons on loopback, data in %s\n\n", dir)
+	if opts.Dir != "" {
+		fmt.Fprintf(w, "ifaced demo: three daemons on loopback, data kept in %s\n\n", dir)
+	} else {
+		fmt.Fprintf(w, "ifaced demo: three daemons on loopback, in temporary data directories (keep them with --keep DIR)\n\n")
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, d := range []*daemon{alice, bob, carol} {
 		fmt.Fprintf(tw, "  %s\t%s\t%d capabilities\t%s\n", d.name, d.id.PeerID(), len(d.n.Document().Capabilities), d.n.Addrs()[0])
@@ -111,7 +132,9 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 		return err
 	}
 	printGrant(w, "Alice grants Bob", rb.GrantedToUs)
+	fmt.Fprintln(w, "  (seq: the version of a capability document; it rises with every change)")
 	printView(w, "Bob's view of Alice", rb.View)
+	printView(w, "Alice's view of Bob (from Bob's greeting)", mustCached(alice, bob.id.PeerID()))
 
 	fmt.Fprintln(w, "\n== Carol greets Alice, proposing nothing")
 	rc, err := carol.n.Greet(ctx, alice.id.PeerID(), negotiate.Proposal{})
@@ -120,7 +143,6 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 	}
 	printGrant(w, "Alice grants Carol", rc.GrantedToUs)
 	printView(w, "Carol's view of Alice", rc.View)
-	printView(w, "Alice's view of Bob (from Bob's greeting)", mustCached(alice, bob.id.PeerID()))
 
 	fmt.Fprintln(w, "\n== Bob shares context; Alice's agent receives it")
 	if _, err := bob.n.Say(rb.ConversationID, gossip.PhaseContext, "Bob is planning a trip to Lisbon in May and would like to meet."); err != nil {
@@ -132,9 +154,10 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "  Alice's agent got (sequence %d): %q\n", e.Message.Headers.Sequence, e.Message.Body.Text)
+	fmt.Fprintf(w, "  Alice's agent got (sequence %d, the message's place in the conversation): %q\n", e.Message.Headers.Sequence, e.Message.Body.Text)
 
-	fmt.Fprintln(w, "\n== Bob asks Alice's agent to summarize a text (doc.summarize, 0.05 USDC)")
+	fmt.Fprintln(w, "\n== Bob asks Alice's agent to summarize a text (doc.summarize, priced at 0.05 USDC)")
+	fmt.Fprintln(w, "  (USDC: a US-dollar stablecoin; the price is what Alice's document states per call, ifaced does not collect it)")
 	res, err := bob.n.Invoke(ctx, alice.id.PeerID(), "doc.summarize", map[string]any{
 		"text": "Inter-Face agents greet, learn what each offers the other, and ask for it under conditions their owners set.", "max_words": 8})
 	if err != nil {
@@ -190,22 +213,59 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 		return err
 	}
 
-	convs, err := alice.n.Audit().Conversations()
-	if err != nil {
+	if err := printAudit(w, alice, rb.ConversationID, names(alice, bob, carol)); err != nil {
 		return err
 	}
-	for _, c := range convs {
-		if c.ID != rb.ConversationID {
-			continue
-		}
-		md, err := os.ReadFile(c.File)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "\n== The conversation as Alice's audit log has it (%s)\n\n", c.File)
-		w.Write(md)
+	if opts.Dir != "" {
+		fmt.Fprintf(w, "\nIn full, in IFP-3 form with signatures: %s\n", filepath.Join(alice.home.Dir, "audit"))
+	}
+	fmt.Fprintln(w, "\n"+nextStep)
+	return nil
+}
+
+// printAudit lists one conversation as Alice's audit log has it, one line
+// per message, in the shape of `ifaced audit --conversation ID` (time,
+// direction, peer, phase, sequence, what it said), with peers by name.
+func printAudit(w io.Writer, d *daemon, convID string, name map[string]string) error {
+	entries, err := d.n.Audit().Entries(convID)
+	if err != nil {
+		return fmt.Errorf("reading Alice's audit log: %w", err)
+	}
+	fmt.Fprintf(w, "\n== The conversation as Alice's audit log has it (ifaced audit --conversation %s)\n", convID)
+	for _, en := range entries {
+		h := en.Message.Headers
+		fmt.Fprintf(w, "  %s %-8s %s %s %d: %s\n", en.At.Format(time.TimeOnly), en.Direction, name[en.Peer], h.Phase, h.Sequence, summary(en))
 	}
 	return nil
+}
+
+// summary is what one audited message said, on one line: its text's
+// first line, else the capabilities it requests, else the error it
+// carries, with the daemon's note.
+func summary(en gossip.AuditEntry) string {
+	m := en.Message
+	text, _, _ := strings.Cut(m.Body.Text, "\n")
+	if text == "" && m.Headers.Capabilities != nil && len(m.Headers.Capabilities.Request) > 0 {
+		text = "request " + strings.Join(m.Headers.Capabilities.Request, ", ")
+	}
+	if text == "" {
+		for _, p := range m.Body.Parts {
+			text += "[" + p.ContentType + "]"
+		}
+	}
+	if en.Note != "" {
+		text += " [" + en.Note + "]"
+	}
+	return text
+}
+
+// names maps each daemon's peer ID to its name, for the audit lines.
+func names(ds ...*daemon) map[string]string {
+	m := make(map[string]string, len(ds))
+	for _, d := range ds {
+		m[d.id.PeerID().String()] = d.name
+	}
+	return m
 }
 
 // config gives each daemon its capabilities and Alice her disclosure map
