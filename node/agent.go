@@ -103,7 +103,7 @@ func (b *bridge) invoke(ctx context.Context, inv Invocation, now time.Time) (any
 	switch {
 	case b.webhook != "":
 		ans, err = b.post(ctx, inv)
-	case b.events.count() > 0:
+	case b.events.agents() > 0:
 		ans, err = b.viaEvents(ctx, inv, now)
 	default:
 		return nil, fmt.Errorf("%w: no webhook is configured and no agent is subscribed to the event stream", wire.ErrAgentUnavailable)

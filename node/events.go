@@ -35,21 +35,25 @@ type Event struct {
 // hub fans events out to subscribers. A subscriber that falls more than
 // its buffer behind is sent events_lost and dropped, rather than slowing
 // the daemon or silently missing events; it reconnects and catches up
-// from the audit log.
+// from the audit log. A subscriber is the local agent (the bridge sends
+// invocations its way and waits for an answer) unless it subscribed as an
+// observer: a tool that follows events (the MCP endpoint, a console) must
+// not make the daemon wait agent.timeout for an answer nobody will give.
 type hub struct {
 	mu   sync.Mutex
-	subs map[chan Event]struct{}
+	subs map[chan Event]bool // → is an agent
 }
 
 const subscriberBuffer = 256
 
-func newHub() *hub { return &hub{subs: map[chan Event]struct{}{}} }
+func newHub() *hub { return &hub{subs: map[chan Event]bool{}} }
 
-// subscribe returns a channel of events and a function to stop.
-func (h *hub) subscribe() (<-chan Event, func()) {
+// subscribe returns a channel of events and a function to stop; agent
+// says whether the subscriber answers invocations.
+func (h *hub) subscribe(agent bool) (<-chan Event, func()) {
 	ch := make(chan Event, subscriberBuffer)
 	h.mu.Lock()
-	h.subs[ch] = struct{}{}
+	h.subs[ch] = agent
 	h.mu.Unlock()
 	return ch, func() {
 		h.mu.Lock()
@@ -61,12 +65,27 @@ func (h *hub) subscribe() (<-chan Event, func()) {
 	}
 }
 
-// count is the number of subscribers.
-func (h *hub) count() int {
+// agents is the number of subscribers that answer invocations.
+func (h *hub) agents() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.subs)
+	n := 0
+	for _, agent := range h.subs {
+		if agent {
+			n++
+		}
+	}
+	return n
 }
+
+// SubscribeOption qualifies a subscription (Node.Subscribe).
+type SubscribeOption func(*subscription)
+
+type subscription struct{ observer bool }
+
+// AsObserver subscribes to the events without being the local agent:
+// invocations are not waited for on this subscriber's account.
+func AsObserver() SubscribeOption { return func(s *subscription) { s.observer = true } }
 
 func (h *hub) publish(e Event) {
 	h.mu.Lock()

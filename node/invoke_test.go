@@ -175,6 +175,19 @@ func TestInvokeWithoutAgentAndThroughEvents(t *testing.T) {
 	if b := remoteCode(t, err); b.Code != wire.CodeAgentUnavailable {
 		t.Fatalf("no agent: %+v", b)
 	}
+	// An observer of the event stream (the MCP endpoint, a console) is not
+	// the agent: the requester is still told agent_unavailable at once,
+	// not agent_timeout after agent.timeout.
+	watching, stopWatching := alice.Subscribe(AsObserver())
+	go func() {
+		for range watching {
+		}
+	}()
+	_, err = bob.Invoke(ctx, pid, "echo", map[string]any{"a": 1})
+	if b := remoteCode(t, err); b.Code != wire.CodeAgentUnavailable {
+		t.Fatalf("with only an observer subscribed: %+v, want agent_unavailable", b)
+	}
+	stopWatching()
 
 	// An agent on the event stream answers through AnswerInvocation.
 	events, stop := alice.Subscribe()

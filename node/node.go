@@ -305,8 +305,15 @@ func (n *Node) Audit() *gossip.AuditLog { return n.audit }
 // Store returns the store.
 func (n *Node) Store() *store.Store { return n.store }
 
-// Subscribe returns the event stream for the local agent.
-func (n *Node) Subscribe() (<-chan Event, func()) { return n.events.subscribe() }
+// Subscribe returns the event stream: for the local agent, unless
+// AsObserver says the subscriber only follows events.
+func (n *Node) Subscribe(opts ...SubscribeOption) (<-chan Event, func()) {
+	var sub subscription
+	for _, o := range opts {
+		o(&sub)
+	}
+	return n.events.subscribe(!sub.observer)
+}
 
 // Connect dials a peer by multiaddr (which must end in /p2p/<peer ID>).
 func (n *Node) Connect(ctx context.Context, addr string) (peer.ID, error) {

@@ -172,6 +172,6 @@ func (r *redialer) Conversations(ctx context.Context) ([]node.ConversationInfo, 
 func (r *redialer) AuditEntries(ctx context.Context, id string) (*api.AuditConversation, error) {
 	return again(r, func(c *api.Client) (*api.AuditConversation, error) { return c.AuditEntries(ctx, id) })
 }
-func (r *redialer) Events(ctx context.Context) (*api.EventStream, error) {
-	return again(r, func(c *api.Client) (*api.EventStream, error) { return c.Events(ctx) })
+func (r *redialer) Observe(ctx context.Context) (*api.EventStream, error) {
+	return again(r, func(c *api.Client) (*api.EventStream, error) { return c.Observe(ctx) })
 }

@@ -281,7 +281,19 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader) (*
 // Events subscribes to the daemon's event stream. It returns once the
 // daemon has subscribed, so nothing that happens afterwards is missed.
 func (c *Client) Events(ctx context.Context) (*EventStream, error) {
-	resp, err := c.do(ctx, http.MethodGet, "/v1/events", nil)
+	return c.events(ctx, "/v1/events")
+}
+
+// Observe subscribes to the event stream as an observer: it gets the same
+// events, but the daemon does not count it as the local agent, so
+// invocations are not sent its way (a tool following the daemon, such as
+// the MCP endpoint, must not make peers wait agent.timeout).
+func (c *Client) Observe(ctx context.Context) (*EventStream, error) {
+	return c.events(ctx, "/v1/events?role=observer")
+}
+
+func (c *Client) events(ctx context.Context, path string) (*EventStream, error) {
+	resp, err := c.do(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -117,5 +117,9 @@
 // headers are sent, so a client that has the headers misses nothing after
 // them. It ends when the client goes away, the daemon stops, or the client
 // falls behind; in the last case its final event is events_lost, and the
-// client catches up from the audit log before subscribing again.
+// client catches up from the audit log before subscribing again. A
+// subscriber is the local agent (invocations wait for its answer) unless
+// it asks for ?role=observer (Client.Observe): the MCP endpoint follows
+// events that way, so that its presence alone does not make a peer's
+// invocation wait agent.timeout for an answer nobody gives.
 package api

@@ -423,7 +423,16 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	// Subscribe before the headers go out: a client that has them misses
 	// nothing from then on.
-	ch, stop := s.n.Subscribe()
+	var opts []node.SubscribeOption
+	switch role := r.URL.Query().Get("role"); role {
+	case "", "agent":
+	case "observer":
+		opts = append(opts, node.AsObserver())
+	default:
+		writeError(w, badField("role", "%q is not a role: want agent (the default: invocations wait for its answer) or observer (follows events only)", role))
+		return
+	}
+	ch, stop := s.n.Subscribe(opts...)
 	defer stop()
 	rc := http.NewResponseController(w)
 	// The stream outlives the server's read and write timeouts by design;

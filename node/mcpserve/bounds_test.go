@@ -65,7 +65,7 @@ func (f *fakeDaemon) Conversations(context.Context) ([]node.ConversationInfo, er
 func (f *fakeDaemon) AuditEntries(context.Context, string) (*api.AuditConversation, error) {
 	return nil, fmt.Errorf("not in this test")
 }
-func (f *fakeDaemon) Events(context.Context) (*api.EventStream, error) {
+func (f *fakeDaemon) Observe(context.Context) (*api.EventStream, error) {
 	return nil, fmt.Errorf("not in this test")
 }
 

@@ -44,7 +44,7 @@ type Daemon interface {
 	Say(ctx context.Context, req api.SayRequest) (*gossip.Message, error)
 	Conversations(ctx context.Context) ([]node.ConversationInfo, error)
 	AuditEntries(ctx context.Context, conversationID string) (*api.AuditConversation, error)
-	Events(ctx context.Context) (*api.EventStream, error)
+	Observe(ctx context.Context) (*api.EventStream, error)
 }
 
 // Service is one daemon's MCP server: the SDK server with ifaced's tools
@@ -168,7 +168,7 @@ func (s *Service) Follow(ctx context.Context, ready chan<- struct{}) error {
 // followOnce follows one event stream until it ends; opened says it was
 // opened at all.
 func (s *Service) followOnce(ctx context.Context, ready *chan<- struct{}) (opened bool, _ error) {
-	ev, err := s.d.Events(ctx)
+	ev, err := s.d.Observe(ctx)
 	if err != nil {
 		return false, fmt.Errorf("subscribing to the daemon's events: %w", err)
 	}
