@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/store"
 )
 
@@ -19,9 +20,15 @@ type ImportList struct {
 	Imports []store.ImportRecord `json:"imports"`
 }
 
+// importRoutes serves the outside agents the owner imported (POST, GET
+// and DELETE /v1/imports), through the daemon's Discovery.
+type importRoutes struct{ n *node.Node }
+
+func newImportRoutes(n *node.Node) *importRoutes { return &importRoutes{n: n} }
+
 // importAgent handles POST /v1/imports: fetch an outside agent's
 // document and keep it (again, to refresh it).
-func (s *Server) importAgent(w http.ResponseWriter, r *http.Request) {
+func (s *importRoutes) importAgent(w http.ResponseWriter, r *http.Request) {
 	var req ImportRequest
 	if e := decodeBody(r, &req); e != nil {
 		writeError(w, e)
@@ -39,7 +46,7 @@ func (s *Server) importAgent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rec)
 }
 
-func (s *Server) imports(w http.ResponseWriter, r *http.Request) {
+func (s *importRoutes) imports(w http.ResponseWriter, r *http.Request) {
 	recs, err := s.n.Discovery().Imports()
 	if err != nil {
 		writeError(w, internal(err))
@@ -51,7 +58,7 @@ func (s *Server) imports(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ImportList{Imports: recs})
 }
 
-func (s *Server) removeImport(w http.ResponseWriter, r *http.Request) {
+func (s *importRoutes) removeImport(w http.ResponseWriter, r *http.Request) {
 	u := r.URL.Query().Get("url")
 	if u == "" {
 		writeError(w, badField("url", "is required (DELETE /v1/imports?url=…)"))

@@ -32,13 +32,20 @@ type TemperatureChange struct {
 	Max  string `json:"max"`
 }
 
-func (s *Server) policy(w http.ResponseWriter, r *http.Request) {
+// policyRoutes serves the owner's policy: the disclosure map and the
+// temperature caps (GET /v1/policy, PUT /v1/policy/disclosure and
+// /v1/policy/temperature), through the daemon's PolicyBook.
+type policyRoutes struct{ n *node.Node }
+
+func newPolicyRoutes(n *node.Node) *policyRoutes { return &policyRoutes{n: n} }
+
+func (s *policyRoutes) policy(w http.ResponseWriter, r *http.Request) {
 	p := s.n.Policy().Current()
 	writeJSON(w, http.StatusOK, Policy{DefaultTier: p.DefaultTier, Tiers: p.Order.Tiers(), Disclosure: p.Map,
 		DefaultMaxTemperature: p.DefaultMaxTemp, MaxTemperature: p.MaxTemp})
 }
 
-func (s *Server) setDisclosure(w http.ResponseWriter, r *http.Request) {
+func (s *policyRoutes) setDisclosure(w http.ResponseWriter, r *http.Request) {
 	var c DisclosureChange
 	if e := decodeBody(r, &c); e != nil {
 		writeError(w, e)
@@ -51,7 +58,7 @@ func (s *Server) setDisclosure(w http.ResponseWriter, r *http.Request) {
 	s.policyChanged(w, "tier", s.n.Policy().SetDisclosure(c.Persona, c.Peer, c.Tier))
 }
 
-func (s *Server) setTemperature(w http.ResponseWriter, r *http.Request) {
+func (s *policyRoutes) setTemperature(w http.ResponseWriter, r *http.Request) {
 	var c TemperatureChange
 	if e := decodeBody(r, &c); e != nil {
 		writeError(w, e)
@@ -64,7 +71,7 @@ func (s *Server) setTemperature(w http.ResponseWriter, r *http.Request) {
 	s.policyChanged(w, "max", s.n.Policy().SetMaxTemperature(c.Peer, c.Max))
 }
 
-func (s *Server) policyChanged(w http.ResponseWriter, field string, err error) {
+func (s *policyRoutes) policyChanged(w http.ResponseWriter, field string, err error) {
 	switch {
 	case errors.Is(err, node.ErrInvalidPolicy):
 		writeError(w, badField(field, "%v", err))
