@@ -43,6 +43,7 @@ type conv struct {
 	peer   peer.ID
 	stream *wire.Stream
 	wmu    sync.Mutex // one writer at a time
+	order  uint64     // when it opened, among this daemon's conversations (the newest is picked)
 
 	gmu        sync.Mutex
 	granted    negotiate.Granted // what this daemon grants the peer
@@ -779,6 +780,8 @@ func (cs *Conversations) recordSent(transport string, pid peer.ID, m *gossip.Mes
 
 func (cs *Conversations) open(c *conv) {
 	cs.mu.Lock()
+	cs.opened++
+	c.order = cs.opened
 	cs.convs[c.ID] = c
 	cs.mu.Unlock()
 	cs.events.publish(Event{Type: EventConversation, At: cs.now(), Peer: c.peer.String(), ConversationID: c.ID, Detail: "open"})

@@ -96,16 +96,27 @@ type SendResult struct {
 	Detail         string `json:"detail,omitempty"`
 }
 
-// Send says text to pid: in the open conversation with it if there is
-// one, else in a new one (a greeting, dialled through any address known,
+// Send says text to pid: in the newest open conversation with it if there
+// is one, else in a new one (a greeting, dialled through any address known,
 // relayed ones included); if the peer cannot be reached, the text is
 // queued for its mailbox relays as a one-message conversation.
 func (mb *Mail) Send(ctx context.Context, pid peer.ID, text string) (*SendResult, error) {
+	return mb.SendIn(ctx, pid, "", text)
+}
+
+// SendIn is Send in the open conversation convID with pid; with convID
+// empty, in the newest open conversation with pid (or a new one, or the
+// mailbox). A named conversation that is not open is ErrNoConversation:
+// the text is neither said elsewhere nor queued.
+func (mb *Mail) SendIn(ctx context.Context, pid peer.ID, convID, text string) (*SendResult, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, errors.New("sending: the text is empty")
 	}
 	for attempt := 0; ; attempt++ {
-		c := mb.convs.conversationWith(pid)
+		c, err := mb.convs.pick(pid, convID)
+		if err != nil {
+			return nil, fmt.Errorf("sending to %s: %w", pid, err)
+		}
 		fresh := c == nil
 		if fresh {
 			res, err := mb.convs.Greet(ctx, pid, negotiate.Proposal{})
@@ -125,7 +136,7 @@ func (mb *Mail) Send(ctx context.Context, pid peer.ID, text string) (*SendResult
 		if err == nil {
 			return &SendResult{ConversationID: c.ID, MessageID: m.Headers.MessageID, Delivered: "conversation"}, nil
 		}
-		if fresh || attempt > 0 || ctx.Err() != nil {
+		if fresh || attempt > 0 || convID != "" || ctx.Err() != nil {
 			return nil, err
 		}
 		// The conversation looked open but could not carry the message

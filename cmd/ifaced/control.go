@@ -236,16 +236,24 @@ func runGreet(ctx context.Context, e *env, args []string) error {
 }
 
 func runSay(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "say", "CONVERSATION --phase P --text TEXT", true)
+	f := newFlags(e, "say", "CONVERSATION|PEER --phase P --text TEXT", true)
 	phase := f.String("phase", "", "the phase: context, probe, recommend or close")
 	text := f.String("text", "", "the message text")
+	convID := f.String("conversation", "", "the conversation to say it in (default: the peer's newest open one)")
 	pos, err := f.parseInterleaved(args)
 	if err != nil {
 		return err
 	}
+	req := api.SayRequest{ConversationID: *convID, Phase: gossip.Phase(*phase), Text: *text}
 	switch {
-	case len(pos) != 1:
-		return usageError("say takes one CONVERSATION (see `ifaced audit` or the ID greet printed)")
+	case len(pos) == 1 && req.ConversationID == "" && strings.HasPrefix(pos[0], "conv:"):
+		req.ConversationID = pos[0]
+	case len(pos) == 1:
+		req.Peer = pos[0] // its newest open conversation, unless --conversation names one
+	}
+	switch {
+	case len(pos) > 1 || len(pos) == 0 && req.ConversationID == "":
+		return usageError("say takes one CONVERSATION (the ID greet printed; `ifaced audit` lists them) or a PEER (its newest open conversation)")
 	case *phase == "":
 		return usageError("say needs --phase (context, probe, recommend or close)")
 	case *text == "" && *phase != string(gossip.PhaseClose):
@@ -256,7 +264,7 @@ func runSay(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
-	m, err := c.Say(ctx, api.SayRequest{ConversationID: pos[0], Phase: gossip.Phase(*phase), Text: *text})
+	m, err := c.Say(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 func runInvoke(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "invoke", "PEER CAPABILITY", true)
 	params := f.String("params", "", "the parameters, a JSON value (e.g. '{\"days\": 5}')")
+	convID := f.String("conversation", "", "the open conversation to ask in (default: the newest open one with the peer)")
 	pos, err := f.parseInterleaved(args)
 	if err != nil {
 		return err
@@ -21,7 +22,7 @@ func runInvoke(ctx context.Context, e *env, args []string) error {
 	if len(pos) != 2 || !isPeerRef(pos[0]) {
 		return usageError("invoke takes PEER (a peer ID or agent ID) and CAPABILITY")
 	}
-	req := api.InvokeRequest{Peer: pos[0], Capability: pos[1]}
+	req := api.InvokeRequest{Peer: pos[0], Capability: pos[1], ConversationID: *convID}
 	if *params != "" {
 		if !json.Valid([]byte(*params)) {
 			return usageError("--params is not JSON: %s", *params)
@@ -59,7 +60,11 @@ func runInvoke(ctx context.Context, e *env, args []string) error {
 // line each.
 func describeRefusal(b wire.ErrorBody) string {
 	var lines []string
-	lines = append(lines, fmt.Sprintf("  %s: %s", b.Code, b.Message))
+	msg := b.Message
+	if i := strings.Index(msg, ": "); i > 0 && len(b.Unmet) > 0 {
+		msg = msg[:i] // the rest lists the unmet conditions, which follow one a line
+	}
+	lines = append(lines, fmt.Sprintf("  %s: %s", b.Code, msg))
 	for _, u := range b.Unmet {
 		lines = append(lines, fmt.Sprintf("  - %s: requires %s, you have %s; %s", u.Condition, u.Required, u.Have, u.HowToMeet))
 	}

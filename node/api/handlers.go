@@ -334,9 +334,20 @@ func (s *Server) say(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	if req.ConversationID == "" && req.Peer != "" {
+		pid, e := s.resolvePeer(req.Peer)
+		if e != nil {
+			writeError(w, e)
+			return
+		}
+		if req.ConversationID = s.n.Conversations().Newest(pid); req.ConversationID == "" {
+			writeError(w, notFound("no open conversation with %s (greet it first; `ifaced conversations` lists the open ones)", req.Peer))
+			return
+		}
+	}
 	switch {
 	case req.ConversationID == "":
-		writeError(w, badField("conversation_id", "is required"))
+		writeError(w, badField("conversation_id", "is required (or peer: its newest open conversation)"))
 		return
 	case req.Phase == "":
 		writeError(w, badField("phase", "is required (context, probe, recommend or close)"))

@@ -129,7 +129,10 @@ type ConversationList struct {
 
 // SayRequest is the body of POST /v1/say.
 type SayRequest struct {
-	ConversationID string       `json:"conversation_id"`
+	// ConversationID names the conversation; without it, Peer's newest
+	// open conversation is the one.
+	ConversationID string       `json:"conversation_id,omitempty"`
+	Peer           string       `json:"peer,omitempty"`
 	Phase          gossip.Phase `json:"phase"`
 	Text           string       `json:"text"`
 }
