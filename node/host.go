@@ -30,7 +30,13 @@ func peerStreamShare(maxStreams int) int { return max(maxStreams/8, 8) }
 // peer may hold an eighth), and a connection manager with the configured
 // water marks. Metrics stay off. extra adds what reachability needs
 // (relay.go).
+//
+// Every configured listen address must be free (claimListenAddrs): a
+// daemon never shares a port with another.
 func newHost(cfg *Config, id *identity.Identity, extra ...libp2p.Option) (host.Host, error) {
+	if err := claimListenAddrs(cfg.Listen.Addresses); err != nil {
+		return nil, err
+	}
 	scaling := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&scaling)
 	concrete := scaling.Scale(int64(cfg.Limits.MaxMemoryMB)<<20, maxFDs)
