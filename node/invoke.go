@@ -290,23 +290,26 @@ func (cs *Conversations) regrant(c *conv, name string, g negotiate.Granted, err 
 // output. Every transport's requests come through execute, so none can
 // skip a check.
 type invoker struct {
-	docs    *documents
-	order   *conditions.TierOrder
-	work    *invocations // running invocations per capability (max_concurrent)
-	bridge  *bridge
-	timeout time.Duration // agent.timeout
-	ctx     context.Context
-	now     func() time.Time
+	docs     *documents
+	standard *standardAnswers // the IFP-7 capabilities the daemon answers itself
+	order    *conditions.TierOrder
+	work     *invocations // running invocations per capability (max_concurrent)
+	bridge   *bridge
+	timeout  time.Duration // agent.timeout
+	ctx      context.Context
+	now      func() time.Time
 }
 
 func newInvoker(docs *documents, order *conditions.TierOrder, work *invocations, b *bridge, timeout time.Duration,
 	ctx context.Context, now func() time.Time) *invoker {
-	return &invoker{docs: docs, order: order, work: work, bridge: b, timeout: timeout, ctx: ctx, now: now}
+	return &invoker{docs: docs, standard: newStandardAnswers(docs), order: order, work: work, bridge: b, timeout: timeout, ctx: ctx, now: now}
 }
 
 // execute runs capability name for a requester the daemon granted g: the
 // conditions on those facts, the parameters against the schema, the
-// workload limit, the local agent, and the output against its schema.
+// workload limit, the local agent (or the daemon itself, for the standard
+// capabilities it answers: standardAnswers), and the output against its
+// schema.
 // Every transport's requests come through here, so none can skip a check.
 // requester is the peer ID, or "" for an anonymous HTTP caller.
 func (iv *invoker) execute(name string, params any, g negotiate.Granted, requester, convID string) (any, error) {
@@ -324,6 +327,15 @@ func (iv *invoker) execute(name string, params any, g negotiate.Granted, request
 	}
 	if err := schemas.CheckParams(name, params); err != nil {
 		return nil, err
+	}
+	if result, ok, err := iv.standard.answer(name, g, requester); ok {
+		if err != nil {
+			return nil, err
+		}
+		if err := schemas.CheckOutput(name, result); err != nil {
+			return nil, err
+		}
+		return result, nil
 	}
 	seen, ok := iv.work.start(name, cap.Conds().MaxConcurrent)
 	if !ok {

@@ -354,3 +354,45 @@ func TestInvokeUsesNewestConversation(t *testing.T) {
 		}
 	}
 }
+
+// The IFP-7 standard capabilities the daemon declares are answered by the
+// daemon itself, with no local agent, under their declared conditions;
+// the others still go to the agent.
+func TestStandardCapabilitiesAnsweredByTheDaemon(t *testing.T) {
+	cfg := loopbackConfig()
+	cfg.Capabilities = append(StandardCapabilities(),
+		map[string]any{"name": "calendar.availability", "description": "Share calendar availability windows"},
+		map[string]any{"name": "diary.read", "description": "Read the diary", "advertise": "when-eligible",
+			"conditions": map[string]any{"min_disclosure": "close"}})
+	alice := startDaemon(t, cfg) // no local agent
+	bob := startDaemon(t, nil)
+	connect(t, bob, alice)
+	ctx := context.Background()
+	pid := alice.id.PeerID()
+
+	res, err := bob.Invoke(ctx, pid, "ping", nil)
+	if err != nil || res.Result != "pong" {
+		t.Fatalf("ping: %+v, %v; want pong", res, err)
+	}
+	res, err = bob.Invoke(ctx, pid, "capabilities.get", nil)
+	if err != nil {
+		t.Fatalf("capabilities.get: %v", err)
+	}
+	raw, _ := json.Marshal(res.Result)
+	var view negotiate.Document
+	if err := json.Unmarshal(raw, &view); err != nil {
+		t.Fatalf("capabilities.get answered %s: %v", raw, err)
+	}
+	greeted := greet(t, bob, alice).View
+	if capNames(&view) != capNames(greeted) || view.AgentID != greeted.AgentID || strings.Contains(string(raw), "diary.read") {
+		t.Fatalf("capabilities.get: %s\nwant bob's view, as greeted: %s", capNames(&view), capNames(greeted))
+	}
+	res, err = bob.Invoke(ctx, pid, "identity.verify", nil)
+	if got, _ := res.Result.(map[string]any); err != nil || got["supported"] != true {
+		t.Fatalf("identity.verify: %+v, %v", res, err)
+	}
+	// The rest is the agent's, and alice has none.
+	if _, err := bob.Invoke(ctx, pid, "calendar.availability", nil); remoteCode(t, err).Code != wire.CodeAgentUnavailable {
+		t.Fatalf("calendar without an agent: %v, want agent_unavailable", err)
+	}
+}

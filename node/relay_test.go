@@ -172,10 +172,14 @@ func TestConversationThroughRelayAndRecoveryThroughSecondRelay(t *testing.T) {
 			return e.Type == EventMessage && e.Message != nil && e.Message.Headers.MessageID == m.Headers.MessageID
 		})
 	}
-	if _, err := bob.Invoke(ctx, alice.id.PeerID(), "ping", nil); err == nil || !strings.Contains(err.Error(), "agent") {
+	if _, err := bob.Invoke(ctx, alice.id.PeerID(), "calendar.availability", nil); err == nil || !strings.Contains(err.Error(), "agent") {
 		// Alice has no local agent: the request crosses the relay and
 		// comes back as agent_unavailable, which proves the round trip.
-		t.Fatalf("bob invoking alice's ping through the relay: %v, want agent_unavailable", err)
+		t.Fatalf("bob invoking alice's calendar through the relay: %v, want agent_unavailable", err)
+	}
+	// ping alice's daemon answers itself (standardAnswers), agent or not.
+	if res, err := bob.Invoke(ctx, alice.id.PeerID(), "ping", nil); err != nil || res.Result != "pong" {
+		t.Fatalf("bob invoking alice's ping through the relay: %+v, %v, want pong", res, err)
 	}
 	if _, err := alice.Say(res.ConversationID, gossip.PhaseClose, "bye"); err != nil {
 		t.Fatal(err)
