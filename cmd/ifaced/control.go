@@ -103,6 +103,16 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if st.Outbox > 0 {
 		fmt.Fprintf(w, "outbox         %d waiting for a peer's mailbox (`ifaced outbox`)\n", st.Outbox)
 	}
+	for i, c := range st.Connections {
+		label := ""
+		if i == 0 {
+			label = "connections"
+		}
+		fmt.Fprintf(w, "%-14s %s %s, %s (%s)\n", label, c.Peer, c.Via, c.Addr, c.Direction)
+	}
+	if len(st.Connections) == api.MaxStatusConnections {
+		fmt.Fprintf(w, "%-14s … (the first %d; `ifaced peers` lists every peer)\n", "", api.MaxStatusConnections)
+	}
 	return nil
 }
 
@@ -125,14 +135,14 @@ func runPeers(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if f.json {
-		return writeJSON(e.stdout, peers)
+		return writeJSON(e.stdout, api.PeerList{Peers: peers}) // the API's shape: {"peers": […]}
 	}
 	if len(peers) == 0 {
 		fmt.Fprintln(e.stdout, "no peers known (connect to one with `ifaced connect MULTIADDR`)")
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PEER\tDISPLAY\tSEQ\tAGE\tCONNECTED")
+	fmt.Fprintln(tw, "PEER\tDISPLAY\tSEQ\tAGE\tCONNECTED\tADDRESS")
 	for _, p := range peers {
 		seq, age := "-", "not greeted"
 		if p.Cached {
@@ -141,7 +151,23 @@ func runPeers(ctx context.Context, e *env, args []string) error {
 				age += " (stale)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.PeerID, orDash(p.Display), seq, age, yesNo(p.Connected))
+		// A connected peer shows where it is connected now; any other
+		// where it was last reached.
+		connected, addrs := "no", p.Addrs
+		if p.Connected {
+			connected, addrs = "yes", p.LiveAddrs
+			if p.Via == "relay" {
+				connected = "via relay"
+			}
+		}
+		addr := "-"
+		if len(addrs) > 0 {
+			addr = addrs[0]
+			if len(addrs) > 1 {
+				addr += fmt.Sprintf(" (+%d)", len(addrs)-1)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.PeerID, orDash(p.Display), seq, age, connected, addr)
 	}
 	return tw.Flush()
 }
