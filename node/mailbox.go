@@ -15,6 +15,8 @@ import (
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	pbv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/pb"
 	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
@@ -118,6 +120,11 @@ func (mb *Mail) SendIn(ctx context.Context, pid peer.ID, convID, text string) (*
 			return nil, fmt.Errorf("sending to %s: %w", pid, err)
 		}
 		fresh := c == nil
+		if fresh && convID == "" {
+			if why := mb.away(ctx, pid); why != nil {
+				return mb.queueMail(pid, text, why)
+			}
+		}
 		if fresh {
 			res, err := mb.convs.Greet(ctx, pid, negotiate.Proposal{})
 			if err != nil {
@@ -695,4 +702,92 @@ func (mb *Mail) pruneMail() {
 	if dropped > 0 {
 		mb.log.Info("dropped expired mail", "messages", dropped)
 	}
+}
+
+// noReservation is how go-libp2p's circuit v2 client reports a relay's
+// answer that the peer holds no slot there (client.dial: "error opening
+// relay circuit: NO_RESERVATION (204)"); TestSendToAnAwayPeerQueuesAtOnce
+// pins it to the go-libp2p in use.
+var noReservation = pbv2.Status_name[int32(pbv2.Status_NO_RESERVATION)]
+
+// awayProbe bounds the race of away.
+const awayProbe = 10 * time.Second
+
+// away races the two ways to reach a peer that is not connected: its
+// direct addresses (the cache's, which for a peer behind a NAT are often
+// LAN addresses nobody else can reach, whose dials only time out) and a
+// circuit through each relay its document names. It returns why the peer
+// is away when every one of those relays answers that the peer holds no
+// slot there before a direct dial has connected: a peer that names
+// relays keeps a slot on them while it runs, so its mail can be queued at
+// once rather than after the direct dials time out (about 5 s each). nil
+// means: greet as usual (connected, reached directly, reachable through a
+// relay, or no clear answer). A circuit that opens is closed again; the
+// greeting opens its own.
+func (mb *Mail) away(ctx context.Context, pid peer.ID) error {
+	if mb.host.Network().Connectedness(pid) != network.NotConnected {
+		return nil
+	}
+	relays := mb.mailRelays(pid)
+	sw, ok := mb.host.Network().(*swarm.Swarm)
+	if len(relays) == 0 || !ok {
+		return nil
+	}
+	mb.dialHints(pid)
+	ctx, cancel := context.WithTimeout(ctx, awayProbe)
+	defer cancel()
+	direct := make(chan error, 1)
+	go func() {
+		direct <- mb.host.Connect(network.WithForceDirectDial(ctx, "ifaced: send races direct and relayed dials"), peer.AddrInfo{ID: pid})
+	}()
+	type answer struct {
+		relay peer.ID
+		away  bool
+	}
+	answers := make(chan answer, len(relays))
+	for _, r := range relays {
+		go func() {
+			answers <- answer{r.ID, mb.probeCircuit(ctx, sw, r, pid)}
+		}()
+	}
+	var without []string
+	for pending := len(relays); pending > 0; {
+		select {
+		case err := <-direct:
+			if err == nil {
+				return nil // reached directly
+			}
+			direct = nil // failed: the relays decide
+		case a := <-answers:
+			pending--
+			if !a.away {
+				return nil // reachable through this relay, or no clear answer
+			}
+			without = append(without, a.relay.String())
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	return fmt.Errorf("it holds no slot on its relays (%s), so it is away", strings.Join(without, ", "))
+}
+
+// probeCircuit opens a circuit to pid through relay and reports whether
+// the relay answered that pid holds no slot there.
+func (mb *Mail) probeCircuit(ctx context.Context, sw *swarm.Swarm, relay peer.AddrInfo, pid peer.ID) bool {
+	for _, a := range relay.Addrs {
+		addr := a.Encapsulate(multiaddr.StringCast("/p2p/" + relay.ID.String() + "/p2p-circuit"))
+		tpt := sw.TransportForDialing(addr)
+		if tpt == nil {
+			return false
+		}
+		conn, err := tpt.Dial(ctx, addr, pid)
+		if err == nil {
+			conn.Close()
+			return false
+		}
+		if strings.Contains(err.Error(), noReservation) {
+			return true
+		}
+	}
+	return false
 }

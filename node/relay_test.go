@@ -1,10 +1,13 @@
 package node
 
 import (
+	"net"
+
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/multiformats/go-multiaddr"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -949,5 +952,30 @@ func TestEmptyMailboxesLapseAndQuotasHoldPerAddress(t *testing.T) {
 	}
 	if code := newStranger(t).publish(t, relay, kept.h.ID(), "one key too many"); code != wire.CodeMailboxFull {
 		t.Fatalf("a sixth message from one address: %q, want mailbox_full", code)
+	}
+}
+
+// TestSendToAnAwayPeerQueuesAtOnce: bob is away; his relay answers at once
+// that he holds no slot there, while a direct address alice knows for him
+// accepts TCP and then never speaks (as a LAN address behind another NAT
+// never answers). The message is queued for his mailbox at once, not
+// after that dial gives up.
+func TestSendToAnAwayPeerQueuesAtOnce(t *testing.T) {
+	_, alice, bob := mailSetup(t)
+	bob.Close()
+	waitGone(t, alice, bob)
+	hole, err := net.Listen("tcp", "127.0.0.1:0") // accepts into its backlog, never reads
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hole.Close()
+	alice.Host().Peerstore().AddAddr(bob.id.PeerID(), multiaddr.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", hole.Addr().(*net.TCPAddr).Port)), time.Hour)
+	// Far less than the dial of the silent address takes (the swarm's 5 s
+	// for a local address), far more than the relay's answer.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	sent, err := alice.Send(ctx, bob.id.PeerID(), "queued at once")
+	if err != nil || sent.Delivered != "queued" || !strings.Contains(sent.Detail, "holds no slot on its relays") {
+		t.Fatalf("send to an away peer: %+v, %v; want queued because its relay holds no slot for it", sent, err)
 	}
 }
