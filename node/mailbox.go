@@ -736,6 +736,7 @@ func (mb *Mail) away(ctx context.Context, pid peer.ID) error {
 	mb.dialHints(pid)
 	ctx, cancel := context.WithTimeout(ctx, awayProbe)
 	defer cancel()
+	defer context.AfterFunc(mb.ctx, cancel)() // the dials below end with the daemon too
 	direct := make(chan error, 1)
 	go func() {
 		direct <- mb.host.Connect(network.WithForceDirectDial(ctx, "ifaced: send races direct and relayed dials"), peer.AddrInfo{ID: pid})
