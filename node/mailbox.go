@@ -445,6 +445,7 @@ func (mb *Mail) fetchMail(relay peer.ID) {
 			return
 		}
 		var done []string
+		taken := 0
 		for _, mail := range res.Messages {
 			if err := mb.acceptMail(relay, mail); err != nil {
 				if errors.Is(err, errAudit) {
@@ -454,8 +455,13 @@ func (mb *Mail) fetchMail(relay peer.ID) {
 					continue
 				}
 				mb.log.Info("refused mail", "relay", relay, "mail_id", mail.ID, "err", err)
+			} else {
+				taken++
 			}
 			done = append(done, mail.ID)
+		}
+		if len(res.Messages) > 0 {
+			mb.log.Info("fetched mail", "relay", relay, "messages", len(res.Messages), "accepted", taken, "more", res.More)
 		}
 		if len(done) > 0 {
 			// The relay deletes what is acknowledged: it must be on disk here first.

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"log/slog"
 	"net"
 
 	"context"
@@ -978,4 +979,69 @@ func TestSendToAnAwayPeerQueuesAtOnce(t *testing.T) {
 	if err != nil || sent.Delivered != "queued" || !strings.Contains(sent.Detail, "holds no slot on its relays") {
 		t.Fatalf("send to an away peer: %+v, %v; want queued because its relay holds no slot for it", sent, err)
 	}
+}
+
+// TestFetchedMailIsDatedByArrival: mail fetched hours after it was
+// written is audited, listed and announced when it arrived, and its
+// fetch is logged at info.
+func TestFetchedMailIsDatedByArrival(t *testing.T) {
+	_, alice, bob := mailSetup(t)
+	bob.Close()
+	waitGone(t, alice, bob)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sent, err := alice.Send(ctx, bob.id.PeerID(), "written now, read later")
+	if err != nil || sent.Delivered != "queued" {
+		t.Fatalf("send: %+v, %v", sent, err)
+	}
+	waitFor(t, "the mail to leave alice's outbox", func() bool { items, _ := alice.Mail().Outbox(); return len(items) == 0 })
+
+	later := 3 * time.Hour
+	logs := &syncBuffer{}
+	bob.cfg.Limits.StreamTimeout.Duration = 5 * time.Second
+	n, err := New(bob.cfg, bob.id, bob.home, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		WithClock(func() time.Time { return time.Now().Add(later) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	bob = &testDaemon{Node: n, home: bob.home, cfg: bob.cfg, id: bob.id}
+	var conv gossip.AuditConversation
+	waitFor(t, "bob to audit the mail", func() bool {
+		convs, _ := bob.Audit().Conversations()
+		i := slices.IndexFunc(convs, func(c gossip.AuditConversation) bool { return c.ID == sent.ConversationID })
+		if i >= 0 {
+			conv = convs[i]
+		}
+		return i >= 0
+	})
+	written := time.Now()
+	if conv.First.Before(written.Add(later - time.Hour)) {
+		t.Errorf("the fetched mail is listed at %s, when it was written; want when it arrived (about %s)", conv.First, written.Add(later))
+	}
+	entries, err := bob.Audit().Entries(sent.ConversationID)
+	if err != nil || len(entries) != 1 || entries[0].At.Before(written.Add(later-time.Hour)) {
+		t.Fatalf("entries %+v, %v; want one, dated by arrival", entries, err)
+	}
+	waitFor(t, "an info line saying mail was fetched", func() bool {
+		return strings.Contains(logs.String(), "level=INFO msg=\"fetched mail\"")
+	})
+}
+
+// syncBuffer is a log sink the daemon's goroutines write while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
