@@ -215,13 +215,13 @@ func isRequest(m *gossip.Message) bool {
 func (cs *Conversations) handleRequest(c *conv, req *gossip.Message) {
 	result, name, err := cs.runRequest(c, req)
 	if err != nil {
-		cs.log.Info("refused capability request", "peer", c.peer, "capability", name, "code", wire.CodeOf(err), "err", err)
+		cs.log.Info("refused capability request", "peer", cs.named(c.peer), "capability", name, "code", wire.CodeOf(err), "err", err)
 		cs.answerError(c, req, err)
 		return
 	}
 	m, err := c.Next(gossip.PhaseProbe, cs.now())
 	if err != nil {
-		cs.log.Info("answering capability request", "peer", c.peer, "capability", name, "err", err)
+		cs.log.Info("answering capability request", "peer", cs.named(c.peer), "capability", name, "err", err)
 		return
 	}
 	m.Headers.Thread = &gossip.Thread{InReplyTo: req.Headers.MessageID}
@@ -229,7 +229,7 @@ func (cs *Conversations) handleRequest(c *conv, req *gossip.Message) {
 	m.Body = gossip.Body{Text: fmt.Sprintf("Result of %s.", name),
 		Parts: []gossip.Part{{ContentType: "application/json", Name: partResult, Content: toJSONValue(result)}}}
 	if err := cs.send(c, m); err != nil {
-		cs.log.Info("answering capability request", "peer", c.peer, "capability", name, "err", err)
+		cs.log.Info("answering capability request", "peer", cs.named(c.peer), "capability", name, "err", err)
 	}
 }
 
@@ -373,7 +373,7 @@ func (cs *Conversations) answerError(c *conv, req *gossip.Message, cause error) 
 	e.Headers.Thread = &gossip.Thread{InReplyTo: req.Headers.MessageID}
 	e.Body = gossip.Body{Text: errorText(body), Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: toJSONValue(body)}}}
 	if err := cs.send(c, e); err != nil {
-		cs.log.Debug("sending error answer", "peer", c.peer, "err", err)
+		cs.log.Debug("sending error answer", "peer", cs.named(c.peer), "err", err)
 	}
 }
 

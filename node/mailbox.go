@@ -149,7 +149,7 @@ func (mb *Mail) SendIn(ctx context.Context, pid peer.ID, convID, text string) (*
 		// The conversation looked open but could not carry the message
 		// (its stream died with a relay, say, or the peer closed it): end
 		// it, and greet again through whatever path works now.
-		mb.log.Info("an open conversation failed; greeting again", "peer", pid, "conversation", c.ID, "err", err)
+		mb.log.Info("an open conversation failed; greeting again", "peer", mb.named(pid), "conversation", c.ID, "err", err)
 		c.stream.Reset()
 		mb.convs.closeConv(c)
 	}
@@ -516,13 +516,13 @@ func (mb *Mail) handleMailbox(s network.Stream) {
 	ws := wire.NewStream(s, mb.cfg.Limits.StreamTimeout.Duration).WithBudget(mb.door.budget, pid)
 	answer := func(res *wire.MailboxResponse) {
 		if err := ws.WriteMailbox(res); err != nil {
-			mb.log.Debug("answering a mailbox request", "peer", pid, "err", err)
+			mb.log.Debug("answering a mailbox request", "peer", mb.named(pid), "err", err)
 			s.Reset()
 		}
 	}
 	fail := func(err error) {
 		body := wire.NewErrorBody(err)
-		mb.log.Info("refused a mailbox request", "peer", pid, "err", err)
+		mb.log.Info("refused a mailbox request", "peer", mb.named(pid), "err", err)
 		answer(&wire.MailboxResponse{Error: &body})
 	}
 	raw, err := ws.ReadMailbox()
@@ -559,9 +559,9 @@ func (mb *Mail) handleMailbox(s network.Stream) {
 			evicted, err := mb.store.Mailboxes().RegisterMailbox(pid.String(), addressClass(s.Conn().RemoteMultiaddr()), now,
 				store.MailboxLimits{Max: mb.maxMailboxes(), PerAddress: mailboxesPerAddress})
 			if err != nil {
-				mb.log.Warn("registering a mailbox", "peer", pid, "err", err)
+				mb.log.Warn("registering a mailbox", "peer", mb.named(pid), "err", err)
 			} else if evicted != "" {
-				mb.log.Info("the mailbox table is full; dropped the least recently used mailbox", "peer", pid, "dropped", evicted)
+				mb.log.Info("the mailbox table is full; dropped the least recently used mailbox", "peer", mb.named(pid), "dropped", evicted)
 			}
 		}
 		limit := wire.MaxMailBatch
