@@ -40,7 +40,9 @@ func (p peerName) LogValue() slog.Value {
 }
 
 // named is pid as log lines name it (peerName).
-func (cs *Conversations) named(pid peer.ID) slog.LogValuer { return peerName{pid: pid, peers: cs.store} }
+func (cs *Conversations) named(pid peer.ID) slog.LogValuer {
+	return peerName{pid: pid, peers: cs.store}
+}
 
 // named is pid as log lines name it (peerName).
 func (mb *Mail) named(pid peer.ID) slog.LogValuer { return peerName{pid: pid, peers: mb.store} }
