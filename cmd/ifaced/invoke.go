@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/wire"
 )
@@ -61,8 +62,11 @@ func runInvoke(ctx context.Context, e *env, args []string) error {
 func describeRefusal(b wire.ErrorBody) string {
 	var lines []string
 	msg := b.Message
-	if i := strings.Index(msg, ": "); i > 0 && len(b.Unmet) > 0 {
-		msg = msg[:i] // the rest lists the unmet conditions, which follow one a line
+	for _, cut := range []error{conditions.ErrNotMet, conditions.ErrBusy} {
+		// What follows lists the unmet conditions, which come below one a line.
+		if i := strings.Index(msg, cut.Error()+": "); i >= 0 && len(b.Unmet) > 0 {
+			msg = msg[:i+len(cut.Error())]
+		}
 	}
 	lines = append(lines, fmt.Sprintf("  %s: %s", b.Code, msg))
 	for _, u := range b.Unmet {
