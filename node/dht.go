@@ -20,7 +20,6 @@ import (
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p-kad-dht/records"
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/core/routing"
@@ -386,16 +385,16 @@ func (d *capabilityDHT) newPeer(tried map[peer.ID]bool) bool {
 	return false
 }
 
-// join dials the bootstrap peers and bootstraps the DHT. The dials skip
-// the swarm's dial backoff (which grows to minutes after failures):
-// these are the peers the owner named, and the provide loop paces the
-// attempts itself.
+// join dials the bootstrap peers and bootstraps the DHT. The dials are
+// not held back by the swarm's dial backoff (forgetDialFailures): the
+// provide loop paces the attempts itself.
 func (d *capabilityDHT) join(timeout time.Duration) {
 	var wg sync.WaitGroup
 	for _, ai := range d.boot {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(network.WithForceDirectDial(d.tasks.ctx, "ifaced: DHT bootstrap peer"), timeout)
+			ctx, cancel := context.WithTimeout(d.tasks.ctx, timeout)
 			defer cancel()
+			forgetDialFailures(d.host, ai.ID)
 			if err := d.host.Connect(ctx, ai); err != nil {
 				d.log.Warn("DHT bootstrap peer unreachable", "peer", ai.ID, "err", err)
 			}

@@ -307,10 +307,11 @@ func (mb *Mail) startReach() error {
 func (mb *Mail) keepReservation(info peer.AddrInfo, lost <-chan struct{}) {
 	wait := relayRetryMin
 	for {
-		// The swarm's dial backoff (growing to minutes after failed dials)
-		// is skipped: this loop paces its own attempts, and a relay that
-		// restarted is to be used again at the next one.
-		ctx, cancel := context.WithTimeout(network.WithForceDirectDial(mb.ctx, "ifaced: relay reservation"), mb.cfg.Limits.StreamTimeout.Duration)
+		// Not held back by the swarm's dial backoff: this loop paces its
+		// own attempts, and a relay that restarted is to be used again at
+		// the next one.
+		forgetDialFailures(mb.host, info.ID)
+		ctx, cancel := context.WithTimeout(mb.ctx, mb.cfg.Limits.StreamTimeout.Duration)
 		res, err := client.Reserve(ctx, mb.host, info)
 		cancel()
 		if mb.ctx.Err() != nil {
