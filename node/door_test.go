@@ -593,7 +593,10 @@ func TestDoorViewWithUnknownMembersIsKeptAsReceived(t *testing.T) {
 // the conversation ID its caller chose never reaches the agent as the
 // daemon's own.
 func TestDoorSignedInvokeKeepsTheCallersConversationOut(t *testing.T) {
-	alice := startDaemon(t, aliceConfig(""))
+	cfg := aliceConfig("")
+	// A capability the agent answers (ping is the daemon's own).
+	cfg.Capabilities = append(cfg.Capabilities, map[string]any{"name": "echo", "description": "The parameters back"})
+	alice := startDaemon(t, cfg)
 	events := watchAgent(t, alice)
 	caller, _ := identity.Generate(nil)
 	now := time.Now()
@@ -601,7 +604,7 @@ func TestDoorSignedInvokeKeepsTheCallersConversationOut(t *testing.T) {
 		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
 		From: gossip.Agent{Agent: caller.DID()}, To: []gossip.Agent{{Agent: alice.id.DID()}},
 		ConversationID: "conv:chosen-by-caller", Sequence: 1, Phase: gossip.PhaseProbe, ContentType: gossip.DefaultContentType,
-		Capabilities: &gossip.CapabilityHeaders{Request: []string{"ping"}},
+		Capabilities: &gossip.CapabilityHeaders{Request: []string{"echo"}},
 	}}
 	if err := m.Sign(caller, now); err != nil {
 		t.Fatal(err)
