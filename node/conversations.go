@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -37,8 +39,9 @@ import (
 type Conversations struct {
 	conversationDeps
 
-	mu    sync.Mutex
-	convs map[string]*conv // open conversations by ID
+	mu     sync.Mutex
+	convs  map[string]*conv // open conversations by ID
+	opened uint64           // conversations opened so far: conv.order of the newest
 
 	peerViews *costlru.Cache[peer.ID, heldView] // the last view each peer sent, verified; bounded by bytes
 	peersHold *lru.Cache[peer.ID, string]       // the hash of our view each peer last said it holds
@@ -87,4 +90,49 @@ func (cs *Conversations) resetAll() {
 	for _, c := range cs.convs {
 		c.stream.Reset()
 	}
+}
+
+// ErrNoConversation: the conversation a request named is not open (it
+// closed, it never existed, or it is with another peer).
+var ErrNoConversation = errors.New("no such open conversation")
+
+// conversationWith returns the newest open conversation with pid, or nil.
+// Newest, because a peer greets again to take up what the owner changed
+// (a raised tier, a pinned key): an older conversation keeps the grant it
+// was opened under (nothing changes inside a conversation but the level).
+func (cs *Conversations) conversationWith(pid peer.ID) *conv {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	var newest *conv
+	for _, c := range cs.convs {
+		if c.peer == pid && !c.Closed() && (newest == nil || c.order > newest.order) {
+			newest = c
+		}
+	}
+	return newest
+}
+
+// pick returns the conversation a request to pid should travel in: the
+// open conversation convID when one is named (it must be with pid), else
+// the newest open one with pid, else nil (the caller greets).
+func (cs *Conversations) pick(pid peer.ID, convID string) (*conv, error) {
+	if convID == "" {
+		return cs.conversationWith(pid), nil
+	}
+	c := cs.conversation(convID)
+	switch {
+	case c == nil || c.Closed():
+		return nil, fmt.Errorf("%w: %s is not open (greet the peer for a new one; leave out the conversation to use the newest)", ErrNoConversation, convID)
+	case c.peer != pid:
+		return nil, fmt.Errorf("%w: %s is a conversation with %s, not %s", ErrNoConversation, convID, c.peer, pid)
+	}
+	return c, nil
+}
+
+// Newest returns the ID of the newest open conversation with pid, or "".
+func (cs *Conversations) Newest(pid peer.ID) string {
+	if c := cs.conversationWith(pid); c != nil {
+		return c.ID
+	}
+	return ""
 }

@@ -43,6 +43,7 @@ type conv struct {
 	peer   peer.ID
 	stream *wire.Stream
 	wmu    sync.Mutex // one writer at a time
+	order  uint64     // when it opened, among this daemon's conversations (the newest is picked)
 
 	gmu        sync.Mutex
 	granted    negotiate.Granted // what this daemon grants the peer
@@ -308,7 +309,7 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 		err = cs.send(c, reply)
 	}
 	if err != nil {
-		cs.log.Warn("answering greeting", "peer", pid, "err", err)
+		cs.log.Warn("answering greeting", "peer", cs.named(pid), "err", err)
 		s.Reset()
 		return
 	}
@@ -325,7 +326,7 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 func (cs *Conversations) openInbound(s network.Stream) (*wire.Stream, peer.ID, gossip.Agent, bool) {
 	pid := s.Conn().RemotePeer()
 	if err := s.Scope().SetService(wire.ServiceName); err != nil {
-		cs.log.Debug("refusing stream", "peer", pid, "err", err)
+		cs.log.Debug("refusing stream", "peer", cs.named(pid), "err", err)
 		s.Reset()
 		return nil, pid, gossip.Agent{}, false
 	}
@@ -361,7 +362,7 @@ func (cs *Conversations) requester(pid peer.ID, level conditions.Level, agentID 
 func (cs *Conversations) act(c *conv, m *gossip.Message, pv pendingView, prop negotiate.Proposal) (alive, handled bool) {
 	if m.Headers.Phase == gossip.PhaseGreeting {
 		if _, err := cs.keepView(c.peer, m, pv); err != nil {
-			cs.log.Info("keeping a renegotiating greeting's view", "peer", c.peer, "err", err)
+			cs.log.Info("keeping a renegotiating greeting's view", "peer", cs.named(c.peer), "err", err)
 		}
 		c.raise(cs.grant(c.peer, m, pv.agentID(), prop), cs.order)
 	}
@@ -399,10 +400,10 @@ func (cs *Conversations) serve(c *conv) {
 			return
 		case isStreamFailure(err):
 			// An idle conversation closes quietly (node/wire: idle conversation).
-			cs.log.Debug("conversation ended", "peer", c.peer, "conversation", c.ID, "err", err)
+			cs.log.Debug("conversation ended", "peer", cs.named(c.peer), "conversation", c.ID, "err", err)
 			return
 		case err != nil:
-			cs.log.Info("conversation ended", "peer", c.peer, "conversation", c.ID, "err", err)
+			cs.log.Info("conversation ended", "peer", cs.named(c.peer), "conversation", c.ID, "err", err)
 			return
 		}
 		alive, handled := cs.act(c, m, pv, again.Proposal)
@@ -571,7 +572,7 @@ func (cs *Conversations) receiveOnly(c *conv, expect func(m *gossip.Message) err
 		return nil, err
 	}
 	if m.Headers.Phase == gossip.PhaseError {
-		cs.log.Info("peer sent an error", "peer", c.peer, "conversation", c.ID, "error", remoteError(c.peer, m))
+		cs.log.Info("peer sent an error", "peer", cs.named(c.peer), "conversation", c.ID, "error", remoteError(c.peer, m))
 	}
 	cs.door.publish(in, c.ID, "")
 	return m, nil
@@ -746,7 +747,7 @@ func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView
 	}
 	if errors.Is(err, store.ErrCorrupt) {
 		// An unreadable cache entry must not lock the peer out for good.
-		cs.log.Warn("replacing unreadable peer cache entry", "peer", pid, "err", err)
+		cs.log.Warn("replacing unreadable peer cache entry", "peer", cs.named(pid), "err", err)
 		if err = cs.store.DeletePeer(pid.String()); err == nil {
 			changed, err = cs.store.PutPeer(rec)
 		}
@@ -793,7 +794,7 @@ func (cs *Conversations) verifyView(pid peer.ID, canon []byte) (hv heldView, kno
 // why. A stream that failed or ended has nobody to answer.
 func (cs *Conversations) refuseFrame(s *wire.Stream, pid peer.ID, remote gossip.Agent, cause error) {
 	if errors.Is(cause, io.EOF) || isStreamFailure(cause) {
-		cs.log.Debug("inbound stream ended before a message", "peer", pid, "err", cause)
+		cs.log.Debug("inbound stream ended before a message", "peer", cs.named(pid), "err", cause)
 		s.Reset()
 		return
 	}
@@ -830,7 +831,7 @@ func (cs *Conversations) sendError(c *conv, cause error, audit bool) bool {
 	}
 	e.Body = gossip.Body{Text: errorText(body), Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: toJSONValue(body)}}}
 	if err := cs.write(c, e, audit); err != nil {
-		cs.log.Debug("could not send error phase message", "peer", c.peer, "err", err)
+		cs.log.Debug("could not send error phase message", "peer", cs.named(c.peer), "err", err)
 		return false
 	}
 	return true
@@ -849,6 +850,8 @@ func (cs *Conversations) recordSent(transport string, pid peer.ID, m *gossip.Mes
 
 func (cs *Conversations) open(c *conv) {
 	cs.mu.Lock()
+	cs.opened++
+	c.order = cs.opened
 	cs.convs[c.ID] = c
 	cs.mu.Unlock()
 	cs.events.publish(Event{Type: EventConversation, At: cs.now(), Peer: c.peer.String(), ConversationID: c.ID, Detail: "open"})

@@ -62,6 +62,7 @@ const (
 	retryMax        = 5 * time.Minute  // the retry backoff's ceiling
 	retryNoPeers    = 5 * time.Second  // its ceiling while no DHT peer is known at all
 	growthCheck     = time.Minute      // how often the routing table's growth is looked at
+	peerCheck       = time.Second      // how often, while records are owed, the routing table is looked at for new DHT peers
 	joinTimeout     = 30 * time.Second // dialing one bootstrap peer
 )
 
@@ -79,7 +80,7 @@ const (
 // negotiate.ErrInvalidVersion.
 var (
 	ErrDHTOff     = errors.New("the DHT is off (discovery.dht = \"off\"); set it to auto, server or client")
-	ErrNoDHTPeers = errors.New("no DHT peers known yet: add discovery.bootstrap peers, or connect to a daemon")
+	ErrNoDHTPeers = errors.New("no DHT server reachable")
 )
 
 // errNoDHTPeers: a provide round had nobody to send records to.
@@ -264,6 +265,19 @@ func (d *capabilityDHT) changed() {
 	}
 }
 
+// noServer is ErrNoDHTPeers with what this daemon is connected to and
+// what would help: only DHT servers enter the routing table, and a
+// daemon on auto behind a NAT is a client, so daemons that all run auto
+// behind NATs find nobody however connected they are.
+func (d *capabilityDHT) noServer() error {
+	n := len(d.host.Network().Peers())
+	if n == 0 {
+		return fmt.Errorf("%w: this daemon is connected to no peer; list a DHT server in discovery.bootstrap, or connect to one", ErrNoDHTPeers)
+	}
+	return fmt.Errorf("%w: none of the %d peers this daemon is connected to is a DHT server; "+
+		"set discovery.dht = \"server\" on a daemon the others can reach (a relay, say) and list it in discovery.bootstrap", ErrNoDHTPeers, n)
+}
+
 // hasPeers reports whether the routing table holds anyone to ask.
 func (d *capabilityDHT) hasPeers() bool { return d.dht.RoutingTable().Size() > 0 }
 
@@ -296,6 +310,9 @@ func (d *capabilityDHT) provideLoop() {
 	full := false
 	renewal := 0   // early renewals made so far
 	lastSize := -1 // routing table size at the last full round that went out
+	peers := time.NewTicker(peerCheck)
+	defer peers.Stop()
+	var tried map[peer.ID]bool // the DHT peers a round that failed was sent to
 	for {
 		select {
 		case <-ctx.Done():
@@ -309,7 +326,14 @@ func (d *capabilityDHT) provideLoop() {
 			full = true
 		case <-d.kick:
 		case <-retry:
+		case <-peers.C:
+			// While records are owed, a DHT peer not there at the last
+			// attempt is worth one now, not at the end of the backoff.
+			if retry == nil || !d.newPeer(tried) {
+				continue
+			}
 		}
+		tried = d.routingPeers()
 		err := d.provideRound(full)
 		switch {
 		case ctx.Err() != nil:
@@ -342,12 +366,35 @@ func (d *capabilityDHT) provideLoop() {
 	}
 }
 
+// routingPeers is the set of peers in the routing table now.
+func (d *capabilityDHT) routingPeers() map[peer.ID]bool {
+	out := map[peer.ID]bool{}
+	for _, p := range d.dht.RoutingTable().ListPeers() {
+		out[p] = true
+	}
+	return out
+}
+
+// newPeer reports whether the routing table holds a peer not in tried.
+func (d *capabilityDHT) newPeer(tried map[peer.ID]bool) bool {
+	for _, p := range d.dht.RoutingTable().ListPeers() {
+		if !tried[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// join dials the bootstrap peers and bootstraps the DHT. The dials are
+// not held back by the swarm's dial backoff (forgetDialFailures): the
+// provide loop paces the attempts itself.
 func (d *capabilityDHT) join(timeout time.Duration) {
 	var wg sync.WaitGroup
 	for _, ai := range d.boot {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(d.tasks.ctx, timeout)
 			defer cancel()
+			forgetDialFailures(d.host, ai.ID)
 			if err := d.host.Connect(ctx, ai); err != nil {
 				d.log.Warn("DHT bootstrap peer unreachable", "peer", ai.ID, "err", err)
 			}
@@ -473,7 +520,7 @@ func (d *Discovery) Find(ctx context.Context, capability, minVersion string, lim
 		if d.dht == nil {
 			return fail(ErrDHTOff)
 		}
-		return fail(ErrNoDHTPeers)
+		return fail(d.dht.noServer())
 	}
 	lctx, cancel := context.WithTimeout(ctx, findLookupTimeout)
 	provs := findCapabilityProviders(lctx, d.dht.dht, capability, d.host.ID(), limit)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -591,7 +593,10 @@ func TestDoorViewWithUnknownMembersIsKeptAsReceived(t *testing.T) {
 // the conversation ID its caller chose never reaches the agent as the
 // daemon's own.
 func TestDoorSignedInvokeKeepsTheCallersConversationOut(t *testing.T) {
-	alice := startDaemon(t, aliceConfig(""))
+	cfg := aliceConfig("")
+	// A capability the agent answers (ping is the daemon's own).
+	cfg.Capabilities = append(cfg.Capabilities, map[string]any{"name": "echo", "description": "The parameters back"})
+	alice := startDaemon(t, cfg)
 	events := watchAgent(t, alice)
 	caller, _ := identity.Generate(nil)
 	now := time.Now()
@@ -599,7 +604,7 @@ func TestDoorSignedInvokeKeepsTheCallersConversationOut(t *testing.T) {
 		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
 		From: gossip.Agent{Agent: caller.DID()}, To: []gossip.Agent{{Agent: alice.id.DID()}},
 		ConversationID: "conv:chosen-by-caller", Sequence: 1, Phase: gossip.PhaseProbe, ContentType: gossip.DefaultContentType,
-		Capabilities: &gossip.CapabilityHeaders{Request: []string{"ping"}},
+		Capabilities: &gossip.CapabilityHeaders{Request: []string{"echo"}},
 	}}
 	if err := m.Sign(caller, now); err != nil {
 		t.Fatal(err)
@@ -742,4 +747,77 @@ func TestDoorStrangersCannotCrowdTheAgent(t *testing.T) {
 	if len(all) != len(written)+1 || accounted != flood+1 {
 		t.Errorf("the record of refusals accounts for %d refusals in %d records, want %d in %d", accounted, len(all), flood+1, len(written)+1)
 	}
+}
+
+// An idle conversation, both sides with the same stream timeout (as two
+// daemons of one configuration have), ends without a line above debug on
+// either side: no "refused message", no "conversation ended" at info.
+func TestIdleConversationLogsNothingAboveDebug(t *testing.T) {
+	start := func(cfg *Config, logs *syncBuffer) *testDaemon {
+		cfg.Limits.StreamTimeout.Duration = 300 * time.Millisecond
+		h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+		id, err := h.Init(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := New(cfg, id, h, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		return &testDaemon{Node: n, home: h, cfg: cfg, id: id}
+	}
+	var aliceLogs, bobLogs syncBuffer
+	alice, bob := start(aliceConfig(""), &aliceLogs), start(loopbackConfig(), &bobLogs)
+	connect(t, bob, alice)
+	res := greet(t, bob, alice)
+	for _, d := range []*testDaemon{alice, bob} {
+		eventually(t, "the idle conversation to end", func() bool { return d.convs.conversation(res.ConversationID) == nil })
+	}
+	for name, logs := range map[string]*syncBuffer{"alice": &aliceLogs, "bob": &bobLogs} {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "refused message") || strings.Contains(l, "conversation ended") || strings.Contains(l, "deadline") {
+				t.Errorf("%s logged for an idle conversation: %s", name, l)
+			}
+		}
+	}
+}
+
+// A log line about a peer names it by the display name from its view,
+// after its peer ID.
+func TestLogsNamePeersByDisplay(t *testing.T) {
+	var logs syncBuffer
+	cfg := aliceConfig("")
+	h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+	id, err := h.Init(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(cfg, id, h, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	alice := &testDaemon{Node: n, home: h, cfg: cfg, id: id}
+	bobCfg := loopbackConfig()
+	bobCfg.Identity.Display = "Bob's agent"
+	bob := startDaemon(t, bobCfg)
+	connect(t, bob, alice)
+	greet(t, bob, alice)
+	if _, err := bob.Invoke(context.Background(), alice.id.PeerID(), "calendar.availability", nil); err == nil {
+		t.Fatal("bob, a stranger, was let use the calendar")
+	}
+	want := fmt.Sprintf("peer=\"%s \\\"Bob's agent\\\"\"", bob.id.PeerID())
+	if line := lineContaining(logs.String(), "refused capability request"); !strings.Contains(line, want) {
+		t.Fatalf("alice's log line: %q, want it to name bob as %s", line, want)
+	}
+}
+
+func lineContaining(out, s string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
 }

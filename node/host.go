@@ -6,9 +6,11 @@ import (
 	"github.com/ifaced/ifaced/identity"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
@@ -30,7 +32,13 @@ func peerStreamShare(maxStreams int) int { return max(maxStreams/8, 8) }
 // peer may hold an eighth), and a connection manager with the configured
 // water marks. Metrics stay off. extra adds what reachability needs
 // (relay.go).
+//
+// Every configured listen address must be free (claimListenAddrs): a
+// daemon never shares a port with another.
 func newHost(cfg *Config, id *identity.Identity, extra ...libp2p.Option) (host.Host, error) {
+	if err := claimListenAddrs(cfg.Listen.Addresses); err != nil {
+		return nil, err
+	}
 	scaling := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&scaling)
 	concrete := scaling.Scale(int64(cfg.Limits.MaxMemoryMB)<<20, maxFDs)
@@ -79,4 +87,15 @@ func newHost(cfg *Config, id *identity.Identity, extra ...libp2p.Option) (host.H
 		return nil, fmt.Errorf("starting libp2p host: %w", err)
 	}
 	return h, nil
+}
+
+// forgetDialFailures clears the swarm's dial backoff for p, which after
+// failed dials refuses new ones for 5 s plus a second per failure
+// squared, up to 5 minutes. The loops that dial the peers the owner named
+// (bootstrap peers, relays) pace their own attempts, and a peer that came
+// back is to be used at their next one.
+func forgetDialFailures(h host.Host, p peer.ID) {
+	if sw, ok := h.Network().(*swarm.Swarm); ok {
+		sw.Backoff().Clear(p)
+	}
 }

@@ -2,11 +2,12 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"github.com/ifaced/ifaced/conditions"
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/wire"
@@ -134,11 +135,21 @@ type InvokeResult struct {
 }
 
 // Invoke asks pid to run a capability with params (a JSON value, nil for
-// none), in an open conversation with pid or, when there is none, in a
-// new one opened by a greeting. A refusal comes back as *wire.RemoteError
-// carrying the peer's explanation.
+// none), in the newest open conversation with pid or, when there is none,
+// in a new one opened by a greeting. A refusal comes back as
+// *wire.RemoteError carrying the peer's explanation.
 func (cs *Conversations) Invoke(ctx context.Context, pid peer.ID, capability string, params any) (*InvokeResult, error) {
-	c := cs.conversationWith(pid)
+	return cs.InvokeIn(ctx, pid, "", capability, params)
+}
+
+// InvokeIn is Invoke in the open conversation convID with pid; with convID
+// empty, in the newest one (or a new one). A named conversation that is
+// not open is ErrNoConversation: it is never replaced by another.
+func (cs *Conversations) InvokeIn(ctx context.Context, pid peer.ID, convID, capability string, params any) (*InvokeResult, error) {
+	c, err := cs.pick(pid, convID)
+	if err != nil {
+		return nil, fmt.Errorf("invoking %s: %w", capability, err)
+	}
 	if c == nil {
 		r, err := cs.Greet(ctx, pid, negotiate.Proposal{})
 		if err != nil {
@@ -204,13 +215,13 @@ func isRequest(m *gossip.Message) bool {
 func (cs *Conversations) handleRequest(c *conv, req *gossip.Message) {
 	result, name, err := cs.runRequest(c, req)
 	if err != nil {
-		cs.log.Info("refused capability request", "peer", c.peer, "capability", name, "code", wire.CodeOf(err), "err", err)
+		cs.log.Info("refused capability request", "peer", cs.named(c.peer), "capability", name, "code", wire.CodeOf(err), "err", err)
 		cs.answerError(c, req, err)
 		return
 	}
 	m, err := c.Next(gossip.PhaseProbe, cs.now())
 	if err != nil {
-		cs.log.Info("answering capability request", "peer", c.peer, "capability", name, "err", err)
+		cs.log.Info("answering capability request", "peer", cs.named(c.peer), "capability", name, "err", err)
 		return
 	}
 	m.Headers.Thread = &gossip.Thread{InReplyTo: req.Headers.MessageID}
@@ -218,7 +229,7 @@ func (cs *Conversations) handleRequest(c *conv, req *gossip.Message) {
 	m.Body = gossip.Body{Text: fmt.Sprintf("Result of %s.", name),
 		Parts: []gossip.Part{{ContentType: "application/json", Name: partResult, Content: toJSONValue(result)}}}
 	if err := cs.send(c, m); err != nil {
-		cs.log.Info("answering capability request", "peer", c.peer, "capability", name, "err", err)
+		cs.log.Info("answering capability request", "peer", cs.named(c.peer), "capability", name, "err", err)
 	}
 }
 
@@ -237,7 +248,40 @@ func (cs *Conversations) runRequest(c *conv, req *gossip.Message) (any, string, 
 		params = p.Content
 	}
 	result, err := cs.invoker.execute(name, params, g, c.peer.String(), c.ID)
+	if err != nil {
+		err = cs.regrant(c, name, g, err)
+	}
 	return result, name, err
+}
+
+// regrantError is a refusal in a conversation whose grant the owner has
+// since raised: the request would be taken in a conversation opened now.
+// Its hint says so (a conversation keeps the grant it opened with; only
+// the authentication level rises inside one).
+type regrantError struct {
+	error
+	hint string
+}
+
+func (e *regrantError) Unwrap() error { return e.error }
+
+// regrant turns a refusal for unmet conditions into a regrantError when
+// what the owner's policy grants pid now (the most it grants, under the
+// conversation's persona) would meet them.
+func (cs *Conversations) regrant(c *conv, name string, g negotiate.Granted, err error) error {
+	var nm *conditions.NotMetError
+	if !errors.As(err, &nm) {
+		return err
+	}
+	now := g.Raise(cs.grant(c.peer, nil, "", negotiate.Proposal{Persona: g.Persona, Temperature: conditions.Hot}), cs.order)
+	if now.Disclosure == g.Disclosure && now.Temperature == g.Temperature && now.AuthLevel == g.AuthLevel {
+		return err
+	}
+	if _, again := cs.docs.current().Decide(name, now.Facts(c.peer.String(), 0), cs.order, busyRetry); again != nil {
+		return err
+	}
+	return &regrantError{error: err, hint: fmt.Sprintf("greet again: the owner now grants you disclosure %q, temperature %q, "+
+		"but conversation %s keeps the grant it opened with (%q, %q)", now.Disclosure, now.Temperature, c.ID, g.Disclosure, g.Temperature)}
 }
 
 // invoker runs capabilities for requesters the door admitted: it decides
@@ -246,23 +290,26 @@ func (cs *Conversations) runRequest(c *conv, req *gossip.Message) (any, string, 
 // output. Every transport's requests come through execute, so none can
 // skip a check.
 type invoker struct {
-	docs    *documents
-	order   *conditions.TierOrder
-	work    *invocations // running invocations per capability (max_concurrent)
-	bridge  *bridge
-	timeout time.Duration // agent.timeout
-	ctx     context.Context
-	now     func() time.Time
+	docs     *documents
+	standard *standardAnswers // the IFP-7 capabilities the daemon answers itself
+	order    *conditions.TierOrder
+	work     *invocations // running invocations per capability (max_concurrent)
+	bridge   *bridge
+	timeout  time.Duration // agent.timeout
+	ctx      context.Context
+	now      func() time.Time
 }
 
 func newInvoker(docs *documents, order *conditions.TierOrder, work *invocations, b *bridge, timeout time.Duration,
 	ctx context.Context, now func() time.Time) *invoker {
-	return &invoker{docs: docs, order: order, work: work, bridge: b, timeout: timeout, ctx: ctx, now: now}
+	return &invoker{docs: docs, standard: newStandardAnswers(docs), order: order, work: work, bridge: b, timeout: timeout, ctx: ctx, now: now}
 }
 
 // execute runs capability name for a requester the daemon granted g: the
 // conditions on those facts, the parameters against the schema, the
-// workload limit, the local agent, and the output against its schema.
+// workload limit, the local agent (or the daemon itself, for the standard
+// capabilities it answers: standardAnswers), and the output against its
+// schema.
 // Every transport's requests come through here, so none can skip a check.
 // requester is the peer ID, or "" for an anonymous HTTP caller.
 func (iv *invoker) execute(name string, params any, g negotiate.Granted, requester, convID string) (any, error) {
@@ -280,6 +327,15 @@ func (iv *invoker) execute(name string, params any, g negotiate.Granted, request
 	}
 	if err := schemas.CheckParams(name, params); err != nil {
 		return nil, err
+	}
+	if result, ok, err := iv.standard.answer(name, g, requester); ok {
+		if err != nil {
+			return nil, err
+		}
+		if err := schemas.CheckOutput(name, result); err != nil {
+			return nil, err
+		}
+		return result, nil
 	}
 	seen, ok := iv.work.start(name, cap.Conds().MaxConcurrent)
 	if !ok {
@@ -307,6 +363,9 @@ func (iv *invoker) execute(name string, params any, g negotiate.Granted, request
 // conversation.
 func (cs *Conversations) answerError(c *conv, req *gossip.Message, cause error) {
 	body := wire.NewErrorBody(cause)
+	if rg := (*regrantError)(nil); errors.As(cause, &rg) {
+		body.Hint = rg.hint
+	}
 	e, err := c.Next(gossip.PhaseError, cs.now())
 	if err != nil {
 		return
@@ -314,7 +373,7 @@ func (cs *Conversations) answerError(c *conv, req *gossip.Message, cause error) 
 	e.Headers.Thread = &gossip.Thread{InReplyTo: req.Headers.MessageID}
 	e.Body = gossip.Body{Text: errorText(body), Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: toJSONValue(body)}}}
 	if err := cs.send(c, e); err != nil {
-		cs.log.Debug("sending error answer", "peer", c.peer, "err", err)
+		cs.log.Debug("sending error answer", "peer", cs.named(c.peer), "err", err)
 	}
 }
 
@@ -335,16 +394,4 @@ func errorText(b wire.ErrorBody) string {
 		text += fmt.Sprintf(" Retry after %d s.", b.RetryAfterSeconds)
 	}
 	return text
-}
-
-// conversationWith returns an open conversation with pid, if any.
-func (cs *Conversations) conversationWith(pid peer.ID) *conv {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	for _, c := range cs.convs {
-		if c.peer == pid && !c.Closed() {
-			return c
-		}
-	}
-	return nil
 }

@@ -304,3 +304,108 @@ func TestDisclosureSetAtRunTime(t *testing.T) {
 		t.Fatalf("override not removed: %+v", p.Map)
 	}
 }
+
+// After the owner raises a peer's tier and the peer greets again, a
+// request goes in the newest conversation, under the new grant, however
+// many older conversations are still open; a request in an older one
+// (named) is refused with a hint to greet again; a conversation that is
+// not open is never replaced by another.
+func TestInvokeUsesNewestConversation(t *testing.T) {
+	hook := httptest.NewServer(agent.Handler(nil))
+	defer hook.Close()
+	cfg := aliceConfig("")
+	cfg.Agent.Webhook = hook.URL
+	cfg.Rates.Cool = 600
+	alice := startDaemon(t, cfg)
+	bob, carol := startDaemon(t, nil), startDaemon(t, nil)
+	connect(t, bob, alice)
+	connect(t, bob, carol)
+	ctx := context.Background()
+	pid := alice.id.PeerID()
+
+	var old []string
+	for range 6 {
+		old = append(old, greet(t, bob, alice).ConversationID)
+	}
+	if _, err := bob.Invoke(ctx, pid, "calendar.availability", map[string]any{"days": 5}); remoteCode(t, err).Code != wire.CodeConditionsNotMet {
+		t.Fatalf("before the owner raised the tier: %v", err)
+	}
+	if err := alice.Policy().SetDisclosure("default", bob.id.PeerID().String(), "professional"); err != nil {
+		t.Fatal(err)
+	}
+	newest := greet(t, bob, alice).ConversationID
+	for i := range 3 {
+		res, err := bob.Invoke(ctx, pid, "calendar.availability", map[string]any{"days": 5})
+		if err != nil {
+			t.Fatalf("invoke %d after greeting again: %v", i, err)
+		}
+		if res.ConversationID != newest {
+			t.Fatalf("invoke %d went in %s, want the newest conversation %s", i, res.ConversationID, newest)
+		}
+	}
+	sent, err := bob.Send(ctx, pid, "in the newest")
+	if err != nil || sent.ConversationID != newest {
+		t.Fatalf("send: %+v, %v; want it said in %s", sent, err, newest)
+	}
+
+	// Named: an old conversation keeps its grant, and says how to get the new one.
+	_, err = bob.Conversations().InvokeIn(ctx, pid, old[0], "calendar.availability", map[string]any{"days": 5})
+	body := remoteCode(t, err)
+	if body.Code != wire.CodeConditionsNotMet || !strings.Contains(body.Hint, "greet again") {
+		t.Fatalf("in the old conversation: %+v, want conditions_not_met with a hint to greet again", body)
+	}
+	if sent, err := bob.Mail().SendIn(ctx, pid, old[1], "in an old one"); err != nil || sent.ConversationID != old[1] {
+		t.Fatalf("send in a named conversation: %+v, %v", sent, err)
+	}
+	withCarol := greet(t, bob, carol).ConversationID
+	for _, id := range []string{"conv:01NOSUCHCONVERSATION000000", withCarol} {
+		if _, err := bob.Conversations().InvokeIn(ctx, pid, id, "ping", nil); !errors.Is(err, ErrNoConversation) {
+			t.Fatalf("invoking in %s: %v, want ErrNoConversation", id, err)
+		}
+		if _, err := bob.Mail().SendIn(ctx, pid, id, "lost?"); !errors.Is(err, ErrNoConversation) {
+			t.Fatalf("sending in %s: %v, want ErrNoConversation", id, err)
+		}
+	}
+}
+
+// The IFP-7 standard capabilities the daemon declares are answered by the
+// daemon itself, with no local agent, under their declared conditions;
+// the others still go to the agent.
+func TestStandardCapabilitiesAnsweredByTheDaemon(t *testing.T) {
+	cfg := loopbackConfig()
+	cfg.Capabilities = append(StandardCapabilities(),
+		map[string]any{"name": "calendar.availability", "description": "Share calendar availability windows"},
+		map[string]any{"name": "diary.read", "description": "Read the diary", "advertise": "when-eligible",
+			"conditions": map[string]any{"min_disclosure": "close"}})
+	alice := startDaemon(t, cfg) // no local agent
+	bob := startDaemon(t, nil)
+	connect(t, bob, alice)
+	ctx := context.Background()
+	pid := alice.id.PeerID()
+
+	res, err := bob.Invoke(ctx, pid, "ping", nil)
+	if err != nil || res.Result != "pong" {
+		t.Fatalf("ping: %+v, %v; want pong", res, err)
+	}
+	res, err = bob.Invoke(ctx, pid, "capabilities.get", nil)
+	if err != nil {
+		t.Fatalf("capabilities.get: %v", err)
+	}
+	raw, _ := json.Marshal(res.Result)
+	var view negotiate.Document
+	if err := json.Unmarshal(raw, &view); err != nil {
+		t.Fatalf("capabilities.get answered %s: %v", raw, err)
+	}
+	greeted := greet(t, bob, alice).View
+	if capNames(&view) != capNames(greeted) || view.AgentID != greeted.AgentID || strings.Contains(string(raw), "diary.read") {
+		t.Fatalf("capabilities.get: %s\nwant bob's view, as greeted: %s", capNames(&view), capNames(greeted))
+	}
+	res, err = bob.Invoke(ctx, pid, "identity.verify", nil)
+	if got, _ := res.Result.(map[string]any); err != nil || got["supported"] != true {
+		t.Fatalf("identity.verify: %+v, %v", res, err)
+	}
+	// The rest is the agent's, and alice has none.
+	if _, err := bob.Invoke(ctx, pid, "calendar.availability", nil); remoteCode(t, err).Code != wire.CodeAgentUnavailable {
+		t.Fatalf("calendar without an agent: %v, want agent_unavailable", err)
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	pbv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/pb"
 	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
@@ -96,17 +98,33 @@ type SendResult struct {
 	Detail         string `json:"detail,omitempty"`
 }
 
-// Send says text to pid: in the open conversation with it if there is
-// one, else in a new one (a greeting, dialled through any address known,
+// Send says text to pid: in the newest open conversation with it if there
+// is one, else in a new one (a greeting, dialled through any address known,
 // relayed ones included); if the peer cannot be reached, the text is
 // queued for its mailbox relays as a one-message conversation.
 func (mb *Mail) Send(ctx context.Context, pid peer.ID, text string) (*SendResult, error) {
+	return mb.SendIn(ctx, pid, "", text)
+}
+
+// SendIn is Send in the open conversation convID with pid; with convID
+// empty, in the newest open conversation with pid (or a new one, or the
+// mailbox). A named conversation that is not open is ErrNoConversation:
+// the text is neither said elsewhere nor queued.
+func (mb *Mail) SendIn(ctx context.Context, pid peer.ID, convID, text string) (*SendResult, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, errors.New("sending: the text is empty")
 	}
 	for attempt := 0; ; attempt++ {
-		c := mb.convs.conversationWith(pid)
+		c, err := mb.convs.pick(pid, convID)
+		if err != nil {
+			return nil, fmt.Errorf("sending to %s: %w", pid, err)
+		}
 		fresh := c == nil
+		if fresh && convID == "" {
+			if why := mb.away(ctx, pid); why != nil {
+				return mb.queueMail(pid, text, why)
+			}
+		}
 		if fresh {
 			res, err := mb.convs.Greet(ctx, pid, negotiate.Proposal{})
 			if err != nil {
@@ -125,13 +143,13 @@ func (mb *Mail) Send(ctx context.Context, pid peer.ID, text string) (*SendResult
 		if err == nil {
 			return &SendResult{ConversationID: c.ID, MessageID: m.Headers.MessageID, Delivered: "conversation"}, nil
 		}
-		if fresh || attempt > 0 || ctx.Err() != nil {
+		if fresh || attempt > 0 || convID != "" || ctx.Err() != nil {
 			return nil, err
 		}
 		// The conversation looked open but could not carry the message
 		// (its stream died with a relay, say, or the peer closed it): end
 		// it, and greet again through whatever path works now.
-		mb.log.Info("an open conversation failed; greeting again", "peer", pid, "conversation", c.ID, "err", err)
+		mb.log.Info("an open conversation failed; greeting again", "peer", mb.named(pid), "conversation", c.ID, "err", err)
 		c.stream.Reset()
 		mb.convs.closeConv(c)
 	}
@@ -427,6 +445,7 @@ func (mb *Mail) fetchMail(relay peer.ID) {
 			return
 		}
 		var done []string
+		taken := 0
 		for _, mail := range res.Messages {
 			if err := mb.acceptMail(relay, mail); err != nil {
 				if errors.Is(err, errAudit) {
@@ -436,8 +455,13 @@ func (mb *Mail) fetchMail(relay peer.ID) {
 					continue
 				}
 				mb.log.Info("refused mail", "relay", relay, "mail_id", mail.ID, "err", err)
+			} else {
+				taken++
 			}
 			done = append(done, mail.ID)
+		}
+		if len(res.Messages) > 0 {
+			mb.log.Info("fetched mail", "relay", relay, "messages", len(res.Messages), "accepted", taken, "more", res.More)
 		}
 		if len(done) > 0 {
 			// The relay deletes what is acknowledged: it must be on disk here first.
@@ -492,13 +516,13 @@ func (mb *Mail) handleMailbox(s network.Stream) {
 	ws := wire.NewStream(s, mb.cfg.Limits.StreamTimeout.Duration).WithBudget(mb.door.budget, pid)
 	answer := func(res *wire.MailboxResponse) {
 		if err := ws.WriteMailbox(res); err != nil {
-			mb.log.Debug("answering a mailbox request", "peer", pid, "err", err)
+			mb.log.Debug("answering a mailbox request", "peer", mb.named(pid), "err", err)
 			s.Reset()
 		}
 	}
 	fail := func(err error) {
 		body := wire.NewErrorBody(err)
-		mb.log.Info("refused a mailbox request", "peer", pid, "err", err)
+		mb.log.Info("refused a mailbox request", "peer", mb.named(pid), "err", err)
 		answer(&wire.MailboxResponse{Error: &body})
 	}
 	raw, err := ws.ReadMailbox()
@@ -535,9 +559,9 @@ func (mb *Mail) handleMailbox(s network.Stream) {
 			evicted, err := mb.store.Mailboxes().RegisterMailbox(pid.String(), addressClass(s.Conn().RemoteMultiaddr()), now,
 				store.MailboxLimits{Max: mb.maxMailboxes(), PerAddress: mailboxesPerAddress})
 			if err != nil {
-				mb.log.Warn("registering a mailbox", "peer", pid, "err", err)
+				mb.log.Warn("registering a mailbox", "peer", mb.named(pid), "err", err)
 			} else if evicted != "" {
-				mb.log.Info("the mailbox table is full; dropped the least recently used mailbox", "peer", pid, "dropped", evicted)
+				mb.log.Info("the mailbox table is full; dropped the least recently used mailbox", "peer", mb.named(pid), "dropped", evicted)
 			}
 		}
 		limit := wire.MaxMailBatch
@@ -684,4 +708,93 @@ func (mb *Mail) pruneMail() {
 	if dropped > 0 {
 		mb.log.Info("dropped expired mail", "messages", dropped)
 	}
+}
+
+// noReservation is how go-libp2p's circuit v2 client reports a relay's
+// answer that the peer holds no slot there (client.dial: "error opening
+// relay circuit: NO_RESERVATION (204)"); TestSendToAnAwayPeerQueuesAtOnce
+// pins it to the go-libp2p in use.
+var noReservation = pbv2.Status_name[int32(pbv2.Status_NO_RESERVATION)]
+
+// awayProbe bounds the race of away.
+const awayProbe = 10 * time.Second
+
+// away races the two ways to reach a peer that is not connected: its
+// direct addresses (the cache's, which for a peer behind a NAT are often
+// LAN addresses nobody else can reach, whose dials only time out) and a
+// circuit through each relay its document names. It returns why the peer
+// is away when every one of those relays answers that the peer holds no
+// slot there before a direct dial has connected: a peer that names
+// relays keeps a slot on them while it runs, so its mail can be queued at
+// once rather than after the direct dials time out (about 5 s each). nil
+// means: greet as usual (connected, reached directly, reachable through a
+// relay, or no clear answer). A circuit that opens is closed again; the
+// greeting opens its own.
+func (mb *Mail) away(ctx context.Context, pid peer.ID) error {
+	if mb.host.Network().Connectedness(pid) != network.NotConnected {
+		return nil
+	}
+	relays := mb.mailRelays(pid)
+	sw, ok := mb.host.Network().(*swarm.Swarm)
+	if len(relays) == 0 || !ok {
+		return nil
+	}
+	mb.dialHints(pid)
+	ctx, cancel := context.WithTimeout(ctx, awayProbe)
+	defer cancel()
+	defer context.AfterFunc(mb.ctx, cancel)() // the dials below end with the daemon too
+	direct := make(chan error, 1)
+	go func() {
+		direct <- mb.host.Connect(network.WithForceDirectDial(ctx, "ifaced: send races direct and relayed dials"), peer.AddrInfo{ID: pid})
+	}()
+	type answer struct {
+		relay peer.ID
+		away  bool
+	}
+	answers := make(chan answer, len(relays))
+	for _, r := range relays {
+		go func() {
+			answers <- answer{r.ID, mb.probeCircuit(ctx, sw, r, pid)}
+		}()
+	}
+	var without []string
+	for pending := len(relays); pending > 0; {
+		select {
+		case err := <-direct:
+			if err == nil {
+				return nil // reached directly
+			}
+			direct = nil // failed: the relays decide
+		case a := <-answers:
+			pending--
+			if !a.away {
+				return nil // reachable through this relay, or no clear answer
+			}
+			without = append(without, a.relay.String())
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	return fmt.Errorf("it holds no slot on its relays (%s), so it is away", strings.Join(without, ", "))
+}
+
+// probeCircuit opens a circuit to pid through relay and reports whether
+// the relay answered that pid holds no slot there.
+func (mb *Mail) probeCircuit(ctx context.Context, sw *swarm.Swarm, relay peer.AddrInfo, pid peer.ID) bool {
+	for _, a := range relay.Addrs {
+		addr := a.Encapsulate(multiaddr.StringCast("/p2p/" + relay.ID.String() + "/p2p-circuit"))
+		tpt := sw.TransportForDialing(addr)
+		if tpt == nil {
+			return false
+		}
+		conn, err := tpt.Dial(ctx, addr, pid)
+		if err == nil {
+			conn.Close()
+			return false
+		}
+		if strings.Contains(err.Error(), noReservation) {
+			return true
+		}
+	}
+	return false
 }

@@ -648,3 +648,35 @@ func TestHiddenChangeIsNotPushed(t *testing.T) {
 		t.Fatalf("bob received %d updates, want only the visible one", updates)
 	}
 }
+
+// A listen address another daemon holds is refused at start, naming the
+// address and the process; TCP (which go-libp2p would share through
+// SO_REUSEPORT) and QUIC alike.
+func TestListenAddressInUseRefused(t *testing.T) {
+	first := startDaemon(t, nil)
+	checked := 0
+	for _, a := range first.Host().Network().ListenAddresses() {
+		if _, _, ok := boundAddr(a.String()); !ok {
+			continue // the circuit address
+		}
+		checked++
+		cfg := loopbackConfig()
+		cfg.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0", a.String()}
+		h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+		id, err := h.Init(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := New(cfg, id, h, testLogger(t))
+		if err == nil {
+			n.Close()
+			t.Fatalf("a second daemon started on %s, which the first holds", a)
+		}
+		if !errors.Is(err, ErrAddressInUse) || !strings.Contains(err.Error(), a.String()) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+			t.Fatalf("on %s: %v, want ErrAddressInUse naming the address and this process", a, err)
+		}
+	}
+	if checked != 2 {
+		t.Fatalf("checked %d addresses, want TCP and QUIC", checked)
+	}
+}

@@ -307,6 +307,10 @@ func (mb *Mail) startReach() error {
 func (mb *Mail) keepReservation(info peer.AddrInfo, lost <-chan struct{}) {
 	wait := relayRetryMin
 	for {
+		// Not held back by the swarm's dial backoff: this loop paces its
+		// own attempts, and a relay that restarted is to be used again at
+		// the next one.
+		forgetDialFailures(mb.host, info.ID)
 		ctx, cancel := context.WithTimeout(mb.ctx, mb.cfg.Limits.StreamTimeout.Duration)
 		res, err := client.Reserve(ctx, mb.host, info)
 		cancel()

@@ -1,10 +1,14 @@
 package node
 
 import (
+	"log/slog"
+	"net"
+
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/multiformats/go-multiaddr"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -172,10 +176,14 @@ func TestConversationThroughRelayAndRecoveryThroughSecondRelay(t *testing.T) {
 			return e.Type == EventMessage && e.Message != nil && e.Message.Headers.MessageID == m.Headers.MessageID
 		})
 	}
-	if _, err := bob.Invoke(ctx, alice.id.PeerID(), "ping", nil); err == nil || !strings.Contains(err.Error(), "agent") {
+	if _, err := bob.Invoke(ctx, alice.id.PeerID(), "calendar.availability", nil); err == nil || !strings.Contains(err.Error(), "agent") {
 		// Alice has no local agent: the request crosses the relay and
 		// comes back as agent_unavailable, which proves the round trip.
-		t.Fatalf("bob invoking alice's ping through the relay: %v, want agent_unavailable", err)
+		t.Fatalf("bob invoking alice's calendar through the relay: %v, want agent_unavailable", err)
+	}
+	// ping alice's daemon answers itself (standardAnswers), agent or not.
+	if res, err := bob.Invoke(ctx, alice.id.PeerID(), "ping", nil); err != nil || res.Result != "pong" {
+		t.Fatalf("bob invoking alice's ping through the relay: %+v, %v, want pong", res, err)
 	}
 	if _, err := alice.Say(res.ConversationID, gossip.PhaseClose, "bye"); err != nil {
 		t.Fatal(err)
@@ -946,4 +954,94 @@ func TestEmptyMailboxesLapseAndQuotasHoldPerAddress(t *testing.T) {
 	if code := newStranger(t).publish(t, relay, kept.h.ID(), "one key too many"); code != wire.CodeMailboxFull {
 		t.Fatalf("a sixth message from one address: %q, want mailbox_full", code)
 	}
+}
+
+// TestSendToAnAwayPeerQueuesAtOnce: bob is away; his relay answers at once
+// that he holds no slot there, while a direct address alice knows for him
+// accepts TCP and then never speaks (as a LAN address behind another NAT
+// never answers). The message is queued for his mailbox at once, not
+// after that dial gives up.
+func TestSendToAnAwayPeerQueuesAtOnce(t *testing.T) {
+	_, alice, bob := mailSetup(t)
+	bob.Close()
+	waitGone(t, alice, bob)
+	hole, err := net.Listen("tcp", "127.0.0.1:0") // accepts into its backlog, never reads
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hole.Close()
+	alice.Host().Peerstore().AddAddr(bob.id.PeerID(), multiaddr.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", hole.Addr().(*net.TCPAddr).Port)), time.Hour)
+	// Far less than the dial of the silent address takes (the swarm's 5 s
+	// for a local address), far more than the relay's answer.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	sent, err := alice.Send(ctx, bob.id.PeerID(), "queued at once")
+	if err != nil || sent.Delivered != "queued" || !strings.Contains(sent.Detail, "holds no slot on its relays") {
+		t.Fatalf("send to an away peer: %+v, %v; want queued because its relay holds no slot for it", sent, err)
+	}
+}
+
+// TestFetchedMailIsDatedByArrival: mail fetched hours after it was
+// written is audited, listed and announced when it arrived, and its
+// fetch is logged at info.
+func TestFetchedMailIsDatedByArrival(t *testing.T) {
+	_, alice, bob := mailSetup(t)
+	bob.Close()
+	waitGone(t, alice, bob)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sent, err := alice.Send(ctx, bob.id.PeerID(), "written now, read later")
+	if err != nil || sent.Delivered != "queued" {
+		t.Fatalf("send: %+v, %v", sent, err)
+	}
+	waitFor(t, "the mail to leave alice's outbox", func() bool { items, _ := alice.Mail().Outbox(); return len(items) == 0 })
+
+	later := 3 * time.Hour
+	logs := &syncBuffer{}
+	bob.cfg.Limits.StreamTimeout.Duration = 5 * time.Second
+	n, err := New(bob.cfg, bob.id, bob.home, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		WithClock(func() time.Time { return time.Now().Add(later) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	bob = &testDaemon{Node: n, home: bob.home, cfg: bob.cfg, id: bob.id}
+	var conv gossip.AuditConversation
+	waitFor(t, "bob to audit the mail", func() bool {
+		convs, _ := bob.Audit().Conversations()
+		i := slices.IndexFunc(convs, func(c gossip.AuditConversation) bool { return c.ID == sent.ConversationID })
+		if i >= 0 {
+			conv = convs[i]
+		}
+		return i >= 0
+	})
+	written := time.Now()
+	if conv.First.Before(written.Add(later - time.Hour)) {
+		t.Errorf("the fetched mail is listed at %s, when it was written; want when it arrived (about %s)", conv.First, written.Add(later))
+	}
+	entries, err := bob.Audit().Entries(sent.ConversationID)
+	if err != nil || len(entries) != 1 || entries[0].At.Before(written.Add(later-time.Hour)) {
+		t.Fatalf("entries %+v, %v; want one, dated by arrival", entries, err)
+	}
+	waitFor(t, "an info line saying mail was fetched", func() bool {
+		return strings.Contains(logs.String(), "level=INFO msg=\"fetched mail\"")
+	})
+}
+
+// syncBuffer is a log sink the daemon's goroutines write while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -32,7 +32,7 @@ func (cs *Conversations) pushUpdates() {
 			ctx, cancel := context.WithTimeout(cs.ctx, cs.streamTimeout)
 			defer cancel()
 			if err := cs.pushUpdate(ctx, c); err != nil {
-				cs.log.Warn("pushing capability update", "peer", c.peer, "conversation", c.ID, "err", err)
+				cs.log.Warn("pushing capability update", "peer", cs.named(c.peer), "conversation", c.ID, "err", err)
 			}
 		})
 	}
@@ -163,7 +163,7 @@ func (cs *Conversations) handleUpdate(s network.Stream) {
 		Thread: &gossip.Thread{InReplyTo: m.Headers.MessageID},
 	}, Body: gossip.Body{Text: fmt.Sprintf("Thank you; I now hold your capabilities at seq %d.", m.Headers.Sequence)}}
 	if err := cs.send(c, ack); err != nil {
-		cs.log.Debug("acknowledging update", "peer", pid, "err", err)
+		cs.log.Debug("acknowledging update", "peer", cs.named(pid), "err", err)
 	}
 	s.Close()
 }

@@ -71,6 +71,16 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if st.Outbox > 0 {
 		fmt.Fprintf(w, "outbox         %d waiting for a peer's mailbox (`ifaced outbox`)\n", st.Outbox)
 	}
+	for i, c := range st.Connections {
+		label := ""
+		if i == 0 {
+			label = "connections"
+		}
+		fmt.Fprintf(w, "%-14s %s %s, %s (%s)\n", label, c.Peer, c.Via, c.Addr, c.Direction)
+	}
+	if len(st.Connections) == api.MaxStatusConnections {
+		fmt.Fprintf(w, "%-14s … (the first %d; `ifaced peers` lists every peer)\n", "", api.MaxStatusConnections)
+	}
 	return nil
 }
 
@@ -93,14 +103,14 @@ func runPeers(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if f.json {
-		return writeJSON(e.stdout, peers)
+		return writeJSON(e.stdout, api.PeerList{Peers: peers}) // the API's shape: {"peers": […]}
 	}
 	if len(peers) == 0 {
 		fmt.Fprintln(e.stdout, "no peers known (connect to one with `ifaced connect MULTIADDR`)")
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PEER\tDISPLAY\tSEQ\tAGE\tCONNECTED")
+	fmt.Fprintln(tw, "PEER\tDISPLAY\tSEQ\tAGE\tCONNECTED\tADDRESS")
 	for _, p := range peers {
 		seq, age := "-", "not greeted"
 		if p.Cached {
@@ -109,7 +119,23 @@ func runPeers(ctx context.Context, e *env, args []string) error {
 				age += " (stale)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.PeerID, orDash(p.Display), seq, age, yesNo(p.Connected))
+		// A connected peer shows where it is connected now; any other
+		// where it was last reached.
+		connected, addrs := "no", p.Addrs
+		if p.Connected {
+			connected, addrs = "yes", p.LiveAddrs
+			if p.Via == "relay" {
+				connected = "via relay"
+			}
+		}
+		addr := "-"
+		if len(addrs) > 0 {
+			addr = addrs[0]
+			if len(addrs) > 1 {
+				addr += fmt.Sprintf(" (+%d)", len(addrs)-1)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.PeerID, orDash(p.Display), seq, age, connected, addr)
 	}
 	return tw.Flush()
 }
@@ -208,16 +234,24 @@ func runGreet(ctx context.Context, e *env, args []string) error {
 }
 
 func runSay(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "say", "CONVERSATION --phase P --text TEXT", true)
+	f := newFlags(e, "say", "CONVERSATION|PEER --phase P --text TEXT", true)
 	phase := f.String("phase", "", "the phase: context, probe, recommend or close")
 	text := f.String("text", "", "the message text")
+	convID := f.String("conversation", "", "the conversation to say it in (default: the peer's newest open one)")
 	pos, err := f.parseInterleaved(args)
 	if err != nil {
 		return err
 	}
+	req := api.SayRequest{ConversationID: *convID, Phase: gossip.Phase(*phase), Text: *text}
 	switch {
-	case len(pos) != 1:
-		return usageError("say takes one CONVERSATION (see `ifaced audit` or the ID greet printed)")
+	case len(pos) == 1 && req.ConversationID == "" && strings.HasPrefix(pos[0], "conv:"):
+		req.ConversationID = pos[0]
+	case len(pos) == 1:
+		req.Peer = pos[0] // its newest open conversation, unless --conversation names one
+	}
+	switch {
+	case len(pos) > 1 || len(pos) == 0 && req.ConversationID == "":
+		return usageError("say takes one CONVERSATION (the ID greet printed; `ifaced audit` lists them) or a PEER (its newest open conversation)")
 	case *phase == "":
 		return usageError("say needs --phase (context, probe, recommend or close)")
 	case *text == "" && *phase != string(gossip.PhaseClose):
@@ -228,7 +262,7 @@ func runSay(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
-	m, err := c.Say(ctx, api.SayRequest{ConversationID: pos[0], Phase: gossip.Phase(*phase), Text: *text})
+	m, err := c.Say(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -574,10 +574,11 @@ func ownPeerID(t *testing.T, h node.Home) string {
 func checkRestarted(t *testing.T, aHome node.Home, b *node.Node) {
 	t.Helper()
 	bID := b.ID().PeerID()
-	var peers []api.Peer
-	if err := json.Unmarshal([]byte(mustRun(t, aHome.Dir, "peers", "--json")), &peers); err != nil {
+	var peerList api.PeerList // peers --json has the API's shape
+	if err := json.Unmarshal([]byte(mustRun(t, aHome.Dir, "peers", "--json")), &peerList); err != nil {
 		t.Fatal(err)
 	}
+	peers := peerList.Peers
 	if !slices.ContainsFunc(peers, func(p api.Peer) bool { return p.PeerID == bID.String() && p.Cached && p.Seq == b.Document().Seq }) {
 		t.Errorf("peers after the restart does not list B's cached view: %+v", peers)
 	}

@@ -39,7 +39,7 @@ func TestFindVerb(t *testing.T) {
 	var out string
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		r := ifaced(t, b, "find", "calendar.availability")
-		if r.code != 0 && !strings.Contains(r.stderr, "no DHT peers known yet") {
+		if r.code != 0 && !strings.Contains(r.stderr, "no DHT server reachable") {
 			t.Fatalf("find: exit %d\n%s", r.code, r.stderr)
 		}
 		out = r.stdout

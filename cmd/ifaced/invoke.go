@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/wire"
 )
@@ -14,6 +15,7 @@ import (
 func runInvoke(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "invoke", "PEER CAPABILITY", true)
 	params := f.String("params", "", "the parameters, a JSON value (e.g. '{\"days\": 5}')")
+	convID := f.String("conversation", "", "the open conversation to ask in (default: the newest open one with the peer)")
 	pos, err := f.parseInterleaved(args)
 	if err != nil {
 		return err
@@ -21,7 +23,7 @@ func runInvoke(ctx context.Context, e *env, args []string) error {
 	if len(pos) != 2 {
 		return usageError("invoke takes PEER (an alias, a peer ID, an agent ID, or a known peer's display name) and CAPABILITY")
 	}
-	req := api.InvokeRequest{Peer: pos[0], Capability: pos[1]}
+	req := api.InvokeRequest{Peer: pos[0], Capability: pos[1], ConversationID: *convID}
 	if *params != "" {
 		if !json.Valid([]byte(*params)) {
 			return usageError("--params is not JSON: %s", *params)
@@ -62,7 +64,14 @@ func runInvoke(ctx context.Context, e *env, args []string) error {
 // line each.
 func describeRefusal(b wire.ErrorBody) string {
 	var lines []string
-	lines = append(lines, fmt.Sprintf("  %s: %s", b.Code, b.Message))
+	msg := b.Message
+	for _, cut := range []error{conditions.ErrNotMet, conditions.ErrBusy} {
+		// What follows lists the unmet conditions, which come below one a line.
+		if i := strings.Index(msg, cut.Error()+": "); i >= 0 && len(b.Unmet) > 0 {
+			msg = msg[:i+len(cut.Error())]
+		}
+	}
+	lines = append(lines, fmt.Sprintf("  %s: %s", b.Code, msg))
 	for _, u := range b.Unmet {
 		lines = append(lines, fmt.Sprintf("  - %s: requires %s, you have %s; %s", u.Condition, u.Required, u.Have, u.HowToMeet))
 	}

@@ -2,7 +2,11 @@ package main
 
 import (
 	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/node/wire"
 
 	"github.com/ifaced/ifaced/examples/agent"
 	"github.com/ifaced/ifaced/node"
@@ -42,5 +46,18 @@ func TestInvokeVerb(t *testing.T) {
 	}
 	if r := ifaced(t, b, "invoke", aliceID, "echo", "--params", "{not json"); r.code != 2 {
 		t.Errorf("invoke with bad JSON: exit %d", r.code)
+	}
+}
+
+// Each unmet condition is printed once: the message's own list is left to
+// the lines below it.
+func TestDescribeRefusalListsEachConditionOnce(t *testing.T) {
+	b := wire.ErrorBody{Code: wire.CodeConditionsNotMet,
+		Message: `capability "calendar.availability": conditions not met: min_disclosure: required professional, have public (ask the owner)`,
+		Unmet:   []conditions.Unmet{{Condition: "min_disclosure", Required: "professional", Have: "public", HowToMeet: "ask the owner"}},
+		Hint:    "greet again: the owner now grants you disclosure \"professional\""}
+	out := describeRefusal(b)
+	if n := strings.Count(out, "min_disclosure"); n != 1 || !strings.Contains(out, "conditions not met\n") || !strings.Contains(out, "greet again") {
+		t.Fatalf("min_disclosure printed %d times:\n%s", n, out)
 	}
 }

@@ -15,6 +15,7 @@ import (
 func runSend(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "send", "PEER --text TEXT", true)
 	text := f.String("text", "", "the message text")
+	convID := f.String("conversation", "", "the open conversation to say it in (default: the newest open one with the peer)")
 	pos, err := f.parseInterleaved(args)
 	if err != nil {
 		return err
@@ -34,7 +35,7 @@ func runSend(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := c.Send(ctx, api.SendRequest{Peer: peer, Text: *text})
+	res, err := c.Send(ctx, api.SendRequest{Peer: peer, Text: *text, ConversationID: *convID})
 	if err != nil {
 		return err
 	}

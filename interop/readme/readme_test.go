@@ -38,7 +38,6 @@ var walkthroughSections = []string{
 // entry then.
 var expectedFailures = map[string]string{
 	"./ifaced caps validate cap.json": "issue 19 item 3: `caps validate` refuses a single capability (name: is not a known field)",
-	`curl -s -X POST -H 'Content-Type: application/json' -d '{"action": "ping"}' 127.0.0.1:4819/invoke`: "issue 19 item 2: the daemon forwards ping to the local agent instead of answering it",
 }
 
 // check is a claim a README line makes beyond its exit status and shown
@@ -117,7 +116,7 @@ var checks = map[string]check{
 		}
 		return nil
 	}},
-	"./ifaced audit --home ~/bob                             # the message, with R's trace entry": {eventually: true, fn: func(s *session, out string) error {
+	"./ifaced audit --home ~/bob                             # the message, dated when it arrived, with R's trace entry": {eventually: true, fn: func(s *session, out string) error {
 		// The listing names conversations; the message itself is in the
 		// files it names, with the relay's trace entry.
 		files, _ := filepath.Glob(filepath.Join(s.home, "bob", "audit", "*", s.peerID("~/alice")+".jsonl"))

@@ -266,6 +266,12 @@ func TestTwoDaemons(t *testing.T) {
 	if err != nil || m.Headers.Phase != gossip.PhaseContext || m.Body.Text != "Hello Alice.\nSecond line." {
 		t.Fatalf("say: %+v %v", m, err)
 	}
+	// By peer: its newest open conversation, the only one here.
+	if m2, err := bob.c.Say(ctx, SayRequest{Peer: alice.peerID(), Phase: gossip.PhaseContext, Text: "By peer."}); err != nil || m2.Headers.ConversationID != res.ConversationID {
+		t.Fatalf("say by peer: %+v %v, want it in %s", m2, err, res.ConversationID)
+	}
+	_, err = alice.c.Say(ctx, SayRequest{Peer: alice.peerID(), Phase: gossip.PhaseContext, Text: "to myself"})
+	apiError(t, err, http.StatusNotFound) // no open conversation with that peer
 	got := waitFor(t, aliceEvents, "bob's message", func(e node.Event) bool {
 		return e.Type == node.EventMessage && e.Message != nil && e.Message.Headers.MessageID == m.Headers.MessageID
 	})

@@ -45,7 +45,39 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if items, err := s.n.Mail().Outbox(); err == nil {
 		st.Outbox = len(items)
 	}
+	st.Connections = []Connection{}
+	for _, c := range s.n.Host().Network().Conns() {
+		if len(st.Connections) == MaxStatusConnections {
+			break
+		}
+		st.Connections = append(st.Connections, Connection{Peer: c.RemotePeer().String(), Addr: c.RemoteMultiaddr().String(),
+			Via: via(c.Stat().Limited), Direction: strings.ToLower(c.Stat().Direction.String())})
+	}
+	slices.SortFunc(st.Connections, func(a, b Connection) int { return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.Addr, b.Addr)) })
 	writeJSON(w, http.StatusOK, st)
+}
+
+// via names how a connection reaches its peer: "relay" for a limited
+// (relayed) one, else "direct".
+func via(limited bool) string {
+	if limited {
+		return "relay"
+	}
+	return "direct"
+}
+
+// live fills p's connection members from the host's open connections to
+// pid: a peer reached only through a relay is connected, via relay.
+func live(p *Peer, nw network.Network, pid peer.ID) {
+	direct := false
+	for _, c := range nw.ConnsToPeer(pid) {
+		p.LiveAddrs = append(p.LiveAddrs, c.RemoteMultiaddr().String())
+		direct = direct || !c.Stat().Limited
+	}
+	slices.Sort(p.LiveAddrs)
+	if len(p.LiveAddrs) > 0 {
+		p.Connected, p.Via = true, via(!direct)
+	}
 }
 
 func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
@@ -62,8 +94,7 @@ func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
 			AgeSeconds: int64(rec.Age(now) / time.Second), Stale: rec.Age(now) > StaleAfter, Cached: true, Addrs: rec.Addrs}
 		if pid, err := peer.Decode(rec.PeerID); err == nil {
 			cached[pid] = true
-			c := nw.Connectedness(pid)
-			p.Connected = c == network.Connected || c == network.Limited // limited: through a relay
+			live(&p, nw, pid)
 		}
 		out.Peers = append(out.Peers, p)
 	}
@@ -74,10 +105,9 @@ func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
 		if cached[pid] {
 			continue
 		}
-		p := Peer{PeerID: pid.String(), Connected: true}
-		for _, c := range nw.ConnsToPeer(pid) {
-			p.Addrs = append(p.Addrs, c.RemoteMultiaddr().String())
-		}
+		p := Peer{PeerID: pid.String()}
+		live(&p, nw, pid)
+		p.Addrs = p.LiveAddrs
 		fresh = append(fresh, p)
 	}
 	slices.SortFunc(fresh, func(a, b Peer) int { return cmp.Compare(a.PeerID, b.PeerID) })
@@ -334,9 +364,20 @@ func (s *Server) say(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	if req.ConversationID == "" && req.Peer != "" {
+		pid, e := s.resolvePeer(req.Peer)
+		if e != nil {
+			writeError(w, e)
+			return
+		}
+		if req.ConversationID = s.n.Conversations().Newest(pid); req.ConversationID == "" {
+			writeError(w, notFound("no open conversation with %s (greet it first; `ifaced conversations` lists the open ones)", req.Peer))
+			return
+		}
+	}
 	switch {
 	case req.ConversationID == "":
-		writeError(w, badField("conversation_id", "is required"))
+		writeError(w, badField("conversation_id", "is required (or peer: its newest open conversation)"))
 		return
 	case req.Phase == "":
 		writeError(w, badField("phase", "is required (context, probe, recommend or close)"))

@@ -16,10 +16,13 @@ type InvokeRequest struct {
 	Peer       string          `json:"peer"`
 	Capability string          `json:"capability"`
 	Params     json.RawMessage `json:"params,omitempty"`
+	// ConversationID names the open conversation with the peer to ask in;
+	// without it, the newest open one (or a new one, by a greeting).
+	ConversationID string `json:"conversation_id,omitempty"`
 }
 
-// invoke handles POST /v1/invoke: the request goes to the peer in an open
-// conversation (or a new one) and the peer's answer comes back; a refusal
+// invoke handles POST /v1/invoke: the request goes to the peer in the
+// conversation named, or the newest open one (or a new one) and the peer's answer comes back; a refusal
 // is a 502 carrying the peer's explanation.
 func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 	var req InvokeRequest
@@ -45,7 +48,11 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
 	defer cancel()
-	res, err := s.n.Invoke(ctx, pid, req.Capability, params)
+	res, err := s.n.Conversations().InvokeIn(ctx, pid, req.ConversationID, req.Capability, params)
+	if errors.Is(err, node.ErrNoConversation) {
+		writeError(w, notFound("conversation_id: %v", err))
+		return
+	}
 	if err != nil {
 		writeError(w, peerFailure(err))
 		return

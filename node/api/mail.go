@@ -14,6 +14,9 @@ import (
 type SendRequest struct {
 	Peer string `json:"peer"`
 	Text string `json:"text"`
+	// ConversationID names the open conversation with the peer to say it
+	// in; without it, the newest open one (or a new one, or the mailbox).
+	ConversationID string `json:"conversation_id,omitempty"`
 }
 
 // OutboxItem is one message waiting to be left at a peer's mailbox.
@@ -54,10 +57,12 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
 	defer cancel()
-	res, err := s.n.Send(ctx, pid, req.Text)
+	res, err := s.n.Mail().SendIn(ctx, pid, req.ConversationID, req.Text)
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, res)
+	case errors.Is(err, node.ErrNoConversation):
+		writeError(w, notFound("conversation_id: %v", err))
 	case errors.Is(err, node.ErrUnreachable):
 		writeError(w, &Error{Status: http.StatusBadGateway, Code: CodePeerFailed, Message: err.Error()})
 	default:

@@ -56,6 +56,9 @@ type Status struct {
 	RelayService   bool     `json:"relay_service"` // this daemon serves circuit relay v2
 	RelaySlots     []string `json:"relay_slots"`   // relays this daemon holds a live slot on
 	Outbox         int      `json:"outbox"`        // messages waiting for a peer's mailbox
+	// Connections are the live connections, at most MaxStatusConnections
+	// of them (ConnectedPeers counts every peer).
+	Connections []Connection `json:"connections"`
 }
 
 // StaleAfter is the age past which a cached peer view is reported stale:
@@ -65,16 +68,35 @@ const StaleAfter = 24 * time.Hour
 // Peer is one peer the daemon knows: from the peer cache, or connected
 // without a cached view yet (Cached false, Seq 0).
 type Peer struct {
-	PeerID     string   `json:"peer_id"`
-	AgentID    string   `json:"agent_id,omitempty"`
-	Display    string   `json:"display,omitempty"`
-	Seq        uint64   `json:"seq"`
-	AgeSeconds int64    `json:"age_seconds"`
-	Stale      bool     `json:"stale"`
-	Cached     bool     `json:"cached"`
-	Connected  bool     `json:"connected"`
-	Addrs      []string `json:"addrs,omitempty"`
+	PeerID     string `json:"peer_id"`
+	AgentID    string `json:"agent_id,omitempty"`
+	Display    string `json:"display,omitempty"`
+	Seq        uint64 `json:"seq"`
+	AgeSeconds int64  `json:"age_seconds"`
+	Stale      bool   `json:"stale"`
+	Cached     bool   `json:"cached"`
+	Connected  bool   `json:"connected"` // through a relay too (Via says which)
+	// Via is "direct" when a connection to the peer is direct, "relay"
+	// when it is reached only through a relay (a limited connection), ""
+	// when not connected.
+	Via string `json:"via,omitempty"`
+	// Addrs are the addresses the peer was last reached at (the cache);
+	// LiveAddrs those of its open connections, a circuit address for a
+	// relayed one.
+	Addrs     []string `json:"addrs,omitempty"`
+	LiveAddrs []string `json:"live_addrs,omitempty"`
 }
+
+// Connection is one live connection.
+type Connection struct {
+	Peer      string `json:"peer"`
+	Addr      string `json:"addr"`      // the remote multiaddr (a /p2p-circuit one through a relay)
+	Via       string `json:"via"`       // "direct" or "relay"
+	Direction string `json:"direction"` // "inbound" or "outbound"
+}
+
+// MaxStatusConnections bounds Status.Connections.
+const MaxStatusConnections = 64
 
 // PeerList is the answer of GET /v1/peers.
 type PeerList struct {
@@ -129,7 +151,10 @@ type ConversationList struct {
 
 // SayRequest is the body of POST /v1/say.
 type SayRequest struct {
-	ConversationID string       `json:"conversation_id"`
+	// ConversationID names the conversation; without it, Peer's newest
+	// open conversation is the one.
+	ConversationID string       `json:"conversation_id,omitempty"`
+	Peer           string       `json:"peer,omitempty"`
 	Phase          gossip.Phase `json:"phase"`
 	Text           string       `json:"text"`
 }

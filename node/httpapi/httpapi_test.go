@@ -271,9 +271,18 @@ func TestInvokeGoesThroughTheSameChecks(t *testing.T) {
 
 func TestInvokeWithoutAgentIsUnavailable(t *testing.T) {
 	d := start(t, testConfig())
-	r := do(t, "POST", d.url+"/invoke", "application/json", []byte(`{"action":"ping"}`))
+	r := do(t, "POST", d.url+"/invoke", "application/json", []byte(`{"action":"weather.forecast","input":{"city":"Porto"}}`))
 	if r.status != 503 || r.errorCode(t) != "agent_unavailable" {
 		t.Fatalf("no agent: %d %s", r.status, r.body)
+	}
+	// ping is the daemon's own (the README's example), agent or not.
+	r = do(t, "POST", d.url+"/invoke", "application/json", []byte(`{"action":"ping"}`))
+	var out struct {
+		Action string `json:"action"`
+		Output any    `json:"output"`
+	}
+	if err := json.Unmarshal(r.body, &out); r.status != 200 || err != nil || out.Action != "ping" || out.Output != "pong" {
+		t.Fatalf("ping without an agent: %d %s, want 200 {\"action\": \"ping\", \"output\": \"pong\"}", r.status, r.body)
 	}
 }
 
