@@ -45,6 +45,9 @@ type Conversations struct {
 
 	peerViews *costlru.Cache[peer.ID, heldView] // the last view each peer sent, verified; bounded by bytes
 	peersHold *lru.Cache[peer.ID, string]       // the hash of our view each peer last said it holds
+
+	updates  *updatePush  // the capability-update push (update.go)
+	requests *requestDesk // the serving side of capability requests (invoke.go)
 }
 
 // conversationDeps is what Conversations is built from, and keeps.
@@ -75,11 +78,12 @@ type conversationDeps struct {
 // handlers on the host.
 func newConversations(d conversationDeps) *Conversations {
 	cs := &Conversations{conversationDeps: d, convs: map[string]*conv{}}
+	cs.updates, cs.requests = newUpdatePush(cs), newRequestDesk(cs)
 	cs.peerViews = costlru.New[peer.ID, heldView](maxHeldViewBytes)
 	cs.peersHold, _ = lru.New[peer.ID, string](maxPeersHold)
 	cs.host.SetStreamHandler(wire.Conversation, d.handler(cs.handleConversation))
 	cs.host.SetStreamHandler(wire.Capabilities, d.handler(cs.handleCapabilities))
-	cs.host.SetStreamHandler(wire.Update, d.handler(cs.handleUpdate))
+	cs.host.SetStreamHandler(wire.Update, d.handler(cs.updates.handle))
 	return cs
 }
 

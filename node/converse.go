@@ -367,7 +367,7 @@ func (cs *Conversations) act(c *conv, m *gossip.Message, pv pendingView, prop ne
 		c.raise(cs.grant(c.peer, m, pv.agentID(), prop), cs.order)
 	}
 	if isRequest(m) {
-		return cs.spawn(func() { cs.handleRequest(c, m) }), true
+		return cs.spawn(func() { cs.requests.handle(c, m) }), true
 	}
 	return true, cs.invocations.deliver(c.ID, m)
 }
@@ -564,7 +564,7 @@ func (cs *Conversations) receiveOnly(c *conv, expect func(m *gossip.Message) err
 	in, err := cs.door.admit(a)
 	if errors.Is(err, wire.ErrRateLimited) {
 		// Too fast is a turn in the negotiation, not the end of it.
-		cs.answerError(c, m, err)
+		cs.requests.answerError(c, m, err)
 		return nil, errSkipped
 	}
 	if err != nil {

@@ -209,14 +209,24 @@ func isRequest(m *gossip.Message) bool {
 	return h.Phase == gossip.PhaseProbe && h.Capabilities != nil && len(h.Capabilities.Request) > 0
 }
 
-// handleRequest decides and answers one capability request. It runs in
+// requestDesk is the serving side of capability requests in the
+// conversation table: it decides each request on the facts the
+// conversation established, has it run, and answers it (the result, or an
+// error that says what would work). The asking side is Conversations'
+// Invoke.
+type requestDesk struct{ cs *Conversations }
+
+func newRequestDesk(cs *Conversations) *requestDesk { return &requestDesk{cs: cs} }
+
+// handle decides and answers one capability request. It runs in
 // its own goroutine so that a slow agent does not hold up the
 // conversation.
-func (cs *Conversations) handleRequest(c *conv, req *gossip.Message) {
-	result, name, err := cs.runRequest(c, req)
+func (rd *requestDesk) handle(c *conv, req *gossip.Message) {
+	cs := rd.cs
+	result, name, err := rd.run(c, req)
 	if err != nil {
 		cs.log.Info("refused capability request", "peer", cs.named(c.peer), "capability", name, "code", wire.CodeOf(err), "err", err)
-		cs.answerError(c, req, err)
+		rd.answerError(c, req, err)
 		return
 	}
 	m, err := c.Next(gossip.PhaseProbe, cs.now())
@@ -233,7 +243,8 @@ func (cs *Conversations) handleRequest(c *conv, req *gossip.Message) {
 	}
 }
 
-func (cs *Conversations) runRequest(c *conv, req *gossip.Message) (any, string, error) {
+func (rd *requestDesk) run(c *conv, req *gossip.Message) (any, string, error) {
+	cs := rd.cs
 	names := req.Headers.Capabilities.Request
 	if len(names) != 1 {
 		return nil, "", fmt.Errorf("%w: a request names exactly one capability, got %d", gossip.ErrInvalidMessage, len(names))
@@ -249,7 +260,7 @@ func (cs *Conversations) runRequest(c *conv, req *gossip.Message) (any, string, 
 	}
 	result, err := cs.invoker.execute(name, params, g, c.peer.String(), c.ID)
 	if err != nil {
-		err = cs.regrant(c, name, g, err)
+		err = rd.regrant(c, name, g, err)
 	}
 	return result, name, err
 }
@@ -268,7 +279,8 @@ func (e *regrantError) Unwrap() error { return e.error }
 // regrant turns a refusal for unmet conditions into a regrantError when
 // what the owner's policy grants pid now (the most it grants, under the
 // conversation's persona) would meet them.
-func (cs *Conversations) regrant(c *conv, name string, g negotiate.Granted, err error) error {
+func (rd *requestDesk) regrant(c *conv, name string, g negotiate.Granted, err error) error {
+	cs := rd.cs
 	var nm *conditions.NotMetError
 	if !errors.As(err, &nm) {
 		return err
@@ -361,7 +373,8 @@ func (iv *invoker) execute(name string, params any, g negotiate.Granted, request
 
 // answerError sends an error message in reply to req without closing the
 // conversation.
-func (cs *Conversations) answerError(c *conv, req *gossip.Message, cause error) {
+func (rd *requestDesk) answerError(c *conv, req *gossip.Message, cause error) {
+	cs := rd.cs
 	body := wire.NewErrorBody(cause)
 	if rg := (*regrantError)(nil); errors.As(cause, &rg) {
 		body.Hint = rg.hint

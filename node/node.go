@@ -223,7 +223,7 @@ func (n *Node) UpdateDocument(change func(d *negotiate.Document) error) (*negoti
 		return nil, err
 	}
 	n.events.publish(Event{Type: EventDocument, At: n.now(), Detail: fmt.Sprintf("seq %d, %d capabilities", doc.Seq, len(doc.Capabilities))})
-	n.convs.pushUpdates()
+	n.convs.updates.pushAll()
 	n.documentChanged()
 	return doc, nil
 }

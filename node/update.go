@@ -18,9 +18,18 @@ import (
 // signed acknowledgement or error. The receiver caches the view only if
 // its seq is higher than the one it holds.
 
-// pushUpdates sends the current view to every open conversation's peer,
-// each in the background.
-func (cs *Conversations) pushUpdates() {
+// updatePush is the capability-update push of the conversation table: it
+// sends each open conversation's peer its new view when the owner's
+// document changes, and answers the pushes peers send (the protocol is
+// above). It has no state of its own: the conversations are the table's.
+type updatePush struct{ cs *Conversations }
+
+func newUpdatePush(cs *Conversations) *updatePush { return &updatePush{cs: cs} }
+
+// pushAll sends the current view to every open conversation's peer, each
+// in the background.
+func (up *updatePush) pushAll() {
+	cs := up.cs
 	cs.mu.Lock()
 	convs := make([]*conv, 0, len(cs.convs))
 	for _, c := range cs.convs {
@@ -31,14 +40,15 @@ func (cs *Conversations) pushUpdates() {
 		cs.spawn(func() {
 			ctx, cancel := context.WithTimeout(cs.ctx, cs.streamTimeout)
 			defer cancel()
-			if err := cs.pushUpdate(ctx, c); err != nil {
+			if err := up.push(ctx, c); err != nil {
 				cs.log.Warn("pushing capability update", "peer", cs.named(c.peer), "conversation", c.ID, "err", err)
 			}
 		})
 	}
 }
 
-func (cs *Conversations) pushUpdate(ctx context.Context, c *conv) error {
+func (up *updatePush) push(ctx context.Context, c *conv) error {
+	cs := up.cs
 	v, err := cs.docs.view(c.grant().Facts(c.peer.String(), 0))
 	if err != nil {
 		return err
@@ -109,7 +119,8 @@ func (cs *Conversations) pushUpdate(ctx context.Context, c *conv) error {
 // conversation with its sender and counts against that conversation's
 // rate like any other message, but is numbered by the document's seq, not
 // the conversation's turns, so it does not take a turn in it.
-func (cs *Conversations) handleUpdate(s network.Stream) {
+func (up *updatePush) handle(s network.Stream) {
+	cs := up.cs
 	ws, pid, remote, ok := cs.openInbound(s)
 	if !ok {
 		return
