@@ -150,12 +150,41 @@ type tablesFile struct {
 // order as a document holding them would be. Every misspelt member (of a
 // capability, a condition, a document) is reported at once with the
 // member meant. Errors are *FieldErrors naming fields as they are in the
-// file (Path) with their lines. A config.toml (with its version key) is
-// not read here: package node loads configs.
+// file (Path) with their lines; once the shape is known, the file comes
+// back with the error, its Shape and Format set, so that a caller can say
+// what it read. A config.toml (with its version key) is not read here:
+// package node loads configs.
 func LoadCapabilities(src []byte, format Format, order *conditions.TierOrder) (*CapabilityFile, error) {
+	f, doc, err := decodeCapabilities(src, format)
+	if err != nil {
+		return f, err
+	}
+	if err := doc.Validate(order); err != nil {
+		for _, e := range Errors(err) {
+			var fe *FieldError
+			if errors.As(e, &fe) {
+				fe.Field = f.fileField(fe.Field)
+			}
+		}
+		return f, sortedByLine(Locate(err, src, format, ""))
+	}
+	return f, nil
+}
+
+// DecodeCapabilities reads a capability file as LoadCapabilities does but
+// does not validate what it read: for a caller that has it validated
+// where the rules in force are (`caps add`: the daemon, under its tiers).
+func DecodeCapabilities(src []byte, format Format) (*CapabilityFile, error) {
+	f, _, err := decodeCapabilities(src, format)
+	return f, err
+}
+
+// decodeCapabilities reads the file, and the document that holds what it
+// read (the file's own for a document), for Validate.
+func decodeCapabilities(src []byte, format Format) (*CapabilityFile, *Document, error) {
 	var tree any
 	if err := DecodeStrict(src, format, "", &tree); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	f := &CapabilityFile{Format: format, Shape: shapeOf(tree)}
 	var misspelt []error
@@ -180,10 +209,10 @@ func LoadCapabilities(src []byte, format Format, order *conditions.TierOrder) (*
 			}
 		}
 	default:
-		return nil, &FieldError{Field: "(file)", Line: 1, Problem: fmt.Sprintf("is %s; want a capability object, a list of them, a capability document, or [[capabilities]] tables", jsonKindOf(tree))}
+		return nil, nil, &FieldError{Field: "(file)", Line: 1, Problem: fmt.Sprintf("is %s; want a capability object, a list of them, a capability document, or [[capabilities]] tables", jsonKindOf(tree))}
 	}
 	if len(misspelt) > 0 {
-		return nil, sortedByLine(Locate(errors.Join(misspelt...), src, format, ""))
+		return f, nil, sortedByLine(Locate(errors.Join(misspelt...), src, format, ""))
 	}
 	doc := &Document{IFP: Version, AgentID: "(this file)"}
 	var err error
@@ -203,19 +232,10 @@ func LoadCapabilities(src []byte, format Format, order *conditions.TierOrder) (*
 		f.Document = doc
 	}
 	if err != nil {
-		return nil, Locate(err, src, format, "")
-	}
-	if err := doc.Validate(order); err != nil {
-		for _, e := range Errors(err) {
-			var fe *FieldError
-			if errors.As(e, &fe) {
-				fe.Field = f.fileField(fe.Field)
-			}
-		}
-		return nil, sortedByLine(Locate(err, src, format, ""))
+		return f, nil, Locate(err, src, format, "")
 	}
 	f.Capabilities, f.AGUI = doc.Capabilities, doc.AGUI
-	return f, nil
+	return f, doc, nil
 }
 
 // fileField turns a field of the document the capabilities were checked
