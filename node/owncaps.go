@@ -199,10 +199,15 @@ func (o *OwnCapabilities) Add(caps []negotiate.Capability) (*negotiate.Document,
 				return nil, fmt.Errorf("adding capability %q: %w (remove it first to replace it)", c.Name, ErrCapabilityExists)
 			}
 		}
-		base := len(d.Capabilities)
-		d.Capabilities = append(d.Capabilities, caps...)
+		// Before the MCP server's tools, where they are laid at start, so
+		// that a restart makes the same document and keeps the seq.
+		base := slices.IndexFunc(d.Capabilities, func(c negotiate.Capability) bool { return o.tools(c.Name) })
+		if base < 0 {
+			base = len(d.Capabilities)
+		}
+		d.Capabilities = slices.Insert(d.Capabilities, base, caps...)
 		if err := d.Validate(o.docs.order); err != nil {
-			return nil, renumber(err, base)
+			return nil, renumber(err, base, len(caps))
 		}
 		next = o.rc
 		next.Added = append(slices.Clone(o.rc.Added), raws...)
@@ -288,9 +293,9 @@ func (o *OwnCapabilities) Origins() (*negotiate.Document, []CapabilityOrigin, []
 	return doc, origins, slices.Clone(o.rc.Removed), slices.Clone(o.leftOut)
 }
 
-// renumber renames capabilities[base+i] in the fields of err's
+// renumber renames capabilities[base+i] (i < n) in the fields of err's
 // *negotiate.FieldErrors to capabilities[i].
-func renumber(err error, base int) error {
+func renumber(err error, base, n int) error {
 	for _, e := range negotiate.Errors(err) {
 		var fe *negotiate.FieldError
 		if !errors.As(e, &fe) {
@@ -301,7 +306,7 @@ func renumber(err error, base int) error {
 			continue
 		}
 		num, after, ok := strings.Cut(rest, "]")
-		if i, err := strconv.Atoi(num); ok && err == nil && i >= base {
+		if i, err := strconv.Atoi(num); ok && err == nil && i >= base && i < base+n {
 			fe.Field = fmt.Sprintf("capabilities[%d]%s", i-base, after)
 		}
 	}

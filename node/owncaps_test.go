@@ -1,13 +1,17 @@
 package node
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/mcpagent"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func capability(name, description string, conds map[string]any) negotiate.Capability {
@@ -157,5 +161,56 @@ func TestUpdateDocumentIsNotKept(t *testing.T) {
 	}
 	if rc, err := alice.Store().RuntimeCapabilities(); err != nil || len(rc.Added) != 0 {
 		t.Errorf("stored: %+v %v", rc, err)
+	}
+}
+
+// TestRuntimeCapabilitiesWithAnMCPServer: with an MCP server as the local
+// agent, a capability added at run time stays through the server's tool
+// list changes and comes back after a restart beside the server's tools,
+// which are never kept as run-time additions (they come back from the
+// server), under the same seq; removing a tool says how to restrict it.
+func TestRuntimeCapabilitiesWithAnMCPServer(t *testing.T) {
+	srv, url := weatherServer(t)
+	cfg := loopbackConfig()
+	cfg.Agent.MCP = &mcpagent.Config{URL: url, Prefix: "weather"}
+	alice := startDaemon(t, cfg)
+	if _, err := alice.Capabilities().Add([]negotiate.Capability{capability("news.headlines", "Headlines", nil)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Capabilities().Remove("weather.forecast"); !errors.Is(err, ErrMCPTool) || !strings.Contains(err.Error(), "[agent.mcp.tools.<tool>]") {
+		t.Errorf("removing an MCP tool: %v", err)
+	}
+	seq := alice.Document().Seq
+	alice.Close()
+	alice = restartDaemon(t, alice)
+	if alice.Document().Seq != seq {
+		t.Errorf("a restart moved the seq from %d to %d: %s", seq, alice.Document().Seq, originsOf(alice))
+	}
+	events, stop := alice.Subscribe()
+	defer stop()
+	mcp.AddTool(srv, &mcp.Tool{Name: "alerts", Description: "Weather alerts"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "no alerts"}}}, nil, nil
+	})
+	waitEvent(t, events, func(e Event) bool {
+		return e.Type == EventDocument && strings.HasPrefix(e.Detail, fmt.Sprintf("seq %d,", seq+1))
+	})
+	want := "gossip.exchange:config message.receive:config message.reply:config identity.verify:config capabilities.get:config ping:config " +
+		"news.headlines:runtime weather.alerts:mcp weather.diary_read:mcp weather.fail:mcp weather.forecast:mcp weather.liar:mcp weather.plans:mcp"
+	if got := originsOf(alice); got != want {
+		t.Fatalf("after the tools changed:\n%s\nwant\n%s", got, want)
+	}
+	rc, err := alice.Store().RuntimeCapabilities()
+	if err != nil || len(rc.Added) != 1 || capabilityName(rc.Added[0]) != "news.headlines" || len(rc.Removed) != 0 {
+		t.Fatalf("kept: %+v %v", rc, err)
+	}
+
+	seq = alice.Document().Seq
+	alice.Close()
+	alice = restartDaemon(t, alice)
+	if got := originsOf(alice); got != want || alice.Document().Seq != seq {
+		t.Fatalf("after a restart: seq %d (want %d)\n%s\nwant\n%s", alice.Document().Seq, seq, got, want)
+	}
+	if rc, _ := alice.Store().RuntimeCapabilities(); len(rc.Added) != 1 {
+		t.Errorf("kept after the restart: %+v", rc)
 	}
 }
