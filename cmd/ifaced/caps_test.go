@@ -142,6 +142,23 @@ func TestCapsKeptAcrossRestart(t *testing.T) {
 		"removed with caps remove (config.toml has them; kept removed): capabilities.get"}
 	wantLines(t, "caps", mustRun(t, a, "caps"), lines...)
 
+	// The README's example of this listing is what caps prints.
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)each capability comes from:\n\n```\n(.*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README.md no longer shows the caps listing")
+	}
+	var shown []string
+	for _, l := range strings.Split(strings.TrimSpace(string(m[1])), "\n") {
+		if !strings.Contains(l, "…") && !strings.HasPrefix(l, "seq ") {
+			shown = append(shown, l)
+		}
+	}
+	wantLines(t, "the README's caps listing", mustRun(t, a, "caps"), shown...)
+
 	stop()
 	stop = runDaemonIn(t, h, loopbackConfig())
 	wantLines(t, "caps after a restart", mustRun(t, a, "caps"), lines...)
