@@ -116,6 +116,11 @@ func TestCapsFiles(t *testing.T) {
 	wantLines(t, "caps add cap.json", mustRun(t, home, "caps", "add", capJSON), capJSON+": read as one capability (JSON)",
 		"added calendar.availability: the document is now seq 4 with 5 capabilities")
 	wantLines(t, "caps add a list", mustRun(t, home, "caps", "add", list), "added news.headlines, news.search: the document is now seq 5 with 7 capabilities")
+	// A name in use is named with its line in the file.
+	r = ifaced(t, home, "caps", "add", example)
+	if r.code != 1 || !strings.Contains(r.stderr, example+`:7: adding capability "doc.summarize": a capability of that name is already in the document`) {
+		t.Errorf("tables over a name in use: %d %q", r.code, r.stderr)
+	}
 
 	bob := filepath.Join(t.TempDir(), "bob")
 	runDaemonIn(t, node.Home{Dir: bob}, loopbackConfig())

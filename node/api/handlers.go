@@ -230,7 +230,17 @@ func (s *Server) addCap(w http.ResponseWriter, r *http.Request) {
 	doc, err := s.n.Capabilities().Add(caps)
 	switch {
 	case errors.Is(err, node.ErrCapabilityExists):
-		writeError(w, &Error{Status: http.StatusConflict, Code: CodeConflict, Field: "name", Message: err.Error()})
+		field := "name"
+		if list {
+			cur := s.n.Document()
+			for i, c := range caps {
+				if _, ok := cur.Capability(c.Name); ok {
+					field = fmt.Sprintf("[%d].name", i)
+					break
+				}
+			}
+		}
+		writeError(w, &Error{Status: http.StatusConflict, Code: CodeConflict, Field: field, Message: err.Error()})
 	case errors.Is(err, negotiate.ErrInvalidDocument):
 		// Fields are named as in the body: "name" for one capability,
 		// "[1].name" in a list.
