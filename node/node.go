@@ -49,26 +49,28 @@ type Node struct {
 	rates      *rateLimits           // per signer, by temperature
 
 	// The components.
-	docs        *documents       // the owner's document, its seq and signed views (documents.go)
-	caps        *OwnCapabilities // where the owner's capabilities come from; run-time changes (owncaps.go)
-	policy      *PolicyBook      // the disclosure map and temperature caps (policy.go)
-	trust       *trust.Book      // trust records, pins, revocations, introductions (node/trust)
-	peerGate    *peerGate        // which peers' views the peer cache persists (peergate.go)
-	convs       *Conversations   // the stream protocols and the conversation table (conversations.go)
-	invoker     *invoker         // runs admitted capability requests (invoke.go)
-	invocations *invocations     // workload per capability, answers awaited (invoke.go)
-	bridge      *bridge          // the local agent (agent.go)
-	inbox       *Inbox           // the HTTP binding's door-facing side (inbox.go)
-	mail        *Mail            // relays, mailboxes held here, the outbox, fetched mail (relay.go, mailbox.go)
-	reach       *reachState      // the relay service and this daemon's reservations (relay.go)
-	dht         *capabilityDHT   // Kademlia DHT and capability provider records (dht.go)
-	gossip      *announcer       // GossipSub capabilities.update announcements (announce.go)
-	mdns        *lanDiscovery    // LAN discovery (mdns.go)
-	imports     *importer        // outside agents' documents (importer.go)
-	discovery   *Discovery       // Find and imports, for the control API (discovery.go)
+	docs        *documents     // the owner's document, its seq and signed views (documents.go)
+	policy      *PolicyBook    // the disclosure map and temperature caps (policy.go)
+	trust       *trust.Book    // trust records, pins, revocations, introductions (node/trust)
+	peerGate    *peerGate      // which peers' views the peer cache persists (peergate.go)
+	convs       *Conversations // the stream protocols and the conversation table (conversations.go)
+	invoker     *invoker       // runs admitted capability requests (invoke.go)
+	invocations *invocations   // workload per capability, answers awaited (invoke.go)
+	bridge      *bridge        // the local agent (agent.go)
+	inbox       *Inbox         // the HTTP binding's door-facing side (inbox.go)
+	mail        *Mail          // relays, mailboxes held here, the outbox, fetched mail (relay.go, mailbox.go)
+	reach       *reachState    // the relay service and this daemon's reservations (relay.go)
+	dht         *capabilityDHT // Kademlia DHT and capability provider records (dht.go)
+	gossip      *announcer     // GossipSub capabilities.update announcements (announce.go)
+	mdns        *lanDiscovery  // LAN discovery (mdns.go)
+	imports     *importer      // outside agents' documents (importer.go)
+	discovery   *Discovery     // Find and imports, for the control API (discovery.go)
 
 	// An MCP server as the local agent (node/mcpagent); nil without agent.mcp.
 	mcp *mcpagent.Agent
+
+	// Where the owner's capabilities come from; their run-time changes (owncaps.go).
+	caps *OwnCapabilities
 
 	// Test settings (Options).
 	mailRetries   []time.Duration      // WithMailRetries
