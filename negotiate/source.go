@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -62,6 +64,254 @@ func LoadDocument(src []byte, format Format, order *conditions.TierOrder) (*Docu
 		return nil, Locate(err, src, format, "")
 	}
 	return &d, nil
+}
+
+// Shape is what a capability file holds. Owners meet capabilities in
+// several forms — one in the README's cap.json, a list, a whole document
+// (what `caps` --json prints), the [[capabilities]] tables of a config
+// (examples/agent/capabilities.toml) — so every one of them is read, in
+// JSON or TOML, and the reader is told which it was.
+type Shape int
+
+// Capability file shapes.
+const (
+	ShapeCapability Shape = iota + 1 // one capability object
+	ShapeList                        // a JSON array of capability objects
+	ShapeDocument                    // an IFP-7 capability document (ifp, agent_id, capabilities, …)
+	ShapeTables                      // [[capabilities]] tables as in config.toml ({"capabilities": […]} in JSON), without the rest of a document
+)
+
+func (s Shape) String() string {
+	switch s {
+	case ShapeCapability:
+		return "one capability"
+	case ShapeList:
+		return "a list of capabilities"
+	case ShapeDocument:
+		return "a capability document"
+	case ShapeTables:
+		return "[[capabilities]] tables"
+	}
+	return "nothing known"
+}
+
+// CapabilityFile is what LoadCapabilities read from a file.
+type CapabilityFile struct {
+	Shape        Shape
+	Format       Format
+	Capabilities []Capability
+	// Document is the whole document of a ShapeDocument file, validated
+	// as one; nil otherwise.
+	Document *Document
+	// AGUI is a [agui] table beside [[capabilities]] tables (or the
+	// document's agui member).
+	AGUI *AGUICapabilities
+}
+
+// Describe says what was read: "one capability (JSON)", "3 capabilities
+// in [[capabilities]] tables (TOML)".
+func (f *CapabilityFile) Describe() string {
+	if f.Shape == ShapeCapability {
+		return fmt.Sprintf("one capability (%s)", f.Format)
+	}
+	n := fmt.Sprintf("%d capabilities", len(f.Capabilities))
+	if len(f.Capabilities) == 1 {
+		n = "1 capability"
+	}
+	switch f.Shape {
+	case ShapeList:
+		return fmt.Sprintf("a list of %s (%s)", n, f.Format)
+	case ShapeDocument:
+		return fmt.Sprintf("a capability document with %s (%s)", n, f.Format)
+	}
+	return fmt.Sprintf("%s in [[capabilities]] tables (%s)", n, f.Format)
+}
+
+// Path is where capability i is in the file, as errors name fields: ""
+// for a single capability, "[i]" in a list, "capabilities[i]" otherwise.
+func (f *CapabilityFile) Path(i int) string {
+	switch f.Shape {
+	case ShapeCapability:
+		return ""
+	case ShapeList:
+		return fmt.Sprintf("[%d]", i)
+	}
+	return fmt.Sprintf("capabilities[%d]", i)
+}
+
+// tablesFile is the JSON form of [[capabilities]] tables.
+type tablesFile struct {
+	Capabilities []Capability      `json:"capabilities"`
+	AGUI         *AGUICapabilities `json:"agui,omitempty"`
+}
+
+// LoadCapabilities reads capabilities from a file of any Shape, in JSON or
+// TOML, by the strict rules of LoadDocument, and validates them under
+// order as a document holding them would be. Every misspelt member (of a
+// capability, a condition, a document) is reported at once with the
+// member meant. Errors are *FieldErrors naming fields as they are in the
+// file (Path) with their lines; once the shape is known, the file comes
+// back with the error, its Shape and Format set, so that a caller can say
+// what it read. A config.toml (with its version key) is not read here:
+// package node loads configs.
+func LoadCapabilities(src []byte, format Format, order *conditions.TierOrder) (*CapabilityFile, error) {
+	f, doc, err := decodeCapabilities(src, format)
+	if err != nil {
+		return f, err
+	}
+	if err := doc.Validate(order); err != nil {
+		for _, e := range Errors(err) {
+			var fe *FieldError
+			if errors.As(e, &fe) {
+				fe.Field = f.fileField(fe.Field)
+			}
+		}
+		return f, sortedByLine(Locate(err, src, format, ""))
+	}
+	return f, nil
+}
+
+// DecodeCapabilities reads a capability file as LoadCapabilities does but
+// does not validate what it read: for a caller that has it validated
+// where the rules in force are (`caps add`: the daemon, under its tiers).
+func DecodeCapabilities(src []byte, format Format) (*CapabilityFile, error) {
+	f, _, err := decodeCapabilities(src, format)
+	return f, err
+}
+
+// decodeCapabilities reads the file, and the document that holds what it
+// read (the file's own for a document), for Validate.
+func decodeCapabilities(src []byte, format Format) (*CapabilityFile, *Document, error) {
+	var tree any
+	if err := DecodeStrict(src, format, "", &tree); err != nil {
+		return nil, nil, err
+	}
+	f := &CapabilityFile{Format: format, Shape: shapeOf(tree)}
+	var misspelt []error
+	switch f.Shape {
+	case ShapeCapability:
+		misspelt = MisspeltMembers("", tree)
+	case ShapeList:
+		for i, c := range tree.([]any) {
+			misspelt = append(misspelt, MisspeltMembers(fmt.Sprintf("[%d]", i), c)...)
+		}
+	case ShapeDocument:
+		misspelt = MisspeltDocumentMembers(tree)
+	case ShapeTables:
+		for _, key := range slices.Sorted(maps.Keys(tree.(map[string]any))) {
+			if key != "capabilities" && key != "agui" {
+				misspelt = append(misspelt, unknownMember(key, key, "table beside [[capabilities]]", []string{"capabilities", "agui"}))
+			}
+		}
+		if list, ok := tree.(map[string]any)["capabilities"].([]any); ok {
+			for i, c := range list {
+				misspelt = append(misspelt, MisspeltMembers(fmt.Sprintf("capabilities[%d]", i), c)...)
+			}
+		}
+	default:
+		return nil, nil, &FieldError{Field: "(file)", Line: 1, Problem: fmt.Sprintf("is %s; want a capability object, a list of them, a capability document, or [[capabilities]] tables", jsonKindOf(tree))}
+	}
+	if len(misspelt) > 0 {
+		return f, nil, sortedByLine(Locate(errors.Join(misspelt...), src, format, ""))
+	}
+	doc := &Document{IFP: Version, AgentID: "(this file)"}
+	var err error
+	switch f.Shape {
+	case ShapeCapability:
+		var c Capability
+		err = DecodeValue(tree, &c)
+		doc.Capabilities = []Capability{c}
+	case ShapeList:
+		err = DecodeValue(tree, &doc.Capabilities)
+	case ShapeTables:
+		var t tablesFile
+		err = DecodeValue(tree, &t)
+		doc.Capabilities, doc.AGUI = t.Capabilities, t.AGUI
+	case ShapeDocument:
+		err = DecodeValue(tree, doc)
+		f.Document = doc
+	}
+	if err != nil {
+		return f, nil, Locate(err, src, format, "")
+	}
+	f.Capabilities, f.AGUI = doc.Capabilities, doc.AGUI
+	return f, doc, nil
+}
+
+// fileField turns a field of the document the capabilities were checked
+// in ("capabilities[2].name") into its path in the file.
+func (f *CapabilityFile) fileField(field string) string {
+	if f.Shape == ShapeDocument || f.Shape == ShapeTables {
+		return field
+	}
+	rest, ok := strings.CutPrefix(field, "capabilities[")
+	if !ok {
+		return field
+	}
+	num, after, ok := strings.Cut(rest, "]")
+	i, err := strconv.Atoi(num)
+	if !ok || err != nil {
+		return field
+	}
+	return joinPath(f.Path(i), strings.TrimPrefix(after, "."))
+}
+
+// shapeOf tells the shape of a decoded file: an array is a list; an
+// object with a member only documents have is a document; an object with
+// capabilities (and nothing of a single capability) is tables; any other
+// object with a capability's members is one capability. An object with
+// none of these, such as a misspelt {"capabilites": […]}, is read as
+// tables, so that the misspelling is named.
+func shapeOf(tree any) Shape {
+	switch t := tree.(type) {
+	case []any:
+		return ShapeList
+	case map[string]any:
+		for key := range t {
+			if documentNames()[key] && key != "capabilities" && key != "agui" {
+				return ShapeDocument
+			}
+		}
+		if _, ok := t["capabilities"]; ok {
+			return ShapeTables
+		}
+		for key := range t {
+			if capabilityNames()[key] || conditionNames()[key] {
+				return ShapeCapability
+			}
+		}
+		return ShapeTables
+	}
+	return 0
+}
+
+func jsonKindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case float64:
+		return "a number"
+	}
+	return "something else"
+}
+
+// sortedByLine orders joined problems by their lines.
+func sortedByLine(err error) error {
+	errs := Errors(err)
+	slices.SortStableFunc(errs, func(a, b error) int { return lineOfError(a) - lineOfError(b) })
+	return errors.Join(errs...)
+}
+
+func lineOfError(err error) int {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return fe.Line
+	}
+	return 0
 }
 
 // DecodeStrict decodes src (JSON, or TOML read as JSON) into v with the
@@ -341,6 +591,9 @@ func indexTOML(src []byte) lineIndex {
 			arrays[name] = n
 			current = fmt.Sprintf("%s[%d]", name, n)
 			ix[current] = line
+			if _, ok := ix[name]; !ok {
+				ix[name] = line
+			}
 		case unstable.KeyValue:
 			path := current
 			for _, k := range keys {

@@ -6,14 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/agnivade/levenshtein"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/pelletier/go-toml/v2"
 )
@@ -204,7 +202,7 @@ func (k *configChecker) unknownKey(table, key string, fields []tomlField) {
 	if table == "" {
 		where = "at the top level"
 	}
-	if near := nearest(key, names); near != "" {
+	if near := negotiate.Nearest(key, names); near != "" {
 		k.bad(joinKey(table, key), "is not a known key %s; did you mean %q?", where, near)
 		return
 	}
@@ -212,66 +210,12 @@ func (k *configChecker) unknownKey(table, key string, fields []tomlField) {
 }
 
 // capabilityKeys reports every member of an inline [[capabilities]]
-// table that a capability does not have, at once and with "did you mean":
-// package negotiate, which decodes the table afterwards, stops at the
-// first. The members are negotiate.Capability's JSON names.
+// table that a capability does not have, and every condition that is not
+// one, at once and with "did you mean" (negotiate.MisspeltMembers, shared
+// with standalone capability files): package negotiate, which decodes the
+// table afterwards, stops at the first.
 func (k *configChecker) capabilityKeys(path string, v any) {
-	table, ok := v.(map[string]any)
-	if !ok {
-		return
-	}
-	members := capabilityMembers()
-	for _, key := range slices.Sorted(maps.Keys(table)) {
-		if slices.Contains(members, key) || slices.Contains(viewOnlyMembers, key) {
-			continue // a view's members are negotiate's to refuse
-		}
-		if near := nearest(key, members); near != "" {
-			k.bad(joinKey(path, key), "is not a known member of a capability; did you mean %q?", near)
-		} else {
-			k.bad(joinKey(path, key), "is not a known member of a capability (its members: %s)", strings.Join(members, ", "))
-		}
-	}
-}
-
-// viewOnlyMembers are members of a capability in a view (what a
-// requester is shown), never written by an owner.
-var viewOnlyMembers = []string{"eligible", "unmet"}
-
-// capabilityMembers are the JSON names of negotiate.Capability's members
-// an owner writes.
-func capabilityMembers() []string {
-	var out []string
-	t := reflect.TypeFor[negotiate.Capability]()
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" && !slices.Contains(viewOnlyMembers, name) {
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
-// nearest is the candidate closest to word by edit distance (case
-// ignored), if it is close enough to be the word meant: at most a third
-// of the word's letters differ (at least one may), or one is a prefix of
-// the other ("max_stream" for "max_streams").
-func nearest(word string, candidates []string) string {
-	lw := strings.ToLower(word)
-	best, bestDist := "", math.MaxInt
-	for _, c := range candidates {
-		d := levenshtein.ComputeDistance(lw, strings.ToLower(c))
-		if d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	if best == "" {
-		return ""
-	}
-	lb := strings.ToLower(best)
-	if bestDist <= max(1, len(word)/3) || (len(lw) >= 3 && (strings.HasPrefix(lb, lw) || strings.HasPrefix(lw, lb))) {
-		return best
-	}
-	return ""
+	k.problems = append(k.problems, negotiate.MisspeltMembers(path, v)...)
 }
 
 // tomlField is one key of a config table.

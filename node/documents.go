@@ -71,10 +71,13 @@ type viewClass struct {
 	key [sha256.Size]byte
 }
 
-// ownDocumentStore is what documents keeps in the store.
+// ownDocumentStore is what documents keeps in the store: the document
+// and, written with it, the owner's run-time capability changes
+// (OwnCapabilities) that made it.
 type ownDocumentStore interface {
 	OwnDocument() (uint64, json.RawMessage, error)
 	SaveOwnDocument(seq uint64, raw json.RawMessage) error
+	SaveOwnDocumentWith(seq uint64, raw json.RawMessage, rc store.RuntimeCapabilities) error
 }
 
 var _ ownDocumentStore = (*store.Store)(nil)
@@ -115,8 +118,12 @@ func signedViewCost(v *signedView) int64 {
 
 // set makes doc the owner's document. Its seq continues from the stored
 // one: unchanged content keeps the stored seq, changed content gets the
-// next. The document is signed and stored before it is used.
-func (d *documents) set(doc *negotiate.Document) error {
+// next. The document is signed and stored before it is used. rc, when not
+// nil, are the run-time capability changes that made doc: they are stored
+// in the same transaction as the document, so that the seq never rises
+// for a change the store does not keep (nor a change is kept under a seq
+// the store did not take).
+func (d *documents) set(doc *negotiate.Document, rc *store.RuntimeCapabilities) error {
 	newKey, err := negotiate.ContentKey(doc)
 	if err != nil {
 		return err
@@ -148,14 +155,20 @@ func (d *documents) set(doc *negotiate.Document) error {
 	if _, err := doc.Sign(d.id, d.now()); err != nil {
 		return err
 	}
+	var raw json.RawMessage
 	if doc.Seq != seq {
-		raw, err := json.Marshal(doc)
-		if err != nil {
+		if raw, err = json.Marshal(doc); err != nil {
 			return fmt.Errorf("saving own document: %w", err)
 		}
-		if err := d.store.SaveOwnDocument(doc.Seq, raw); err != nil {
-			return fmt.Errorf("saving own document: %w", err)
-		}
+	}
+	switch {
+	case rc != nil:
+		err = d.store.SaveOwnDocumentWith(doc.Seq, raw, *rc)
+	case raw != nil:
+		err = d.store.SaveOwnDocument(doc.Seq, raw)
+	}
+	if err != nil {
+		return fmt.Errorf("saving own document: %w", err)
 	}
 	named := map[string]bool{}
 	for i := range doc.Capabilities {
@@ -182,21 +195,23 @@ func (d *documents) current() *negotiate.Document {
 
 // update replaces the owner's capability list with what change makes of a
 // copy of the current document: validated, given the next seq, signed and
-// stored.
-func (d *documents) update(change func(doc *negotiate.Document) error) (*negotiate.Document, error) {
+// stored. change may return run-time capability changes to store with the
+// document (OwnCapabilities); nil leaves the stored ones as they are.
+func (d *documents) update(change func(doc *negotiate.Document) (*store.RuntimeCapabilities, error)) (*negotiate.Document, error) {
 	d.changeMu.Lock()
 	defer d.changeMu.Unlock()
 	cur := d.current()
 	next := *cur
 	next.Capabilities = slices.Clone(cur.Capabilities)
 	next.Signature, next.Updated = nil, gossip.FormatDate(d.now())
-	if err := change(&next); err != nil {
+	rc, err := change(&next)
+	if err != nil {
 		return nil, err
 	}
 	if err := next.Validate(d.order); err != nil {
 		return nil, err
 	}
-	if err := d.set(&next); err != nil {
+	if err := d.set(&next, rc); err != nil {
 		return nil, err
 	}
 	return d.current(), nil

@@ -69,6 +69,9 @@ type Node struct {
 	// An MCP server as the local agent (node/mcpagent); nil without agent.mcp.
 	mcp *mcpagent.Agent
 
+	// Where the owner's capabilities come from; their run-time changes (owncaps.go).
+	caps *OwnCapabilities
+
 	// Test settings (Options).
 	mailRetries   []time.Duration      // WithMailRetries
 	importTimeout time.Duration        // WithImportTimeout: one fetch of an outside agent's document
@@ -133,6 +136,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		return nil, err
 	}
 	n.docs = newDocuments(id, n.store, order, func() time.Time { return n.now() }, log)
+	n.caps = newOwnCapabilities(n.docs, n.store, log)
 	seen := n.store.Seen()
 	if cfg.Durability.Sync == SyncInterval {
 		n.seen = n.store.BufferedSeen()
@@ -167,13 +171,18 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		return nil, fmt.Errorf("building capability document: %w", err)
 	}
 	doc.Relay = relayPreferences(cfg, id.PeerID())
+	layered, err := n.caps.layer(doc)
+	if err != nil {
+		return nil, err
+	}
 	if n.mcp != nil {
 		n.onClose(n.mcp.Close)
 		if err := n.mcp.Start(n.ctx, doc); err != nil {
 			return nil, fmt.Errorf("agent.mcp: %w", err)
 		}
+		n.caps.tools = n.mcp.Handles
 	}
-	if err := n.docs.set(doc); err != nil {
+	if err := n.docs.set(doc, layered); err != nil {
 		return nil, err
 	}
 	if n.host, err = newHost(cfg, id, n.hostOptions()...); err != nil {
@@ -185,6 +194,11 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		host: n.host, door: n.door, docs: n.docs, policy: n.policy, trust: n.trust, invoker: n.invoker, invocations: n.invocations,
 		store: n.store, audit: n.audit, events: n.events, order: order, log: log, now: now, ctx: n.ctx, spawn: n.spawn, dialHints: n.dialHints,
 		handler: n.handler})
+	n.caps.changed = func(doc *negotiate.Document) {
+		n.events.publish(Event{Type: EventDocument, At: n.now(), Detail: fmt.Sprintf("seq %d, %d capabilities", doc.Seq, len(doc.Capabilities))})
+		n.convs.updates.pushAll()
+		n.documentChanged()
+	}
 	n.inbox = newInbox(n.door, n.convs, n.docs, n.policy, n.invoker, n.audit, n.commitRecords, n.spawn, now, log)
 	n.mail = newMail(mailDeps{id: id, cfg: cfg, host: n.host, store: n.store, door: n.door, mailReplay: n.mailReplay,
 		convs: n.convs, events: n.events, log: log, now: now, ctx: n.ctx, spawn: n.spawn, onClose: n.onClose,
@@ -213,20 +227,19 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 // Policy is the owner's policy: the disclosure map and temperature caps.
 func (n *Node) Policy() *PolicyBook { return n.policy }
 
-// UpdateDocument replaces the owner's capability list (as `caps add` and
-// `caps remove` do): the document is validated, gets the next seq, is
-// signed and stored, and every peer in an open conversation is sent its
-// new view.
+// UpdateDocument replaces the owner's capability list: the document is
+// validated, gets the next seq, is signed and stored, and every peer in an
+// open conversation is sent its new view. It is the MCP agent's path; it
+// does not keep what it changes across restarts — `caps add` and `caps
+// remove` do (Capabilities).
 func (n *Node) UpdateDocument(change func(d *negotiate.Document) error) (*negotiate.Document, error) {
-	doc, err := n.docs.update(change)
-	if err != nil {
-		return nil, err
-	}
-	n.events.publish(Event{Type: EventDocument, At: n.now(), Detail: fmt.Sprintf("seq %d, %d capabilities", doc.Seq, len(doc.Capabilities))})
-	n.convs.updates.pushAll()
-	n.documentChanged()
-	return doc, nil
+	return n.caps.update(func(d *negotiate.Document) (*store.RuntimeCapabilities, error) { return nil, change(d) })
 }
+
+// Capabilities is where the owner's capabilities come from, and the
+// owner's run-time changes to them, kept across restarts (caps add, caps
+// remove).
+func (n *Node) Capabilities() *OwnCapabilities { return n.caps }
 
 // TrustBook is the daemon's trust component: trust records, pins and
 // revocations, introduction tokens and identity document checks.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,10 +9,13 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 )
 
@@ -61,14 +65,20 @@ func runCapsCommand(ctx context.Context, e *env, args []string) error {
 	}
 	defer c.Close()
 	if len(pos) == 0 {
-		doc, err := c.Document(ctx)
+		if f.json {
+			// The signed document as it is served, which caps add and
+			// caps validate read back; GET /v1/document has the origins.
+			doc, err := c.Document(ctx)
+			if err != nil {
+				return err
+			}
+			return writeJSON(e.stdout, doc)
+		}
+		own, err := c.OwnDocument(ctx)
 		if err != nil {
 			return err
 		}
-		if f.json {
-			return writeJSON(e.stdout, doc)
-		}
-		printOwnDocument(e.stdout, doc)
+		printOwnDocument(e.stdout, own)
 		return nil
 	}
 	pc, err := c.PeerCapabilities(ctx, pos[0], *refresh)
@@ -103,15 +113,40 @@ func firstPositional(args []string) int {
 	return -1
 }
 
-func printOwnDocument(w io.Writer, doc *negotiate.Document) {
+// originWords say where a capability comes from, in the FROM column.
+var originWords = map[string]string{
+	node.OriginConfig:  "config",
+	node.OriginRuntime: "caps add",
+	node.OriginMCP:     "mcp server",
+	node.OriginUnsaved: "unsaved",
+}
+
+// printOwnDocument lists the own capabilities with their conditions and
+// where each comes from: config.toml, caps add (kept across restarts),
+// the MCP server's tools.
+func printOwnDocument(w io.Writer, own *api.OwnDocument) {
+	doc := own.Document
 	fmt.Fprintf(w, "seq %d, %d capabilities, updated %s\n", doc.Seq, len(doc.Capabilities), orDash(doc.Updated))
-	width := len("NAME")
-	for _, c := range doc.Capabilities {
-		width = max(width, len(c.Name))
+	origin := map[string]string{}
+	for _, o := range own.Origins {
+		origin[o.Name] = cmp.Or(originWords[o.Origin], o.Origin)
 	}
-	fmt.Fprintf(w, "%-*s  CONDITIONS\n", width, "NAME")
-	for _, c := range doc.Capabilities {
-		fmt.Fprintf(w, "%-*s  %s\n", width, c.Name, describeConditions(c))
+	width, cwidth := len("NAME"), len("CONDITIONS")
+	conds := make([]string, len(doc.Capabilities))
+	for i, c := range doc.Capabilities {
+		width = max(width, len(c.Name))
+		conds[i] = describeConditions(c)
+		cwidth = max(cwidth, len(conds[i]))
+	}
+	fmt.Fprintf(w, "%-*s  %-*s  FROM\n", width, "NAME", cwidth, "CONDITIONS")
+	for i, c := range doc.Capabilities {
+		fmt.Fprintf(w, "%-*s  %-*s  %s\n", width, c.Name, cwidth, conds[i], cmp.Or(origin[c.Name], "-"))
+	}
+	if len(own.Removed) > 0 {
+		fmt.Fprintf(w, "removed with caps remove (config.toml has them; kept removed): %s\n", strings.Join(own.Removed, ", "))
+	}
+	for _, l := range own.LeftOut {
+		fmt.Fprintf(w, "left out: %s, added with caps add, no longer valid: %s (caps remove %s forgets it)\n", l.Name, l.Problem, l.Name)
 	}
 }
 
@@ -180,6 +215,177 @@ func printPeerCaps(w io.Writer, pc *api.PeerCaps) {
 	}
 }
 
+// capabilityFile is a file `caps validate` and `caps add` read: a
+// config.toml (its capabilities, the config checked whole), or one
+// capability, a list, a document or [[capabilities]] tables
+// (negotiate.LoadCapabilities), in JSON or TOML by its extension.
+type capabilityFile struct {
+	name   string
+	src    []byte
+	format negotiate.Format
+	config bool                      // a config.toml (it has a top-level version)
+	read   *negotiate.CapabilityFile // what negotiate read, shape known; nil for a config or a file not read that far
+	caps   []negotiate.Capability
+}
+
+// loadCapabilityFile reads name; err holds its problems. With validate,
+// what it read is validated under the home config's tier order when one
+// loads; without, only read (strictly, every misspelling named): caps add
+// leaves validation to the daemon, whose tiers are the ones in force.
+func loadCapabilityFile(f *flags, e *env, name string, validate bool) (*capabilityFile, error) {
+	src, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	cf := &capabilityFile{name: name, src: src, format: negotiate.FormatOf(name)}
+	if cf.format == negotiate.FormatTOML && isConfig(src) {
+		cf.config = true
+		cfg, err := node.ParseConfig(src)
+		if err != nil {
+			return cf, err
+		}
+		doc, err := cfg.Document("did:key:(this daemon)")
+		if err != nil {
+			return cf, err
+		}
+		cf.caps = doc.Capabilities
+		return cf, nil
+	}
+	if !validate {
+		cf.read, err = negotiate.DecodeCapabilities(src, cf.format)
+		if err != nil {
+			return cf, err
+		}
+		cf.caps = cf.read.Capabilities
+		return cf, nil
+	}
+	var order *conditions.TierOrder
+	if h, herr := f.homeDir(e); herr == nil {
+		if cfg, cerr := node.LoadConfig(h.ConfigPath()); cerr == nil {
+			order, _ = cfg.TierOrder()
+		}
+	}
+	cf.read, err = negotiate.LoadCapabilities(src, cf.format, order)
+	if err != nil {
+		return cf, err
+	}
+	cf.caps = cf.read.Capabilities
+	return cf, nil
+}
+
+// kind is the file's kind for `caps validate --json`.
+func (cf *capabilityFile) kind() string {
+	switch {
+	case cf.config:
+		return "config"
+	case cf.read == nil:
+		return ""
+	}
+	return map[negotiate.Shape]string{negotiate.ShapeCapability: "capability", negotiate.ShapeList: "list",
+		negotiate.ShapeDocument: "document", negotiate.ShapeTables: "tables"}[cf.read.Shape]
+}
+
+// describe says what was read: "one capability (JSON)", "a config.toml
+// with 6 capabilities (TOML)"; "" when the file was not read that far.
+func (cf *capabilityFile) describe() string {
+	switch {
+	case cf.config:
+		return fmt.Sprintf("a config.toml with %d capabilities (TOML)", len(cf.caps))
+	case cf.read == nil:
+		return ""
+	}
+	return cf.read.Describe()
+}
+
+// capsReport is what `caps validate --json` prints.
+type capsReport struct {
+	File         string          `json:"file"`
+	Kind         string          `json:"kind"` // "config", "capability", "list", "document" or "tables"; "" when not read that far
+	Read         string          `json:"read,omitempty"`
+	Valid        bool            `json:"valid"`
+	Capabilities []string        `json:"capabilities,omitempty"`
+	Errors       []reportedError `json:"errors,omitempty"`
+}
+
+type reportedError struct {
+	Line       int    `json:"line,omitempty"`
+	Field      string `json:"field"`
+	Capability string `json:"capability,omitempty"`
+	Problem    string `json:"problem"`
+}
+
+func runCapsValidate(_ context.Context, e *env, args []string) error {
+	f := newFlags(e, "caps validate", "FILE", true)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.NArg() != 1 {
+		return usageError("caps validate takes one FILE: one capability, a list of them, a capability document, [[capabilities]] tables or a config.toml, in JSON or TOML")
+	}
+	file := f.Arg(0)
+	cf, err := loadCapabilityFile(f, e, file, true)
+	if cf == nil {
+		return err
+	}
+	rep := capsReport{File: file, Kind: cf.kind(), Read: cf.describe()}
+	if err != nil {
+		for _, p := range configProblems(err) {
+			var fe *negotiate.FieldError
+			if errors.As(p, &fe) {
+				rep.Errors = append(rep.Errors, reportedError{fe.Line, fe.Field, fe.Capability, fe.Problem})
+			} else {
+				rep.Errors = append(rep.Errors, reportedError{Field: "(file)", Problem: p.Error()})
+			}
+		}
+	} else {
+		rep.Valid = true
+		for _, c := range cf.caps {
+			rep.Capabilities = append(rep.Capabilities, c.Name)
+		}
+	}
+	switch {
+	case f.json:
+		if err := writeJSON(e.stdout, rep); err != nil {
+			return err
+		}
+	case rep.Valid && cf.config:
+		fmt.Fprintf(e.stdout, "%s: valid config, %d capabilities: %s\n", file, len(rep.Capabilities), strings.Join(rep.Capabilities, ", "))
+	case rep.Valid:
+		fmt.Fprintf(e.stdout, "%s: valid, read as %s: %s\n", file, rep.Read, strings.Join(rep.Capabilities, ", "))
+	default:
+		if rep.Read != "" {
+			fmt.Fprintf(e.stderr, "%s: read as %s\n", file, rep.Read)
+		}
+		for _, r := range rep.Errors {
+			loc := file
+			if r.Line > 0 {
+				loc = fmt.Sprintf("%s:%d", file, r.Line)
+			}
+			fe := negotiate.FieldError{Field: r.Field, Capability: r.Capability, Problem: r.Problem}
+			fmt.Fprintf(e.stderr, "%s: %s\n", loc, fe.Describe())
+		}
+	}
+	if !rep.Valid {
+		return &exitError{code: 1, err: fmt.Errorf("%s: %d problem(s)", file, len(rep.Errors))}
+	}
+	return nil
+}
+
+// isConfig tells a config.toml (which has a top-level version key) from a
+// standalone capability file.
+func isConfig(src []byte) bool {
+	for _, line := range strings.Split(string(src), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			return false
+		}
+		if k, _, ok := strings.Cut(line, "="); ok && strings.TrimSpace(k) == "version" {
+			return true
+		}
+	}
+	return false
+}
+
 func runCapsAdd(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "caps add", "FILE", true)
 	pos, err := f.parseInterleaved(args)
@@ -187,21 +393,24 @@ func runCapsAdd(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageError("caps add takes one FILE holding one capability object (JSON or TOML)")
+		return usageError("caps add takes one FILE: one capability, a list of them, a capability document or [[capabilities]] tables, in JSON or TOML")
 	}
 	file := pos[0]
-	src, err := os.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	// Decoded here first, so that a typo is reported with its line before
+	// Read here first, so that a typo is reported with its line before
 	// the daemon is involved.
-	format := negotiate.FormatOf(file)
-	var capability negotiate.Capability
-	if err := negotiate.DecodeStrict(src, format, "", &capability); err != nil {
+	cf, err := loadCapabilityFile(f, e, file, false)
+	switch {
+	case cf == nil:
+		return err
+	case cf.config:
+		return usageError("%s is a config.toml (it has a top-level version): its capabilities are the daemon's at start. "+
+			"To add capabilities at run time, give a file of their own: one capability, a list, a document, or [[capabilities]] tables", file)
+	case err != nil:
 		return fileProblems(file, err)
+	case len(cf.caps) == 0:
+		return fmt.Errorf("%s: read as %s: nothing to add", file, cf.describe())
 	}
-	body, err := json.Marshal(capability)
+	body, err := json.Marshal(cf.caps)
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", file, err)
 	}
@@ -213,13 +422,23 @@ func runCapsAdd(ctx context.Context, e *env, args []string) error {
 	doc, err := c.AddCapability(ctx, body)
 	var ae *api.Error
 	if errors.As(err, &ae) && ae.Field != "" {
-		// The daemon names the field; the file knows its line.
-		loc := negotiate.Locate(&negotiate.FieldError{Field: ae.Field}, src, format, "")
-		var fe *negotiate.FieldError
-		if errors.As(loc, &fe) && fe.Line > 0 {
-			return fmt.Errorf("%s:%d: %s", file, fe.Line, ae.Message)
+		// The daemon names the field as "[i]…" of what was sent; the file
+		// knows where capability i is, and its line.
+		field := ae.Field
+		if rest, ok := strings.CutPrefix(field, "["); ok {
+			if num, after, ok := strings.Cut(rest, "]"); ok {
+				if i, err := strconv.Atoi(num); err == nil {
+					field = strings.TrimPrefix(cf.read.Path(i)+after, ".")
+				}
+			}
 		}
-		return fmt.Errorf("%s: %s", file, ae.Message)
+		loc := negotiate.Locate(&negotiate.FieldError{Field: field}, cf.src, cf.format, "")
+		var fe *negotiate.FieldError
+		msg := strings.Replace(ae.Message, ae.Field, field, 1)
+		if errors.As(loc, &fe) && fe.Line > 0 {
+			return fmt.Errorf("%s:%d: %s", file, fe.Line, msg)
+		}
+		return fmt.Errorf("%s: %s", file, msg)
 	}
 	if err != nil {
 		return err
@@ -227,8 +446,13 @@ func runCapsAdd(ctx context.Context, e *env, args []string) error {
 	if f.json {
 		return writeJSON(e.stdout, doc)
 	}
-	fmt.Fprintf(e.stdout, "added %s: the document is now seq %d with %d capabilities; peers in conversation are sent their new view\n",
-		capability.Name, doc.Seq, len(doc.Capabilities))
+	names := make([]string, len(cf.caps))
+	for i, c := range cf.caps {
+		names[i] = c.Name
+	}
+	fmt.Fprintf(e.stdout, "%s: read as %s\n", file, cf.describe())
+	fmt.Fprintf(e.stdout, "added %s: the document is now seq %d with %d capabilities; peers in conversation are sent their new view; kept across restarts (caps remove undoes it)\n",
+		strings.Join(names, ", "), doc.Seq, len(doc.Capabilities))
 	return nil
 }
 

@@ -316,6 +316,10 @@ func TestErrors(t *testing.T) {
 		{"no description", `{"name": "z"}`, "description"},
 		{"cut short", `{"name": `, "name"},
 		{"view member", `{"name": "w", "description": "d", "eligible": true}`, "eligible"},
+		{"list, the second without a description", `[{"name": "a.b", "description": "d"}, {"name": "c.d"}]`, "[1].description"},
+		{"list, misspelled member", `[{"name": "a.b", "descrption": "d"}]`, "[0].descrption"},
+		{"list, a name in it twice", `[{"name": "a.b", "description": "d"}, {"name": "a.b", "description": "d"}]`, "[1].name"},
+		{"empty list", `[]`, ""},
 	} {
 		_, err := d.c.AddCapability(ctx, json.RawMessage(tc.body))
 		e := apiError(t, err, http.StatusBadRequest)

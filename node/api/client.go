@@ -170,15 +170,23 @@ func (c *Client) PeerCapabilities(ctx context.Context, peer string, refresh bool
 	return &out, c.call(ctx, http.MethodGet, path, nil, &out)
 }
 
-// AddCapability adds one capability, given as a JSON object, and returns
-// the new document.
+// OwnDocument returns the daemon's own document with where each
+// capability comes from.
+func (c *Client) OwnDocument(ctx context.Context) (*OwnDocument, error) {
+	var out OwnDocument
+	return &out, c.call(ctx, http.MethodGet, "/v1/document", nil, &out)
+}
+
+// AddCapability adds one capability, given as a JSON object, or several,
+// given as an array of them (all or none), and returns the new document.
+// They are kept across restarts.
 func (c *Client) AddCapability(ctx context.Context, capability json.RawMessage) (*negotiate.Document, error) {
 	var out negotiate.Document
 	return &out, c.call(ctx, http.MethodPost, "/v1/caps", capability, &out)
 }
 
-// RemoveCapability removes a capability by name and returns the new
-// document.
+// RemoveCapability removes a capability by name, kept removed across
+// restarts, and returns the new document.
 func (c *Client) RemoveCapability(ctx context.Context, name string) (*negotiate.Document, error) {
 	var out negotiate.Document
 	return &out, c.call(ctx, http.MethodDelete, "/v1/caps/"+url.PathEscape(name), nil, &out)

@@ -64,8 +64,9 @@
 //	POST   /v1/connect                {"addr": multiaddr ending in /p2p/<peer ID>} → {"peer": peer ID}
 //	GET    /v1/caps                   the owner's signed capability document
 //	GET    /v1/caps/{peer}[?refresh=1] the cached view of a peer; refresh (or no cached view) asks the peer
-//	POST   /v1/caps                   one capability object → the new document (409 when the name exists)
-//	DELETE /v1/caps/{name}            remove a capability → the new document
+//	POST   /v1/caps                   one capability object, or an array of them → the new document (409 when a name exists); kept across restarts
+//	DELETE /v1/caps/{name}            remove a capability → the new document; kept removed across restarts (409 for an MCP tool)
+//	GET    /v1/document               the owner's document with where each capability comes from (config, runtime, mcp)
 //	POST   /v1/greet                  {"peer", "disclosure", "persona", "temperature", "tool_categories"} → the greeting's result
 //	GET    /v1/conversations          the open conversations
 //	DELETE /v1/conversations/{id}     send the close phase in one → the message sent

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -220,11 +221,8 @@ func grantedIn(rec store.PeerRecord) *negotiate.Granted {
 	return &g
 }
 
-var (
-	errCapExists = errors.New("a capability of that name is already in the document")
-	errNoCap     = errors.New("no capability of that name in the document")
-)
-
+// addCap adds one capability (an object) or several (an array of them),
+// all or none, kept across restarts (node.OwnCapabilities).
 func (s *Server) addCap(w http.ResponseWriter, r *http.Request) {
 	raw, err := io.ReadAll(r.Body)
 	var tooLarge *http.MaxBytesError
@@ -237,25 +235,51 @@ func (s *Server) addCap(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "reading the request body: " + err.Error()})
 		return
 	}
-	var c negotiate.Capability
-	if err := negotiate.DecodeStrict(raw, negotiate.FormatJSON, "", &c); err != nil {
-		writeError(w, capabilityError(err, ""))
+	var caps []negotiate.Capability
+	list := bytes.HasPrefix(bytes.TrimLeft(raw, " \t\r\n"), []byte("["))
+	if list {
+		err = negotiate.DecodeStrict(raw, negotiate.FormatJSON, "", &caps)
+	} else {
+		var c negotiate.Capability
+		err = negotiate.DecodeStrict(raw, negotiate.FormatJSON, "", &c)
+		caps = []negotiate.Capability{c}
+	}
+	if err != nil {
+		writeError(w, capabilityError(err, nil))
 		return
 	}
-	prefix := ""
-	doc, err := s.n.UpdateDocument(func(d *negotiate.Document) error {
-		if _, ok := d.Capability(c.Name); ok && c.Name != "" {
-			return fmt.Errorf("adding capability %q: %w (remove it first to replace it)", c.Name, errCapExists)
-		}
-		prefix = fmt.Sprintf("capabilities[%d]", len(d.Capabilities))
-		d.Capabilities = append(d.Capabilities, c)
-		return nil
-	})
+	if list && len(caps) == 0 {
+		writeError(w, &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "the list holds no capability: send one capability object or an array of them"})
+		return
+	}
+	if len(caps) > negotiate.MaxCapabilities {
+		writeError(w, &Error{Status: http.StatusBadRequest, Code: CodeBadRequest,
+			Message: fmt.Sprintf("the list holds %d capabilities, a document at most %d", len(caps), negotiate.MaxCapabilities)})
+		return
+	}
+	doc, err := s.n.Capabilities().Add(caps)
 	switch {
-	case errors.Is(err, errCapExists):
-		writeError(w, &Error{Status: http.StatusConflict, Code: CodeConflict, Field: "name", Message: err.Error()})
+	case errors.Is(err, node.ErrCapabilityExists):
+		field := "name"
+		if list {
+			cur := s.n.Document()
+			for i, c := range caps {
+				if _, ok := cur.Capability(c.Name); ok {
+					field = fmt.Sprintf("[%d].name", i)
+					break
+				}
+			}
+		}
+		writeError(w, &Error{Status: http.StatusConflict, Code: CodeConflict, Field: field, Message: err.Error()})
 	case errors.Is(err, negotiate.ErrInvalidDocument):
-		writeError(w, capabilityError(err, prefix))
+		// Fields are named as in the body: "name" for one capability,
+		// "[1].name" in a list.
+		writeError(w, capabilityError(err, func(i int) string {
+			if !list {
+				return ""
+			}
+			return fmt.Sprintf("[%d]", i)
+		}))
 	case err != nil:
 		writeError(w, internal(fmt.Errorf("adding capability: %w", err)))
 	default:
@@ -263,9 +287,10 @@ func (s *Server) addCap(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// capabilityError turns validation problems into a 400. Fields inside the
-// document are named relative to the capability that was sent.
-func capabilityError(err error, prefix string) *Error {
+// capabilityError turns validation problems into a 400. at, when not
+// nil, names capabilities[i] of the new document as it was in the body
+// (its prefix there), so that fields are named as they were sent.
+func capabilityError(err error, at func(i int) string) *Error {
 	e := &Error{Status: http.StatusBadRequest, Code: CodeBadRequest}
 	var msgs []string
 	for _, p := range negotiate.Errors(err) {
@@ -275,9 +300,22 @@ func capabilityError(err error, prefix string) *Error {
 			continue
 		}
 		f := *fe
-		if prefix != "" {
-			if rest, ok := strings.CutPrefix(f.Field, prefix); ok {
-				f.Field = strings.TrimPrefix(rest, ".")
+		if at != nil {
+			if rest, ok := strings.CutPrefix(f.Field, "capabilities["); ok {
+				if num, after, ok := strings.Cut(rest, "]"); ok {
+					if i, err := strconv.Atoi(num); err == nil {
+						prefix := at(i)
+						after = strings.TrimPrefix(after, ".")
+						switch {
+						case prefix == "":
+							f.Field = after
+						case after == "":
+							f.Field = prefix
+						default:
+							f.Field = prefix + "." + after
+						}
+					}
+				}
 			}
 		}
 		if e.Field == "" {
@@ -289,24 +327,28 @@ func capabilityError(err error, prefix string) *Error {
 	return e
 }
 
+// removeCap removes a capability, kept removed across restarts; a tool
+// of the MCP server is a 409 that says how to restrict it instead.
 func (s *Server) removeCap(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	doc, err := s.n.UpdateDocument(func(d *negotiate.Document) error {
-		i := slices.IndexFunc(d.Capabilities, func(c negotiate.Capability) bool { return c.Name == name })
-		if i < 0 {
-			return fmt.Errorf("removing capability %q: %w", name, errNoCap)
-		}
-		d.Capabilities = slices.Delete(d.Capabilities, i, i+1)
-		return nil
-	})
+	doc, err := s.n.Capabilities().Remove(name)
 	switch {
-	case errors.Is(err, errNoCap):
+	case errors.Is(err, node.ErrNoCapability):
 		writeError(w, notFound("%v", err))
+	case errors.Is(err, node.ErrMCPTool):
+		writeError(w, &Error{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()})
 	case err != nil:
 		writeError(w, internal(fmt.Errorf("removing capability %q: %w", name, err)))
 	default:
 		writeJSON(w, http.StatusOK, doc)
 	}
+}
+
+// ownDocument is the owner's document with where each capability comes
+// from.
+func (s *Server) ownDocument(w http.ResponseWriter, r *http.Request) {
+	doc, origins, removed, leftOut := s.n.Capabilities().Origins()
+	writeJSON(w, http.StatusOK, OwnDocument{Document: doc, Origins: origins, Removed: removed, LeftOut: leftOut})
 }
 
 func (s *Server) greet(w http.ResponseWriter, r *http.Request) {

@@ -676,7 +676,12 @@ func TestOpenAPIAgainstRealResponses(t *testing.T) {
 	must(call(alice, http.MethodPost, "/v1/caps", map[string]any{"name": "echo", "description": "Send the parameters back",
 		"parameters": map[string]any{"type": "object", "required": []any{"say"}}, "categories": []any{"web"}}))
 	must(call(alice, http.MethodPost, "/v1/caps", map[string]any{"name": "scratch", "description": "Removed again"}))
+	must(call(alice, http.MethodPost, "/v1/caps", []any{map[string]any{"name": "scratch.two", "description": "Removed again"}}))
+	must(call(alice, http.MethodGet, "/v1/document", nil))
 	must(call(alice, http.MethodDelete, "/v1/caps/scratch", nil))
+	must(call(alice, http.MethodDelete, "/v1/caps/scratch.two", nil))
+	must(call(alice, http.MethodDelete, "/v1/caps/ping", nil))
+	must(call(alice, http.MethodGet, "/v1/document", nil))
 	must(call(bob, http.MethodPost, "/v1/connect", map[string]any{"addr": alice.n.Addrs()[0].String()}))
 	must(call(bob, http.MethodGet, "/v1/peers", nil))
 	must(call(alice, http.MethodPut, "/v1/policy/disclosure", map[string]any{"peer": bob.peerID(), "tier": "professional"}))

@@ -195,6 +195,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/caps/{peer}", s.peerCaps)
 	mux.HandleFunc("POST /v1/caps", s.addCap)
 	mux.HandleFunc("DELETE /v1/caps/{name}", s.removeCap)
+	mux.HandleFunc("GET /v1/document", s.ownDocument)
 	mux.HandleFunc("POST /v1/greet", s.greet)
 	mux.HandleFunc("GET /v1/conversations", s.conversations)
 	mux.HandleFunc("DELETE /v1/conversations/{id}", s.closeConversation)

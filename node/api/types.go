@@ -119,6 +119,19 @@ const (
 	SourceQuery = "query" // the peer was just asked
 )
 
+// OwnDocument is the owner's document as the owner sees it: the signed
+// document (as GET /v1/caps serves it), where each of its capabilities
+// comes from (node.OriginConfig, OriginRuntime, OriginMCP,
+// OriginUnsaved), the config's capabilities removed at run time, and
+// capabilities added at run time that are kept but left out because they
+// no longer validate.
+type OwnDocument struct {
+	Document *negotiate.Document      `json:"document"`
+	Origins  []node.CapabilityOrigin  `json:"origins"`
+	Removed  []string                 `json:"removed,omitempty"`
+	LeftOut  []node.LeftOutCapability `json:"left_out,omitempty"`
+}
+
 // PeerCaps is the view a peer showed this daemon: which of its
 // capabilities this daemon may use, and for the others what is missing.
 type PeerCaps struct {

@@ -8,7 +8,9 @@
 //     for strangers (see "The peer cache" below);
 //   - the seen set: message IDs with their expiry, so that replay
 //     protection (identity.ReplayGuard) survives a restart;
-//   - the owner's own capability document and its seq;
+//   - the owner's own capability document and its seq, and the owner's
+//     run-time capability changes (caps add, caps remove) written with it
+//     (owncaps.go);
 //   - trust records (pins, revocations, identity-document checks) and
 //     introduction tokens minted here and held from others (buckets
 //     "trust", "intros_issued", "intros_held");

@@ -18,30 +18,33 @@ type ownRecord struct {
 // that is not higher than the stored one with ErrStaleSeq: peers that
 // cached the stored document would refuse a reused or lower seq.
 func (s *Store) SaveOwnDocument(seq uint64, doc json.RawMessage) error {
-	if !json.Valid(doc) {
-		return fmt.Errorf("saving own document (seq %d): document is not valid JSON", seq)
-	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketOwn)
-		if raw := b.Get(keyOwnDocument); raw != nil {
-			var old ownRecord
-			if err := decode(bucketOwn, keyOwnDocument, raw, &old); err != nil {
-				return err
-			}
-			if seq <= old.Seq {
-				return fmt.Errorf("%w: seq %d is not higher than the stored seq %d", ErrStaleSeq, seq, old.Seq)
-			}
-		}
-		raw, err := encode(ownRecord{Seq: seq, Doc: doc})
-		if err != nil {
-			return fmt.Errorf("encoding record: %w", err)
-		}
-		return b.Put(keyOwnDocument, raw)
-	})
+	err := s.db.Update(func(tx *bolt.Tx) error { return putOwnDocument(tx, seq, doc) })
 	if err != nil {
 		return fmt.Errorf("saving own document (seq %d): %w", seq, err)
 	}
 	return nil
+}
+
+// putOwnDocument is SaveOwnDocument within tx.
+func putOwnDocument(tx *bolt.Tx, seq uint64, doc json.RawMessage) error {
+	if !json.Valid(doc) {
+		return fmt.Errorf("document is not valid JSON")
+	}
+	b := tx.Bucket(bucketOwn)
+	if raw := b.Get(keyOwnDocument); raw != nil {
+		var old ownRecord
+		if err := decode(bucketOwn, keyOwnDocument, raw, &old); err != nil {
+			return err
+		}
+		if seq <= old.Seq {
+			return fmt.Errorf("%w: seq %d is not higher than the stored seq %d", ErrStaleSeq, seq, old.Seq)
+		}
+	}
+	raw, err := encode(ownRecord{Seq: seq, Doc: doc})
+	if err != nil {
+		return fmt.Errorf("encoding record: %w", err)
+	}
+	return b.Put(keyOwnDocument, raw)
 }
 
 // OwnDocument returns the last saved document and its seq, or ErrNotFound
