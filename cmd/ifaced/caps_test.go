@@ -55,7 +55,7 @@ func readmeCapFile(t *testing.T, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?s)where `cap.json` holds one capability, for example\n\n```json\n(.*?)```").FindSubmatch(src)
+	m := regexp.MustCompile("(?s)where `cap.json` holds one capability, for example\n\n(?:<!-- [^\n]*-->\n)?```json\n(.*?)```").FindSubmatch(src)
 	if m == nil {
 		t.Fatal("README.md no longer shows cap.json")
 	}

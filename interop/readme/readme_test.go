@@ -36,9 +36,7 @@ var walkthroughSections = []string{
 // expectedFailures are README lines that fail today, each with the issue
 // item whose fix makes it pass. The test fails when one passes: delete the
 // entry then.
-var expectedFailures = map[string]string{
-	"./ifaced caps validate cap.json": "issue 19 item 3: `caps validate` refuses a single capability (name: is not a known field)",
-}
+var expectedFailures = map[string]string{}
 
 // check is a claim a README line makes beyond its exit status and shown
 // output.
