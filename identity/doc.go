@@ -97,7 +97,10 @@
 // the canonical bytes of a document are computed once per seq and reused for
 // every signature and verification (see DocumentSigningInput).
 //
-// Ed25519 signatures are encoded as unpadded base64url ("sig"). A level-0
+// Ed25519 signatures are encoded as unpadded base64url ("sig"), in its
+// one canonical form: the unused low bits of the last character must be
+// zero (RFC 4648 §3.5), so a signature has one spelling and a flipped
+// padding bit is not the same signature written another way. A level-0
 // introduction proof is an HMAC-SHA256 over the same message signing input,
 // carried as a signature entry with alg "hmac-sha256" and key_id
 // "intro:<token id>".

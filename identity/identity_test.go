@@ -672,3 +672,25 @@ func TestReplayGuard(t *testing.T) {
 		t.Fatalf("old replay after prune: %v, want ErrStale", err)
 	}
 }
+
+// A signature has one spelling: the same bytes with a padding bit of the
+// last base64url character set are refused as malformed, not verified.
+func TestSignatureEncodingIsCanonical(t *testing.T) {
+	id, err := Generate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := []byte("signing input")
+	sig := base64.RawURLEncoding.EncodeToString(ed25519.Sign(id.priv, input))
+	if err := verifyEd25519(id.pub, input, sig); err != nil {
+		t.Fatalf("the canonical spelling: %v", err)
+	}
+	// 64 bytes are 86 characters; the last carries 2 bits and 4 unused ones.
+	last := strings.IndexByte(base64URLAlphabet, sig[len(sig)-1])
+	other := sig[:len(sig)-1] + string(base64URLAlphabet[last|1])
+	if err := verifyEd25519(id.pub, input, other); !errors.Is(err, ErrMalformedSignature) {
+		t.Errorf("a padding bit set: %v, want ErrMalformedSignature", err)
+	}
+}
+
+const base64URLAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"

@@ -195,7 +195,7 @@ func (r *IssuedIntroduction) Admit(peer string, sig *MessageSignature, headers m
 	if err != nil {
 		return err
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig.Sig)
+	got, err := base64.RawURLEncoding.Strict().DecodeString(sig.Sig)
 	if err != nil || !hmac.Equal(got, r.mac(input)) {
 		return fmt.Errorf("token %s: %w", r.ID, ErrBadIntroProof)
 	}

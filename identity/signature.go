@@ -201,9 +201,9 @@ func verifyEd25519(pub ed25519.PublicKey, input []byte, sig string) error {
 	if len(pub) != ed25519.PublicKeySize {
 		return fmt.Errorf("%w: public key has %d bytes, want %d", ErrMalformedSignature, len(pub), ed25519.PublicKeySize)
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(sig)
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(sig)
 	if err != nil {
-		return fmt.Errorf("%w: sig is not unpadded base64url: %v", ErrMalformedSignature, err)
+		return fmt.Errorf("%w: sig is not canonical unpadded base64url: %v", ErrMalformedSignature, err)
 	}
 	if len(raw) != ed25519.SignatureSize {
 		return fmt.Errorf("%w: sig has %d bytes, want %d", ErrMalformedSignature, len(raw), ed25519.SignatureSize)

@@ -684,6 +684,13 @@ func buildRefusals(t *testing.T) refusalVectors {
 	add(refusalCase{Name: "unsigned", Stage: "verify", Frames: []string{frame(cborOf(unsigned))}, Code: CodeInvalidSignature})
 	add(refusalCase{Name: "bad signature", Stage: "verify", Frames: []string{frame(cborOf(tampered))}, Code: CodeInvalidSignature})
 	add(refusalCase{Name: "malformed signature", Stage: "verify", Frames: []string{frame(cborOf(badSig))}, Code: CodeInvalidSignature})
+	// The same signature spelt with a padding bit of its last base64url
+	// character set: the bytes decode the same under a lax decoder, but a
+	// signature has one spelling.
+	respelt := signed(minimalMessage(alice, bob), alice)
+	rs := &respelt.Security.Signatures[0]
+	rs.Sig = rs.Sig[:len(rs.Sig)-1] + string(base64URLAlphabet[strings.IndexByte(base64URLAlphabet, rs.Sig[len(rs.Sig)-1])|1])
+	add(refusalCase{Name: "signature not in canonical base64url (a padding bit set)", Stage: "verify", Frames: []string{frame(cborOf(respelt))}, Code: CodeInvalidSignature})
 	add(refusalCase{Name: "signature leaves headers unsigned", Stage: "verify", Frames: []string{frame(cborOf(weak))}, Code: CodeInvalidSignature})
 	add(refusalCase{Name: "signed by another key", Stage: "verify", Frames: []string{frame(cborOf(signed(minimalMessage(alice, bob), carol)))}, Code: CodeWrongKey})
 	add(refusalCase{Name: "first message not a greeting", Stage: "conversation", Frames: []string{frame(cborOf(signed(context1, alice)))}, Code: CodeOutOfSequence})
@@ -845,3 +852,5 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+const base64URLAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
