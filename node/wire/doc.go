@@ -211,9 +211,14 @@
 //	           name the receiver.
 //	verify     the signature verifies under the         invalid_signature,
 //	           signer's key; the owner has not revoked  key_revoked,
-//	           it; a view the message carries (part     stale_seq
-//	           "capabilities") is signed by the same
-//	           key and not older than the one held
+//	           it; a view the message carries (part     key_retired,
+//	           "capabilities") is signed by the same    stale_seq
+//	           key and not older than the one held;
+//	           no revocation statement revoked the
+//	           key, and a key a succession retired is
+//	           inside its transition period; a key
+//	           statement the message carries verifies
+//	           (Key lifecycle)
 //	replay     message_id not seen before from this     replay
 //	           signer; date at most 24 h old and at
 //	           most 5 min ahead (replay.window,
@@ -402,6 +407,52 @@
 // and a frame's worth; retrieving registers the peer. ack: deletes the
 // peer's own messages by mail ID. An unknown op is invalid_format.
 //
+// # Key lifecycle
+//
+// A daemon that replaces its key (`ifaced key rotate`) or revokes one
+// (`ifaced key revoke`, or a revocation statement prepared at init) tells
+// its peers in an ordinary signed IFP-4 message carrying a part
+//
+//	{"name": "key_succession", "content_type": "application/json", "content": <succession statement>}
+//	{"name": "key_revocation", "content_type": "application/json", "content": <revocation statement>}
+//
+// (a revocation signed by the successor travels with the key_succession
+// part that names its signer). The statements' form and signing input are
+// package identity's ("Key succession and revocation"), pinned by
+// identity/testdata/lifecycle-vectors.json. Such a message goes where any
+// message goes: in a conversation when the peer is reachable (a greeting,
+// then a context message carrying the part), else as a one-message
+// conversation left at the peer's mailbox relays; the successor's daemon
+// also announces it on GossipSub.
+//
+// The receiver checks the parts in the verify step, after the message's
+// own signature: a statement that does not verify refuses the message
+// (invalid_signature, or invalid_format naming the member). A message
+// carrying a key_succession part must be signed by its old or its new key;
+// a key_revocation part, by its signer. Once the message is admitted and
+// audited, the receiver acts on the statements:
+//
+//   - A succession is followed only when the old key is a peer the receiver
+//     has met (a trust record, a policy entry, or a cached view), its new
+//     key is not (a successor that is already someone else's peer ID is
+//     refused), the old key has no other successor (a second statement for
+//     the same old key is refused; the same statement again changes
+//     nothing), its date is at most 5 min ahead and not older than the
+//     mailbox retention (a back-dated statement is refused), and no
+//     revocation of the old key dates before it. What the owner granted the
+//     old peer ID moves to the new one: the pin (a level 2 pin stays level 2
+//     only if the old key was pinned, and is then a pin of the new key),
+//     disclosure-map entries and temperature caps, introductions bound to
+//     the old key, the cached view and addresses. Chains (A→B, then B→C)
+//     are followed one statement at a time.
+//   - After date + transition_seconds, a message signed by the old key is
+//     refused with key_retired, whose message names the successor.
+//   - A revoked key is refused at once on every transport, with
+//     key_revoked; a succession from it dated after the revocation date
+//     is void, and when the receiver had followed one, the successor's key
+//     is revoked too, so nothing the owner granted stays with a key the
+//     owner did not authorise.
+//
 // # Deadlines and idle streams
 //
 // A reader waits for each frame at most limits.stream_timeout (default
@@ -456,7 +507,11 @@
 //	unsupported_version  400  ifp is not 4
 //	invalid_signature    401  unsigned, malformed or non-verifying signature
 //	wrong_key            401  signed by a key other than the stream's peer
-//	key_revoked          401  the owner revoked trust in the sender's key
+//	key_revoked          401  the owner revoked trust in the sender's key, or a
+//	                          revocation statement revoked it (Key lifecycle)
+//	key_retired          401  the sender's key was succeeded by another and its
+//	                          transition period is over; the message names the
+//	                          successor's peer ID
 //	replay               400  message_id seen before, or date outside the window
 //	out_of_sequence      409  sequence, phase or conversation does not fit
 //	stale_seq            409  a capability document older than the one held

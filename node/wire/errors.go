@@ -23,6 +23,7 @@ const (
 	CodeInvalidSignature   Code = "invalid_signature"
 	CodeWrongKey           Code = "wrong_key"
 	CodeKeyRevoked         Code = "key_revoked"
+	CodeKeyRetired         Code = "key_retired"
 	CodeReplay             Code = "replay"
 	CodeOutOfSequence      Code = "out_of_sequence"
 	CodeStaleSeq           Code = "stale_seq"
@@ -49,6 +50,10 @@ var (
 	ErrStaleSeq = errors.New("capability document seq is older than the one held")
 	// ErrKeyRevoked: the owner revoked trust in the sender's key.
 	ErrKeyRevoked = errors.New("the owner revoked trust in this key")
+	// ErrKeyRetired: the sender's key was succeeded by another (a key
+	// succession statement) and its transition period is over; the
+	// message names the successor.
+	ErrKeyRetired = errors.New("the sender's key was retired and its transition period is over")
 	// ErrRateLimited: the peer sent more messages than its temperature allows.
 	ErrRateLimited = errors.New("rate limited")
 	// ErrAgentUnavailable: no local agent is there to answer (no webhook, no
@@ -95,6 +100,9 @@ var errorTable = []struct {
 		"a signature by the sender's own key: on libp2p the key of the peer ID that opened the stream, and headers.from naming that key's did:key", "sign with your own key, and name yourself in from"},
 	{CodeKeyRevoked, ErrKeyRevoked, nil, http.StatusUnauthorized,
 		"a key the owner trusts", "ask the owner to compare fingerprints with you again and pin your key"},
+	{CodeKeyRetired, ErrKeyRetired, nil, http.StatusUnauthorized,
+		"a message signed by the sender's current key (the successor its key succession statement names)",
+		"sign with the successor key named in the message; a retired key verifies only during its transition period"},
 	{CodeInvalidSignature, identity.ErrBadSignature, []error{gossip.ErrUnsigned, gossip.ErrWeakSignature, identity.ErrMalformedSignature}, http.StatusUnauthorized,
 		"an ed25519 signature by your key covering every IFP-4 header (message_id, date, from, to, conversation_id, sequence, phase, content_type, subject, thread, languages, disclosure, persona, priority, ttl_seconds, capabilities, extensions) and the body",
 		"sign the whole message with the key of your peer ID"},

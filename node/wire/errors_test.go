@@ -28,6 +28,7 @@ var statuses = map[Code]int{
 	CodeInvalidSignature:   401,
 	CodeWrongKey:           401,
 	CodeKeyRevoked:         401,
+	CodeKeyRetired:         401,
 	CodeReplay:             400,
 	CodeOutOfSequence:      409,
 	CodeStaleSeq:           409,
