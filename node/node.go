@@ -14,6 +14,7 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/alias"
 	"github.com/ifaced/ifaced/node/mcpagent"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/trust"
@@ -162,6 +163,8 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		func(p peer.ID) netip.Addr { return remoteAddrOf(n.host, p) })
 	n.door.budget = NewBudget(cfg.Limits.MaxMemoryMB, func(p peer.ID) bool { return n.convs != nil && n.convs.isGreeted(p) })
 	n.door.known = func(p peer.ID) bool { return n.peerGate.known(p.String()) }
+	n.door.keys = newKeyLifecycle(n.trust, n.policy, n.store, n.peerGate, alias.Open(home.Dir), n.events, log,
+		func() time.Time { return n.now() }, max(cfg.Mailbox.Retention.Duration, cfg.Replay.Window.Duration))
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
 		return nil, fmt.Errorf("building capability document: %w", err)

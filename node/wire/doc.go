@@ -512,6 +512,10 @@
 //	key_retired          401  the sender's key was succeeded by another and its
 //	                          transition period is over; the message names the
 //	                          successor's peer ID
+//	key_statement_refused 409 a valid key statement this daemon will not follow:
+//	                          its key was never met here, its successor is
+//	                          already someone else's, or its key already has
+//	                          another successor (Key lifecycle)
 //	replay               400  message_id seen before, or date outside the window
 //	out_of_sequence      409  sequence, phase or conversation does not fit
 //	stale_seq            409  a capability document older than the one held
