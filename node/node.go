@@ -66,6 +66,7 @@ type Node struct {
 	mdns        *lanDiscovery  // LAN discovery (mdns.go)
 	imports     *importer      // outside agents' documents (importer.go)
 	discovery   *Discovery     // Find and imports, for the control API (discovery.go)
+	keyNotices  *keyNotices    // the key statements this daemon gave, delivered (keyrotate.go)
 
 	// An MCP server as the local agent (node/mcpagent); nil without agent.mcp.
 	mcp *mcpagent.Agent
@@ -195,6 +196,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	if err := n.mail.startReach(); err != nil {
 		return nil, err
 	}
+	n.keyNotices = newKeyNotices(id.PeerID(), n.trust, n.store, n.mail, n.events, log, now, 2*cfg.Limits.StreamTimeout.Duration)
 	if err := n.startDiscovery(); err != nil {
 		return nil, err
 	}
@@ -204,6 +206,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	}
 	n.spawn(n.mail.outboxLoop)
 	n.spawn(n.refreshImports)
+	n.spawn(func() { n.keyNotices.run(n.ctx) })
 	if n.mcp != nil {
 		n.mcp.Follow(n.UpdateDocument)
 	}

@@ -56,6 +56,10 @@ type KeyEvent struct {
 	At         time.Time       `json:"at"`             // when this daemon gave or followed it
 	Via        string          `json:"via,omitempty"`  // the transport that brought it
 	Note       string          `json:"note,omitempty"` // what was carried over or voided, for people
+	// Delivered are the peers a statement given here was sent to (in a
+	// conversation, or left at their mailbox relays); at most the peer
+	// cache's size.
+	Delivered []string `json:"delivered,omitempty"`
 }
 
 func keyEventKey(kind, peerID string) string { return kind + "/" + peerID }

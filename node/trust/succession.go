@@ -173,7 +173,7 @@ func (b *Book) CheckSuccession(s *identity.Succession, carrier peer.ID, met, kno
 	case had:
 		return fmt.Errorf("%w: key %s was already succeeded by %s on %s; a key has one successor", ErrStatementRefused,
 			old, prev.Successor, prev.Date.UTC().Format(time.RFC3339))
-	case oldRevoked && !date.Before(rev.Date):
+	case oldRevoked && date.After(rev.Date):
 		return fmt.Errorf("%w: key %s was revoked on %s, and a succession it made after that is void", ErrKeyRevoked, old, rev.Date.UTC().Format(time.RFC3339))
 	case nextRevoked:
 		return fmt.Errorf("%w: the successor %s named by the succession of %s is a revoked key", ErrKeyRevoked, next, old)
@@ -364,7 +364,7 @@ func (b *Book) FollowRevocation(r *identity.Revocation, succ *identity.Successio
 	}
 	notes := []string{"key refused from now on"}
 	date := r.DateTime()
-	if succeeded && followed.Direction == store.KeyReceived && !followed.Date.Before(date) {
+	if succeeded && followed.Direction == store.KeyReceived && followed.Date.After(date) {
 		next, err := peer.Decode(followed.Successor)
 		if err == nil {
 			if _, err := b.RevokeKey(next); err != nil {
