@@ -222,11 +222,37 @@ type keyNotices struct {
 	log     *slog.Logger
 	now     func() time.Time
 	timeout time.Duration // one peer's delivery
+	liveFor time.Duration // how long after its date a revocation is announced again (trust.key_transition)
+	gossip  *keyGossip    // nil without [discovery] gossip
 }
 
 func newKeyNotices(self peer.ID, t *trust.Book, st *store.Store, mail *Mail, events *hub, log *slog.Logger,
-	now func() time.Time, timeout time.Duration) *keyNotices {
-	return &keyNotices{self: self, trust: t, store: st, send: mail.send, events: events, log: log, now: now, timeout: timeout}
+	now func() time.Time, timeout, liveFor time.Duration) *keyNotices {
+	return &keyNotices{self: self, trust: t, store: st, send: mail.send, events: events, log: log, now: now, timeout: timeout, liveFor: liveFor}
+}
+
+// live are the statements given here that are still announced: a
+// succession whose successor is this daemon's key until its transition
+// period ends, a revocation for liveFor after its date; each as the parts
+// of one message.
+func (k *keyNotices) live() [][]gossip.Part {
+	now := k.now()
+	var out [][]gossip.Part
+	for _, e := range k.trust.KeyEvents() {
+		if e.Direction != store.KeyGiven {
+			continue
+		}
+		switch {
+		case e.Kind == store.KeySuccession && (e.Successor != k.self.String() || !now.Before(e.Until)):
+			continue
+		case e.Kind == store.KeyRevocation && !now.Before(e.Date.Add(k.liveFor)):
+			continue
+		}
+		if parts, _, err := k.partsOf(e); err == nil {
+			out = append(out, parts)
+		}
+	}
+	return out
 }
 
 // succession is the statement whose successor is this daemon's key.
@@ -258,6 +284,9 @@ func (k *keyNotices) identityDocument(doc *identity.Document) *identity.Document
 // run delivers every statement given that some peer in the cache has not
 // had yet (the daemon spawns it at start).
 func (k *keyNotices) run(ctx context.Context) {
+	if k.gossip != nil {
+		k.gossip.publish()
+	}
 	for _, e := range k.trust.KeyEvents() {
 		if e.Direction != store.KeyGiven {
 			continue

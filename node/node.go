@@ -196,9 +196,18 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	if err := n.mail.startReach(); err != nil {
 		return nil, err
 	}
-	n.keyNotices = newKeyNotices(id.PeerID(), n.trust, n.store, n.mail, n.events, log, now, 2*cfg.Limits.StreamTimeout.Duration)
+	n.keyNotices = newKeyNotices(id.PeerID(), n.trust, n.store, n.mail, n.events, log, now, 2*cfg.Limits.StreamTimeout.Duration,
+		cfg.Trust.KeyTransition.Duration)
 	if err := n.startDiscovery(); err != nil {
 		return nil, err
+	}
+	if n.gossip != nil {
+		kg, err := startKeyGossip(n.ctx, n.gossip.ps, id, n.door, n.door.keys, n.keyNotices.live, log, now)
+		if err != nil {
+			return nil, err
+		}
+		n.onClose(kg.Close)
+		n.keyNotices.gossip = kg
 	}
 	n.spawn(n.pruneLoop)
 	if n.seen != nil {

@@ -382,3 +382,35 @@ func revocation(t *testing.T, signer *identity.Identity, keyID string, date time
 	}
 	return r
 }
+
+// TestRevocationHonouredWithinOneAnnouncement: a daemon that never met
+// alice publishes the revocation statement prepared for a key alice
+// pinned; alice hears it on GossipSub as soon as the two share the topic,
+// and refuses the key.
+func TestRevocationHonouredWithinOneAnnouncement(t *testing.T) {
+	alice := startDaemon(t, gossipConfig())
+	lost, _ := identity.Generate(nil)
+	if _, err := alice.TrustBook().PinKey(lost.PeerID(), lost.Fingerprint()); err != nil {
+		t.Fatal(err)
+	}
+	prepared := revocation(t, lost, lost.KeyID(), time.Now().Add(-time.Hour))
+	publisher := startDaemon(t, gossipConfig())
+	publisher.Close()
+	if _, err := PublishRevocation(publisher.home, mustJSON(t, prepared), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	events, stop := alice.Subscribe()
+	defer stop()
+	publisher = restartDaemon(t, publisher)
+	connect(t, publisher, alice)
+	e := keyEvent(t, events, lost.PeerID())
+	if !strings.Contains(e.Detail, "revoked") {
+		t.Errorf("alice was told %q", e.Detail)
+	}
+	if err := alice.trust.KeyRevoked(lost.PeerID()); !errors.Is(err, wire.ErrKeyRevoked) {
+		t.Errorf("the revoked key at alice: %v", err)
+	}
+	if got := publisher.keyNotices.gossip.published.Load(); got != 1 {
+		t.Errorf("the publisher announced %d times, want once", got)
+	}
+}
