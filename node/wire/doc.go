@@ -567,11 +567,16 @@
 //	               described under Greetings; the error part of the
 //	               refusal has code unavailable.
 //	refusals.json  {about, keys, cases: [{name, stage, frames | json,
-//	               peer, code, field?}]}: stage "read": reading the frames
+//	               peer, code, field?, held?, at?, names?}]}: stage "read": reading the frames
 //	               (or decoding the JSON request body) fails; "verify":
 //	               they decode, but no signature by peer's key is
 //	               acceptable; "conversation": every frame but the last is
 //	               accepted in one conversation (as its recipient), the last
-//	               is refused. The refusal has code, and names field (an
-//	               IFP-4 path) when given.
+//	               is refused; "lifecycle": the frame verifies, but the
+//	               receiver holds the key statement held (a succession or a
+//	               revocation, package identity's form) and its clock reads
+//	               at: a revoked key is refused, a retired one once at is
+//	               past the statement's date + transition_seconds, and the
+//	               refusal names the successor (names). The refusal has
+//	               code, and names field (an IFP-4 path) when given.
 package wire
