@@ -567,10 +567,10 @@
 //	               described under Greetings; the error part of the
 //	               refusal has code unavailable.
 //	refusals.json  {about, keys, cases: [{name, stage, frames | json,
-//	               peer, code, field?, held?, at?, names?}]}: stage "read": reading the frames
-//	               (or decoding the JSON request body) fails; "verify":
-//	               they decode, but no signature by peer's key is
-//	               acceptable; "conversation": every frame but the last is
+//	               peer, code, field?, held?, at?, names?}]}: stage "read":
+//	               reading the frames (or decoding the JSON request body)
+//	               fails; "verify": they decode, but no signature by peer's
+//	               key is acceptable; "conversation": every frame but the last is
 //	               accepted in one conversation (as its recipient), the last
 //	               is refused; "lifecycle": the frame verifies, but the
 //	               receiver holds the key statement held (a succession or a
