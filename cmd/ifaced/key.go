@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -161,4 +162,28 @@ func readBounded(path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: over %d bytes; a revocation statement is well under 1 KiB", path, max)
 	}
 	return raw, nil
+}
+
+// printKeyEvents adds to `ifaced trust PEER` the key statements about the
+// peer: the key it was rotated from or to, and a revocation.
+func printKeyEvents(w io.Writer, t *trust.Info) {
+	if t.RotatedFrom != "" {
+		fmt.Fprintf(w, "rotated from\t%s\n", t.RotatedFrom)
+	}
+	if t.SucceededBy != "" {
+		fmt.Fprintf(w, "succeeded by\t%s\n", t.SucceededBy)
+	}
+	for _, e := range t.Keys {
+		line := fmt.Sprintf("%s %s, dated %s", e.Kind, e.Direction, formatTime(e.Date))
+		if !e.Until.IsZero() {
+			line += ", old key verifies until " + formatTime(e.Until)
+		}
+		if e.Reason != "" {
+			line += ", reason: " + e.Reason
+		}
+		if e.Note != "" {
+			line += "; " + e.Note
+		}
+		fmt.Fprintf(w, "key\t%s\n", line)
+	}
 }
