@@ -15,6 +15,7 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/alias"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -84,6 +85,10 @@ func TestRotationKeepsWhatThePeerGranted(t *testing.T) {
 	if err := alice.Policy().SetMaxTemperature(bob.pid().String(), "warm"); err != nil {
 		t.Fatal(err)
 	}
+	aliases := alias.Open(alice.home.Dir)
+	if _, err := aliases.Set("bob", bob.pid()); err != nil {
+		t.Fatal(err)
+	}
 	events, stop := alice.Subscribe()
 	defer stop()
 	oldKey := bob.id
@@ -92,7 +97,7 @@ func TestRotationKeepsWhatThePeerGranted(t *testing.T) {
 	// within the clock skew peers allow each other.
 	bob2, rot := rotate(t, bob, 2*time.Minute)
 	e := keyEvent(t, events, bob2.pid())
-	for _, want := range []string{"rotated its key", oldKey.PeerID().String(), "pin (level 2)", "tier professional under default", "temperature cap warm"} {
+	for _, want := range []string{"rotated its key", oldKey.PeerID().String(), "pin (level 2)", "tier professional under default", "temperature cap warm", "alias bob"} {
 		if !strings.Contains(e.Detail, want) {
 			t.Errorf("alice was told %q, want it to say %q", e.Detail, want)
 		}
@@ -110,6 +115,9 @@ func TestRotationKeepsWhatThePeerGranted(t *testing.T) {
 	}
 	if got := alice.Policy().Current().MaxTemp[bob2.pid().String()]; got != "warm" {
 		t.Errorf("temperature cap of the new key %q, want warm", got)
+	}
+	if pid, ok, err := aliases.Lookup("bob"); err != nil || !ok || pid != bob2.pid() {
+		t.Errorf("alias bob names %s (%v), want the new key %s", pid, err, bob2.pid())
 	}
 	doc := bob2.IdentityDocument()
 	if err := doc.Validate(); err != nil || len(doc.Keys) != 2 || doc.Keys[1].KeyID != oldKey.KeyID() ||
