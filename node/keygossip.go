@@ -104,12 +104,14 @@ func startKeyGossip(ctx context.Context, ps *pubsub.PubSub, self *identity.Ident
 	return g, nil
 }
 
-// Close leaves the topic and waits for the loops.
+// Close stops the loops and waits for them, and releases the
+// subscription; the topic goes with pubsub, whose context the daemon's
+// closing ends (as the announcer's does).
 func (g *keyGossip) Close() error {
 	g.tasks.close()
 	g.sub.Cancel()
 	g.events.Cancel()
-	return g.topic.Close()
+	return nil
 }
 
 // validate judges one payload before it is delivered or forwarded.
