@@ -2,8 +2,9 @@
 // Ed25519 key on disk, the identifiers derived from it (libp2p peer ID,
 // did:key, IFP-5 key_id), IFP-5 identity documents (and whether one, or
 // the DID document of a did:web, lists a given key), the signatures on
-// messages and capability documents, level-0 introduction tokens, and the
-// replay guard.
+// messages and capability documents, level-0 introduction tokens, the key
+// succession and revocation statements (succession.go), and the replay
+// guard.
 //
 // # One key, three names
 //
