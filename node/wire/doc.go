@@ -425,21 +425,34 @@
 // conversation left at the peer's mailbox relays; the successor's daemon
 // also announces it on GossipSub.
 //
+// On GossipSub they travel on the topic /ifaced/key-lifecycle/1: each
+// payload is one such message in deterministic CBOR (a one-message
+// conversation addressed to the key the statement is about, signed by the
+// pubsub author), at most 16 KiB; a hop forwards only what verifies, and
+// takes through its door only statements about keys it met.
+//
 // The receiver checks the parts in the verify step, after the message's
 // own signature: a statement that does not verify refuses the message
-// (invalid_signature, or invalid_format naming the member). A message
-// carrying a key_succession part must be signed by its old or its new key;
-// a key_revocation part, by its signer. Once the message is admitted and
-// audited, the receiver acts on the statements:
+// (invalid_signature, naming sig_old, sig_new or sig; invalid_format
+// naming the member; a revocation signed by a key other than the revoked
+// one or its successor: wrong_key). A message carrying a key_succession
+// part must be signed by its old or its new key (wrong_key), unless the
+// part only names the signer of a key_revocation beside it; a
+// key_revocation proves itself, and any sender may carry it (the owner of
+// a lost key publishes the statement prepared for it from another
+// daemon). Once the message is admitted and audited, the receiver acts on
+// the statements:
 //
 //   - A succession is followed only when the old key is a peer the receiver
 //     has met (a trust record, a policy entry, or a cached view), its new
-//     key is not (a successor that is already someone else's peer ID is
-//     refused), the old key has no other successor (a second statement for
-//     the same old key is refused; the same statement again changes
-//     nothing), its date is at most 5 min ahead and not older than the
-//     mailbox retention (a back-dated statement is refused), and no
-//     revocation of the old key dates before it. What the owner granted the
+//     key is not someone the owner made known (a pin, a policy entry, an
+//     introduction), the old key has no other successor and the new key
+//     was not itself succeeded (a second statement for the same old key,
+//     or a chain back to a retired key, is refused with
+//     key_statement_refused; the same statement again changes nothing),
+//     its date is at most 5 min ahead and not older than the mailbox
+//     retention or the replay window, whichever is longer (replay), and no
+//     revocation of the old key dates before it (key_revoked). What the owner granted the
 //     old peer ID moves to the new one: the pin (a level 2 pin stays level 2
 //     only if the old key was pinned, and is then a pin of the new key),
 //     disclosure-map entries and temperature caps, introductions bound to
