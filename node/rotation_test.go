@@ -228,6 +228,7 @@ func TestKeyStatementsRefused(t *testing.T) {
 		{"dated ahead", thief, statementPart(partKeySuccession, succ(bob, thief, now.Add(time.Hour))), wire.CodeReplay, "ahead"},
 		{"a peer never met", never, statementPart(partKeySuccession, succ(never, thief2(t), now)), wire.CodeKeyStatementRefused, "never met"},
 		{"a revocation by a key that does not hold it", thief, statementPart(partKeyRevocation, revocation(t, thief, bob.KeyID(), now)), wire.CodeWrongKey, "revoked key itself or by its successor"},
+		{"a revocation of a key never met", never, statementPart(partKeyRevocation, revocation(t, never, never.KeyID(), now)), wire.CodeKeyStatementRefused, "never met"},
 		{"a malformed statement", thief, gossip.Part{ContentType: "application/json", Name: partKeySuccession, Content: map[string]any{"type": "key_succession", "sig": 1}}, wire.CodeInvalidFormat, "sig"},
 	} {
 		err := admitStatement(alice, statementMessage(t, tc.carrier, alice.pid(), tc.part))

@@ -460,8 +460,9 @@
 //     are followed one statement at a time.
 //   - After date + transition_seconds, a message signed by the old key is
 //     refused with key_retired, whose message names the successor.
-//   - A revoked key is refused at once on every transport, with
-//     key_revoked; a succession from it dated after the revocation date
+//   - A revocation of a key the receiver never met is refused
+//     (key_statement_refused). A revoked key is refused at once on every
+//     transport, with key_revoked; a succession from it dated after the revocation date
 //     is void, and when the receiver had followed one, the successor's key
 //     is revoked too, so nothing the owner granted stays with a key the
 //     owner did not authorise.
