@@ -17,27 +17,31 @@ type Code string
 
 // Wire error codes (see the package comment).
 const (
-	CodeInvalidFormat       Code = "invalid_format"
-	CodePayloadTooLarge     Code = "payload_too_large"
-	CodeUnsupportedVersion  Code = "unsupported_version"
-	CodeInvalidSignature    Code = "invalid_signature"
-	CodeWrongKey            Code = "wrong_key"
-	CodeKeyRevoked          Code = "key_revoked"
+	CodeInvalidFormat      Code = "invalid_format"
+	CodePayloadTooLarge    Code = "payload_too_large"
+	CodeUnsupportedVersion Code = "unsupported_version"
+	CodeInvalidSignature   Code = "invalid_signature"
+	CodeWrongKey           Code = "wrong_key"
+	CodeKeyRevoked         Code = "key_revoked"
+	CodeReplay             Code = "replay"
+	CodeOutOfSequence      Code = "out_of_sequence"
+	CodeStaleSeq           Code = "stale_seq"
+	CodeConditionsNotMet   Code = "conditions_not_met"
+	CodeBusy               Code = "busy"
+	CodeUnavailable        Code = "unavailable"
+	CodeUnknownCapability  Code = "unknown_capability"
+	CodeRateLimited        Code = "rate_limited"
+	CodeInvalidParams      Code = "invalid_params"
+	CodeAgentUnavailable   Code = "agent_unavailable"
+	CodeAgentTimeout       Code = "agent_timeout"
+	CodeAgentError         Code = "agent_error"
+	CodeInternal           Code = "internal_error"
+)
+
+// Key lifecycle codes (see "Key lifecycle" in the package comment).
+const (
 	CodeKeyRetired          Code = "key_retired"
 	CodeKeyStatementRefused Code = "key_statement_refused"
-	CodeReplay              Code = "replay"
-	CodeOutOfSequence       Code = "out_of_sequence"
-	CodeStaleSeq            Code = "stale_seq"
-	CodeConditionsNotMet    Code = "conditions_not_met"
-	CodeBusy                Code = "busy"
-	CodeUnavailable         Code = "unavailable"
-	CodeUnknownCapability   Code = "unknown_capability"
-	CodeRateLimited         Code = "rate_limited"
-	CodeInvalidParams       Code = "invalid_params"
-	CodeAgentUnavailable    Code = "agent_unavailable"
-	CodeAgentTimeout        Code = "agent_timeout"
-	CodeAgentError          Code = "agent_error"
-	CodeInternal            Code = "internal_error"
 )
 
 // IFP-6 codes that only HTTP answers (and relayed mail) carry.

@@ -22,31 +22,35 @@ import (
 // one), as a second implementation would read them from the package
 // comment.
 var statuses = map[Code]int{
-	CodeInvalidFormat:       400,
-	CodePayloadTooLarge:     413,
-	CodeUnsupportedVersion:  400,
-	CodeInvalidSignature:    401,
-	CodeWrongKey:            401,
-	CodeKeyRevoked:          401,
-	CodeKeyRetired:          401,
-	CodeKeyStatementRefused: 409,
-	CodeReplay:              400,
-	CodeOutOfSequence:       409,
-	CodeStaleSeq:            409,
-	CodeConditionsNotMet:    403,
-	CodeBusy:                503,
-	CodeUnavailable:         503,
-	CodeUnknownCapability:   404,
-	CodeRateLimited:         429,
-	CodeInvalidParams:       400,
-	CodeAgentUnavailable:    503,
-	CodeAgentTimeout:        504,
-	CodeAgentError:          502,
-	CodeInternal:            500,
-	CodeMailboxRefused:      404,
-	CodeMailboxFull:         503,
-	CodeUnknownSender:       401,
-	CodeNotFound:            404,
+	CodeInvalidFormat:      400,
+	CodePayloadTooLarge:    413,
+	CodeUnsupportedVersion: 400,
+	CodeInvalidSignature:   401,
+	CodeWrongKey:           401,
+	CodeKeyRevoked:         401,
+	CodeReplay:             400,
+	CodeOutOfSequence:      409,
+	CodeStaleSeq:           409,
+	CodeConditionsNotMet:   403,
+	CodeBusy:               503,
+	CodeUnavailable:        503,
+	CodeUnknownCapability:  404,
+	CodeRateLimited:        429,
+	CodeInvalidParams:      400,
+	CodeAgentUnavailable:   503,
+	CodeAgentTimeout:       504,
+	CodeAgentError:         502,
+	CodeInternal:           500,
+	CodeMailboxRefused:     404,
+	CodeMailboxFull:        503,
+	CodeUnknownSender:      401,
+	CodeNotFound:           404,
+}
+
+// The key lifecycle codes' statuses, pinned beside the others.
+func init() {
+	statuses[CodeKeyRetired] = 401
+	statuses[CodeKeyStatementRefused] = 409
 }
 
 func TestErrorTableBothWays(t *testing.T) {
