@@ -2,8 +2,9 @@
 // Ed25519 key on disk, the identifiers derived from it (libp2p peer ID,
 // did:key, IFP-5 key_id), IFP-5 identity documents (and whether one, or
 // the DID document of a did:web, lists a given key), the signatures on
-// messages and capability documents, level-0 introduction tokens, and the
-// replay guard.
+// messages and capability documents, level-0 introduction tokens, the key
+// succession and revocation statements (succession.go), and the replay
+// guard.
 //
 // # One key, three names
 //
@@ -108,6 +109,53 @@
 // The exact bytes are pinned by testdata/vectors.json (key, identifiers,
 // message, signing input, signature), alongside RFC 8032 test 1 and the
 // RFC 8785 examples.
+//
+// # Key succession and revocation
+//
+// A daemon that replaces its key says so in a succession statement, and a
+// key that must no longer be believed is named in a revocation statement.
+// Both are JSON objects with fixed members, signed like everything else:
+//
+//	signing input = prefix || JCS(statement without its signature members)
+//
+//	succession statements: "ifp/5/key-succession/v1\n"
+//	revocation statements: "ifp/5/key-revocation/v1\n"
+//
+// A succession statement is
+//
+//	{"type": "key_succession",
+//	 "old_key_id": <key_id of the key replaced>, "new_key_id": <key_id of its successor>,
+//	 "date": <RFC 3339, UTC, to the second: the old key's retired_date>,
+//	 "transition_seconds": <0 … 31536000: how long after date the old key still verifies>,
+//	 "sig_old": <Ed25519 by the old key>, "sig_new": <Ed25519 by the new key>}
+//
+// and both signatures cover the same bytes: the prefix and the canonical
+// form of the five members other than sig_old and sig_new. A statement
+// only one key signed does not verify; the two keys must differ. The
+// successor's identity document lists the old key with status "retired"
+// and retired_date = date (RetireFor), and a retired key verifies a
+// message created up to date + transition_seconds (Document.KeyStatusAt).
+//
+// A revocation statement is
+//
+//	{"type": "key_revocation", "key_id": <the revoked key>,
+//	 "date": <RFC 3339, UTC, to the second: nothing the key signed after it is believed>,
+//	 "reason": <at most 256 bytes, "" when none; always present>,
+//	 "signer": <key_id of the signing key>, "sig": <Ed25519 by signer>}
+//
+// signed over the prefix and the canonical form of the five members other
+// than sig. Exactly two keys may sign one: the revoked key itself (a
+// statement prepared while the owner held it, kept offline, whose date is
+// when it was prepared), or the key that succeeded it, and then the
+// succession statement from key_id to signer travels with the revocation
+// (Revocation.Verify takes it). Any other signer is refused
+// (ErrStatementSigner). A revoked key is refused from the moment the
+// statement is received, whatever date its messages claim; the date is
+// what voids: every succession from the key dated after it.
+//
+// Statements are decoded strictly (DecodeSuccession, DecodeRevocation): at
+// most 4096 bytes, no member they do not define. The exact bytes are
+// pinned by testdata/lifecycle-vectors.json.
 //
 // # Replay
 //

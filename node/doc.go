@@ -25,6 +25,13 @@
 //	               reservations, the outbox, fetched mail
 //	discovery      capabilityDHT, announcer (GossipSub), lanDiscovery
 //	               (mDNS), importer, and the Discovery façade
+//	keyLifecycle   peers' key succession and revocation statements: checked
+//	(rotation.go)  in the door's verify step, followed after the audit
+//	               (what the owner granted moves to the new peer ID)
+//	keyNotices,    this daemon's own: RotateKey and the revocations,
+//	keyGossip      delivered at start to every cached peer (a conversation,
+//	(keyrotate.go, else its mailbox) and on a GossipSub topic of their own
+//	keygossip.go)
 //
 // Node owns the configuration and the data directory, the libp2p host
 // (TCP and QUIC, Noise and TLS, yamux, identify and ping, with a resource

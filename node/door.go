@@ -32,8 +32,10 @@ import (
 //	                 key the signature names, resolved (every other
 //	                 transport); headers.from must be that signer's did:key
 //	verify           the Ed25519 signature under the signer's key; the key
-//	                 not revoked by the owner; the documents the message
-//	                 carries (a greeting's or an update's view) verified too
+//	                 not revoked by the owner or a revocation statement,
+//	                 not retired past its transition period; the documents
+//	                 the message carries (a greeting's or an update's view,
+//	                 key statements: rotation.go) verified too
 //	strangers' room  a greeting from a peer the owner has not made known:
 //	                 today's share of the audit log for strangers is not
 //	                 used up (door.strangerRoom)
@@ -126,6 +128,9 @@ type door struct {
 	// knows nobody. Strangers' conversations share a quarter of the audit
 	// log's quota a day (gossip.StrangerShare).
 	known func(peer.ID) bool
+	// keys checks the key statements a message carries (in the verify
+	// step) and follows them once it is audited (rotation.go); nil: none.
+	keys *keyLifecycle
 }
 
 func newDoor(self string, audit *gossip.AuditLog, replay *identity.ReplayGuard, rates *rateLimits,
@@ -198,6 +203,7 @@ func (d *door) admit(a *arrival) (admitted, error) {
 			return admitted{from: from}, err
 		}
 	}
+	d.followKeys(a, from)
 	return admitted{from: from, msg: a.msg}, nil
 }
 
@@ -318,7 +324,20 @@ func (d *door) verify(a *arrival, from peer.ID) error {
 			return fmt.Errorf("%w: %w", errDocument, err)
 		}
 	}
+	if d.keys != nil {
+		if err := d.keys.verify(a.msg, from); err != nil {
+			return fmt.Errorf("%w: %w", errDocument, err)
+		}
+	}
 	return nil
+}
+
+// followKeys acts on the key statements of an admitted, audited message
+// (rotation.go), whichever transport brought it.
+func (d *door) followKeys(a *arrival, from peer.ID) {
+	if d.keys != nil {
+		d.keys.act(from, a.via, a.msg)
+	}
 }
 
 // checkReplay refuses a message_id seen before from the same signer, or a

@@ -111,6 +111,11 @@ func (mb *Mail) Send(ctx context.Context, pid peer.ID, text string) (*SendResult
 // mailbox). A named conversation that is not open is ErrNoConversation:
 // the text is neither said elsewhere nor queued.
 func (mb *Mail) SendIn(ctx context.Context, pid peer.ID, convID, text string) (*SendResult, error) {
+	return mb.send(ctx, pid, convID, text)
+}
+
+// send is SendIn with parts beside the text (a key statement, rotation.go).
+func (mb *Mail) send(ctx context.Context, pid peer.ID, convID, text string, parts ...gossip.Part) (*SendResult, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, errors.New("sending: the text is empty")
 	}
@@ -122,7 +127,7 @@ func (mb *Mail) SendIn(ctx context.Context, pid peer.ID, convID, text string) (*
 		fresh := c == nil
 		if fresh && convID == "" {
 			if why := mb.away(ctx, pid); why != nil {
-				return mb.queueMail(pid, text, why)
+				return mb.queueMail(pid, text, why, parts...)
 			}
 		}
 		if fresh {
@@ -133,13 +138,13 @@ func (mb *Mail) SendIn(ctx context.Context, pid peer.ID, convID, text string) (*
 					return nil, err
 				}
 				// Nobody answered: leave it at the peer's mailbox.
-				return mb.queueMail(pid, text, err)
+				return mb.queueMail(pid, text, err, parts...)
 			}
 			if c = mb.convs.conversation(res.ConversationID); c == nil {
 				return nil, fmt.Errorf("sending to %s: the conversation closed at once", pid)
 			}
 		}
-		m, err := mb.convs.Say(c.ID, gossip.PhaseContext, text)
+		m, err := mb.convs.Say(c.ID, gossip.PhaseContext, text, parts...)
 		if err == nil {
 			return &SendResult{ConversationID: c.ID, MessageID: m.Headers.MessageID, Delivered: "conversation"}, nil
 		}
@@ -205,7 +210,7 @@ func relayOf(s string) (peer.AddrInfo, bool) {
 }
 
 // queueMail builds the one-message conversation for pid and queues it.
-func (mb *Mail) queueMail(pid peer.ID, text string, cause error) (*SendResult, error) {
+func (mb *Mail) queueMail(pid peer.ID, text string, cause error, parts ...gossip.Part) (*SendResult, error) {
 	if len(mb.mailRelays(pid)) == 0 {
 		return nil, fmt.Errorf("sending to %s: %w (%v), and it names no mailbox relay: greet it once while it is reachable, or ask its owner for a relay", pid, ErrUnreachable, cause)
 	}
@@ -219,7 +224,7 @@ func (mb *Mail) queueMail(pid peer.ID, text string, cause error) (*SendResult, e
 		return nil, err
 	}
 	m.Headers.TTLSeconds = int64(mb.cfg.Mailbox.Retention.Duration / time.Second)
-	m.Body = gossip.Body{Text: text}
+	m.Body = gossip.Body{Text: text, Parts: parts}
 	if err := m.Sign(mb.id, mb.now()); err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/alias"
 	"github.com/ifaced/ifaced/node/mcpagent"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/trust"
@@ -65,6 +66,7 @@ type Node struct {
 	mdns        *lanDiscovery  // LAN discovery (mdns.go)
 	imports     *importer      // outside agents' documents (importer.go)
 	discovery   *Discovery     // Find and imports, for the control API (discovery.go)
+	keyNotices  *keyNotices    // the key statements this daemon gave, delivered (keyrotate.go)
 
 	// An MCP server as the local agent (node/mcpagent); nil without agent.mcp.
 	mcp *mcpagent.Agent
@@ -166,6 +168,8 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		func(p peer.ID) netip.Addr { return remoteAddrOf(n.host, p) })
 	n.door.budget = NewBudget(cfg.Limits.MaxMemoryMB, func(p peer.ID) bool { return n.convs != nil && n.convs.isGreeted(p) })
 	n.door.known = func(p peer.ID) bool { return n.peerGate.known(p.String()) }
+	n.door.keys = newKeyLifecycle(n.trust, n.policy, n.store, n.peerGate, alias.Open(home.Dir), n.events, log,
+		func() time.Time { return n.now() }, max(cfg.Mailbox.Retention.Duration, cfg.Replay.Window.Duration))
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
 		return nil, fmt.Errorf("building capability document: %w", err)
@@ -206,8 +210,18 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	if err := n.mail.startReach(); err != nil {
 		return nil, err
 	}
+	n.keyNotices = newKeyNotices(id.PeerID(), n.trust, n.store, n.mail, n.events, log, now, 2*cfg.Limits.StreamTimeout.Duration,
+		cfg.Trust.KeyTransition.Duration)
 	if err := n.startDiscovery(); err != nil {
 		return nil, err
+	}
+	if n.gossip != nil {
+		kg, err := startKeyGossip(n.ctx, n.gossip.ps, id, n.door, n.door.keys, n.keyNotices.live, log, now)
+		if err != nil {
+			return nil, err
+		}
+		n.onClose(kg.Close)
+		n.keyNotices.gossip = kg
 	}
 	n.spawn(n.pruneLoop)
 	if n.seen != nil {
@@ -215,6 +229,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	}
 	n.spawn(n.mail.outboxLoop)
 	n.spawn(n.refreshImports)
+	n.spawn(func() { n.keyNotices.run(n.ctx) })
 	if n.mcp != nil {
 		n.mcp.Follow(n.UpdateDocument)
 	}

@@ -222,11 +222,12 @@ func circuitThrough(info peer.AddrInfo) []multiaddr.Multiaddr {
 }
 
 // IdentityDocument is this daemon's IFP-5 identity document: its key,
-// agent ID, display name and relay preferences.
+// agent ID, display name and relay preferences, and the key its key
+// succeeded listed as retired (keyrotate.go).
 func (n *Node) IdentityDocument() *identity.Document {
 	doc := identity.NewDocument(n.id, n.Document().AgentID, n.cfg.Identity.Display, n.started)
 	doc.Relay = relayPreferences(n.cfg, n.id.PeerID())
-	return doc
+	return n.keyNotices.identityDocument(doc)
 }
 
 // startReach starts the relay service when configured, and keeps a

@@ -68,6 +68,7 @@ func commands() []command {
 		{"mcp", "serve the running daemon to an MCP client (an LLM agent) on standard input and output", runMCP, nil},
 		{"find", "find daemons offering a capability through the DHT, and whether you meet its conditions (find CAPABILITY [--min-version V])", runFind, nil},
 		{"trust", "show what the daemon established about peers, or pin, revoke or check one (trust [PEER [--verify FINGERPRINT | --revoke | --check]])", runTrust, nil},
+		{"key", "rotate this daemon's key, revoke an old one, or prepare a revocation statement to keep offline (key rotate | revoke [OLD-PEER | --statement FILE] | revocation-statement)", runKey, keySubs},
 		{"introduce", "mint an introduction token for a peer whose key you do not know yet (introduce --label NAME | --list | --revoke ID)", runIntroduce, nil},
 		{"accept-intro", "hold an introduction token another daemon minted for this one (accept-intro TOKEN)", runAcceptIntro, nil},
 		{"audit", "list recorded conversations, or show one (audit [--conversation ID] [--peer P])", runAudit, nil},

@@ -167,6 +167,7 @@ func printTrust(w io.Writer, t *trust.Info) {
 	if t.RevokedKey != "" {
 		fmt.Fprintf(tw, "revoked\t%s on %s\n", t.RevokedKey, formatTime(t.RevokedAt))
 	}
+	printKeyEvents(tw, t) // key.go
 	for _, in := range t.Intros {
 		grants := "no tier"
 		if in.Disclosure != "" {

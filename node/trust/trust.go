@@ -123,6 +123,8 @@ type Store interface {
 	HeldIntros() ([]store.HeldIntro, error)
 	PutHeldIntro(store.HeldIntro) error
 	Peer(peerID string) (store.PeerRecord, error)
+	KeyEvents() ([]store.KeyEvent, error)
+	PutKeyEvent(store.KeyEvent) error
 }
 
 // Config is the trust.* configuration the component reads.
@@ -161,6 +163,7 @@ type Book struct {
 	strangers *costlru.Cache[peer.ID, store.TrustRecord] // everyone else's, in memory only (strangers.go)
 	held      map[peer.ID][]heldIntro                    // by issuer
 	inflight  map[peer.ID]bool                           // identity document checks running
+	keys      lifecycle                                  // key statements followed and given (succession.go)
 }
 
 // New loads the trust records and held tokens of st. did is this daemon's
@@ -188,6 +191,7 @@ func New(ctx context.Context, st Store, cfg Config, order *conditions.TierOrder,
 			b.recs[pid] = r
 		}
 	}
+	b.loadLifecycle()
 	held, err := st.HeldIntros()
 	if err != nil {
 		log.Warn("reading held introduction tokens", "err", err)
@@ -333,9 +337,15 @@ func orDefaultPersona(p string) string {
 }
 
 // KeyRevoked returns an error wrapping ErrKeyRevoked when the owner
-// revoked trust in pid's key, nil otherwise. It is cheap enough to call
+// revoked trust in pid's key or a revocation statement revoked it, one
+// wrapping wire.ErrKeyRetired when a succession this daemon followed
+// retired it and its transition period is over (naming the successor),
+// nil otherwise. It is cheap enough to call
 // for every incoming message.
 func (b *Book) KeyRevoked(pid peer.ID) error {
+	if err := b.lifecycleRefusal(pid); err != nil {
+		return err
+	}
 	b.mu.RLock()
 	rec, ok := b.recs[pid]
 	b.mu.RUnlock()
@@ -406,6 +416,12 @@ type Info struct {
 	CheckStandsUntil time.Time       `json:"check_stands_until,omitzero"`
 	Refusal          string          `json:"refusal,omitempty"` // why the last introduction proof was refused
 	RefusedAt        time.Time       `json:"refused_at,omitzero"`
+	// RotatedFrom is the peer whose key this one succeeded, SucceededBy the
+	// one that succeeded it, and Keys the key statements about it (a
+	// succession or revocation, given or followed; succession.go).
+	RotatedFrom string           `json:"rotated_from,omitempty"`
+	SucceededBy string           `json:"succeeded_by,omitempty"`
+	Keys        []store.KeyEvent `json:"key_events,omitempty"`
 }
 
 func (b *Book) info(pid peer.ID, rec store.TrustRecord) Info {
@@ -422,6 +438,7 @@ func (b *Book) info(pid peer.ID, rec store.TrustRecord) Info {
 	if pub, err := identity.PublicKeyFromPeerID(pid); err == nil {
 		info.Fingerprint = identity.Fingerprint(pub)
 	}
+	b.lifecycleInfo(pid, &info)
 	return info
 }
 
@@ -431,7 +448,7 @@ func (b *Book) List() []Info {
 	b.mu.RLock()
 	pids := slices.Collect(maps.Keys(b.recs))
 	b.mu.RUnlock()
-	for _, pid := range b.strangers.Keys() {
+	for _, pid := range append(b.strangers.Keys(), b.lifecyclePeers()...) {
 		if !slices.Contains(pids, pid) {
 			pids = append(pids, pid)
 		}

@@ -543,6 +543,12 @@ type refusalCase struct {
 	Peer   string   `json:"peer"`             // the key name of the stream's peer (the expected signer)
 	Code   Code     `json:"code"`
 	Field  string   `json:"field,omitempty"` // the IFP-4 path the refusal names, when it names one
+	// Stage lifecycle: the key statement the receiver followed (identity's
+	// form), its clock when the message arrives, and the peer ID the
+	// refusal names (the successor, for key_retired).
+	Held  json.RawMessage `json:"held,omitempty"`
+	At    string          `json:"at,omitempty"`
+	Names string          `json:"names,omitempty"`
 }
 
 func buildRefusals(t *testing.T) refusalVectors {
@@ -648,6 +654,8 @@ func buildRefusals(t *testing.T) refusalVectors {
 		About: "Refusals and their wire codes. stage read: the frames (or the JSON body) do not decode or validate; " +
 			"stage verify: the message decodes but its signature is not an acceptable one by the stream's peer (peer); " +
 			"stage conversation: every frame but the last is accepted in one conversation, the last is refused. " +
+			"stage lifecycle: the message verifies, but the receiver holds a key statement (held) about the peer's key and its clock reads at: " +
+			"a revocation refuses the key, a succession once at is past date + transition_seconds, naming the successor (names). " +
 			"field names the IFP-4 member the refusal names, when it names one.",
 		Keys: vectorKeys(t, "alice", "bob", "carol"),
 	}
@@ -698,8 +706,61 @@ func buildRefusals(t *testing.T) refusalVectors {
 		Frames: []string{frame(cborOf(greeting)), frame(cborOf(signed(second, alice)))}, Code: CodeOutOfSequence})
 	add(refusalCase{Name: "a message after close", Stage: "conversation",
 		Frames: []string{frame(cborOf(greeting)), frame(cborOf(signed(afterClose, alice))), frame(cborOf(signed(afterClose2, alice)))}, Code: CodeOutOfSequence})
+	retiredAt, _ := time.Parse(time.RFC3339, vectorDate)
+	succ, err := identity.NewSuccession(alice, carol, retiredAt.Add(-2*time.Hour), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := identity.NewRevocation(alice, alice.KeyID(), retiredAt.Add(-time.Hour), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(refusalCase{Name: "a retired key after its transition period", Stage: "lifecycle", Frames: []string{frame(cborOf(greeting))},
+		Held: mustMarshal(t, succ), At: vectorDate, Names: carol.PeerID().String(), Code: CodeKeyRetired})
+	add(refusalCase{Name: "a key its revocation statement revoked", Stage: "lifecycle", Frames: []string{frame(cborOf(greeting))},
+		Held: mustMarshal(t, rev), At: vectorDate, Code: CodeKeyRevoked})
 	_ = bob
 	return v
+}
+
+func mustMarshal(t *testing.T, v any) json.RawMessage {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// lifecycleRefusal is the receiver's rule for a message from a key it
+// holds a statement about: a revoked key is refused (key_revoked), a
+// retired one once its transition period is over (key_retired, naming
+// the successor).
+func lifecycleRefusal(c refusalCase, peerKeyID string) error {
+	at, err := time.Parse(time.RFC3339, c.At)
+	if err != nil {
+		return err
+	}
+	if r, err := identity.DecodeRevocation(c.Held); err == nil {
+		if err := r.Verify(nil); err != nil {
+			return err
+		}
+		if r.KeyID == peerKeyID {
+			return fmt.Errorf("%w: revoked by a revocation statement dated %s", ErrKeyRevoked, r.Date)
+		}
+		return nil
+	}
+	s, err := identity.DecodeSuccession(c.Held)
+	if err != nil {
+		return err
+	}
+	if err := s.Verify(); err != nil {
+		return err
+	}
+	if s.OldKeyID == peerKeyID && !at.Before(s.Until()) {
+		next, _ := s.NewPeer()
+		return fmt.Errorf("%w: its successor is %s", ErrKeyRetired, next)
+	}
+	return nil
 }
 
 func checkRefusals(t *testing.T, v refusalVectors) {
@@ -726,6 +787,19 @@ func checkRefusals(t *testing.T, v refusalVectors) {
 		}
 		switch c.Stage {
 		case "read":
+		case "lifecycle":
+			if err != nil {
+				t.Errorf("%s: does not decode: %v", c.Name, err)
+				continue
+			}
+			if err = msgs[0].Verify(pub); err != nil {
+				t.Errorf("%s: does not verify: %v", c.Name, err)
+				continue
+			}
+			err = lifecycleRefusal(c, v.Keys[c.Peer].KeyID)
+			if err != nil && !strings.Contains(err.Error(), c.Names) {
+				t.Errorf("%s: %v does not name %s", c.Name, err, c.Names)
+			}
 		case "verify", "conversation":
 			if err != nil {
 				t.Errorf("%s: does not decode: %v", c.Name, err)

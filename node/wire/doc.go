@@ -211,9 +211,14 @@
 //	           name the receiver.
 //	verify     the signature verifies under the         invalid_signature,
 //	           signer's key; the owner has not revoked  key_revoked,
-//	           it; a view the message carries (part     stale_seq
-//	           "capabilities") is signed by the same
-//	           key and not older than the one held
+//	           it; a view the message carries (part     key_retired,
+//	           "capabilities") is signed by the same    stale_seq
+//	           key and not older than the one held;
+//	           no revocation statement revoked the
+//	           key, and a key a succession retired is
+//	           inside its transition period; a key
+//	           statement the message carries verifies
+//	           (Key lifecycle)
 //	replay     message_id not seen before from this     replay
 //	           signer; date at most 24 h old and at
 //	           most 5 min ahead (replay.window,
@@ -402,6 +407,66 @@
 // and a frame's worth; retrieving registers the peer. ack: deletes the
 // peer's own messages by mail ID. An unknown op is invalid_format.
 //
+// # Key lifecycle
+//
+// A daemon that replaces its key (`ifaced key rotate`) or revokes one
+// (`ifaced key revoke`, or a revocation statement prepared at init) tells
+// its peers in an ordinary signed IFP-4 message carrying a part
+//
+//	{"name": "key_succession", "content_type": "application/json", "content": <succession statement>}
+//	{"name": "key_revocation", "content_type": "application/json", "content": <revocation statement>}
+//
+// (a revocation signed by the successor travels with the key_succession
+// part that names its signer). The statements' form and signing input are
+// package identity's ("Key succession and revocation"), pinned by
+// identity/testdata/lifecycle-vectors.json. Such a message goes where any
+// message goes: in a conversation when the peer is reachable (a greeting,
+// then a context message carrying the part), else as a one-message
+// conversation left at the peer's mailbox relays; the successor's daemon
+// also announces it on GossipSub.
+//
+// On GossipSub they travel on the topic /ifaced/key-lifecycle/1: each
+// payload is one such message in deterministic CBOR (a one-message
+// conversation addressed to the key the statement is about, signed by the
+// pubsub author), at most 16 KiB; a hop forwards only what verifies, and
+// takes through its door only statements about keys it met.
+//
+// The receiver checks the parts in the verify step, after the message's
+// own signature: a statement that does not verify refuses the message
+// (invalid_signature, naming sig_old, sig_new or sig; invalid_format
+// naming the member; a revocation signed by a key other than the revoked
+// one or its successor: wrong_key). A message carrying a key_succession
+// part must be signed by its old or its new key (wrong_key), unless the
+// part only names the signer of a key_revocation beside it; a
+// key_revocation proves itself, and any sender may carry it (the owner of
+// a lost key publishes the statement prepared for it from another
+// daemon). Once the message is admitted and audited, the receiver acts on
+// the statements:
+//
+//   - A succession is followed only when the old key is a peer the receiver
+//     has met (a trust record, a policy entry, or a cached view), its new
+//     key is not someone the owner made known (a pin, a policy entry, an
+//     introduction), the old key has no other successor and the new key
+//     was not itself succeeded (a second statement for the same old key,
+//     or a chain back to a retired key, is refused with
+//     key_statement_refused; the same statement again changes nothing),
+//     its date is at most 5 min ahead and not older than the mailbox
+//     retention or the replay window, whichever is longer (replay), and no
+//     revocation of the old key dates before it (key_revoked). What the owner granted the
+//     old peer ID moves to the new one: the pin (a level 2 pin stays level 2
+//     only if the old key was pinned, and is then a pin of the new key),
+//     disclosure-map entries and temperature caps, introductions bound to
+//     the old key, the cached view and addresses. Chains (A→B, then B→C)
+//     are followed one statement at a time.
+//   - After date + transition_seconds, a message signed by the old key is
+//     refused with key_retired, whose message names the successor.
+//   - A revocation of a key the receiver never met is refused
+//     (key_statement_refused). A revoked key is refused at once on every
+//     transport, with key_revoked; a succession from it dated after the revocation date
+//     is void, and when the receiver had followed one, the successor's key
+//     is revoked too, so nothing the owner granted stays with a key the
+//     owner did not authorise.
+//
 // # Deadlines and idle streams
 //
 // A reader waits for each frame at most limits.stream_timeout (default
@@ -456,7 +521,15 @@
 //	unsupported_version  400  ifp is not 4
 //	invalid_signature    401  unsigned, malformed or non-verifying signature
 //	wrong_key            401  signed by a key other than the stream's peer
-//	key_revoked          401  the owner revoked trust in the sender's key
+//	key_revoked          401  the owner revoked trust in the sender's key, or a
+//	                          revocation statement revoked it (Key lifecycle)
+//	key_retired          401  the sender's key was succeeded by another and its
+//	                          transition period is over; the message names the
+//	                          successor's peer ID
+//	key_statement_refused 409 a valid key statement this daemon will not follow:
+//	                          its key was never met here, its successor is
+//	                          already someone else's, or its key already has
+//	                          another successor (Key lifecycle)
 //	replay               400  message_id seen before, or date outside the window
 //	out_of_sequence      409  sequence, phase or conversation does not fit
 //	stale_seq            409  a capability document older than the one held
@@ -508,11 +581,16 @@
 //	               described under Greetings; the error part of the
 //	               refusal has code unavailable.
 //	refusals.json  {about, keys, cases: [{name, stage, frames | json,
-//	               peer, code, field?}]}: stage "read": reading the frames
-//	               (or decoding the JSON request body) fails; "verify":
-//	               they decode, but no signature by peer's key is
-//	               acceptable; "conversation": every frame but the last is
+//	               peer, code, field?, held?, at?, names?}]}: stage "read":
+//	               reading the frames (or decoding the JSON request body)
+//	               fails; "verify": they decode, but no signature by peer's
+//	               key is acceptable; "conversation": every frame but the last is
 //	               accepted in one conversation (as its recipient), the last
-//	               is refused. The refusal has code, and names field (an
-//	               IFP-4 path) when given.
+//	               is refused; "lifecycle": the frame verifies, but the
+//	               receiver holds the key statement held (a succession or a
+//	               revocation, package identity's form) and its clock reads
+//	               at: a revoked key is refused, a retired one once at is
+//	               past the statement's date + transition_seconds, and the
+//	               refusal names the successor (names). The refusal has
+//	               code, and names field (an IFP-4 path) when given.
 package wire

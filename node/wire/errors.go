@@ -38,6 +38,12 @@ const (
 	CodeInternal           Code = "internal_error"
 )
 
+// Key lifecycle codes (see "Key lifecycle" in the package comment).
+const (
+	CodeKeyRetired          Code = "key_retired"
+	CodeKeyStatementRefused Code = "key_statement_refused"
+)
+
 // IFP-6 codes that only HTTP answers (and relayed mail) carry.
 const (
 	CodeUnknownSender Code = "unknown_sender"
@@ -49,6 +55,14 @@ var (
 	ErrStaleSeq = errors.New("capability document seq is older than the one held")
 	// ErrKeyRevoked: the owner revoked trust in the sender's key.
 	ErrKeyRevoked = errors.New("the owner revoked trust in this key")
+	// ErrKeyRetired: the sender's key was succeeded by another (a key
+	// succession statement) and its transition period is over; the
+	// message names the successor.
+	ErrKeyRetired = errors.New("the sender's key was retired and its transition period is over")
+	// ErrKeyStatementRefused: a key succession or revocation statement that
+	// verifies but that this daemon will not follow (its key never met
+	// here, a successor already someone else's, a second successor).
+	ErrKeyStatementRefused = errors.New("key statement refused")
 	// ErrRateLimited: the peer sent more messages than its temperature allows.
 	ErrRateLimited = errors.New("rate limited")
 	// ErrAgentUnavailable: no local agent is there to answer (no webhook, no
@@ -91,10 +105,16 @@ var errorTable = []struct {
 		"frames of at most 1 MiB", "send less per message, or split the content"},
 	{CodeUnsupportedVersion, gossip.ErrUnknownVersion, nil, http.StatusBadRequest,
 		"IFP-4 messages (\"ifp\": 4)", "resend as an IFP-4 message"},
-	{CodeWrongKey, gossip.ErrWrongKey, nil, http.StatusUnauthorized,
+	{CodeWrongKey, gossip.ErrWrongKey, []error{identity.ErrStatementSigner}, http.StatusUnauthorized,
 		"a signature by the sender's own key: on libp2p the key of the peer ID that opened the stream, and headers.from naming that key's did:key", "sign with your own key, and name yourself in from"},
 	{CodeKeyRevoked, ErrKeyRevoked, nil, http.StatusUnauthorized,
 		"a key the owner trusts", "ask the owner to compare fingerprints with you again and pin your key"},
+	{CodeKeyRetired, ErrKeyRetired, nil, http.StatusUnauthorized,
+		"a message signed by the sender's current key (the successor its key succession statement names)",
+		"sign with the successor key named in the message; a retired key verifies only during its transition period"},
+	{CodeKeyStatementRefused, ErrKeyStatementRefused, nil, http.StatusConflict,
+		"a key statement about a key this daemon met, naming a successor that is nobody else's, and the only successor of its key",
+		"nothing to do when the key was never met here; otherwise the reason names what conflicts, which only this daemon's owner can resolve"},
 	{CodeInvalidSignature, identity.ErrBadSignature, []error{gossip.ErrUnsigned, gossip.ErrWeakSignature, identity.ErrMalformedSignature}, http.StatusUnauthorized,
 		"an ed25519 signature by your key covering every IFP-4 header (message_id, date, from, to, conversation_id, sequence, phase, content_type, subject, thread, languages, disclosure, persona, priority, ttl_seconds, capabilities, extensions) and the body",
 		"sign the whole message with the key of your peer ID"},
@@ -131,7 +151,7 @@ var errorTable = []struct {
 		"a signature whose key_id names a key this daemon can resolve (a did:key, or a key it holds)", "sign with a did:key key_id"},
 	{CodeNotFound, ErrNotFound, nil, http.StatusNotFound,
 		"an endpoint this daemon serves", "see /.well-known/iface/capabilities"},
-	{CodeInvalidFormat, gossip.ErrInvalidMessage, []error{gossip.ErrMalformed, gossip.ErrTruncatedFrame, gossip.ErrEmptyFrame, ErrMailboxUnknownOp}, http.StatusBadRequest,
+	{CodeInvalidFormat, gossip.ErrInvalidMessage, []error{identity.ErrMalformedStatement, gossip.ErrMalformed, gossip.ErrTruncatedFrame, gossip.ErrEmptyFrame, ErrMailboxUnknownOp}, http.StatusBadRequest,
 		"one deterministic CBOR IFP-4 message per frame", "check the message against IFP-4 and resend"},
 	{CodeInternal, ErrInternal, nil, http.StatusInternalServerError,
 		"", "try again later"},

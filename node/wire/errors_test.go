@@ -47,6 +47,12 @@ var statuses = map[Code]int{
 	CodeNotFound:           404,
 }
 
+// The key lifecycle codes' statuses, pinned beside the others.
+func init() {
+	statuses[CodeKeyRetired] = 401
+	statuses[CodeKeyStatementRefused] = 409
+}
+
 func TestErrorTableBothWays(t *testing.T) {
 	if len(Codes()) != len(statuses) {
 		t.Fatalf("the table has %d codes, the test pins %d", len(Codes()), len(statuses))

@@ -1,0 +1,287 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/time/rate"
+)
+
+// Key statements on GossipSub. Beside the announcement topic, a daemon
+// with [discovery] gossip on joins keyTopic, where key succession and
+// revocation statements travel to peers the sender's cache does not hold:
+// a peer that met the old key may not be one the new key can name.
+//
+// A payload is one deterministic CBOR IFP-4 message, a one-message
+// conversation (phase greeting, sequence 1) from the publisher, addressed
+// to the key the statement is about, carrying the statement parts exactly
+// as a conversation or mail would (see node/wire "Key lifecycle"). Each hop
+// validates before it forwards: at most maxKeyGossip bytes, the message
+// signed by the pubsub author (strict signing) and naming it in
+// headers.from, at least one statement part, and every statement verifying
+// (a revocation its successor signed travels with its succession). Past
+// keyGossipRate validations a second, statements are ignored (neither
+// forwarded nor held against the forwarder). A hop that met the key the
+// statement is about then takes the message through the door like any
+// other (transport "gossipsub", the author as the signer): audited, and
+// followed (rotation.go); any other hop only forwards it.
+//
+// The publisher sends each live statement when it starts (if the topic
+// has peers), and again a second after a peer joins the topic (at most
+// once a minute, a join in between served at the minute's end), so that a
+// peer that comes later still hears it within one announcement: a succession until its
+// transition period ends, a revocation for trust.key_transition after its
+// date.
+
+const (
+	keyTopic      = "/ifaced/key-lifecycle/1"
+	maxKeyGossip  = 16 << 10
+	keyGossipRate = 50 // validations a second, burst as many
+	// keyRepublishEvery bounds how often a peer joining the topic makes
+	// this daemon publish its live statements again.
+	keyRepublishEvery = time.Minute
+	viaGossipSub      = "gossipsub"
+)
+
+// keyGossip is the key statement topic: its validator, the receive loop
+// that takes statements about keys this daemon met through the door, and
+// the publication of this daemon's own live statements.
+type keyGossip struct {
+	self   *identity.Identity
+	door   *door
+	keys   *keyLifecycle
+	live   func() [][]gossip.Part // the statements to publish, each one message's parts
+	log    *slog.Logger
+	now    func() time.Time
+	tasks  *tasks
+	topic  *pubsub.Topic
+	sub    *pubsub.Subscription
+	limit  *rate.Limiter
+	events *pubsub.TopicEventHandler
+
+	published, accepted atomic.Uint64
+}
+
+// startKeyGossip joins keyTopic on ps (the announcer's GossipSub).
+func startKeyGossip(ctx context.Context, ps *pubsub.PubSub, self *identity.Identity, d *door, keys *keyLifecycle,
+	live func() [][]gossip.Part, log *slog.Logger, now func() time.Time) (*keyGossip, error) {
+	g := &keyGossip{self: self, door: d, keys: keys, live: live, log: log, now: now, tasks: newTasks(ctx),
+		limit: rate.NewLimiter(keyGossipRate, keyGossipRate)}
+	ok := false
+	defer func() {
+		if !ok {
+			g.tasks.close()
+		}
+	}()
+	validate := func(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+		res := pubsub.ValidationIgnore
+		g.tasks.during(func() { res = g.validate(m) })
+		return res
+	}
+	if err := ps.RegisterTopicValidator(keyTopic, validate); err != nil {
+		return nil, fmt.Errorf("registering the %s validator: %w", keyTopic, err)
+	}
+	var err error
+	if g.topic, err = ps.Join(keyTopic); err != nil {
+		return nil, fmt.Errorf("joining %s: %w", keyTopic, err)
+	}
+	if g.sub, err = g.topic.Subscribe(); err != nil {
+		return nil, fmt.Errorf("subscribing to %s: %w", keyTopic, err)
+	}
+	if g.events, err = g.topic.EventHandler(); err != nil {
+		return nil, fmt.Errorf("watching %s: %w", keyTopic, err)
+	}
+	ok = true
+	g.tasks.spawn(g.receiveLoop)
+	g.tasks.spawn(g.joinLoop)
+	return g, nil
+}
+
+// Close stops the loops and waits for them, and releases the
+// subscription; the topic goes with pubsub, whose context the daemon's
+// closing ends (as the announcer's does).
+func (g *keyGossip) Close() error {
+	g.tasks.close()
+	g.sub.Cancel()
+	g.events.Cancel()
+	return nil
+}
+
+// validate judges one payload before it is delivered or forwarded.
+func (g *keyGossip) validate(m *pubsub.Message) pubsub.ValidationResult {
+	if len(m.Data) > maxKeyGossip {
+		return pubsub.ValidationReject
+	}
+	if !g.limit.Allow() {
+		return pubsub.ValidationIgnore
+	}
+	author := m.GetFrom()
+	msg, err := gossip.DecodeCBOR(m.Data)
+	if err != nil {
+		g.log.Debug("rejected a key statement announcement", "author", author, "err", err)
+		return pubsub.ValidationReject
+	}
+	pub, err := identity.PublicKeyFromPeerID(author)
+	if err == nil && msg.Headers.From.Agent != identity.DIDKey(pub) {
+		err = fmt.Errorf("%w: headers.from is not the author", gossip.ErrWrongKey)
+	}
+	if err == nil {
+		err = msg.Verify(pub)
+	}
+	if err != nil {
+		g.log.Debug("rejected a key statement announcement", "author", author, "err", err)
+		return pubsub.ValidationReject
+	}
+	st, err := statementsOf(msg)
+	if err != nil || (st.succ == nil && st.rev == nil) {
+		g.log.Debug("rejected a key statement announcement", "author", author, "err", err)
+		return pubsub.ValidationReject
+	}
+	if st.succ != nil && st.succ.Verify() != nil {
+		return pubsub.ValidationReject
+	}
+	if st.rev != nil && st.rev.Verify(st.succ) != nil {
+		return pubsub.ValidationReject
+	}
+	m.ValidatorData = msg
+	return pubsub.ValidationAccept
+}
+
+// receiveLoop takes the statements about keys this daemon met through the
+// door.
+func (g *keyGossip) receiveLoop() {
+	for {
+		m, err := g.sub.Next(g.tasks.ctx)
+		if err != nil {
+			return // closing
+		}
+		msg, ok := m.ValidatorData.(*gossip.Message)
+		if m.GetFrom() == g.self.PeerID() || !ok || !g.keys.concerns(msg) {
+			continue
+		}
+		g.accepted.Add(1)
+		if _, err := g.door.admit(&arrival{via: viaGossipSub, msg: msg, stream: m.GetFrom(), uncharged: true,
+			note: "key statement announced on GossipSub"}); err != nil {
+			g.log.Info("refused a key statement announced on GossipSub", "author", m.GetFrom(), "err", err)
+		}
+	}
+}
+
+// joinLoop publishes the live statements again when peers join the
+// topic: joinSettle after a join (pubsub reports a join before the new
+// peer takes messages on the topic), and then at most once every
+// keyRepublishEvery, however many join meanwhile; a join in that minute
+// is served at its end.
+func (g *keyGossip) joinLoop() {
+	kick := make(chan struct{}, 1)
+	g.tasks.spawn(func() {
+		for {
+			select {
+			case <-g.tasks.ctx.Done():
+				return
+			case <-kick:
+			}
+			if !g.tasks.sleep(joinSettle) {
+				return
+			}
+			g.publish()
+			if !g.tasks.sleep(keyRepublishEvery) {
+				return
+			}
+		}
+	})
+	for {
+		ev, err := g.events.NextPeerEvent(g.tasks.ctx)
+		if err != nil {
+			return
+		}
+		if ev.Type == pubsub.PeerJoin {
+			select {
+			case kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// joinSettle is how long after a join this daemon publishes to the peer
+// that joined.
+const joinSettle = time.Second
+
+// publish sends each live statement, when the topic has peers.
+func (g *keyGossip) publish() {
+	if len(g.topic.ListPeers()) == 0 {
+		return // nobody to hear it yet: the first peer to join will
+	}
+	for _, parts := range g.live() {
+		if err := g.publishOne(parts); err != nil {
+			g.log.Warn("announcing a key statement on GossipSub", "err", err)
+		}
+	}
+}
+
+func (g *keyGossip) publishOne(parts []gossip.Part) error {
+	about := g.self.PeerID()
+	if st, err := statementsOf(&gossip.Message{Body: gossip.Body{Parts: parts}}); err == nil {
+		switch {
+		case st.rev != nil:
+			about, _ = st.rev.RevokedPeer()
+		case st.succ != nil:
+			about, _ = st.succ.OldPeer()
+		}
+	}
+	to, err := agentOf(about)
+	if err != nil {
+		return err
+	}
+	now := g.now()
+	c := gossip.NewConversation(gossip.NewID("conv", now), gossip.Agent{Agent: g.self.DID()}, to)
+	m, err := c.Next(gossip.PhaseGreeting, now)
+	if err != nil {
+		return err
+	}
+	m.Body = gossip.Body{Text: "A key statement: the signed statement is attached.", Parts: parts}
+	if err := m.Sign(g.self, now); err != nil {
+		return err
+	}
+	raw, err := gossip.EncodeCBOR(m)
+	if err != nil {
+		return err
+	}
+	if err := g.door.audit.Record(gossip.AuditEntry{At: now.UTC(), Direction: gossip.Sent, Peer: about.String(), Transport: viaGossipSub,
+		Note: "key statement announced on GossipSub", Message: m}); err != nil {
+		return err
+	}
+	if err := g.topic.Publish(g.tasks.ctx, raw); err != nil {
+		return err
+	}
+	g.published.Add(1)
+	g.log.Info("announced a key statement on GossipSub", "about", about)
+	return nil
+}
+
+// concerns says whether m carries a statement about a key this daemon met
+// (or whose succession it followed): only those pass the door here.
+func (k *keyLifecycle) concerns(m *gossip.Message) bool {
+	st, err := statementsOf(m)
+	if err != nil {
+		return false
+	}
+	var pid peer.ID
+	switch {
+	case st.rev != nil:
+		pid, err = st.rev.RevokedPeer()
+	case st.succ != nil:
+		pid, err = st.succ.OldPeer()
+	default:
+		return false
+	}
+	return err == nil && k.met(pid)
+}

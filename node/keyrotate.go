@@ -1,0 +1,388 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/node/store"
+	"github.com/ifaced/ifaced/node/trust"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Key lifecycle, the giving side: this daemon's own key rotated or
+// revoked.
+//
+// Decision: the key commands (`ifaced key rotate`, `ifaced key revoke`)
+// work on the data directory while the daemon is stopped (RotateKey,
+// RevokeOldKey, PublishRevocation; the store's lock tells them a daemon
+// is running, and they say to stop it). Every component holds the libp2p
+// host, whose identity is the key, so swapping the key in a running
+// daemon would mean rebuilding all of them: a restart does exactly that,
+// and nothing else is needed. The daemon does not keep a listener on the
+// old peer ID: its old key verifies at the peers for the transition period
+// (messages it signed before the rotation, mail still waiting at relays),
+// which is what the transition is for.
+//
+// On its next start the daemon finds the statements it gave that are not
+// delivered to everyone yet (keyNotices): it serves its identity document
+// with the old key listed as retired (retired_date the succession's
+// date), and sends each statement to every peer in its peer cache — in a
+// conversation where the peer is reachable, else as mail left at the
+// peer's mailbox relays — remembering whom it reached, so that a restart
+// sends it only to the others. Its DHT provider records and GossipSub
+// announcements are made under the new peer ID from the start, as always.
+
+// Rotation is what RotateKey did.
+type Rotation struct {
+	Old        peer.ID              `json:"old"`
+	New        peer.ID              `json:"new"`
+	Statement  *identity.Succession `json:"statement"`
+	RetiredKey string               `json:"retired_key"` // where the old key file was moved
+}
+
+// ErrDaemonRunning: a key command needs the daemon stopped.
+var ErrDaemonRunning = errors.New("the daemon is running")
+
+// RetiredKeyPath is where RotateKey keeps the key it retired: the owner
+// may still prepare a revocation statement with it (`ifaced key
+// revocation-statement --key`), and it is nothing else's.
+func (h Home) RetiredKeyPath(pid peer.ID) string {
+	return filepath.Join(h.Dir, "retired", pid.String()+".pem")
+}
+
+// openStopped opens the store of a daemon that is not running.
+func openStopped(h Home) (*store.Store, error) {
+	st, err := store.Open(filepath.Join(h.Dir, "ifaced.db"))
+	if errors.Is(err, store.ErrLocked) {
+		return nil, fmt.Errorf("%w: stop it first (the key is the daemon's identity, and it takes the new one at its next start): %w", ErrDaemonRunning, err)
+	}
+	return st, err
+}
+
+// RotateKey replaces the daemon's key in h with a new one: it makes the
+// succession statement (signed by both keys, dated now, with the
+// transition period), records it in the store as given, moves the old key
+// to RetiredKeyPath and puts the new one in its place. The daemon must be
+// stopped; its next start delivers the statement.
+func RotateKey(h Home, transition time.Duration, now time.Time) (*Rotation, error) {
+	old, err := identity.LoadKey(h.KeyPath())
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStopped(h)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	next, err := identity.Generate(nil)
+	if err != nil {
+		return nil, err
+	}
+	s, err := identity.NewSuccession(old, next, now, transition)
+	if err != nil {
+		return nil, fmt.Errorf("rotating the key: %w", err)
+	}
+	pending := h.KeyPath() + ".next"
+	if err := os.Remove(pending); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("rotating the key: %w", err)
+	}
+	if err := identity.SaveKey(pending, next); err != nil {
+		return nil, err
+	}
+	retired := h.RetiredKeyPath(old.PeerID())
+	if err := os.MkdirAll(filepath.Dir(retired), 0o700); err != nil {
+		return nil, fmt.Errorf("rotating the key: %w", err)
+	}
+	raw, _ := json.Marshal(s)
+	// The statement first: a crash after it leaves the old key in place
+	// and a statement nobody is sent (keyNotices sends only the statement
+	// whose successor is the daemon's key), and running rotate again
+	// replaces it.
+	if err := st.PutKeyEvent(store.KeyEvent{Kind: store.KeySuccession, Direction: store.KeyGiven, Peer: old.PeerID().String(),
+		Successor: next.PeerID().String(), Date: s.DateTime(), Until: s.Until(), Statement: raw, At: now.UTC(),
+		Note: "ifaced key rotate"}); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(h.KeyPath(), retired); err != nil {
+		return nil, fmt.Errorf("rotating the key: moving the old key aside: %w", err)
+	}
+	if err := os.Rename(pending, h.KeyPath()); err != nil {
+		return nil, fmt.Errorf("rotating the key: putting the new key in place (the old one is at %s): %w", retired, err)
+	}
+	return &Rotation{Old: old.PeerID(), New: next.PeerID(), Statement: s, RetiredKey: retired}, nil
+}
+
+// RevocationStatement makes a revocation statement of the key in h, signed
+// by that key and dated now, for the owner to keep offline (`ifaced key
+// revocation-statement`): published later (PublishRevocation), it revokes
+// the key and voids every succession from it dated after now. It needs no
+// store, so the daemon may be running.
+func RevocationStatement(keyPath, reason string, now time.Time) (*identity.Revocation, error) {
+	id, err := identity.LoadKey(keyPath)
+	if err != nil {
+		return nil, err
+	}
+	return identity.NewRevocation(id, id.KeyID(), now, reason)
+}
+
+// RevokeOldKey revokes a key this daemon's key succeeded (old; "" for the
+// one it succeeded last): the statement is signed by the current key and
+// travels with the succession statement. The daemon must be stopped; its
+// next start delivers the statement.
+func RevokeOldKey(h Home, old peer.ID, reason string, now time.Time) (*identity.Revocation, error) {
+	id, err := identity.LoadKey(h.KeyPath())
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStopped(h)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	evs, err := st.KeyEvents()
+	if err != nil {
+		return nil, err
+	}
+	var succ *store.KeyEvent
+	for i, e := range evs {
+		if e.Kind == store.KeySuccession && e.Direction == store.KeyGiven && e.Successor == id.PeerID().String() &&
+			(old == "" || e.Peer == old.String()) {
+			succ = &evs[i]
+		}
+	}
+	if succ == nil {
+		if old == "" {
+			return nil, fmt.Errorf("revoking: this daemon's key %s succeeded no key here; to revoke a key you no longer hold, publish the revocation statement prepared for it (`ifaced key revoke --statement FILE`)", id.PeerID())
+		}
+		return nil, fmt.Errorf("revoking %s: this daemon's key %s is not its successor, so it may not revoke it; publish the revocation statement prepared for it (`ifaced key revoke --statement FILE`)", old, id.PeerID())
+	}
+	s, err := identity.DecodeSuccession(succ.Statement)
+	if err != nil {
+		return nil, err
+	}
+	r, err := identity.NewRevocation(id, s.OldKeyID, now, reason)
+	if err != nil {
+		return nil, err
+	}
+	raw, _ := json.Marshal(r)
+	if err := st.PutKeyEvent(store.KeyEvent{Kind: store.KeyRevocation, Direction: store.KeyGiven, Peer: succ.Peer,
+		Successor: id.PeerID().String(), Date: r.DateTime(), Statement: raw, Succession: succ.Statement, Reason: reason,
+		At: now.UTC(), Note: "ifaced key revoke"}); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// PublishRevocation records a revocation statement (one prepared with
+// RevocationStatement, signed by the key it revokes) for this daemon to
+// deliver at its next start to every peer in its cache. It must verify.
+func PublishRevocation(h Home, raw []byte, now time.Time) (*identity.Revocation, error) {
+	r, err := identity.DecodeRevocation(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Verify(nil); err != nil {
+		return nil, fmt.Errorf("publishing a revocation: %w (a prepared statement is signed by the key it revokes; to revoke a key this daemon succeeded, run `ifaced key revoke` without --statement)", err)
+	}
+	pid, err := r.RevokedPeer()
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStopped(h)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	canon, _ := json.Marshal(r)
+	if err := st.PutKeyEvent(store.KeyEvent{Kind: store.KeyRevocation, Direction: store.KeyGiven, Peer: pid.String(),
+		Date: r.DateTime(), Statement: canon, Reason: r.Reason, At: now.UTC(), Note: "ifaced key revoke --statement"}); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// keyNotices delivers the key statements this daemon gave to the peers in
+// its cache, and lists its retired key in its identity document.
+type keyNotices struct {
+	self    peer.ID
+	trust   *trust.Book
+	store   *store.Store
+	send    func(ctx context.Context, pid peer.ID, text string, parts ...gossip.Part) (*SendResult, error)
+	events  *hub
+	log     *slog.Logger
+	now     func() time.Time
+	timeout time.Duration // one peer's delivery
+	liveFor time.Duration // how long after its date a revocation is announced again (trust.key_transition)
+	gossip  *keyGossip    // nil without [discovery] gossip
+}
+
+func newKeyNotices(self peer.ID, t *trust.Book, st *store.Store, mail *Mail, events *hub, log *slog.Logger,
+	now func() time.Time, timeout, liveFor time.Duration) *keyNotices {
+	return &keyNotices{self: self, trust: t, store: st, send: func(ctx context.Context, pid peer.ID, text string, parts ...gossip.Part) (*SendResult, error) {
+		return mail.send(ctx, pid, "", text, parts...)
+	}, events: events, log: log, now: now, timeout: timeout, liveFor: liveFor}
+}
+
+// live are the statements given here that are still announced: a
+// succession whose successor is this daemon's key until its transition
+// period ends, a revocation for liveFor after its date; each as the parts
+// of one message.
+func (k *keyNotices) live() [][]gossip.Part {
+	now := k.now()
+	var out [][]gossip.Part
+	for _, e := range k.trust.KeyEvents() {
+		if e.Direction != store.KeyGiven {
+			continue
+		}
+		switch {
+		case e.Kind == store.KeySuccession && (e.Successor != k.self.String() || !now.Before(e.Until)):
+			continue
+		case e.Kind == store.KeyRevocation && !now.Before(e.Date.Add(k.liveFor)):
+			continue
+		}
+		if parts, _, err := k.partsOf(e); err == nil {
+			out = append(out, parts)
+		}
+	}
+	return out
+}
+
+// succession is the statement whose successor is this daemon's key.
+func (k *keyNotices) succession() *identity.Succession {
+	for _, e := range k.trust.KeyEvents() {
+		if e.Kind == store.KeySuccession && e.Direction == store.KeyGiven && e.Successor == k.self.String() {
+			if s, err := identity.DecodeSuccession(e.Statement); err == nil {
+				return s
+			}
+		}
+	}
+	return nil
+}
+
+// identityDocument lists the key this daemon's key succeeded as retired.
+func (k *keyNotices) identityDocument(doc *identity.Document) *identity.Document {
+	s := k.succession()
+	if s == nil {
+		return doc
+	}
+	d, err := identity.RetireFor(doc, s, s.DateTime())
+	if err != nil {
+		k.log.Warn("listing the retired key in the identity document", "err", err)
+		return doc
+	}
+	return d
+}
+
+// run delivers every statement given that some peer in the cache has not
+// had yet (the daemon spawns it at start).
+func (k *keyNotices) run(ctx context.Context) {
+	if k.gossip != nil {
+		k.gossip.publish()
+	}
+	for _, e := range k.trust.KeyEvents() {
+		if e.Direction != store.KeyGiven {
+			continue
+		}
+		if e.Kind == store.KeySuccession && e.Successor != k.self.String() {
+			continue // an earlier rotation's, delivered by the key it made
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		k.deliver(ctx, e)
+	}
+}
+
+// deliver sends one statement to every peer in the cache not reached yet.
+func (k *keyNotices) deliver(ctx context.Context, e store.KeyEvent) {
+	parts, text, err := k.partsOf(e)
+	if err != nil {
+		k.log.Error("a key statement given here does not decode", "kind", e.Kind, "peer", e.Peer, "err", err)
+		return
+	}
+	recs, err := k.store.Peers()
+	if err != nil {
+		k.log.Warn("listing peers to tell of a key statement", "err", err)
+		return
+	}
+	var reached, queued, failed []string
+	for _, r := range recs {
+		if r.PeerID == k.self.String() || r.PeerID == e.Peer || r.PeerID == e.Successor || slices.Contains(e.Delivered, r.PeerID) {
+			continue
+		}
+		pid, err := peer.Decode(r.PeerID)
+		if err != nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		c, cancel := context.WithTimeout(ctx, k.timeout)
+		res, err := k.send(c, pid, text, parts...)
+		cancel()
+		if err != nil {
+			k.log.Info("could not tell a peer of a key statement; trying again at the next start", "peer", pid, "kind", e.Kind, "err", err)
+			failed = append(failed, r.PeerID)
+			continue
+		}
+		e.Delivered = append(e.Delivered, r.PeerID)
+		if res.Delivered == "queued" {
+			queued = append(queued, r.PeerID)
+		} else {
+			reached = append(reached, r.PeerID)
+		}
+	}
+	if len(reached)+len(queued) > 0 {
+		if err := k.trust.RecordGiven(e); err != nil {
+			k.log.Warn("recording the peers told of a key statement", "err", err)
+		}
+	}
+	detail := fmt.Sprintf("the %s of key %s: told %d peers in a conversation, left it at the mailbox relays of %d, could not reach %d",
+		e.Kind, e.Peer, len(reached), len(queued), len(failed))
+	k.log.Info("delivered a key statement", "kind", e.Kind, "peer", e.Peer, "reached", len(reached), "queued", len(queued), "failed", len(failed))
+	k.events.publish(Event{Type: EventKey, At: k.now(), Peer: e.Peer, Detail: detail})
+}
+
+// partsOf builds the parts and text of the message carrying e.
+func (k *keyNotices) partsOf(e store.KeyEvent) ([]gossip.Part, string, error) {
+	switch e.Kind {
+	case store.KeySuccession:
+		s, err := identity.DecodeSuccession(e.Statement)
+		if err != nil {
+			return nil, "", err
+		}
+		text := fmt.Sprintf("My key changed: I am %s from %s on; my old key (%s) still verifies until %s. The signed key succession statement is attached.",
+			e.Successor, s.Date, e.Peer, s.Until().UTC().Format(time.RFC3339))
+		return []gossip.Part{statementPart(partKeySuccession, s)}, text, nil
+	case store.KeyRevocation:
+		r, err := identity.DecodeRevocation(e.Statement)
+		if err != nil {
+			return nil, "", err
+		}
+		parts := []gossip.Part{statementPart(partKeyRevocation, r)}
+		if len(e.Succession) > 0 {
+			s, err := identity.DecodeSuccession(e.Succession)
+			if err != nil {
+				return nil, "", err
+			}
+			parts = append(parts, statementPart(partKeySuccession, s))
+		}
+		text := fmt.Sprintf("Key %s is revoked: believe nothing it signed after %s. The signed key revocation statement is attached.", e.Peer, r.Date)
+		return parts, text, nil
+	}
+	return nil, "", fmt.Errorf("unknown kind %q", e.Kind)
+}
+
+func statementPart(name string, v any) gossip.Part {
+	return gossip.Part{ContentType: "application/json", Name: name, Content: toJSONValue(v)}
+}

@@ -1,0 +1,296 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/node/alias"
+	"github.com/ifaced/ifaced/node/store"
+	"github.com/ifaced/ifaced/node/trust"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Key lifecycle, the receiving side: a peer's key succession and
+// revocation statements (package identity has their form, node/wire's
+// "Key lifecycle" how they travel). They arrive as parts of ordinary
+// IFP-4 messages ("key_succession", "key_revocation") on any transport,
+// so they pass the one door: keyLifecycle.verify is part of the door's
+// verify step (after the message's own signature; a statement that does
+// not verify, or that this daemon will not follow, refuses the message),
+// and keyLifecycle.act runs after the audit entry is written, whichever
+// transport brought the message, so that no transport can forget it.
+//
+// Following a succession moves what the owner granted the old peer ID to
+// the new one: the trust records (trust.Book.FollowSuccession: the pin,
+// admitted and minted introductions), the disclosure-map entries and
+// temperature caps (as run-time policy entries for the new peer ID; the
+// config file is never rewritten), the peer cache entry, and the owner's
+// aliases. The owner is told: an event of type "key", a log line, and
+// `ifaced trust` shows the new peer as "rotated from …".
+
+// Part names of the key statements.
+const (
+	partKeySuccession = "key_succession"
+	partKeyRevocation = "key_revocation"
+)
+
+// EventKey is the event type of a key statement given or followed: a
+// peer's key was rotated or revoked, or this daemon's own.
+const EventKey = "key"
+
+// keyLifecycle checks and follows the key statements messages carry.
+type keyLifecycle struct {
+	trust   *trust.Book
+	policy  *PolicyBook
+	store   *store.Store
+	gate    *peerGate
+	aliases *alias.Book
+	events  *hub
+	log     *slog.Logger
+	now     func() time.Time
+	// maxAge is how old a statement's date may be: the mailbox retention
+	// (a statement may wait that long at a relay) or the replay window,
+	// whichever is longer.
+	maxAge time.Duration
+}
+
+func newKeyLifecycle(t *trust.Book, p *PolicyBook, st *store.Store, gate *peerGate, aliases *alias.Book,
+	events *hub, log *slog.Logger, now func() time.Time, maxAge time.Duration) *keyLifecycle {
+	return &keyLifecycle{trust: t, policy: p, store: st, gate: gate, aliases: aliases, events: events, log: log, now: now, maxAge: maxAge}
+}
+
+// statements are the key statements one message carries.
+type statements struct {
+	succ *identity.Succession
+	rev  *identity.Revocation
+}
+
+// statementsOf decodes the key statement parts of m: at most one of each.
+func statementsOf(m *gossip.Message) (statements, error) {
+	var st statements
+	for i := range m.Body.Parts {
+		p := &m.Body.Parts[i]
+		switch p.Name {
+		case partKeySuccession:
+			if st.succ != nil {
+				return st, fmt.Errorf("%w: a message carries at most one %q part", gossip.ErrInvalidMessage, partKeySuccession)
+			}
+			raw, err := p.CanonicalContent()
+			if err != nil {
+				return st, fmt.Errorf("%w: part %q: %v", gossip.ErrInvalidMessage, p.Name, err)
+			}
+			if st.succ, err = identity.DecodeSuccession(raw); err != nil {
+				return st, fmt.Errorf("part %q: %w", p.Name, err)
+			}
+		case partKeyRevocation:
+			if st.rev != nil {
+				return st, fmt.Errorf("%w: a message carries at most one %q part", gossip.ErrInvalidMessage, partKeyRevocation)
+			}
+			raw, err := p.CanonicalContent()
+			if err != nil {
+				return st, fmt.Errorf("%w: part %q: %v", gossip.ErrInvalidMessage, p.Name, err)
+			}
+			if st.rev, err = identity.DecodeRevocation(raw); err != nil {
+				return st, fmt.Errorf("part %q: %w", p.Name, err)
+			}
+		}
+	}
+	return st, nil
+}
+
+// met says whether this daemon met pid: the owner made it known, or the
+// peer cache holds a view of it.
+func (k *keyLifecycle) met(pid peer.ID) bool {
+	if k.gate.known(pid.String()) {
+		return true
+	}
+	_, err := k.store.Peer(pid.String())
+	return err == nil
+}
+
+// known says whether pid is someone the owner made known (a pin, a policy
+// entry, an admitted introduction): a peer ID that is already someone's.
+func (k *keyLifecycle) known(pid peer.ID) bool { return k.gate.known(pid.String()) }
+
+// verify is the door's check of the key statements m carries (signed by
+// from, verified): each verifies, and this daemon will follow it.
+func (k *keyLifecycle) verify(m *gossip.Message, from peer.ID) error {
+	st, err := statementsOf(m)
+	if err != nil {
+		return err
+	}
+	if st.succ != nil {
+		if err := st.succ.Verify(); err != nil {
+			return err
+		}
+		// A succession that only names a revocation's signer need not be
+		// followable (it may have been followed long ago); it verified.
+		if st.rev == nil || st.rev.Signer != st.succ.NewKeyID {
+			if err := k.trust.CheckSuccession(st.succ, from, k.met, k.known, k.maxAge); err != nil {
+				return err
+			}
+		}
+	}
+	if st.rev != nil {
+		if err := k.trust.CheckRevocation(st.rev, st.succ, k.met); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// act follows the statements of an admitted message; the audit log holds
+// the message already. A failure is logged and told to the owner: the
+// message stays admitted, and the same statement sent again is followed
+// again (every step is idempotent, the record of it written last).
+func (k *keyLifecycle) act(from peer.ID, via string, m *gossip.Message) {
+	st, err := statementsOf(m)
+	if err != nil || (st.succ == nil && st.rev == nil) {
+		return
+	}
+	// A succession passed the verify step, unless it came only to name a
+	// revocation's signer: that one is followed only when it may be.
+	if st.succ != nil && k.trust.CheckSuccession(st.succ, from, k.met, k.known, k.maxAge) == nil {
+		if err := k.followSuccession(st.succ, via); err != nil {
+			k.tell("", fmt.Sprintf("following the key succession %s → %s failed: %v", st.succ.OldKeyID, st.succ.NewKeyID, err))
+			k.log.Error("following a key succession", "from", from, "err", err)
+		}
+	}
+	if st.rev != nil {
+		note, already, err := k.trust.FollowRevocation(st.rev, st.succ, via)
+		pid, _ := st.rev.RevokedPeer()
+		switch {
+		case err != nil:
+			k.tell(pid.String(), fmt.Sprintf("following the revocation of %s failed: %v", pid, err))
+			k.log.Error("following a key revocation", "from", from, "err", err)
+		case !already:
+			k.tell(pid.String(), fmt.Sprintf("peer %s's key was revoked (statement dated %s%s): %s", pid, st.rev.Date, reasonSuffix(st.rev.Reason), note))
+		}
+	}
+}
+
+func reasonSuffix(r string) string {
+	if r == "" {
+		return ""
+	}
+	return ", reason: " + gossip.Clip(r, 128)
+}
+
+// followSuccession moves what the owner granted s's old peer ID to its new
+// one; the trust component's part, which records the succession, last.
+func (k *keyLifecycle) followSuccession(s *identity.Succession, via string) error {
+	old, err := s.OldPeer()
+	if err != nil {
+		return err
+	}
+	next, err := s.NewPeer()
+	if err != nil {
+		return err
+	}
+	if prev, ok := k.trust.Successor(old); ok && prev == next {
+		return nil // followed before
+	}
+	policy, err := k.policy.carryOver(old.String(), next.String())
+	if err != nil {
+		return fmt.Errorf("carrying the policy of %s: %w", old, err)
+	}
+	var carried []string
+	carried = append(carried, policy...)
+	if k.carryCache(old, next) {
+		carried = append(carried, "peer cache entry")
+	}
+	names, err := k.carryAliases(old, next)
+	if err != nil {
+		return err
+	}
+	carried = append(carried, names...)
+	trusted, already, err := k.trust.FollowSuccession(s, via)
+	if err != nil || already {
+		return err
+	}
+	carried = append(trusted, carried...)
+	what := "nothing the owner granted was held for the old key"
+	if len(carried) > 0 {
+		what = "carried over: " + strings.Join(carried, ", ")
+	}
+	k.tell(next.String(), fmt.Sprintf("peer %s rotated its key: it is %s from %s on; its old key verifies until %s; %s",
+		old, next, s.Date, s.Until().UTC().Format(time.RFC3339), what))
+	return nil
+}
+
+// tell publishes a key event to the local agent.
+func (k *keyLifecycle) tell(peerID, detail string) {
+	k.events.publish(Event{Type: EventKey, At: k.now(), Peer: peerID, Detail: detail})
+}
+
+// carryCache copies the peer cache entry of old to next, when next has
+// none yet: the addresses, agent ID and the last view old showed (the
+// next greeting replaces it).
+func (k *keyLifecycle) carryCache(old, next peer.ID) bool {
+	rec, err := k.store.Peer(old.String())
+	if err != nil {
+		return false
+	}
+	if _, err := k.store.Peer(next.String()); err == nil {
+		return false
+	}
+	rec.PeerID = next.String()
+	if _, err := k.store.PutPeer(rec); err != nil {
+		k.log.Warn("carrying a peer cache entry over a key rotation", "old", old, "new", next, "err", err)
+		return false
+	}
+	return true
+}
+
+// carryAliases points the owner's aliases of old at next.
+func (k *keyLifecycle) carryAliases(old, next peer.ID) ([]string, error) {
+	if k.aliases == nil {
+		return nil, nil
+	}
+	all, err := k.aliases.All()
+	if err != nil {
+		return nil, fmt.Errorf("reading aliases: %w", err)
+	}
+	var out []string
+	for name, pid := range all {
+		if pid != old {
+			continue
+		}
+		if _, err := k.aliases.Set(name, next); err != nil {
+			return out, fmt.Errorf("moving alias %s to %s: %w", name, next, err)
+		}
+		out = append(out, "alias "+name)
+	}
+	return out, nil
+}
+
+// carryOver gives next, as run-time policy entries, the disclosure tiers
+// (under every persona) and the temperature cap the policy in force gives
+// old, where it gives next none. It returns what it carried.
+func (p *PolicyBook) carryOver(old, next string) ([]string, error) {
+	pol := p.current()
+	var carried []string
+	for persona, peers := range pol.Map {
+		tier, ok := peers[old]
+		if _, has := peers[next]; !ok || has {
+			continue
+		}
+		if err := p.SetDisclosure(persona, next, tier); err != nil {
+			return carried, err
+		}
+		carried = append(carried, fmt.Sprintf("tier %s under %s", tier, persona))
+	}
+	if t, ok := pol.MaxTemp[old]; ok {
+		if _, has := pol.MaxTemp[next]; !has {
+			if err := p.SetMaxTemperature(next, t); err != nil {
+				return carried, err
+			}
+			carried = append(carried, "temperature cap "+t)
+		}
+	}
+	return carried, nil
+}
