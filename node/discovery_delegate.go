@@ -46,7 +46,7 @@ func (n *Node) startDiscovery() error {
 		n.mdns = m
 		n.onClose(m.Close)
 	}
-	n.imports = newImporter(n.store, n.importTimeout, n.events, now, n.log)
+	n.imports = newImporter(n.store.Imports(), n.importTimeout, n.events, now, n.log)
 	n.discovery = newDiscovery(n.dht, n.imports, n.convs, n.store, n.host)
 	return nil
 }

@@ -80,7 +80,7 @@ type ownDocumentStore interface {
 	SaveOwnDocumentWith(seq uint64, raw json.RawMessage, rc store.RuntimeCapabilities) error
 }
 
-var _ ownDocumentStore = (*store.Store)(nil)
+var _ ownDocumentStore = (*store.Own)(nil)
 
 func newDocuments(id *identity.Identity, st ownDocumentStore, order *conditions.TierOrder, now func() time.Time, log *slog.Logger) *documents {
 	d := &documents{id: id, store: st, order: order, now: now, log: log,

@@ -59,10 +59,10 @@ type importer struct {
 
 // importStore is where imports are kept (node/store).
 type importStore interface {
-	PutImport(store.ImportRecord) error
-	Import(url string) (store.ImportRecord, error)
-	Imports() ([]store.ImportRecord, error)
-	DeleteImport(url string) error
+	Put(store.ImportRecord) error
+	Get(url string) (store.ImportRecord, error)
+	All() ([]store.ImportRecord, error)
+	Delete(url string) error
 }
 
 // newImporter keeps imports in st, fetching each within timeout.
@@ -94,10 +94,10 @@ func (d *Discovery) Import(ctx context.Context, rawURL string) (store.ImportReco
 }
 
 // Imports lists the imported agents.
-func (d *Discovery) Imports() ([]store.ImportRecord, error) { return d.imports.store.Imports() }
+func (d *Discovery) Imports() ([]store.ImportRecord, error) { return d.imports.store.All() }
 
 // RemoveImport forgets an imported agent.
-func (d *Discovery) RemoveImport(u string) error { return d.imports.store.DeleteImport(u) }
+func (d *Discovery) RemoveImport(u string) error { return d.imports.store.Delete(u) }
 
 // add fetches and keeps the outside agent at rawURL.
 func (im *importer) add(ctx context.Context, rawURL string) (store.ImportRecord, error) {
@@ -109,11 +109,11 @@ func (im *importer) add(ctx context.Context, rawURL string) (store.ImportRecord,
 	if err != nil {
 		return store.ImportRecord{}, err
 	}
-	if err := im.store.PutImport(rec); err != nil {
+	if err := im.store.Put(rec); err != nil {
 		return store.ImportRecord{}, err
 	}
 	im.events.publish(Event{Type: EventPeerView, At: im.now(), Detail: fmt.Sprintf("imported %s (%s, %s)", rec.URL, rec.Format, signedWord(rec.Signed))})
-	return im.store.Import(rec.URL)
+	return im.store.Get(rec.URL)
 }
 
 func signedWord(signed bool) string {
@@ -200,7 +200,7 @@ func (im *importer) refreshLoop(ctx context.Context, interval time.Duration) {
 // refresh fetches every import again; a failed fetch keeps the last good
 // document and records the error.
 func (im *importer) refresh(ctx context.Context) {
-	recs, err := im.store.Imports()
+	recs, err := im.store.All()
 	if err != nil {
 		im.log.Warn("reading imports", "err", err)
 		return
@@ -215,7 +215,7 @@ func (im *importer) refresh(ctx context.Context) {
 			rec = old
 			im.log.Info("refreshing an import failed; keeping the last good document", "url", old.URL, "err", err)
 		}
-		if err := im.store.PutImport(rec); err != nil {
+		if err := im.store.Put(rec); err != nil {
 			im.log.Warn("storing an import", "url", old.URL, "err", err)
 		}
 	}
@@ -223,7 +223,7 @@ func (im *importer) refresh(ctx context.Context) {
 
 // providers are the imports whose document names capability.
 func (im *importer) providers(capability string) []FindResult {
-	recs, err := im.store.Imports()
+	recs, err := im.store.All()
 	if err != nil {
 		im.log.Warn("reading imports", "err", err)
 		return nil

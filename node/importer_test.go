@@ -165,7 +165,7 @@ func TestImportOutsideAgentsAndFindThem(t *testing.T) {
 	}
 	out.set("/agui", nil)
 	d.Discovery().imports.refresh(ctx)
-	kept, err := d.Store().Import(srv.URL + "/agui")
+	kept, err := d.Store().Imports().Get(srv.URL + "/agui")
 	if err != nil || !strings.Contains(kept.LastError, "404") || !strings.Contains(string(kept.View), "weather.alerts") {
 		t.Fatalf("after a failed refresh: %+v %v", kept, err)
 	}

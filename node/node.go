@@ -137,8 +137,8 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	if n.policy, err = newPolicyBook(cfg, order, n.store); err != nil {
 		return nil, err
 	}
-	n.docs = newDocuments(id, n.store, order, func() time.Time { return n.now() }, log)
-	n.caps = newOwnCapabilities(n.docs, n.store, log)
+	n.docs = newDocuments(id, n.store.Own(), order, func() time.Time { return n.now() }, log)
+	n.caps = newOwnCapabilities(n.docs, n.store.Own(), log)
 	seen := n.store.Seen()
 	if cfg.Durability.Sync == SyncInterval {
 		n.seen = n.store.BufferedSeen()
@@ -196,8 +196,11 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	n.invoker = newInvoker(n.docs, order, n.invocations, n.bridge, cfg.Agent.Timeout.Duration, n.ctx, now)
 	n.convs = newConversations(conversationDeps{id: id, display: cfg.Identity.Display, streamTimeout: cfg.Limits.StreamTimeout.Duration,
 		host: n.host, door: n.door, docs: n.docs, policy: n.policy, trust: n.trust, invoker: n.invoker, invocations: n.invocations,
-		store: n.store, audit: n.audit, events: n.events, order: order, log: log, now: now, ctx: n.ctx, spawn: n.spawn, dialHints: n.dialHints,
-		handler: n.handler})
+		store: n.store, audit: n.audit, events: n.events, order: order, log: log, now: now, ctx: n.ctx, spawn: n.spawn,
+		// what the cache knows of how to reach a peer, given to the
+		// peerstore (Mail owns the reach records; it is built after)
+		dialHints: func(pid peer.ID) { n.mail.dialHints(pid) },
+		handler:   n.handler})
 	n.caps.changed = func(doc *negotiate.Document) {
 		n.events.publish(Event{Type: EventDocument, At: n.now(), Detail: fmt.Sprintf("seq %d, %d capabilities", doc.Seq, len(doc.Capabilities))})
 		n.convs.updates.pushAll()
@@ -277,9 +280,6 @@ func (n *Node) Mail() *Mail { return n.mail }
 func (n *Node) Send(ctx context.Context, pid peer.ID, text string) (*SendResult, error) {
 	return n.mail.Send(ctx, pid, text)
 }
-
-// dialHints gives the peerstore what the cache knows of how to reach pid.
-func (n *Node) dialHints(pid peer.ID) { n.mail.dialHints(pid) }
 
 // Greet opens a conversation with pid (Conversations.Greet).
 func (n *Node) Greet(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*GreetResult, error) {

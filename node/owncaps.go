@@ -74,7 +74,7 @@ type runtimeCapsStore interface {
 	RuntimeCapabilities() (store.RuntimeCapabilities, error)
 }
 
-var _ runtimeCapsStore = (*store.Store)(nil)
+var _ runtimeCapsStore = (*store.Own)(nil)
 
 // Where a capability of the owner's document comes from (OwnCapabilities).
 const (

@@ -159,7 +159,7 @@ func TestUpdateDocumentIsNotKept(t *testing.T) {
 	if _, ok := alice.Document().Capability("scratch.pad"); ok {
 		t.Errorf("an unsaved change came back: %s", originsOf(alice))
 	}
-	if rc, err := alice.Store().RuntimeCapabilities(); err != nil || len(rc.Added) != 0 {
+	if rc, err := alice.Store().Own().RuntimeCapabilities(); err != nil || len(rc.Added) != 0 {
 		t.Errorf("stored: %+v %v", rc, err)
 	}
 }
@@ -199,7 +199,7 @@ func TestRuntimeCapabilitiesWithAnMCPServer(t *testing.T) {
 	if got := originsOf(alice); got != want {
 		t.Fatalf("after the tools changed:\n%s\nwant\n%s", got, want)
 	}
-	rc, err := alice.Store().RuntimeCapabilities()
+	rc, err := alice.Store().Own().RuntimeCapabilities()
 	if err != nil || len(rc.Added) != 1 || capabilityName(rc.Added[0]) != "news.headlines" || len(rc.Removed) != 0 {
 		t.Fatalf("kept: %+v %v", rc, err)
 	}
@@ -210,7 +210,7 @@ func TestRuntimeCapabilitiesWithAnMCPServer(t *testing.T) {
 	if got := originsOf(alice); got != want || alice.Document().Seq != seq {
 		t.Fatalf("after a restart: seq %d (want %d)\n%s\nwant\n%s", alice.Document().Seq, seq, got, want)
 	}
-	if rc, _ := alice.Store().RuntimeCapabilities(); len(rc.Added) != 1 {
+	if rc, _ := alice.Store().Own().RuntimeCapabilities(); len(rc.Added) != 1 {
 		t.Errorf("kept after the restart: %+v", rc)
 	}
 }

@@ -444,11 +444,11 @@ func checkKilledHome(t *testing.T, aHome node.Home, b *node.Node, cID peer.ID, a
 	}
 	for what, f := range map[string]func() error{
 		"outbox":         func() error { _, err := s.Mailboxes().Outbox(); return err },
-		"own document":   func() error { _, _, err := s.OwnDocument(); return err },
+		"own document":   func() error { _, _, err := s.Own().OwnDocument(); return err },
 		"policy":         func() error { _, err := s.PolicyOverrides(); return err },
 		"issued intros":  func() error { _, err := s.IssuedIntros(); return err },
 		"held intros":    func() error { _, err := s.HeldIntros(); return err },
-		"imported cards": func() error { _, err := s.Imports(); return err },
+		"imported cards": func() error { _, err := s.Imports().All(); return err },
 	} {
 		if err := f(); err != nil {
 			t.Errorf("%s: %v", what, err)

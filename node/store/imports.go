@@ -28,8 +28,14 @@ type ImportRecord struct {
 	LastError string          `json:"last_error,omitempty"` // the last refresh's failure; the view is the last good one
 }
 
-// PutImport stores rec, keeping ChangedAt when the source did not change.
-func (s *Store) PutImport(rec ImportRecord) error {
+// Imports is the store's room for the outside agents the owner imported.
+type Imports struct{ db *bolt.DB }
+
+// Imports returns the store's imports.
+func (s *Store) Imports() *Imports { return &Imports{db: s.db} }
+
+// Put stores rec, keeping ChangedAt when the source did not change.
+func (s *Imports) Put(rec ImportRecord) error {
 	if rec.URL == "" {
 		return errors.New("storing import: empty URL")
 	}
@@ -53,8 +59,8 @@ func (s *Store) PutImport(rec ImportRecord) error {
 	return nil
 }
 
-// Import returns the record of url, or ErrNotFound.
-func (s *Store) Import(url string) (ImportRecord, error) {
+// Get returns the record of url, or ErrNotFound.
+func (s *Imports) Get(url string) (ImportRecord, error) {
 	var rec ImportRecord
 	err := s.db.View(func(tx *bolt.Tx) error {
 		raw := tx.Bucket(bucketImports).Get([]byte(url))
@@ -69,8 +75,8 @@ func (s *Store) Import(url string) (ImportRecord, error) {
 	return rec, nil
 }
 
-// Imports returns every import, by URL.
-func (s *Store) Imports() ([]ImportRecord, error) {
+// All returns every import, by URL.
+func (s *Imports) All() ([]ImportRecord, error) {
 	var out []ImportRecord
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketImports).ForEach(func(k, v []byte) error {
@@ -88,8 +94,8 @@ func (s *Store) Imports() ([]ImportRecord, error) {
 	return out, nil
 }
 
-// DeleteImport forgets url; ErrNotFound if it was not imported.
-func (s *Store) DeleteImport(url string) error {
+// Delete forgets url; ErrNotFound if it was not imported.
+func (s *Imports) Delete(url string) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketImports)
 		if b.Get([]byte(url)) == nil {

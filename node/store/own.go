@@ -13,11 +13,18 @@ type ownRecord struct {
 	Doc json.RawMessage `json:"doc"`
 }
 
+// Own is the store's room for the owner's own document: its seq, its
+// JSON, and the owner's run-time changes to its capabilities.
+type Own struct{ db *bolt.DB }
+
+// Own returns the store's room for the owner's document.
+func (s *Store) Own() *Own { return &Own{db: s.db} }
+
 // SaveOwnDocument stores the owner's capability document and its seq, so
 // that the seq survives restarts and keeps increasing. It refuses a seq
 // that is not higher than the stored one with ErrStaleSeq: peers that
 // cached the stored document would refuse a reused or lower seq.
-func (s *Store) SaveOwnDocument(seq uint64, doc json.RawMessage) error {
+func (s *Own) SaveOwnDocument(seq uint64, doc json.RawMessage) error {
 	err := s.db.Update(func(tx *bolt.Tx) error { return putOwnDocument(tx, seq, doc) })
 	if err != nil {
 		return fmt.Errorf("saving own document (seq %d): %w", seq, err)
@@ -49,7 +56,7 @@ func putOwnDocument(tx *bolt.Tx, seq uint64, doc json.RawMessage) error {
 
 // OwnDocument returns the last saved document and its seq, or ErrNotFound
 // before the first save.
-func (s *Store) OwnDocument() (seq uint64, doc json.RawMessage, err error) {
+func (s *Own) OwnDocument() (seq uint64, doc json.RawMessage, err error) {
 	var rec ownRecord
 	err = s.db.View(func(tx *bolt.Tx) error {
 		raw := tx.Bucket(bucketOwn).Get(keyOwnDocument)

@@ -32,7 +32,7 @@ type RuntimeCapabilities struct {
 
 // RuntimeCapabilities returns the run-time capability changes; none (the
 // zero value) before the first.
-func (s *Store) RuntimeCapabilities() (RuntimeCapabilities, error) {
+func (s *Own) RuntimeCapabilities() (RuntimeCapabilities, error) {
 	var rc RuntimeCapabilities
 	err := s.db.View(func(tx *bolt.Tx) error {
 		raw := tx.Bucket(bucketOwn).Get(keyRuntimeCapabilities)
@@ -50,7 +50,7 @@ func (s *Store) RuntimeCapabilities() (RuntimeCapabilities, error) {
 // SaveOwnDocumentWith stores the run-time capability changes rc and, when
 // doc is not nil, the owner's document and its seq by the rules of
 // SaveOwnDocument, in one transaction.
-func (s *Store) SaveOwnDocumentWith(seq uint64, doc json.RawMessage, rc RuntimeCapabilities) error {
+func (s *Own) SaveOwnDocumentWith(seq uint64, doc json.RawMessage, rc RuntimeCapabilities) error {
 	raw, err := encode(rc)
 	if err != nil {
 		return fmt.Errorf("saving run-time capabilities: encoding record: %w", err)

@@ -210,7 +210,7 @@ func TestPersistenceAcrossReopen(t *testing.T) {
 		t.Fatalf("Seen.Add = %v, %v", added, err)
 	}
 	doc := json.RawMessage(`{"name":"<alice>","seq":7}`)
-	if err := s.SaveOwnDocument(7, doc); err != nil {
+	if err := s.Own().SaveOwnDocument(7, doc); err != nil {
 		t.Fatal(err)
 	}
 
@@ -222,7 +222,7 @@ func TestPersistenceAcrossReopen(t *testing.T) {
 	if added, err := s.Seen().Add("msg-1", t0.Add(time.Hour)); err != nil || added {
 		t.Errorf("Seen.Add(repeat after reopen) = %v, %v; want false, nil", added, err)
 	}
-	seq, got, err := s.OwnDocument()
+	seq, got, err := s.Own().OwnDocument()
 	if err != nil || seq != 7 || string(got) != string(doc) {
 		t.Errorf("OwnDocument = %d, %s, %v; want 7, %s", seq, got, err, doc)
 	}
@@ -230,31 +230,31 @@ func TestPersistenceAcrossReopen(t *testing.T) {
 	if _, err := s.PutPeer(record("p1", 2, "older", t0)); !errors.Is(err, ErrStaleSeq) {
 		t.Errorf("PutPeer(lower seq after reopen) error = %v, want ErrStaleSeq", err)
 	}
-	if err := s.SaveOwnDocument(7, doc); !errors.Is(err, ErrStaleSeq) {
+	if err := s.Own().SaveOwnDocument(7, doc); !errors.Is(err, ErrStaleSeq) {
 		t.Errorf("SaveOwnDocument(same seq after reopen) error = %v, want ErrStaleSeq", err)
 	}
 }
 
 func TestOwnDocument(t *testing.T) {
 	s, _ := openTemp(t)
-	if _, _, err := s.OwnDocument(); !errors.Is(err, ErrNotFound) {
+	if _, _, err := s.Own().OwnDocument(); !errors.Is(err, ErrNotFound) {
 		t.Errorf("OwnDocument before save: error = %v, want ErrNotFound", err)
 	}
-	if err := s.SaveOwnDocument(1, json.RawMessage(`{"seq":1}`)); err != nil {
+	if err := s.Own().SaveOwnDocument(1, json.RawMessage(`{"seq":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	for _, seq := range []uint64{0, 1} {
-		if err := s.SaveOwnDocument(seq, json.RawMessage(`{"seq":0}`)); !errors.Is(err, ErrStaleSeq) {
+		if err := s.Own().SaveOwnDocument(seq, json.RawMessage(`{"seq":0}`)); !errors.Is(err, ErrStaleSeq) {
 			t.Errorf("SaveOwnDocument(%d) error = %v, want ErrStaleSeq", seq, err)
 		}
 	}
-	if err := s.SaveOwnDocument(2, json.RawMessage(`{not json`)); err == nil {
+	if err := s.Own().SaveOwnDocument(2, json.RawMessage(`{not json`)); err == nil {
 		t.Error("SaveOwnDocument accepted invalid JSON")
 	}
-	if err := s.SaveOwnDocument(2, json.RawMessage(`{"seq":2}`)); err != nil {
+	if err := s.Own().SaveOwnDocument(2, json.RawMessage(`{"seq":2}`)); err != nil {
 		t.Fatal(err)
 	}
-	if seq, doc, err := s.OwnDocument(); err != nil || seq != 2 || string(doc) != `{"seq":2}` {
+	if seq, doc, err := s.Own().OwnDocument(); err != nil || seq != 2 || string(doc) != `{"seq":2}` {
 		t.Errorf("OwnDocument = %d, %s, %v", seq, doc, err)
 	}
 }
@@ -437,7 +437,7 @@ func TestCorruptRecord(t *testing.T) {
 	check("Peers", err, `peers/"bad-peer"`)
 	_, err = s.PutPeer(record("bad-peer", 9, "new", t0))
 	check("PutPeer", err, `peers/"bad-peer"`)
-	_, _, err = s.OwnDocument()
+	_, _, err = s.Own().OwnDocument()
 	check("OwnDocument", err, `own/"document"`)
 
 	// The good record still reads, and the bad one can be cleared.
@@ -584,7 +584,7 @@ func TestCrashMidWrite(t *testing.T) {
 			t.Errorf("seen ID %s committed before the crash: Add = %v, %v; want false", id, added, err)
 		}
 	}
-	seq, doc, err := s.OwnDocument()
+	seq, doc, err := s.Own().OwnDocument()
 	if err != nil {
 		t.Fatalf("reading own document after the crash: %v", err)
 	}
@@ -620,7 +620,7 @@ func TestHelperWriter(t *testing.T) {
 		if _, err := s.Seen().Add(id, t0.Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SaveOwnDocument(seq, json.RawMessage(ownDoc(seq))); err != nil {
+		if err := s.Own().SaveOwnDocument(seq, json.RawMessage(ownDoc(seq))); err != nil {
 			t.Fatal(err)
 		}
 		fmt.Printf("ack %s %d %s\n", peer, seq, id)
