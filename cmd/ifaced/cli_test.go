@@ -355,6 +355,11 @@ func TestAliasesAndDisplayNames(t *testing.T) {
 
 	// A grant takes an alias or an ID, not a display name.
 	mustRun(t, a, "alias", "bob", bobID)
+	// peers names bob by the owner's alias (beside his display, or instead
+	// of none: many daemons leave it unset).
+	if out := mustRun(t, a, "peers"); !strings.Contains(out, "alias bob") {
+		t.Errorf("peers does not name bob by his alias:\n%s", out)
+	}
 	wantLines(t, "policy disclosure ALIAS", mustRun(t, a, "policy", "disclosure", "bob", "professional"),
 		"tiers                    public < professional < ", "default  bob ("+bobID+")  professional")
 	if strings.Contains(mustRun(t, a, "policy"), "[") {

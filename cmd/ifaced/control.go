@@ -109,6 +109,12 @@ func runPeers(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout, "no peers known (connect to one with `ifaced connect MULTIADDR`)")
 		return nil
 	}
+	// A peer's display is its own claim, and many daemons leave it unset:
+	// the owner's alias for it is shown beside it, or instead of nothing.
+	names := map[string]string{}
+	if book, err := f.aliases(); err == nil {
+		names = peerNames(book)
+	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PEER\tDISPLAY\tSEQ\tAGE\tCONNECTED\tADDRESS")
 	for _, p := range peers {
@@ -135,7 +141,15 @@ func runPeers(ctx context.Context, e *env, args []string) error {
 				addr += fmt.Sprintf(" (+%d)", len(addrs)-1)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.PeerID, orDash(p.Display), seq, age, connected, addr)
+		display := p.Display
+		if a, ok := names[p.PeerID]; ok {
+			if display == "" {
+				display = "alias " + a
+			} else {
+				display += " (alias " + a + ")"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.PeerID, orDash(display), seq, age, connected, addr)
 	}
 	return tw.Flush()
 }
