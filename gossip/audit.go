@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -68,21 +69,25 @@ import (
 // hostile, names a file outside its day directory or writes into another
 // peer's files.
 //
-// Record appends to the .jsonl, then to the .md, before it returns, so a
-// crash of the process (kill -9 included) loses nothing Record reported as
-// recorded: the kernel holds the writes. When they reach the disk depends
-// on the sync policy. By default (OpenAuditLog) Record also fsyncs the
-// .jsonl (and the directories when it created a file) before it returns,
-// so a power loss loses nothing either; with SyncEvery, a background task
-// fsyncs the files written since its last pass at that interval (and at
-// Sync and Close), so a power loss can lose the entries of the last
-// interval, and Record costs no disk flush. The .md, a rendering of the
-// .jsonl, is not fsynced: after a power loss its tail may be missing. A
-// crash in the middle of a write can leave a torn line: the first Record
-// into that file after OpenAuditLog ends it with a newline before
-// appending, and Entries skips torn lines and reports them with
-// ErrTornAuditLine. Files are opened for each Record rather than held
-// open, so thousands of peers cost no file descriptors.
+// Record appends to the .jsonl before it returns, so a crash of the
+// process (kill -9 included) loses nothing Record reported as recorded:
+// the kernel holds the write. The .md is written by a background writer
+// within milliseconds, and after a crash the next OpenAuditLog renders
+// what a .md lacks from its .jsonl before it returns (audit_writer.go says
+// why and how). When the .jsonl reaches the disk depends on the sync
+// policy. By default (OpenAuditLog) Record also fsyncs the .jsonl (and
+// the directories when it created a file) before it returns, so a power
+// loss loses nothing either; with SyncEvery, a background task fsyncs the
+// files written since its last pass at that interval (and at Sync and
+// Close), so a power loss can lose the entries of the last interval, and
+// Record costs no disk flush. The .md, a rendering of the .jsonl, is not
+// fsynced: after a power loss its tail may be missing. A crash in the
+// middle of a write can leave a torn line: the first Record into that
+// file after OpenAuditLog ends it with a newline before appending, and
+// Entries skips torn lines and reports them with ErrTornAuditLine. The
+// handles of the most recently written files are held open (a bounded
+// number; audit_writer.go), so thousands of peers cost no more file
+// descriptors than a few.
 //
 // Entries decodes messages without validating them: the log also holds
 // messages the daemon refused. As with DecodeJSON, numbers inside parts and
@@ -162,6 +167,12 @@ type AuditLog struct {
 
 	spares *spareFiles // empty files made ahead, so a new peer's first message costs no file creation
 
+	// audit_writer.go: the .jsonl handles held open (under mu) and the
+	// background writer of the .md files.
+	held map[*auditFile]struct{}
+	tick uint64
+	md   *mdWriter
+
 	// The room on disk (audit_quota.go).
 	limits    AuditLimits
 	freeSpace func() (uint64, error)
@@ -183,10 +194,25 @@ type auditFile struct {
 	day, name, peer string
 
 	mu        sync.Mutex
-	loaded    bool             // the fields below reflect the files on disk
-	seqOf     map[string]int64 // message_id → sequence, first recorded wins
-	jsonlTorn bool             // the .jsonl does not end with a newline
-	mdTorn    bool             // the .md does not end with a newline
+	loaded    bool     // the fields below reflect the files on disk
+	jsonlTorn bool     // the .jsonl does not end with a newline
+	jsonl     *os.File // held open (audit_writer.go); nil when closed
+	jsonlSize int64
+	used      uint64      // the log's use counter at this file's last Record (under AuditLog.mu)
+	gone      atomic.Bool // the log dropped this state (closed, its day deleted or too old): look again
+	deleted   atomic.Bool // its day was deleted: entries still queued for the .md are dropped
+
+	// seqOf is read by the .md writer while Records go on.
+	seqMu sync.Mutex
+	seqOf map[string]int64 // message_id → sequence, first recorded wins
+}
+
+// seq is the sequence number recorded for a message ID of this file.
+func (f *auditFile) seq(id string) (int64, bool) {
+	f.seqMu.Lock()
+	defer f.seqMu.Unlock()
+	s, ok := f.seqOf[id]
+	return s, ok
 }
 
 func (f *auditFile) path(dir, ext string) string { return filepath.Join(dir, f.day, f.name+ext) }
@@ -204,7 +230,7 @@ func OpenAuditLog(dir string, opts ...AuditOption) (*AuditLog, error) {
 		}
 	}
 	a := &AuditLog{dir: dir, files: map[string]*auditFile{}, names: map[string]string{}, now: time.Now,
-		freeSpace: func() (uint64, error) { return freeBytes(dir) }}
+		held: map[*auditFile]struct{}{}, freeSpace: func() (uint64, error) { return freeBytes(dir) }}
 	for _, o := range opts {
 		o(a)
 	}
@@ -219,6 +245,11 @@ func OpenAuditLog(dir string, opts ...AuditOption) (*AuditLog, error) {
 		return nil, fmt.Errorf("opening audit log: %w", err)
 	}
 	a.spares = spares
+	if err := a.beginRun(); err != nil {
+		spares.close()
+		return nil, fmt.Errorf("opening audit log: %w", err)
+	}
+	a.md = newMDWriter(a)
 	if a.interval > 0 {
 		a.dirty, a.dirtyDirs = map[string]bool{}, map[string]bool{}
 		a.stop, a.stopped = make(chan struct{}), make(chan struct{})
@@ -227,8 +258,9 @@ func OpenAuditLog(dir string, opts ...AuditOption) (*AuditLog, error) {
 	return a, nil
 }
 
-// Close ends the log: later Records fail with ErrAuditLogClosed, and what
-// was written is fsynced. Nothing is held open between Records.
+// Close ends the log: later Records fail with ErrAuditLogClosed, every
+// entry recorded is rendered into its .md, what was written is fsynced,
+// and the files held open are closed.
 func (a *AuditLog) Close() error {
 	a.mu.Lock()
 	already := a.closed
@@ -237,13 +269,30 @@ func (a *AuditLog) Close() error {
 	if already {
 		return nil
 	}
-	a.spares.close()
-	if a.stop == nil {
-		return nil
+	// Records that hold a file finish (and queue their rendering); later
+	// ones find it gone and the log closed.
+	a.mu.Lock()
+	files := make([]*auditFile, 0, len(a.files)+len(a.held))
+	for _, f := range a.files {
+		files = append(files, f)
 	}
-	close(a.stop)
-	<-a.stopped
-	return a.Sync()
+	for f := range a.held {
+		files = append(files, f)
+	}
+	a.mu.Unlock()
+	a.retire(files, false, true)
+	rendered := a.md.close()
+	var errs []error
+	a.spares.close()
+	if a.stop != nil {
+		close(a.stop)
+		<-a.stopped
+		errs = append(errs, a.Sync())
+	}
+	if rendered {
+		errs = append(errs, a.endRun())
+	}
+	return errors.Join(errs...)
 }
 
 func (a *AuditLog) syncLoop() {
@@ -380,11 +429,10 @@ func (a *AuditLog) Record(e AuditEntry) error {
 		return fmt.Errorf("recording audit entry for conversation %q: %w", id, err)
 	}
 
-	f, err := a.file(e.At.Format(auditDayLayout), e.Peer)
+	f, err := a.lockedFile(e.At.Format(auditDayLayout), e.Peer)
 	if err != nil {
 		return err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.loaded {
 		if err := f.load(a.dir); err != nil {
@@ -393,22 +441,54 @@ func (a *AuditLog) Record(e AuditEntry) error {
 	}
 	if err := f.append(a, e, line.Bytes()); err != nil {
 		f.loaded = false // the files are in an unknown state: look again next time
+		f.closeJSONL()
 		return err
 	}
+	if f.gone.Load() {
+		f.closeJSONL() // dropped while this Record wrote (audit_writer.go retire)
+	}
+	f.seqMu.Lock()
 	if _, ok := f.seqOf[e.Message.Headers.MessageID]; !ok {
 		f.seqOf[e.Message.Headers.MessageID] = e.Message.Headers.Sequence
 	}
+	f.seqMu.Unlock()
+	// The message is rendered from e by the writer: the caller must not
+	// change it after Record (what was sent or received does not change).
+	a.md.enqueue(f, e, int64(line.Len()))
 	return nil
+}
+
+// lockedFile is file with f.mu held, looking again when the state it got
+// was dropped before it could lock it.
+func (a *AuditLog) lockedFile(day, peer string) (*auditFile, error) {
+	for {
+		f, err := a.file(day, peer)
+		if err != nil {
+			return nil, err
+		}
+		f.mu.Lock()
+		if !f.gone.Load() {
+			return f, nil
+		}
+		f.mu.Unlock()
+	}
 }
 
 // file returns the state of peer's files of day, choosing their name on
 // first use and creating the day's directory.
 func (a *AuditLog) file(day, peer string) (*auditFile, error) {
+	var dropped []*auditFile
+	defer func() {
+		if len(dropped) > 0 {
+			a.retire(dropped, false, false)
+		}
+	}()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
 		return nil, ErrAuditLogClosed
 	}
+	a.tick++
 	if day > a.today {
 		// Yesterday's files may still get a late entry; older ones rarely
 		// do, and their state is reloaded if they ever do.
@@ -416,6 +496,7 @@ func (a *AuditLog) file(day, peer string) (*auditFile, error) {
 		for k, f := range a.files {
 			if f.day < cutoff {
 				delete(a.files, k)
+				dropped = append(dropped, f)
 			}
 		}
 		for k := range a.names {
@@ -428,6 +509,7 @@ func (a *AuditLog) file(day, peer string) (*auditFile, error) {
 	dayDir := filepath.Join(a.dir, day)
 	key := day + "/" + peer
 	if f := a.files[key]; f != nil {
+		f.used = a.tick
 		return f, nil
 	}
 	if _, err := os.Stat(dayDir); errors.Is(err, fs.ErrNotExist) {
@@ -442,7 +524,7 @@ func (a *AuditLog) file(day, peer string) (*auditFile, error) {
 	if peer != refusedName {
 		name = a.chooseName(day, peer)
 	}
-	f := &auditFile{day: day, name: name, peer: peer}
+	f := &auditFile{day: day, name: name, peer: peer, used: a.tick}
 	a.files[key] = f
 	a.names[day+"/"+strings.ToLower(name)] = peer
 	return f, nil
@@ -724,20 +806,20 @@ func (a *AuditLog) ReceivedSince(since time.Time, fn func(AuditEntry)) error {
 // passed over: they cost a reply-to number at worst, and must not stop the
 // daemon from recording.
 func (f *auditFile) load(dir string) error {
-	f.seqOf = map[string]int64{}
+	seqOf := map[string]int64{}
 	jsonl := f.path(dir, auditJSONLExt)
 	err := readAuditFile(jsonl, true, func(e AuditEntry) {
-		if _, ok := f.seqOf[e.Message.Headers.MessageID]; !ok {
-			f.seqOf[e.Message.Headers.MessageID] = e.Message.Headers.Sequence
+		if _, ok := seqOf[e.Message.Headers.MessageID]; !ok {
+			seqOf[e.Message.Headers.MessageID] = e.Message.Headers.Sequence
 		}
 	})
+	f.seqMu.Lock()
+	f.seqOf = seqOf
+	f.seqMu.Unlock()
 	if err != nil && !errors.Is(err, ErrTornAuditLine) && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("recording audit entry: %w", err)
 	}
 	if f.jsonlTorn, err = endsTorn(jsonl); err != nil {
-		return fmt.Errorf("recording audit entry: %w", err)
-	}
-	if f.mdTorn, err = endsTorn(f.path(dir, auditMDExt)); err != nil {
 		return fmt.Errorf("recording audit entry: %w", err)
 	}
 	f.loaded = true
@@ -766,47 +848,37 @@ func endsTorn(path string) (bool, error) {
 	return last[0] != '\n', nil
 }
 
-// append writes one entry to both files.
+// append writes one entry to the .jsonl through the handle f holds, and
+// makes it durable as the sync policy says. The .md is the writer's
+// (audit_writer.go).
 func (f *auditFile) append(a *AuditLog, e AuditEntry, line []byte) error {
-	var created bool
 	jsonl := f.path(a.dir, auditJSONLExt)
+	fd, created, err := a.jsonlHandle(f)
+	if err != nil {
+		return fmt.Errorf("recording audit entry in %s: %w", jsonl, err)
+	}
 	if f.jsonlTorn {
 		line = append([]byte{'\n'}, line...)
 	}
-	if err := a.appendTo(jsonl, e.Stranger, func(size int64) []byte {
-		created = created || size == 0
-		return line
-	}); err != nil {
+	n, err := fd.Write(line)
+	if n > 0 {
+		a.account(jsonl, f.jsonlSize, int64(n), e.Stranger)
+		f.jsonlSize += int64(n)
+	}
+	if err != nil {
 		return fmt.Errorf("recording audit entry in %s: %w", jsonl, err)
 	}
 	f.jsonlTorn = false
-
-	md := f.path(a.dir, auditMDExt)
-	// The .md is a rendering of the .jsonl: it is written but never
-	// synced, so a record costs one fsync, not two. After a process crash
-	// it is complete (the kernel holds the write); after a power loss its
-	// tail may be missing or torn, and the .jsonl still holds every entry.
-	b := getBuffer()
-	defer putBuffer(b)
-	if err := a.appendTo(md, e.Stranger, func(size int64) []byte {
-		if size == 0 {
-			created = true
-			f.writeTitle(b)
-		}
-		if f.mdTorn {
-			b.WriteString("\n\n(The entry above was cut short by an interrupted write; " + f.name + auditJSONLExt + " holds what was recorded.)\n\n")
-		}
-		f.writeEntry(b, e)
-		return b.Bytes()
-	}); err != nil {
-		return fmt.Errorf("recording audit entry in %s: %w", md, err)
-	}
-	f.mdTorn = false
 	var dirs []string
 	if created {
 		dirs = append(dirs, filepath.Join(a.dir, f.day))
 	}
-	if err := a.durable(jsonl, true, dirs...); err != nil {
+	if a.interval == 0 {
+		if err := fd.Sync(); err != nil {
+			return fmt.Errorf("recording audit entry: syncing %s: %w", jsonl, err)
+		}
+	}
+	if err := a.durable(jsonl, false, dirs...); err != nil {
 		return fmt.Errorf("recording audit entry: %w", err)
 	}
 	return nil
@@ -885,7 +957,7 @@ func (f *auditFile) writeEntry(b *bytes.Buffer, e AuditEntry) {
 	}
 	b.WriteString(" -->\n")
 	start := b.Len()
-	err := renderIFP3(b, e.Message, func(id string) (int64, bool) { s, ok := f.seqOf[id]; return s, ok })
+	err := renderIFP3(b, e.Message, f.seq)
 	if err == nil && !bytes.Contains(b.Bytes()[start:], []byte(auditMarkerPrefix)) {
 		b.WriteByte('\n')
 		return

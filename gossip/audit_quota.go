@@ -229,10 +229,12 @@ func (a *AuditLog) enforce() {
 
 // removeDay deletes a day directory and forgets its state.
 func (a *AuditLog) removeDay(day string) error {
+	var dropped []*auditFile
 	a.mu.Lock()
 	for k, f := range a.files {
 		if f.day == day {
 			delete(a.files, k)
+			dropped = append(dropped, f)
 		}
 	}
 	for k := range a.names {
@@ -241,6 +243,10 @@ func (a *AuditLog) removeDay(day string) error {
 		}
 	}
 	a.mu.Unlock()
+	a.retire(dropped, true, false)
+	if a.md != nil { // nil while OpenAuditLog enforces the limits at start
+		a.md.dropDay(day)
+	}
 	if err := os.RemoveAll(filepath.Join(a.dir, day)); err != nil {
 		return err
 	}

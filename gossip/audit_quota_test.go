@@ -82,6 +82,9 @@ func fillDay(t *testing.T, a *AuditLog, day time.Time, n int64) {
 		if err := a.Record(AuditEntry{At: day, Direction: Received, Peer: alice.PeerID().String(), Transport: "libp2p", Message: m}); err != nil {
 			t.Fatal(err)
 		}
+		if err := a.Flush(); err != nil { // the .md counts too
+			t.Fatal(err)
+		}
 	}
 }
 

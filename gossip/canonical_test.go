@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -230,7 +231,8 @@ func TestMemoizedContentIsNotShared(t *testing.T) {
 	from, to := testIdentity(t, 1), testIdentity(t, 2)
 	m := sampleMessage(from, to)
 	doc := capabilityDocument()
-	doc["marker"] = "TestMemoizedContentIsNotShared"
+	// Unique per run: the memo is the process's, and -count=N runs again.
+	doc["marker"] = fmt.Sprintf("TestMemoizedContentIsNotShared %d", time.Now().UnixNano())
 	m.Body.Parts = []Part{{ContentType: "application/json", Name: "capabilities", Content: doc}}
 	m.Trace = nil
 	if err := m.Sign(from, testNow); err != nil {

@@ -222,6 +222,9 @@ func TestGreetingViewsDifferPerPeer(t *testing.T) {
 	if err != nil || len(aliceEntries) != 2 {
 		t.Fatalf("alice's audit of carol's conversation: %d entries, %v", len(aliceEntries), err)
 	}
+	if err := alice.Audit().Flush(); err != nil {
+		t.Fatal(err)
+	}
 	md, err := os.ReadFile(filepath.Join(alice.home.Dir, "audit", aliceEntries[0].At.Format("2006-01-02"), carol.id.PeerID().String()+".md"))
 	if err != nil || !strings.Contains(string(md), "phase: greeting") || !strings.Contains(string(md), "conversation "+rc.ConversationID) {
 		t.Errorf("alice's human-readable audit: %v\n%s", err, md)

@@ -452,6 +452,10 @@ func (s *Server) say(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
+	// The .md files named in the answer hold everything recorded so far.
+	if err := s.n.Audit().Flush(); err != nil {
+		s.log.Warn("rendering the audit log's .md files", "err", err)
+	}
 	q := r.URL.Query()
 	list, listErr := s.n.Audit().Conversations()
 	if id := q.Get("conversation"); id != "" {

@@ -1,0 +1,250 @@
+package gossip
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// crashChildEnv names the audit directory a child process of
+// TestAuditMDCompletedAfterACrash records into before it kills itself.
+const crashChildEnv = "IFACED_TEST_AUDIT_CRASH_DIR"
+
+// writerEntries are the entries the crash test records: two peers, replies
+// between them (so the rendering numbers reply-tos), in a fixed order and
+// with fixed signatures (the identities and times are fixed).
+func writerEntries(t *testing.T) []AuditEntry {
+	alice, bob, carol := testIdentity(t, 1), testIdentity(t, 2), testIdentity(t, 3)
+	var out []AuditEntry
+	prev := ""
+	for i := int64(1); i <= 6; i++ {
+		from, to, peer, dir := alice, bob, bob.PeerID().String(), Sent
+		if i%2 == 0 {
+			from, to, dir = bob, alice, Received
+		}
+		m := auditMessage(t, from, to, auditConvID, i, prev)
+		prev = m.Headers.MessageID
+		out = append(out, AuditEntry{At: testNow.Add(time.Duration(i) * time.Second), Direction: dir, Peer: peer, Transport: "libp2p", Message: m})
+	}
+	m := auditMessage(t, alice, carol, "conv:01JNTP8R1S3X4V5W6Y7Z8A9BCF", 1, "")
+	out = append(out, AuditEntry{At: testNow.Add(7 * time.Second), Direction: Sent, Peer: carol.PeerID().String(), Transport: "relay", Message: m})
+	return out
+}
+
+// TestAuditCrashChild is the child of TestAuditMDCompletedAfterACrash: it
+// records the first two entries and waits for their rendering, then holds
+// the .md writer, records the rest (each in its .jsonl, Record returning)
+// and kills itself with SIGKILL. Run alone it does nothing.
+func TestAuditCrashChild(t *testing.T) {
+	dir := os.Getenv(crashChildEnv)
+	if dir == "" {
+		t.Skip("the child of TestAuditMDCompletedAfterACrash")
+	}
+	a, err := OpenAuditLog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := writerEntries(t)
+	for i, e := range entries {
+		if i == 2 {
+			if err := a.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			a.md.mu.Lock()
+			a.md.hold = true
+			a.md.mu.Unlock()
+		}
+		if err := a.Record(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // the signal ends the process
+}
+
+// A process killed with entries recorded in the .jsonl but not yet in the
+// .md loses none of them: the next OpenAuditLog renders them, and the .md
+// files are byte for byte what a run that closed cleanly writes.
+func TestAuditMDCompletedAfterACrash(t *testing.T) {
+	clean := t.TempDir()
+	a, err := OpenAuditLog(clean)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := writerEntries(t)
+	for _, e := range entries {
+		if err := a.Record(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(clean, renderingMarker)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the marker is left after a clean Close: %v", err)
+	}
+
+	crashed := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestAuditCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+crashed)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the child did not die of SIGKILL: %v\n%s", err, out)
+	}
+	bob, carol := testIdentity(t, 2).PeerID().String(), testIdentity(t, 3).PeerID().String()
+	// What the crash left: every entry in the .jsonl files, the .md
+	// short of what the held writer had not rendered.
+	if n := countLines(t, peerFile(crashed, testDay, bob, auditJSONLExt)); n != 6 {
+		t.Fatalf("the crashed run's .jsonl holds %d entries, want 6", n)
+	}
+	if n, err := countMarkers(peerFile(crashed, testDay, bob, auditMDExt)); err != nil || n != 2 {
+		t.Fatalf("the crashed run's .md holds %d entries (%v), want the 2 rendered before the writer was held", n, err)
+	}
+	if _, err := os.Stat(filepath.Join(crashed, renderingMarker)); err != nil {
+		t.Fatalf("no marker after the crash: %v", err)
+	}
+
+	b, err := OpenAuditLog(crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, peer := range []string{bob, carol} {
+		for _, ext := range []string{auditJSONLExt, auditMDExt} {
+			want, _ := os.ReadFile(peerFile(clean, testDay, peer, ext))
+			got, err := os.ReadFile(peerFile(crashed, testDay, peer, ext))
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s%s after the crash and reopening differs from a clean run's (%v):\n%s\n--- want ---\n%s", peer, ext, err, got, want)
+			}
+		}
+	}
+	// Reopening again finds the marker of the open log b, not a crash:
+	// nothing is rendered twice.
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenAuditLog(crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if n, _ := countMarkers(peerFile(crashed, testDay, bob, auditMDExt)); n != 6 {
+		t.Errorf("after a clean reopening the .md holds %d entries, want 6", n)
+	}
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Count(b, []byte{'\n'})
+}
+
+// The entries waiting for the .md writer are bounded by their bytes: a
+// Record that finds the queue full waits until the writer makes room, and
+// then everything is rendered in order.
+func TestAuditMDQueueIsBounded(t *testing.T) {
+	a := openAudit(t, t.TempDir())
+	a.md.mu.Lock()
+	a.md.hold = true
+	a.md.limit = 1 // every entry is over it: one at a time
+	a.md.mu.Unlock()
+	entries := writerEntries(t)
+	if err := a.Record(entries[0]); err != nil {
+		t.Fatal(err) // an empty queue takes an entry of any size
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Record(entries[1]) }()
+	waitFor(t, "the second Record to wait for room", func() bool {
+		a.md.mu.Lock()
+		defer a.md.mu.Unlock()
+		return a.md.waiting == 1 && len(a.md.queue) == 1
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("Record returned (%v) while the queue was full", err)
+	default:
+	}
+	a.md.mu.Lock()
+	a.md.hold = false
+	a.md.cond.Broadcast()
+	a.md.mu.Unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	flushAudit(t, a)
+	_, got := splitAuditMD(t, peerFile(a.dir, testDay, entries[0].Peer, auditMDExt))
+	if len(got) != 2 || got[0].direction != string(entries[0].Direction) || got[1].direction != string(entries[1].Direction) {
+		t.Fatalf("the .md holds %d entries, want the 2 in order", len(got))
+	}
+}
+
+// auditDescriptors lists this process's open descriptors of files under
+// dir, marking those of deleted files.
+func auditDescriptors(t *testing.T, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd here: %v", err)
+	}
+	var out []string
+	for _, de := range des {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", de.Name()))
+		if err == nil && strings.HasPrefix(target, dir) {
+			out = append(out, target)
+		}
+	}
+	return out
+}
+
+// A daemon talking with many peers holds a bounded number of audit
+// files open, none of a day the quota deleted, and none once closed.
+func TestAuditLogHoldsBoundedDescriptors(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "audit")
+	c := &clock{t: testNow.AddDate(0, 0, -2)}
+	a, err := OpenAuditLog(dir, WithLimits(AuditLimits{MaxBytes: 1 << 20}), WithClock(c.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := func(at time.Time, peer int) {
+		m := &Message{Headers: Headers{ConversationID: fmt.Sprintf("conv:%d", peer), MessageID: fmt.Sprintf("msg:%d", peer)}}
+		if err := a.Record(AuditEntry{At: at, Direction: Sent, Peer: fmt.Sprintf("peer%03d", peer), Transport: "libp2p", Message: m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 3*heldJSONL; i++ {
+		record(c.t, i)
+	}
+	flushAudit(t, a)
+	if held := auditDescriptors(t, dir); len(held) > 2*heldJSONL {
+		t.Errorf("%d audit files open for %d peers, want at most %d", len(held), 3*heldJSONL, 2*heldJSONL)
+	}
+	old := c.t.Format(auditDayLayout)
+	// Two days later, enough today to go over the quota: the old day goes.
+	c.t = testNow
+	fillDay(t, a, testNow, 1<<20)
+	if _, err := os.Stat(filepath.Join(dir, old)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the old day is still there: %v", err)
+	}
+	for _, p := range auditDescriptors(t, dir) {
+		if strings.Contains(p, old) || strings.HasSuffix(p, "(deleted)") {
+			t.Errorf("still open after its day was deleted: %s", p)
+		}
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if held := auditDescriptors(t, dir); len(held) != 0 {
+		t.Errorf("open after Close: %v", held)
+	}
+}
