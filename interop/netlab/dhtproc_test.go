@@ -220,18 +220,24 @@ func (p *dhtProc) LogTail(n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// rssMB is the resident memory of process pid, from /proc, or 0.
-func rssMB(pid int) float64 {
+// procMemory is the resident memory of process pid from /proc, in MB: all
+// of it (VmRSS) and its private part (RssAnon: heap and stacks; the rest
+// is mostly the executable's pages, which every process running the same
+// binary shares). Zeros when pid is gone.
+func procMemory(pid int) (rss, anon float64) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
+		var kb float64
 		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			var kb float64
 			fmt.Sscan(rest, &kb)
-			return kb / 1024
+			rss = kb / 1024
+		} else if rest, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			fmt.Sscan(rest, &kb)
+			anon = kb / 1024
 		}
 	}
-	return 0
+	return rss, anon
 }
