@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -99,7 +100,7 @@ var renewals = []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute}
 type capabilityDHT struct {
 	dht       *dht.IpfsDHT
 	host      host.Host
-	views     viewSource
+	names     func() ([]string, error) // the names to advertise now
 	boot      []peer.AddrInfo
 	reprovide time.Duration // discovery.reprovide
 	now       func() time.Time
@@ -208,6 +209,18 @@ func findCapabilityProviders(ctx context.Context, r routing.ContentRouting, name
 // nil, the DHT switched off), and the loop that sends provider records of
 // the names in views' public view. The loop runs until ctx ends or Close.
 func startDHT(ctx context.Context, h host.Host, cfg DiscoveryConfig, views viewSource, now func() time.Time, log *slog.Logger) (*capabilityDHT, error) {
+	return runCapabilityDHT(ctx, h, cfg, func() ([]string, error) {
+		view, err := views.public()
+		if err != nil {
+			return nil, fmt.Errorf("building the public view: %w", err)
+		}
+		return advertisedNames(view.Doc), nil
+	}, now, log)
+}
+
+// runCapabilityDHT is startDHT over any source of the names to advertise
+// (names is asked at every provide round).
+func runCapabilityDHT(ctx context.Context, h host.Host, cfg DiscoveryConfig, names func() ([]string, error), now func() time.Time, log *slog.Logger) (*capabilityDHT, error) {
 	mode, on := dhtModes[cfg.DHT]
 	if !on {
 		return nil, nil
@@ -220,7 +233,7 @@ func startDHT(ctx context.Context, h host.Host, cfg DiscoveryConfig, views viewS
 	if err != nil {
 		return nil, fmt.Errorf("starting the DHT: %w", err)
 	}
-	d := &capabilityDHT{dht: kad, host: h, views: views, boot: boot, reprovide: cfg.Reprovide.Duration, now: now, log: log,
+	d := &capabilityDHT{dht: kad, host: h, names: names, boot: boot, reprovide: cfg.Reprovide.Duration, now: now, log: log,
 		tasks: newTasks(ctx), kick: make(chan struct{}, 1), provided: map[string]time.Time{}}
 	d.tasks.spawn(d.provideLoop)
 	return d, nil
@@ -412,11 +425,10 @@ func (d *capabilityDHT) join(timeout time.Duration) {
 // so theirs expire within 48 hours, and until then a finder asking the
 // peer is told it is not offered.
 func (d *capabilityDHT) provideRound(full bool) error {
-	view, err := d.views.public()
+	names, err := d.names()
 	if err != nil {
-		return fmt.Errorf("building the public view: %w", err)
+		return err
 	}
-	names := advertisedNames(view.Doc)
 	d.mu.Lock()
 	for name := range d.provided {
 		if !slices.Contains(names, name) {
@@ -448,6 +460,23 @@ func (d *capabilityDHT) provideRound(full bool) error {
 		d.log.Info("provider records sent", "capabilities", done, "full", full)
 	}
 	return err
+}
+
+// findProviders is the lookup of Find: at most limit providers of name
+// other than this daemon, from a lookup of at most findLookupTimeout.
+// The error is ctx's when it ended, or noServer's when the routing table
+// is empty.
+func (d *capabilityDHT) findProviders(ctx context.Context, name string, limit int) ([]peer.AddrInfo, error) {
+	if !d.hasPeers() {
+		return nil, d.noServer()
+	}
+	lctx, cancel := context.WithTimeout(ctx, findLookupTimeout)
+	provs := findCapabilityProviders(lctx, d.dht, name, d.host.ID(), limit)
+	cancel()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return provs, nil
 }
 
 // FindResult statuses, in the order Find sorts them.
@@ -522,10 +551,8 @@ func (d *Discovery) Find(ctx context.Context, capability, minVersion string, lim
 		}
 		return fail(d.dht.noServer())
 	}
-	lctx, cancel := context.WithTimeout(ctx, findLookupTimeout)
-	provs := findCapabilityProviders(lctx, d.dht.dht, capability, d.host.ID(), limit)
-	cancel()
-	if err := ctx.Err(); err != nil {
+	provs, err := d.dht.findProviders(ctx, capability, limit)
+	if err != nil {
 		return fail(err)
 	}
 	out := make([]FindResult, len(provs))
@@ -811,3 +838,130 @@ func (providerCacheOff) Keys() []any                    { return nil }
 func (providerCacheOff) Len() int                       { return 0 }
 func (providerCacheOff) Purge()                         {}
 func (providerCacheOff) Resize(int) int                 { return 0 }
+
+// CapabilityDHT is the daemon's DHT component (capabilityDHT) usable
+// alone, over a host the caller built: kad-dht under /ifaced/kad/1.0.0
+// with the bounded provider store, the provide loop (its first round, the
+// early renewals, the retries while no DHT peer is known, the round when
+// the routing table has doubled) and Find's provider lookup, unchanged.
+// What it announces are names the caller sets with Provide, where the
+// daemon announces its public view's names.
+//
+// It exists so that the network lab can run hundreds of DHT nodes as
+// separate processes (interop/netlab/dhtnode) where full daemons, at 40 to
+// 55 MB each, do not fit in one machine, with the daemon's own provide and
+// find code rather than a copy. An exported component was chosen over a
+// hidden `ifaced` subcommand: the subcommand would still need this
+// surface from node, and would put a lab tool into the command line every
+// user installs. It is also what a program that only serves ifaced's DHT
+// (a bootstrap server, a crawler) would build on.
+type CapabilityDHT struct {
+	d *capabilityDHT
+
+	mu    sync.Mutex
+	names []string // what Provide set
+}
+
+// NewCapabilityDHT starts the DHT on h as a daemon with cfg would
+// (discovery.dht, bootstrap, reprovide, max_provider_records,
+// max_providers_per_key; the other fields are not used), announcing names
+// as a daemon announces those of the document it starts with (Provide
+// changes them later). It runs until ctx ends or Close. cfg.DHT "off" is
+// ErrDHTOff; a name that is not a valid capability name is
+// negotiate.ErrInvalidName.
+func NewCapabilityDHT(ctx context.Context, h host.Host, cfg DiscoveryConfig, names []string, log *slog.Logger) (*CapabilityDHT, error) {
+	fail := func(err error) (*CapabilityDHT, error) {
+		return nil, fmt.Errorf("starting the capability DHT: %w", err)
+	}
+	switch _, on := dhtModes[cfg.DHT]; {
+	case cfg.DHT == DHTOff:
+		return fail(ErrDHTOff)
+	case !on:
+		return fail(fmt.Errorf("discovery.dht: %q: want %q, %q or %q", cfg.DHT, DHTAuto, DHTServer, DHTClient))
+	case cfg.Reprovide.Duration <= 0:
+		return fail(fmt.Errorf("discovery.reprovide: %v: want a positive duration, e.g. 12h", cfg.Reprovide.Duration))
+	case cfg.MaxProviderRecords <= 0 || cfg.MaxProvidersPerKey <= 0:
+		return fail(fmt.Errorf("discovery.max_provider_records %d, max_providers_per_key %d: want both positive, e.g. %d and %d",
+			cfg.MaxProviderRecords, cfg.MaxProvidersPerKey, DefaultMaxProviderRecords, DefaultMaxProvidersPerKey))
+	}
+	if err := checkNames(names); err != nil {
+		return fail(err)
+	}
+	c := &CapabilityDHT{names: slices.Sorted(slices.Values(names))}
+	d, err := runCapabilityDHT(ctx, h, cfg, c.provideNames, time.Now, log)
+	if err != nil {
+		return fail(err)
+	}
+	c.d = d
+	return c, nil
+}
+
+func (c *CapabilityDHT) provideNames() ([]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.names), nil
+}
+
+// Provide sets the names this node announces, replacing those set before,
+// and asks the provide loop for a round: records of names not yet sent go
+// out at once when a DHT peer is known, and every name's again on the
+// loop's schedule. A name that is not a valid capability name is refused
+// (negotiate.ErrInvalidName) and nothing changes.
+func (c *CapabilityDHT) Provide(names []string) error {
+	if err := checkNames(names); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.names = slices.Sorted(slices.Values(names))
+	c.mu.Unlock()
+	c.d.changed()
+	return nil
+}
+
+func checkNames(names []string) error {
+	for _, n := range names {
+		if err := negotiate.CheckName(n); err != nil {
+			return fmt.Errorf("providing %q: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// Provided are the names whose provider records went out since the last
+// full round, sorted.
+func (c *CapabilityDHT) Provided() []string {
+	c.d.mu.Lock()
+	defer c.d.mu.Unlock()
+	return slices.Sorted(maps.Keys(c.d.provided))
+}
+
+// FindProviders looks up at most limit providers of name other than this
+// node (0 means DefaultFindLimit), as Find does before it asks each
+// provider for its view: the lookup ends when it has limit of them, when
+// the DHT lookup ends, or after 30 s. With an empty routing table it is
+// ErrNoDHTPeers.
+func (c *CapabilityDHT) FindProviders(ctx context.Context, name string, limit int) ([]peer.AddrInfo, error) {
+	fail := func(err error) ([]peer.AddrInfo, error) {
+		return nil, fmt.Errorf("finding providers of %q: %w", name, err)
+	}
+	if err := negotiate.CheckName(name); err != nil {
+		return fail(err)
+	}
+	switch {
+	case limit == 0:
+		limit = DefaultFindLimit
+	case limit < 0 || limit > MaxFindLimit:
+		return fail(fmt.Errorf("limit %d: want 1 to %d", limit, MaxFindLimit))
+	}
+	provs, err := c.d.findProviders(ctx, name, limit)
+	if err != nil {
+		return fail(err)
+	}
+	return provs, nil
+}
+
+// RoutingTableSize is the number of DHT servers in the routing table.
+func (c *CapabilityDHT) RoutingTableSize() int { return c.d.dht.RoutingTable().Size() }
+
+// Close stops the provide loop and closes the DHT (not the host).
+func (c *CapabilityDHT) Close() error { return c.d.Close() }

@@ -4,7 +4,11 @@
 // Its tests (run as root, as CI does; skipped with a message elsewhere)
 // show NAT traversal (relay reservations, hole punching, relay and mailbox
 // fallbacks) and discovery at scale (DHT find, GossipSub propagation,
-// churn, late joiners, mDNS across a bridge).
+// churn, late joiners, mDNS across a bridge). Where full daemons are too
+// heavy for the count (500 of them need some 25 GB), the DHT lab runs one
+// dhtnode process per namespace instead (interop/netlab/dhtnode: the
+// daemon's DHT component, node.CapabilityDHT, alone on a TCP-only host),
+// driven over its stdin and stdout.
 //
 // Addresses. go-libp2p starts hole punching only once a host has an
 // address manet.IsPublicAddr calls public, and AutoNAT (which moves a
@@ -49,5 +53,7 @@
 // ("Specified qdisc kind is unknown"). Where it exists the lab could add
 // delay on the veths; where it does not, the latency scenario (GossipSub
 // propagation over 20 ms links) runs in process on go-libp2p's mocknet
-// with link latency, with the daemon's GossipSub options.
+// with link latency, with the daemon's GossipSub options. The DHT lab
+// tries netem on its links first and says in its output and figures that
+// it ran without added latency when the kernel refuses it.
 package netlab

@@ -8,5 +8,6 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	RemoveBinary()
+	removeDHTNode()
 	os.Exit(code)
 }

@@ -73,20 +73,7 @@ func (l *scaleLab) grow(t *testing.T, n int) {
 	for i := first; i < n; i++ {
 		names = append(names, fmt.Sprintf("n%d", i))
 	}
-	nss := l.NS(names...)
-	var rt strings.Builder
-	for k, i := 0, first; i < n; k, i = k+1, i+1 {
-		mac := fmt.Sprintf("02:aa:00:00:%02x:%02x", (i+1)>>8, (i+1)&0xff)
-		fmt.Fprintf(&rt, "link add p%d address %s type veth peer name eth0 address %s netns %s\n", i, routerMAC, mac, nss[k])
-		fmt.Fprintf(&rt, "link set p%d up\naddr add fe80::1/64 dev p%d nodad\n", i, i)
-		fmt.Fprintf(&rt, "route add 2001:1ff:%x::/48 dev p%d\n", i+1, i)
-		fmt.Fprintf(&rt, "neigh add %s lladdr %s dev p%d nud permanent\n", scaleAddr(i), mac, i)
-	}
-	l.IP(l.sw, rt.String())
-	for k, i := 0, first; i < n; k, i = k+1, i+1 {
-		l.IP(nss[k], fmt.Sprintf("addr add %s/48 dev eth0 nodad\nlink set eth0 up\n"+
-			"neigh add fe80::1 lladdr %s dev eth0 nud permanent\nroute add default via fe80::1 dev eth0\n", scaleAddr(i), routerMAC))
-	}
+	nss := routeNodes(l.Lab, l.sw, first, n)
 	for k, i := 0, first; i < n; k, i = k+1, i+1 {
 		cfg := Config{
 			Listen:       []string{"/ip6/::/tcp/4817"},
