@@ -65,6 +65,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	// ours once, before the host exists.
 	gologshim.SetDefaultHandler(log.Handler())
 	log.Info("data directory", "home", h.Dir)
+	node.TuneGC(cfg.Limits)
 	n, err := node.New(cfg, id, h, log)
 	if err != nil {
 		return err
