@@ -24,6 +24,14 @@
 // unchecked; that is the caller's job and the reason Facts has no field for a
 // claim.
 //
+// # Explaining a decision
+//
+// [Evaluate] reports what failed, for the requester. [Explain] reports
+// every condition a capability sets, met or not, with what it required
+// and what the requester had: the owner's answer to "why was this request
+// answered (or refused)?", recorded in the audit log. Its unmet entries
+// are Evaluate's, word for word, so the two never disagree.
+//
 // # Orders
 //
 // Authentication levels (IFP-5) are 0 introduced < 1 signed < 2 verified <

@@ -47,6 +47,18 @@ import (
 //	                    block of the message follows the marker instead: JSON
 //	                    strings hold no raw line breaks, so nothing in a
 //	                    message can start a line of its own.
+//
+//	                    The answer or refusal of a capability request is
+//	                    followed by its decision (AuditEntry.Decision): a
+//	                    blank line, the line "<!-- ifaced audit: decision -->"
+//	                    (which no rendering holds, as above), then the
+//	                    outcome, the facts, and one line per condition:
+//
+//	                    <!-- ifaced audit: decision -->
+//	                    Decision: refused calendar.availability (conditions_not_met)
+//	                    Facts: level 1 (signed only); tier public; temperature cool; persona default
+//	                    - unmet min_disclosure: required professional, have public; ask the owner …
+//	                    - met min_auth_level: required 1 (signed), have 1 (signed)
 //	<day>/<peer>.jsonl  the same entries for programs: one JSON AuditEntry
 //	                    per line. This file is the authoritative one;
 //	                    Entries and Conversations read it.
@@ -111,11 +123,55 @@ type AuditEntry struct {
 	Transport string    `json:"transport"`      // e.g. "libp2p", "https", "relay"
 	Note      string    `json:"note,omitempty"` // e.g. "refused: signature does not verify"
 	Message   *Message  `json:"message"`        // the full IFP-4 message with signatures
+	// Decision: on the entry of an answer or refusal this daemon sent to
+	// a capability request, why it decided so. Only in the owner's log:
+	// the message itself carries none of it.
+	Decision *Decision `json:"decision,omitempty"`
 	// Stranger: the peer is one the owner has not made known; its
 	// entries count against the day's share for strangers
 	// (StrangerShare). Not written: whether a peer is known is the
 	// owner's current standing, not a fact of the message.
 	Stranger bool `json:"-"`
+}
+
+// Decision is why this daemon answered or refused one capability
+// request: the facts it established about the requester and each
+// condition it evaluated on them, in the order it evaluated them (the
+// capability's conditions, then the parameters against their schema,
+// then the agent's result against output_schema). A condition it did not
+// reach (the parameters of a request whose conditions failed) is not
+// listed. It is written on the audit entry of the answer or refusal, in
+// the same Record, and rendered under that message in the .md.
+type Decision struct {
+	Capability string              `json:"capability"`
+	Outcome    string              `json:"outcome"`        // DecisionAnswered or DecisionRefused
+	Code       string              `json:"code,omitempty"` // the wire code of a refusal
+	Note       string              `json:"note,omitempty"` // e.g. why a capability that exists was refused as unknown
+	Facts      DecisionFacts       `json:"facts"`
+	Conditions []DecisionCondition `json:"conditions"`
+}
+
+// The outcomes of a Decision.
+const (
+	DecisionAnswered = "answered"
+	DecisionRefused  = "refused"
+)
+
+// DecisionFacts are what the daemon established about a requester,
+// never what the requester claimed.
+type DecisionFacts struct {
+	Level       int    `json:"level"`       // IFP-5 authentication level 0–3; -1: none (an unsigned caller, a revoked key)
+	LevelHow    string `json:"level_how"`   // how the level was established
+	Tier        string `json:"tier"`        // the disclosure tier granted
+	Temperature string `json:"temperature"` // the temperature negotiated
+	Persona     string `json:"persona"`     // the owner's persona in the conversation ("default" for none)
+}
+
+// DecisionCondition is one condition evaluated.
+type DecisionCondition struct {
+	Condition string `json:"condition"` // a conditions field (min_disclosure, …), "parameters" or "output_schema"
+	Met       bool   `json:"met"`
+	Detail    string `json:"detail"` // what was required and what was found; for an unmet one, how to meet it
 }
 
 // AuditConversation summarizes one recorded conversation.
@@ -674,6 +730,86 @@ func (a *AuditLog) entriesIn(days []string, conversationID string) ([]AuditEntry
 	return out, errors.Join(torn...)
 }
 
+// Decided returns the entry that holds the decision on a capability
+// request: the answer or refusal this daemon sent, found by its own
+// message ID or by the ID of the request it answers (in_reply_to). The
+// newest such entry wins. It reads the day files newest first with the
+// reader Entries uses (a line is decoded only when it holds the ID) and
+// stops at the first day that has the decision. An ID holding a ULID (as
+// this daemon's "msg:01J…" do) is looked for from the day before the
+// ULID's time on, and then, as with Entries, everywhere else. An ID with
+// no decision is an error wrapping fs.ErrNotExist that says whether the
+// log holds the message at all.
+func (a *AuditLog) Decided(messageID string) (AuditEntry, error) {
+	if messageID == "" {
+		return AuditEntry{}, errors.New("looking up a decision: no message ID")
+	}
+	days, err := a.days()
+	if err != nil {
+		return AuditEntry{}, err
+	}
+	slices.Reverse(days)
+	first, rest := days, []string(nil)
+	if from, ok := ulidDay(messageID); ok {
+		i := slices.IndexFunc(days, func(d string) bool { return d < dayBefore(from) })
+		if i >= 0 {
+			first, rest = days[:i], days[i:]
+		}
+	}
+	seen := false
+	for _, part := range [][]string{first, rest} {
+		e, found, err := a.decidedIn(part, messageID, &seen)
+		if found || err != nil {
+			return e, err
+		}
+	}
+	if seen {
+		return AuditEntry{}, fmt.Errorf("audit log holds message %q but no decision on it (only the answer or refusal of a capability request, and the request it answers, have one): %w", messageID, fs.ErrNotExist)
+	}
+	return AuditEntry{}, fmt.Errorf("audit log has no message %q: %w", messageID, fs.ErrNotExist)
+}
+
+// decidedIn looks for the decision on messageID in the files of days,
+// newest day first; seen is set when some entry has that message ID.
+// Torn and undecodable lines are passed over: a decision is looked up,
+// not audited.
+func (a *AuditLog) decidedIn(days []string, messageID string, seen *bool) (AuditEntry, bool, error) {
+	var q bytes.Buffer
+	enc := jsonv1.NewEncoder(&q)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(messageID); err != nil {
+		return AuditEntry{}, false, err
+	}
+	quoted := bytes.TrimSuffix(q.Bytes(), []byte{'\n'})
+	for _, day := range days {
+		paths, err := a.entryFiles(day)
+		if err != nil {
+			return AuditEntry{}, false, err
+		}
+		var best AuditEntry
+		found := false
+		for _, path := range paths {
+			err := readAuditLines(path, true, func(line []byte) bool { return bytes.Contains(line, quoted) }, func(e AuditEntry) {
+				h := &e.Message.Headers
+				if h.MessageID == messageID {
+					*seen = true
+				}
+				answers := h.Thread != nil && h.Thread.InReplyTo == messageID
+				if e.Decision != nil && (h.MessageID == messageID || answers) && (!found || e.At.After(best.At)) {
+					best, found = e, true
+				}
+			})
+			if err != nil && !errors.Is(err, ErrTornAuditLine) {
+				return AuditEntry{}, false, err
+			}
+		}
+		if found {
+			return best, true, nil
+		}
+	}
+	return AuditEntry{}, false, nil
+}
+
 // ulidDay is the day of the ULID inside a conversation ID ("conv:01J…").
 func ulidDay(id string) (string, bool) {
 	_, rest, found := strings.Cut(id, ":")
@@ -948,7 +1084,8 @@ func (f *auditFile) writeTitle(b *bytes.Buffer) {
 		f.day, f.name+auditJSONLExt)
 }
 
-// writeEntry writes the marker line, the message and a blank line.
+// writeEntry writes the marker line, the message, its decision (when it
+// has one) and a blank line.
 func (f *auditFile) writeEntry(b *bytes.Buffer, e AuditEntry) {
 	fmt.Fprintf(b, "%s%s %s peer %s via %s conversation %s", auditMarkerPrefix, e.Direction, e.At.Format(time.RFC3339),
 		markerField(e.Peer), markerField(e.Transport), markerField(e.Message.Headers.ConversationID))
@@ -959,6 +1096,7 @@ func (f *auditFile) writeEntry(b *bytes.Buffer, e AuditEntry) {
 	start := b.Len()
 	err := renderIFP3(b, e.Message, f.seq)
 	if err == nil && !bytes.Contains(b.Bytes()[start:], []byte(auditMarkerPrefix)) {
+		writeDecision(b, e.Decision)
 		b.WriteByte('\n')
 		return
 	}
@@ -974,7 +1112,9 @@ func (f *auditFile) writeEntry(b *bytes.Buffer, e AuditEntry) {
 	}
 	b.WriteString("```json\n")
 	b.Write(j)
-	b.WriteString("\n```\n\n")
+	b.WriteString("\n```\n")
+	writeDecision(b, e.Decision)
+	b.WriteByte('\n')
 }
 
 // oneLine replaces line breaks and other control characters with spaces.

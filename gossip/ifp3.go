@@ -376,3 +376,60 @@ func ParseIFP3(b []byte, idOf func(seq int64) (string, bool)) (*Message, error) 
 	}
 	return m, nil
 }
+
+// decisionMarker opens the decision under a message in the audit log's
+// .md. It starts as every audit marker does, so no message's rendering
+// can hold it (writeEntry shows such a message as JSON instead).
+const decisionMarker = auditMarkerPrefix + "decision -->\n"
+
+// writeDecision writes d, when there is one, as a short block for a
+// person: the outcome, the facts, and one line per condition evaluated.
+// Every value is put on one line and loses its "--" (decisionText), so
+// nothing in it (a capability name a peer chose, a schema error quoting
+// its parameters) starts a line of its own or holds a marker: each line
+// starts with text of this function's.
+func writeDecision(b *bytes.Buffer, d *Decision) {
+	if d == nil {
+		return
+	}
+	b.WriteString("\n" + decisionMarker)
+	fmt.Fprintf(b, "Decision: %s %s", decisionText(d.Outcome), decisionText(d.Capability))
+	if d.Code != "" {
+		fmt.Fprintf(b, " (%s)", decisionText(d.Code))
+	}
+	b.WriteByte('\n')
+	f := d.Facts
+	level := "none"
+	if f.Level >= 0 {
+		level = fmt.Sprint(f.Level)
+	}
+	if f.LevelHow != "" {
+		level += " (" + decisionText(f.LevelHow) + ")"
+	}
+	fmt.Fprintf(b, "Facts: level %s; tier %s; temperature %s; persona %s\n", level, orNone(f.Tier), orNone(f.Temperature), orNone(f.Persona))
+	if d.Note != "" {
+		fmt.Fprintf(b, "Note: %s\n", decisionText(d.Note))
+	}
+	if len(d.Conditions) == 0 {
+		b.WriteString("- no condition evaluated\n")
+	}
+	for _, c := range d.Conditions {
+		met := "unmet"
+		if c.Met {
+			met = "met"
+		}
+		fmt.Fprintf(b, "- %s %s: %s\n", met, decisionText(c.Condition), decisionText(c.Detail))
+	}
+}
+
+// orNone is decisionText(s), or "none" for an empty s.
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return decisionText(s)
+}
+
+// decisionText is s on one line, with no "--" that could open or close
+// an HTML comment (a marker) in it.
+func decisionText(s string) string { return commentSafe(oneLine(s)) }

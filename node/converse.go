@@ -492,12 +492,13 @@ func (cs *Conversations) greeting(c *conv, prop negotiate.Proposal, granted *neg
 // order of their sequence numbers however many goroutines answer at once.
 // A message that already carries a proof (a greeting with an
 // introduction) keeps the number it was proved with.
-func (cs *Conversations) send(c *conv, m *gossip.Message) error { return cs.write(c, m, true) }
+func (cs *Conversations) send(c *conv, m *gossip.Message) error { return cs.write(c, m, true, nil) }
 
 // write is send, with the audit entry optional: an answer to a refused
 // message is covered by the refusal's record, and must not enter the
-// conversation the refused message claimed.
-func (cs *Conversations) write(c *conv, m *gossip.Message, audit bool) error {
+// conversation the refused message claimed. d, when m answers a
+// capability request, is the decision its audit entry carries.
+func (cs *Conversations) write(c *conv, m *gossip.Message, audit bool, d *gossip.Decision) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if m.Security == nil {
@@ -509,7 +510,7 @@ func (cs *Conversations) write(c *conv, m *gossip.Message, audit bool) error {
 		return err
 	}
 	if audit {
-		if err := cs.recordSent(viaLibp2p, c.peer, m, ""); err != nil {
+		if err := cs.recordSent(viaLibp2p, c.peer, m, "", d); err != nil {
 			return err
 		}
 	}
@@ -564,7 +565,7 @@ func (cs *Conversations) receiveOnly(c *conv, expect func(m *gossip.Message) err
 	in, err := cs.door.admit(a)
 	if errors.Is(err, wire.ErrRateLimited) {
 		// Too fast is a turn in the negotiation, not the end of it.
-		cs.requests.answerError(c, m, err)
+		cs.requests.refuseTooFast(c, m, err)
 		return nil, errSkipped
 	}
 	if err != nil {
@@ -830,7 +831,7 @@ func (cs *Conversations) sendError(c *conv, cause error, audit bool) bool {
 		return false
 	}
 	e.Body = gossip.Body{Text: errorText(body), Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: toJSONValue(body)}}}
-	if err := cs.write(c, e, audit); err != nil {
+	if err := cs.write(c, e, audit, nil); err != nil {
 		cs.log.Debug("could not send error phase message", "peer", cs.named(c.peer), "err", err)
 		return false
 	}
@@ -838,10 +839,10 @@ func (cs *Conversations) sendError(c *conv, cause error, audit bool) bool {
 }
 
 // recordSent writes a message this daemon sends to the audit log before
-// it leaves.
-func (cs *Conversations) recordSent(transport string, pid peer.ID, m *gossip.Message, note string) error {
+// it leaves, with d, the decision it carries out (nil for none).
+func (cs *Conversations) recordSent(transport string, pid peer.ID, m *gossip.Message, note string, d *gossip.Decision) error {
 	err := cs.audit.Record(gossip.AuditEntry{At: cs.now().UTC(), Direction: gossip.Sent, Peer: pid.String(), Transport: transport, Note: note, Message: m,
-		Stranger: cs.door.stranger(pid)})
+		Decision: d, Stranger: cs.door.stranger(pid)})
 	if err != nil {
 		return fmt.Errorf("auditing a sent %s: %w", m.Headers.Phase, err)
 	}

@@ -310,8 +310,9 @@ func (ib *Inbox) ExecuteAnonymous(via, caller, ref, name string, params any) (an
 	}
 	f := ib.HTTPFacts()
 	g := negotiate.Granted{Disclosure: f.Disclosure, AuthLevel: f.AuthLevel, Temperature: f.Temperature, Persona: f.Persona}
-	out, err := ib.invoker.execute(name, params, g, "", "")
-	ib.recordAnonymousOutcome(via, caller, req, "request", err)
+	out, d, err := ib.invoker.execute(name, params, g, "", "")
+	d.Facts.LevelHow = "none: an unsigned request through " + via + " proves no key"
+	ib.recordAnonymousOutcome(via, caller, req, "request", err, d)
 	return out, err
 }
 
@@ -369,7 +370,7 @@ func (ib *Inbox) AskAnonymous(via, caller, ref, convID, text string, data []any)
 	inv := Invocation{ID: gossip.NewID("inv", now), ConversationID: convID, Deadline: now.Add(iv.timeout), Message: m,
 		Granted: negotiate.Granted{Disclosure: f.Disclosure, AuthLevel: f.AuthLevel, Temperature: f.Temperature, Persona: f.Persona}}
 	out, err := iv.bridge.invoke(ctx, inv, now)
-	ib.recordAnonymousOutcome(via, caller, &kept, "message", err)
+	ib.recordAnonymousOutcome(via, caller, &kept, "message", err, nil)
 	return out, err
 }
 
@@ -421,10 +422,26 @@ func (ib *Inbox) recordStranger(via, caller, ref string, m *gossip.Message, what
 }
 
 // recordAnonymousOutcome audits how the anonymous request req ended, as
-// this daemon's reply in its conversation. A failure to record is logged:
-// the request was recorded before it ran.
-func (ib *Inbox) recordAnonymousOutcome(via, caller string, req *gossip.Message, what string, failed error) {
+// this daemon's reply in its conversation, with d, the decision on it
+// (nil for a message, which names no capability). A failure to record
+// is logged: the request was recorded before it ran.
+func (ib *Inbox) recordAnonymousOutcome(via, caller string, req *gossip.Message, what string, failed error, d *gossip.Decision) {
 	now := ib.now()
+	m, name, outcome := outcomeOf(req, failed, ib.convs.localAgent(), now)
+	note := fmt.Sprintf("anonymous %s through %s from %s: %s", what, via, caller, outcome)
+	if err := ib.audit.Record(gossip.AuditEntry{At: now.UTC(), Direction: gossip.Sent, Peer: anonymousPeer, Transport: via, Note: note, Message: m,
+		Decision: d, Stranger: true}); err != nil {
+		ib.log.Warn("recording an anonymous "+what+"'s outcome", "via", via, "capability", name, "err", err)
+	}
+}
+
+// outcomeOf is the reply this daemon (self) records at now to a request
+// or message req that it answered over HTTP (failed nil) or refused: an
+// unsigned message in req's conversation, in reply to it, that says how
+// it ended (never the output itself). It also returns what req asked for
+// (a capability's name, or "a message") and the outcome for an audit
+// note, "answered" or "refused: <wire code>".
+func outcomeOf(req *gossip.Message, failed error, self gossip.Agent, now time.Time) (m *gossip.Message, name, outcome string) {
 	name, phase := "a message", gossip.PhaseContext
 	if req.Headers.Capabilities != nil && len(req.Headers.Capabilities.Request) > 0 {
 		name, phase = req.Headers.Capabilities.Request[0], gossip.PhaseProbe
@@ -434,16 +451,13 @@ func (ib *Inbox) recordAnonymousOutcome(via, caller string, req *gossip.Message,
 		body := wire.NewErrorBody(failed)
 		outcome, phase, text = "refused: "+string(body.Code), gossip.PhaseError, fmt.Sprintf("Refused: %s (%s).", name, body.Code)
 	}
-	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
+	m = &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
 		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
-		From: ib.convs.localAgent(), To: []gossip.Agent{req.Headers.From},
-		ConversationID: req.Headers.ConversationID, Sequence: 2, Phase: phase, ContentType: gossip.DefaultContentType,
+		From: self, To: []gossip.Agent{req.Headers.From},
+		ConversationID: req.Headers.ConversationID, Sequence: req.Headers.Sequence + 1, Phase: phase, ContentType: gossip.DefaultContentType,
 		Thread: &gossip.Thread{InReplyTo: req.Headers.MessageID},
 	}, Body: gossip.Body{Text: text}}
-	note := fmt.Sprintf("anonymous %s through %s from %s: %s", what, via, caller, outcome)
-	if err := ib.audit.Record(gossip.AuditEntry{At: now.UTC(), Direction: gossip.Sent, Peer: anonymousPeer, Transport: via, Note: note, Message: m, Stranger: true}); err != nil {
-		ib.log.Warn("recording an anonymous "+what+"'s outcome", "via", via, "capability", name, "err", err)
-	}
+	return m, name, outcome
 }
 
 // DisplayName is the agent's display name, or its did:key.
@@ -490,6 +504,16 @@ func (ib *Inbox) ExecuteSigned(m *gossip.Message) (string, any, error) {
 	}
 	// No conversation: the conversation ID the caller chose is its own,
 	// never passed on to the agent as this daemon's.
-	result, err := ib.invoker.execute(name, params, g, in.from.String(), "")
+	result, d, err := ib.invoker.execute(name, params, g, in.from.String(), "")
+	d.Facts.LevelHow = levelHow(ib.convs.trust.Peer(in.from), g.AuthLevel)
+	// The answer goes back as HTTP, not as a message of its own: what is
+	// audited of it, with its decision, is how it ended (as for an
+	// anonymous request), in reply to the request, in the signer's files.
+	// A failure to record is logged: the request was recorded before it
+	// ran.
+	reply, _, outcome := outcomeOf(m, err, ib.convs.localAgent(), ib.now())
+	if rerr := ib.convs.recordSent("https", in.from, reply, "signed request through POST /invoke: "+outcome, d); rerr != nil {
+		ib.log.Warn("recording a signed request's outcome", "peer", in.from, "capability", name, "err", rerr)
+	}
 	return name, result, err
 }

@@ -1,15 +1,19 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/trust"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -26,6 +30,16 @@ import (
 // capability answers as a missing one) → workload (max_concurrent) → the
 // parameters match the capability's schema → the local agent answers
 // within agent.timeout → the result matches output_schema → signed reply.
+//
+// Why it decided so goes in the owner's audit log, on the entry of the
+// answer or refusal (gossip.Decision, written in the same Record as the
+// message): the facts this daemon established (level and how, tier,
+// temperature, persona), each condition evaluated, met or not, the
+// outcome and the wire code. A signed POST /invoke and an anonymous HTTP
+// request, answered over HTTP rather than with a message, get an outcome
+// entry in reply to the request that carries it. The decision never goes
+// on the wire: a hidden capability's refusal says to the requester only
+// what a missing one does, and to the owner why.
 
 const (
 	partParameters = "parameters"
@@ -220,13 +234,14 @@ func newRequestDesk(cs *Conversations) *requestDesk { return &requestDesk{cs: cs
 
 // handle decides and answers one capability request. It runs in
 // its own goroutine so that a slow agent does not hold up the
-// conversation.
+// conversation. The decision (gossip.Decision) goes on the audit entry
+// of the answer or refusal, written as that message is sent.
 func (rd *requestDesk) handle(c *conv, req *gossip.Message) {
 	cs := rd.cs
-	result, name, err := rd.run(c, req)
+	result, name, d, err := rd.run(c, req)
 	if err != nil {
 		cs.log.Info("refused capability request", "peer", cs.named(c.peer), "capability", name, "code", wire.CodeOf(err), "err", err)
-		rd.answerError(c, req, err)
+		rd.answerError(c, req, err, d)
 		return
 	}
 	m, err := c.Next(gossip.PhaseProbe, cs.now())
@@ -238,31 +253,54 @@ func (rd *requestDesk) handle(c *conv, req *gossip.Message) {
 	m.Headers.Capabilities = &gossip.CapabilityHeaders{Offer: []string{name}}
 	m.Body = gossip.Body{Text: fmt.Sprintf("Result of %s.", name),
 		Parts: []gossip.Part{{ContentType: "application/json", Name: partResult, Content: toJSONValue(result)}}}
-	if err := cs.send(c, m); err != nil {
+	if err := cs.write(c, m, true, d); err != nil {
 		cs.log.Info("answering capability request", "peer", cs.named(c.peer), "capability", name, "err", err)
 	}
 }
 
-func (rd *requestDesk) run(c *conv, req *gossip.Message) (any, string, error) {
+func (rd *requestDesk) run(c *conv, req *gossip.Message) (any, string, *gossip.Decision, error) {
 	cs := rd.cs
 	names := req.Headers.Capabilities.Request
 	if len(names) != 1 {
-		return nil, "", fmt.Errorf("%w: a request names exactly one capability, got %d", gossip.ErrInvalidMessage, len(names))
+		err := fmt.Errorf("%w: a request names exactly one capability, got %d", gossip.ErrInvalidMessage, len(names))
+		g := c.grant()
+		d := newDecision(strings.Join(names, ", "), g.Facts(c.peer.String(), 0), levelHow(cs.trust.Peer(c.peer), g.AuthLevel))
+		d.Note = "the request does not name exactly one capability"
+		settle(d, err)
+		return nil, "", d, err
 	}
 	name := names[0]
 	// A level established since the greeting (a pin, a binding) counts now;
 	// nothing goes down.
 	level, _ := cs.trust.LevelOf(c.peer, nil, "")
 	g := c.raiseLevel(level)
+	how := levelHow(cs.trust.Peer(c.peer), g.AuthLevel)
 	var params any
 	if p, ok := req.Body.Part(partParameters); ok {
 		params = p.Content
 	}
-	result, err := cs.invoker.execute(name, params, g, c.peer.String(), c.ID)
+	result, d, err := cs.invoker.execute(name, params, g, c.peer.String(), c.ID)
+	d.Facts.LevelHow = how
 	if err != nil {
 		err = rd.regrant(c, name, g, err)
+		if rg := (*regrantError)(nil); errors.As(err, &rg) {
+			d.Note = rg.owner
+		}
 	}
-	return result, name, err
+	return result, name, d, err
+}
+
+// levelHow says how a requester's authentication level was established:
+// the trust book's account of the peer (info), and, when the
+// conversation holds a level above the peer's standing now (one reached
+// earlier, kept because levels never go down inside a conversation),
+// that too.
+func levelHow(info trust.Info, level conditions.Level) string {
+	how := strings.Join(info.How, "; ")
+	if level > info.Level {
+		how = fmt.Sprintf("level %d reached earlier in this conversation and kept (levels never go down inside one); now: %s", int(level), how)
+	}
+	return how
 }
 
 // regrantError is a refusal in a conversation whose grant the owner has
@@ -271,7 +309,8 @@ func (rd *requestDesk) run(c *conv, req *gossip.Message) (any, string, error) {
 // the authentication level rises inside one).
 type regrantError struct {
 	error
-	hint string
+	hint  string // for the requester
+	owner string // for the owner's audit (gossip.Decision.Note)
 }
 
 func (e *regrantError) Unwrap() error { return e.error }
@@ -293,7 +332,10 @@ func (rd *requestDesk) regrant(c *conv, name string, g negotiate.Granted, err er
 		return err
 	}
 	return &regrantError{error: err, hint: fmt.Sprintf("greet again: the owner now grants you disclosure %q, temperature %q, "+
-		"but conversation %s keeps the grant it opened with (%q, %q)", now.Disclosure, now.Temperature, c.ID, g.Disclosure, g.Temperature)}
+		"but conversation %s keeps the grant it opened with (%q, %q)", now.Disclosure, now.Temperature, c.ID, g.Disclosure, g.Temperature),
+		owner: fmt.Sprintf("refused under the grant the conversation opened with (disclosure %q, temperature %q); the policy now grants "+
+			"disclosure %q, temperature %q, which would meet the conditions: the requester was told to greet again",
+			g.Disclosure, g.Temperature, now.Disclosure, now.Temperature)}
 }
 
 // invoker runs capabilities for requesters the door admitted: it decides
@@ -324,7 +366,13 @@ func newInvoker(docs *documents, order *conditions.TierOrder, work *invocations,
 // schema.
 // Every transport's requests come through here, so none can skip a check.
 // requester is the peer ID, or "" for an anonymous HTTP caller.
-func (iv *invoker) execute(name string, params any, g negotiate.Granted, requester, convID string) (any, error) {
+//
+// It also returns the decision (never nil) for the owner's audit: the
+// facts, each condition evaluated in the order above (a step not reached
+// is not listed), the outcome and the wire code. The caller fills in
+// Facts.LevelHow, which only it knows, and records the decision with the
+// answer or refusal it sends.
+func (iv *invoker) execute(name string, params any, g negotiate.Granted, requester, convID string) (result any, d *gossip.Decision, err error) {
 	doc, schemas := iv.docs.withSchemas()
 	facts := func(inFlight int) conditions.Facts {
 		f := g.Facts(requester, inFlight)
@@ -333,27 +381,45 @@ func (iv *invoker) execute(name string, params any, g negotiate.Granted, request
 		}
 		return f
 	}
-	cap, err := doc.Decide(name, facts(iv.work.running(name)), iv.order, busyRetry)
+	f := facts(iv.work.running(name))
+	d = newDecision(name, f, "")
+	defer func() { settle(d, err) }()
+	cap, err := doc.Decide(name, f, iv.order, busyRetry)
+	iv.explain(d, doc, name, f, err)
 	if err != nil {
-		return nil, err
+		return nil, d, err
 	}
-	if err := schemas.CheckParams(name, params); err != nil {
-		return nil, err
+	err = schemas.CheckParams(name, params)
+	if cap.Parameters != nil {
+		d.Conditions = append(d.Conditions, schemaCondition(partParameters, err, "the parameters match the capability's parameters schema"))
+	}
+	if err != nil {
+		return nil, d, err
+	}
+	checkOutput := func(result any) (any, *gossip.Decision, error) {
+		err := schemas.CheckOutput(name, result)
+		if cap.OutputSchema != nil {
+			d.Conditions = append(d.Conditions, schemaCondition("output_schema", err, "the result matches the capability's output_schema"))
+		}
+		if err != nil {
+			return nil, d, err
+		}
+		return result, d, nil
 	}
 	if result, ok, err := iv.standard.answer(name, g, requester); ok {
 		if err != nil {
-			return nil, err
+			return nil, d, err
 		}
-		if err := schemas.CheckOutput(name, result); err != nil {
-			return nil, err
-		}
-		return result, nil
+		return checkOutput(result)
 	}
 	seen, ok := iv.work.start(name, cap.Conds().MaxConcurrent)
 	if !ok {
 		// Another request took the last slot since Decide counted.
-		_, err := doc.Decide(name, facts(seen), iv.order, busyRetry)
-		return nil, err
+		f = facts(seen)
+		_, err := doc.Decide(name, f, iv.order, busyRetry)
+		// The same conditions, in the same order, ahead of the parameters.
+		copy(d.Conditions, decisionConditions(conditions.Explain(cap.Conds(), f, iv.order, busyRetry)))
+		return nil, d, err
 	}
 	defer iv.work.done(name)
 	timeout := iv.timeout
@@ -361,19 +427,79 @@ func (iv *invoker) execute(name string, params any, g negotiate.Granted, request
 	defer cancel()
 	inv := Invocation{ID: gossip.NewID("inv", iv.now()), Capability: name, Version: cap.VersionOrDefault(), Params: params,
 		Peer: requester, ConversationID: convID, Granted: g, Deadline: iv.now().Add(timeout)}
-	result, err := iv.bridge.invoke(ctx, inv, iv.now())
+	result, err = iv.bridge.invoke(ctx, inv, iv.now())
 	if err != nil {
-		return nil, err
+		return nil, d, err
 	}
-	if err := schemas.CheckOutput(name, result); err != nil {
-		return nil, err
+	return checkOutput(result)
+}
+
+// explain puts in d each condition of capability name evaluated on f
+// (conditions.Explain), and, when decided (Decide's error) refused a
+// capability the document has as unknown, why: the requester is told
+// nothing of it, the owner is.
+func (iv *invoker) explain(d *gossip.Decision, doc *negotiate.Document, name string, f conditions.Facts, decided error) {
+	c, ok := doc.Capability(name)
+	if !ok {
+		d.Note = "the owner's document has no capability by that name"
+		return
 	}
-	return result, nil
+	checks := conditions.Explain(c.Conds(), f, iv.order, busyRetry)
+	d.Conditions = decisionConditions(checks)
+	if !errors.Is(decided, negotiate.ErrUnknownCapability) {
+		return
+	}
+	if slices.ContainsFunc(checks, func(ch conditions.Check) bool { return ch.Condition == conditions.CondPersona && !ch.Met }) {
+		d.Note = "absent under the owner's persona in this conversation: refused as an unknown capability, so the requester learns nothing of it"
+		return
+	}
+	d.Note = `hidden from requesters who do not meet its conditions (advertise = "when-eligible"): refused as an unknown capability, so the requester learns nothing of it`
+}
+
+// newDecision starts the owner's record of how a request for name is
+// decided on facts f, the requester's level established as levelHow.
+func newDecision(name string, f conditions.Facts, levelHow string) *gossip.Decision {
+	return &gossip.Decision{Capability: name, Conditions: []gossip.DecisionCondition{}, Facts: gossip.DecisionFacts{
+		Level: int(f.AuthLevel), LevelHow: levelHow, Tier: f.Disclosure,
+		Temperature: cmp.Or(f.Temperature, conditions.Cool), Persona: cmp.Or(f.Persona, negotiate.DefaultPersona)}}
+}
+
+// settle sets d's outcome from how the request ended: answered, or
+// refused with the wire code the requester is sent.
+func settle(d *gossip.Decision, err error) {
+	if err == nil {
+		d.Outcome, d.Code = gossip.DecisionAnswered, ""
+		return
+	}
+	d.Outcome, d.Code = gossip.DecisionRefused, string(wire.CodeOf(err))
+}
+
+// decisionConditions words conditions' checks for the owner's audit.
+func decisionConditions(checks []conditions.Check) []gossip.DecisionCondition {
+	out := make([]gossip.DecisionCondition, len(checks))
+	for i, ch := range checks {
+		detail := fmt.Sprintf("required %s, have %s", ch.Required, ch.Have)
+		if !ch.Met {
+			detail += "; " + ch.HowToMeet
+		}
+		out[i] = gossip.DecisionCondition{Condition: string(ch.Condition), Met: ch.Met, Detail: detail}
+	}
+	return out
+}
+
+// schemaCondition is a schema check (the parameters, the output) as a
+// condition of the decision: met with the detail ok, or unmet with what
+// failed where.
+func schemaCondition(name string, err error, ok string) gossip.DecisionCondition {
+	if err != nil {
+		return gossip.DecisionCondition{Condition: name, Detail: err.Error()}
+	}
+	return gossip.DecisionCondition{Condition: name, Met: true, Detail: ok}
 }
 
 // answerError sends an error message in reply to req without closing the
-// conversation.
-func (rd *requestDesk) answerError(c *conv, req *gossip.Message, cause error) {
+// conversation; d, the decision, goes on its audit entry.
+func (rd *requestDesk) answerError(c *conv, req *gossip.Message, cause error, d *gossip.Decision) {
 	cs := rd.cs
 	body := wire.NewErrorBody(cause)
 	if rg := (*regrantError)(nil); errors.As(cause, &rg) {
@@ -385,9 +511,25 @@ func (rd *requestDesk) answerError(c *conv, req *gossip.Message, cause error) {
 	}
 	e.Headers.Thread = &gossip.Thread{InReplyTo: req.Headers.MessageID}
 	e.Body = gossip.Body{Text: errorText(body), Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: toJSONValue(body)}}}
-	if err := cs.send(c, e); err != nil {
+	if err := cs.write(c, e, true, d); err != nil {
 		cs.log.Debug("sending error answer", "peer", cs.named(c.peer), "err", err)
 	}
+}
+
+// refuseTooFast answers a message the door refused for coming too fast
+// (rate_limited), a turn in the negotiation rather than its end. When
+// the message was a capability request, the refusal carries its decision:
+// refused before any condition was evaluated.
+func (rd *requestDesk) refuseTooFast(c *conv, m *gossip.Message, cause error) {
+	var d *gossip.Decision
+	if isRequest(m) {
+		cs := rd.cs
+		g := c.grant()
+		d = newDecision(strings.Join(m.Headers.Capabilities.Request, ", "), g.Facts(c.peer.String(), 0), levelHow(cs.trust.Peer(c.peer), g.AuthLevel))
+		d.Note = "refused at the door, before its conditions were evaluated: the peer sent faster than the conversation's temperature allows"
+		settle(d, cause)
+	}
+	rd.answerError(c, m, cause, d)
 }
 
 // errorText is the human-readable body of an error message: what went

@@ -243,7 +243,7 @@ func (mb *Mail) queueMail(pid peer.ID, text string, cause error, parts ...gossip
 	if err := mb.store.Mailboxes().PutOutbox(item); err != nil {
 		return nil, err
 	}
-	if err := mb.convs.recordSent(viaMailbox, pid, m, "queued for the peer's mailbox: "+cause.Error()); err != nil {
+	if err := mb.convs.recordSent(viaMailbox, pid, m, "queued for the peer's mailbox: "+cause.Error(), nil); err != nil {
 		mb.store.Mailboxes().DeleteOutbox(item.ID)
 		return nil, err
 	}

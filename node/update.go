@@ -81,7 +81,7 @@ func (up *updatePush) push(ctx context.Context, c *conv) error {
 		s.Reset()
 		return err
 	}
-	if err := cs.recordSent(viaLibp2p, c.peer, m, "capability update"); err != nil {
+	if err := cs.recordSent(viaLibp2p, c.peer, m, "capability update", nil); err != nil {
 		s.Reset()
 		return err
 	}

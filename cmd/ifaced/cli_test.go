@@ -243,6 +243,8 @@ func TestCompletion(t *testing.T) {
 		{"ifaced config set log.", []string{"log.level", "log.format"}, nil},
 		{"ifaced completion ", []string{"bash", "zsh", "fish"}, nil},
 		{"ifaced help inv", []string{"invoke"}, nil},
+		{"ifaced audit --w", []string{"--why"}, nil},
+		{"ifaced audit --why ", nil, []string{"--why", "--json"}}, // a MESSAGE_ID follows, not a flag
 	} {
 		got := complete(c.line)
 		for _, w := range c.want {

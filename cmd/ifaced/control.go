@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -291,18 +293,37 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "audit", "", true)
 	convID := f.String("conversation", "", "show this conversation's entries")
 	peerRef := f.String("peer", "", "list only conversations with this peer")
+	why := f.String("why", "", "print why the capability request MESSAGE_ID (or the answer with that ID) was answered or refused")
 	pos, err := f.parseInterleaved(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageError("audit takes no arguments (use --conversation ID), got %q", pos)
+		return usageError("audit takes no arguments (use --conversation ID or --why MESSAGE_ID), got %q", pos)
+	}
+	whySet := false
+	f.Visit(func(fl *flag.Flag) { whySet = whySet || fl.Name == "why" })
+	switch {
+	case whySet && *why == "":
+		return usageError("--why takes the message ID of a capability request or of its answer (`ifaced audit --conversation ID` lists them)")
+	case whySet && (*convID != "" || *peerRef != ""):
+		return usageError("--why takes no --conversation or --peer: the message ID alone names the decision")
 	}
 	c, err := f.dial(e)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if whySet {
+		ans, err := c.AuditWhy(ctx, *why)
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return writeJSON(e.stdout, ans)
+		}
+		return printWhy(e.stdout, ans)
+	}
 	if *convID != "" {
 		conv, err := c.AuditEntries(ctx, *convID)
 		if err != nil {
@@ -360,6 +381,59 @@ func printEntries(w io.Writer, conv *api.AuditConversation) {
 	if conv.File != "" {
 		fmt.Fprintf(w, "\nas a person reads it (with the rest of that day's messages with the peer): %s\n", conv.File)
 	}
+}
+
+// printWhy writes a decision for a person: the request and how it
+// ended, the facts the daemon established, then one row per condition
+// evaluated.
+func printWhy(w io.Writer, ans *api.AuditWhy) error {
+	d, en := ans.Decision, ans.Entry
+	if d == nil || en.Message == nil {
+		return fmt.Errorf("the daemon answered for %s without a decision", ans.MessageID)
+	}
+	h := en.Message.Headers
+	request := "-"
+	if h.Thread != nil {
+		request = h.Thread.InReplyTo
+	}
+	outcome := d.Outcome
+	if d.Code != "" {
+		outcome += " (" + d.Code + ")"
+	}
+	level := "none"
+	if d.Facts.Level >= 0 {
+		level = strconv.Itoa(d.Facts.Level)
+	}
+	if d.Facts.LevelHow != "" {
+		level += " (" + d.Facts.LevelHow + ")"
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, row := range [][2]string{
+		{"capability", orDash(d.Capability)}, {"outcome", outcome},
+		{"requester", orDash(en.Peer) + " via " + orDash(en.Transport)},
+		{"request", request}, {"answer", h.MessageID + " at " + en.At.Format(time.RFC3339)},
+		{"conversation", h.ConversationID},
+		{"level", level}, {"tier", orDash(d.Facts.Tier)}, {"temperature", orDash(d.Facts.Temperature)}, {"persona", orDash(d.Facts.Persona)},
+	} {
+		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+	}
+	if d.Note != "" {
+		fmt.Fprintf(tw, "note\t%s\n", d.Note)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(d.Conditions) == 0 {
+		_, err := fmt.Fprintln(w, "\nno condition evaluated")
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONDITION\tMET\tDETAIL")
+	for _, c := range d.Conditions {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Condition, yesNo(c.Met), c.Detail)
+	}
+	return tw.Flush()
 }
 
 func describeGrant(g negotiate.Granted) string {

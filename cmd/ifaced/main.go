@@ -71,7 +71,7 @@ func commands() []command {
 		{"key", "rotate this daemon's key, revoke an old one, or prepare a revocation statement to keep offline (key rotate | revoke [OLD-PEER | --statement FILE] | revocation-statement)", runKey, keySubs},
 		{"introduce", "mint an introduction token for a peer whose key you do not know yet (introduce --label NAME | --list | --revoke ID)", runIntroduce, nil},
 		{"accept-intro", "hold an introduction token another daemon minted for this one (accept-intro TOKEN)", runAcceptIntro, nil},
-		{"audit", "list recorded conversations, or show one (audit [--conversation ID] [--peer P])", runAudit, nil},
+		{"audit", "list recorded conversations, show one, or why a request was decided (audit [--conversation ID] [--peer P] [--why MESSAGE_ID])", runAudit, nil},
 		{"alias", "name peers locally: list, set or remove an alias (alias [NAME PEER | --remove NAME])", runAlias, nil},
 		{"config", "show the effective configuration, or set one key (config [show | set KEY VALUE | keys])", runConfig, configSubs},
 		{"completion", "print a shell completion script (completion bash | zsh | fish)", runCompletion, completionShells},

@@ -723,6 +723,10 @@ func TestOpenAPIAgainstRealResponses(t *testing.T) {
 	must(call(alice, http.MethodGet, "/v1/audit?peer="+bob.peerID(), nil))
 	must(call(alice, http.MethodGet, "/v1/audit?conversation="+url.QueryEscape(greeted.ConversationID), nil))
 	apiError(t, call(alice, http.MethodGet, "/v1/audit?conversation=conv:nope", nil), http.StatusNotFound)
+	// Why alice answered bob's echo, and nothing for an unknown or malformed ID.
+	must(call(alice, http.MethodGet, "/v1/audit/why/"+url.PathEscape(res.RequestID), nil))
+	apiError(t, call(alice, http.MethodGet, "/v1/audit/why/msg:nope", nil), http.StatusNotFound)
+	apiError(t, call(alice, http.MethodGet, "/v1/audit/why/"+url.PathEscape("msg nope"), nil), http.StatusBadRequest)
 
 	// An outside agent, imported from a card on loopback.
 	card := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
