@@ -80,6 +80,7 @@ func TestAuditDecisionRecorded(t *testing.T) {
 	}
 
 	// The .md: the decision under the answer, the request untouched.
+	flushAudit(t, a)
 	md := peerFile(dir, testDay, bobPeer, ".md")
 	_, got := splitAuditMD(t, md)
 	if len(got) != 2 {
@@ -124,6 +125,7 @@ func TestAuditDecisionRendering(t *testing.T) {
 	if err := a.Record(AuditEntry{At: testNow, Direction: Sent, Peer: "anonymous", Transport: "https", Message: m, Decision: d}); err != nil {
 		t.Fatal(err)
 	}
+	flushAudit(t, a)
 	_, got := splitAuditMD(t, peerFile(dir, testDay, "anonymous", ".md"))
 	if len(got) != 1 {
 		t.Fatalf("%d entries", len(got))
@@ -157,6 +159,7 @@ func TestAuditDecisionCannotForgeEntries(t *testing.T) {
 	if err := a.Record(AuditEntry{At: testNow, Direction: Sent, Peer: "p", Transport: "libp2p", Message: m, Decision: d}); err != nil {
 		t.Fatal(err)
 	}
+	flushAudit(t, a)
 	md := peerFile(dir, testDay, "p", ".md")
 	if _, got := splitAuditMD(t, md); len(got) != 1 {
 		t.Fatalf("%d entries in the .md, want 1", len(got))

@@ -83,10 +83,11 @@ func (s *spareFiles) place(path string) {
 	spare := s.ready[0] // the oldest: new spares are still being made at the end
 	s.ready = s.ready[1:]
 	s.mu.Unlock()
-	s.wake()
 	if err := os.Link(spare, path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			s.put(spare) // someone else's file is there: keep the spare
+			// Someone else's file is there: keep the spare. The refiller
+			// was not woken for it, so the spares stay at their target.
+			s.put(spare)
 			return
 		}
 		// A file system without hard links (vfat, some network mounts):
@@ -96,6 +97,7 @@ func (s *spareFiles) place(path string) {
 		return
 	}
 	os.Remove(spare)
+	s.wake()
 }
 
 func (s *spareFiles) put(spare string) {

@@ -490,9 +490,16 @@ func (a *AuditLog) repairMD(day, jsonl string) error {
 	return werr
 }
 
+// The marker lines that start entries (a decision's marker line,
+// decisionMarker, is within one).
+var (
+	sentMarker     = []byte(auditMarkerPrefix + string(Sent) + " ")
+	receivedMarker = []byte(auditMarkerPrefix + string(Received) + " ")
+)
+
 // countMarkers counts the entries of an .md file: its lines that start
-// with the marker prefix (every entry starts with one; nothing else can,
-// see writeEntry). A missing file has none.
+// with an entry's marker (every entry starts with one; nothing else can,
+// see writeEntry and writeDecision). A missing file has none.
 func countMarkers(path string) (int, error) {
 	file, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -506,7 +513,7 @@ func countMarkers(path string) (int, error) {
 	n, atStart := 0, true
 	for {
 		line, err := r.ReadSlice('\n')
-		if atStart && bytes.HasPrefix(line, []byte(auditMarkerPrefix)) {
+		if atStart && (bytes.HasPrefix(line, sentMarker) || bytes.HasPrefix(line, receivedMarker)) {
 			n++
 		}
 		switch {
