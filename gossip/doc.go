@@ -52,7 +52,9 @@
 // Conversation keeps the sequence and phase rules of one conversation;
 // WriteFrame and ReadFrame carry one CBOR message per varint-length frame.
 // AuditLog keeps the IFP-3 §5 audit trail: every message sent and
-// received, recorded and fsynced before the daemon acts on it, as one
-// human-readable Markdown file per conversation (marker lines followed by
-// IFP-3 renderings) beside a JSONL file of the same entries for programs.
+// received, recorded before the daemon acts on it (and fsynced as the
+// sync policy says) in a JSONL file per peer and UTC day, beside a
+// human-readable Markdown file of the same entries (marker lines followed
+// by IFP-3 renderings, and the decision on each capability request)
+// rendered by a background writer; audit.go and audit_writer.go say how.
 package gossip

@@ -26,8 +26,9 @@
 // (hostGuard, against DNS rebinding). Web pages of other origins may read
 // the read-only views (CORS, as http.cors_origins says; see cors.go) and
 // nothing else. Requests are limited per client and
-// in total before any work (limiter), and anonymous invocations are
-// audited with the caller's address, the capability and the outcome.
+// in total before any work (limiter), and invocations, signed or
+// anonymous, are audited with the caller, the capability and the outcome
+// with its decision.
 package httpapi
 
 import (
