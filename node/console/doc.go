@@ -79,7 +79,9 @@
 // Origin is present and foreign (api.Server.MountUI); this package answers
 // 401 to a missing, unknown or expired session. Pages are sent with a
 // Content-Security-Policy that allows only the console's own script and
-// style, no framing, and no referrer.
+// style, no framing, and a referrer for the console's own pages only
+// (Referrer-Policy: same-origin; with no-referrer, Chromium sends the
+// Origin of a form post as "null", which the guard refuses).
 //
 // # What the console shows that peers never see
 //

@@ -167,9 +167,10 @@ func (re *recentEvents) followOnce(ctx context.Context, observe func(context.Con
 	}
 }
 
-// serveLive streams new events to a page as server-sent events, each
-// `event: <type>` with a shownEvent as its data, until the page goes
-// away, the console closes, or the page falls behind.
+// serveLive streams new events to a page as server-sent events, each a
+// shownEvent as its data (its type inside, so that a page's EventSource
+// gets every type as a message), until the page goes away, the console
+// closes, or the page falls behind.
 func (re *recentEvents) serveLive(w http.ResponseWriter, r *http.Request, done <-chan struct{}, writeTimeout time.Duration) {
 	ch, stop, ok := re.subscribe()
 	if !ok {
@@ -217,7 +218,7 @@ func (re *recentEvents) serveLive(w http.ResponseWriter, r *http.Request, done <
 			if err != nil {
 				continue
 			}
-			if !write("event: %s\ndata: %s\n\n", e.Type, data) {
+			if !write("data: %s\n\n", data) {
 				return
 			}
 		}

@@ -17,7 +17,8 @@ function followEvents() {
   const es = new EventSource(list.dataset.live);
   es.onopen = () => { if (state) state.textContent = "Live: new events appear as they happen."; };
   es.onerror = () => { if (state) state.textContent = "Not live (reconnecting); reload to see newer events."; };
-  const show = (ev) => {
+  const short = (id) => (id.length <= 20 ? id : id.slice(0, 12) + "…" + id.slice(-6));
+  es.onmessage = (ev) => {
     let e;
     try { e = JSON.parse(ev.data); } catch { return; }
     const none = list.querySelector("li.none");
@@ -29,19 +30,25 @@ function followEvents() {
     const type = document.createElement("b");
     type.textContent = e.type;
     li.append(time, " ", type);
+    if (e.peer) {
+      const a = document.createElement("a");
+      a.href = "/ui/peers/" + encodeURIComponent(e.peer);
+      a.textContent = short(e.peer);
+      li.append(" ", a);
+    }
+    if (e.conversation_id) {
+      const a = document.createElement("a");
+      a.href = "/ui/audit/c/" + encodeURIComponent(e.conversation_id);
+      a.textContent = e.conversation_id;
+      li.append(" in ", a);
+    }
     let rest = "";
-    if (e.peer) rest += " " + e.peer;
-    if (e.conversation_id) rest += " in " + e.conversation_id;
     if (e.detail) rest += ": " + e.detail;
     if (e.text) rest += " “" + e.text + "”";
     li.append(rest);
     list.prepend(li);
     while (list.children.length > 50) list.lastElementChild.remove();
   };
-  for (const t of ["message", "refused", "peer_view", "document", "events_lost", "conversation", "invocation", "relay", "mail", "lan_peer", "key"]) {
-    es.addEventListener(t, show);
-  }
-  es.onmessage = show;
 }
 
 function copyButtons() {
