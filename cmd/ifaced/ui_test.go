@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
+	"go.uber.org/goleak"
 )
 
 // startUIDaemon is startDaemon with the console mounted as runDaemon
@@ -152,5 +156,69 @@ func TestUIVerb(t *testing.T) {
 	bare, _ := startDaemon(t, nil)
 	if r := runEnv(t, map[string]string{"IFACED_HOME": bare.Dir}, "ui", "--no-open"); r.code != 1 || !strings.Contains(r.stderr, "console login") {
 		t.Errorf("ui at a daemon without a console: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+// TestUILeavesNoGoroutine: with a page following the live events, the
+// console stops as runDaemon stops it (before the API) and leaves
+// nothing running: its event follower, the page's stream, its client.
+func TestUILeavesNoGoroutine(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	cfg := loopbackConfig()
+	h := node.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	id, err := h.Init(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	n, err := node.New(cfg, id, h, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.Listen(n, h, cfg.API.Listen, log)
+	if err != nil {
+		n.Close()
+		t.Fatal(err)
+	}
+	stop, err := mountUI(srv, h, cfg, log)
+	if err != nil {
+		srv.Close()
+		n.Close()
+		t.Fatal(err)
+	}
+	c, err := api.Dial(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	login, err := c.UILogin(context.Background())
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jar, _ := cookiejar.New(nil)
+	tr := &http.Transport{}
+	hc := &http.Client{Jar: jar, Transport: tr}
+	resp, err := hc.Get(login.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	live, err := hc.Get("http://" + srv.Addr() + "/ui/events")
+	if err != nil || live.StatusCode != http.StatusOK {
+		t.Fatalf("/ui/events: %v %v", live, err)
+	}
+	line, err := bufio.NewReader(live.Body).ReadString('\n')
+	if err != nil || line != ": following\n" {
+		t.Fatalf("the live stream began with %q (%v)", line, err)
+	}
+	stop()
+	// The page's stream ended with the console, not with the server.
+	if _, err := io.Copy(io.Discard, live.Body); err != nil {
+		t.Errorf("the live stream after the console stopped: %v", err)
+	}
+	live.Body.Close()
+	tr.CloseIdleConnections()
+	if err := errors.Join(srv.Close(), n.Close()); err != nil {
+		t.Fatal(err)
 	}
 }
