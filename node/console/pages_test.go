@@ -1,11 +1,13 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -509,9 +511,10 @@ func checkDecisionShown(t *testing.T, body string, st int, ans whyAnswer) {
 	if err := json.Unmarshal(ans.Decision, &dec); err != nil {
 		t.Fatalf("the decision: %v", err)
 	}
-	want(t, "why", st, body, http.StatusOK, `id="decision"`, html.EscapeString(dec.Capability), html.EscapeString(dec.Outcome))
+	want(t, "why", st, body, http.StatusOK, `id="decision"`, dec.Capability, dec.Outcome)
+	text := html.UnescapeString(body)
 	for k, v := range dec.Facts {
-		if !strings.Contains(body, "<dt>"+k+"</dt><dd>"+html.EscapeString(factString(v))+"</dd>") {
+		if !strings.Contains(text, "<dt>"+k+"</dt><dd>"+factString(v)+"</dd>") {
 			t.Errorf("the why page lacks the fact %s = %v", k, v)
 		}
 	}
@@ -520,8 +523,82 @@ func checkDecisionShown(t *testing.T, body string, st int, ans whyAnswer) {
 		if c["met"] == true {
 			met = "yes"
 		}
-		if !strings.Contains(body, fmt.Sprintf("<td>%s</td><td>%s</td>", html.EscapeString(factString(c["condition"])), met)) {
+		if !strings.Contains(text, fmt.Sprintf("<td>%s</td><td>%s</td>", factString(c["condition"]), met)) {
 			t.Errorf("the why page lacks the condition %v", c)
 		}
+	}
+}
+
+// whyStandIn is the control API with GET /v1/audit/why answered from a
+// fixed decision: a stand-in until the daemon records decisions (the
+// "why" branch adds the endpoint). Everything else is the real API.
+type whyStandIn struct {
+	*api.Client
+	answer whyAnswer
+}
+
+func (w whyStandIn) GetJSON(ctx context.Context, path string, out any) error {
+	if !strings.HasPrefix(path, "/v1/audit/why/") {
+		return w.Client.GetJSON(ctx, path, out)
+	}
+	b, err := json.Marshal(w.answer)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+// TestWhyPageRendersADecision: the why page shows a recorded decision,
+// in the JSON names GET /v1/audit/why answers with: the outcome, every
+// fact (those it does not know too) and every condition, met or not. The
+// decision is a stand-in (whyStandIn) until the daemon records them; once
+// it does, TestAuditPages checks the page against the daemon's own.
+func TestWhyPageRendersADecision(t *testing.T) {
+	p := greet(t)
+	entries, err := p.alice.c.AuditEntries(testContext(t), p.conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entry *auditEntry
+	for i := range entries.Entries {
+		if m := entries.Entries[i].Message; m != nil && m.Headers.MessageID == p.refusal {
+			entry = &auditEntry{AuditEntry: entries.Entries[i]}
+		}
+	}
+	dec := `{"capability": "calendar.availability", "outcome": "refused", "code": "conditions_not_met",
+	 "facts": {"level": 1, "level_how": "signed only", "tier": "public", "temperature": "cool", "persona": "", "proposed": {"disclosure": "professional"}},
+	 "conditions": [{"condition": "min_disclosure", "met": false, "detail": "required professional, has public"},
+	                {"condition": "min_auth_level", "met": true, "detail": "required 1 (signed), has 1 (signed)"}]}`
+	standIn := whyStandIn{Client: p.alice.c, answer: whyAnswer{MessageID: p.refusal, Entry: entry, Decision: json.RawMessage(dec)}}
+	con, err := New(Config{API: standIn, Addr: p.alice.srv.Addr(), Log: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, err := con.auth.mintCode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := con.auth.redeem(code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/ui/audit/why/"+url.PathEscape(p.refusal), nil)
+	req.AddCookie(&http.Cookie{Name: con.cookie, Value: tok})
+	rec := httptest.NewRecorder()
+	con.Handler().ServeHTTP(rec, req)
+	var ans whyAnswer
+	if err := standIn.GetJSON(testContext(t), "/v1/audit/why/"+p.refusal, &ans); err != nil {
+		t.Fatal(err)
+	}
+	checkDecisionShown(t, rec.Body.String(), rec.Code, ans)
+	body := html.UnescapeString(rec.Body.String())
+	for _, s := range []string{`<tr class="unmet"><td>min_disclosure</td><td>no</td><td>required professional, has public`, `<tr class="met"><td>min_auth_level</td><td>yes</td>`,
+		`<dt>proposed</dt><dd>{"disclosure":"professional"}</dd>`, `id="why-entry"`, "conditions_not_met"} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the why page lacks %q", s)
+		}
+	}
+	if strings.Contains(body, `id="no-decision"`) {
+		t.Error("the why page says no decision is recorded")
 	}
 }
