@@ -196,9 +196,9 @@ const UIPath = "/ui/"
 // mounted console mints a one-time login code (`ifaced ui`).
 const UILoginCodePath = "/v1/ui/login-code"
 
-// MountUI serves h, the console, at UIPath and at POST UILoginCodePath.
-// The login code endpoint is an API call behind the same guard as every
-// other. Under UIPath a browser calls, which holds no token: there the
+// MountUI serves h, the console, at UIPath and at UILoginCodePath (which
+// it answers to POST only). The login code endpoint is an API call behind
+// the same guard as every other. Under UIPath a browser calls, which holds no token: there the
 // guard keeps the loopback check and the bounded bodies, answers 421 to a
 // request whose Host is not this listener's loopback address (127.0.0.1,
 // localhost or [::1] with its port: a page that reached the port through
