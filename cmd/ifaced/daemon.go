@@ -75,9 +75,16 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 		n.Close()
 		return err
 	}
-	log.Info("control API listening", "addr", srv.Addr(), "socket", srv.Socket(), "token", api.TokenFile(h))
+	log.Info("control API listening", "addr", srv.Addr(), "socket", srv.Socket(), "token", api.TokenFile(h), "console", "http://"+srv.Addr()+api.UIPath)
 	stopMCP, err := mountMCP(srv, h, log)
 	if err != nil {
+		srv.Close()
+		n.Close()
+		return err
+	}
+	stopUI, err := mountUI(srv, h, cfg, log)
+	if err != nil {
+		stopMCP()
 		srv.Close()
 		n.Close()
 		return err
@@ -85,6 +92,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	var public *httpapi.Binding
 	if cfg.HTTP.Listen != "" {
 		if public, err = httpapi.Listen(n, cfg.HTTP, log); err != nil {
+			stopUI()
 			stopMCP()
 			srv.Close()
 			n.Close()
@@ -97,6 +105,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	if public != nil {
 		errs = append(errs, public.Close())
 	}
+	stopUI()
 	stopMCP()
 	return errors.Join(append(errs, srv.Close(), n.Close())...)
 }

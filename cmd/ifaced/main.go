@@ -66,6 +66,7 @@ func commands() []command {
 		{"policy", "show or change the disclosure map and temperature caps (policy [disclosure PEER TIER | temperature PEER MAX])", runPolicy, []string{"disclosure", "temperature"}},
 		{"invoke", "ask a peer to run one of its capabilities (invoke PEER CAPABILITY --params JSON)", runInvoke, nil},
 		{"mcp", "serve the running daemon to an MCP client (an LLM agent) on standard input and output", runMCP, nil},
+		{"ui", "open the owner's console in a browser: print (and where it can, open) a one-time login URL (ui [--no-open])", runUI, nil},
 		{"find", "find daemons offering a capability through the DHT, and whether you meet its conditions (find CAPABILITY [--min-version V])", runFind, nil},
 		{"trust", "show what the daemon established about peers, or pin, revoke or check one (trust [PEER [--verify FINGERPRINT | --revoke | --check]])", runTrust, nil},
 		{"key", "rotate this daemon's key, revoke an old one, or prepare a revocation statement to keep offline (key rotate | revoke [OLD-PEER | --statement FILE] | revocation-statement)", runKey, keySubs},

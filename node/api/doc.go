@@ -67,6 +67,7 @@
 //	POST   /v1/caps                   one capability object, or an array of them → the new document (409 when a name exists); kept across restarts
 //	DELETE /v1/caps/{name}            remove a capability → the new document; kept removed across restarts (409 for an MCP tool)
 //	GET    /v1/document               the owner's document with where each capability comes from (config, runtime, mcp)
+//	GET    /v1/seen[?peer=P&tier=T&level=L&temperature=X&persona=Y]  what a peer, or a hypothetical requester, is shown of the document and why (seen.go)
 //	POST   /v1/greet                  {"peer", "disclosure", "persona", "temperature", "tool_categories"} → the greeting's result
 //	GET    /v1/conversations          the open conversations
 //	DELETE /v1/conversations/{id}     send the close phase in one → the message sent
@@ -75,6 +76,8 @@
 //	GET    /v1/outbox                 messages waiting to be left at a peer's mailbox, with attempts and last error
 //	GET    /v1/find/{capability}[?min_version=V&limit=N] providers from the DHT and imports, each with its status
 //	POST|GET|DELETE /v1/mcp           MCP over streamable HTTP (node/mcpserve; mounted by the daemon with Server.Mount)
+//	POST   /v1/ui/login-code          a one-time login URL for the owner's console (node/console; mounted by the daemon with Server.MountUI)
+//	GET|POST /ui/…                    the console's pages, for a browser: its session cookie in place of the token, and Host and Origin checks (MountUI)
 //	POST   /v1/imports                {"url"} → the imported agent (fetched again when posted again)
 //	GET    /v1/imports                the imported agents
 //	DELETE /v1/imports?url=U          forget an imported agent

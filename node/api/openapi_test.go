@@ -686,6 +686,9 @@ func TestOpenAPIAgainstRealResponses(t *testing.T) {
 	must(call(bob, http.MethodGet, "/v1/peers", nil))
 	must(call(alice, http.MethodPut, "/v1/policy/disclosure", map[string]any{"peer": bob.peerID(), "tier": "professional"}))
 	must(call(alice, http.MethodPut, "/v1/policy/temperature", map[string]any{"peer": bob.peerID(), "max": "warm"}))
+	must(call(alice, http.MethodGet, "/v1/seen?peer="+bob.peerID(), nil))
+	must(call(alice, http.MethodGet, "/v1/seen?tier=close&level=2&temperature=hot&persona=work", nil))
+	apiError(t, call(alice, http.MethodGet, "/v1/seen?tier=royal", nil), http.StatusBadRequest)
 
 	var greeted node.GreetResult
 	must(call(bob, http.MethodPost, "/v1/greet", map[string]any{"peer": alice.peerID(), "disclosure": "professional", "temperature": "warm"}))

@@ -12,8 +12,10 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ifaced/ifaced/node"
@@ -56,6 +58,7 @@ type Server struct {
 	// srv's goroutines have run.
 	listeners []net.Listener
 	mux       *http.ServeMux
+	ui        atomic.Pointer[http.Handler] // the console (MountUI), nil until mounted
 
 	done chan struct{}
 	once sync.Once
@@ -185,6 +188,71 @@ const MCPPath = "/v1/mcp"
 // route is fixed here so that openapi.json describes it.
 func (s *Server) MountMCP(h http.Handler) { s.mux.Handle(MCPPath, h) }
 
+// UIPath is where the daemon serves the owner's console (node/console),
+// on the loopback TCP listener.
+const UIPath = "/ui/"
+
+// UILoginCodePath is the endpoint, behind the token, at which the
+// mounted console mints a one-time login code (`ifaced ui`).
+const UILoginCodePath = "/v1/ui/login-code"
+
+// MountUI serves h, the console, at UIPath and at UILoginCodePath (which
+// it answers to POST only). The login code endpoint is an API call behind
+// the same guard as every other. Under UIPath a browser calls, which holds no token: there the
+// guard keeps the loopback check and the bounded bodies, answers 421 to a
+// request whose Host is not this listener's loopback address (127.0.0.1,
+// localhost or [::1] with its port: a page that reached the port through
+// DNS rebinding names its own host), and 403 to a request other than GET
+// or HEAD whose Origin is present and not the console's; and h itself
+// admits only requests with its session cookie, in place of the token.
+func (s *Server) MountUI(h http.Handler) {
+	s.mux.Handle(UILoginCodePath, h)
+	s.ui.Store(&h)
+}
+
+// isUIPath reports whether path is the console's.
+func isUIPath(path string) bool { return path == "/ui" || strings.HasPrefix(path, UIPath) }
+
+// serveUI is the guard's part for the console: Host and Origin checks in
+// place of the token (see MountUI).
+func (s *Server) serveUI(h http.Handler, w http.ResponseWriter, r *http.Request) {
+	refuse := func(status int, msg string) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(status)
+		io.WriteString(w, msg+"\n")
+	}
+	hosts := s.uiHosts()
+	if !slices.Contains(hosts, strings.ToLower(r.Host)) {
+		refuse(http.StatusMisdirectedRequest, fmt.Sprintf("refused: this is ifaced's console, which answers only at http://%s%s (the Host %q is not this daemon's loopback address, as when a web page reaches it through DNS rebinding)",
+			hosts[0], UIPath, r.Host))
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(hosts, strings.TrimPrefix(strings.ToLower(o), "http://")) {
+			refuse(http.StatusForbidden, fmt.Sprintf("refused: a %s from the origin %q, which is not this console (http://%s): nothing was changed", r.Method, o, hosts[0]))
+			return
+		}
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	h.ServeHTTP(w, r)
+}
+
+// uiHosts are the Host values the console answers to: the listener's own
+// address first, then its port on each loopback name.
+func (s *Server) uiHosts() []string {
+	_, port, _ := net.SplitHostPort(s.addr)
+	own := strings.ToLower(s.addr)
+	hosts := []string{own}
+	for _, h := range []string{"127.0.0.1", "localhost", "[::1]"} {
+		if h+":"+port != own {
+			hosts = append(hosts, h+":"+port)
+		}
+	}
+	return hosts
+}
+
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	s.mux = mux
@@ -196,6 +264,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/caps", s.addCap)
 	mux.HandleFunc("DELETE /v1/caps/{name}", s.removeCap)
 	mux.HandleFunc("GET /v1/document", s.ownDocument)
+	mux.HandleFunc("GET /v1/seen", s.seen)
 	mux.HandleFunc("POST /v1/greet", s.greet)
 	mux.HandleFunc("GET /v1/conversations", s.conversations)
 	mux.HandleFunc("DELETE /v1/conversations/{id}", s.closeConversation)
@@ -249,7 +318,8 @@ func (s *Server) routes() http.Handler {
 
 // guard admits callers on the socket or loopback holding the token, and
 // bounds bodies. The hello challenge alone needs no token: it is how the
-// daemon proves itself to a client before the client sends one.
+// daemon proves itself to a client before the client sends one; and the
+// console, once mounted, has its own checks in place of it (MountUI).
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Value(viaSocket{}) == nil && !fromLoopback(r.RemoteAddr) {
@@ -259,6 +329,10 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		if r.Method == http.MethodGet && r.URL.Path == helloPath {
 			s.hello(w, r)
+			return
+		}
+		if ui := s.ui.Load(); ui != nil && isUIPath(r.URL.Path) {
+			s.serveUI(*ui, w, r)
 			return
 		}
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")

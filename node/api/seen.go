@@ -1,0 +1,244 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// What a peer sees of this daemon, and why:
+//
+//	GET /v1/seen?peer=P[&persona=X]                          what peer P is shown, on the facts established for it
+//	GET /v1/seen?tier=T&level=L&temperature=X&persona=Y      what a requester in that (hypothetical) context is shown
+//
+// Both can be given: a peer's facts with some of them replaced, to see
+// what a change of policy would show it. A fact not established and not
+// given is a stranger's: level 1 (signed, as every libp2p peer is), the
+// default tier, cool, the default persona.
+//
+// For a peer, the facts are those it would be granted greeting now and
+// proposing the most the owner allows it: its authentication level as
+// trust established it, the tier the disclosure map (and any introduction
+// token it holds) grants it under the persona, and its temperature cap. A
+// greeting that proposes less is shown less.
+//
+// Every capability of the owner's document is listed with its standing
+// for those facts, computed by the very view the peer would be sent
+// (negotiate.Document.View):
+//
+//	eligible   in its view, and it may use it
+//	shown      in its view with its conditions, not eligible (unmet says what is missing and how to meet it)
+//	hidden     not in its view: not eligible, and advertised only to those who are (advertise = "when-eligible")
+//	absent     not in its view: the capability does not exist under the persona
+//
+// The answer is the owner's: hidden capabilities are listed, which no
+// peer's view ever does. An unknown peer name is a 404; a tier, level or
+// temperature that is not one is a 400 naming the parameter.
+
+// Standings of a SeenCapability.
+const (
+	StandingEligible = "eligible"
+	StandingShown    = "shown"
+	StandingHidden   = "hidden"
+	StandingAbsent   = "absent"
+)
+
+// Seen is the answer of GET /v1/seen.
+type Seen struct {
+	Peer string `json:"peer,omitempty"` // the peer's ID; absent for a context without a peer
+	// Hypothetical is true when a fact was given in the query rather
+	// than established for the peer.
+	Hypothetical bool             `json:"hypothetical"`
+	Facts        SeenFacts        `json:"facts"`
+	Seq          uint64           `json:"seq"` // of the owner's document
+	Capabilities []SeenCapability `json:"capabilities"`
+}
+
+// SeenFacts are the facts the conditions are decided on, each with how it
+// was reached.
+type SeenFacts struct {
+	Level          conditions.Level `json:"level"` // -1: none (a revoked key meets no min_auth_level)
+	LevelHow       []string         `json:"level_how"`
+	Tier           string           `json:"tier"`
+	TierHow        string           `json:"tier_how"`
+	Temperature    string           `json:"temperature"`
+	TemperatureHow string           `json:"temperature_how"`
+	Persona        string           `json:"persona,omitempty"` // "" is the owner's default persona
+	PersonaHow     string           `json:"persona_how"`
+}
+
+// SeenCapability is one capability of the owner's document and its
+// standing for the facts.
+type SeenCapability struct {
+	Name        string             `json:"name"`
+	Description string             `json:"description,omitempty"`
+	Standing    string             `json:"standing"`
+	Unmet       []conditions.Unmet `json:"unmet,omitempty"`
+}
+
+// SeenQuery is what GET /v1/seen takes; every member is optional.
+type SeenQuery struct {
+	Peer        string
+	Tier        string
+	Level       *conditions.Level
+	Temperature string
+	Persona     string
+}
+
+func (q SeenQuery) values() url.Values {
+	v := url.Values{}
+	for k, s := range map[string]string{"peer": q.Peer, "tier": q.Tier, "temperature": q.Temperature, "persona": q.Persona} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if q.Level != nil {
+		v.Set("level", strconv.Itoa(int(*q.Level)))
+	}
+	return v
+}
+
+// maxSeenPersona bounds the persona parameter, as a greeting's is.
+const maxSeenPersona = 128
+
+func (s *Server) seen(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	pol := s.n.Policy().Current()
+	order := pol.Order
+	persona := q.Get("persona")
+	if persona == negotiate.DefaultPersona {
+		persona = ""
+	}
+	if len(persona) > maxSeenPersona {
+		writeError(w, badField("persona", "is %d bytes: want at most %d", len(persona), maxSeenPersona))
+		return
+	}
+	out := Seen{Capabilities: []SeenCapability{}}
+	f := &out.Facts
+	*f = SeenFacts{Level: conditions.Signed, LevelHow: []string{"signed: what every libp2p peer is (no peer named)"},
+		Tier: pol.DefaultTier, TierHow: "the default tier (disclosure.default)",
+		Temperature: conditions.Cool, TemperatureHow: "cool: a greeting that proposes no temperature",
+		Persona: persona, PersonaHow: "the owner's default persona"}
+	if persona != "" {
+		f.PersonaHow = "given in the query"
+	}
+	var facts conditions.Facts
+	if ref := q.Get("peer"); ref != "" {
+		pid, e := s.resolvePeer(ref)
+		if e != nil {
+			writeError(w, e)
+			return
+		}
+		out.Peer = pid.String()
+		s.peerFacts(pid, persona, &pol, f)
+		facts.Peer = out.Peer
+	}
+	if t := q.Get("tier"); t != "" {
+		if !order.Known(t) {
+			writeError(w, badField("tier", "%q is not a tier this daemon uses: want one of %s", t, strings.Join(order.Tiers(), ", ")))
+			return
+		}
+		f.Tier, f.TierHow, out.Hypothetical = t, "given in the query", true
+	}
+	if l := q.Get("level"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < int(conditions.NoLevel) || n > int(conditions.Bound) {
+			writeError(w, badField("level", "%q: want an authentication level, 0 (introduced), 1 (signed), 2 (verified) or 3 (bound), or -1 for none", l))
+			return
+		}
+		f.Level, f.LevelHow, out.Hypothetical = conditions.Level(n), []string{"given in the query"}, true
+	}
+	if t := q.Get("temperature"); t != "" {
+		if _, ok := conditions.TemperatureRank(t); !ok {
+			writeError(w, badField("temperature", "%q: want cool, warm or hot", t))
+			return
+		}
+		f.Temperature, f.TemperatureHow, out.Hypothetical = t, "given in the query", true
+	}
+	if out.Peer == "" && persona != "" {
+		out.Hypothetical = true
+	}
+	facts.AuthLevel, facts.Disclosure, facts.Temperature, facts.Persona = f.Level, f.Tier, f.Temperature, f.Persona
+	doc := s.n.Document()
+	out.Seq = doc.Seq
+	shown := map[string]negotiate.Capability{}
+	for _, c := range doc.View(facts, order).Capabilities {
+		shown[c.Name] = c
+	}
+	for _, c := range doc.Capabilities {
+		sc := SeenCapability{Name: c.Name, Description: c.Description}
+		v, ok := shown[c.Name]
+		switch dec := conditions.Evaluate(c.Conds(), facts, order, 0); {
+		case ok && v.Eligible != nil && *v.Eligible:
+			sc.Standing = StandingEligible
+		case ok:
+			sc.Standing, sc.Unmet = StandingShown, v.Unmet
+		case dec.Absent():
+			sc.Standing, sc.Unmet = StandingAbsent, dec.Unmet
+		default:
+			sc.Standing, sc.Unmet = StandingHidden, dec.Unmet
+		}
+		out.Capabilities = append(out.Capabilities, sc)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// peerFacts fills f with what was established for pid: its level as trust
+// holds it, and what the policy grants it proposing the most it may.
+func (s *Server) peerFacts(pid peer.ID, persona string, pol *negotiate.Policy, f *SeenFacts) {
+	info := s.n.TrustBook().Peer(pid)
+	f.Level, f.LevelHow = info.Level, info.How
+	req := negotiate.Requester{PeerID: pid.String(), AgentID: info.AgentID, Level: info.Level,
+		Introductions: s.n.TrustBook().Introductions(pid)}
+	g := pol.GrantTo(req, negotiate.Proposal{Persona: persona, Temperature: conditions.Hot})
+	key := negotiate.DefaultPersona
+	if g.Persona != "" {
+		key = g.Persona
+	}
+	f.Persona = g.Persona
+	switch {
+	case persona != "" && g.Persona == "":
+		f.PersonaHow = fmt.Sprintf("the owner's default persona: %q is not one the owner established for this peer (the disclosure map, an introduction token or disclosure.open_personas)", persona)
+	case persona != "":
+		f.PersonaHow = "established for this peer (the disclosure map, an introduction token, or an open persona)"
+	}
+	f.Tier = g.Disclosure
+	mapped, named := pol.Map[key][pid.String()]
+	if !named && info.AgentID != "" {
+		mapped, named = pol.Map[key][info.AgentID]
+	}
+	switch {
+	case named && mapped == g.Disclosure:
+		f.TierHow = fmt.Sprintf("the disclosure map grants it %s under persona %s", mapped, key)
+	case named:
+		f.TierHow = fmt.Sprintf("the disclosure map grants it %s under persona %s, raised by an introduction token it holds", mapped, key)
+	case g.Disclosure != pol.DefaultTier:
+		f.TierHow = "an introduction token it holds (the disclosure map does not name it)"
+	default:
+		f.TierHow = fmt.Sprintf("the default tier: the disclosure map does not name it under persona %s", key)
+	}
+	f.Temperature = g.Temperature
+	if _, capped := pol.MaxTemp[pid.String()]; capped || info.AgentID != "" && pol.MaxTemp[info.AgentID] != "" {
+		f.TemperatureHow = "its temperature cap: the most it may reach (a greeting that proposes less gets less)"
+	} else {
+		f.TemperatureHow = "the default maximum temperature (temperature.default_max): the most it may reach"
+	}
+}
+
+// Seen returns what a peer, or a hypothetical requester, is shown of this
+// daemon's document, capability by capability, and on which facts.
+func (c *Client) Seen(ctx context.Context, q SeenQuery) (*Seen, error) {
+	var out Seen
+	path := "/v1/seen"
+	if v := q.values(); len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	return &out, c.call(ctx, http.MethodGet, path, nil, &out)
+}

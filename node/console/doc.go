@@ -1,0 +1,92 @@
+// Package console is the owner's console: web pages on the daemon's
+// loopback control listener, under /ui/, from which the person who runs
+// ifaced can answer what each peer sees of their agent and why, what the
+// agent told whom and why that was allowed, and whom they pinned,
+// introduced or revoked, and change policy, trust, introductions and
+// capabilities. Everything is embedded in the binary (templates, one
+// style sheet, one small script); nothing is fetched from elsewhere, so
+// the console works offline.
+//
+// # A client of the control API
+//
+// The console holds no state of the daemon's. It is a client of the
+// control API (node/api) through *api.Client, as the command line and the
+// MCP endpoint are: every page reads what `ifaced status`, `peers`,
+// `caps`, `policy`, `trust`, `introduce` and `audit` read, and every
+// change is the API call those verbs make, so it passes the API's own
+// validation and is persisted exactly as they persist it. The daemon
+// mounts it with api.Server.MountUI (cmd/ifaced, `ifaced run`).
+//
+// # Why server-rendered pages
+//
+// The pages are html/template pages rendered by the daemon, with one small
+// script that only adds to them (live events, copying a token, reading a
+// login code from a URL fragment). This was chosen over a front-end built
+// from a lock file for the long run: there is no JavaScript supply chain
+// to rebuild, audit or keep patched inside the binary (npm is used only by
+// the browser tests, in interop/console); html/template escapes everything
+// a peer wrote by context; every page works without JavaScript; and every
+// change is a plain HTML form that posts naturally, with its CSRF token as
+// a hidden field.
+//
+// # Pages
+//
+// Every page has a stable URL; a page with a selection (a peer, a day, a
+// search) keeps it in the query, so any view can be bookmarked.
+//
+//	/ui/                          overview: peer ID, did:key, fingerprint, addresses, reachability, document seq, counts, recent events (live with JavaScript)
+//	/ui/peers                     peers: alias or display name, level and how it was reached, tier and temperature granted, last seen
+//	/ui/peers/{peer}[?persona=P]  one peer: what it sees of this agent (each capability eligible or not, what is unmet and how to meet it), what it offers, its conversations
+//	/ui/caps[?as=PEER&tier=&level=&temperature=&persona=]   the document; add and remove; "seen as" a peer or a hypothetical context
+//	/ui/caps/edit/{name}          edit one capability
+//	/ui/policy[?peer=PEER]        the disclosure map by persona and peer, temperature caps; grant and cap
+//	/ui/trust                     trust records; pin by comparing fingerprints, revoke, check; introductions: mint, list, revoke
+//	/ui/audit[?day=&peer=&q=&refusals=1]   the recorded conversations by day; by peer; search; refusals only
+//	/ui/audit/c/{conversation}    one conversation: each message in IFP-3 form and as JSON, refusals marked, a why for each decision
+//	/ui/audit/why/{message_id}    why a capability request was answered or refused: the facts established and each condition evaluated (GET /v1/audit/why)
+//	/ui/events                    the recent events as server-sent events (the overview's script follows it)
+//	/ui/login[?code=C]            exchanges a one-time login code for a session
+//
+// Changes are POSTs to the page's own URL family (/ui/caps/add,
+// /ui/policy/disclosure, /ui/trust/pin, /ui/intros, …); each answers with
+// a redirect to its page and a notice (post, redirect, get), or with the
+// page again, its form kept, and the refusal on it: a status of 400 (bad
+// input, naming the field), 404 (unknown peer, capability or token), 409
+// (a name in use) or what the API answered.
+//
+// # Logging in, sessions and CSRF
+//
+// The API's token never appears in a URL. `ifaced ui` asks the daemon,
+// with the token, for a one-time login code (POST /v1/ui/login-code):
+// 32 random bytes, valid 60 seconds, usable once, at most 16 outstanding.
+// It prints, and where it can opens,
+//
+//	http://127.0.0.1:PORT/ui/login?code=CODE
+//
+// GET /ui/login exchanges the code for a session and redirects to /ui/,
+// so the URL left in the browser's history is a used code. (The login page
+// also takes the code as #code=CODE, read by its script and posted, or
+// pasted into its form.) The session is a cookie, ifaced_ui_PORT, holding
+// 32 random bytes: HttpOnly, SameSite=Strict, Path=/ui/. Sessions live in
+// the daemon's memory only: forgotten at a restart, ended after 12 hours
+// without a request or by logging out, and at most 32 at once (a new one
+// evicts the one idle longest). Every form carries the session's CSRF
+// token (32 random bytes) as a hidden field, and every POST is refused
+// without it (403, nothing changed).
+//
+// Under /ui/, the API's guard answers 421 to a Host that is not the
+// listener's loopback address (DNS rebinding) and 403 to a POST whose
+// Origin is present and foreign (api.Server.MountUI); this package answers
+// 401 to a missing, unknown or expired session. Pages are sent with a
+// Content-Security-Policy that allows only the console's own script and
+// style, no framing, and a referrer for the console's own pages only
+// (Referrer-Policy: same-origin; with no-referrer, Chromium sends the
+// Origin of a form post as "null", which the guard refuses).
+//
+// # What the console shows that peers never see
+//
+// The console is the owner's: it lists hidden capabilities and the
+// standing of each for any peer (GET /v1/seen), which no peer's view
+// does. Peers' own words (display names, descriptions, message text) are
+// shown as text, escaped by html/template.
+package console
