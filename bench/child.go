@@ -55,6 +55,7 @@ type childSpec struct {
 
 type childHello struct {
 	Addrs []string `json:"addrs"` // ending in /p2p/<peer ID>
+	FDs   uint64   `json:"fds"`   // its file descriptor limit, raised to the hard limit
 	Err   string   `json:"err,omitempty"`
 }
 
@@ -81,13 +82,18 @@ func childMain() (bool, error) {
 
 func serveChild(spec childSpec, in io.Reader, out io.Writer) error {
 	enc := json.NewEncoder(out)
+	fds, err := raiseFDLimit()
+	if err != nil {
+		enc.Encode(childHello{Err: err.Error()})
+		return err
+	}
 	h, addrs, stop, err := startChildHost(spec)
 	if err != nil {
 		enc.Encode(childHello{Err: err.Error()})
 		return err
 	}
 	defer stop()
-	if err := enc.Encode(childHello{Addrs: addrs}); err != nil {
+	if err := enc.Encode(childHello{Addrs: addrs, FDs: fds.cur}); err != nil {
 		return fmt.Errorf("saying hello: %w", err)
 	}
 	sc := bufio.NewScanner(in)
@@ -118,9 +124,6 @@ func serveChild(spec childSpec, in io.Reader, out io.Writer) error {
 // startChildHost starts what spec asks for and returns its host, its
 // addresses and how to stop it.
 func startChildHost(spec childSpec) (host.Host, []string, func(), error) {
-	if _, err := raiseFDLimit(); err != nil {
-		return nil, nil, nil, err
-	}
 	switch spec.Role {
 	case roleIfaced:
 		cfg := benchConfig()
@@ -173,6 +176,7 @@ type child struct {
 	out    *json.Decoder
 	stderr *lockedBuffer
 	addrs  []string
+	fds    uint64     // its file descriptor limit
 	mu     sync.Mutex // one command at a time
 }
 
@@ -210,7 +214,7 @@ func startChild(spec childSpec) (*child, error) {
 		c.stop()
 		return nil, fmt.Errorf("the %s child did not start: %s", spec.Role, hello.Err)
 	}
-	c.addrs = hello.Addrs
+	c.addrs, c.fds = hello.Addrs, hello.FDs
 	return c, nil
 }
 
