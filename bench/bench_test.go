@@ -296,6 +296,38 @@ func TestTextReport(t *testing.T) {
 	}
 }
 
+// A row that failed stays in the JSON report with its error and no
+// figure, and ratios and targets it would give are left out, not faked.
+func TestFailedRowsStayInJSON(t *testing.T) {
+	r := &report{machine: describeMachine(t.TempDir())}
+	r.add(section{title: "2. Cold", baseline: "cold.mtls_exchange", rows: []row{
+		failed("cold.new_peer.tcp", "new peer", fmt.Errorf("dialing: timeout")),
+		latencyRow("cold.mtls_exchange", "mtls", samples{time.Millisecond}, ""),
+	}})
+	r.add(pointerSection())
+	j := r.toJSON()
+	var got *jsonRow
+	for i := range j.Rows {
+		if j.Rows[i].Key == "cold.new_peer.tcp" {
+			got = &j.Rows[i]
+		}
+		if j.Rows[i].Key == "dht.find" {
+			t.Error("a pointer to a test is a row of the JSON report")
+		}
+	}
+	if got == nil || got.Error != "failed: dialing: timeout" || got.Value != nil {
+		t.Fatalf("the failed row: %+v", got)
+	}
+	if len(j.Ratios) != 0 {
+		t.Errorf("ratios of a failed row: %+v", j.Ratios)
+	}
+	for _, v := range j.Targets {
+		if v.Key == "cold.new_peer.tcp/cold.mtls_exchange" && v.Verdict != "not measured" {
+			t.Errorf("the target of a failed row: %+v", v)
+		}
+	}
+}
+
 // A memory row never carries a count it did not hold, and a figure on
 // fewer peers than the bar names cannot judge it.
 func TestMemoryRowsSayWhatWasHeld(t *testing.T) {

@@ -35,10 +35,11 @@ type section struct {
 type unit string
 
 const (
-	unitMicros unit = "us"  // a median latency, or CPU time per operation
-	unitPerSec unit = "1/s" // operations per second
-	unitKB     unit = "KB"  // kibibytes per peer
-	unitNone   unit = ""    // a pointer to a test, no figure
+	unitMicros unit = "us"   // a median latency, or CPU time per operation
+	unitPerSec unit = "1/s"  // operations per second
+	unitKB     unit = "KB"   // kibibytes per peer
+	unitNone   unit = ""     // a ratio's target; a row that failed
+	unitTest   unit = "test" // a pointer to a test that logs the figure: no figure here
 )
 
 // A row is one measured figure.
@@ -56,7 +57,7 @@ type row struct {
 	target  *target // an absolute target of issue 16 (CPU, memory)
 }
 
-func (r row) measured() bool { return r.failure == "" && r.unit != unitNone }
+func (r row) measured() bool { return r.failure == "" && r.unit != unitNone && r.unit != unitTest }
 
 // A ratioSpec asks for one ratio beyond a row's against its baseline.
 type ratioSpec struct{ num, den string }
@@ -282,7 +283,7 @@ func (x row) figure() string {
 		return fmt.Sprintf("%.0f /s", x.value)
 	case x.unit == unitKB:
 		return fmt.Sprintf("%.1f KB", x.value) + " per peer"
-	case x.unit == unitNone:
+	case x.unit == unitTest:
 		return "see test"
 	}
 	return trimFloat(x.value) + " " + string(x.unit)
@@ -401,7 +402,7 @@ func (r *report) toJSON() jsonReport {
 	for i, s := range r.sections {
 		num := sectionNumber(s.title, i+1)
 		for _, x := range s.rows {
-			if x.unit == unitNone {
+			if x.unit == unitTest {
 				continue // pointers to tests carry no figure
 			}
 			j := jsonRow{Key: x.key, Section: num, Name: x.name, Unit: string(x.unit), Held: x.held, Asked: x.asked,
