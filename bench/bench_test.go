@@ -144,6 +144,9 @@ func TestReportJSON(t *testing.T) {
 			t.Errorf("%s: held %v of %v", key, held, asked)
 		}
 	}
+	if g, ok := rows["memory.greeted.8"]["greeted"].(float64); !ok || g != num(rows["memory.greeted.8"]["held"]) {
+		t.Errorf("memory.greeted.8: %v greeted of %v held", rows["memory.greeted.8"]["greeted"], rows["memory.greeted.8"]["held"])
+	}
 
 	ratios := map[string]map[string]any{}
 	for _, q := range rep.Ratios {
@@ -254,8 +257,8 @@ func TestTextReport(t *testing.T) {
 	mcp := latencyRow("mcp.discover_tools_list", "mcp", samples{120 * time.Microsecond}, "")
 	r.add(section{title: "1. Warm", baseline: "floor.long_lived", rows: []row{wg, ll, mcp},
 		ratios: []ratioSpec{{"warm.greeting", "mcp.discover_tools_list"}}})
-	mem := row{key: memoryTargetKey, name: peersName("greeted", 5000, 4096), unit: unitKB, value: 40, held: 4096, asked: 5000,
-		target: memoryTarget(5000, 4096)}
+	mem := row{key: memoryTargetKey, name: peersName("greeted", 5000, 4096, 4096), unit: unitKB, value: 40, held: 4096, asked: 5000,
+		target: memoryTarget(5000, 4096, 4096)}
 	r.add(section{title: "4. Many", rows: []row{mem}})
 	var out strings.Builder
 	r.print(&out)
@@ -331,17 +334,29 @@ func TestFailedRowsStayInJSON(t *testing.T) {
 // A memory row never carries a count it did not hold, and a figure on
 // fewer peers than the bar names cannot judge it.
 func TestMemoryRowsSayWhatWasHeld(t *testing.T) {
-	if got := peersName("ifaced", 5000, 5000); got != "ifaced, 5,000 peers" {
+	if got := peersName("ifaced", 5000, 5000, -1); got != "ifaced, 5,000 peers" {
 		t.Errorf("all held: %q", got)
 	}
-	if got := peersName("ifaced", 5000, 4096); !strings.Contains(got, "4,096 peers held of 5,000 asked") {
+	if got := peersName("ifaced", 5000, 5000, 5000); got != "ifaced, 5,000 peers" {
+		t.Errorf("all held and greeted: %q", got)
+	}
+	if got := peersName("ifaced", 5000, 4096, -1); !strings.Contains(got, "4,096 peers held of 5,000 asked") {
 		t.Errorf("fewer held: %q", got)
 	}
-	if _, ok := memoryTarget(5000, 4096).met(40); ok {
+	if got := peersName("ifaced", 5000, 5000, 2622); !strings.HasSuffix(got, "5,000 peers, 2,622 greeted") {
+		t.Errorf("fewer greeted: %q", got)
+	}
+	if _, ok := memoryTarget(5000, 4096, 4096).met(40); ok {
 		t.Error("a memory bar judged on 4,096 peers of 5,000")
 	}
-	if met, ok := memoryTarget(5000, 5000).met(70); !ok || met {
+	if _, ok := memoryTarget(5000, 5000, 2622).met(40); ok {
+		t.Error("a memory bar judged on 2,622 greeted peers of 5,000")
+	}
+	if met, ok := memoryTarget(5000, 5000, 5000).met(70); !ok || met {
 		t.Errorf("70 KB at 5,000 peers: met %v, judged %v", met, ok)
+	}
+	if met, ok := memoryTarget(5000, 5000, 5000).met(60); !ok || !met {
+		t.Errorf("60 KB at 5,000 peers: met %v, judged %v", met, ok)
 	}
 	if s := fdShortfall(5000, 4096); !strings.Contains(s, "below the 5256 that 5000 peers need") {
 		t.Errorf("shortfall: %q", s)

@@ -141,10 +141,10 @@ func (c *greetClient) greet(ctx context.Context) (viewCame bool, err error) {
 }
 
 // greetAll has every client whose host is connected to its target greet
-// once, 32 at a time, and returns how many failed and the first failure.
-func greetAll(ctx context.Context, clients []*greetClient) (int, error) {
-	var failed atomic.Int64
-	var first error
+// once, 32 at a time, and returns how many greeted, how many failed, and
+// the first failure.
+func greetAll(ctx context.Context, clients []*greetClient) (greeted, failed int, first error) {
+	var ok, bad atomic.Int64
 	var once sync.Once
 	sem := make(chan struct{}, 32)
 	var wg sync.WaitGroup
@@ -156,13 +156,15 @@ func greetAll(ctx context.Context, clients []*greetClient) (int, error) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			if _, err := c.greet(ctx); err != nil {
-				failed.Add(1)
+				bad.Add(1)
 				once.Do(func() { first = err })
+				return
 			}
+			ok.Add(1)
 		})
 	}
 	wg.Wait()
-	return int(failed.Load()), first
+	return int(ok.Load()), int(bad.Load()), first
 }
 
 // greetClients makes a client for each host, greeting as the greeter of

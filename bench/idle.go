@@ -67,19 +67,26 @@ func manySection(ctx context.Context, root string, ms manySettings) section {
 		bareKey := fmt.Sprintf("memory.bare.%d", count)
 		fdNote := fdShortfall(count, ms.parentFDs)
 		add := func(key, what string, r idleResult, err error, greetedRow bool) {
-			name := peersName(what, r.asked, r.held)
+			greeted := -1 // not a greeted row
+			if greetedRow {
+				greeted = r.greeted
+			}
+			name := peersName(what, r.asked, r.held, greeted)
 			if err != nil {
-				name = peersName(what, count, count)
+				name = peersName(what, count, count, -1)
 			}
 			var tgt *target
 			if greetedRow && key == memoryTargetKey {
-				tgt = memoryTarget(count, r.held)
+				tgt = memoryTarget(count, r.held, r.greeted)
 			}
 			if err != nil {
 				sec.rows = append(sec.rows, row{key: key, name: name, failure: "failed: " + oneLine(err.Error()), target: tgt})
 				return
 			}
 			x := r.row(key, name, fdNote)
+			if greetedRow {
+				x.greeted = &r.greeted
+			}
 			x.base, x.target = bareKey, tgt
 			if key == bareKey {
 				x.base = "-"
@@ -96,19 +103,25 @@ func manySection(ctx context.Context, root string, ms manySettings) section {
 	}
 	sec.notes = append(sec.notes,
 		"greeted idle peers: each peer, once connected, greets the daemon once on the capabilities protocol (its own signed 20-capability view, answered with the daemon's) and then holds its connection idle; every peer is a fresh key, a stranger to the daemon",
+		"the ifaced child's audit.max_mb is raised to 1 MiB per connection it may hold (strangers get a quarter of it a day; past that it takes no new conversation from them), so that every peer's greeting is admitted and recorded",
 		"memory figure: growth of the child's VmRSS (/proc/PID/status) per connection held, both readings taken after a GC that returns freed memory (debug.FreeOSMemory); notes give the growth before that GC and the Go heap in use",
 		"rotation: the peers are lightweight clients greeting as a daemon does (have_view, view_unchanged) and verifying each answer; absolute times are not those of warm.greeting (no daemon, no audit on the peer's side), the ratio is the daemon's")
 	return sec
 }
 
 // peersName is a memory row's name, saying how many peers were asked for
-// and, when fewer, how many were held: a row is never labelled with a
-// count it did not hold.
-func peersName(what string, asked, held int) string {
-	if held == asked {
-		return fmt.Sprintf("%s, %s peers", what, fmtCount(asked))
+// and, when fewer, how many were held, and, in a greeted row (greeted ≥
+// 0), how many greeted when not all that were held: a row is never
+// labelled with a count it did not hold or greet.
+func peersName(what string, asked, held, greeted int) string {
+	name := fmt.Sprintf("%s, %s peers", what, fmtCount(asked))
+	if held != asked {
+		name = fmt.Sprintf("%s, %s peers held of %s asked", what, fmtCount(held), fmtCount(asked))
 	}
-	return fmt.Sprintf("%s, %s peers held of %s asked", what, fmtCount(held), fmtCount(asked))
+	if greeted >= 0 && greeted != held {
+		name += fmt.Sprintf(", %s greeted", fmtCount(greeted))
+	}
+	return name
 }
 
 // fdHeadroom is the descriptors a process needs besides its connections
@@ -133,9 +146,11 @@ type idleResult struct {
 	asked, held        int
 	rss0, rss1, rssRaw int64 // before, after (post-GC), after (before the GC)
 	heap0, heap1       uint64
+	disk0, disk1       int64  // the child's home on disk, before and after
 	childFDs           uint64 // the child's file descriptor limit
 	firstErr           error
 	dialErrs           int
+	greeted            int // peers whose greeting was answered (greeted rows)
 	greetErrs          int // greetings that failed (greeted rows)
 	firstGreetErr      error
 }
@@ -147,6 +162,9 @@ func (r idleResult) row(key, name, fdNote string) row {
 		note: fmt.Sprintf("held %d of %d; RSS %.0f → %.0f MB; before GC %s per peer; Go heap %s per peer",
 			r.held, r.asked, float64(r.rss0)/(1<<20), float64(r.rss1)/(1<<20),
 			fmtKB(float64(r.rssRaw-r.rss0)/float64(max(r.held, 1))), fmtKB((float64(r.heap1)-float64(r.heap0))/float64(max(r.held, 1))))}
+	if r.disk1 > r.disk0 {
+		out.note += fmt.Sprintf("; on disk (audit log, store) %s per peer", fmtKB(float64(r.disk1-r.disk0)/float64(max(r.held, 1))))
+	}
 	if r.dialErrs > 0 {
 		out.note += fmt.Sprintf("; %d dials failed, first: %s", r.dialErrs, oneLine(fmt.Sprint(r.firstErr)))
 	}
@@ -191,7 +209,7 @@ func measureIdle(ctx context.Context, root, role string, peers []host.Host, gs [
 	if r.rss0, err = rssOf(c.pid()); err != nil {
 		return r, err
 	}
-	r.heap0 = before.HeapInuse
+	r.heap0, r.disk0 = before.HeapInuse, before.HomeBytes
 
 	r.dialErrs, r.firstErr = dialAll(ctx, peers, info)
 	defer func() {
@@ -205,7 +223,7 @@ func measureIdle(ctx context.Context, root, role string, peers []host.Host, gs [
 		if err != nil {
 			return r, err
 		}
-		r.greetErrs, r.firstGreetErr = greetAll(ctx, clients)
+		r.greeted, r.greetErrs, r.firstGreetErr = greetAll(ctx, clients)
 	}
 	// Let identify and whatever the daemon does on a new peer finish.
 	var st childStats
@@ -228,7 +246,7 @@ func measureIdle(ctx context.Context, root, role string, peers []host.Host, gs [
 	if r.rss1, err = rssOf(c.pid()); err != nil {
 		return r, err
 	}
-	r.heap1, r.held = after.HeapInuse, after.Conns
+	r.heap1, r.held, r.disk1 = after.HeapInuse, after.Conns, after.HomeBytes
 	if r.held == 0 {
 		return r, fmt.Errorf("the child holds no connection (%d dials failed, first: %v)", r.dialErrs, r.firstErr)
 	}

@@ -53,7 +53,7 @@
 //	{"machine": {"date", "cpus", "cpu_model", "kernel", "go", "go_libp2p", "mcp_go_sdk",
 //	             "load_at_start", "homes_fs", "fd_limit", "fd_hard_limit"},
 //	 "rows":    [{"key", "section", "name", "unit", "value", "median_us", "p10_us", "p90_us", "n",
-//	              "held", "asked", "note", "error", "target"}],
+//	              "held", "asked", "greeted", "note", "error", "target"}],
 //	 "ratios":  [{"key": "<num>/<den>", "num", "den", "value", "target"}],
 //	 "targets": [{"key", "text", "verdict"}]}
 //
@@ -62,7 +62,8 @@
 // also give median_us (= value), p10_us, p90_us and n, their sample
 // count. A row that could not be measured has no value and says why in
 // error. held and asked are the connections a memory row's daemon held
-// and the bench opened. A target is {"op": "<=" or "<", "limit", "text",
+// and the bench opened, greeted (memory.greeted.<N>) the peers whose
+// greeting it answered. A target is {"op": "<=" or "<", "limit", "text",
 // "met", "why"}: met is absent when the figure cannot judge the bar (why
 // says why). A ratio divides the values of the rows num and den. verdict
 // is "met", "not met", "not judged" or "not measured". The keys:
@@ -108,13 +109,14 @@
 // cold.new_peer.tcp/cold.mtls_exchange, cold.new_peer.tcp/cold.https and
 // rotation.2000/rotation.one_peer. The targets on figures are on the rows
 // load.32.daemon_cpu (150 µs) and memory.greeted.5000 (64 KB, judged only
-// when all 5,000 peers were held).
+// when all 5,000 peers were held and greeted).
 //
 // It is a separate module so that what it compares against (the MCP SDK)
 // never enters ifaced's own go.mod. Run it from the repository root:
 //
 //	cd bench && go run .                 # everything: several minutes
 //	cd bench && go run . -json > b.json  # the same, as JSON (progress on stderr)
+//	cd bench && go run . -jsonfile b.json  # the table, and its JSON written to b.json
 //	cd bench && go run . -quick          # under a minute: sections 1-3 and 5, fewer iterations
 //	cd bench && go run . -n 500          # 500 timed iterations per warm variant
 //	cd bench && go run . -rows 4 -idle 1000 -rotate 500
@@ -155,6 +157,7 @@ type settings struct {
 	dir        string        // where daemon homes go
 	cpuProfile string        // CPU profile of the warm greeting loop
 	json       bool          // print the report as JSON
+	jsonFile   string        // also write the JSON report to this file
 }
 
 func main() {
@@ -197,6 +200,7 @@ func parseFlags(args []string) (settings, error) {
 	rotate := fs.Int("rotate", 2000, "peers greeting in rotation in section 4 (0 leaves the rotation out)")
 	prof := fs.String("cpuprofile", "", "write a CPU profile of the warm QueryCapabilities loop to this file")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object (keys in the package comment) instead of the table")
+	jsonFile := fs.String("jsonfile", "", "also write the JSON report to this file (the table and its JSON from one run)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return settings{}, err
@@ -207,7 +211,7 @@ func parseFlags(args []string) (settings, error) {
 		return settings{}, fmt.Errorf("unexpected arguments %q (see -h)", fs.Args())
 	}
 	s := settings{quick: *quick, warmN: 300, loadFor: 4 * time.Second, loadLevels: []int{1, 8, 32},
-		rows: []int{1, 2, 3, 4, 5}, dir: *dir, cpuProfile: *prof, json: *asJSON, settle: 3 * time.Second}
+		rows: []int{1, 2, 3, 4, 5}, dir: *dir, cpuProfile: *prof, json: *asJSON, jsonFile: *jsonFile, settle: 3 * time.Second}
 	if s.quick {
 		s.warmN, s.loadFor, s.skipIdle = 60, time.Second, true
 	}
@@ -263,6 +267,19 @@ func run(ctx context.Context, s settings, out io.Writer) error {
 	defer cleanup()
 
 	r := measure(ctx, s, root, fds)
+	if s.jsonFile != "" {
+		f, err := os.Create(s.jsonFile)
+		if err != nil {
+			return fmt.Errorf("-jsonfile: %w", err)
+		}
+		err = r.printJSON(f)
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("-jsonfile: %w", cerr)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	if s.json {
 		if err := r.printJSON(out); err != nil {
 			return err

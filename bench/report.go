@@ -52,6 +52,7 @@ type row struct {
 	base    string  // the key this row's ratio is against; "" is the section's baseline, "-" none
 	held    int     // memory rows: connections the daemon held
 	asked   int     // memory rows: connections the bench opened
+	greeted *int    // greeted memory rows: peers whose greeting was answered
 	note    string
 	failure string  // why the row has no figure ("failed: …", "not measured: …")
 	target  *target // an absolute target of issue 16 (CPU, memory)
@@ -354,6 +355,7 @@ type jsonRow struct {
 	N        int      `json:"n,omitempty"`
 	Held     int      `json:"held,omitempty"`
 	Asked    int      `json:"asked,omitempty"`
+	Greeted  *int     `json:"greeted,omitempty"`
 	Note     string   `json:"note,omitempty"`
 	Error    string   `json:"error,omitempty"`
 	Target   *jsonBar `json:"target,omitempty"`
@@ -405,7 +407,7 @@ func (r *report) toJSON() jsonReport {
 			if x.unit == unitTest {
 				continue // pointers to tests carry no figure
 			}
-			j := jsonRow{Key: x.key, Section: num, Name: x.name, Unit: string(x.unit), Held: x.held, Asked: x.asked,
+			j := jsonRow{Key: x.key, Section: num, Name: x.name, Unit: string(x.unit), Held: x.held, Asked: x.asked, Greeted: x.greeted,
 				Note: x.note, Error: x.failure, Target: barOf(x.target, x.value, x.measured())}
 			if x.measured() {
 				v := round3(x.value)

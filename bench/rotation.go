@@ -53,7 +53,7 @@ func rotationRows(ctx context.Context, root string, peers []host.Host, gs []gree
 	if err != nil {
 		return fail(err)
 	}
-	if bad, err := greetAll(ctx, clients); bad > 0 {
+	if _, bad, err := greetAll(ctx, clients); bad > 0 {
 		return fail(fmt.Errorf("%d of %d first greetings failed, first: %w", bad, len(peers), err))
 	}
 	if st, err := c.command("stats"); err != nil {

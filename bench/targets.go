@@ -34,11 +34,15 @@ func cpuTarget() *target {
 }
 
 // memoryTarget is the bar of a greeted-peers row that asked for asked
-// peers and held held: judged only when all of them were held.
-func memoryTarget(asked, held int) *target {
+// peers, held held and had greeted of them greet: judged only when all of
+// them were held and greeted.
+func memoryTarget(asked, held, greeted int) *target {
 	t := rowTargets[memoryTargetKey]
-	if held != asked {
+	switch {
+	case held != asked:
 		t.unmeasurable = fmtCount(held) + " of " + fmtCount(asked) + " peers held"
+	case greeted != asked:
+		t.unmeasurable = fmtCount(greeted) + " of " + fmtCount(asked) + " peers greeted"
 	}
 	return &t
 }
