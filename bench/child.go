@@ -9,7 +9,7 @@ package main
 //
 //	stats   its CPU time, connections and Go heap
 //	gc      the same, after a garbage collection that returns freed memory
-//	        to the system
+//	        to the system, and the size of its home on disk
 //
 // and stops when stdin closes.
 
@@ -20,8 +20,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -55,6 +57,7 @@ type childSpec struct {
 
 type childHello struct {
 	Addrs []string `json:"addrs"` // ending in /p2p/<peer ID>
+	FDs   uint64   `json:"fds"`   // its file descriptor limit, raised to the hard limit
 	Err   string   `json:"err,omitempty"`
 }
 
@@ -63,6 +66,7 @@ type childStats struct {
 	Conns      int    `json:"conns"`
 	HeapInuse  uint64 `json:"heap_inuse"`
 	Goroutines int    `json:"goroutines"`
+	HomeBytes  int64  `json:"home_bytes"` // an ifaced child's home on disk (audit log, store), after gc only
 }
 
 // childMain runs the child's part when this process is a child, and
@@ -81,30 +85,38 @@ func childMain() (bool, error) {
 
 func serveChild(spec childSpec, in io.Reader, out io.Writer) error {
 	enc := json.NewEncoder(out)
-	h, addrs, stop, err := startChildHost(spec)
+	fds, err := raiseFDLimit()
+	if err != nil {
+		enc.Encode(childHello{Err: err.Error()})
+		return err
+	}
+	h, addrs, home, stop, err := startChildHost(spec)
 	if err != nil {
 		enc.Encode(childHello{Err: err.Error()})
 		return err
 	}
 	defer stop()
-	if err := enc.Encode(childHello{Addrs: addrs}); err != nil {
+	if err := enc.Encode(childHello{Addrs: addrs, FDs: fds.cur}); err != nil {
 		return fmt.Errorf("saying hello: %w", err)
 	}
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
 		switch cmd := sc.Text(); cmd {
-		case "gc":
-			runtime.GC()
-			debug.FreeOSMemory()
-			fallthrough
-		case "stats":
+		case "gc", "stats":
+			var disk int64
+			if cmd == "gc" {
+				runtime.GC()
+				debug.FreeOSMemory()
+				disk = dirBytes(home)
+			}
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
 			cpu, err := cpuTime()
 			if err != nil {
 				return err
 			}
-			st := childStats{CPUNanos: cpu, Conns: len(h.Network().Conns()), HeapInuse: ms.HeapInuse, Goroutines: runtime.NumGoroutine()}
+			st := childStats{CPUNanos: cpu, Conns: len(h.Network().Conns()), HeapInuse: ms.HeapInuse, Goroutines: runtime.NumGoroutine(),
+				HomeBytes: disk}
 			if err := enc.Encode(st); err != nil {
 				return fmt.Errorf("answering %s: %w", cmd, err)
 			}
@@ -116,11 +128,9 @@ func serveChild(spec childSpec, in io.Reader, out io.Writer) error {
 }
 
 // startChildHost starts what spec asks for and returns its host, its
-// addresses and how to stop it.
-func startChildHost(spec childSpec) (host.Host, []string, func(), error) {
-	if _, err := raiseFDLimit(); err != nil {
-		return nil, nil, nil, err
-	}
+// addresses, its home (an ifaced child's; "" for a bare host) and how to
+// stop it.
+func startChildHost(spec childSpec) (host.Host, []string, string, func(), error) {
 	switch spec.Role {
 	case roleIfaced:
 		cfg := benchConfig()
@@ -131,16 +141,22 @@ func startChildHost(spec childSpec) (host.Host, []string, func(), error) {
 			cfg.Limits.ConnectionsLow = spec.ConnsHigh * 9 / 10
 			cfg.Limits.MaxMemoryMB = 4096
 			cfg.Limits.MaxStreams = 4 * spec.ConnsHigh
+			// Room in the audit log for every stranger's greeting: strangers
+			// get a quarter of audit.max_mb a day, and past it the daemon
+			// takes no new conversation from them (at 5,000 peers the
+			// default's 256 MiB held some 2,600 greetings). 1 MiB per
+			// connection slot is 2 MiB per peer, half a MiB of it theirs.
+			cfg.Audit.MaxMB = max(cfg.Audit.MaxMB, spec.ConnsHigh)
 		}
 		d, err := startDaemon(spec.Dir, cfg)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, "", nil, err
 		}
 		var addrs []string
 		for _, a := range d.Addrs() {
 			addrs = append(addrs, a.String())
 		}
-		return d.Host(), addrs, d.close, nil
+		return d.Host(), addrs, d.home, d.close, nil
 	case roleBare:
 		h, err := libp2p.New(
 			libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"),
@@ -154,16 +170,34 @@ func startChildHost(spec childSpec) (host.Host, []string, func(), error) {
 			libp2p.DisableMetrics(),
 		)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("starting a bare libp2p host: %w", err)
+			return nil, nil, "", nil, fmt.Errorf("starting a bare libp2p host: %w", err)
 		}
 		var addrs []string
 		for _, a := range h.Addrs() {
 			addrs = append(addrs, a.String()+"/p2p/"+h.ID().String())
 		}
-		return h, addrs, func() { h.Close() }, nil
+		return h, addrs, "", func() { h.Close() }, nil
 	default:
-		return nil, nil, nil, fmt.Errorf("unknown role %q", spec.Role)
+		return nil, nil, "", nil, fmt.Errorf("unknown role %q", spec.Role)
 	}
+}
+
+// dirBytes is the size of the files under dir (0 for ""): what a daemon
+// keeps on disk.
+func dirBytes(dir string) int64 {
+	if dir == "" {
+		return 0
+	}
+	var n int64
+	filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() {
+			if fi, err := e.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil // a file removed meanwhile is not counted
+	})
+	return n
 }
 
 // child is a running child process, seen from the parent.
@@ -173,6 +207,7 @@ type child struct {
 	out    *json.Decoder
 	stderr *lockedBuffer
 	addrs  []string
+	fds    uint64     // its file descriptor limit
 	mu     sync.Mutex // one command at a time
 }
 
@@ -210,7 +245,7 @@ func startChild(spec childSpec) (*child, error) {
 		c.stop()
 		return nil, fmt.Errorf("the %s child did not start: %s", spec.Role, hello.Err)
 	}
-	c.addrs = hello.Addrs
+	c.addrs, c.fds = hello.Addrs, hello.FDs
 	return c, nil
 }
 

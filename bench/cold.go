@@ -9,20 +9,22 @@ import (
 	"github.com/ifaced/ifaced/node"
 )
 
-// coldSection is row 2: a peer that has no connection yet connects and
-// greets. A new peer (a new daemon with a new key, started untimed) meets
-// nothing cached on either side; a known peer reconnects after its
-// connection was closed. The baseline is an HTTPS card fetch on a new
-// TLS 1.3 connection (no session resumption).
+// coldSection is section 2: a peer that has no connection yet connects
+// and greets. A new peer (a new daemon with a new key, started untimed)
+// meets nothing cached on either side; a known peer reconnects after its
+// connection was closed. The baselines are a one-way HTTPS card fetch on
+// a new TLS 1.3 connection (no session resumption) and a mutual TLS
+// exchange of signed cards, which authenticates both sides and carries
+// both cards, as a cold greeting does.
 func coldSection(ctx context.Context, root string, n int) section {
 	sec := section{title: "2. Cold greeting: connect, then greet, on a new connection",
-		baseline: "(c) cold HTTPS card fetch, card signed once"}
+		baseline: "cold.mtls_exchange"}
 	fail := func(err error) section {
-		sec.rows = append(sec.rows, failed("setup", err))
+		sec.rows = append(sec.rows, failed("cold.setup", "setup", err))
 		return sec
 	}
-	// Bob stays: he is the known peer, and his first greeting gives the
-	// view the card is made of.
+	// Bob stays: he is the known peer, and the greetings between him and
+	// Alice give the views the cards are made of.
 	p, err := newWarmPair(ctx, root, node.SyncInterval)
 	if err != nil {
 		return fail(err)
@@ -36,19 +38,28 @@ func coldSection(ctx context.Context, root string, n int) section {
 	if err != nil {
 		return fail(err)
 	}
+	bobsView, err := p.alice.QueryCapabilities(ctx, p.bob.Host().ID(), negotiate.Proposal{})
+	if err != nil {
+		return fail(fmt.Errorf("Alice greeting Bob for his view: %w", err))
+	}
 	cards, err := startCardServer(p.view, p.alice.id)
 	if err != nil {
 		return fail(err)
 	}
 	defer cards.close()
 	newConn := cards.client(false)
+	mtls, err := startMTLSExchange(p.view, p.alice.id, bobsView.View, p.bob.id)
+	if err != nil {
+		return fail(err)
+	}
+	defer mtls.close()
 
 	// Each connect-and-greet also records how long the connect alone took.
 	connectPart := map[string]*samples{}
-	newPeer := func(name, addr, transport string) *variant {
+	newPeer := func(key, name, addr, transport string) *variant {
 		part := &samples{}
-		connectPart[name] = part
-		return &variant{name: name, once: func() (time.Duration, error) {
+		connectPart[key] = part
+		return &variant{key: key, name: name, once: func() (time.Duration, error) {
 			c, err := startDaemon(root, benchConfig())
 			if err != nil {
 				return 0, err
@@ -69,8 +80,8 @@ func coldSection(ctx context.Context, root string, n int) section {
 		}}
 	}
 	knownPart := &samples{}
-	connectPart["known"] = knownPart
-	known := &variant{name: "ifaced, known peer reconnects, TCP", once: func() (time.Duration, error) {
+	connectPart["cold.known_peer.tcp"] = knownPart
+	known := &variant{key: "cold.known_peer.tcp", name: "ifaced, known peer reconnects, TCP", once: func() (time.Duration, error) {
 		// Forget the connection and the addresses identify taught, so the
 		// dial goes to the TCP address given and nowhere else.
 		if err := p.bob.Host().Network().ClosePeer(p.alicePID); err != nil {
@@ -89,8 +100,8 @@ func coldSection(ctx context.Context, root string, n int) section {
 		*knownPart = append(*knownPart, connected)
 		return d, nil
 	}}
-	fetch := func(name, path string) *variant {
-		return &variant{name: name, once: func() (time.Duration, error) {
+	fetch := func(key, name, path string) *variant {
+		return &variant{key: key, name: name, once: func() (time.Duration, error) {
 			start := time.Now()
 			if _, err := cards.fetchCard(ctx, newConn, path); err != nil {
 				return 0, err
@@ -98,28 +109,35 @@ func coldSection(ctx context.Context, root string, n int) section {
 			return time.Since(start), nil
 		}}
 	}
-	tcp := newPeer("ifaced, new peer, TCP (Noise, yamux)", tcpAddr, tcpTransport)
-	quic := newPeer("ifaced, new peer, QUIC", quicAddr, quicTransport)
-	cached := fetch("(c) HTTPS new connection: card signed once", cachedCardPath)
-	signed := fetch("(c) HTTPS new connection: card signed per request", cardPath)
-	vs := []*variant{tcp, quic, known, cached, signed}
+	tcp := newPeer("cold.new_peer.tcp", "ifaced, new peer, TCP (Noise, yamux)", tcpAddr, tcpTransport)
+	quic := newPeer("cold.new_peer.quic", "ifaced, new peer, QUIC", quicAddr, quicTransport)
+	oneWay := fetch("cold.https", "HTTPS new connection: card fetch + verify (signed once)", cachedCardPath)
+	signed := fetch("cold.https_signed_per_request", "the same, the server signing per request", cardPath)
+	mutual := &variant{key: "cold.mtls_exchange", name: "mutual TLS: both cards exchanged and verified", once: func() (time.Duration, error) { return mtls.once(ctx) }}
+	vs := []*variant{tcp, quic, known, oneWay, signed, mutual}
 	const warmup = 2
 	interleave(vs, warmup, n, 5, func() bool { return ctx.Err() != nil })
 
-	base := baseOf(cached)
-	part := func(v *variant, key string) string {
-		s := *connectPart[key]
+	// connectRow is the connect part of v's iterations, warm-up left out.
+	connectRow := func(v *variant) row {
+		key, name := v.key+".connect", "  of which connect (incl. identify)"
+		s := *connectPart[v.key]
 		if v.err != nil || len(s) <= warmup {
-			return ""
+			return notMeasured(key, name, "the greeting was not measured")
 		}
-		return "connect alone " + fmtDur(s[warmup:].median()) + " (incl. identify)"
+		return latencyRow(key, name, s[warmup:], "")
 	}
 	sec.rows = append(sec.rows,
-		rowOf(tcp, base, part(tcp, tcp.name)+"; new key, nothing cached"),
-		rowOf(quic, base, part(quic, quic.name)+"; new key, nothing cached"),
-		rowOf(known, base, part(known, "known")),
-		rowOf(cached, base, fmt.Sprintf("TCP + TLS 1.3 (ECDSA P-256) + GET + verify; card %.1f KB", float64(cards.size)/1024)),
-		rowOf(signed, base, "as node/httpapi serves it"),
+		rowOf(tcp, "new key, nothing cached"), connectRow(tcp),
+		rowOf(quic, "new key, nothing cached"), connectRow(quic),
+		rowOf(known, ""), connectRow(known),
+		rowOf(mutual, fmt.Sprintf("TCP + TLS 1.3, a certificate each side (ECDSA P-256) + POST one card, verify it, answer the other, verify it; cards %.1f / %.1f KB", kb(mtls.card), kb(cards.card))),
+		rowOf(oneWay, "TCP + TLS 1.3 (ECDSA P-256, server only) + GET + verify"),
+		rowOf(signed, "as node/httpapi serves it"),
 	)
+	for _, sp := range []ratioSpec{{"cold.new_peer.tcp", "cold.https"}, {"cold.new_peer.quic", "cold.https"},
+		{"cold.mtls_exchange", "cold.https"}} {
+		sec.ratios = append(sec.ratios, sp)
+	}
 	return sec
 }

@@ -22,9 +22,9 @@ import (
 // payload sizes.
 func loadSection(ctx context.Context, root string, levels []int, window time.Duration) section {
 	sec := section{title: "3. Greetings per second served by one daemon (a child process; its peers are daemons in this process, on the same cores)",
-		baseline: "one Ed25519 verify + sign of a greeting's sizes, one core"}
+		baseline: "load.ed25519_pairs"}
 	fail := func(err error) section {
-		sec.rows = append(sec.rows, failed("setup", err))
+		sec.rows = append(sec.rows, failed("load.setup", "setup", err))
 		return sec
 	}
 	c, err := startChild(childSpec{Role: roleIfaced, Dir: root, ConnsHigh: 1000})
@@ -54,9 +54,10 @@ func loadSection(ctx context.Context, root string, levels []int, window time.Dur
 		return fail(pair.err)
 	}
 	perCore := float64(time.Second) / float64(pair.pair())
-	sec.rows = append(sec.rows, row{name: "bound: Ed25519 verify + sign, one core",
-		figure: fmt.Sprintf("%.0f /s", perCore), n: fmt.Sprint(len(pair.sign)), ratio: "1.00×",
-		note: fmt.Sprintf("%s per pair (verify %.1f KB + sign %.1f KB)", fmtDur(pair.pair()), float64(req)/1024, float64(reply)/1024)})
+	sec.rows = append(sec.rows,
+		row{key: "load.ed25519_pairs", name: "bound: Ed25519 verify + sign pairs, one core", unit: unitPerSec, value: perCore,
+			note: fmt.Sprintf("verify %.1f KB + sign %.1f KB", float64(req)/1024, float64(reply)/1024)},
+		withBase(cpuRow("load.ed25519_pair", "  one pair", pair.pair(), "the least an answering daemon does"), "-"))
 	info, err := p2pInfo(addr)
 	if err != nil {
 		return fail(err)
@@ -66,20 +67,25 @@ func loadSection(ctx context.Context, root string, levels []int, window time.Dur
 			break
 		}
 		r, err := loadLevel(ctx, c, peers[:n], info.ID, window)
+		rateKey, cpuKey := fmt.Sprintf("load.%d.rate", n), fmt.Sprintf("load.%d.daemon_cpu", n)
 		name := fmt.Sprintf("%d peer(s): greetings per second", n)
+		cpuName := fmt.Sprintf("%d peer(s): daemon CPU per greeting", n)
+		var tgt *target
+		if cpuKey == cpuTargetKey {
+			tgt = cpuTarget()
+		}
 		if err != nil {
-			sec.rows = append(sec.rows, failed(name, err))
+			sec.rows = append(sec.rows, failed(rateKey, name, err), row{key: cpuKey, name: cpuName, failure: "failed: see above", target: tgt})
 			continue
 		}
 		note := fmt.Sprintf("%d greetings in %s", r.greetings, r.elapsed.Round(time.Millisecond))
 		if r.errors > 0 {
 			note += fmt.Sprintf("; %d failed, first: %s", r.errors, oneLine(fmt.Sprint(r.firstErr)))
 		}
-		sec.rows = append(sec.rows,
-			row{name: name, figure: fmt.Sprintf("%.0f /s", r.rate()), ratio: fmtRatio(r.rate() / perCore), note: note},
-			row{name: fmt.Sprintf("%d peer(s): daemon CPU per greeting", n), figure: fmtDur(r.serverCPU()),
-				ratio: fmtRatio(float64(r.serverCPU()) / float64(pair.pair())),
-				note:  fmt.Sprintf("the child's getrusage; the peers' own CPU: %s per greeting", fmtDur(r.clientCPU()))})
+		cpu := cpuRow(cpuKey, cpuName, r.serverCPU(),
+			fmt.Sprintf("the child's getrusage; the peers' own CPU: %s per greeting", fmtDur(r.clientCPU())))
+		cpu.base, cpu.target = "load.ed25519_pair", tgt
+		sec.rows = append(sec.rows, row{key: rateKey, name: name, unit: unitPerSec, value: r.rate(), note: note}, cpu)
 	}
 	sec.notes = append(sec.notes, "the daemon's CPU is measured in its own process; throughput is shared-core: peers and daemon compete for the same cores")
 	return sec

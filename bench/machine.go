@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // machine is what the figures were measured on.
@@ -23,10 +24,12 @@ type machine struct {
 	dir       string // where the daemons' homes are, and its file system
 	fsType    string
 	fds       uint64 // the file descriptor limit, raised to the hard limit
+	fdHard    uint64
+	date      time.Time // when the run started
 }
 
 func describeMachine(dir string) machine {
-	m := machine{cpus: runtime.NumCPU(), goVersion: runtime.Version(), dir: dir,
+	m := machine{cpus: runtime.NumCPU(), goVersion: runtime.Version(), dir: dir, date: time.Now(),
 		model: "unknown", libp2p: "unknown", mcp: "unknown", kernel: "unknown", load: "unknown"}
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		sc := bufio.NewScanner(f)
@@ -67,10 +70,10 @@ func (m machine) oneLine() string {
 }
 
 func (m machine) print(w io.Writer) {
-	fmt.Fprintf(w, "machine:   %d CPUs (nproc), %s; Linux %s; load average at start %s\n", m.cpus, m.model, m.kernel, m.load)
+	fmt.Fprintf(w, "machine:   %d CPUs (nproc), %s; Linux %s; load average at start %s; %s\n", m.cpus, m.model, m.kernel, m.load, m.date.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(w, "software:  %s, go-libp2p %s, MCP Go SDK %s\n", m.goVersion, m.libp2p, m.mcp)
 	fmt.Fprintf(w, "homes:     %s (%s): the daemons' audit logs and stores, and their fsyncs, are there\n", m.dir, m.fsType)
-	fmt.Fprintf(w, "limits:    %d file descriptors per process\n", m.fds)
+	fmt.Fprintf(w, "limits:    %d file descriptors per process (hard limit %d)\n", m.fds, m.fdHard)
 	fmt.Fprintf(w, "network:   loopback (127.0.0.1) only; all parties on this machine, sharing its cores\n")
 }
 
@@ -89,21 +92,26 @@ func fsType(dir string) string {
 	return fmt.Sprintf("file system 0x%x", st.Type)
 }
 
-// raiseFDLimit lifts the soft file descriptor limit to the hard one:
-// thousands of connections need thousands of descriptors. (Go does this
-// at start-up too; doing it here makes it explicit and reportable.)
-func raiseFDLimit() (uint64, error) {
+// fdLimit is a process's file descriptor limit: soft (cur) and hard.
+type fdLimit struct{ cur, hard uint64 }
+
+// raiseFDLimit lifts the soft file descriptor limit (RLIMIT_NOFILE) to
+// the hard one: thousands of connections need thousands of descriptors.
+// (Go does this at start-up too; doing it here makes it explicit and
+// reportable.) The hard limit is as far as an unprivileged process may
+// go; a shortfall is reported beside the rows it limits.
+func raiseFDLimit() (fdLimit, error) {
 	var l syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
-		return 0, fmt.Errorf("reading the file descriptor limit: %w", err)
+		return fdLimit{}, fmt.Errorf("reading the file descriptor limit: %w", err)
 	}
 	if l.Cur < l.Max {
 		l.Cur = l.Max
 		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
-			return 0, fmt.Errorf("raising the file descriptor limit: %w", err)
+			return fdLimit{}, fmt.Errorf("raising the file descriptor limit to %d: %w", l.Max, err)
 		}
 	}
-	return l.Cur, nil
+	return fdLimit{cur: l.Cur, hard: l.Max}, nil
 }
 
 // cpuTime is the CPU this process has used, user and system.

@@ -3,10 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,9 +12,7 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
 // warmPair is two daemons, Bob connected to Alice over TCP, and what one
@@ -133,65 +128,6 @@ func open(d *daemon, convID string) bool {
 	return slices.ContainsFunc(d.Conversations().Open(), func(c node.ConversationInfo) bool { return c.ID == convID })
 }
 
-// floor is the physical floor of a greeting on the same connection: a
-// new stream, Bob's greeting's bytes out and Alice's answer's bytes back,
-// each signed by its sender and verified verifies times by its receiver
-// (Ed25519 from the standard library, as ifaced uses).
-type floor struct {
-	p        *warmPair
-	proto    protocol.ID
-	verifies int
-	bobKey   ed25519.PrivateKey
-	aliceKey ed25519.PrivateKey
-}
-
-func (p *warmPair) newFloor(verifies int) (*floor, error) {
-	f := &floor{p: p, verifies: verifies, proto: protocol.ID(fmt.Sprintf("/ifaced-bench/floor-%d/1.0.0", verifies))}
-	var err error
-	if _, f.bobKey, err = ed25519.GenerateKey(rand.Reader); err != nil {
-		return nil, fmt.Errorf("generating a key: %w", err)
-	}
-	if _, f.aliceKey, err = ed25519.GenerateKey(rand.Reader); err != nil {
-		return nil, fmt.Errorf("generating a key: %w", err)
-	}
-	bobPub := f.bobKey.Public().(ed25519.PublicKey)
-	p.alice.Host().SetStreamHandler(f.proto, func(s network.Stream) {
-		s.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := readVerified(s, bobPub, verifies); err != nil {
-			s.Reset()
-			return
-		}
-		if err := writeSigned(s, p.reply, f.aliceKey); err != nil {
-			s.Reset()
-			return
-		}
-		s.Close()
-	})
-	return f, nil
-}
-
-func (f *floor) once(ctx context.Context) (time.Duration, error) {
-	alicePub := f.aliceKey.Public().(ed25519.PublicKey)
-	start := time.Now()
-	s, err := f.p.bob.Host().NewStream(ctx, f.p.alicePID, f.proto)
-	if err != nil {
-		return 0, fmt.Errorf("opening a stream: %w", err)
-	}
-	s.SetDeadline(time.Now().Add(10 * time.Second))
-	if err := writeSigned(s, f.p.request, f.bobKey); err != nil {
-		s.Reset()
-		return 0, err
-	}
-	s.CloseWrite()
-	if _, err := readVerified(s, alicePub, f.verifies); err != nil {
-		s.Reset()
-		return 0, err
-	}
-	io.Copy(io.Discard, s) // to the end of the stream, as a greeting's initiator sees it
-	s.Close()
-	return time.Since(start), nil
-}
-
 // fsyncProbe appends 1 KB to a file in dir and fsyncs it: the unit of
 // durability an audit record or a store write pays.
 type fsyncProbe struct{ f *os.File }
@@ -218,12 +154,12 @@ func (p *fsyncProbe) once() (time.Duration, error) {
 
 func (p *fsyncProbe) close() { p.f.Close() }
 
-// warmSection is row 1 of the table.
+// warmSection is section 1 of the table.
 func warmSection(ctx context.Context, root string, n int, profile string) section {
 	sec := section{title: "1. Warm greeting on an open connection, 20-capability documents each way",
-		baseline: "(b) the floor"}
+		baseline: "floor.long_lived"}
 	fail := func(err error) section {
-		sec.rows = append(sec.rows, failed("setup", err))
+		sec.rows = append(sec.rows, failed("warm.setup", "setup", err))
 		return sec
 	}
 	p, err := newWarmPair(ctx, root, node.SyncInterval)
@@ -238,11 +174,17 @@ func warmSection(ctx context.Context, root string, n int, profile string) sectio
 		return fail(fmt.Errorf("the pair with sync = always: %w", err))
 	}
 	defer sp.close()
-	floor1, err := p.newFloor(1)
+	longLived, err := p.newLongLivedFloor(ctx, true)
 	if err != nil {
 		return fail(err)
 	}
-	floor2, err := p.newFloor(2)
+	defer longLived.close()
+	unsigned, err := p.newLongLivedFloor(ctx, false)
+	if err != nil {
+		return fail(err)
+	}
+	defer unsigned.close()
+	newStream, err := p.newStreamFloor()
 	if err != nil {
 		return fail(err)
 	}
@@ -252,6 +194,12 @@ func warmSection(ctx context.Context, root string, n int, profile string) sectio
 	}
 	defer cards.close()
 	keepAlive := cards.client(true)
+	// The client that revalidates holds the card and its tag from a
+	// first fetch, verified then.
+	held, err := cards.fetchCard(ctx, keepAlive, cachedCardPath)
+	if err != nil {
+		return fail(fmt.Errorf("the first fetch of the card: %w", err))
+	}
 	mcps, err := startMCPServer(twentyCapabilities())
 	if err != nil {
 		return fail(err)
@@ -263,56 +211,67 @@ func warmSection(ctx context.Context, root string, n int, profile string) sectio
 	}
 	defer probe.close()
 
-	fetch := func(path string) func() (time.Duration, error) {
+	timed := func(f func() error) func() (time.Duration, error) {
 		return func() (time.Duration, error) {
 			start := time.Now()
-			if _, err := cards.fetchCard(ctx, keepAlive, path); err != nil {
+			if err := f(); err != nil {
 				return 0, err
 			}
 			return time.Since(start), nil
 		}
 	}
+	fetch := func(path string) func() (time.Duration, error) {
+		return timed(func() error { _, err := cards.fetchCard(ctx, keepAlive, path); return err })
+	}
+	mcpConnect := func(version string, list bool) func() (time.Duration, error) {
+		return func() (time.Duration, error) { return mcps.connect(ctx, version, list) }
+	}
 	var (
-		query     = &variant{name: "(a) ifaced QueryCapabilities", once: func() (time.Duration, error) { return p.query(ctx) }}
-		greet     = &variant{name: "(a) ifaced Greet (conversation stays open)", once: func() (time.Duration, error) { return p.greet(ctx) }}
-		querySync = &variant{name: "(a′) QueryCapabilities, durability.sync = always", once: func() (time.Duration, error) { return sp.query(ctx) }}
-		fl1       = &variant{name: "(b) floor: stream round trip, 1 sign + 1 verify each way", once: func() (time.Duration, error) { return floor1.once(ctx) }}
-		fl2       = &variant{name: "(b′) floor, 1 sign + 2 verify each way", once: func() (time.Duration, error) { return floor2.once(ctx) }}
-		card      = &variant{name: "(c) HTTPS keep-alive: signed A2A card, signed per request", once: fetch(cardPath)}
-		cached    = &variant{name: "(c) HTTPS keep-alive: signed A2A card, signed once", once: fetch(cachedCardPath)}
-		mcpInit   = &variant{name: "(d) MCP initialize (streamable HTTP)", once: func() (time.Duration, error) { return mcps.connect(ctx, false) }}
-		mcpList   = &variant{name: "(d) MCP initialize + tools/list (20 tools)", once: func() (time.Duration, error) { return mcps.connect(ctx, true) }}
-		fsync     = &variant{name: "fsync: append 1 KB + fsync in the homes' directory", once: probe.once}
+		query      = &variant{key: "warm.greeting", name: "ifaced QueryCapabilities", once: func() (time.Duration, error) { return p.query(ctx) }}
+		greet      = &variant{key: "warm.greet_conversation", name: "ifaced Greet (a conversation; its close untimed)", once: func() (time.Duration, error) { return p.greet(ctx) }}
+		querySync  = &variant{key: "warm.greeting_sync_always", name: "QueryCapabilities, durability.sync = always", once: func() (time.Duration, error) { return sp.query(ctx) }}
+		floorLL    = &variant{key: "floor.long_lived", name: "floor: long-lived stream, 1 sign + 1 verify each way", once: longLived.once}
+		floorRaw   = &variant{key: "floor.long_lived_unsigned", name: "long-lived stream, no crypto (transport alone)", once: unsigned.once}
+		floorNS    = &variant{key: "floor.new_stream", name: "floor: new stream, 1 sign + 1 verify each way", once: func() (time.Duration, error) { return newStream.once(ctx) }}
+		cardOnce   = &variant{key: "a2a.full", name: "A2A card over HTTPS keep-alive: full fetch + verify (signed once)", once: fetch(cachedCardPath)}
+		cardSigned = &variant{key: "a2a.full_signed_per_request", name: "the same, the server signing per request", once: fetch(cardPath)}
+		card304    = &variant{key: "a2a.etag_304", name: "A2A card revalidated: If-None-Match → 304", once: timed(func() error { return cards.revalidate(ctx, keepAlive, cachedCardPath, held) })}
+		discover   = &variant{key: "mcp.discover", name: "MCP " + mcpStateless + ": server/discover", once: mcpConnect(mcpStateless, false)}
+		discList   = &variant{key: "mcp.discover_tools_list", name: "MCP " + mcpStateless + ": server/discover + tools/list", once: mcpConnect(mcpStateless, true)}
+		initialize = &variant{key: "mcp.initialize", name: "MCP " + mcpSession + ": initialize + initialized", once: mcpConnect(mcpSession, false)}
+		initList   = &variant{key: "mcp.initialize_tools_list", name: "MCP " + mcpSession + ": initialize + initialized + tools/list", once: mcpConnect(mcpSession, true)}
+		fsync      = &variant{key: "fsync.1kb", name: "append 1 KB + fsync in the homes' directory", once: probe.once}
 	)
-	vs := []*variant{query, greet, querySync, fl1, fl2, card, cached, mcpInit, mcpList, fsync}
+	vs := []*variant{query, greet, querySync, floorLL, floorRaw, floorNS, cardOnce, cardSigned, card304, discover, discList, initialize, initList, fsync}
 	interleave(vs, max(n/10, 3), n, 10, func() bool { return ctx.Err() != nil })
 	pair := measureSignVerify(n*5, len(p.reply), len(p.request))
 
-	base := baseOf(fl1)
 	sec.rows = append(sec.rows,
-		rowOf(query, base, fmt.Sprintf("%.1f KB out, %.1f KB back (CBOR frames)", kb(p.request), kb(p.reply))),
-		rowOf(greet, base, "close untimed"))
-	sec.rows = append(sec.rows, rowOf(querySync, base, "an fsync per audit entry and seen ID before acting; (a) batches them every second"))
-	sec.rows = append(sec.rows,
-		rowOf(fl1, base, "same connection, same bytes; the floor of DESIGN §8"),
-		rowOf(fl2, base, "what a greeting costs when the view in it is new and verified too"),
-		rowOf(card, base, fmt.Sprintf("TLS 1.3, HTTP/1.1; card %.1f KB; JCS + JWS verify (negotiate.VerifyAgentCard)", float64(cards.size)/1024)),
-		rowOf(cached, base, "the same card, signed once at start"),
-		rowOf(mcpInit, base, "client.Connect: initialize + initialized; plain HTTP, no signatures"),
-		rowOf(mcpList, base, "the same, then tools/list: the capabilities themselves"),
-		rowOf(fsync, base, "a greeting fsyncs several times on each side (audit log, store)"),
+		rowOf(query, fmt.Sprintf("%.1f KB out, %.1f KB back (CBOR frames): neither unchanged view is sent again", kb(p.request), kb(p.reply))),
+		rowOf(greet, ""),
+		rowOf(querySync, "an fsync per audit entry and seen ID before acting; the default batches them every second"),
+		rowOf(floorLL, "the same connection and bytes; the floor of DESIGN §8"),
+		rowOf(floorRaw, ""),
+		rowOf(floorNS, "a stream opened per round trip, as a greeting does today"),
+		rowOf(cardOnce, fmt.Sprintf("TLS 1.3, HTTP/1.1; card %.1f KB; JCS + JWS verify (negotiate.VerifyAgentCard)", kb(cards.card))),
+		rowOf(cardSigned, "as node/httpapi serves it"),
+		rowOf(card304, "the client holds the card it verified; strong ETag = SHA-256 of the signed card's bytes; the analogue of view_unchanged"),
+		rowOf(discover, "stateless: one POST; go-sdk, streamable HTTP, keep-alive, no signatures"),
+		rowOf(discList, "then tools/list: the capabilities themselves"),
+		rowOf(initialize, "a session: two POSTs (its DELETE untimed)"),
+		rowOf(initList, ""),
+		rowOf(fsync, "a greeting fsyncs on each side (audit log, store), batched by default"),
 	)
 	if pair.err != nil {
-		sec.rows = append(sec.rows, failed("Ed25519 sign + verify", pair.err))
+		sec.rows = append(sec.rows, failed("ed25519.sign", "Ed25519 sign + verify", pair.err))
 	} else {
 		sec.rows = append(sec.rows,
-			latencyRow(fmt.Sprintf("Ed25519 sign, %.1f KB", float64(pair.signSize)/1024), pair.sign, base, "crypto/ed25519, one core"),
-			latencyRow(fmt.Sprintf("Ed25519 verify, %.1f KB", float64(pair.verSize)/1024), pair.verify, base, ""))
+			latencyRow("ed25519.sign", fmt.Sprintf("Ed25519 sign, %.1f KB", float64(pair.signSize)/1024), pair.sign, "crypto/ed25519, one core"),
+			latencyRow("ed25519.verify", fmt.Sprintf("Ed25519 verify, %.1f KB", float64(pair.verSize)/1024), pair.verify, ""))
 	}
-	for _, cmp := range []*variant{cached, card, mcpInit, mcpList} {
-		if b := baseOf(cmp); b > 0 && baseOf(query) > 0 {
-			sec.notes = append(sec.notes, fmt.Sprintf("(a) QueryCapabilities ÷ %s = %s", cmp.name, fmtRatio(float64(baseOf(query))/float64(b))))
-		}
+	for _, den := range []string{"floor.new_stream", "a2a.full", "a2a.full_signed_per_request", "a2a.etag_304",
+		"mcp.discover_tools_list", "mcp.initialize_tools_list"} {
+		sec.ratios = append(sec.ratios, ratioSpec{"warm.greeting", den})
 	}
 	if profile != "" && ctx.Err() == nil {
 		if err := profileQueries(ctx, p, n, profile); err != nil {
@@ -340,6 +299,4 @@ func profileQueries(ctx context.Context, p *warmPair, n int, path string) error 
 	return stop()
 }
 
-// tmpfsDir makes a directory on /dev/shm for homes whose fsyncs cost
-// nothing, unless root is on tmpfs already or there is no /dev/shm ("").
 func kb(b []byte) float64 { return float64(len(b)) / 1024 }
