@@ -17,9 +17,24 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 )
 
-// maxFDs is the file descriptors the resource manager may hand to
-// connections and streams; the rest stay free for the store and logs.
-const maxFDs = 4096
+// fdReserve is the file descriptors kept out of the resource manager's
+// hands for everything else the daemon opens: the store, the audit log's
+// held files (up to 128, gossip.heldJSONL twice), spares, the control API
+// and HTTP binding, logs.
+const fdReserve = 512
+
+// fdBudget is the file descriptors the resource manager may hand to
+// connections: the process's limit (Go raises the soft limit to the hard
+// one at start on Linux) less fdReserve, and at least 256 when the limit
+// is tiny. It used to be a fixed 4,096, so a daemon allowed 20,000
+// descriptors still held no more than 4,096 connections (the bench's
+// 5,000 idle peers were 4,096).
+func fdBudget(limit uint64) int {
+	if limit > 1<<20 {
+		limit = 1 << 20 // "unlimited" and the like: far more than memory allows anyway
+	}
+	return max(int(limit)-fdReserve, 256)
+}
 
 // peerStreamShare is how many inbound streams one peer may hold at once:
 // an eighth of limits.max_streams, and at least 8, which is room for a
@@ -41,7 +56,8 @@ func newHost(cfg *Config, id *identity.Identity, extra ...libp2p.Option) (host.H
 	}
 	scaling := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&scaling)
-	concrete := scaling.Scale(int64(cfg.Limits.MaxMemoryMB)<<20, maxFDs)
+	fds := fdBudget(processFDLimit())
+	concrete := scaling.Scale(int64(cfg.Limits.MaxMemoryMB)<<20, fds)
 	// Room for every connection the connection manager may keep (it trims
 	// above connections_high), with headroom for the ones arriving meanwhile.
 	conns := rcmgr.LimitVal(2 * cfg.Limits.ConnectionsHigh)
@@ -50,7 +66,7 @@ func newHost(cfg *Config, id *identity.Identity, extra ...libp2p.Option) (host.H
 		Memory:       rcmgr.LimitVal64(int64(cfg.Limits.MaxMemoryMB) << 20),
 		Conns:        conns,
 		ConnsInbound: conns,
-		FD:           maxFDs,
+		FD:           rcmgr.LimitVal(fds),
 	}, Transient: rcmgr.ResourceLimits{Conns: conns, ConnsInbound: conns},
 		// One peer may open at most its share of the daemon-wide ceiling,
 		// so a peer flooding idle streams cannot take the streams every
