@@ -30,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -148,6 +149,8 @@ func startChildHost(spec childSpec) (host.Host, []string, string, func(), error)
 			// connection slot is 2 MiB per peer, half a MiB of it theirs.
 			cfg.Audit.MaxMB = max(cfg.Audit.MaxMB, spec.ConnsHigh)
 		}
+		// The collector as `ifaced run` sets it for its process.
+		node.TuneGC(cfg.Limits)
 		d, err := startDaemon(spec.Dir, cfg)
 		if err != nil {
 			return nil, nil, "", nil, err

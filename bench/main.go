@@ -140,6 +140,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ifaced/ifaced/node"
 )
 
 // settings are what the flags choose.
@@ -178,6 +180,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
+	// The in-process daemons (rows 1 and 2) run with the collector as
+	// `ifaced run` sets it; the baselines in this process get the same.
+	node.TuneGC(benchConfig().Limits)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, s, os.Stdout); err != nil {
