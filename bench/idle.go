@@ -137,10 +137,6 @@ func fdShortfall(count int, limit uint64) string {
 	return ""
 }
 
-// nodeMaxFDs is the file descriptors node's resource manager hands out
-// (maxFDs in node/host.go, unexported): each TCP connection takes one.
-const nodeMaxFDs = 4096
-
 // idleResult is one child holding connections.
 type idleResult struct {
 	asked, held        int
@@ -176,9 +172,6 @@ func (r idleResult) row(key, name, fdNote string) row {
 	}
 	if s := fdShortfall(r.asked, r.childFDs); s != "" {
 		out.note += "; the child's: " + s
-	}
-	if r.held == nodeMaxFDs && r.held < r.asked {
-		out.note += fmt.Sprintf("; %d is the daemon's own file descriptor ceiling (maxFDs in node/host.go), not the process limit (%d)", nodeMaxFDs, r.childFDs)
 	}
 	return out
 }
