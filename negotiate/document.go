@@ -128,6 +128,34 @@ func (c *Capability) Conds() conditions.Conditions {
 	return *c.Conditions
 }
 
+// ConditionTerms lists the capability's conditions as key=value terms
+// in a fixed order (min_disclosure, min_auth_level, temperature, persona,
+// peers, max_concurrent), as the command line and the console show them;
+// none when it sets none.
+func (c *Capability) ConditionTerms() []string {
+	var terms []string
+	k := c.Conds()
+	if k.MinDisclosure != "" {
+		terms = append(terms, "min_disclosure="+k.MinDisclosure)
+	}
+	if k.MinAuthLevel != nil {
+		terms = append(terms, "min_auth_level="+k.MinAuthLevel.String())
+	}
+	if k.Temperature != "" {
+		terms = append(terms, "temperature="+k.Temperature)
+	}
+	if len(k.Persona) > 0 {
+		terms = append(terms, "persona="+strings.Join(k.Persona, ","))
+	}
+	if len(k.Peers) > 0 {
+		terms = append(terms, "peers="+strings.Join(k.Peers, ","))
+	}
+	if k.MaxConcurrent > 0 {
+		terms = append(terms, fmt.Sprintf("max_concurrent=%d", k.MaxConcurrent))
+	}
+	return terms
+}
+
 // Capability returns the capability with the given name.
 func (d *Document) Capability(name string) (*Capability, bool) {
 	for i := range d.Capabilities {

@@ -122,26 +122,7 @@ func capabilityJSON(c negotiate.Capability) (string, error) {
 // describeConditions writes a capability's conditions as key=value pairs,
 // as `ifaced caps` does.
 func describeConditions(c negotiate.Capability) string {
-	var parts []string
-	k := c.Conds()
-	if k.MinDisclosure != "" {
-		parts = append(parts, "min_disclosure="+k.MinDisclosure)
-	}
-	if k.MinAuthLevel != nil {
-		parts = append(parts, "min_auth_level="+k.MinAuthLevel.String())
-	}
-	if k.Temperature != "" {
-		parts = append(parts, "temperature="+k.Temperature)
-	}
-	if len(k.Persona) > 0 {
-		parts = append(parts, "persona="+strings.Join(k.Persona, ","))
-	}
-	if len(k.Peers) > 0 {
-		parts = append(parts, "peers="+strings.Join(k.Peers, ","))
-	}
-	if k.MaxConcurrent > 0 {
-		parts = append(parts, fmt.Sprintf("max_concurrent=%d", k.MaxConcurrent))
-	}
+	parts := c.ConditionTerms()
 	if c.Hidden() {
 		parts = append(parts, "hidden from anyone not eligible")
 	}
