@@ -522,4 +522,3 @@ func checkDecisionShown(t *testing.T, body string, st int, ans whyAnswer) {
 		}
 	}
 }
-
