@@ -198,8 +198,9 @@ const UILoginCodePath = "/v1/ui/login-code"
 
 // MountUI serves h, the console, at UIPath and at UILoginCodePath (which
 // it answers to POST only). The login code endpoint is an API call behind
-// the same guard as every other. Under UIPath a browser calls, which holds no token: there the
-// guard keeps the loopback check and the bounded bodies, answers 421 to a
+// the same guard as every other. Under UIPath, which a browser calls
+// without the token, the guard keeps the loopback check and the bounded
+// bodies, answers 421 to a
 // request whose Host is not this listener's loopback address (127.0.0.1,
 // localhost or [::1] with its port: a page that reached the port through
 // DNS rebinding names its own host), and 403 to a request other than GET
