@@ -481,7 +481,7 @@ func (cs *Conversations) greeting(c *conv, prop negotiate.Proposal, granted *neg
 			granted.Disclosure, granted.DisclosureOutcome, granted.AuthLevel, granted.Temperature)
 	}
 	// The proof covers the finished body, like the signature made in send.
-	if err := cs.trust.AttachIntro(c.peer, m); err != nil {
+	if err := cs.trust.Held().Attach(c.peer, m); err != nil {
 		return nil, err
 	}
 	return m, nil

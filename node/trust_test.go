@@ -67,7 +67,7 @@ func introduce(t *testing.T, alice *testDaemon, tier string, holders ...*testDae
 		t.Fatal(err)
 	}
 	for _, h := range holders {
-		held, err := h.TrustBook().AcceptIntro(m.Token)
+		held, err := h.TrustBook().Held().Accept(m.Token)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +207,7 @@ func TestIntroductionRefusals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := mallory.TrustBook().AcceptIntro(tok.Encode()); err != nil {
+		if _, err := mallory.TrustBook().Held().Accept(tok.Encode()); err != nil {
 			t.Fatal(err)
 		}
 		refusal(t, alice, mallory, "no introduction token of that ID")
@@ -220,7 +220,7 @@ func TestIntroductionRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		tok.Secret[0] ^= 0xff
-		if _, err := bob.TrustBook().AcceptIntro(tok.Encode()); err != nil {
+		if _, err := bob.TrustBook().Held().Accept(tok.Encode()); err != nil {
 			t.Fatal(err)
 		}
 		refusal(t, alice, bob, "does not verify")
@@ -233,19 +233,19 @@ func TestAcceptIntroRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = bob.TrustBook().AcceptIntro(old.Encode())
+	_, err = bob.TrustBook().Held().Accept(old.Encode())
 	var ie *trust.InputError
 	if !errors.Is(err, identity.ErrIntroExpired) || !errors.As(err, &ie) || ie.Field != "token" || !strings.Contains(err.Error(), "expired on") {
 		t.Errorf("accepting an expired token: %v", err)
 	}
-	if _, err := bob.TrustBook().AcceptIntro("ifintro1nonsense"); !errors.Is(err, identity.ErrBadIntroduction) {
+	if _, err := bob.TrustBook().Held().Accept("ifintro1nonsense"); !errors.Is(err, identity.ErrBadIntroduction) {
 		t.Errorf("accepting nonsense: %v", err)
 	}
 	m, err := alice.TrustBook().Introduce(trust.IntroRequest{Label: "someone"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alice.TrustBook().AcceptIntro(m.Token); !errors.Is(err, trust.ErrOwnIntro) {
+	if _, err := alice.TrustBook().Held().Accept(m.Token); !errors.Is(err, trust.ErrOwnIntro) {
 		t.Errorf("accepting one's own token: %v", err)
 	}
 	for _, tc := range []struct {

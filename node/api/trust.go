@@ -139,7 +139,7 @@ func (s *Server) intros(w http.ResponseWriter, r *http.Request) {
 		writeError(w, internal(err))
 		return
 	}
-	held := s.n.TrustBook().HeldIntros()
+	held := s.n.TrustBook().Held().List()
 	if held == nil {
 		held = []trust.HeldIntroInfo{}
 	}
@@ -165,7 +165,7 @@ func (s *Server) acceptIntro(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("token", "is required: the string `ifaced introduce` printed on the issuer's side"))
 		return
 	}
-	info, err := s.n.TrustBook().AcceptIntro(req.Token)
+	info, err := s.n.TrustBook().Held().Accept(req.Token)
 	if err != nil {
 		writeError(w, trustError(err))
 		return

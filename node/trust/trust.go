@@ -135,9 +135,10 @@ type Config struct {
 	FetchPrivate  bool          // trust.fetch_private: allow fetches to loopback and private addresses
 }
 
-// Book is the daemon's trust records and held introduction tokens, kept in
-// memory over the store so that a greeting reads no file, with the tokens
-// it minted (in the store only) and the identity document checks running.
+// Book is the daemon's trust records, kept in memory over the store so
+// that a greeting reads no file, with the tokens it minted (in the store
+// only) and the identity document checks running. The tokens other
+// daemons minted for this one are a room of their own (Held).
 type Book struct {
 	store Store
 	cfg   Config
@@ -151,7 +152,7 @@ type Book struct {
 	fetch *docFetcher
 
 	imu sync.Mutex // one admission or change of an issued token at a time
-	wmu sync.Mutex // one change of a trust record or held token at a time
+	wmu sync.Mutex // one change of a trust record at a time
 
 	// testAdmitted, when set, runs after an introduction proof is
 	// admitted and before the peer's record notes it (tests interleave a
@@ -161,7 +162,7 @@ type Book struct {
 	mu        sync.RWMutex
 	recs      map[peer.ID]store.TrustRecord              // persisted records (ownerMade)
 	strangers *costlru.Cache[peer.ID, store.TrustRecord] // everyone else's, in memory only (strangers.go)
-	held      map[peer.ID][]heldIntro                    // by issuer
+	held      *Held                                      // tokens other daemons minted for this one (held.go)
 	inflight  map[peer.ID]bool                           // identity document checks running
 	keys      lifecycle                                  // key statements followed and given (succession.go)
 }
@@ -177,7 +178,7 @@ type Book struct {
 func New(ctx context.Context, st Store, cfg Config, order *conditions.TierOrder, did string,
 	now func() time.Time, log *slog.Logger, spawn func(func()) bool) *Book {
 	b := &Book{store: st, cfg: cfg, order: order, did: did, now: now, log: log, ctx: ctx, spawn: spawn,
-		recs: map[peer.ID]store.TrustRecord{}, strangers: newStrangerTrust(), held: map[peer.ID][]heldIntro{}, inflight: map[peer.ID]bool{}}
+		recs: map[peer.ID]store.TrustRecord{}, strangers: newStrangerTrust(), inflight: map[peer.ID]bool{}}
 	var err error
 	if b.fetch, err = newDocFetcher(cfg.CAFile, cfg.FetchPrivate); err != nil {
 		log.Error("identity documents cannot be fetched", "err", err)
@@ -192,17 +193,12 @@ func New(ctx context.Context, st Store, cfg Config, order *conditions.TierOrder,
 		}
 	}
 	b.loadLifecycle()
-	held, err := st.HeldIntros()
-	if err != nil {
-		log.Warn("reading held introduction tokens", "err", err)
-	}
-	for _, h := range held {
-		if err := b.addHeld(h); err != nil {
-			log.Warn("ignoring a held introduction token", "id", h.ID, "err", err)
-		}
-	}
+	b.held = newHeld(st, did, now, log)
 	return b
 }
+
+// Held is the introduction tokens other daemons minted for this one.
+func (b *Book) Held() *Held { return b.held }
 
 // record returns a copy of pid's trust record, stored or (for a
 // stranger) in memory; ok reports a stored one.
