@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -287,4 +288,42 @@ func mustCanonical(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// The decoded memo holds what its budget says: filled far past its budget
+// with distinct capability documents, the heap it keeps alive stays
+// within a quarter of the budget above it (the LRU's own entries and the
+// allocator's size classes are not counted by the estimate).
+func TestDecodedMemoStaysWithinItsBudget(t *testing.T) {
+	const budget = 4 << 20
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	m := newMemo[any](budget)
+	for i := 0; i < 1000; i++ {
+		doc := capabilityDocument()
+		doc["marker"] = fmt.Sprint(i)
+		// As DecodeCBOR gives it: float64 numbers, []any and map[string]any.
+		raw, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var decoded any
+		if err := json.Unmarshal(raw, &decoded); err != nil {
+			t.Fatal(err)
+		}
+		v, cost := copyValue(decoded)
+		m.add(sha256.Sum256(raw), v, cost)
+	}
+	held := heap() - before
+	runtime.KeepAlive(m)
+	t.Logf("decoded memo: budget %d KiB, counted %d KiB, heap held %d KiB", budget>>10, m.bytes>>10, held>>10)
+	if held > budget*5/4 {
+		t.Errorf("the memo keeps %d KiB of heap alive for a budget of %d KiB", held>>10, budget>>10)
+	}
 }
