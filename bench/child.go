@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -109,6 +110,9 @@ func serveChild(spec childSpec, in io.Reader, out io.Writer) error {
 				runtime.GC()
 				debug.FreeOSMemory()
 				disk = dirBytes(home)
+				if err := writeHeapProfile(); err != nil {
+					return err
+				}
 			}
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
@@ -341,4 +345,28 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// heapProfileEnv names a file prefix: a child given it writes a heap
+// profile there (PREFIX-<pid>-<n>.heap) after each gc command, to see
+// what a row's memory is made of (go tool pprof -sample_index=inuse_space).
+const heapProfileEnv = "IFACED_BENCH_HEAPPROFILE"
+
+var heapProfiles int
+
+func writeHeapProfile() error {
+	prefix := os.Getenv(heapProfileEnv)
+	if prefix == "" {
+		return nil
+	}
+	heapProfiles++
+	f, err := os.Create(fmt.Sprintf("%s-%d-%d.heap", prefix, os.Getpid(), heapProfiles))
+	if err != nil {
+		return fmt.Errorf("writing a heap profile: %w", err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		return fmt.Errorf("writing a heap profile: %w", err)
+	}
+	return nil
 }
