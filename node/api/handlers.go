@@ -154,7 +154,7 @@ func (s *Server) ownCaps(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) peerCaps(w http.ResponseWriter, r *http.Request) {
-	pid, e := s.resolvePeer(r.PathValue("peer"))
+	pid, e := resolvePeer(s.n, r.PathValue("peer"))
 	if e != nil {
 		writeError(w, e)
 		return
@@ -407,7 +407,7 @@ func (s *Server) say(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.ConversationID == "" && req.Peer != "" {
-		pid, e := s.resolvePeer(req.Peer)
+		pid, e := resolvePeer(s.n, req.Peer)
 		if e != nil {
 			writeError(w, e)
 			return
@@ -495,7 +495,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 	if want != "" {
 		// A name the cache knows stands for its peer ID; anything else is
 		// matched as written (an HTTP caller, say).
-		if pid, e := s.resolvePeer(want); e == nil {
+		if pid, e := resolvePeer(s.n, want); e == nil {
 			want = pid.String()
 		}
 	}
@@ -577,7 +577,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // resolvePeer reads a peer reference: a peer ID, a did:key (which is the
 // peer's key, so names its peer ID), or an agent ID or display name the
 // peer cache holds for exactly one peer.
-func (s *Server) resolvePeer(ref string) (peer.ID, *Error) {
+func resolvePeer(n *node.Node, ref string) (peer.ID, *Error) {
 	if pid, err := peer.Decode(ref); err == nil {
 		return pid, nil
 	}
@@ -592,7 +592,7 @@ func (s *Server) resolvePeer(ref string) (peer.ID, *Error) {
 		}
 		return pid, nil
 	}
-	recs, err := s.n.Store().Peers()
+	recs, err := n.Store().Peers()
 	if err != nil {
 		return "", internal(err)
 	}
@@ -604,7 +604,7 @@ func (s *Server) resolvePeer(ref string) (peer.ID, *Error) {
 			continue
 		}
 		pid, err := peer.Decode(rec.PeerID)
-		if err == nil && s.n.TrustBook().Peer(pid).AgentID == ref {
+		if err == nil && n.TrustBook().Peer(pid).AgentID == ref {
 			found = append(found, pid)
 		}
 	}

@@ -62,7 +62,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 
 // livePeer resolves a peer reference and checks that it can be reached.
 func (s *Server) livePeer(ref string) (peer.ID, *Error) {
-	pid, e := s.resolvePeer(ref)
+	pid, e := resolvePeer(s.n, ref)
 	if e == nil {
 		e = s.reachable(pid)
 	}

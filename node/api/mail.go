@@ -50,7 +50,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("text", "is required"))
 		return
 	}
-	pid, e := s.resolvePeer(req.Peer)
+	pid, e := resolvePeer(s.n, req.Peer)
 	if e != nil {
 		writeError(w, e)
 		return

@@ -131,7 +131,7 @@ func (s *Server) seen(w http.ResponseWriter, r *http.Request) {
 	}
 	var facts conditions.Facts
 	if ref := q.Get("peer"); ref != "" {
-		pid, e := s.resolvePeer(ref)
+		pid, e := resolvePeer(s.n, ref)
 		if e != nil {
 			writeError(w, e)
 			return

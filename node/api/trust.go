@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/trust"
 )
 
@@ -60,12 +61,24 @@ type AcceptIntroRequest struct {
 	Token string `json:"token"`
 }
 
-func (s *Server) trustList(w http.ResponseWriter, r *http.Request) {
+// trustRoutes serves the owner's trust decisions: trust records, pins,
+// revocations and document checks, and introduction tokens, minted and
+// held.
+type trustRoutes struct {
+	n           *node.Node
+	peerTimeout time.Duration // a document check is one exchange with a peer
+}
+
+func newTrustRoutes(n *node.Node, peerTimeout time.Duration) *trustRoutes {
+	return &trustRoutes{n: n, peerTimeout: peerTimeout}
+}
+
+func (s *trustRoutes) trustList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, TrustList{Peers: s.n.TrustBook().List()})
 }
 
-func (s *Server) peerTrust(w http.ResponseWriter, r *http.Request) {
-	pid, e := s.resolvePeer(r.PathValue("peer"))
+func (s *trustRoutes) peerTrust(w http.ResponseWriter, r *http.Request) {
+	pid, e := resolvePeer(s.n, r.PathValue("peer"))
 	if e != nil {
 		writeError(w, e)
 		return
@@ -73,7 +86,7 @@ func (s *Server) peerTrust(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.n.TrustBook().Peer(pid))
 }
 
-func (s *Server) trustPeer(w http.ResponseWriter, r *http.Request) {
+func (s *trustRoutes) trustPeer(w http.ResponseWriter, r *http.Request) {
 	var req TrustAction
 	if e := decodeBody(r, &req); e != nil {
 		writeError(w, e)
@@ -90,7 +103,7 @@ func (s *Server) trustPeer(w http.ResponseWriter, r *http.Request) {
 			Message: `send exactly one of {"verify": fingerprint}, {"revoke": true} or {"check": true}`})
 		return
 	}
-	pid, e := s.resolvePeer(r.PathValue("peer"))
+	pid, e := resolvePeer(s.n, r.PathValue("peer"))
 	if e != nil {
 		writeError(w, e)
 		return
@@ -103,7 +116,7 @@ func (s *Server) trustPeer(w http.ResponseWriter, r *http.Request) {
 	case req.Revoke:
 		info, err = s.n.TrustBook().RevokeKey(pid)
 	default:
-		ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
+		ctx, cancel := context.WithTimeout(r.Context(), s.peerTimeout)
 		defer cancel()
 		info, err = s.n.TrustBook().Check(ctx, pid)
 	}
@@ -114,7 +127,7 @@ func (s *Server) trustPeer(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, info)
 }
 
-func (s *Server) introduce(w http.ResponseWriter, r *http.Request) {
+func (s *trustRoutes) introduce(w http.ResponseWriter, r *http.Request) {
 	var req IntroRequest
 	if e := decodeBody(r, &req); e != nil {
 		writeError(w, e)
@@ -133,7 +146,7 @@ func (s *Server) introduce(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, m)
 }
 
-func (s *Server) intros(w http.ResponseWriter, r *http.Request) {
+func (s *trustRoutes) intros(w http.ResponseWriter, r *http.Request) {
 	issued, err := s.n.TrustBook().IssuedIntros()
 	if err != nil {
 		writeError(w, internal(err))
@@ -146,7 +159,7 @@ func (s *Server) intros(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, IntroList{Issued: issued, Held: held})
 }
 
-func (s *Server) revokeIntro(w http.ResponseWriter, r *http.Request) {
+func (s *trustRoutes) revokeIntro(w http.ResponseWriter, r *http.Request) {
 	info, err := s.n.TrustBook().RevokeIntro(r.PathValue("id"))
 	if err != nil {
 		writeError(w, trustError(err))
@@ -155,7 +168,7 @@ func (s *Server) revokeIntro(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, info)
 }
 
-func (s *Server) acceptIntro(w http.ResponseWriter, r *http.Request) {
+func (s *trustRoutes) acceptIntro(w http.ResponseWriter, r *http.Request) {
 	var req AcceptIntroRequest
 	if e := decodeBody(r, &req); e != nil {
 		writeError(w, e)
