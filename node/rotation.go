@@ -48,7 +48,7 @@ type keyLifecycle struct {
 	policy  *PolicyBook
 	store   *store.Store
 	gate    *peerGate
-	aliases *alias.Book
+	aliases *alias.File
 	events  *hub
 	log     *slog.Logger
 	now     func() time.Time
@@ -58,7 +58,7 @@ type keyLifecycle struct {
 	maxAge time.Duration
 }
 
-func newKeyLifecycle(t *trust.Book, p *PolicyBook, st *store.Store, gate *peerGate, aliases *alias.Book,
+func newKeyLifecycle(t *trust.Book, p *PolicyBook, st *store.Store, gate *peerGate, aliases *alias.File,
 	events *hub, log *slog.Logger, now func() time.Time, maxAge time.Duration) *keyLifecycle {
 	return &keyLifecycle{trust: t, policy: p, store: st, gate: gate, aliases: aliases, events: events, log: log, now: now, maxAge: maxAge}
 }

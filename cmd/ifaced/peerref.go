@@ -118,7 +118,7 @@ func (f *flags) isAlias(name string) bool {
 	return ok
 }
 
-func (f *flags) aliases() (*alias.Book, error) {
+func (f *flags) aliases() (*alias.File, error) {
 	h, err := f.homeDir(f.e)
 	if err != nil {
 		return nil, err
@@ -128,7 +128,7 @@ func (f *flags) aliases() (*alias.Book, error) {
 
 // peerNames maps peer IDs to their aliases, so output can name a peer
 // by the owner's word for it.
-func peerNames(book *alias.Book) map[string]string {
+func peerNames(book *alias.File) map[string]string {
 	out := map[string]string{}
 	all, err := book.All()
 	if err != nil {

@@ -70,19 +70,19 @@ func CheckName(name string) error {
 	return nil
 }
 
-// Book is the alias file of one data directory.
-type Book struct {
+// File is the alias file of one data directory.
+type File struct {
 	path string
 }
 
 // Open is the book in the data directory dir (the file need not exist).
-func Open(dir string) *Book { return &Book{path: filepath.Join(dir, FileName)} }
+func Open(dir string) *File { return &File{path: filepath.Join(dir, FileName)} }
 
 // Path is the book's file.
-func (b *Book) Path() string { return b.path }
+func (b *File) Path() string { return b.path }
 
 // All reads the book: alias → peer ID. A missing file is an empty book.
-func (b *Book) All() (map[string]peer.ID, error) {
+func (b *File) All() (map[string]peer.ID, error) {
 	f, err := os.Open(b.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return map[string]peer.ID{}, nil
@@ -125,7 +125,7 @@ func (b *Book) All() (map[string]peer.ID, error) {
 }
 
 // Lookup is the peer an alias names; ok false when there is none.
-func (b *Book) Lookup(name string) (peer.ID, bool, error) {
+func (b *File) Lookup(name string) (peer.ID, bool, error) {
 	all, err := b.All()
 	if err != nil {
 		return "", false, err
@@ -136,7 +136,7 @@ func (b *Book) Lookup(name string) (peer.ID, bool, error) {
 
 // Set names pid name, replacing what name named before; it returns the
 // peer it named before ("" when it is new).
-func (b *Book) Set(name string, pid peer.ID) (peer.ID, error) {
+func (b *File) Set(name string, pid peer.ID) (peer.ID, error) {
 	if err := CheckName(name); err != nil {
 		return "", err
 	}
@@ -153,7 +153,7 @@ func (b *Book) Set(name string, pid peer.ID) (peer.ID, error) {
 }
 
 // Remove forgets an alias and returns the peer it named.
-func (b *Book) Remove(name string) (peer.ID, error) {
+func (b *File) Remove(name string) (peer.ID, error) {
 	all, err := b.All()
 	if err != nil {
 		return "", err
@@ -168,7 +168,7 @@ func (b *Book) Remove(name string) (peer.ID, error) {
 
 const header = "# Local names for peers, written by `ifaced alias` (alias = \"peer ID\").\n"
 
-func (b *Book) write(all map[string]peer.ID) error {
+func (b *File) write(all map[string]peer.ID) error {
 	var buf bytes.Buffer
 	buf.WriteString(header)
 	for _, name := range slices.Sorted(maps.Keys(all)) {

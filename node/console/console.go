@@ -67,7 +67,7 @@ type Console struct {
 	api     API
 	addr    string
 	cookie  string // the session cookie's name: one per port, so two daemons on one host keep theirs apart
-	aliases *alias.Book
+	aliases *alias.File
 	tiers   *conditions.TierOrder
 	log     *slog.Logger
 	now     func() time.Time
