@@ -34,7 +34,10 @@ import (
 //   - A crash (kill -9 included) can leave entries recorded in a .jsonl
 //     and not yet rendered into its .md. The log knows a run ended
 //     cleanly by the marker file it keeps while open (renderingMarker,
-//     removed by Close once every entry is rendered). When OpenAuditLog
+//     which only the previous run can have left: one process opens a
+//     home's log, since the daemon holds its store's lock before it opens
+//     the log; Close removes it once every entry is rendered). When
+//     OpenAuditLog
 //     finds the marker, it renders, before it returns, what each .md
 //     written since that run began lacks: the entries of its .jsonl past
 //     the .md's count of marker lines. Nothing recorded is lost from
