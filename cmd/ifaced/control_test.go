@@ -20,9 +20,10 @@ import (
 	"github.com/ifaced/ifaced/node/api"
 )
 
-// startDaemon runs a daemon and its control API in this process, in a
-// fresh home, on loopback.
-func startDaemon(t *testing.T, cfg *node.Config) (node.Home, *node.Node) {
+// openDaemon runs a daemon and its control API in this process, in a
+// fresh home, on loopback (cfg nil: loopbackConfig). The caller stops
+// them, the API first, as runDaemon does.
+func openDaemon(t *testing.T, cfg *node.Config) (node.Home, *node.Node, *api.Server, *slog.Logger) {
 	t.Helper()
 	if cfg == nil {
 		cfg = loopbackConfig()
@@ -37,12 +38,28 @@ func startDaemon(t *testing.T, cfg *node.Config) (node.Home, *node.Node) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { n.Close() })
 	srv, err := api.Listen(n, h, cfg.API.Listen, log)
 	if err != nil {
+		n.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { srv.Close() })
+	return h, n, srv, log
+}
+
+// startServer is openDaemon stopped when the test ends.
+func startServer(t *testing.T, cfg *node.Config) (node.Home, *node.Node, *api.Server, *slog.Logger) {
+	t.Helper()
+	h, n, srv, log := openDaemon(t, cfg)
+	t.Cleanup(func() { n.Close() })
+	t.Cleanup(func() { srv.Close() }) // cleanups run last first: the API stops first
+	return h, n, srv, log
+}
+
+// startDaemon runs a daemon and its control API in this process, in a
+// fresh home, on loopback, until the test ends.
+func startDaemon(t *testing.T, cfg *node.Config) (node.Home, *node.Node) {
+	t.Helper()
+	h, n, _, _ := startServer(t, cfg)
 	return h, n
 }
 

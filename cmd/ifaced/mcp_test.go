@@ -63,22 +63,7 @@ func startMCPPair(t *testing.T) *mcpPair {
 // runDaemon mounts it.
 func startMCPDaemon(t *testing.T, cfg *node.Config) (node.Home, *node.Node, *api.Server) {
 	t.Helper()
-	h := node.Home{Dir: filepath.Join(t.TempDir(), "home")}
-	id, err := h.Init(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := node.New(cfg, id, h, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	srv, err := api.Listen(n, h, cfg.API.Listen, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	h, n, srv, log := startServer(t, cfg)
 	stop, err := mountMCP(srv, h, log)
 	if err != nil {
 		t.Fatal(err)
@@ -586,22 +571,7 @@ func TestMCPTypeScriptClient(t *testing.T) {
 // runDaemon does, and checks that nothing the endpoint started still runs.
 func TestMCPEndpointLeavesNoGoroutine(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	cfg := loopbackConfig()
-	h := node.Home{Dir: filepath.Join(t.TempDir(), "home")}
-	id, err := h.Init(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := node.New(cfg, id, h, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := api.Listen(n, h, cfg.API.Listen, log)
-	if err != nil {
-		n.Close()
-		t.Fatal(err)
-	}
+	h, n, srv, log := openDaemon(t, nil)
 	stop, err := mountMCP(srv, h, log)
 	if err != nil {
 		srv.Close()

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"os"
@@ -29,22 +28,7 @@ func startUIDaemon(t *testing.T, cfg *node.Config) (node.Home, *node.Node, *api.
 	if cfg == nil {
 		cfg = loopbackConfig()
 	}
-	h := node.Home{Dir: filepath.Join(t.TempDir(), "home")}
-	id, err := h.Init(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := node.New(cfg, id, h, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	srv, err := api.Listen(n, h, cfg.API.Listen, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	h, n, srv, log := startServer(t, cfg)
 	stop, err := mountUI(srv, h, cfg, log)
 	if err != nil {
 		t.Fatal(err)
@@ -165,21 +149,7 @@ func TestUIVerb(t *testing.T) {
 func TestUILeavesNoGoroutine(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	cfg := loopbackConfig()
-	h := node.Home{Dir: filepath.Join(t.TempDir(), "home")}
-	id, err := h.Init(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := node.New(cfg, id, h, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := api.Listen(n, h, cfg.API.Listen, log)
-	if err != nil {
-		n.Close()
-		t.Fatal(err)
-	}
+	h, n, srv, log := openDaemon(t, cfg)
 	stop, err := mountUI(srv, h, cfg, log)
 	if err != nil {
 		srv.Close()
