@@ -236,7 +236,7 @@ func runIntroduce(ctx context.Context, e *env, args []string) error {
 	defer c.Close()
 	switch {
 	case *list:
-		l, err := c.Intros(ctx)
+		l, err := c.Introductions().List(ctx)
 		if err != nil {
 			return err
 		}
@@ -246,7 +246,7 @@ func runIntroduce(ctx context.Context, e *env, args []string) error {
 		printIntros(e.stdout, l)
 		return nil
 	case *revoke != "":
-		info, err := c.RevokeIntro(ctx, *revoke)
+		info, err := c.Introductions().Revoke(ctx, *revoke)
 		if err != nil {
 			return err
 		}
@@ -260,7 +260,7 @@ func runIntroduce(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout)
 		return nil
 	}
-	m, err := c.Introduce(ctx, api.IntroRequest{Label: *label, ExpiresSeconds: int64(ttl / time.Second),
+	m, err := c.Introductions().Mint(ctx, api.IntroRequest{Label: *label, ExpiresSeconds: int64(ttl / time.Second),
 		Disclosure: *disclosure, Persona: *persona})
 	if err != nil {
 		return err
@@ -343,7 +343,7 @@ func runAcceptIntro(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
-	h, err := c.AcceptIntro(ctx, pos[0])
+	h, err := c.Introductions().Accept(ctx, pos[0])
 	if err != nil {
 		return err
 	}

@@ -332,7 +332,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	// The introduction.
 	check(s.Token != "" && s.IntroStateMinted == "unused" && s.IntroStateRevoked == "revoked" && !s.TokenShownAgain,
 		"the introduction: token %v, %q then %q, shown again %v", s.Token != "", s.IntroStateMinted, s.IntroStateRevoked, s.TokenShownAgain)
-	intros, err := alice.c.Intros(ctx)
+	intros, err := alice.c.Introductions().List(ctx)
 	check(err == nil && len(intros.Issued) == 1 && intros.Issued[0].ID == s.IntroID && intros.Issued[0].State == "revoked", "alice's tokens: %+v, %v", intros, err)
 	// The audit and its why.
 	ac, err := alice.c.AuditEntries(ctx, g.ConversationID)

@@ -140,11 +140,11 @@ func TestSeen(t *testing.T) {
 	}
 
 	// An introduction token that grants more raises his tier.
-	minted, err := alice.c.Introduce(ctx, IntroRequest{Label: "Bob", Disclosure: "personal"})
+	minted, err := alice.c.Introductions().Mint(ctx, IntroRequest{Label: "Bob", Disclosure: "personal"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bob.c.AcceptIntro(ctx, minted.Token); err != nil {
+	if _, err := bob.c.Introductions().Accept(ctx, minted.Token); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := bob.c.Connect(ctx, alice.n.Addrs()[0].String()); err != nil {

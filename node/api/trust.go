@@ -219,26 +219,33 @@ func (c *Client) TrustPeer(ctx context.Context, peer string, a TrustAction) (*tr
 	return &out, c.call(ctx, http.MethodPost, "/v1/trust/"+url.PathEscape(peer), a, &out)
 }
 
-// Introduce mints an introduction token.
-func (c *Client) Introduce(ctx context.Context, req IntroRequest) (*trust.MintedIntro, error) {
+// Introductions is the client of the introduction endpoints (/v1/intros):
+// the tokens the daemon mints and those it holds for other daemons.
+type Introductions struct{ c *Client }
+
+// Introductions is the client of the introduction endpoints.
+func (c *Client) Introductions() Introductions { return Introductions{c: c} }
+
+// Mint mints an introduction token.
+func (in Introductions) Mint(ctx context.Context, req IntroRequest) (*trust.MintedIntro, error) {
 	var out trust.MintedIntro
-	return &out, c.call(ctx, http.MethodPost, "/v1/intros", req, &out)
+	return &out, in.c.call(ctx, http.MethodPost, "/v1/intros", req, &out)
 }
 
-// Intros lists the tokens minted by the daemon and those it holds.
-func (c *Client) Intros(ctx context.Context) (*IntroList, error) {
+// List lists the tokens minted by the daemon and those it holds.
+func (in Introductions) List(ctx context.Context) (*IntroList, error) {
 	var out IntroList
-	return &out, c.call(ctx, http.MethodGet, "/v1/intros", nil, &out)
+	return &out, in.c.call(ctx, http.MethodGet, "/v1/intros", nil, &out)
 }
 
-// RevokeIntro revokes a token the daemon minted.
-func (c *Client) RevokeIntro(ctx context.Context, id string) (*trust.IssuedIntroInfo, error) {
+// Revoke revokes a token the daemon minted.
+func (in Introductions) Revoke(ctx context.Context, id string) (*trust.IssuedIntroInfo, error) {
 	var out trust.IssuedIntroInfo
-	return &out, c.call(ctx, http.MethodDelete, "/v1/intros/"+url.PathEscape(id), nil, &out)
+	return &out, in.c.call(ctx, http.MethodDelete, "/v1/intros/"+url.PathEscape(id), nil, &out)
 }
 
-// AcceptIntro stores a token another daemon minted for this one.
-func (c *Client) AcceptIntro(ctx context.Context, token string) (*trust.HeldIntroInfo, error) {
+// Accept stores a token another daemon minted for this one.
+func (in Introductions) Accept(ctx context.Context, token string) (*trust.HeldIntroInfo, error) {
 	var out trust.HeldIntroInfo
-	return &out, c.call(ctx, http.MethodPost, "/v1/intros/accept", AcceptIntroRequest{Token: token}, &out)
+	return &out, in.c.call(ctx, http.MethodPost, "/v1/intros/accept", AcceptIntroRequest{Token: token}, &out)
 }

@@ -38,7 +38,7 @@ func TestIntroductionsThroughTheAPI(t *testing.T) {
 	bob, carol := startDaemon(t, nil), startDaemon(t, nil)
 	ctx := testContext(t)
 
-	m, err := alice.c.Introduce(ctx, IntroRequest{Label: "Bob", ExpiresSeconds: 3600, Disclosure: "professional"})
+	m, err := alice.c.Introductions().Mint(ctx, IntroRequest{Label: "Bob", ExpiresSeconds: 3600, Disclosure: "professional"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestIntroductionsThroughTheAPI(t *testing.T) {
 		t.Fatalf("minted %+v", m)
 	}
 	for _, d := range []*daemon{bob, carol} { // carol got a copy of bob's token
-		held, err := d.c.AcceptIntro(ctx, m.Token)
+		held, err := d.c.Introductions().Accept(ctx, m.Token)
 		if err != nil || held.ID != m.ID || held.IssuerPeer != alice.peerID() {
 			t.Fatalf("accept: %+v %v", held, err)
 		}
@@ -64,34 +64,34 @@ func TestIntroductionsThroughTheAPI(t *testing.T) {
 	if c := trustOf(t, list, carol.peerID()); c.Level != conditions.Signed || !strings.Contains(c.Refusal, "bound to another peer") {
 		t.Errorf("carol: %+v", c)
 	}
-	intros, err := alice.c.Intros(ctx)
+	intros, err := alice.c.Introductions().List(ctx)
 	if err != nil || len(intros.Issued) != 1 || intros.Issued[0].State != trust.IntroBound || intros.Issued[0].BoundPeer != bob.peerID() {
 		t.Fatalf("intros: %+v %v", intros, err)
 	}
-	if held, err := bob.c.Intros(ctx); err != nil || len(held.Held) != 1 || len(held.Issued) != 0 {
+	if held, err := bob.c.Introductions().List(ctx); err != nil || len(held.Held) != 1 || len(held.Issued) != 0 {
 		t.Errorf("bob's intros: %+v %v", held, err)
 	}
-	revoked, err := alice.c.RevokeIntro(ctx, m.ID)
+	revoked, err := alice.c.Introductions().Revoke(ctx, m.ID)
 	if err != nil || revoked.State != trust.IntroRevoked {
 		t.Errorf("revoke: %+v %v", revoked, err)
 	}
 
-	_, err = alice.c.RevokeIntro(ctx, "0123456789abcdef")
+	_, err = alice.c.Introductions().Revoke(ctx, "0123456789abcdef")
 	apiError(t, err, http.StatusNotFound)
-	_, err = alice.c.Introduce(ctx, IntroRequest{Label: "x", ExpiresSeconds: -1})
+	_, err = alice.c.Introductions().Mint(ctx, IntroRequest{Label: "x", ExpiresSeconds: -1})
 	if e := apiError(t, err, http.StatusBadRequest); e.Field != "expires_seconds" {
 		t.Errorf("negative expiry: %+v", e)
 	}
-	_, err = alice.c.Introduce(ctx, IntroRequest{Label: "x", Disclosure: "bestie"})
+	_, err = alice.c.Introductions().Mint(ctx, IntroRequest{Label: "x", Disclosure: "bestie"})
 	if e := apiError(t, err, http.StatusBadRequest); e.Field != "disclosure" {
 		t.Errorf("unknown tier: %+v", e)
 	}
 	old, _ := identity.MintIntroduction(alice.n.ID().DID(), "old", time.Minute, time.Now().Add(-time.Hour), nil)
-	_, err = bob.c.AcceptIntro(ctx, old.Encode())
+	_, err = bob.c.Introductions().Accept(ctx, old.Encode())
 	if e := apiError(t, err, http.StatusBadRequest); e.Field != "token" || !strings.Contains(e.Message, "expired") {
 		t.Errorf("expired token: %+v", e)
 	}
-	_, err = bob.c.AcceptIntro(ctx, "")
+	_, err = bob.c.Introductions().Accept(ctx, "")
 	apiError(t, err, http.StatusBadRequest)
 }
 

@@ -36,9 +36,7 @@ type API interface {
 	SetTemperature(ctx context.Context, ch api.TemperatureChange) (*api.Policy, error)
 	Trust(ctx context.Context) ([]trust.Info, error)
 	TrustPeer(ctx context.Context, peer string, a api.TrustAction) (*trust.Info, error)
-	Introduce(ctx context.Context, req api.IntroRequest) (*trust.MintedIntro, error)
-	Intros(ctx context.Context) (*api.IntroList, error)
-	RevokeIntro(ctx context.Context, id string) (*trust.IssuedIntroInfo, error)
+	Introductions() api.Introductions
 	AuditConversations(ctx context.Context, peer string) (*api.AuditList, error)
 	Conversations(ctx context.Context) ([]node.ConversationInfo, error)
 	GetJSON(ctx context.Context, path string, out any) error

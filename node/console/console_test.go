@@ -284,7 +284,7 @@ func stateOf(t *testing.T, d *daemon) state {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := d.c.Intros(ctx)
+	in, err := d.c.Introductions().List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

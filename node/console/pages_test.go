@@ -382,7 +382,7 @@ func TestTrustPage(t *testing.T) {
 		t.Fatalf("the token is not shown:\n%s", pageText(body))
 	}
 	// It is a real token: another daemon accepts it.
-	held, err := p.bob.c.AcceptIntro(ctx, html.UnescapeString(tok[1]))
+	held, err := p.bob.c.Introductions().Accept(ctx, html.UnescapeString(tok[1]))
 	if err != nil || held.IssuerPeer != p.alice.peerID() {
 		t.Errorf("the shown token, accepted by bob: %+v, %v", held, err)
 	}
@@ -391,7 +391,7 @@ func TestTrustPage(t *testing.T) {
 	if strings.Contains(body, tok[1]) {
 		t.Error("the token is shown again on the next page")
 	}
-	list, err := p.alice.c.Intros(ctx)
+	list, err := p.alice.c.Introductions().List(ctx)
 	if err != nil || len(list.Issued) != 1 {
 		t.Fatalf("intros: %+v, %v", list, err)
 	}

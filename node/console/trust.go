@@ -67,7 +67,7 @@ func (p *trustPages) render(w http.ResponseWriter, r *http.Request, v *visit, st
 		rows = append(rows, info)
 	}
 	d.Rows = rows
-	if d.Intros, err = p.c.api.Intros(ctx); err != nil {
+	if d.Intros, err = p.c.api.Introductions().List(ctx); err != nil {
 		d.Problem = strings.TrimPrefix(d.Problem+"; ", "; ") + "reading the introduction tokens: " + err.Error()
 	}
 	if pol, err := p.c.api.Policy(ctx); err == nil {
@@ -138,7 +138,7 @@ func (p *trustPages) mint(w http.ResponseWriter, r *http.Request, v *visit) {
 		p.render(w, r, v, http.StatusBadRequest, err.Error()+"; nothing was changed", r.PostForm)
 		return
 	}
-	m, err := p.c.api.Introduce(r.Context(), api.IntroRequest{Label: label, ExpiresSeconds: int64(ttl / time.Second),
+	m, err := p.c.api.Introductions().Mint(r.Context(), api.IntroRequest{Label: label, ExpiresSeconds: int64(ttl / time.Second),
 		Disclosure: r.PostFormValue("tier"), Persona: strings.TrimSpace(r.PostFormValue("persona"))})
 	if err != nil {
 		p.render(w, r, v, apiStatus(err), refusal("minting a token", err), r.PostForm)
@@ -154,7 +154,7 @@ func (p *trustPages) revokeIntro(w http.ResponseWriter, r *http.Request, v *visi
 		p.render(w, r, v, http.StatusBadRequest, "id: is required: the token to revoke; nothing was changed", r.PostForm)
 		return
 	}
-	info, err := p.c.api.RevokeIntro(r.Context(), id)
+	info, err := p.c.api.Introductions().Revoke(r.Context(), id)
 	if err != nil {
 		p.render(w, r, v, apiStatus(err), refusal("revoking token "+id, err), r.PostForm)
 		return
