@@ -756,6 +756,14 @@ func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView
 	if err != nil {
 		return nil, err
 	}
+	if len(rec.Addrs) == 0 {
+		// Identify may have finished since the addresses were read; if it
+		// finished before the record existed, the address follower found
+		// nothing to update, so the addresses are read again.
+		if _, err := cs.store.SetPeerAddrs(rec.PeerID, peerAddrs(cs.host, pid)); err != nil {
+			cs.log.Warn("keeping a peer's addresses", "peer", cs.named(pid), "err", err)
+		}
+	}
 	if changed {
 		cs.events.publish(Event{Type: EventPeerView, At: now, Peer: pid.String(), ConversationID: m.Headers.ConversationID,
 			Detail: fmt.Sprintf("seq %d, %d capabilities", view.Seq, view.Caps)})

@@ -215,6 +215,12 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	}
 	n.keyNotices = newKeyNotices(id.PeerID(), n.trust, n.store, n.mail, n.events, log, now, 2*cfg.Limits.StreamTimeout.Duration,
 		cfg.Trust.KeyTransition.Duration)
+	follower, err := newAddrFollower(n.host, n.store, log)
+	if err != nil {
+		return nil, err
+	}
+	n.onClose(follower.Close)
+	n.spawn(func() { follower.run(n.ctx) })
 	if err := n.startDiscovery(); err != nil {
 		return nil, err
 	}

@@ -106,6 +106,79 @@ func (s *Store) PutPeer(rec PeerRecord) (changed bool, err error) {
 	return changed, nil
 }
 
+// SetPeerAddrs replaces the addresses of the record cached for peerID
+// when the cache holds one and its list differs from addrs. It creates no
+// record, and an empty list changes nothing (a peer reached without
+// addresses is still dialable where it was). It is how addresses learned
+// after the view follow it: the side that answers a greeting may keep the
+// view before libp2p's identify has told it where the dialer listens.
+// It reports whether the record changed.
+func (s *Store) SetPeerAddrs(peerID string, addrs []string) (bool, error) {
+	if len(addrs) == 0 {
+		return false, nil
+	}
+	s.strangersMu.Lock()
+	if mem, ok := s.strangers.Peek(peerID); ok {
+		defer s.strangersMu.Unlock()
+		if slices.Equal(mem.Addrs, addrs) {
+			return false, nil
+		}
+		mem.Addrs = slices.Clone(addrs)
+		s.strangers.Add(peerID, mem, strangerCost(mem))
+		return true, nil
+	}
+	s.strangersMu.Unlock()
+	s.headsMu.Lock()
+	head, ok := s.heads[peerID]
+	s.headsMu.Unlock()
+	if ok && slices.Equal(head.Addrs, addrs) {
+		return false, nil
+	}
+	// A read first: identify completes on every connection, most of them
+	// of peers the cache does not hold, and a write transaction syncs.
+	held := false
+	s.db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketPeers).Get([]byte(peerID))
+		var old peerHead
+		if raw != nil && jsonv2.Unmarshal(raw, &old) == nil {
+			held = !slices.Equal(old.Addrs, addrs)
+		}
+		return nil
+	})
+	if !held {
+		return false, nil
+	}
+	var next *PeerRecord
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketPeers)
+		key := []byte(peerID)
+		raw := b.Get(key)
+		if raw == nil {
+			return nil
+		}
+		var rec PeerRecord
+		if err := decode(bucketPeers, key, raw, &rec); err != nil {
+			return err
+		}
+		rec.Addrs = slices.Clone(addrs)
+		raw, err := encode(rec)
+		if err != nil {
+			return fmt.Errorf("encoding record: %w", err)
+		}
+		next = &rec
+		return b.Put(key, raw)
+	})
+	if err != nil {
+		s.rememberHead(peerID, nil)
+		return false, fmt.Errorf("storing addresses of peer %s: %w", peerID, err)
+	}
+	if next == nil {
+		return false, nil
+	}
+	s.rememberHead(peerID, next)
+	return true, nil
+}
+
 // mergePeer applies the seq rules of PutPeer to rec over old (nil when
 // none is cached) and returns the record to keep.
 func mergePeer(old *PeerRecord, rec PeerRecord) (next PeerRecord, changed bool, err error) {

@@ -91,3 +91,44 @@ func TestStrangersAreBoundedByBytes(t *testing.T) {
 		t.Fatalf("%d records in the file, want only the known peer's", got)
 	}
 }
+
+// Addresses learned after a view follow it, for a stranger in memory and
+// a known peer in the file; nothing is created for a peer not cached, an
+// empty list forgets nothing, and the view itself is left as it was.
+func TestSetPeerAddrsFollowsTheView(t *testing.T) {
+	s, _ := openTemp(t)
+	known := map[string]bool{"friend": true}
+	s.SetPeerGate(func(id string) bool { return known[id] })
+	for _, id := range []string{"stranger", "friend"} {
+		rec := record(id, 2, "v2", t0)
+		rec.Addrs = nil
+		mustPut(t, s, rec)
+		later := []string{"/ip4/127.0.0.1/tcp/4002", "/ip4/127.0.0.1/udp/4002/quic-v1"}
+		if changed, err := s.SetPeerAddrs(id, later); err != nil || !changed {
+			t.Fatalf("%s: SetPeerAddrs = %v, %v; want the record changed", id, changed, err)
+		}
+		if changed, err := s.SetPeerAddrs(id, later); err != nil || changed {
+			t.Fatalf("%s: the same addresses again = %v, %v; want no change", id, changed, err)
+		}
+		if changed, err := s.SetPeerAddrs(id, nil); err != nil || changed {
+			t.Fatalf("%s: no addresses = %v, %v; want no change", id, changed, err)
+		}
+		got := mustPeer(t, s, id)
+		if strings.Join(got.Addrs, " ") != strings.Join(later, " ") {
+			t.Fatalf("%s: addrs %v, want %v", id, got.Addrs, later)
+		}
+		if got.Seq != 2 || string(got.View) != string(rec.View) || !got.FetchedAt.Equal(t0) {
+			t.Fatalf("%s: the view changed with its addresses: seq %d view %s fetched %v", id, got.Seq, got.View, got.FetchedAt)
+		}
+	}
+	s = reopen(t, s)
+	if got := mustPeer(t, s, "friend"); len(got.Addrs) != 2 {
+		t.Fatalf("a known peer's addresses after a restart: %v", got.Addrs)
+	}
+	if changed, err := s.SetPeerAddrs("nobody", []string{"/ip4/127.0.0.1/tcp/1"}); err != nil || changed {
+		t.Fatalf("a peer not cached: %v, %v; want nothing", changed, err)
+	}
+	if _, err := s.Peer("nobody"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("SetPeerAddrs created a record: %v", err)
+	}
+}

@@ -1,0 +1,56 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/ifaced/ifaced/node/store"
+)
+
+// A peer whose view was cached before the daemon knew where it listens
+// (as the side that answers a greeting can, when identify is not done
+// yet) gets its listen addresses in the cache once it connects and
+// identify completes; the cached view itself is left as it was.
+func TestCachedPeerGetsItsAddressesFromIdentify(t *testing.T) {
+	d := startDaemon(t, tcpOnly(loopbackConfig()))
+	defer d.Close()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	now := time.Now()
+	view := []byte(`{"seq":3}`)
+	if _, err := d.Store().PutPeer(store.PeerRecord{PeerID: h.ID().String(), Seq: 3, DocHash: "ab", View: view, FetchedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Connect(ctx, peer.AddrInfo{ID: d.pid(), Addrs: d.Host().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	want := h.Addrs()[0].String()
+	waitFor(t, "the peer's listen address in the cache", func() bool {
+		rec, err := d.Store().Peer(h.ID().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range rec.Addrs {
+			if a == want {
+				return true
+			}
+		}
+		return false
+	})
+	rec, err := d.Store().Peer(h.ID().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Seq != 3 || string(rec.View) != string(view) {
+		t.Fatalf("the cached view changed with its addresses: seq %d view %s", rec.Seq, rec.View)
+	}
+}
