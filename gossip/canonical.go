@@ -166,7 +166,7 @@ func (p *Part) appendCanonical(out *bytes.Buffer) error {
 }
 
 func appendCanonicalString(out *bytes.Buffer, s string) error {
-	c, err := identity.Canonicalize(s)
+	c, err := identity.AppendCanonical(out.AvailableBuffer(), s)
 	if err != nil {
 		return err
 	}

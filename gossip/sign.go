@@ -70,6 +70,35 @@ type signedAgent struct {
 	Human   string `json:"human,omitempty"`
 }
 
+// AppendCanonical writes the agent as identity.Canonicalize would, its
+// members in RFC 8785 order (agent, display, human): from and to are in
+// every signing input.
+func (a signedAgent) AppendCanonical(dst []byte) ([]byte, error) {
+	start, n := len(dst), 0
+	dst = append(dst, '{')
+	for _, m := range [...]struct{ name, value string }{{"agent", a.Agent}, {"display", a.Display}, {"human", a.Human}} {
+		if m.value == "" {
+			continue
+		}
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		n++
+		dst = append(dst, '"')
+		dst = append(dst, m.name...)
+		dst = append(dst, '"', ':')
+		var ok bool
+		if dst, ok = identity.AppendCanonicalString(dst, m.value); !ok {
+			c, err := identity.Canonicalize(a) // not UTF-8: the engine's bytes
+			if err != nil {
+				return nil, err
+			}
+			return append(dst[:start], c...), nil
+		}
+	}
+	return append(dst, '}'), nil
+}
+
 func (a Agent) signed() any {
 	if a == (Agent{}) {
 		return nil
@@ -103,7 +132,7 @@ func (h *Headers) headerValue(name string) (any, error) {
 	case "sequence":
 		return orNil(h.Sequence != 0, h.Sequence), nil
 	case "phase":
-		return orNil(h.Phase != "", h.Phase), nil
+		return orNil(h.Phase != "", string(h.Phase)), nil
 	case "content_type":
 		return orNil(h.ContentType != "", h.ContentType), nil
 	case "subject":

@@ -107,3 +107,40 @@ func TestSignedFormRule(t *testing.T) {
 		t.Errorf("thread {} is signed as %v (present %v), want null", v, ok)
 	}
 }
+
+// The signed header values are written directly (identity.AppendCanonical,
+// signedAgent.AppendCanonical): for every header of messages full of
+// awkward values the bytes are those identity.Canonicalize writes.
+func TestSignedHeadersWrittenAsTheEngineWrites(t *testing.T) {
+	from := testIdentity(t, 1)
+	awkward := []string{"", "plain", "quote \" backslash \\ tab \t nl \n", "\x01\x1f\x7f", "€ 😀 \u2028 <>&", "bad \xff utf-8"}
+	for i, s := range awkward {
+		m := &Message{IFP: Version, Headers: Headers{
+			MessageID: "msg:" + s, Date: "2026-03-04T23:58:12Z", From: Agent{Agent: from.DID(), Display: s, Human: s},
+			To:             []Agent{{Agent: s}, {}, {Display: s}},
+			ConversationID: "conv:1", Sequence: int64(i + 1), Phase: PhaseGreeting, ContentType: DefaultContentType,
+			Subject: s, Persona: s, TTLSeconds: MaxSafeInteger, Thread: &Thread{InReplyTo: s, References: []string{s}},
+			Languages: &Languages{Content: "en", Preferred: []string{s}}, Capabilities: &CapabilityHeaders{Request: []string{s}},
+			Extensions: map[string]any{"x-" + s: s, "n": 1.5},
+		}}
+		sig := m.newSignature(testNow)
+		headers, _, err := m.SignedValues(&sig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, v := range headers {
+			want, err := identity.Canonicalize(v)
+			if err != nil {
+				t.Fatalf("%q: header %s: %v", s, name, err)
+			}
+			got, err := identity.AppendCanonical(nil, v)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%q: header %s:\n direct %s (%v)\n engine %s", s, name, got, err, want)
+			}
+		}
+		want, _ := identity.Canonicalize(headers)
+		if got, err := identity.AppendCanonical(nil, headers); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%q: the headers object:\n direct %s (%v)\n engine %s", s, got, err, want)
+		}
+	}
+}

@@ -43,3 +43,38 @@ func FuzzCanonicalizeAgreesWithReference(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAppendCanonicalAgreesWithCanonicalize holds the direct writer to the
+// engine: for values of the shapes signing inputs are made of, built from
+// the fuzzer's strings and integers, AppendCanonical writes exactly
+// Canonicalize's bytes, or fails where it fails.
+func FuzzAppendCanonicalAgreesWithCanonicalize(f *testing.F) {
+	f.Add("msg:01J", "did:key:z6Mk", int64(3), uint64(9007199254740992), true)
+	f.Add("\x00\x1f\b\t\n\f\r\"\\\u2028<>&\x7f", "€😀\uffff", int64(-9007199254740993), uint64(1<<63), false)
+	f.Add("bad \xff utf-8", "ключ", int64(0), uint64(0), true)
+	f.Fuzz(func(t *testing.T, a, b string, n int64, u uint64, flag bool) {
+		values := []any{
+			a, b, n, u, int(n), flag, nil, struct{}{}, []string{a, b}, []any{a, n, nil, []any{u}},
+			map[string]any{"b": a, "a": n, "c": []any{b, flag, map[string]any{"z": u, "y": struct{}{}}}},
+			map[string]any{a: b, b: n}, // keys from the fuzzer: maybe not ASCII, maybe equal
+			messageParams{Alg: a, KeyID: b, Created: a, SignedHeaders: []string{b, a}, SignedBody: flag},
+			map[string]any{"params": documentParams{Alg: a, KeyID: b, Created: b}, "f": 1.5},
+		}
+		for _, v := range values {
+			want, werr := Canonicalize(v)
+			got, gerr := AppendCanonical([]byte("prefix"), v)
+			if (werr != nil) != (gerr != nil) {
+				t.Fatalf("%#v: Canonicalize error %v, AppendCanonical error %v", v, werr, gerr)
+			}
+			if werr == nil && string(got) != "prefix"+string(want) {
+				t.Fatalf("%#v:\nCanonicalize    %q\nAppendCanonical %q", v, want, got[len("prefix"):])
+			}
+		}
+		p := messageParams{Alg: a, KeyID: b, Created: a, SignedHeaders: []string{b, a}, SignedBody: flag}
+		want, werr := Canonicalize(p)
+		got, gerr := p.appendCanonical(nil)
+		if (werr != nil) != (gerr != nil) || string(got) != string(want) {
+			t.Fatalf("signature parameters %#v:\nCanonicalize %q, %v\ncanonical    %q, %v", p, want, werr, got, gerr)
+		}
+	})
+}
