@@ -78,7 +78,7 @@ func (p *Part) CanonicalContent() ([]byte, error) {
 			return c, nil
 		}
 	}
-	c, err := identity.Canonicalize(p.Content)
+	c, err := identity.AppendCanonical(nil, p.Content)
 	if err != nil {
 		return nil, err
 	}
@@ -186,11 +186,21 @@ type partFields struct {
 // assembled by hand: encoding/json would otherwise scan the content once
 // more than the caller's encoder does, and a capability view is large.
 func (p Part) MarshalJSON() ([]byte, error) {
-	if p.canon == nil {
+	canon := p.canon
+	if canon == nil && p.Content != nil {
+		// A part built here and not sealed (a proposal, a context): its
+		// canonical form is also its JSON, and cheaper than encoding/json.
+		c, err := identity.AppendCanonical(nil, p.Content)
+		if err != nil {
+			return nil, err
+		}
+		canon = c
+	}
+	if canon == nil {
 		return json.Marshal(partFields{p.ContentType, p.Name, p.Content})
 	}
 	var out bytes.Buffer
-	out.Grow(len(p.canon) + len(p.ContentType) + len(p.Name) + 48)
+	out.Grow(len(canon) + len(p.ContentType) + len(p.Name) + 48)
 	out.WriteString(`{"content_type":`)
 	if err := appendCanonicalString(&out, p.ContentType); err != nil {
 		return nil, err
@@ -202,7 +212,7 @@ func (p Part) MarshalJSON() ([]byte, error) {
 		}
 	}
 	out.WriteString(`,"content":`)
-	out.Write(p.canon)
+	out.Write(canon)
 	out.WriteByte('}')
 	return out.Bytes(), nil
 }

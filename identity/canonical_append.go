@@ -2,6 +2,7 @@ package identity
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -50,6 +51,12 @@ func AppendCanonical(dst []byte, v any) ([]byte, error) {
 	case uint64:
 		if x <= maxExactInteger {
 			return strconv.AppendUint(dst, x, 10), nil
+		}
+	case float64:
+		// An integral float64 (what JSON decoding makes of every number)
+		// is written as ECMAScript writes it: its digits, and 0 for -0.
+		if x == math.Trunc(x) && x >= -maxExactInteger && x <= maxExactInteger {
+			return strconv.AppendInt(dst, int64(x), 10), nil
 		}
 	case struct{}:
 		return append(dst, "{}"...), nil

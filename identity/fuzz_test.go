@@ -2,6 +2,7 @@ package identity
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -49,12 +50,13 @@ func FuzzCanonicalizeAgreesWithReference(f *testing.F) {
 // the fuzzer's strings and integers, AppendCanonical writes exactly
 // Canonicalize's bytes, or fails where it fails.
 func FuzzAppendCanonicalAgreesWithCanonicalize(f *testing.F) {
-	f.Add("msg:01J", "did:key:z6Mk", int64(3), uint64(9007199254740992), true)
-	f.Add("\x00\x1f\b\t\n\f\r\"\\\u2028<>&\x7f", "€😀\uffff", int64(-9007199254740993), uint64(1<<63), false)
-	f.Add("bad \xff utf-8", "ключ", int64(0), uint64(0), true)
-	f.Fuzz(func(t *testing.T, a, b string, n int64, u uint64, flag bool) {
+	f.Add("msg:01J", "did:key:z6Mk", int64(3), uint64(9007199254740992), true, 3.0)
+	f.Add("\x00\x1f\b\t\n\f\r\"\\\u2028<>&\x7f", "€😀\uffff", int64(-9007199254740993), uint64(1<<63), false, math.Copysign(0, -1))
+	f.Add("bad \xff utf-8", "ключ", int64(0), uint64(0), true, 9007199254740993.0)
+	f.Add("", "x", int64(1), uint64(1), false, 1e21)
+	f.Fuzz(func(t *testing.T, a, b string, n int64, u uint64, flag bool, x float64) {
 		values := []any{
-			a, b, n, u, int(n), flag, nil, struct{}{}, []string{a, b}, []any{a, n, nil, []any{u}},
+			a, b, n, u, int(n), flag, x, -x, float64(n), float64(u), []any{x, float64(n)}, nil, struct{}{}, []string{a, b}, []any{a, n, nil, []any{u}},
 			map[string]any{"b": a, "a": n, "c": []any{b, flag, map[string]any{"z": u, "y": struct{}{}}}},
 			map[string]any{a: b, b: n}, // keys from the fuzzer: maybe not ASCII, maybe equal
 			messageParams{Alg: a, KeyID: b, Created: a, SignedHeaders: []string{b, a}, SignedBody: flag},
