@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -68,6 +69,74 @@ func BenchmarkMessageSignVerify(b *testing.B) {
 					b.Fatal(err)
 				}
 				if _, err := DecodeCBOR(c); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// benchGreeting is a warm greeting as ifaced sends one (the peer holds
+// the view, so it is named, not attached): the proposal and the context
+// granted as parts, the offer in the headers, signed.
+func benchGreeting(tb testing.TB) *Message {
+	from, to := testIdentity(tb, 1), testIdentity(tb, 2)
+	now := time.Date(2026, 3, 4, 23, 58, 12, 0, time.UTC)
+	sum := strings.Repeat("9f86d081884c7d65", 4)
+	var offer []string
+	for i := range 12 {
+		offer = append(offer, fmt.Sprintf("tool%02d.run", i))
+	}
+	m := &Message{
+		IFP: Version,
+		Headers: Headers{
+			MessageID: NewID("msg", now), Date: FormatDate(now), From: Agent{Agent: from.DID()}, To: []Agent{{Agent: to.DID()}},
+			ConversationID: NewID("conv", now), Sequence: 1, Phase: PhaseGreeting, ContentType: DefaultContentType,
+			Disclosure: "professional", Persona: "default", Capabilities: &CapabilityHeaders{Offer: offer},
+		},
+		Body: Body{
+			Text: "Greetings from alice. I offer you 12 of my 20 capabilities; my signed view for you is the one you hold (sha256 " + sum[:16] + "…).",
+			Parts: []Part{
+				{ContentType: "application/json", Name: "greeting", Content: map[string]any{
+					"temperature": "warm", "ifp_support": []any{3.0, 4.0, 5.0, 7.0}, "have_view": sum, "view_unchanged": sum}},
+				{ContentType: "application/json", Name: "context", Content: map[string]any{
+					"disclosure": "professional", "disclosure_outcome": "granted", "auth_level": 1.0,
+					"temperature": "warm", "persona": "default"}},
+			},
+		},
+	}
+	if err := m.Sign(from, now); err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// BenchmarkRenderIFP3 renders a warm greeting as the audit's writer does,
+// with the hand-written envelope (fast) and with yaml.v3's (yaml.v3), the
+// whole message and the envelope alone.
+func BenchmarkRenderIFP3(b *testing.B) {
+	m := benchGreeting(b)
+	env := greetingEnvelope(b)
+	for _, path := range []struct {
+		name  string
+		write func(*bytes.Buffer, *envelope) error
+	}{{"fast", writeEnvelope}, {"yaml.v3", writeEnvelopeYAML}} {
+		b.Run("message/"+path.name, func(b *testing.B) {
+			var out bytes.Buffer
+			b.ReportAllocs()
+			for b.Loop() {
+				out.Reset()
+				if err := renderIFP3With(&out, m, nil, path.write); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("envelope/"+path.name, func(b *testing.B) {
+			var out bytes.Buffer
+			b.ReportAllocs()
+			for b.Loop() {
+				out.Reset()
+				if err := path.write(&out, &env); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -111,6 +111,12 @@ func RenderIFP3(m *Message, seqOf func(messageID string) (int64, bool)) ([]byte,
 // renderIFP3 is RenderIFP3 into out, which it may leave half written on
 // error.
 func renderIFP3(out *bytes.Buffer, m *Message, seqOf func(messageID string) (int64, bool)) error {
+	return renderIFP3With(out, m, seqOf, writeEnvelope)
+}
+
+// renderIFP3With is renderIFP3 with the envelope written by writeEnv
+// (writeEnvelopeYAML in the tests and benchmark that compare the two).
+func renderIFP3With(out *bytes.Buffer, m *Message, seqOf func(messageID string) (int64, bool), writeEnv func(*bytes.Buffer, *envelope) error) error {
 	if strings.ContainsRune(m.Body.Text, '\r') {
 		// A reader (ParseIFP3 among them) takes CR as a line end: the
 		// text would not come back as it was signed.
@@ -158,12 +164,9 @@ func renderIFP3(out *bytes.Buffer, m *Message, seqOf func(messageID string) (int
 	}
 	out.Grow(size)
 	out.WriteString(frontMatterDelim)
-	enc := yaml.NewEncoder(out)
-	enc.SetIndent(2)
-	if err := enc.Encode(&env); err != nil {
-		return fmt.Errorf("rendering IFP-3 envelope: %w", err)
+	if err := writeEnv(out, &env); err != nil {
+		return err
 	}
-	enc.Close()
 	out.WriteString(frontMatterDelim)
 	out.WriteString(m.Body.Text)
 	out.WriteByte('\n')
