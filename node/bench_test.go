@@ -11,6 +11,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
@@ -188,4 +189,41 @@ func readSignedFrame(r *bufio.Reader, pub ed25519.PublicKey) error {
 		return errors.New("floor: the signature does not verify")
 	}
 	return nil
+}
+
+// BenchmarkColdGreeting measures what the bench command's
+// cold.new_peer.tcp row measures, in one process so that a CPU profile
+// sees both sides: a daemon with a new key (started untimed) connects to
+// one that has never met it and greets; 20-capability documents each way.
+// go test ./node -run '^$' -bench ColdGreeting -cpuprofile cold.prof
+func BenchmarkColdGreeting(b *testing.B) {
+	cfg := func() *Config {
+		c := tcpOnly(loopbackConfig())
+		c.Capabilities = twentyCapabilities()
+		c.Rates = RatesConfig{Cool: 1 << 30, Warm: 1 << 30, Hot: 1 << 30}
+		return c
+	}
+	alice := startDaemonB(b, cfg())
+	addr := alice.Addrs()[0].String()
+	ctx := context.Background()
+	var connecting time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		bob := startDaemonB(b, cfg())
+		b.StartTimer()
+		start := time.Now()
+		pid, err := bob.Connect(ctx, addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		connecting += time.Since(start)
+		if _, err := bob.QueryCapabilities(ctx, pid, negotiate.Proposal{}); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		bob.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(connecting.Microseconds())/float64(b.N), "connect-µs/op")
 }
