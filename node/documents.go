@@ -19,6 +19,7 @@ import (
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/internal/costlru"
 	"github.com/ifaced/ifaced/node/store"
+	"golang.org/x/sync/singleflight"
 )
 
 // documents owns the owner's capability document: its seq (persisted and
@@ -57,6 +58,7 @@ type documents struct {
 
 	classes *lru.Cache[string, viewClass]          // facts (with seq) → the class of view they cut
 	views   *costlru.Cache[viewClass, *signedView] // signed views by class, bounded by bytes
+	signing singleflight.Group                     // by class: requesters of one class arriving together wait for one signature
 }
 
 // anyRequester stands for the requester's peer ID in views cut for
@@ -246,14 +248,36 @@ func (d *documents) view(f conditions.Facts) (*signedView, error) {
 	if v, ok := d.views.Get(class); ok {
 		return v, nil
 	}
-	v, err := d.sign(cut)
+	signed, err, _ := d.signing.Do(string(key)+fmt.Sprint(doc.Seq), func() (any, error) {
+		if v, ok := d.views.Get(class); ok {
+			return v, nil // signed by the call that finished as this one began
+		}
+		v, err := d.sign(cut)
+		if err != nil {
+			return nil, err
+		}
+		if d.current().Seq == doc.Seq {
+			d.views.Add(class, v, signedViewCost(v))
+		}
+		return v, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if d.current().Seq == doc.Seq {
-		d.views.Add(class, v, signedViewCost(v))
+	return signed.(*signedView), nil
+}
+
+// presign signs the view for f ahead of the first requester who needs it,
+// and keeps it (view). The daemon calls it in the background when it
+// starts and whenever its document or policy changes, with the facts of a
+// stranger's first greeting: signing a 20-capability view takes a couple
+// of milliseconds, which a stranger's cold greeting would otherwise wait
+// for. A greeting arriving while it signs waits for the same signature
+// (signing), never makes a second.
+func (d *documents) presign(f conditions.Facts) {
+	if _, err := d.view(f); err != nil {
+		d.log.Warn("signing the view for strangers ahead of time", "err", err)
 	}
-	return v, nil
 }
 
 // sign signs view (a view cut from the owner's document) as the owner.

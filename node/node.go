@@ -201,8 +201,17 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		// peerstore (Mail owns the reach records; it is built after)
 		dialHints: func(pid peer.ID) { n.mail.dialHints(pid) },
 		handler:   n.handler})
+	// The view a stranger's first greeting is shown (a signed key, no
+	// proposal) is signed ahead of time, at start and at each document
+	// change, so that no stranger's cold greeting waits for it.
+	presign := func() {
+		f := n.policy.current().GrantTo(negotiate.Requester{Level: conditions.Signed}, negotiate.Proposal{}).Facts(anyRequester, 0)
+		n.spawn(func() { n.docs.presign(f) })
+	}
+	presign()
 	n.caps.changed = func(doc *negotiate.Document) {
 		n.events.publish(Event{Type: EventDocument, At: n.now(), Detail: fmt.Sprintf("seq %d, %d capabilities", doc.Seq, len(doc.Capabilities))})
+		presign()
 		n.convs.updates.pushAll()
 		n.documentChanged()
 	}

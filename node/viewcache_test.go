@@ -377,3 +377,106 @@ func TestUnmetLevelDoesNotSplitTheClass(t *testing.T) {
 		t.Fatalf("how_to_meet %q", how)
 	}
 }
+
+// presignedView is the view documents holds once presign has run: the
+// only one in its cache, read without signing (Peek).
+func presignedView(t *testing.T, d *testDaemon) *signedView {
+	t.Helper()
+	var v *signedView
+	waitFor(t, "the view for strangers signed ahead of time", func() bool {
+		keys := d.docs.views.Keys()
+		if len(keys) != 1 || keys[0].seq != d.Document().Seq {
+			return false
+		}
+		v, _ = d.docs.views.Peek(keys[0])
+		return v != nil
+	})
+	return v
+}
+
+// A daemon signs the view a stranger's first greeting is shown when it
+// starts and when its document changes, before any stranger asks: a new
+// peer's greeting (both ways) is shown that very signature, and nothing
+// is signed while the greeting waits.
+func TestStrangersViewIsSignedAheadOfTime(t *testing.T) {
+	cfg := func() *Config {
+		c := loopbackConfig()
+		c.Capabilities = twentyCapabilities()
+		return c
+	}
+	alice, bob := startDaemon(t, cfg()), startDaemon(t, cfg())
+	alicePre, bobPre := presignedView(t, alice), presignedView(t, bob)
+	connect(t, bob, alice)
+	r, err := bob.QueryCapabilities(context.Background(), alice.id.PeerID(), negotiate.Proposal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.View.Seq != alicePre.Doc.Seq || len(r.View.Capabilities) != len(alicePre.Doc.Capabilities) {
+		t.Fatalf("Bob was shown seq %d with %d capabilities; signed ahead: seq %d with %d", r.View.Seq, len(r.View.Capabilities),
+			alicePre.Doc.Seq, len(alicePre.Doc.Capabilities))
+	}
+	for _, d := range []struct {
+		who *testDaemon
+		pre *signedView
+	}{{alice, alicePre}, {bob, bobPre}} {
+		if keys := d.who.docs.views.Keys(); len(keys) != 1 {
+			t.Fatalf("%s holds %d signed views after greeting a new peer, want the one signed ahead", d.who.pid(), len(keys))
+		}
+		if v, _ := d.who.docs.views.Peek(d.who.docs.views.Keys()[0]); v != d.pre {
+			t.Fatalf("%s signed its view again for the new peer", d.who.pid())
+		}
+	}
+	rec, err := bob.Store().Peer(alice.pid().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(rec.View) != string(alicePre.Content.Canonical()) {
+		t.Fatal("the view Bob cached is not the one Alice signed ahead of time")
+	}
+
+	// A new document: its stranger view is signed ahead too.
+	if _, err := alice.UpdateDocument(func(d *negotiate.Document) error {
+		d.Capabilities = d.Capabilities[1:]
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if v := presignedView(t, alice); v.Doc.Seq != alicePre.Doc.Seq+1 || len(v.Doc.Capabilities) != len(alicePre.Doc.Capabilities)-1 {
+		t.Fatalf("after the change, signed ahead: seq %d with %d capabilities", v.Doc.Seq, len(v.Doc.Capabilities))
+	}
+}
+
+// Requesters of one class arriving together wait for one signature.
+func TestOneSignaturePerClassUnderConcurrency(t *testing.T) {
+	cfg := loopbackConfig()
+	cfg.Capabilities = append(twentyCapabilities(), map[string]any{"name": "diary.read", "description": "Read the diary",
+		"conditions": map[string]any{"min_auth_level": 2}})
+	alice := startDaemon(t, cfg)
+	pre := presignedView(t, alice)
+	// The facts of a pinned peer cut another view (diary.read eligible),
+	// which nobody has signed yet.
+	facts := conditions.Facts{Peer: anyRequester, AuthLevel: conditions.Verified, Disclosure: "public", Temperature: conditions.Cool}
+	const n = 8
+	start := make(chan struct{})
+	got := make(chan *signedView, n)
+	for range n {
+		go func() {
+			<-start
+			v, err := alice.docs.view(facts)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- v
+		}()
+	}
+	close(start)
+	first := <-got
+	if first == nil || first.Sum == pre.Sum {
+		t.Fatal("the pinned peer was shown the stranger's view")
+	}
+	for range n - 1 {
+		if v := <-got; v != first {
+			t.Fatal("requesters of one class arriving together were shown views signed separately")
+		}
+	}
+}
