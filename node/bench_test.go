@@ -193,8 +193,11 @@ func readSignedFrame(r *bufio.Reader, pub ed25519.PublicKey) error {
 
 // BenchmarkColdGreeting measures what the bench command's
 // cold.new_peer.tcp row measures, in one process so that a CPU profile
-// sees both sides: a daemon with a new key (started untimed) connects to
-// one that has never met it and greets; 20-capability documents each way.
+// sees both sides: a daemon with a new key connects to one that has never
+// met it and greets; 20-capability documents each way. The new daemon is
+// started and has greeted another daemon, untimed, so that what is timed
+// is meeting a stranger, not the daemon's own first run (its audit
+// directory of the day, its first signed view).
 // go test ./node -run '^$' -bench ColdGreeting -cpuprofile cold.prof
 func BenchmarkColdGreeting(b *testing.B) {
 	cfg := func() *Config {
@@ -203,14 +206,21 @@ func BenchmarkColdGreeting(b *testing.B) {
 		c.Rates = RatesConfig{Cool: 1 << 30, Warm: 1 << 30, Hot: 1 << 30}
 		return c
 	}
-	alice := startDaemonB(b, cfg())
-	addr := alice.Addrs()[0].String()
+	alice, carol := startDaemonB(b, cfg()), startDaemonB(b, cfg())
+	addr, carolAddr := alice.Addrs()[0].String(), carol.Addrs()[0].String()
 	ctx := context.Background()
 	var connecting time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		bob := startDaemonB(b, cfg())
+		carolID, err := bob.Connect(ctx, carolAddr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := bob.QueryCapabilities(ctx, carolID, negotiate.Proposal{}); err != nil {
+			b.Fatal(err)
+		}
 		b.StartTimer()
 		start := time.Now()
 		pid, err := bob.Connect(ctx, addr)
