@@ -219,7 +219,7 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 	} else {
 		s.Close()
 	}
-	return &GreetResult{ConversationID: c.ID, Peer: pid.String(), Granted: granted, GrantedToUs: theirs, View: view}, nil
+	return &GreetResult{ConversationID: c.ID, Peer: idString(pid), Granted: granted, GrantedToUs: theirs, View: view}, nil
 }
 
 // greetedTag marks, for the connection manager, the peers this daemon has
@@ -350,7 +350,7 @@ func (cs *Conversations) grant(pid peer.ID, greeting *gossip.Message, presented 
 // its peer ID, the agent ID and level trust established, and the
 // introductions admitted for it.
 func (cs *Conversations) requester(pid peer.ID, level conditions.Level, agentID string) negotiate.Requester {
-	return negotiate.Requester{PeerID: pid.String(), AgentID: agentID, Level: level, Introductions: cs.trust.Introductions(pid)}
+	return negotiate.Requester{PeerID: idString(pid), AgentID: agentID, Level: level, Introductions: cs.trust.Introductions(pid)}
 }
 
 // act does what an admitted message of an open conversation asks, however
@@ -449,7 +449,7 @@ func (cs *Conversations) greeting(c *conv, prop negotiate.Proposal, granted *neg
 	if err != nil {
 		return nil, err
 	}
-	v, err := cs.docs.view(c.grant().Facts(c.peer.String(), 0))
+	v, err := cs.docs.view(c.grant().Facts(idString(c.peer), 0))
 	if err != nil {
 		return nil, err
 	}
@@ -587,7 +587,7 @@ const viaLibp2p = "libp2p"
 
 // seenKey is a message's entry in the seen-set.
 func seenKey(from peer.ID, m *gossip.Message) string {
-	return from.String() + " " + m.Headers.MessageID
+	return idString(from) + " " + m.Headers.MessageID
 }
 
 // maxHeldViewBytes bounds the verified-view memory by bytes (heldCost):
@@ -712,7 +712,7 @@ func (cs *Conversations) checkViewBytes(pid peer.ID, m *gossip.Message, said str
 	if !known {
 		// A view this daemon has not verified from pid before: it must not
 		// be older than the one the peer cache holds.
-		if rec, err := cs.store.Peer(pid.String()); err == nil && rec.Seq > hv.Seq {
+		if rec, err := cs.store.Peer(idString(pid)); err == nil && rec.Seq > hv.Seq {
 			return pendingView{}, fmt.Errorf("%w: seq %d, this daemon holds seq %d from you", wire.ErrStaleSeq, hv.Seq, rec.Seq)
 		}
 	}
@@ -739,7 +739,7 @@ func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView
 		ctxRaw, _ = json.Marshal(cp.Content)
 	}
 	now := cs.now()
-	rec := store.PeerRecord{PeerID: pid.String(), AgentID: view.AgentID, Display: m.Headers.From.Display,
+	rec := store.PeerRecord{PeerID: idString(pid), AgentID: view.AgentID, Display: m.Headers.From.Display,
 		Addrs: peerAddrs(cs.host, pid), Seq: view.Seq, DocHash: view.DocHash, View: view.Canon, Context: ctxRaw,
 		FetchedAt: now, ChangedAt: now}
 	changed, err := cs.store.PutPeer(rec)
@@ -765,7 +765,7 @@ func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView
 		}
 	}
 	if changed {
-		cs.events.publish(Event{Type: EventPeerView, At: now, Peer: pid.String(), ConversationID: m.Headers.ConversationID,
+		cs.events.publish(Event{Type: EventPeerView, At: now, Peer: idString(pid), ConversationID: m.Headers.ConversationID,
 			Detail: fmt.Sprintf("seq %d, %d capabilities", view.Seq, view.Caps)})
 	}
 	if !pv.want {
@@ -849,7 +849,7 @@ func (cs *Conversations) sendError(c *conv, cause error, audit bool) bool {
 // recordSent writes a message this daemon sends to the audit log before
 // it leaves, with d, the decision it carries out (nil for none).
 func (cs *Conversations) recordSent(transport string, pid peer.ID, m *gossip.Message, note string, d *gossip.Decision) error {
-	err := cs.audit.Record(gossip.AuditEntry{At: cs.now().UTC(), Direction: gossip.Sent, Peer: pid.String(), Transport: transport, Note: note, Message: m,
+	err := cs.audit.Record(gossip.AuditEntry{At: cs.now().UTC(), Direction: gossip.Sent, Peer: idString(pid), Transport: transport, Note: note, Message: m,
 		Decision: d, Stranger: cs.door.stranger(pid)})
 	if err != nil {
 		return fmt.Errorf("auditing a sent %s: %w", m.Headers.Phase, err)
@@ -863,7 +863,7 @@ func (cs *Conversations) open(c *conv) {
 	c.order = cs.opened
 	cs.convs[c.ID] = c
 	cs.mu.Unlock()
-	cs.events.publish(Event{Type: EventConversation, At: cs.now(), Peer: c.peer.String(), ConversationID: c.ID, Detail: "open"})
+	cs.events.publish(Event{Type: EventConversation, At: cs.now(), Peer: idString(c.peer), ConversationID: c.ID, Detail: "open"})
 	if c.stream.Stat().Direction == network.DirOutbound {
 		// The initiator also listens for the rest of the conversation.
 		if !cs.spawn(func() { cs.serve(c) }) {
@@ -878,7 +878,7 @@ func (cs *Conversations) closeConv(c *conv) {
 	cs.mu.Unlock()
 	c.end()
 	c.stream.Close()
-	cs.events.publish(Event{Type: EventConversation, At: cs.now(), Peer: c.peer.String(), ConversationID: c.ID, Detail: "closed"})
+	cs.events.publish(Event{Type: EventConversation, At: cs.now(), Peer: idString(c.peer), ConversationID: c.ID, Detail: "closed"})
 }
 
 func (cs *Conversations) conversation(id string) *conv {

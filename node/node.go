@@ -167,7 +167,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	n.door = newDoor(id.DID(), n.audit, n.replay, n.rates, n.trust.KeyRevoked, n.events, log, func() time.Time { return n.now() },
 		func(p peer.ID) netip.Addr { return remoteAddrOf(n.host, p) })
 	n.door.budget = NewBudget(cfg.Limits.MaxMemoryMB, func(p peer.ID) bool { return n.convs != nil && n.convs.isGreeted(p) })
-	n.door.known = func(p peer.ID) bool { return n.peerGate.known(p.String()) }
+	n.door.known = func(p peer.ID) bool { return n.peerGate.known(idString(p)) }
 	n.door.keys = newKeyLifecycle(n.trust, n.policy, n.store, n.peerGate, alias.Open(home.Dir), n.events, log,
 		func() time.Time { return n.now() }, max(cfg.Mailbox.Retention.Duration, cfg.Replay.Window.Duration))
 	doc, err := cfg.Document(id.DID())
