@@ -55,6 +55,7 @@ type childSpec struct {
 	Role      string `json:"role"`
 	Dir       string `json:"dir"`        // where an ifaced child's home goes
 	ConnsHigh int    `json:"conns_high"` // an ifaced child's connection manager high water mark
+	AuditMB   int    `json:"audit_mb"`   // an ifaced child's audit.max_mb, when more than ConnsHigh gives
 }
 
 type childHello struct {
@@ -153,6 +154,7 @@ func startChildHost(spec childSpec) (host.Host, []string, string, func(), error)
 			// connection slot is 2 MiB per peer, half a MiB of it theirs.
 			cfg.Audit.MaxMB = max(cfg.Audit.MaxMB, spec.ConnsHigh)
 		}
+		cfg.Audit.MaxMB = max(cfg.Audit.MaxMB, spec.AuditMB)
 		// The collector as `ifaced run` sets it for its process.
 		node.TuneGC(cfg.Limits)
 		d, err := startDaemon(spec.Dir, cfg)

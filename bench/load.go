@@ -27,7 +27,11 @@ func loadSection(ctx context.Context, root string, levels []int, window time.Dur
 		sec.rows = append(sec.rows, failed("load.setup", "setup", err))
 		return sec
 	}
-	c, err := startChild(childSpec{Role: roleIfaced, Dir: root, ConnsHigh: 1000})
+	// Every greeting is recorded, a few KB each: strangers' quarter of the
+	// default audit.max_mb (256 MiB) ran out within a full run's some
+	// 25,000 greetings, and the daemon then refused (cheaply) most of the
+	// 32 peers' greetings. 16 GiB is room for every one.
+	c, err := startChild(childSpec{Role: roleIfaced, Dir: root, ConnsHigh: 1000, AuditMB: 16 << 10})
 	if err != nil {
 		return fail(err)
 	}
