@@ -93,6 +93,12 @@ func serveChild(spec childSpec, in io.Reader, out io.Writer) error {
 		enc.Encode(childHello{Err: err.Error()})
 		return err
 	}
+	stopProfile, err := startCPUProfile()
+	if err != nil {
+		enc.Encode(childHello{Err: err.Error()})
+		return err
+	}
+	defer stopProfile()
 	h, addrs, home, stop, err := startChildHost(spec)
 	if err != nil {
 		enc.Encode(childHello{Err: err.Error()})
@@ -355,6 +361,29 @@ func (l *lockedBuffer) String() string {
 const heapProfileEnv = "IFACED_BENCH_HEAPPROFILE"
 
 var heapProfiles int
+
+// cpuProfileEnv names a file prefix: a child given it writes a CPU
+// profile of its whole life there (PREFIX-<pid>.cpu), to see where an
+// answering daemon's CPU per greeting (section 3) goes.
+const cpuProfileEnv = "IFACED_BENCH_CPUPROFILE"
+
+// startCPUProfile starts the child's CPU profile when cpuProfileEnv asks
+// for one; the function it returns stops and writes it.
+func startCPUProfile() (func(), error) {
+	prefix := os.Getenv(cpuProfileEnv)
+	if prefix == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(fmt.Sprintf("%s-%d.cpu", prefix, os.Getpid()))
+	if err != nil {
+		return nil, fmt.Errorf("writing a CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("writing a CPU profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
 
 func writeHeapProfile() error {
 	prefix := os.Getenv(heapProfileEnv)
