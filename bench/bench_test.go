@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
@@ -447,6 +449,42 @@ func TestParseFlags(t *testing.T) {
 	for _, bad := range [][]string{{"-n", "-1"}, {"-rows", "6"}, {"-idle", "x"}, {"-rotate", "-2"}, {"extra"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// A child given IFACED_BENCH_CPUPROFILE and IFACED_BENCH_HEAPPROFILE
+// writes a CPU profile of its life and a heap profile at each gc, as the
+// README's commands say: each a gzipped protocol buffer, as pprof reads.
+func TestChildWritesProfiles(t *testing.T) {
+	dir := t.TempDir()
+	prefix := dir + "/child"
+	t.Setenv(cpuProfileEnv, prefix)
+	t.Setenv(heapProfileEnv, prefix)
+	c, err := startChild(childSpec{Role: roleIfaced, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := c.pid()
+	if _, err := c.command("gc"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{fmt.Sprintf("%s-%d.cpu", prefix, pid), fmt.Sprintf("%s-%d-1.heap", prefix, pid)} {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatalf("the child wrote no profile: %v", err)
+		}
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatalf("%s is not gzipped as a pprof profile is: %v", name, err)
+		}
+		n, err := io.Copy(io.Discard, zr)
+		f.Close()
+		if err != nil || n == 0 {
+			t.Fatalf("%s: %d bytes of profile, %v", name, n, err)
 		}
 	}
 }
