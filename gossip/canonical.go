@@ -144,9 +144,13 @@ func (p *Part) appendCanonical(out *bytes.Buffer) error {
 		if err != nil {
 			return err
 		}
-		out.WriteString(`"content":`)
-		out.Write(c)
-		sep = ","
+		// A nil map or slice is null too: it travels as null, and comes
+		// back as no content at all.
+		if string(c) != "null" {
+			out.WriteString(`"content":`)
+			out.Write(c)
+			sep = ","
+		}
 	}
 	if p.ContentType != "" { // required, so only an invalid part lacks it
 		out.WriteString(sep + `"content_type":`)

@@ -144,3 +144,50 @@ func TestSignedHeadersWrittenAsTheEngineWrites(t *testing.T) {
 		}
 	}
 }
+
+// Nil Go containers in a part's content or an extension are signed as the
+// null they travel as: the signature still verifies after the message
+// goes through CBOR and JSON and comes back as decoded values.
+func TestNilContainersSignAsTheyTravel(t *testing.T) {
+	from, to := testIdentity(t, 1), testIdentity(t, 2)
+	for name, content := range map[string]any{
+		"nil list":           map[string]any{"x": []any(nil)},
+		"nil map":            map[string]any{"x": map[string]any(nil)},
+		"nil string list":    map[string]any{"x": []string(nil)},
+		"nested in a list":   map[string]any{"x": []any{map[string]any(nil), []any(nil)}},
+		"nil map as content": map[string]any(nil),
+	} {
+		m := &Message{IFP: Version, Headers: Headers{
+			MessageID: "msg:1", Date: "2026-03-04T23:58:12Z", From: Agent{Agent: from.DID()}, To: []Agent{{Agent: to.DID()}},
+			ConversationID: "conv:1", Sequence: 1, Phase: PhaseGreeting, ContentType: DefaultContentType,
+			Extensions: map[string]any{"x-a": []any(nil), "x-b": map[string]any(nil)},
+		}, Body: Body{Text: "hello", Parts: []Part{{ContentType: "application/json", Content: content}}}}
+		if err := m.Sign(from, testNow); err != nil {
+			t.Fatal(err)
+		}
+		for codec, round := range map[string]func(*Message) (*Message, error){
+			"CBOR": func(m *Message) (*Message, error) {
+				b, err := EncodeCBOR(m)
+				if err != nil {
+					return nil, err
+				}
+				return DecodeCBOR(b)
+			},
+			"JSON": func(m *Message) (*Message, error) {
+				b, err := EncodeJSON(m)
+				if err != nil {
+					return nil, err
+				}
+				return DecodeJSON(b)
+			},
+		} {
+			back, err := round(m)
+			if err != nil {
+				t.Fatalf("%s through %s: %v", name, codec, err)
+			}
+			if err := back.Verify(from.PublicKey()); err != nil {
+				t.Errorf("%s through %s: the signature no longer verifies: %v", name, codec, err)
+			}
+		}
+	}
+}

@@ -30,7 +30,8 @@ const maxExactInteger = 1 << 53
 
 // AppendCanonical appends the RFC 8785 form of v to dst, byte for byte as
 // Canonicalize(v) would return it. Strings, booleans, nil, integers of at
-// most 2^53 in magnitude, []string, []any, map[string]any with ASCII keys,
+// most 2^53 in magnitude, []string, []any, map[string]any with ASCII keys
+// (a nil one written as null, as encoding/json writes it),
 // struct{} and CanonicalAppender are written directly; any other value,
 // and a string that is not valid UTF-8 (encoding/json replaces its bad
 // bytes), goes through Canonicalize.
@@ -61,6 +62,9 @@ func AppendCanonical(dst []byte, v any) ([]byte, error) {
 	case struct{}:
 		return append(dst, "{}"...), nil
 	case []string:
+		if x == nil {
+			return append(dst, "null"...), nil // as encoding/json writes a nil slice
+		}
 		dst = append(dst, '[')
 		for i, s := range x {
 			if i > 0 {
@@ -73,6 +77,9 @@ func AppendCanonical(dst []byte, v any) ([]byte, error) {
 		}
 		return append(dst, ']'), nil
 	case []any:
+		if x == nil {
+			return append(dst, "null"...), nil
+		}
 		dst = append(dst, '[')
 		for i, e := range x {
 			if i > 0 {
@@ -85,6 +92,9 @@ func AppendCanonical(dst []byte, v any) ([]byte, error) {
 		}
 		return append(dst, ']'), nil
 	case map[string]any:
+		if x == nil {
+			return append(dst, "null"...), nil // as encoding/json writes a nil map
+		}
 		if out, ok, err := appendCanonicalMap(dst, x); ok || err != nil {
 			return out, err
 		}

@@ -61,6 +61,8 @@ func FuzzAppendCanonicalAgreesWithCanonicalize(f *testing.F) {
 			map[string]any{a: b, b: n}, // keys from the fuzzer: maybe not ASCII, maybe equal
 			messageParams{Alg: a, KeyID: b, Created: a, SignedHeaders: []string{b, a}, SignedBody: flag},
 			map[string]any{"params": documentParams{Alg: a, KeyID: b, Created: b}, "f": 1.5},
+			[]string(nil), []any(nil), map[string]any(nil),
+			map[string]any{"s": []string(nil), "l": []any(nil), "m": map[string]any(nil), a: []any{map[string]any(nil), []string(nil)}},
 		}
 		for _, v := range values {
 			want, werr := Canonicalize(v)
