@@ -8,6 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
 
 	"github.com/ifaced/ifaced/node/store"
 )
@@ -21,8 +22,11 @@ import (
 //
 // It only updates records the cache already holds (store.SetPeerAddrs),
 // so a stranger's connection adds nothing; and its one subscription is
-// read by one goroutine, so a burst of connections costs a queue the
-// event bus bounds, not a goroutine each.
+// read by one goroutine, so a burst of connections costs a queue, not a
+// goroutine each. The queue is bounded (followerQueue): when it is full
+// the event bus makes identify wait to emit, so it is made long enough
+// that a write of a known peer's record (an fsync) does not hold up the
+// identification of other connections behind it.
 type addrFollower struct {
 	host  host.Host
 	store *store.Store
@@ -30,9 +34,13 @@ type addrFollower struct {
 	sub   event.Subscription
 }
 
+// followerQueue is how many identifications may wait for the follower:
+// a few hundred bytes each.
+const followerQueue = 1024
+
 // newAddrFollower subscribes to identify's completions; run reads them.
 func newAddrFollower(h host.Host, st *store.Store, log *slog.Logger) (*addrFollower, error) {
-	sub, err := h.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
+	sub, err := h.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted), eventbus.BufSize(followerQueue))
 	if err != nil {
 		return nil, fmt.Errorf("following peers' addresses: %w", err)
 	}

@@ -59,6 +59,7 @@ type documents struct {
 	classes *lru.Cache[string, viewClass]          // facts (with seq) → the class of view they cut
 	views   *costlru.Cache[viewClass, *signedView] // signed views by class, bounded by bytes
 	signing singleflight.Group                     // by class: requesters of one class arriving together wait for one signature
+	signer  func(*negotiate.Document, *identity.Identity, time.Time) (*signedView, error) // negotiate.SignView; a test watches it
 }
 
 // anyRequester stands for the requester's peer ID in views cut for
@@ -86,7 +87,7 @@ var _ ownDocumentStore = (*store.Own)(nil)
 
 func newDocuments(id *identity.Identity, st ownDocumentStore, order *conditions.TierOrder, now func() time.Time, log *slog.Logger) *documents {
 	d := &documents{id: id, store: st, order: order, now: now, log: log,
-		views: costlru.New[viewClass, *signedView](maxSignedViewBytes)}
+		views: costlru.New[viewClass, *signedView](maxSignedViewBytes), signer: negotiate.SignView}
 	d.classes, _ = lru.New[string, viewClass](maxViewClasses)
 	return d
 }
@@ -269,8 +270,9 @@ func (d *documents) view(f conditions.Facts) (*signedView, error) {
 
 // presign signs the view for f ahead of the first requester who needs it,
 // and keeps it (view). The daemon calls it in the background when it
-// starts and whenever its document or policy changes, with the facts of a
-// stranger's first greeting: signing a 20-capability view takes a couple
+// starts and whenever its document changes, with the facts of a
+// stranger's first greeting (they come from the config's default tier:
+// run-time policy changes name peers, who are then no strangers): signing a 20-capability view takes a couple
 // of milliseconds, which a stranger's cold greeting would otherwise wait
 // for. A greeting arriving while it signs waits for the same signature
 // (signing), never makes a second.
@@ -282,7 +284,7 @@ func (d *documents) presign(f conditions.Facts) {
 
 // sign signs view (a view cut from the owner's document) as the owner.
 func (d *documents) sign(view *negotiate.Document) (*signedView, error) {
-	return negotiate.SignView(view, d.id, d.now())
+	return d.signer(view, d.id, d.now())
 }
 
 // ordered is v with the capabilities of the requested ACP tool categories

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
@@ -446,22 +448,29 @@ func TestStrangersViewIsSignedAheadOfTime(t *testing.T) {
 	}
 }
 
-// Requesters of one class arriving together wait for one signature.
+// Requesters of one class arriving together wait for one signature: while
+// the first signs (held by the test), every other requester is found
+// waiting for it in the singleflight group, and none signs again.
 func TestOneSignaturePerClassUnderConcurrency(t *testing.T) {
 	cfg := loopbackConfig()
 	cfg.Capabilities = append(twentyCapabilities(), map[string]any{"name": "diary.read", "description": "Read the diary",
 		"conditions": map[string]any{"min_auth_level": 2}})
 	alice := startDaemon(t, cfg)
 	pre := presignedView(t, alice)
+	var signs atomic.Int32
+	release := make(chan struct{})
+	alice.docs.signer = func(v *negotiate.Document, id *identity.Identity, now time.Time) (*signedView, error) {
+		signs.Add(1)
+		<-release
+		return negotiate.SignView(v, id, now)
+	}
 	// The facts of a pinned peer cut another view (diary.read eligible),
 	// which nobody has signed yet.
 	facts := conditions.Facts{Peer: anyRequester, AuthLevel: conditions.Verified, Disclosure: "public", Temperature: conditions.Cool}
 	const n = 8
-	start := make(chan struct{})
 	got := make(chan *signedView, n)
 	for range n {
 		go func() {
-			<-start
 			v, err := alice.docs.view(facts)
 			if err != nil {
 				t.Error(err)
@@ -469,7 +478,12 @@ func TestOneSignaturePerClassUnderConcurrency(t *testing.T) {
 			got <- v
 		}()
 	}
-	close(start)
+	// Either all n wait in the group (one of them signing), or, were the
+	// group bypassed, more than one reaches the signer.
+	waitFor(t, "the requesters to wait for one signature or sign each", func() bool {
+		return signs.Load() > 1 || goroutinesIn("singleflight.(*Group).Do", "(*documents).view") == n
+	})
+	close(release)
 	first := <-got
 	if first == nil || first.Sum == pre.Sum {
 		t.Fatal("the pinned peer was shown the stranger's view")
@@ -479,4 +493,24 @@ func TestOneSignaturePerClassUnderConcurrency(t *testing.T) {
 			t.Fatal("requesters of one class arriving together were shown views signed separately")
 		}
 	}
+	if s := signs.Load(); s != 1 {
+		t.Fatalf("%d signatures for %d requesters of one class arriving together, want 1", s, n)
+	}
+}
+
+// goroutinesIn counts the goroutines whose stacks hold every one of frames.
+func goroutinesIn(frames ...string) int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		all := true
+		for _, f := range frames {
+			all = all && strings.Contains(g, f)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
 }

@@ -93,6 +93,10 @@ func (s *Store) PutPeer(rec PeerRecord) (changed bool, err error) {
 		if err != nil {
 			return fmt.Errorf("encoding record: %w", err)
 		}
+		// Inside the transaction, so heads are remembered in the order
+		// the writes were made: an older head set after a newer one
+		// would let confirmsRecently take a stale seq.
+		s.rememberHead(rec.PeerID, &next)
 		return b.Put(key, raw)
 	})
 	if err != nil {
@@ -102,7 +106,6 @@ func (s *Store) PutPeer(rec PeerRecord) (changed bool, err error) {
 	if inMemory {
 		s.strangers.Remove(rec.PeerID)
 	}
-	s.rememberHead(rec.PeerID, &next)
 	return changed, nil
 }
 
@@ -112,7 +115,9 @@ func (s *Store) PutPeer(rec PeerRecord) (changed bool, err error) {
 // addresses is still dialable where it was). It is how addresses learned
 // after the view follow it: the side that answers a greeting may keep the
 // view before libp2p's identify has told it where the dialer listens.
-// It reports whether the record changed.
+// It reports whether the record changed. A record that does not decode is
+// left as it is: PutPeer reports it (ErrCorrupt) at the peer's next
+// greeting, and the daemon replaces it then.
 func (s *Store) SetPeerAddrs(peerID string, addrs []string) (bool, error) {
 	if len(addrs) == 0 {
 		return false, nil
@@ -166,17 +171,14 @@ func (s *Store) SetPeerAddrs(peerID string, addrs []string) (bool, error) {
 			return fmt.Errorf("encoding record: %w", err)
 		}
 		next = &rec
+		s.rememberHead(peerID, next) // in write order (PutPeer)
 		return b.Put(key, raw)
 	})
 	if err != nil {
 		s.rememberHead(peerID, nil)
 		return false, fmt.Errorf("storing addresses of peer %s: %w", peerID, err)
 	}
-	if next == nil {
-		return false, nil
-	}
-	s.rememberHead(peerID, next)
-	return true, nil
+	return next != nil, nil
 }
 
 // mergePeer applies the seq rules of PutPeer to rec over old (nil when
@@ -368,7 +370,9 @@ func (s *Store) Peers() ([]PeerRecord, error) {
 // DeletePeer forgets peerID; forgetting an unknown peer is not an error.
 func (s *Store) DeletePeer(peerID string) error {
 	s.rememberHead(peerID, nil)
+	s.strangersMu.Lock() // not between a merge's read and its write (PutPeer, SetPeerAddrs)
 	s.strangers.Remove(peerID)
+	s.strangersMu.Unlock()
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketPeers).Delete([]byte(peerID))
 	})

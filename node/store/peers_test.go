@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // A stranger's view stays in memory: the file does not grow, the record
@@ -130,5 +132,34 @@ func TestSetPeerAddrsFollowsTheView(t *testing.T) {
 	}
 	if _, err := s.Peer("nobody"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("SetPeerAddrs created a record: %v", err)
+	}
+}
+
+// A record that does not decode is left as it is by SetPeerAddrs (no
+// error, nothing written): PutPeer reports it when the peer greets again,
+// and the daemon then replaces it.
+func TestSetPeerAddrsLeavesACorruptRecord(t *testing.T) {
+	s, path := openTemp(t)
+	s.Close()
+	bad := []byte(`{"peer_id": "bad-peer", "seq": "no`)
+	rawUpdate(t, path, func(tx *bolt.Tx) error { return tx.Bucket(bucketPeers).Put([]byte("bad-peer"), bad) })
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if changed, err := s.SetPeerAddrs("bad-peer", []string{"/ip4/127.0.0.1/tcp/1"}); err != nil || changed {
+		t.Fatalf("SetPeerAddrs on a corrupt record = %v, %v; want no change and no error", changed, err)
+	}
+	var got []byte
+	s.db.View(func(tx *bolt.Tx) error {
+		got = append(got, tx.Bucket(bucketPeers).Get([]byte("bad-peer"))...)
+		return nil
+	})
+	if string(got) != string(bad) {
+		t.Fatalf("the corrupt record became %q", got)
+	}
+	if _, err := s.PutPeer(record("bad-peer", 1, "v1", t0)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("PutPeer over it: %v, want ErrCorrupt", err)
 	}
 }
