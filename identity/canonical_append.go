@@ -62,35 +62,9 @@ func AppendCanonical(dst []byte, v any) ([]byte, error) {
 	case struct{}:
 		return append(dst, "{}"...), nil
 	case []string:
-		if x == nil {
-			return append(dst, "null"...), nil // as encoding/json writes a nil slice
-		}
-		dst = append(dst, '[')
-		for i, s := range x {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, err = AppendCanonical(dst, s); err != nil {
-				return nil, err
-			}
-		}
-		return append(dst, ']'), nil
+		return appendCanonicalList(dst, x)
 	case []any:
-		if x == nil {
-			return append(dst, "null"...), nil
-		}
-		dst = append(dst, '[')
-		for i, e := range x {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, err = AppendCanonical(dst, e); err != nil {
-				return nil, err
-			}
-		}
-		return append(dst, ']'), nil
+		return appendCanonicalList(dst, x)
 	case map[string]any:
 		if x == nil {
 			return append(dst, "null"...), nil // as encoding/json writes a nil map
@@ -117,6 +91,25 @@ func appendInteger(dst []byte, n int64, v any) ([]byte, error) {
 		return nil, err
 	}
 	return append(dst, c...), nil
+}
+
+// appendCanonicalList writes a list, or null for a nil one, as
+// encoding/json writes a nil slice.
+func appendCanonicalList[E any](dst []byte, xs []E) ([]byte, error) {
+	if xs == nil {
+		return append(dst, "null"...), nil
+	}
+	dst = append(dst, '[')
+	for i, e := range xs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		var err error
+		if dst, err = AppendCanonical(dst, e); err != nil {
+			return nil, err
+		}
+	}
+	return append(dst, ']'), nil
 }
 
 // appendCanonicalMap writes m with its members in RFC 8785 order. That
