@@ -56,9 +56,9 @@ type documents struct {
 	named   map[string]bool     // the peers doc's allow lists name
 	schemas *negotiate.Schemas  // of doc, compiled once per seq
 
-	classes *lru.Cache[string, viewClass]          // facts (with seq) → the class of view they cut
-	views   *costlru.Cache[viewClass, *signedView] // signed views by class, bounded by bytes
-	signing singleflight.Group                     // by class: requesters of one class arriving together wait for one signature
+	classes *lru.Cache[string, viewClass]                                                 // facts (with seq) → the class of view they cut
+	views   *costlru.Cache[viewClass, *signedView]                                        // signed views by class, bounded by bytes
+	signing singleflight.Group                                                            // by class: requesters of one class arriving together wait for one signature
 	signer  func(*negotiate.Document, *identity.Identity, time.Time) (*signedView, error) // negotiate.SignView; a test watches it
 }
 
