@@ -324,7 +324,11 @@ func TestDecisionRefused(t *testing.T) {
 		}
 	}
 
-	// The .md shows each decision under its refusal.
+	// The .md shows each decision under its refusal, once the background
+	// writer has rendered what the .jsonl holds.
+	if err := alice.Audit().Flush(); err != nil {
+		t.Fatal(err)
+	}
 	md, err := os.ReadFile(filepath.Join(alice.home.Dir, "audit", time.Now().UTC().Format("2006-01-02"), bob.id.PeerID().String()+".md"))
 	if err != nil {
 		t.Fatal(err)
