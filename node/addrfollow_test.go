@@ -2,11 +2,14 @@ package node
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 
 	"github.com/ifaced/ifaced/node/store"
 )
@@ -52,5 +55,33 @@ func TestCachedPeerGetsItsAddressesFromIdentify(t *testing.T) {
 	}
 	if rec.Seq != 3 || string(rec.View) != string(view) {
 		t.Fatalf("the cached view changed with its addresses: seq %d view %s", rec.Seq, rec.View)
+	}
+}
+
+// The address handed to Connect outlives identify's clean-up when the
+// last connection to a peer closes, which drops that peer's addresses of
+// TempAddrTTL (the TTL the host's Connect gives the address it is handed):
+// that clean-up runs asynchronously, and when it ran between a reconnect's
+// adding its address and its dial, the dial found none ("no addresses"),
+// as the bench's reconnecting peer once did. Here the clean-up is made to
+// run right after Connect added the address (a dial that fails leaves it).
+func TestConnectAddressOutlivesIdentifysCleanup(t *testing.T) {
+	bob := startDaemon(t, tcpOnly(loopbackConfig()))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close() // nothing listens there now: the dial is refused
+	pid := newPeerID(t)
+	addr := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", port, pid)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := bob.Connect(ctx, addr); err == nil {
+		t.Fatal("connecting to a closed port succeeded")
+	}
+	bob.Host().Peerstore().UpdateAddrs(pid, peerstore.TempAddrTTL, 0) // identify's clean-up
+	if got := bob.Host().Peerstore().Addrs(pid); len(got) != 1 {
+		t.Fatalf("after identify's clean-up the peerstore holds %v for the peer, want the address given to Connect", got)
 	}
 }

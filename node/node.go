@@ -21,6 +21,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/multiformats/go-multiaddr"
 )
 
@@ -368,6 +369,12 @@ func (n *Node) Connect(ctx context.Context, addr string) (peer.ID, error) {
 	if err != nil {
 		return "", fmt.Errorf("connecting: %q must end in /p2p/<peer ID>: %w", addr, err)
 	}
+	// The address is kept longer than the host's Connect keeps it
+	// (TempAddrTTL): identify, when the last connection to a peer closes,
+	// drops that peer's TempAddrTTL addresses, and a connect made just
+	// after a disconnect could see its own address dropped before the dial
+	// read it ("no addresses").
+	n.host.Peerstore().AddAddrs(info.ID, info.Addrs, peerstore.RecentlyConnectedAddrTTL)
 	if err := n.host.Connect(ctx, *info); err != nil {
 		return "", fmt.Errorf("connecting to %s: %w", info.ID, err)
 	}
