@@ -203,6 +203,25 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 		return err
 	}
 	printView(w, "Bob's cached view of Alice, now", mustCached(bob, alice.id.PeerID()))
+	// Bob acknowledges the update on the update's own stream, after he
+	// kept the view; Alice records the acknowledgement in the conversation.
+	// It is waited for, so that the listing below holds every message of
+	// the conversation (it could otherwise reach Alice after Bob's close).
+	if err := waitAudited(ctx, alice, rb.ConversationID, func(entries []gossip.AuditEntry) bool {
+		update := ""
+		for _, en := range entries {
+			h := en.Message.Headers
+			switch {
+			case en.Direction == gossip.Sent && h.Subject == "capability update":
+				update = h.MessageID
+			case update != "" && en.Direction == gossip.Received && h.Thread != nil && h.Thread.InReplyTo == update:
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		return err
+	}
 
 	if _, err := bob.n.Say(rb.ConversationID, gossip.PhaseClose, "Closing this exchange. Summary: shared travel context; Alice offers calendar availability."); err != nil {
 		return err
@@ -343,6 +362,30 @@ func mustCached(d *daemon, pid peer.ID) *negotiate.Document {
 		return nil
 	}
 	return v
+}
+
+// waitAudited waits until the entries d's audit log holds of conversation
+// convID are ones match accepts: a message that raises no event (an
+// update's acknowledgement, taken on the update's stream) is seen there.
+func waitAudited(ctx context.Context, d *daemon, convID string, match func([]gossip.AuditEntry) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		entries, err := d.n.Audit().Entries(convID)
+		if err != nil {
+			return fmt.Errorf("reading the audit log: %w", err)
+		}
+		if match(entries) {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the audit log: %w", ctx.Err())
+		}
+	}
 }
 
 func wait(ctx context.Context, ch <-chan node.Event, match func(node.Event) bool) (node.Event, error) {
