@@ -76,10 +76,8 @@ func (p messageParams) appendCanonical(dst []byte) ([]byte, error) {
 	dst = append(dst, `,"signed_body":`...)
 	dst = strconv.AppendBool(dst, p.SignedBody)
 	dst = append(dst, `,"signed_headers":`...)
-	var err error
-	if p.SignedHeaders == nil {
-		dst = append(dst, "null"...)
-	} else if dst, err = AppendCanonical(dst, p.SignedHeaders); err != nil {
+	dst, err := AppendCanonical(dst, p.SignedHeaders)
+	if err != nil {
 		return nil, err
 	}
 	return append(dst, '}'), nil
