@@ -133,24 +133,9 @@ func (s *Store) SetPeerAddrs(peerID string, addrs []string) (bool, error) {
 		return true, nil
 	}
 	s.strangersMu.Unlock()
-	s.headsMu.Lock()
-	head, ok := s.heads[peerID]
-	s.headsMu.Unlock()
-	if ok && slices.Equal(head.Addrs, addrs) {
-		return false, nil
-	}
-	// A read first: identify completes on every connection, most of them
-	// of peers the cache does not hold, and a write transaction syncs.
-	held := false
-	s.db.View(func(tx *bolt.Tx) error {
-		raw := tx.Bucket(bucketPeers).Get([]byte(peerID))
-		var old peerHead
-		if raw != nil && jsonv2.Unmarshal(raw, &old) == nil {
-			held = !slices.Equal(old.Addrs, addrs)
-		}
-		return nil
-	})
-	if !held {
+	// The head first: identify completes on every connection, most of
+	// them of peers the cache does not hold, and a write transaction syncs.
+	if head, ok := s.head(peerID); !ok || slices.Equal(head.Addrs, addrs) {
 		return false, nil
 	}
 	var next *PeerRecord
@@ -286,22 +271,29 @@ const maxHeads = 8192
 // the head of each record is remembered as PutPeer writes it (only PutPeer
 // and DeletePeer write the bucket) and read back, fields only, otherwise.
 func (s *Store) confirmsRecently(rec PeerRecord) bool {
-	s.headsMu.Lock()
-	old, ok := s.heads[rec.PeerID]
-	s.headsMu.Unlock()
-	if !ok {
-		s.db.View(func(tx *bolt.Tx) error {
-			raw := tx.Bucket(bucketPeers).Get([]byte(rec.PeerID))
-			if raw != nil && jsonv2.Unmarshal(raw, &old) == nil {
-				ok = true
-			}
-			return nil
-		})
-	}
+	old, ok := s.head(rec.PeerID)
 	return ok && rec.Seq == old.Seq && rec.DocHash == old.DocHash &&
 		(len(rec.Addrs) == 0 || slices.Equal(rec.Addrs, old.Addrs)) &&
 		(len(rec.Context) == 0 || bytes.Equal(rec.Context, old.Context)) &&
 		rec.FetchedAt.Sub(old.FetchedAt) < fetchedGranularity
+}
+
+// head is the head of the record the file holds for peerID: remembered,
+// or read back, fields only; false when the file holds none (or one that
+// does not decode, which PutPeer reports).
+func (s *Store) head(peerID string) (peerHead, bool) {
+	s.headsMu.Lock()
+	h, ok := s.heads[peerID]
+	s.headsMu.Unlock()
+	if ok {
+		return h, true
+	}
+	s.db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketPeers).Get([]byte(peerID))
+		ok = raw != nil && jsonv2.Unmarshal(raw, &h) == nil
+		return nil
+	})
+	return h, ok
 }
 
 // rememberHead records (or with nil, forgets) the head of what was stored
