@@ -90,9 +90,7 @@ func (c *greetClient) greet(ctx context.Context) (viewCame bool, err error) {
 	if c.theyHold == c.g.view.Sum {
 		prop.ViewUnchanged = c.g.view.Sum
 	}
-	if err := (negotiate.Greeting{Proposal: prop}).Write(m, c.g.view); err != nil {
-		return false, err
-	}
+	negotiate.Greeting{Proposal: prop}.Write(m, c.g.view)
 	m.Body.Text = "Greetings from a bench peer."
 	if err := conv.TryStamp(m); err != nil {
 		return false, err

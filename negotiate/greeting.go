@@ -97,7 +97,7 @@ func ReadGreeting(m *gossip.Message) (Greeting, error) {
 // headers.capabilities.offer from the view, and the body parts — the
 // view, unless ViewUnchanged is its Sum; the "greeting" part; the
 // "context" part when Granted is set. The body text is the caller's.
-func (g Greeting) Write(m *gossip.Message, view *SignedView) error {
+func (g Greeting) Write(m *gossip.Message, view *SignedView) {
 	m.Headers.Disclosure, m.Headers.Persona = g.Disclosure, g.Persona
 	m.Body.Parts = nil
 	if view != nil {
@@ -110,40 +110,10 @@ func (g Greeting) Write(m *gossip.Message, view *SignedView) error {
 	}
 	gp := greetingPart{Temperature: g.Temperature, IFPSupport: g.IFPSupport,
 		ToolCategories: g.ToolCategories, HaveView: g.HaveView, ViewUnchanged: g.ViewUnchanged}
-	content, err := asJSONValue(gp, gp.jsonValue, gp.Temperature, gp.HaveView, gp.ViewUnchanged, gp.ToolCategories)
-	if err != nil {
-		return fmt.Errorf("writing greeting: %w", err)
+	m.Body.Parts = append(m.Body.Parts, gossip.Part{ContentType: "application/json", Name: PartGreeting, Content: gp.jsonValue()})
+	if g.Granted != nil {
+		m.Body.Parts = append(m.Body.Parts, gossip.Part{ContentType: "application/json", Name: PartContext, Content: g.Granted.jsonValue()})
 	}
-	m.Body.Parts = append(m.Body.Parts, gossip.Part{ContentType: "application/json", Name: PartGreeting, Content: content})
-	if gr := g.Granted; gr != nil {
-		content, err := asJSONValue(gr, gr.jsonValue, gr.Disclosure, gr.DisclosureOutcome, gr.Temperature, gr.Persona, gr.Notes, gr.ToolCategories)
-		if err != nil {
-			return fmt.Errorf("writing greeting: %w", err)
-		}
-		m.Body.Parts = append(m.Body.Parts, gossip.Part{ContentType: "application/json", Name: PartContext, Content: content})
-	}
-	return nil
-}
-
-// asJSONValue is JSONValue(v), built by direct when every string of v
-// (given as texts, each a string or a []string) is valid UTF-8: encoding/json
-// would replace what is not, and then only JSONValue gives its bytes.
-func asJSONValue(v any, direct func() map[string]any, texts ...any) (any, error) {
-	for _, s := range texts {
-		switch s := s.(type) {
-		case string:
-			if !utf8.ValidString(s) {
-				return JSONValue(v)
-			}
-		case []string:
-			for _, e := range s {
-				if !utf8.ValidString(e) {
-					return JSONValue(v)
-				}
-			}
-		}
-	}
-	return direct(), nil
 }
 
 // jsonValue is JSONValue(p), built member by member: every greeting
@@ -152,7 +122,7 @@ func asJSONValue(v any, direct func() map[string]any, texts ...any) (any, error)
 func (p greetingPart) jsonValue() map[string]any {
 	v := make(map[string]any, 5)
 	if p.Temperature != "" {
-		v["temperature"] = p.Temperature
+		v["temperature"] = jsonText(p.Temperature)
 	}
 	if len(p.IFPSupport) > 0 {
 		v["ifp_support"] = jsonNumbers(p.IFPSupport)
@@ -161,20 +131,20 @@ func (p greetingPart) jsonValue() map[string]any {
 		v["requested_tool_categories"] = jsonStrings(p.ToolCategories)
 	}
 	if p.HaveView != "" {
-		v["have_view"] = p.HaveView
+		v["have_view"] = jsonText(p.HaveView)
 	}
 	if p.ViewUnchanged != "" {
-		v["view_unchanged"] = p.ViewUnchanged
+		v["view_unchanged"] = jsonText(p.ViewUnchanged)
 	}
 	return v
 }
 
 // jsonValue is JSONValue(g), built member by member (see greetingPart's).
 func (g *Granted) jsonValue() map[string]any {
-	v := map[string]any{"disclosure": g.Disclosure, "disclosure_outcome": g.DisclosureOutcome,
-		"auth_level": float64(g.AuthLevel), "temperature": g.Temperature}
+	v := map[string]any{"disclosure": jsonText(g.Disclosure), "disclosure_outcome": jsonText(g.DisclosureOutcome),
+		"auth_level": float64(g.AuthLevel), "temperature": jsonText(g.Temperature)}
 	if g.Persona != "" {
-		v["persona"] = g.Persona
+		v["persona"] = jsonText(g.Persona)
 	}
 	if len(g.Notes) > 0 {
 		v["notes"] = jsonStrings(g.Notes)
@@ -185,12 +155,22 @@ func (g *Granted) jsonValue() map[string]any {
 	return v
 }
 
+// jsonText is s as a round trip through encoding/json gives it back:
+// each byte that is not part of valid UTF-8 replaced by U+FFFD, which is
+// what ranging over a string (strings.Map) reads it as.
+func jsonText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.Map(func(r rune) rune { return r }, s)
+}
+
 // jsonStrings and jsonNumbers are lists as encoding/json decodes them
-// into an any: []any of strings, and of float64s.
+// into an any: []any of strings (jsonText), and of float64s.
 func jsonStrings(ss []string) []any {
 	out := make([]any, len(ss))
 	for i, s := range ss {
-		out[i] = s
+		out[i] = jsonText(s)
 	}
 	return out
 }

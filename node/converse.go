@@ -471,9 +471,7 @@ func (cs *Conversations) greeting(c *conv, prop negotiate.Proposal, granted *neg
 		prop.ViewUnchanged = v.Sum
 		attached = "my signed view for you is the one you hold (sha256 " + v.Sum[:16] + "…)"
 	}
-	if err := (negotiate.Greeting{Proposal: prop, Granted: granted}).Write(m, v); err != nil {
-		return nil, err
-	}
+	negotiate.Greeting{Proposal: prop, Granted: granted}.Write(m, v)
 	m.Body.Text = fmt.Sprintf("Greetings from %s. I offer you %d of my %d capabilities; %s.",
 		cs.displayName(), len(v.Offer()), len(v.Doc.Capabilities), attached)
 	if granted != nil {
