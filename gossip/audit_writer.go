@@ -37,12 +37,11 @@ import (
 //     which only the previous run can have left: one process opens a
 //     home's log, since the daemon holds its store's lock before it opens
 //     the log; Close removes it once every entry is rendered). When
-//     OpenAuditLog
-//     finds the marker, it renders, before it returns, what each .md
-//     written since that run began lacks: the entries of its .jsonl past
-//     the .md's count of marker lines. Nothing recorded is lost from
-//     either file; a .md is complete within the writer's delay while the
-//     daemon runs, and at the next start after a crash.
+//     OpenAuditLog finds the marker, it renders, before it returns, what
+//     each .md written since that run began lacks: the entries of its
+//     .jsonl past the .md's count of marker lines. Nothing recorded is
+//     lost from either file; a .md is complete within the writer's delay
+//     while the daemon runs, and at the next start after a crash.
 
 const (
 	// heldJSONL is how many .jsonl handles the log keeps open (the .md

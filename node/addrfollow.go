@@ -64,7 +64,7 @@ func (f *addrFollower) run(ctx context.Context) {
 
 // follow gives pid's cached record the addresses the peerstore now holds.
 func (f *addrFollower) follow(pid peer.ID) {
-	if _, err := f.store.SetPeerAddrs(pid.String(), peerAddrs(f.host, pid)); err != nil {
+	if _, err := f.store.SetPeerAddrs(idString(pid), peerAddrs(f.host, pid)); err != nil {
 		f.log.Warn("keeping a peer's addresses", "peer", pid, "err", err)
 	}
 }

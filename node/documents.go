@@ -271,11 +271,12 @@ func (d *documents) view(f conditions.Facts) (*signedView, error) {
 // presign signs the view for f ahead of the first requester who needs it,
 // and keeps it (view). The daemon calls it in the background when it
 // starts and whenever its document changes, with the facts of a
-// stranger's first greeting (they come from the config's default tier:
-// run-time policy changes name peers, who are then no strangers): signing a 20-capability view takes a couple
-// of milliseconds, which a stranger's cold greeting would otherwise wait
-// for. A greeting arriving while it signs waits for the same signature
-// (signing), never makes a second.
+// stranger's first greeting (they come from the config's default tier;
+// run-time policy changes name peers, who are then no strangers).
+// Signing a 20-capability view takes a couple of milliseconds, which a
+// stranger's cold greeting would otherwise wait for. A greeting arriving
+// while it signs waits for the same signature (signing), never makes a
+// second.
 func (d *documents) presign(f conditions.Facts) {
 	if _, err := d.view(f); err != nil {
 		d.log.Warn("signing the view for strangers ahead of time", "err", err)
