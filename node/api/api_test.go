@@ -595,8 +595,15 @@ func TestStaleAddrImpostor(t *testing.T) {
 	d := startDaemon(t, nil)
 	tok := d.c.token
 	d.c.Close()
-	// An unclean stop: the socket and api.addr stay behind.
+	// An unclean stop: the socket and api.addr stay behind. The listeners
+	// are closed here too: Close closes only those Serve has begun to
+	// track, and on a busy machine a Serve goroutine may not have run yet,
+	// which left the socket accepting (the kernel's backlog) and Dial
+	// connected.
 	d.srv.srv.Close()
+	for _, ln := range d.srv.listeners {
+		ln.Close()
+	}
 	im := newImpostor(t)
 	if err := writeAddr(AddrFile(d.home), im.ln.Addr().String()); err != nil {
 		t.Fatal(err)

@@ -165,6 +165,11 @@ func (s *Server) Close() error {
 		if err := s.srv.Shutdown(ctx); err != nil {
 			s.srv.Close()
 		}
+		// Shutdown closes only the listeners Serve has begun to track; one
+		// whose Serve goroutine has not run yet would accept until it does.
+		for _, ln := range s.listeners {
+			ln.Close()
+		}
 		var errs []error
 		if err := os.Remove(AddrFile(s.home)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("removing API address file: %w", err))
