@@ -25,7 +25,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -129,6 +128,9 @@ func send(r Request) Response {
 // it must be root (CI runs as root).
 func Need(t testing.TB) {
 	t.Helper()
+	if !supported {
+		t.Skipf("playing a second local user starts a process as uid %d, which this test does on Unix only", UID)
+	}
 	if os.Geteuid() != 0 {
 		t.Skipf("playing a second local user means starting a process as uid %d, which needs root (CI runs as root); this test runs as uid %d", UID, os.Geteuid())
 	}
@@ -192,7 +194,7 @@ func command(t testing.TB, what, arg string) *exec.Cmd {
 	cmd := exec.Command(b)
 	cmd.Dir = filepath.Dir(b)
 	cmd.Env = []string{doEnv + "=" + what, argEnv + "=" + arg, "HOME=" + filepath.Dir(b), "PATH=/usr/bin:/bin"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: UID, Gid: GID, Groups: []uint32{}}}
+	asOther(cmd)
 	return cmd
 }
 

@@ -5,10 +5,12 @@ package api
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"strconv"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,13 +30,22 @@ var procTCP = [2]string{"/proc/net/tcp", "/proc/net/tcp6"}
 func socketOwner(local, remote netip.AddrPort) (uint32, error) {
 	l, r := unmapPort(local), unmapPort(remote)
 	uid, err := diagOwner(l, r)
-	if err == nil {
+	switch {
+	case err == nil:
+		diagWorks.Store(true)
 		return uid, nil
+	case errors.Is(err, unix.ENOENT) && diagWorks.Load():
+		// sock_diag answers here, so the socket is gone (its client
+		// closed it): no need to read the tables to say so.
+		return 0, fmt.Errorf("%w: no socket %s → %s (%v)", errOwnerUnknown, r, l, err)
 	}
-	// Not found (the client is gone, or this kernel has no TCP handler
-	// for sock_diag), or no netlink here: the tables say which.
+	// No netlink here, or no TCP handler for sock_diag in this kernel
+	// (also ENOENT): the tables say.
 	return procOwner(l, r)
 }
+
+// diagWorks: sock_diag has found a socket in this process.
+var diagWorks atomic.Bool
 
 // procOwner finds the client's socket in /proc/net/tcp and tcp6.
 func procOwner(l, r netip.AddrPort) (uint32, error) {
@@ -119,7 +130,7 @@ func diagOwner(l, r netip.AddrPort) (uint32, error) {
 			switch {
 			case typ == unix.NLMSG_ERROR && len(body) >= 4:
 				if errno := -int32(binary.NativeEndian.Uint32(body)); errno != 0 {
-					return 0, fmt.Errorf("%w: sock_diag: %v", errOwnerUnknown, unix.Errno(errno))
+					return 0, fmt.Errorf("%w: sock_diag: %w", errOwnerUnknown, unix.Errno(errno))
 				}
 			case typ == unix.SOCK_DIAG_BY_FAMILY && len(body) >= msgLen:
 				want := make([]byte, idLen)
