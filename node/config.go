@@ -97,6 +97,11 @@ type HTTPConfig struct {
 	// Nothing that acts (POST /invoke, /a2a, the inbox) is ever opened
 	// to other origins.
 	CORSOrigins []string `toml:"cors_origins"`
+	// TrustedProxies are the addresses (IP or CIDR) of reverse proxies in
+	// front of the binding: only a request whose direct peer is one of
+	// them has its X-Forwarded-For read, to find the client it is limited
+	// and audited as (node/httpapi). Empty trusts no proxy.
+	TrustedProxies []string `toml:"trusted_proxies"`
 }
 
 // LimitsConfig bounds what peers can make the daemon hold.
@@ -331,7 +336,7 @@ func DefaultConfig() *Config {
 			"/ip6/::/tcp/" + p, "/ip6/::/udp/" + p + "/quic-v1",
 		}},
 		API:  APIConfig{Listen: fmt.Sprintf("127.0.0.1:%d", DefaultPort+1)},
-		HTTP: HTTPConfig{AllowedHosts: []string{}, CORSOrigins: []string{"*"}},
+		HTTP: HTTPConfig{AllowedHosts: []string{}, CORSOrigins: []string{"*"}, TrustedProxies: []string{}},
 		Limits: LimitsConfig{
 			ConnectionsLow: 400, ConnectionsHigh: 600, GracePeriod: Duration{20 * time.Second},
 			StreamTimeout: Duration{30 * time.Second}, MaxStreams: 1024, MaxMemoryMB: 256,
@@ -470,6 +475,11 @@ func (c *Config) Validate() error {
 	for i, o := range c.HTTP.CORSOrigins {
 		if err := checkOrigin(o); err != nil {
 			bad(fmt.Sprintf("http.cors_origins[%d]", i), "%v", err)
+		}
+	}
+	for i, p := range c.HTTP.TrustedProxies {
+		if _, err := ParseProxy(p); err != nil {
+			bad(fmt.Sprintf("http.trusted_proxies[%d]", i), "%v", err)
 		}
 	}
 	if u := c.HTTP.URL; u != "" {
@@ -691,6 +701,28 @@ func checkOrigin(o string) error {
 		return fmt.Errorf("%q is not an origin: want \"*\" or scheme://host[:port] (http or https, no path), e.g. \"https://app.example.com\"", o)
 	}
 	return nil
+}
+
+// ParseProxy reads an http.trusted_proxies entry: an IP address (one
+// proxy) or a CIDR prefix (the proxies in it), "127.0.0.1", "::1",
+// "10.0.0.0/8". An IPv4-mapped IPv6 entry counts as IPv4.
+func ParseProxy(s string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not an IP address or CIDR prefix (e.g. \"127.0.0.1\", \"::1\" or \"10.0.0.0/8\")", s)
+	}
+	if p.Addr().Is4In6() {
+		bits := p.Bits() - 96
+		if bits < 0 {
+			return netip.Prefix{}, fmt.Errorf("%q: an IPv4-mapped prefix needs at least 96 bits", s)
+		}
+		p = netip.PrefixFrom(p.Addr().Unmap(), bits)
+	}
+	return p.Masked(), nil
 }
 
 func checkHostName(h string) error {

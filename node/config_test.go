@@ -79,6 +79,7 @@ func TestConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"public api", "version = 1\n[api]\nlisten = \"0.0.0.0:4818\"\n", "api.listen", 3, "loopback"},
 		{"bad allowed host", "version = 1\n[http]\nallowed_hosts = [\"localhost\", \"http://agent.example:80\"]\n", "http.allowed_hosts[1]", 3, "not a host name"},
 		{"cors origin with a path", "version = 1\n[http]\ncors_origins = [\"https://app.example\", \"https://app.example/ui\"]\n", "http.cors_origins[1]", 3, "not an origin"},
+		{"bad trusted proxy", "version = 1\n[http]\ntrusted_proxies = [\"127.0.0.1/32\", \"proxy.example\"]\n", "http.trusted_proxies[1]", 3, "not an IP address or CIDR prefix"},
 		{"bad multiaddr", "version = 1\n[listen]\naddresses = [\"tcp/4817\"]\n", "listen.addresses[0]", 3, "multiaddr"},
 		{"unknown tier", "version = 1\n[disclosure]\ndefault = \"friends\"\n", "disclosure.default", 3, "friends"},
 		{"bad custom tier", "version = 1\n[tiers]\ncustom = [{ name = \"lab\", after = \"profesional\" }]\n", "tiers.custom[0].after", 3, "profesional"},
@@ -402,3 +403,21 @@ func TestParseDuration(t *testing.T) {
 }
 
 func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }
+
+// TestParseProxy: an http.trusted_proxies entry is an address (one proxy)
+// or a prefix; mapped IPv4 counts as IPv4; anything else is refused.
+func TestParseProxy(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1": "127.0.0.1/32", "::1": "::1/128", "10.1.2.3/8": "10.0.0.0/8",
+		"::ffff:192.0.2.1": "192.0.2.1/32", "::ffff:192.0.2.0/120": "192.0.2.0/24", "2001:db8::/32": "2001:db8::/32",
+	} {
+		if p, err := ParseProxy(in); err != nil || p.String() != want {
+			t.Errorf("ParseProxy(%q) = %v, %v; want %s", in, p, err, want)
+		}
+	}
+	for _, in := range []string{"", "proxy.example", "10.0.0.0/33", "fe80::1%eth0", "::ffff:0:0/64"} {
+		if p, err := ParseProxy(in); err == nil {
+			t.Errorf("ParseProxy(%q) = %v, want an error", in, p)
+		}
+	}
+}

@@ -34,6 +34,17 @@ var supportNotes = map[string]string{
 	"identity.verify": "messages and documents are signed with Ed25519 as IFP-5 says; the signer is the did:key of this daemon's peer ID",
 }
 
+// AnsweredByDaemon reports whether name is one of the capabilities this
+// daemon answers itself when its document declares them (ping,
+// capabilities.get and the protocol notes above): a request for one never
+// waits on the local agent, so a transport that bounds the requests
+// waiting on the agent (the HTTP binding's invocation slots) need not
+// count it.
+func AnsweredByDaemon(name string) bool {
+	_, note := supportNotes[name]
+	return note || name == "ping" || name == "capabilities.get"
+}
+
 // answer runs name for a requester granted g if the daemon answers it
 // itself; ok is false for a name the agent answers.
 func (s *standardAnswers) answer(name string, g negotiate.Granted, requester string) (result any, ok bool, err error) {

@@ -42,6 +42,7 @@ type command struct {
 // env is what a command may touch: its output streams and environment.
 type env struct {
 	stdout, stderr io.Writer
+	stdin          io.Reader // nil reads as empty
 	getenv         func(string) string
 	// introspect, when set, receives a verb's flags at parse, and the verb
 	// stops there (shell completion reads the flags this way).
@@ -71,7 +72,7 @@ func commands() []command {
 		{"trust", "show what the daemon established about peers, or pin, revoke or check one (trust [PEER [--verify FINGERPRINT | --revoke | --check]])", runTrust, nil},
 		{"key", "rotate this daemon's key, revoke an old one, or prepare a revocation statement to keep offline (key rotate | revoke [OLD-PEER | --statement FILE] | revocation-statement)", runKey, keySubs},
 		{"introduce", "mint an introduction token for a peer whose key you do not know yet (introduce --label NAME | --list | --revoke ID)", runIntroduce, nil},
-		{"accept-intro", "hold an introduction token another daemon minted for this one (accept-intro TOKEN)", runAcceptIntro, nil},
+		{"accept-intro", "hold an introduction token another daemon minted for this one (accept-intro, the token on standard input or --secret-file FILE)", runAcceptIntro, nil},
 		{"audit", "list recorded conversations, show one, or why a request was decided (audit [--conversation ID] [--peer P] [--why MESSAGE_ID])", runAudit, nil},
 		{"alias", "name peers locally: list, set or remove an alias (alias [NAME PEER | --remove NAME])", runAlias, nil},
 		{"config", "show the effective configuration, or set one key (config [show | set KEY VALUE | keys])", runConfig, configSubs},
@@ -106,7 +107,7 @@ var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
+	code := run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, getenv: os.Getenv}, os.Args[1:])
 	stop()
 	os.Exit(code)
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,7 +23,7 @@ import (
 //	ifaced trust PEER [--verify FINGERPRINT | --revoke | --check]
 //	ifaced introduce --label NAME [--expires 7d] [--disclosure TIER] [--persona P]
 //	ifaced introduce --list | --revoke ID
-//	ifaced accept-intro TOKEN
+//	ifaced accept-intro [- | --secret-file FILE]      the token on standard input, or in FILE
 
 func runTrust(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "trust", "[PEER [--verify FINGERPRINT | --revoke | --check]]", true)
@@ -279,7 +281,9 @@ func runIntroduce(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(w, ":\n\n%s\n\n", m.Token)
 	fmt.Fprintln(w, "Hand it to the other human by a channel you trust; on their daemon they run")
-	fmt.Fprintf(w, "  ifaced accept-intro %s\n", m.Token)
+	fmt.Fprintln(w, "  ifaced accept-intro                          (and paste it), or")
+	fmt.Fprintln(w, "  ifaced accept-intro --secret-file FILE       (a file holding it)")
+	fmt.Fprintln(w, "never with the token on the command line, where other users of their machine could read it.")
 	fmt.Fprintln(w, "The first daemon that proves it holds the token binds it. It is not shown again;")
 	fmt.Fprintf(w, "`ifaced introduce --list` shows its state, `ifaced introduce --revoke %s` revokes it.\n", m.ID)
 	return nil
@@ -329,21 +333,36 @@ func printIntros(w io.Writer, l *api.IntroList) {
 	tw.Flush()
 }
 
+// runAcceptIntro is `accept-intro`: it reads the token from standard
+// input (no argument, or "-") or from --secret-file, never from the
+// command line, where every user of the machine can read it (ps,
+// /proc/PID/cmdline) and the shell's history keeps it. A token given as
+// an argument is refused, saying how to pass it.
 func runAcceptIntro(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "accept-intro", "TOKEN", true)
+	f := newFlags(e, "accept-intro", "[-] (the token on standard input) | --secret-file FILE", true)
+	file := f.String("secret-file", "", "read the token from FILE (\"-\": standard input) instead of standard input")
 	pos, err := f.parseInterleaved(args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageError("accept-intro takes one TOKEN (the ifintro1… string the issuer's `ifaced introduce` printed)")
+	switch {
+	case len(pos) > 1 || len(pos) == 1 && pos[0] != "-":
+		return usageError("accept-intro does not take the token on the command line, where every user of this machine can read it (ps, /proc) and your shell's history keeps it: " +
+			"run `ifaced accept-intro` and paste it, or pass it with `ifaced accept-intro < FILE` or `--secret-file FILE`; nothing was accepted " +
+			"(if others can read that history, ask the issuer to revoke the token and mint a new one)")
+	case len(pos) == 1 && *file != "":
+		return usageError("accept-intro takes the token from standard input (-) or --secret-file, not both")
+	}
+	token, err := readSecret(e, *file, "introduction token (the ifintro1… string the issuer's `ifaced introduce` printed)")
+	if err != nil {
+		return err
 	}
 	c, err := f.dial(e)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	h, err := c.Introductions().Accept(ctx, pos[0])
+	h, err := c.Introductions().Accept(ctx, token)
 	if err != nil {
 		return err
 	}
@@ -353,4 +372,57 @@ func runAcceptIntro(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "holding introduction token %s (%q) from %s, valid until %s;\ngreetings to that peer now carry its proof (greet it: ifaced greet %s)\n",
 		h.ID, h.Label, h.IssuerPeer, formatTime(h.Expires), h.IssuerPeer)
 	return nil
+}
+
+// maxSecret bounds what readSecret reads: a token is well under it.
+const maxSecret = 64 << 10
+
+// readSecret reads a secret (what names it) from file, or from standard
+// input when file is "" or "-": its content with surrounding white space
+// removed. On a terminal it asks for it and reads one line. A file that
+// other users may read is read all the same, with a warning.
+func readSecret(e *env, file, what string) (string, error) {
+	var (
+		b    []byte
+		err  error
+		from = "standard input"
+	)
+	if file != "" && file != "-" {
+		from = file
+		var st os.FileInfo
+		if st, err = os.Stat(file); err == nil && st.Mode().Perm()&0o044 != 0 {
+			fmt.Fprintf(e.stderr, "warning: %s may be read by other users (mode %#o): it holds a secret; `chmod go-r` it, or delete it once used\n", file, st.Mode().Perm())
+		}
+		var fh *os.File
+		if fh, err = os.Open(file); err == nil {
+			b, err = io.ReadAll(io.LimitReader(fh, maxSecret+1))
+			fh.Close()
+		}
+	} else if in, tty := e.stdin.(*os.File); tty && isTerminal(in) {
+		fmt.Fprintf(e.stderr, "paste the %s, then Enter:\n", what)
+		var line string
+		line, err = bufio.NewReaderSize(io.LimitReader(in, maxSecret+1), 4096).ReadString('\n')
+		if err == io.EOF {
+			err = nil
+		}
+		b = []byte(line)
+	} else if e.stdin != nil {
+		b, err = io.ReadAll(io.LimitReader(e.stdin, maxSecret+1))
+	}
+	switch s := strings.TrimSpace(string(b)); {
+	case err != nil:
+		return "", fmt.Errorf("reading the %s from %s: %w", what, from, err)
+	case len(b) > maxSecret:
+		return "", usageError("%s holds more than %d bytes: want only the %s", from, maxSecret, what)
+	case s == "":
+		return "", usageError("no %s on %s: pipe it in (`ifaced accept-intro < FILE`), paste it when asked, or name a file with --secret-file FILE", what, from)
+	default:
+		return s, nil
+	}
+}
+
+// isTerminal reports whether f is a terminal (a character device).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0 && st.Mode()&os.ModeDevice != 0
 }

@@ -1,7 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,9 +35,12 @@ func TestTrustVerbs(t *testing.T) {
 		t.Errorf("--expires 2d gave a token until %s", m.Expires)
 	}
 	out = mustRun(t, a, "introduce", "--label", "Carol")
-	wantLines(t, "introduce", out, "introduction token ", `for "Carol", valid until`, "ifaced accept-intro ifintro1", "ifaced introduce --revoke ")
+	wantLines(t, "introduce", out, "introduction token ", `for "Carol", valid until`, "ifaced accept-intro  ", "ifaced accept-intro --secret-file FILE", "ifaced introduce --revoke ")
+	if strings.Contains(out, "accept-intro ifintro1") {
+		t.Errorf("introduce tells the other human to put the token on a command line:\n%s", out)
+	}
 
-	wantLines(t, "accept-intro", mustRun(t, b, "accept-intro", m.Token), "holding introduction token "+m.ID+` ("Bob") from `+aliceID)
+	wantLines(t, "accept-intro", mustRunIn(t, b, m.Token+"\n", "accept-intro"), "holding introduction token "+m.ID+` ("Bob") from `+aliceID)
 	mustRun(t, b, "connect", alice.Addrs()[0].String())
 	out = mustRun(t, b, "greet", aliceID)
 	// Alice's grant follows the introduction once converse.go asks policyFor;
@@ -81,12 +90,134 @@ func TestTrustVerbs(t *testing.T) {
 		{[]string{"introduce", "--label", "x", "--expires", "soon"}, 2, "--expires"},
 		{[]string{"introduce", "--label", "x", "--disclosure", "bestie"}, 1, "not a known tier"},
 		{[]string{"introduce", "--revoke", "0123456789abcdef"}, 1, "no introduction token"},
-		{[]string{"accept-intro"}, 2, "one TOKEN"},
-		{[]string{"accept-intro", "ifintro1garbage"}, 1, "not a valid introduction token"},
+		{[]string{"accept-intro"}, 2, "no introduction token"},
+		{[]string{"accept-intro", "ifintro1garbage"}, 2, "does not take the token on the command line"},
 	} {
 		r := ifaced(t, a, tc.args...)
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("ifaced %q: exit %d, stderr %q; want exit %d saying %q", tc.args, r.code, r.stderr, tc.code, tc.want)
+		}
+	}
+}
+
+// ifacedIn runs a verb as ifaced does, with stdin as its standard input.
+func ifacedIn(t *testing.T, home, stdin string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	e := &env{stdout: &out, stderr: &errb, stdin: strings.NewReader(stdin), getenv: func(k string) string {
+		if k == "IFACED_HOME" {
+			return home
+		}
+		return ""
+	}}
+	code := run(context.Background(), e, args)
+	return result{code, out.String(), errb.String()}
+}
+
+func mustRunIn(t *testing.T, home, stdin string, args ...string) string {
+	t.Helper()
+	r := ifacedIn(t, home, stdin, args...)
+	if r.code != 0 {
+		t.Fatalf("ifaced %q: exit %d\n%s", args, r.code, r.stderr)
+	}
+	return r.stdout
+}
+
+// TestAcceptIntroSecretNotOnCommandLine: accept-intro takes the token from
+// standard input (no argument, or -) and from --secret-file, and refuses
+// it as an argument, saying how to pass it, without accepting it (before,
+// the token was an argument: readable by every local user in
+// /proc/PID/cmdline and kept in shell history).
+func TestAcceptIntroSecretNotOnCommandLine(t *testing.T) {
+	aliceHome, alice := startDaemon(t, aliceConfig())
+	bobHome, _ := startDaemon(t, nil)
+	a, b := aliceHome.Dir, bobHome.Dir
+	mint := func(label string) trust.MintedIntro {
+		var m trust.MintedIntro
+		if err := json.Unmarshal([]byte(mustRun(t, a, "introduce", "--label", label, "--json")), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	held := func() int {
+		var l api.IntroList
+		if err := json.Unmarshal([]byte(mustRun(t, b, "introduce", "--list", "--json")), &l); err != nil {
+			t.Fatal(err)
+		}
+		return len(l.Held)
+	}
+
+	argv := mint("on the command line")
+	r := ifaced(t, b, "accept-intro", argv.Token)
+	if r.code != 2 || !strings.Contains(r.stderr, "does not take the token on the command line") || !strings.Contains(r.stderr, "--secret-file FILE") ||
+		!strings.Contains(r.stderr, "ifaced accept-intro < FILE") || strings.Contains(r.stderr, argv.Token) {
+		t.Errorf("accept-intro TOKEN: exit %d, %q", r.code, r.stderr)
+	}
+	if n := held(); n != 0 {
+		t.Fatalf("a token given as an argument was accepted (%d held)", n)
+	}
+
+	aliceID := alice.ID().PeerID().String()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		stdin string
+		warn  bool
+	}{
+		{"standard input", []string{"accept-intro"}, "%s\n", false},
+		{"standard input as -", []string{"accept-intro", "-"}, "  %s  \n", false},
+		{"a file", []string{"accept-intro", "--secret-file", "private"}, "", false},
+		{"a file others may read", []string{"accept-intro", "--secret-file", "public"}, "", true},
+		{"standard input as --secret-file -", []string{"accept-intro", "--secret-file", "-", "--json"}, "%s", false},
+	} {
+		m := mint(tc.name)
+		stdin := ""
+		if tc.stdin != "" {
+			stdin = fmt.Sprintf(tc.stdin, m.Token)
+		}
+		args := slices.Clone(tc.args)
+		if i := slices.Index(args, "--secret-file"); i >= 0 && args[i+1] != "-" {
+			mode := os.FileMode(0o600)
+			if tc.warn {
+				mode = 0o644
+			}
+			path := filepath.Join(dir, args[i+1])
+			if err := os.WriteFile(path, []byte(m.Token+"\n"), mode); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(path, mode)
+			args[i+1] = path
+		}
+		r := ifacedIn(t, b, stdin, args...)
+		if r.code != 0 || !strings.Contains(r.stdout, m.ID) || !strings.Contains(r.stdout, aliceID) {
+			t.Errorf("accept-intro from %s: exit %d, %q, %q", tc.name, r.code, r.stdout, r.stderr)
+		}
+		if warned := strings.Contains(r.stderr, "may be read by other users"); warned != tc.warn {
+			t.Errorf("accept-intro from %s: warned %v: %q", tc.name, warned, r.stderr)
+		}
+	}
+	if n := held(); n != 5 {
+		t.Errorf("%d tokens held, want the 5 accepted", n)
+	}
+
+	for _, tc := range []struct {
+		args  []string
+		stdin string
+		code  int
+		want  string
+	}{
+		{[]string{"accept-intro"}, "", 2, "no introduction token (the ifintro1… string the issuer's `ifaced introduce` printed) on standard input"},
+		{[]string{"accept-intro"}, " \n\t", 2, "no introduction token"},
+		{[]string{"accept-intro"}, "ifintro1garbage\n", 1, "not a valid introduction token"},
+		{[]string{"accept-intro"}, strings.Repeat("x", maxSecret+1), 2, "more than 65536 bytes"},
+		{[]string{"accept-intro", "--secret-file", filepath.Join(dir, "missing")}, "", 1, "reading the introduction token"},
+		{[]string{"accept-intro", "-", "--secret-file", filepath.Join(dir, "private")}, "", 2, "not both"},
+		{[]string{"accept-intro", "-", "-"}, "", 2, "does not take the token on the command line"},
+	} {
+		r := ifacedIn(t, b, tc.stdin, tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("ifaced %q with %d bytes in: exit %d, %q; want exit %d saying %q", tc.args, len(tc.stdin), r.code, r.stderr, tc.code, tc.want)
 		}
 	}
 }

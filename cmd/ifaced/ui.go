@@ -17,10 +17,17 @@ import (
 )
 
 // runUI is `ui`: it asks the running daemon for a one-time login URL to
-// its console (node/console), prints it, and opens it in a browser where
-// it can (xdg-open with a display, or macOS's open), unless --no-open.
-// The URL alone goes to standard output, so `ifaced ui --no-open` can be
-// handed to another program; what happened goes to standard error.
+// its console (node/console), prints it, and opens the console in a
+// browser where it can (xdg-open with a display, or macOS's open), unless
+// --no-open. The URL alone goes to standard output, so `ifaced ui
+// --no-open` can be handed to another program; what happened goes to
+// standard error.
+//
+// The opener is never given the URL: a command line can be read by every
+// user of the machine (/proc/PID/cmdline, ps), and the URL holds the
+// login code. It is given the path of a login page the daemon writes for
+// it (mode 0600, in the data directory; node/console, login pages), which
+// takes the browser on to the login and is removed once used or expired.
 func runUI(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "ui", "", true)
 	noOpen := f.Bool("no-open", false, "only print the login URL; do not open a browser")
@@ -35,15 +42,25 @@ func runUI(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
-	login, err := c.UILogin(ctx)
+	opener := ""
+	if !*noOpen {
+		opener = findOpener(e)
+	}
+	var login *api.UILogin
+	if opener != "" {
+		login, err = c.UILoginPage(ctx)
+	} else {
+		login, err = c.UILogin(ctx)
+	}
 	if err != nil {
 		return fmt.Errorf("asking the daemon for a console login: %w", err)
 	}
 	opened := ""
-	if !*noOpen {
-		opened, err = openBrowser(e, login.URL)
-		if err != nil {
+	if opener != "" {
+		if err := openPage(opener, login.Page); err != nil {
 			fmt.Fprintf(e.stderr, "could not open a browser (%v)\n", err)
+		} else {
+			opened = filepath.Base(opener)
 		}
 	}
 	if f.json {
@@ -51,44 +68,54 @@ func runUI(ctx context.Context, e *env, args []string) error {
 			URL        string    `json:"url"`
 			ExpiresAt  time.Time `json:"expires_at"`
 			OpenedWith string    `json:"opened_with,omitempty"`
-		}{login.URL, login.ExpiresAt, opened})
+			Page       string    `json:"page,omitempty"`
+		}{login.URL, login.ExpiresAt, opened, login.Page})
 	}
 	fmt.Fprintln(e.stdout, login.URL)
 	if opened != "" {
-		fmt.Fprintf(e.stderr, "opened with %s; the link works once, for %s\n", opened, console.CodeTTL)
+		fmt.Fprintf(e.stderr, "opened with %s (given only the path of a login page, %s, which the daemon removes once it is used); the link works once, for %s\n",
+			opened, login.Page, console.CodeTTL)
 	} else {
 		fmt.Fprintf(e.stderr, "open it in a browser on this machine: it works once, for %s\n", console.CodeTTL)
 	}
 	return nil
 }
 
-// openBrowser opens url with the desktop's opener, when there is one and
-// a display to show it on; it reports the opener used, "" when none was.
-// It does not wait for the browser.
-func openBrowser(e *env, url string) (string, error) {
+// findOpener is the path of the desktop's opener, when there is one and
+// a display to show it on; "" when there is none.
+func findOpener(e *env) string {
 	opener := "xdg-open"
 	switch runtime.GOOS {
 	case "darwin":
 		opener = "open"
 	case "linux", "freebsd", "openbsd", "netbsd":
 		if e.getenv("DISPLAY") == "" && e.getenv("WAYLAND_DISPLAY") == "" {
-			return "", nil // a terminal without a desktop: printing is all there is
+			return "" // a terminal without a desktop: printing is all there is
 		}
 	default:
-		return "", nil
+		return ""
 	}
 	path, ok := lookPathIn(opener, e.getenv("PATH"))
 	if !ok {
-		return "", nil
+		return ""
 	}
-	cmd := exec.Command(path, url)
+	return path
+}
+
+// openPage opens the login page file page with the opener at path. It
+// does not wait for the browser.
+func openPage(path, page string) error {
+	if page == "" {
+		return fmt.Errorf("the daemon wrote no login page")
+	}
+	cmd := exec.Command(path, page)
 	cmd.Env = os.Environ()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
 	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("starting %s: %w", opener, err)
+		return fmt.Errorf("starting %s: %w", filepath.Base(path), err)
 	}
 	go cmd.Wait() // reaped if the opener ends before this process does
-	return opener, nil
+	return nil
 }
 
 // lookPathIn finds an executable named name in the directories of path

@@ -6,7 +6,8 @@
 //
 //   node console.mjs
 //
-// Input (environment): IFACED_UI_URL (the login URL), IFACED_BOB (bob's
+// Input (environment): IFACED_UI_URL (the login URL), IFACED_UI_PAGE (the
+// login page file `ifaced ui` handed a desktop opener), IFACED_BOB (bob's
 // peer ID), IFACED_BOB_FP (his key's fingerprint, as his owner would read
 // it out), IFACED_CONVERSATION (the conversation of his requests),
 // IFACED_CONSOLE_SHOTS (where screenshots go), CHROMIUM (the browser).
@@ -25,6 +26,7 @@ const env = (k) => {
   return v;
 };
 const loginURL = env("IFACED_UI_URL");
+const loginPage = env("IFACED_UI_PAGE");
 const bob = env("IFACED_BOB");
 const bobFP = env("IFACED_BOB_FP");
 const conversation = env("IFACED_CONVERSATION");
@@ -70,6 +72,21 @@ try {
   await again.close();
   await page.waitForFunction(() => document.getElementById("live-state")?.textContent.startsWith("Live"), null, { timeout: 15000 });
   await shot("1-overview");
+
+  step = "logging in through the login page ifaced ui hands a desktop opener";
+  // A browser of its own: the page file leads it to the login, whose
+  // script posts the code from the URL's fragment; the session cookie
+  // (SameSite=Strict) must then reach the overview, although the
+  // navigation began at a file.
+  const pctx = await browser.newContext();
+  const pp = await pctx.newPage();
+  pp.on("pageerror", (e) => errors.push(String(e)));
+  await pp.goto("file://" + loginPage);
+  await pp.waitForURL((u) => u.origin === origin && u.pathname === "/ui/", { timeout: 15000 });
+  out.pageLoggedIn = !pp.url().includes("code=");
+  out.pageOverviewPeerID = (await pp.locator("#peer-id").first().innerText()).trim();
+  await pp.screenshot({ path: join(shots, "1b-overview-from-login-page.png"), fullPage: true });
+  await pctx.close();
 
   step = "seeing the peer and what it sees";
   await page.goto(origin + "/ui/peers");

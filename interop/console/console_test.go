@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"image"
 	"image/color/palette"
 	"image/draw"
@@ -194,11 +195,40 @@ const bobConfig = `version = 1
 display = "Bob's agent"
 `
 
+// openedPage runs `ifaced ui` for p as on a desktop, with an xdg-open
+// that records what it was given (a login page's path), and returns
+// that path.
+func openedPage(t *testing.T, bin string, p *proc) string {
+	t.Helper()
+	opener, rec := t.TempDir(), filepath.Join(t.TempDir(), "opened")
+	script := "#!/bin/sh\nprintf '%s' \"$1\" > " + rec + ".tmp && mv " + rec + ".tmp " + rec + "\n"
+	if err := os.WriteFile(filepath.Join(opener, "xdg-open"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "ui", "--home", p.home.Dir)
+	cmd.Env = append(os.Environ(), "DISPLAY=:99", "PATH="+opener+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "opened with xdg-open") {
+		t.Fatalf("ifaced ui with an opener: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if b, err := os.ReadFile(rec); err == nil {
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the opener was not run within a minute")
+		}
+		time.Sleep(20 * time.Millisecond) // polling for the opener's record
+	}
+}
+
 // summary is what console.mjs reports.
 type summary struct {
-	LoggedIn       bool   `json:"loggedIn"`
-	OverviewPeerID string `json:"overviewPeerID"`
-	Cookie         []struct {
+	LoggedIn           bool   `json:"loggedIn"`
+	OverviewPeerID     string `json:"overviewPeerID"`
+	PageLoggedIn       bool   `json:"pageLoggedIn"`
+	PageOverviewPeerID string `json:"pageOverviewPeerID"`
+	Cookie             []struct {
 		Name     string `json:"name"`
 		HTTPOnly bool   `json:"httpOnly"`
 		SameSite string `json:"sameSite"`
@@ -284,9 +314,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	loginURL := strings.TrimSpace(alice.run(t, bin, "ui", "--no-open"))
+	loginPage := openedPage(t, bin, alice)
 	cmd := exec.CommandContext(ctx, "node", "console.mjs")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "IFACED_UI_URL="+loginURL, "IFACED_BOB="+bst.PeerID, "IFACED_BOB_FP="+bst.Fingerprint,
+	cmd.Env = append(os.Environ(), "IFACED_UI_URL="+loginURL, "IFACED_UI_PAGE="+loginPage, "IFACED_BOB="+bst.PeerID, "IFACED_BOB_FP="+bst.Fingerprint,
 		"IFACED_CONVERSATION="+g.ConversationID, "IFACED_CONSOLE_SHOTS="+shots, "CHROMIUM="+chromiumPath)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -316,6 +347,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	check(len(s.Cookie) == 1 && s.Cookie[0].Name == "ifaced_ui_"+port && s.Cookie[0].HTTPOnly && s.Cookie[0].SameSite == "Strict" && s.Cookie[0].Path == "/ui/",
 		"the session cookie as the browser holds it: %+v", s.Cookie)
 	check(s.CodeReuseStatus == 401, "the login URL opened again: %d, want 401", s.CodeReuseStatus)
+	check(s.PageLoggedIn && s.PageOverviewPeerID == ast.PeerID, "through the login page: logged in %v, the overview shows %q", s.PageLoggedIn, s.PageOverviewPeerID)
+	if _, err := os.Stat(loginPage); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the login page is still there once the browser used it: %v", err)
+	}
 	// The peer, what it sees, and the view changing with its tier.
 	check(s.PeersListBob && s.BobTierBefore == "public", "the peers page: bob listed %v, tier %q", s.PeersListBob, s.BobTierBefore)
 	check(s.CalendarBefore == "shown, not eligible" && s.DiaryBefore == "hidden: not in its view", "bob's view before: calendar %q, diary %q", s.CalendarBefore, s.DiaryBefore)

@@ -8,7 +8,9 @@
 // The API grants full control of the daemon. It listens on two doors: a
 // Unix socket, <home>/api.sock (mode 0600), and a loopback TCP address
 // (Listen refuses any other address, and answers 403 to a request from a
-// non-loopback address). Every request carries
+// non-loopback address and, on Linux, to one on a connection that a
+// process of another user than the daemon's opened: peeruid.go). Every
+// request carries
 //
 //	Authorization: Bearer <token>
 //
@@ -76,7 +78,7 @@
 //	GET    /v1/outbox                 messages waiting to be left at a peer's mailbox, with attempts and last error
 //	GET    /v1/find/{capability}[?min_version=V&limit=N] providers from the DHT and imports, each with its status
 //	POST|GET|DELETE /v1/mcp           MCP over streamable HTTP (node/mcpserve; mounted by the daemon with Server.Mount)
-//	POST   /v1/ui/login-code          a one-time login URL for the owner's console (node/console; mounted by the daemon with Server.MountUI)
+//	POST   /v1/ui/login-code          [{"page": true}] → a one-time login URL for the owner's console, and with page a 0600 page file leading to it (node/console; mounted by the daemon with Server.MountUI)
 //	GET|POST /ui/…                    the console's pages, for a browser: its session cookie in place of the token, and Host and Origin checks (MountUI)
 //	POST   /v1/imports                {"url"} → the imported agent (fetched again when posted again)
 //	GET    /v1/imports                the imported agents

@@ -50,6 +50,7 @@ type Server struct {
 	token   []byte
 	addr    string
 	sock    string // the Unix socket's path; "" when the API listens on TCP only
+	uid     uint32 // the user whose processes may connect over TCP (peeruid.go)
 	t       timeouts
 	srv     *http.Server
 	handler http.Handler
@@ -116,8 +117,11 @@ func listen(n *node.Node, home node.Home, addr string, log *slog.Logger, t timeo
 		closeUnix()
 		return nil, fmt.Errorf("starting control API: %s bound to %s, which is not loopback", addr, bound)
 	}
-	s := &Server{n: n, home: home, log: log, token: token, addr: bound, sock: sockPath, t: t,
+	s := &Server{n: n, home: home, log: log, token: token, addr: bound, sock: sockPath, uid: daemonUID(), t: t,
 		done: make(chan struct{})}
+	if !ownerCheck {
+		log.Info("control API: this system does not say which local user opens a TCP connection, so any local user's process may reach the loopback listener (the token and the console's session cookie still apply)")
+	}
 	s.handler = s.guard(s.routes())
 	s.srv = &http.Server{
 		Handler:           s.handler,
@@ -323,8 +327,9 @@ func (s *Server) routes() http.Handler {
 	return mux
 }
 
-// guard admits callers on the socket or loopback holding the token, and
-// bounds bodies. The hello challenge alone needs no token: it is how the
+// guard admits callers on the socket, or on loopback from a process of
+// the daemon's own user (peeruid.go), holding the token, and bounds
+// bodies. The hello challenge alone needs no token: it is how the
 // daemon proves itself to a client before the client sends one; and the
 // console, once mounted, has its own checks in place of it (MountUI).
 func (s *Server) guard(next http.Handler) http.Handler {
@@ -332,6 +337,9 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		if r.Context().Value(viaSocket{}) == nil && !fromLoopback(r.RemoteAddr) {
 			writeError(w, &Error{Status: http.StatusForbidden, Code: CodeForbidden,
 				Message: "the control API answers loopback callers only"})
+			return
+		}
+		if !s.checkOwner(w, r) {
 			return
 		}
 		if r.Method == http.MethodGet && r.URL.Path == helloPath {

@@ -88,11 +88,13 @@ func listenSocket(path string) (*net.UnixListener, error) {
 // viaSocket marks a request's context when it came over the Unix socket.
 type viaSocket struct{}
 
+// connContext marks a connection on the Unix socket, and notes a TCP
+// connection's addresses for the owner check (peeruid.go).
 func connContext(ctx context.Context, c net.Conn) context.Context {
 	if _, ok := c.(*net.UnixConn); ok {
 		return context.WithValue(ctx, viaSocket{}, true)
 	}
-	return ctx
+	return withConnOwner(ctx, c)
 }
 
 // The hello exchange: before a client sends its token over TCP, it sends

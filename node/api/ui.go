@@ -8,10 +8,23 @@ import (
 )
 
 // UILogin is the answer of POST UILoginCodePath: the URL that logs a
-// browser into the console once, before ExpiresAt.
+// browser into the console once, before ExpiresAt, and the page file
+// that leads to it, when one was asked for.
 type UILogin struct {
 	URL       string    `json:"url"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// Page is the path of an HTML file (mode 0600, in the daemon's data
+	// directory) that takes a browser to the login; the daemon removes it
+	// once the code is used or expires (node/console, login pages).
+	Page string `json:"page,omitempty"`
+}
+
+// UILoginRequest is the body of POST UILoginCodePath; it may be left out.
+type UILoginRequest struct {
+	// Page asks for the login as a page file too (UILogin.Page), so that
+	// a browser can be handed a path rather than the URL: whatever is on
+	// a command line, such as an opener's, every local user can read.
+	Page bool `json:"page,omitempty"`
 }
 
 // UILogin asks the daemon's console for a one-time login URL. A daemon
@@ -19,6 +32,14 @@ type UILogin struct {
 func (c *Client) UILogin(ctx context.Context) (*UILogin, error) {
 	var out UILogin
 	return &out, c.call(ctx, http.MethodPost, UILoginCodePath, nil, &out)
+}
+
+// UILoginPage asks for a one-time login URL and a page file that leads a
+// browser to it (UILogin.Page), for `ifaced ui` to hand to the desktop's
+// opener.
+func (c *Client) UILoginPage(ctx context.Context) (*UILogin, error) {
+	var out UILogin
+	return &out, c.call(ctx, http.MethodPost, UILoginCodePath, UILoginRequest{Page: true}, &out)
 }
 
 // GetJSON sends GET path, an endpoint of this API (it starts with /v1/),

@@ -10,8 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"path"
+	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/ifaced/ifaced/conditions"
@@ -75,6 +76,10 @@ type Console struct {
 	pages  *renderer
 	mux    *http.ServeMux
 	done   chan struct{} // closed by Close: the live event streams end
+
+	pageDir  string // where login pages are written (loginpage.go); "" without a data directory
+	timersMu sync.Mutex
+	timers   map[*time.Timer]struct{} // pending sweeps of expired codes; nil once closed
 }
 
 //go:embed templates static
@@ -104,8 +109,12 @@ func New(cfg Config) (*Console, error) {
 	}
 	if cfg.Home != "" {
 		c.aliases = alias.Open(cfg.Home)
+		c.pageDir = filepath.Join(cfg.Home, pageDirName)
 	}
 	c.auth = newSessions(c.now)
+	c.auth.gone = c.removePage
+	c.timers = map[*time.Timer]struct{}{}
+	c.removeStalePages()
 	c.events = newRecentEvents(c.log)
 	c.routes()
 	return c, nil
@@ -120,12 +129,15 @@ func (c *Console) Handler() http.Handler { return c.mux }
 // stream until ctx ends.
 func (c *Console) Follow(ctx context.Context) { c.events.follow(ctx, c.api.Observe) }
 
-// Close ends the live event streams of the pages.
+// Close ends the live event streams of the pages, and removes the login
+// pages not used yet.
 func (c *Console) Close() {
 	select {
 	case <-c.done:
 	default:
 		close(c.done)
+		c.stopSweeps()
+		c.auth.dropCodes()
 	}
 }
 
@@ -252,19 +264,6 @@ func apiStatus(err error) int {
 		return ae.Status
 	}
 	return http.StatusBadGateway
-}
-
-// mintCode answers POST api.UILoginCodePath, behind the API's token.
-func (c *Console) mintCode(w http.ResponseWriter, r *http.Request) {
-	code, exp, err := c.auth.mintCode()
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	if err != nil {
-		w.WriteHeader(http.StatusInternalServerError)
-		json.NewEncoder(w).Encode(api.Error{Message: err.Error(), Code: api.CodeInternal})
-		return
-	}
-	json.NewEncoder(w).Encode(api.UILogin{URL: "http://" + c.addr + "/ui/login?code=" + url.QueryEscape(code), ExpiresAt: exp.UTC()})
 }
 
 type loginData struct{ Code bool }

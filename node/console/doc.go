@@ -59,20 +59,38 @@
 // The API's token never appears in a URL. `ifaced ui` asks the daemon,
 // with the token, for a one-time login code (POST /v1/ui/login-code):
 // 32 random bytes, valid 60 seconds, usable once, at most 16 outstanding.
-// It prints, and where it can opens,
+// It prints
 //
 //	http://127.0.0.1:PORT/ui/login?code=CODE
 //
-// GET /ui/login exchanges the code for a session and redirects to /ui/,
-// so the URL left in the browser's history is a used code. (The login page
-// also takes the code as #code=CODE, read by its script and posted, or
-// pasted into its form.) The session is a cookie, ifaced_ui_PORT, holding
+// to the owner's terminal, and where there is a desktop it opens the
+// console through the desktop's opener, but never with that URL: an
+// opener's command line can be read by every local user in /proc. The
+// opener gets the path of a login page the console writes for it (mode
+// 0600, in <home>/console/, removed once its code is used or expires),
+// which sends the browser to /ui/login#code=CODE; see loginpage.go for
+// why the code rides in the fragment there.
+//
+// GET /ui/login?code=CODE exchanges the code for a session and redirects
+// to /ui/, so the URL left in the browser's history is a used code. (The
+// login page also takes the code as #code=CODE, read by its script and
+// posted, or pasted into its form.) The session is a cookie, ifaced_ui_PORT, holding
 // 32 random bytes: HttpOnly, SameSite=Strict, Path=/ui/. Sessions live in
 // the daemon's memory only: forgotten at a restart, ended after 12 hours
 // without a request or by logging out, and at most 32 at once (a new one
 // evicts the one idle longest). Every form carries the session's CSRF
 // token (32 random bytes) as a hidden field, and every POST is refused
 // without it (403, nothing changed).
+//
+// A browser sends a cookie to every port of its host, so a page served
+// by another local user's web server on 127.0.0.1 can receive the
+// session cookie; that user cannot replay it. On Linux the control
+// listener finds, for each TCP connection, the user that owns the
+// client's socket, and answers 403 to every request on a connection of
+// another user than the daemon's (root excepted), the console's pages
+// and its login included: node/api's peeruid.go says how, what it costs
+// (a sock_diag lookup of about 13 µs per connection) and what other
+// systems get (no such check).
 //
 // Under /ui/, the API's guard answers 421 to a Host that is not the
 // listener's loopback address (DNS rebinding) and 403 to a POST whose

@@ -26,10 +26,20 @@ const (
 // only as its SHA-256.
 type sessions struct {
 	now func() time.Time
+	// gone is told the page file of each code that leaves (used, expired,
+	// evicted or dropped), to remove it; nil when nobody asks for pages.
+	gone func(page string)
 
 	mu    sync.Mutex
-	codes map[[32]byte]time.Time // → expiry
+	codes map[[32]byte]code
 	live  map[[32]byte]*session
+}
+
+// code is a login code held: when it expires, and the page file that
+// leads to it ("" if none was asked for).
+type code struct {
+	exp  time.Time
+	page string
 }
 
 // session is one logged-in browser.
@@ -46,7 +56,7 @@ type notice struct {
 }
 
 func newSessions(now func() time.Time) *sessions {
-	return &sessions{now: now, codes: map[[32]byte]time.Time{}, live: map[[32]byte]*session{}}
+	return &sessions{now: now, codes: map[[32]byte]code{}, live: map[[32]byte]*session{}}
 }
 
 func newSecret() (string, error) {
@@ -59,42 +69,87 @@ func newSecret() (string, error) {
 
 // mintCode makes a login code, valid CodeTTL and once.
 func (s *sessions) mintCode() (string, time.Time, error) {
-	code, err := newSecret()
+	c, exp, err := s.newCode()
 	if err != nil {
 		return "", time.Time{}, err
 	}
+	return c, exp, s.holdCode(c, exp, "")
+}
+
+// newCode makes a code and the time it will expire, not yet held.
+func (s *sessions) newCode() (string, time.Time, error) {
+	c, err := newSecret()
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return c, s.now().Add(CodeTTL), nil
+}
+
+// holdCode holds a code made by newCode, with the page file that leads
+// to it (if any), making room as the bounds say.
+func (s *sessions) holdCode(c string, exp time.Time, page string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
-	for k, exp := range s.codes {
-		if !now.Before(exp) {
-			delete(s.codes, k)
-		}
-	}
+	s.expireCodes()
 	for len(s.codes) >= MaxCodes {
 		var oldest [32]byte
 		first := true
-		for k, exp := range s.codes {
-			if first || exp.Before(s.codes[oldest]) {
+		for k, c := range s.codes {
+			if first || c.exp.Before(s.codes[oldest].exp) {
 				oldest, first = k, false
 			}
 		}
-		delete(s.codes, oldest)
+		s.dropCode(oldest)
 	}
-	exp := now.Add(CodeTTL)
-	s.codes[sha256.Sum256([]byte(code))] = exp
-	return code, exp, nil
+	s.codes[sha256.Sum256([]byte(c))] = code{exp: exp, page: page}
+	return nil
+}
+
+// expireCodes forgets the codes past their expiry; s.mu is held.
+func (s *sessions) expireCodes() {
+	now := s.now()
+	for k, c := range s.codes {
+		if !now.Before(c.exp) {
+			s.dropCode(k)
+		}
+	}
+}
+
+// dropCode forgets a code and has its page removed; s.mu is held.
+func (s *sessions) dropCode(k [32]byte) {
+	if c, ok := s.codes[k]; ok {
+		delete(s.codes, k)
+		if c.page != "" && s.gone != nil {
+			s.gone(c.page)
+		}
+	}
+}
+
+// sweepCodes forgets the expired codes (their pages go with them).
+func (s *sessions) sweepCodes() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireCodes()
+}
+
+// dropCodes forgets every code, as the console closes.
+func (s *sessions) dropCodes() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.codes {
+		s.dropCode(k)
+	}
 }
 
 // redeem exchanges a valid code for a new session, whose cookie value it
-// returns; a code is gone once tried, valid or not.
+// returns; a code is gone once tried, valid or not, and so is its page.
 func (s *sessions) redeem(code string) (string, bool, error) {
 	k := sha256.Sum256([]byte(code))
 	s.mu.Lock()
-	exp, ok := s.codes[k]
-	delete(s.codes, k)
+	c, ok := s.codes[k]
+	s.dropCode(k)
 	s.mu.Unlock()
-	if !ok || !s.now().Before(exp) {
+	if !ok || !s.now().Before(c.exp) {
 		return "", false, nil
 	}
 	tok, err := newSecret()

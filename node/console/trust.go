@@ -144,7 +144,7 @@ func (p *trustPages) mint(w http.ResponseWriter, r *http.Request, v *visit) {
 		p.render(w, r, v, apiStatus(err), refusal("minting a token", err), r.PostForm)
 		return
 	}
-	p.c.changed(w, v, "/ui/trust", notice{Text: fmt.Sprintf("Minted token %s for %q, valid until %s. Copy it now and hand it to them (they run `ifaced accept-intro TOKEN`): it is not shown again.",
+	p.c.changed(w, v, "/ui/trust", notice{Text: fmt.Sprintf("Minted token %s for %q, valid until %s. Copy it now and hand it to them (they run `ifaced accept-intro` and paste it): it is not shown again.",
 		m.ID, m.Label, m.Expires.UTC().Format("2006-01-02 15:04 UTC")), Token: m.Token})
 }
 

@@ -60,8 +60,9 @@ import (
 //
 // The caller is anonymous, exactly as on POST /invoke: limited per client
 // and in total (limiter), bodies bounded (readBody), refused while the
-// audit log has no room for strangers, and running at most maxInvocations
-// skills and messages at once (a task holds its slot until it ends).
+// audit log has no room for strangers, and holding one of the binding's
+// invocation slots while the agent has it (slots.go: a task holds its
+// slot until it ends; a standard skill such as ping takes none).
 //
 // Errors a client can act on are precise: a body that is not JSON
 // (-32700, with where it broke), a request that is not JSON-RPC (-32600),
@@ -513,15 +514,19 @@ func (s *Binding) a2aSend(r *http.Request, v a2aVersion, raw json.RawMessage, de
 	if c := p.Configuration; c != nil {
 		blocking = !c.ReturnImmediately && (c.Blocking == nil || *c.Blocking)
 	}
-	decoded() // the run is bounded by the invocation limit, not the decoding budget
-	release, busy := s.takeSlot()
-	if busy != nil {
-		return nil, busy
+	decoded() // the run is bounded by the invocation slots, not the decoding budget
+	who := s.callerOf(r)
+	release := func() {}
+	if req.skill == "" || needsSlot(req.skill) {
+		var err error
+		if release, err = s.slots.take([]slotKey{addrKey(who)}); err != nil {
+			body := wire.NewErrorBody(err)
+			return nil, &a2aError{code: rpcInternal, msg: body.Message, detail: &body}
+		}
 	}
-	remote := r.RemoteAddr
 	if blocking {
 		defer release()
-		out, err := s.a2aRun(remote, req)
+		out, err := s.a2aRun(who, req)
 		if err != nil {
 			return nil, s.a2aFailure(err)
 		}
@@ -531,14 +536,14 @@ func (s *Binding) a2aSend(r *http.Request, v a2aVersion, raw json.RawMessage, de
 		}
 		return reply.render(v), nil
 	}
-	t, err := s.tasks.add(clientOf(r.RemoteAddr), req.contextID)
+	t, err := s.tasks.add(clientOf(who.remote), req.contextID)
 	if err != nil {
 		release()
 		return nil, err
 	}
 	go func() {
 		defer release()
-		out, err := s.a2aRun(remote, req)
+		out, err := s.a2aRun(who, req)
 		if err != nil {
 			e := s.a2aFailure(err)
 			s.tasks.fail(t.id, e.msg, e.detail)
@@ -552,27 +557,16 @@ func (s *Binding) a2aSend(r *http.Request, v a2aVersion, raw json.RawMessage, de
 	return t.render(v), nil
 }
 
-// takeSlot takes one of the maxInvocations slots, or says the agent is busy.
-func (s *Binding) takeSlot() (func(), *a2aError) {
-	select {
-	case s.running <- struct{}{}:
-		return func() { <-s.running }, nil
-	default:
-		body := wire.ErrorBody{Code: wire.CodeBusy, Message: fmt.Sprintf("%d skills and messages are running; retry shortly", maxInvocations), RetryAfterSeconds: 1}
-		return nil, &a2aError{code: rpcInternal, msg: body.Message, detail: &body}
-	}
-}
-
-// a2aRun runs what a message asks, for the caller at remote.
-func (s *Binding) a2aRun(remote string, req *a2aRequest) (any, error) {
+// a2aRun runs what a message asks, for the caller who.
+func (s *Binding) a2aRun(who caller, req *a2aRequest) (any, error) {
 	if req.skill != "" {
-		out, err := s.n.Inbox().ExecuteAnonymous("a2a", remote, req.messageID, req.skill, req.input)
+		out, err := s.n.Inbox().ExecuteAnonymous("a2a", who.audit, req.messageID, req.skill, req.input)
 		if err != nil {
 			return nil, err
 		}
 		return map[string]any{"skill": req.skill, "output": out}, nil
 	}
-	return s.n.Inbox().AskAnonymous("a2a", remote, req.messageID, conversationOf(remote, req.contextID), req.text, req.data)
+	return s.n.Inbox().AskAnonymous("a2a", who.audit, req.messageID, conversationOf(who.remote, req.contextID), req.text, req.data)
 }
 
 // conversationOf is the conversation ID the local agent and the audit

@@ -17,9 +17,11 @@ import (
 // the table is bounded in entries, per client and in the bytes of the
 // replies it keeps, and every bound evicts rather than grows:
 //
-//   - A task runs while it holds one of the binding's maxInvocations
-//     slots, so at most that many are working at once; the rest have
-//     ended and are kept for a2aTaskKeep, for the client to read.
+//   - A task that waits on the agent runs while it holds one of the
+//     binding's invocation slots (slots.go), so at most maxInvocations
+//     of those are working at once (a task for a standard skill, such as
+//     ping, ends as it starts); the rest have ended and are kept for
+//     a2aTaskKeep, for the client to read.
 //   - A client (an IPv4 address or IPv6 /64, as the limiter counts them)
 //     has at most maxA2AWorkingPerClient tasks working, a quarter of the
 //     slots, so that it cannot take them all by sending messages it does

@@ -172,8 +172,9 @@ func (s *Binding) invoke(w http.ResponseWriter, r *http.Request) {
 	var probe struct {
 		IFP *int `json:"ifp"`
 	}
+	who := s.callerOf(r)
 	if json.Unmarshal(body, &probe) == nil && probe.IFP != nil {
-		s.invokeSigned(w, body)
+		s.invokeSigned(w, who, body)
 		return
 	}
 	var req InvokeRequest
@@ -185,13 +186,15 @@ func (s *Binding) invoke(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, `"action" is required: the name of one of the actions GET /capabilities lists`)
 		return
 	}
-	decoded() // the action's run is bounded by the invocation limit, not the decoding budget
-	release, ok := s.invocation(w)
-	if !ok {
-		return
+	decoded() // the action's run is bounded by the invocation slots, not the decoding budget
+	if needsSlot(req.Action) {
+		release, ok := s.invocation(w, addrKey(who))
+		if !ok {
+			return
+		}
+		defer release()
 	}
-	defer release()
-	out, err := s.n.Inbox().ExecuteAnonymous("https", r.RemoteAddr, "", req.Action, req.Input)
+	out, err := s.n.Inbox().ExecuteAnonymous("https", who.audit, "", req.Action, req.Input)
 	if err != nil {
 		s.refuse(w, err)
 		return
@@ -201,18 +204,22 @@ func (s *Binding) invoke(w http.ResponseWriter, r *http.Request) {
 
 // invokeSigned runs a signed IFP-4 capability request: the signer is
 // granted what the daemon grants that peer, as over libp2p.
-func (s *Binding) invokeSigned(w http.ResponseWriter, body []byte) {
+func (s *Binding) invokeSigned(w http.ResponseWriter, who caller, body []byte) {
 	m, err := gossip.DecodeJSON(body)
 	if err != nil {
 		s.n.Inbox().RecordUndecoded("https", body, err)
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, err.Error())
 		return
 	}
-	release, ok := s.invocation(w)
-	if !ok {
-		return
+	if c := m.Headers.Capabilities; c == nil || len(c.Request) != 1 || needsSlot(c.Request[0]) {
+		// (A request naming no capability, or several, is refused by the
+		// door; counted as one waiting on the agent until then.)
+		release, ok := s.invocation(w, addrKey(who), signerKey(m))
+		if !ok {
+			return
+		}
+		defer release()
 	}
-	defer release()
 	name, out, err := s.n.Inbox().ExecuteSigned(m)
 	if err != nil {
 		s.refuse(w, err)

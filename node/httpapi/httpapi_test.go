@@ -28,6 +28,7 @@ import (
 type daemon struct {
 	n   *node.Node
 	url string
+	b   *Binding
 }
 
 func testConfig() *node.Config {
@@ -68,7 +69,7 @@ func start(t *testing.T, cfg *node.Config) *daemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return &daemon{n: n, url: s.URL()}
+	return &daemon{n: n, url: s.URL(), b: s}
 }
 
 // agent is a webhook local agent answering weather.forecast.

@@ -36,8 +36,7 @@ const (
 	totalRate       = 50  // requests per second for everyone
 	totalBurst      = 200 // requests at once for everyone
 	maxClients      = 10000
-	maxInvocations  = 32 // invocations through /invoke and /a2a running at once
-	retryAfterLimit = 1  // seconds a limited caller is told to wait, at least
+	retryAfterLimit = 1 // seconds a limited caller is told to wait, at least
 )
 
 // limiter is the binding's request budget: one global token bucket and
@@ -109,7 +108,7 @@ func (l *limiter) allow(remote string, now time.Time) (ok bool, wait time.Durati
 // limited answers 429 with Retry-After to callers over their budget.
 func (s *Binding) limited(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if ok, wait, whose := s.limit.allow(r.RemoteAddr, s.now()); !ok {
+		if ok, wait, whose := s.limit.allow(s.callerOf(r).remote, s.now()); !ok {
 			secs := max(retryAfterLimit, int(min(wait, time.Hour)+time.Second-1)/int(time.Second))
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
 			writeError(w, http.StatusTooManyRequests, CodeRateLimited, fmt.Sprintf("too many requests: %s budget is spent; retry after %d s", whose, secs))
@@ -117,16 +116,4 @@ func (s *Binding) limited(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// invocation takes one of the maxInvocations slots, or answers 503.
-func (s *Binding) invocation(w http.ResponseWriter) (release func(), ok bool) {
-	select {
-	case s.running <- struct{}{}:
-		return func() { <-s.running }, true
-	default:
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "busy", fmt.Sprintf("%d invocations are running; retry shortly", maxInvocations))
-		return nil, false
-	}
 }

@@ -26,9 +26,11 @@
 // (hostGuard, against DNS rebinding). Web pages of other origins may read
 // the read-only views (CORS, as http.cors_origins says; see cors.go) and
 // nothing else. Requests are limited per client and
-// in total before any work (limiter), and invocations, signed or
-// anonymous, are audited with the caller, the capability and the outcome
-// with its decision.
+// in total before any work (limiter; a client behind a trusted proxy is
+// the one it forwards for, caller.go), requests that wait on the local
+// agent share bounded slots that no one client can fill (slots.go), and
+// invocations, signed or anonymous, are audited with the caller, the
+// capability and the outcome with its decision.
 package httpapi
 
 import (
@@ -40,6 +42,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -66,7 +69,8 @@ type Binding struct {
 	cors    *cors            // nil when http.cors_origins is empty
 	tasks   *a2aTasks        // A2A tasks (a2atask.go)
 	now     func() time.Time // the limiter's clock
-	running chan struct{}    // one token per invocation running
+	slots   *slots           // requests waiting on the local agent (slots.go)
+	proxies []netip.Prefix   // http.trusted_proxies (caller.go)
 
 	cardMu  sync.Mutex
 	card    *negotiate.AgentCard // signed, for the view tagged cardTag
@@ -83,12 +87,20 @@ func Listen(n *node.Node, cfg node.HTTPConfig, log *slog.Logger) (*Binding, erro
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
+	var proxies []netip.Prefix
+	for i, p := range cfg.TrustedProxies {
+		pr, err := node.ParseProxy(p)
+		if err != nil {
+			return nil, fmt.Errorf("starting HTTP binding: http.trusted_proxies[%d]: %w", i, err)
+		}
+		proxies = append(proxies, pr)
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("starting HTTP binding on %s: %w", cfg.Listen, err)
 	}
 	s := &Binding{n: n, cfg: cfg, log: log, addr: ln.Addr().String(), tls: tlsCfg != nil,
-		limit: newLimiter(), now: time.Now, running: make(chan struct{}, maxInvocations)}
+		limit: newLimiter(), now: time.Now, slots: newSlots(), proxies: proxies}
 	s.url = cfg.URL
 	s.hosts = newHostGuard(s.addr, cfg.URL, cfg.AllowedHosts)
 	s.cors = newCORS(cfg.CORSOrigins)
