@@ -339,6 +339,9 @@ func (s *Binding) a2a(w http.ResponseWriter, r *http.Request) {
 		if m, e = findMethod(method(req), hv, hset); e == nil {
 			v = m.version
 		}
+		if e == nil && v == a2a10 {
+			req.Params, e = protoNames(req.Params)
+		}
 	}
 	if e != nil {
 		rpcAnswer(w, http.StatusOK, v, req.ID, nil, e)
@@ -961,4 +964,106 @@ func (m *outMessage) render(v a2aVersion) map[string]any {
 		out["metadata"] = m.metadata
 	}
 	return out
+}
+
+// protoNames rewrites the members of an A2A 1.0 request that use their
+// proto field names (message_id) to their JSON names (messageId): A2A 1.0
+// JSON is ProtoJSON (A2A ADR-001), whose parsers accept both, so a 1.0
+// client may send either. Only the request's own messages are rewritten
+// — the params, params.message, its parts and params.configuration — never
+// a Struct or Value (metadata, a data part's data), whose keys are the
+// caller's. A member given under both names is refused, as ProtoJSON
+// refuses it.
+func protoNames(raw json.RawMessage) (json.RawMessage, *a2aError) {
+	if !present(raw) {
+		return raw, nil
+	}
+	var params map[string]json.RawMessage
+	if json.Unmarshal(raw, &params) != nil {
+		return raw, nil // not an object: the method's own reading says what is wrong
+	}
+	changed, e := camelMembers(params, "params")
+	if e != nil {
+		return nil, e
+	}
+	for _, name := range []string{"message", "configuration"} {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(params[name], &obj) != nil || obj == nil {
+			continue
+		}
+		c, e := camelMembers(obj, "params."+name)
+		if e != nil {
+			return nil, e
+		}
+		if name == "message" {
+			var parts []map[string]json.RawMessage
+			if json.Unmarshal(obj["parts"], &parts) == nil {
+				pc := false
+				for i, part := range parts {
+					if part == nil {
+						continue
+					}
+					c, e := camelMembers(part, fmt.Sprintf("params.message.parts[%d]", i))
+					if e != nil {
+						return nil, e
+					}
+					pc = pc || c
+				}
+				if pc {
+					obj["parts"], _ = json.Marshal(parts)
+					c = true
+				}
+			}
+		}
+		if c {
+			params[name], _ = json.Marshal(obj)
+			changed = true
+		}
+	}
+	if !changed {
+		return raw, nil
+	}
+	out, err := json.Marshal(params)
+	if err != nil {
+		return nil, rpcErr(rpcInvalidParams, "params: %v", err)
+	}
+	return out, nil
+}
+
+// camelMembers renames obj's snake_case members to lowerCamelCase, and
+// reports whether it renamed any.
+func camelMembers(obj map[string]json.RawMessage, where string) (bool, *a2aError) {
+	changed := false
+	for name, v := range obj {
+		if !strings.Contains(name, "_") {
+			continue
+		}
+		camel := lowerCamel(name)
+		if _, dup := obj[camel]; dup {
+			return false, rpcErr(rpcInvalidParams, "%s has both %s and %s, one member under its two names; give it once", where, gossip.Clip(name, 60), gossip.Clip(camel, 60))
+		}
+		delete(obj, name)
+		obj[camel] = v
+		changed = true
+	}
+	return changed, nil
+}
+
+// lowerCamel is the ProtoJSON name of a proto field name: context_id is
+// contextId.
+func lowerCamel(name string) string {
+	var b strings.Builder
+	up := false
+	for _, r := range name {
+		switch {
+		case r == '_':
+			up = true
+		case up:
+			b.WriteString(strings.ToUpper(string(r)))
+			up = false
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

@@ -59,6 +59,7 @@ const (
 	maxA2AStreamBytes      = 4 << 20
 	a2aStreamGrace         = 10 * time.Second
 	a2aStreamHeartbeat     = 15 * time.Second
+	a2aStreamLastWrite     = 5 * time.Second // to write the event that ends a stream at its lifetime
 )
 
 // a2aStreams counts the open streams, per client and in all.
@@ -120,7 +121,9 @@ type sse struct {
 // deadline.
 func openSSE(w http.ResponseWriter, v a2aVersion, id json.RawMessage, deadline time.Time) *sse {
 	rc := http.NewResponseController(w)
-	rc.SetWriteDeadline(deadline) // the server's WriteTimeout counts from the request; this stream's own bound replaces it
+	// The server's WriteTimeout counts from the request; this stream's own
+	// bound replaces it, with room to write the event that ends it.
+	rc.SetWriteDeadline(deadline.Add(a2aStreamLastWrite))
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -182,7 +185,7 @@ func (s *sse) heartbeat() error {
 }
 
 // streamLifetime is how long a stream may live.
-func (s *Binding) streamLifetime() time.Duration { return s.n.Inbox().AgentTimeout() + a2aStreamGrace }
+func (s *Binding) streamLifetime() time.Duration { return s.n.Inbox().AgentTimeout() + s.streamGrace }
 
 // a2aStream answers SendStreamingMessage and message/stream.
 func (s *Binding) a2aStream(w http.ResponseWriter, r *http.Request, v a2aVersion, req jsonrpcRequest, decoded func()) {

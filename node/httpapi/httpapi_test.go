@@ -27,6 +27,7 @@ import (
 // daemon is a node with its HTTP binding on loopback.
 type daemon struct {
 	n   *node.Node
+	b   *Binding
 	url string
 }
 
@@ -68,7 +69,7 @@ func start(t *testing.T, cfg *node.Config) *daemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return &daemon{n: n, url: s.URL()}
+	return &daemon{n: n, b: s, url: s.URL()}
 }
 
 // agent is a webhook local agent answering weather.forecast.

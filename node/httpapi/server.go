@@ -70,6 +70,10 @@ type Binding struct {
 	now     func() time.Time // the limiter's clock
 	running chan struct{}    // one token per invocation running
 
+	// streamGrace is how much longer than agent.timeout an A2A stream
+	// may live (a2aStreamGrace; tests shorten it).
+	streamGrace time.Duration
+
 	cardMu  sync.Mutex
 	card    *negotiate.AgentCard // signed, for the view tagged cardTag
 	cardTag string
@@ -95,7 +99,7 @@ func Listen(n *node.Node, cfg node.HTTPConfig, log *slog.Logger) (*Binding, erro
 	s.hosts = newHostGuard(s.addr, cfg.URL, cfg.AllowedHosts)
 	s.cors = newCORS(cfg.CORSOrigins)
 	s.tasks = newA2ATasks(func() time.Time { return s.now() })
-	s.streams = newA2AStreams()
+	s.streams, s.streamGrace = newA2AStreams(), a2aStreamGrace
 	if s.url == "" {
 		scheme := "http"
 		if s.tls {
