@@ -630,6 +630,14 @@ func TestA2ASubscribeToTask(t *testing.T) {
 	if dig(out, "error", "code") != float64(a2aUnsupported) || !strings.Contains(fmt.Sprint(dig(out, "error", "message")), "GetTask") {
 		t.Fatalf("subscribing to an ended task: %v", out)
 	}
+	// A 0.3 client reads tasks/resubscribe as a stream even when refused.
+	for _, body := range []string{sub03, `{"jsonrpc": "2.0", "id": 2, "method": "tasks/resubscribe", "params": {"id": "task-nope"}}`} {
+		ct, s := stream(t, http.DefaultClient, d, body)
+		ev := all(t, s)
+		if ct != "text/event-stream" || len(ev) != 1 || dig(ev[0], "id") != 2.0 || dig(ev[0], "error", "code") == nil {
+			t.Fatalf("a refused 0.3 resubscribe: %s %v", ct, ev)
+		}
+	}
 }
 
 // TestA2AStreamBounds: streams are bounded like every other thing a

@@ -30,7 +30,9 @@ import (
 //     status.message, or failed with the reason), final: true in 0.3.
 //   - SubscribeToTask / tasks/resubscribe {"id"} on a working task: the
 //     task as it is now, then its status update when it ends. A task that
-//     has ended is not subscribed to (-32004; read it with GetTask).
+//     has ended is not subscribed to (-32004; read it with GetTask). A 0.3
+//     tasks/resubscribe is answered with a stream even when it is refused:
+//     one error event.
 //
 // While a stream waits it sends an SSE comment every a2aStreamHeartbeat,
 // so that proxies keep the connection; then it closes.
@@ -46,13 +48,14 @@ import (
 //   - a streamed message runs like any message: it takes one of the
 //     maxInvocations slots (refused when none is free) and its agent has
 //     agent.timeout;
-//   - a stream lives at most agent.timeout plus a2aStreamGrace, which is
-//     also its write deadline: past it the stream ends with an error event
-//     saying the task is still working (a task ends within agent.timeout,
-//     so this is a backstop);
-//   - a stream writes at most maxA2AStreamBytes: an event that would pass
-//     it is replaced by an error event saying so (a reply is at most 1 MiB,
-//     the agent's answer bound, so this too is a backstop).
+//   - a stream lives at most agent.timeout plus a2aStreamGrace (its write
+//     deadline is a2aStreamLastWrite later, to write the last event): past
+//     it the stream ends with an error event saying the task is still
+//     working (a task ends within agent.timeout, so this is a backstop);
+//   - a stream writes at most maxA2AStreamBytes and one short error event:
+//     an event that would pass the budget is replaced by an error event
+//     saying so (a reply is at most 1 MiB, the agent's answer bound, so
+//     this too is a backstop).
 const (
 	maxA2AStreams          = 64
 	maxA2AStreamsPerClient = 4
@@ -254,9 +257,15 @@ func (s *Binding) a2aStream(w http.ResponseWriter, r *http.Request, v a2aVersion
 	}
 }
 
-// a2aSubscribe answers SubscribeToTask and tasks/resubscribe.
+// a2aSubscribe answers SubscribeToTask and tasks/resubscribe. An A2A 0.3
+// client reads tasks/resubscribe's answer as an event stream whatever
+// happens (as @a2a-js/sdk's server answers it), so a 0.3 refusal is a
+// stream of one error event; a 1.0 refusal is a plain JSON-RPC error.
 func (s *Binding) a2aSubscribe(w http.ResponseWriter, r *http.Request, v a2aVersion, req jsonrpcRequest) {
 	fail := func(e *a2aError) { rpcAnswer(w, http.StatusOK, v, req.ID, nil, e) }
+	if v == a2a03 {
+		fail = func(e *a2aError) { openSSE(w, v, req.ID, time.Now()).event(nil, e) }
+	}
 	id, e := taskID(req.Params)
 	if e != nil {
 		fail(e)
