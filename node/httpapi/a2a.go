@@ -853,7 +853,7 @@ func (s *Binding) a2aFailure(err error) *a2aError {
 }
 
 func taskNotFound(id string) *a2aError {
-	return rpcErr(a2aTaskNotFound, "no task %q: a task is the one a message sent with returnImmediately (blocking false in 0.3) returned, and is kept for %s after it ends", gossip.Clip(id, 100), a2aTaskKeep)
+	return rpcErr(a2aTaskNotFound, "task not found: no task %q; a task is the one a message sent with returnImmediately (blocking false in 0.3) returned, and is kept for %s after it ends", gossip.Clip(id, 100), a2aTaskKeep)
 }
 
 // a2aGetTask answers tasks/get and GetTask.
