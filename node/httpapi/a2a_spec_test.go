@@ -169,7 +169,7 @@ func TestA2ARequiredMembers(t *testing.T) {
 		{"1.0 §3.1.5 CancelTaskRequest.id", `{"jsonrpc": "2.0", "id": 1, "method": "CancelTask"}`, "params is missing"},
 		{"1.0 §3.1.6 SubscribeToTaskRequest.id", `{"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {}}`, "params.id is missing"},
 		{"0.3 TaskQueryParams.id", `{"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"historyLength": 2}}`, "params.id is missing"},
-		{"0.3 TaskIdParams.id", `{"jsonrpc": "2.0", "id": 1, "method": "tasks/resubscribe", "params": {}}`, "params.id is missing"},
+		{"0.3 TaskIdParams.id", `{"jsonrpc": "2.0", "id": 1, "method": "tasks/cancel", "params": {}}`, "params.id is missing"},
 		{"JSON-RPC 2.0 §4.2 params by position", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": [1, 2]}`, "params is an array"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
