@@ -201,7 +201,8 @@ type jwsHeader struct {
 // and name are the capability name, tags its tags and ACP categories (or,
 // with neither, the first segment of its name, as A2A requires at least
 // one tag). Input and output modes are JSON and plain text; the daemon
-// does not stream or push. Name, description and version come from
+// streams (SendStreamingMessage and SubscribeToTask over server-sent
+// events), does not push, and declares no extended card. Name, description and version come from
 // opts.Identity, falling back to the agent id, a summary of the skills,
 // and the document's seq.
 //
@@ -214,7 +215,7 @@ func (d *Document) AgentCard(opts A2AOptions) *AgentCard {
 	}
 	usable := d.usable()
 	modes := func() []string { return []string{"application/json", "text/plain"} }
-	no := func() *bool { b := false; return &b }
+	flag := func(b bool) *bool { return &b }
 	card := &AgentCard{
 		Name:        displayName(d, ident),
 		Description: ident.Description,
@@ -224,7 +225,7 @@ func (d *Document) AgentCard(opts A2AOptions) *AgentCard {
 		},
 		Version:            ident.Version,
 		DocumentationURL:   ident.DocumentationURL,
-		Capabilities:       A2ACapabilities{Streaming: no(), PushNotifications: no()},
+		Capabilities:       A2ACapabilities{Streaming: flag(true), PushNotifications: flag(false)},
 		DefaultInputModes:  modes(),
 		DefaultOutputModes: modes(),
 		Skills:             make([]A2ASkill, 0, len(usable)),

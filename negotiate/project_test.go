@@ -136,7 +136,7 @@ func TestProjectionMappings(t *testing.T) {
 		{"non-USDC action left out", names(t, obj, "actions"), `["gossip.exchange","calendar.availability","doc.summarize","media.gen.image"]`},
 		{"card 0.3 members", pick(card, "url", "protocolVersion", "preferredTransport"), `{"url":"https://h.example/a2a","protocolVersion":"0.3.0","preferredTransport":"JSONRPC"}`},
 		{"card 1.0 interface", get(card, "supportedInterfaces"), `[{"url":"https://h.example/a2a","protocolBinding":"JSONRPC","protocolVersion":"1.0"},{"url":"https://h.example/a2a","protocolBinding":"JSONRPC","protocolVersion":"0.3"}]`},
-		{"card capabilities explicit false", get(card, "capabilities"), `{"streaming":false,"pushNotifications":false}`},
+		{"card capabilities explicit", get(card, "capabilities"), `{"streaming":true,"pushNotifications":false}`},
 		{"card modes", pick(card, "defaultInputModes", "defaultOutputModes"), `{"defaultInputModes":["application/json","text/plain"],"defaultOutputModes":["application/json","text/plain"]}`},
 		{"card version falls back to seq", get(card, "version"), `"4"`},
 		{"card without provider URL has no provider", get(card, "provider"), `null`},

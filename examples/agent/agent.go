@@ -7,6 +7,11 @@
 //	calendar.availability  free windows in the coming days (conditioned)
 //	echo                   the parameters back
 //
+// It also answers a plain-text message, as a generic A2A client sends
+// (POST /a2a with a text part): such an invocation names no capability
+// and carries the message, and the agent's reply is a short text saying
+// what it heard and what it offers (Reply).
+//
 // ifaced has already checked the conditions and the parameters' schema
 // when a call arrives here, so the agent only does the work. The demo and
 // the tests run it in process; cmd/example-agent runs it on its own.
@@ -19,6 +24,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Capabilities is the [[capabilities]] TOML for a daemon fronting this
@@ -34,6 +40,33 @@ type invocation struct {
 	Capability string          `json:"capability"`
 	Params     json.RawMessage `json:"params"`
 	Peer       string          `json:"peer"`
+	Message    *message        `json:"message"` // set, and Capability empty, for a message asking for a reply
+}
+
+// message is the part of an IFP-4 message the agent reads: its text.
+type message struct {
+	Body struct {
+		Text string `json:"text"`
+	} `json:"body"`
+}
+
+// maxQuoted bounds how much of a caller's text the reply repeats.
+const maxQuoted = 200
+
+// Reply is the agent's answer to a plain-text message: what it heard
+// (the first maxQuoted bytes, quoted as the caller's) and what it offers.
+// It is text for the caller, never an instruction the agent follows.
+func Reply(text string) string {
+	quoted := strings.ToValidUTF8(text, "\uFFFD")
+	if len(quoted) > maxQuoted {
+		cut := maxQuoted
+		for cut > 0 && !utf8.RuneStart(quoted[cut]) {
+			cut--
+		}
+		quoted = quoted[:cut] + "…"
+	}
+	return fmt.Sprintf("Hello from the example agent. You said: %q. I can summarize a text (doc.summarize), "+
+		"find free windows in a calendar (calendar.availability) and echo parameters (echo).", quoted)
 }
 
 type answer struct {
@@ -71,6 +104,9 @@ func Handler(now func() time.Time) http.Handler {
 }
 
 func run(inv invocation, now time.Time) (any, error) {
+	if inv.Capability == "" && inv.Message != nil {
+		return Reply(inv.Message.Body.Text), nil
+	}
 	switch inv.Capability {
 	case "doc.summarize":
 		var p struct {

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func call(t *testing.T, h http.Handler, body string) (int, answer) {
@@ -39,5 +41,28 @@ func TestExampleAgent(t *testing.T) {
 	}
 	if code, _ := call(t, h, `not json`); code != http.StatusBadRequest {
 		t.Fatalf("bad body: %d", code)
+	}
+}
+
+// TestExampleAgentAnswersText: a message that names no capability (a
+// plain-text A2A message, as ifaced forwards it) gets a text reply quoting
+// what was said, bounded, and naming what the agent offers.
+func TestExampleAgentAnswersText(t *testing.T) {
+	h := Handler(nil)
+	code, a := call(t, h, `{"invocation_id":"i","capability":"","message":{"body":{"text":"Hello, who are you?"}}}`)
+	reply, _ := a.Result.(string)
+	if code != 200 || a.Error != nil || !strings.Contains(reply, `You said: "Hello, who are you?"`) || !strings.Contains(reply, "doc.summarize") {
+		t.Fatalf("text message: %d %+v", code, a)
+	}
+	if reply != Reply("Hello, who are you?") {
+		t.Errorf("the webhook's reply %q is not Reply's", reply)
+	}
+	long := strings.Repeat("é", 1000)
+	if r := Reply(long); len(r) > maxQuoted+300 || !utf8.ValidString(r) || !strings.Contains(r, "…") {
+		t.Errorf("a long text's reply: %d bytes, valid %v: %q", len(r), utf8.ValidString(r), r)
+	}
+	// Without a message, an empty capability is still an unknown one.
+	if _, a := call(t, h, `{"invocation_id":"i","capability":""}`); a.Error == nil {
+		t.Error("an invocation with neither capability nor message was answered")
 	}
 }

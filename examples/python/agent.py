@@ -8,6 +8,14 @@ invocation a peer was permitted with POST /v1/invocations/{id}. ifaced has
 already checked the conditions and the parameters against their schema
 when an invocation arrives, so the agent only does the work.
 
+It also answers plain text: a message that asks for a reply (an A2A
+client's text message, a "message" event carrying an invocation) is
+answered with POST /v1/invocations/{id}, the reply as result; and a peer's
+message in a conversation (`ifaced say`, phase context or probe) is
+answered in that conversation with POST /v1/say, phase recommend (a
+capability request, a probe too, is answered by its invocation instead). A
+recommend is never answered, so two such agents do not talk forever.
+
     python3 examples/python/agent.py [--home DIR]
 
 The home is --home, else $IFACED_HOME, else ~/.ifaced, as for ifaced
@@ -82,6 +90,21 @@ def run(capability, params):
     if capability == "text.count":
         return {"words": len(params["text"].split()), "characters": len(params["text"])}
     raise ValueError("this agent does not implement %r" % capability)
+
+
+# The phases of a peer's message that the agent answers (with recommend).
+ANSWERED_PHASES = ("context", "probe")
+
+# How much of the other side's text a reply repeats.
+MAX_QUOTED = 200
+
+
+def reply_to(text):
+    """The agent's reply to a plain-text message: what it heard, quoted as
+    the other side's words (bounded), and what it offers."""
+    quoted = text if len(text) <= MAX_QUOTED else text[:MAX_QUOTED] + "\u2026"
+    return ("Hello from the Python example agent. You said: %s. I can reverse a text (text.reverse) "
+            "and count its words (text.count)." % json.dumps(quoted, ensure_ascii=False))
 
 
 def log(*args):
@@ -267,13 +290,38 @@ class Agent:
                 self.stopping.wait(backoff)
                 backoff = min(backoff * 2, 10)
 
+    def answer_message(self, inv, text):
+        """Answers a message that asks for a reply (an A2A text message)."""
+        try:
+            self.daemon.call("POST", "/v1/invocations/" + inv["invocation_id"], {"result": reply_to(text)})
+            log("answered the message %s" % inv["invocation_id"])
+        except APIError as e:  # 404: it timed out meanwhile
+            log("answering the message %s: %s" % (inv["invocation_id"], e))
+
+    def say_reply(self, conversation, text):
+        """Answers a peer's message in its conversation."""
+        try:
+            self.daemon.call("POST", "/v1/say", {"conversation_id": conversation, "phase": "recommend", "text": reply_to(text)})
+            log("replied in %s" % conversation)
+        except APIError as e:  # the conversation closed meanwhile, say
+            log("replying in %s: %s" % (conversation, e))
+
     def handle(self, ev):
         kind = ev.get("type")
         if kind == "invocation":
             self.workers.submit(self.answer, ev["invocation"])
         elif kind == "message":
-            body = ev.get("message", {}).get("body", {})
-            log("message from %s: %s" % (ev.get("peer"), body.get("text", "")))
+            message = ev.get("message") or {}
+            text = (message.get("body") or {}).get("text", "")
+            headers = message.get("headers") or {}
+            phase = headers.get("phase")
+            log("message from %s (%s): %r" % (ev.get("peer") or "anonymous", phase, text[:MAX_QUOTED]))
+            if ev.get("invocation"):
+                self.workers.submit(self.answer_message, ev["invocation"], text)
+            elif phase in ANSWERED_PHASES and not headers.get("capabilities") and ev.get("conversation_id"):
+                # (A capability request is a probe too; its invocation is
+                # what answers it.)
+                self.workers.submit(self.say_reply, ev["conversation_id"], text)
         elif kind == "events_lost":
             log("fell behind:", ev.get("detail", ""))
 

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 )
@@ -195,6 +196,35 @@ func TestPythonAgent(t *testing.T) {
 			var e *api.Error
 			if !errors.As(err, &e) || e.Status != http.StatusBadGateway || e.PeerError == nil || e.PeerError.Code != "invalid_params" {
 				t.Errorf("invalid parameters: %v", err)
+			}
+
+			// A message asking for a reply (what an A2A client's text
+			// message becomes) gets the agent's reply.
+			reply, err := alice.n.Inbox().AskAnonymous("a2a", "127.0.0.1:1", "m1", "", "Hello, who are you?", nil)
+			if s, _ := reply.(string); err != nil || !strings.Contains(s, `You said: "Hello, who are you?"`) || !strings.Contains(s, "text.reverse") {
+				t.Errorf("a plain-text message: %v %v", reply, err)
+			}
+			// A peer's message in the conversation (ifaced say) is answered
+			// in it, with a recommend; the recommend is not answered back.
+			said, err := bob.c.Say(ctx, api.SayRequest{Peer: alice.peerID(), Phase: gossip.PhaseContext, Text: "Bob here. What can you do?"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				ev, err := bobEvents.Next()
+				if err != nil {
+					t.Fatalf("waiting for alice's reply in %s: %v", said.Headers.ConversationID, err)
+				}
+				// (Earlier messages of alice's, the capability results,
+				// come first on the stream.)
+				if ev.Type != node.EventMessage || ev.Message == nil || ev.Peer != alice.peerID() || ev.Message.Headers.Phase != gossip.PhaseRecommend {
+					continue
+				}
+				h := ev.Message.Headers
+				if h.ConversationID != said.Headers.ConversationID || !strings.Contains(ev.Message.Body.Text, `You said: "Bob here. What can you do?"`) {
+					t.Fatalf("alice's reply: %+v %q", h, ev.Message.Body.Text)
+				}
+				break
 			}
 
 			// Stopped, the agent withdraws its capabilities, and bob is told.

@@ -7,8 +7,12 @@
 //     interface. It sends a text message (the local agent's reply comes
 //     back as a message), a message with a data part {"skill", "input"}
 //     (the skill's result comes back), the same text with
-//     returnImmediately (a task, polled with GetTask until it ends), and a
-//     message naming a skill the agent does not have (an A2A error).
+//     returnImmediately (a task, polled with GetTask until it ends), the
+//     text streamed with SendStreamingMessage (the agent's reply as the
+//     stream's message event; the client streams because the card says
+//     streaming), the text streamed with returnImmediately (the task, then
+//     its status update carrying the reply), and a message naming a skill
+//     the agent does not have (an A2A error).
 //   - a2a-go v0.3 (A2A 0.3): its agentcard resolver and
 //     a2aclient.NewFromCard (which read the card's url and
 //     preferredTransport), then a text message and a skill message.
@@ -70,11 +74,22 @@ type exchange struct {
 
 type v1Result struct {
 	exchange
-	Task         taskResult `json:"task"`
+	Task         taskResult   `json:"task"`
+	Stream       streamResult `json:"stream"`
+	TaskStream   streamResult `json:"taskStream"`
 	UnknownSkill struct {
 		Code    string `json:"code"`    // the A2A error it maps to
 		Message string `json:"message"` // what the server said
 	} `json:"unknownSkill"`
+}
+
+// streamResult is what a streamed message got: the events' kinds in
+// order, and the reply (the message's text, or the last status update's).
+type streamResult struct {
+	Events []string `json:"events"`
+	Reply  string   `json:"reply"`
+	First  string   `json:"first,omitempty"` // the task's state in the first event
+	Final  string   `json:"final,omitempty"` // the state of the last status update
 }
 
 type taskResult struct {
@@ -177,6 +192,14 @@ func check1(ctx context.Context, base string, out *v1Result) error {
 		out.Task.Reply = m.Parts[0].Text()
 	}
 
+	if err := stream(ctx, client, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(textMessage))}, &out.Stream); err != nil {
+		return fmt.Errorf("SendStreamingMessage: %w", err)
+	}
+	req := &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(textMessage)), Config: &a2a.SendMessageConfig{ReturnImmediately: true}}
+	if err := stream(ctx, client, req, &out.TaskStream); err != nil {
+		return fmt.Errorf("SendStreamingMessage (returnImmediately): %w", err)
+	}
+
 	msg = a2a.NewMessage(a2a.MessageRoleUser, a2a.NewDataPart(map[string]any{"skill": "weather.tomorrow", "input": map[string]any{}}))
 	_, err = client.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg})
 	var ae *a2a.Error
@@ -188,6 +211,35 @@ func check1(ctx context.Context, base string, out *v1Result) error {
 	}
 	out.UnknownSkill.Code = a2a.ErrorReason(ae.Err)
 	out.UnknownSkill.Message = ae.Message
+	return nil
+}
+
+// stream sends req with SendStreamingMessage and records its events.
+func stream(ctx context.Context, client *a2aclient.Client, req *a2a.SendMessageRequest, out *streamResult) error {
+	out.Events = []string{}
+	for ev, err := range client.SendStreamingMessage(ctx, req) {
+		if err != nil {
+			return err
+		}
+		switch ev := ev.(type) {
+		case *a2a.Message:
+			out.Events = append(out.Events, "message")
+			if len(ev.Parts) > 0 {
+				out.Reply = ev.Parts[0].Text()
+			}
+		case *a2a.Task:
+			out.Events = append(out.Events, "task")
+			out.First = ev.Status.State.String()
+		case *a2a.TaskStatusUpdateEvent:
+			out.Events = append(out.Events, "statusUpdate")
+			out.Final = ev.Status.State.String()
+			if m := ev.Status.Message; m != nil && len(m.Parts) > 0 {
+				out.Reply = m.Parts[0].Text()
+			}
+		default:
+			out.Events = append(out.Events, fmt.Sprintf("%T", ev))
+		}
+	}
 	return nil
 }
 

@@ -7,6 +7,10 @@
 //   - a message with a data part {"skill", "input"}: the skill's result;
 //   - the text again with returnImmediately: a task, polled with getTask
 //     until it ends;
+//   - the text streamed with sendMessageStream (the SDK's streaming path,
+//     which it takes when the card says streaming): the agent's reply as
+//     the stream's one message event; and streamed with returnImmediately:
+//     the task, then its status update carrying the reply;
 //   - a message naming a skill the agent does not have: the SDK's error.
 //
 // It prints a one-line JSON summary and exits 0, or prints what failed and
@@ -90,6 +94,30 @@ async function main() {
   out.task.final = taskStateToJSON(task.status.state);
   const reply = task.status.message?.parts?.[0]?.content;
   out.task.reply = reply?.$case === "text" ? reply.value : JSON.stringify(reply);
+
+  out.stream = { events: [] };
+  for await (const ev of client.sendMessageStream(message(textPart(TEXT)))) {
+    const p = ev.payload;
+    out.stream.events.push(p?.$case);
+    if (p?.$case === "message") {
+      const c = firstPart(p.value, "sendMessageStream (text)");
+      out.stream.text = c.$case === "text" ? c.value : JSON.stringify(c);
+      out.stream.role = p.value.role === Role.ROLE_AGENT ? "ROLE_AGENT" : String(p.value.role);
+    }
+  }
+  const streamed = message(textPart(TEXT));
+  streamed.configuration = { acceptedOutputModes: [], returnImmediately: true, historyLength: undefined, taskPushNotificationConfig: undefined };
+  out.taskStream = { events: [] };
+  for await (const ev of client.sendMessageStream(streamed)) {
+    const p = ev.payload;
+    out.taskStream.events.push(p?.$case);
+    if (p?.$case === "task") out.taskStream.first = taskStateToJSON(p.value.status.state);
+    if (p?.$case === "statusUpdate") {
+      out.taskStream.final = taskStateToJSON(p.value.status.state);
+      const c = p.value.status.message?.parts?.[0]?.content;
+      out.taskStream.reply = c?.$case === "text" ? c.value : JSON.stringify(c);
+    }
+  }
 
   try {
     await client.sendMessage(message(dataPart({ skill: "weather.tomorrow", input: {} })));

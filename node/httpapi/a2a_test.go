@@ -212,23 +212,23 @@ func TestA2ABadInput(t *testing.T) {
 		{"a batch", `[{"jsonrpc": "2.0", "id": 1, "method": "SendMessage"}]`, nil, rpcInvalidRequest, "batch"},
 		{"not JSON-RPC 2.0", `{"id": 1, "method": "SendMessage"}`, nil, rpcInvalidRequest, `want "2.0"`},
 		{"object id", `{"jsonrpc": "2.0", "id": {"a": 1}, "method": "SendMessage"}`, nil, rpcInvalidRequest, "id is"},
-		{"unknown method", `{"jsonrpc": "2.0", "id": 1, "method": "SendMesage"}`, nil, rpcMethodNotFound, "SendMessage and GetTask"},
+		{"unknown method", `{"jsonrpc": "2.0", "id": 1, "method": "SendMesage"}`, nil, rpcMethodNotFound, "SendMessage, SendStreamingMessage, GetTask"},
 		{"no params", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage"}`, nil, rpcInvalidParams, "params is missing"},
 		{"params of the wrong type", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"parts": "hi"}}}`, nil, rpcInvalidParams, "params.message.parts is a JSON string; want an array"},
-		{"no parts", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"role": "ROLE_USER", "parts": []}}}`, nil, rpcInvalidParams, "parts is empty"},
-		{"empty part", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"parts": [{}]}}}`, nil, rpcInvalidParams, "parts[0] has no content"},
-		{"agent role", `{"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {"role": "agent", "parts": [{"kind": "text", "text": "x"}]}}}`, nil, rpcInvalidParams, "role"},
-		{"file part", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"parts": [{"url": "https://x.example/a.pdf"}]}}}`, nil, a2aContentType, "text and data parts only"},
-		{"unknown skill (1.0)", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"parts": [{"data": {"skill": "weather.tomorrow"}}]}}}`, nil, rpcInvalidParams, `"weather.tomorrow"`},
-		{"unknown skill (0.3)", `{"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {"metadata": {"skill": "weather.tomorrow"}, "parts": [{"kind": "text", "text": "?"}]}}}`, nil, rpcInvalidParams, `"weather.tomorrow"`},
-		{"hidden skill", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"parts": [{"data": {"skill": "diary.read"}}]}}}`, nil, rpcInvalidParams, "no capability by that name"},
-		{"skill input against its schema", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"parts": [{"data": {"skill": "weather.forecast", "input": {"town": "Porto"}}}]}}}`, nil, rpcInvalidParams, "city"},
-		{"push notifications", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"parts": [{"text": "x"}]}, "configuration": {"taskPushNotificationConfig": {"url": "https://x.example"}}}}`, nil, a2aPushNotSupported, "push"},
+		{"no parts", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"role": "ROLE_USER", "messageId": "m", "parts": []}}}`, nil, rpcInvalidParams, "parts is missing or empty"},
+		{"empty part", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{}]}}}`, nil, rpcInvalidParams, "parts[0] has no content"},
+		{"agent role", `{"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {"kind": "message", "role": "agent", "messageId": "m", "parts": [{"kind": "text", "text": "x"}]}}}`, nil, rpcInvalidParams, "role"},
+		{"file part", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"url": "https://x.example/a.pdf"}]}}}`, nil, a2aContentType, "text and data parts only"},
+		{"unknown skill (1.0)", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"data": {"skill": "weather.tomorrow"}}]}}}`, nil, rpcInvalidParams, `"weather.tomorrow"`},
+		{"unknown skill (0.3)", `{"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {"kind": "message", "role": "user", "messageId": "m", "metadata": {"skill": "weather.tomorrow"}, "parts": [{"kind": "text", "text": "?"}]}}}`, nil, rpcInvalidParams, `"weather.tomorrow"`},
+		{"hidden skill", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"data": {"skill": "diary.read"}}]}}}`, nil, rpcInvalidParams, "no capability by that name"},
+		{"skill input against its schema", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"data": {"skill": "weather.forecast", "input": {"town": "Porto"}}}]}}}`, nil, rpcInvalidParams, "city"},
+		{"push notifications", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"text": "x"}]}, "configuration": {"taskPushNotificationConfig": {"url": "https://x.example"}}}}`, nil, a2aPushNotSupported, "push"},
 		{"unknown task", `{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "task-nope"}}`, nil, a2aTaskNotFound, "task-nope"},
 		{"cancel an unknown task", `{"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": "task-nope"}}`, nil, a2aTaskNotFound, "task-nope"},
-		{"streaming", `{"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {}}`, nil, a2aUnsupported, "does not stream"},
-		{"list tasks", `{"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}`, nil, a2aUnsupported, "GetTask"},
-		{"extended card", `{"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {}}`, nil, a2aNoExtendedCard, "agent-card.json"},
+		{"streaming without a message", `{"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {}}`, nil, rpcInvalidParams, "params.message is missing"},
+		{"list tasks without a context", `{"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}`, nil, rpcInvalidParams, "params.contextId is missing"},
+		{"extended card", `{"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {}}`, nil, a2aUnsupported, "agent-card.json"},
 		{"unknown version", `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}}`, []string{"A2A-Version", "2.0"}, a2aVersionNotSupport, "1.0 and 0.3"},
 	}
 	for _, tc := range cases {
@@ -275,7 +275,7 @@ func TestA2ABadInput(t *testing.T) {
 	}
 	mu.Unlock()
 	// Nothing broke: a good skill message still runs.
-	_, out = rpcCall(t, d, `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"parts": [{"data": {"skill": "weather.forecast", "input": {"city": "Porto"}}}]}}}`)
+	_, out = rpcCall(t, d, `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"data": {"skill": "weather.forecast", "input": {"city": "Porto"}}}]}}}`)
 	if dig(out, "result", "message", "parts", 0, "data", "output", "summary") != "sun" {
 		t.Fatalf("after the bad input: %v", out)
 	}
@@ -288,7 +288,7 @@ func TestA2ABadInput(t *testing.T) {
 func TestA2AMessagesAudited(t *testing.T) {
 	d := start(t, testConfig())
 	eventAgent(t, d, nil)
-	rpcCall(t, d, `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"parts": [{"text": "hello"}]}}}`)
+	rpcCall(t, d, `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"text": "hello"}]}}}`)
 	convs, err := d.n.Audit().Conversations()
 	if err != nil {
 		t.Fatal(err)
@@ -419,7 +419,7 @@ func TestA2AMessagesRefusedWhenStrangersHaveNoRoom(t *testing.T) {
 	mu.Lock()
 	before := seen
 	mu.Unlock()
-	_, out := rpcCall(t, d, `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"parts": [{"text": "one more"}]}}}`)
+	_, out := rpcCall(t, d, `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"text": "one more"}]}}}`)
 	if dig(out, "error", "data", 1, "code") != "unavailable" || !strings.Contains(fmt.Sprint(dig(out, "error", "message")), "strangers") {
 		t.Fatalf("a message past the strangers' share: %v", out)
 	}

@@ -34,7 +34,9 @@ import (
 //     and the same message sent blocking gets the reply directly.
 //
 // Task IDs are 128 random bits: reading a task needs its ID, which only
-// the client that made it was told, so the table lists nothing.
+// the client that made it was told. ListTasks (a2alist.go) shows a caller
+// only the tasks its own client made in the context it names, so it tells
+// no one an ID they were not already told.
 const (
 	maxA2ATasks            = 1024
 	maxA2ATasksPerClient   = 32
@@ -53,6 +55,10 @@ const (
 	taskFailed
 )
 
+// taskNever is a state this agent's tasks never take (SUBMITTED,
+// CANCELED, …): a ListTasks filter by one of them lists nothing.
+const taskNever taskState = -1
+
 func (s taskState) terminal() bool { return s != taskWorking }
 
 // name is the state as version v writes it.
@@ -67,21 +73,41 @@ type a2aTask struct {
 	id, contextID string
 	client        netip.Prefix
 	state         taskState
-	updated       time.Time   // when the state last changed
-	status        *outMessage // the reply, or the failure
-	size          int         // bytes of status counted against maxA2ATaskBytes
+	updated       time.Time     // when the state last changed
+	status        *outMessage   // the reply, or the failure
+	size          int           // bytes of status counted against maxA2ATaskBytes
+	ended         chan struct{} // closed when the task ends; shared by its copies
 }
 
-func (t *a2aTask) render(v a2aVersion) map[string]any {
-	status := map[string]any{"state": t.state.name(v), "timestamp": t.updated.UTC().Format(time.RFC3339Nano)}
+// a2aTimestamp is the A2A form of a time: UTC, with milliseconds (A2A 1.0
+// §5.6.1: YYYY-MM-DDTHH:mm:ss.sssZ).
+func a2aTimestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// renderStatus is the task's TaskStatus in version v's shapes.
+func (t *a2aTask) renderStatus(v a2aVersion) map[string]any {
+	status := map[string]any{"state": t.state.name(v), "timestamp": a2aTimestamp(t.updated)}
 	if t.status != nil {
 		m := *t.status
 		m.taskID, m.contextID = t.id, t.contextID
 		status["message"] = m.render(v)
 	}
-	out := map[string]any{"id": t.id, "contextId": t.contextID, "status": status}
+	return status
+}
+
+func (t *a2aTask) render(v a2aVersion) map[string]any {
+	out := map[string]any{"id": t.id, "contextId": t.contextID, "status": t.renderStatus(v)}
 	if v == a2a03 {
 		out["kind"] = "task"
+	}
+	return out
+}
+
+// renderUpdate is the task's current status as a TaskStatusUpdateEvent
+// in version v's shapes (0.3 marks the last event of a stream final).
+func (t *a2aTask) renderUpdate(v a2aVersion) map[string]any {
+	out := map[string]any{"taskId": t.id, "contextId": t.contextID, "status": t.renderStatus(v)}
+	if v == a2a03 {
+		out["kind"], out["final"] = "status-update", t.state.terminal()
 	}
 	return out
 }
@@ -106,7 +132,7 @@ func newA2ATasks(now func() time.Time) *a2aTasks {
 func (ts *a2aTasks) add(client netip.Prefix, contextID string) (*a2aTask, *a2aError) {
 	var b [16]byte
 	rand.Read(b[:])
-	t := &a2aTask{id: "task-" + hex.EncodeToString(b[:]), contextID: contextID, client: client, updated: ts.now()}
+	t := &a2aTask{id: "task-" + hex.EncodeToString(b[:]), contextID: contextID, client: client, updated: ts.now(), ended: make(chan struct{})}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	ts.expire()
@@ -165,11 +191,12 @@ func (ts *a2aTasks) end(id string, state taskState, status *outMessage, size int
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	t, ok := ts.byID[id]
-	if !ok {
-		return // evicted meanwhile (it cannot be while working; kept for safety)
+	if !ok || t.state.terminal() {
+		return // evicted meanwhile, or ended already (neither can be; kept for safety)
 	}
 	status.id = "msg-" + id
 	t.state, t.status, t.size, t.updated = state, status, size, ts.now()
+	close(t.ended)
 	ts.bytes += size
 	for ts.bytes > maxA2ATaskBytes && ts.evict(func(o *a2aTask) bool { return o != t }) {
 	}

@@ -25,10 +25,12 @@ const interopTimeout = 10 * time.Minute
 // text messages, and has the real client libraries use it: @ag-ui/core's
 // AgentCapabilitiesSchema and @a2a-js/sdk's card resolver, client factory
 // and signature verifier (interop/js/check.mjs); @a2a-js/sdk's client
-// sending a text message, a skill message and a task it polls
-// (interop/js/a2a.mjs); and a2a-go v2 (A2A 1.0) and v0.3 doing the same
-// (interop/a2ago, a module of its own so that ifaced's go.mod does not
-// carry gRPC). The JavaScript dependencies are installed with npm ci from
+// sending a text message, a skill message and a task it polls, and
+// streaming a message (the agent's reply as the stream's message event)
+// and a task (the task, then its status update carrying the reply)
+// (interop/js/a2a.mjs); and a2a-go v2 (A2A 1.0) and v0.3 doing the same,
+// v2 streaming as well (interop/a2ago, a module of its own so that
+// ifaced's go.mod does not carry gRPC). The JavaScript dependencies are installed with npm ci from
 // the committed lock file when missing or older than it.
 func TestRealClientsAcceptTheEndpoints(t *testing.T) {
 	d := start(t, testConfig())
@@ -79,6 +81,14 @@ func TestRealClientsAcceptTheEndpoints(t *testing.T) {
 			Task            struct {
 				First, Final, Reply string
 			} `json:"task"`
+			Stream struct {
+				Events     []string `json:"events"`
+				Text, Role string
+			} `json:"stream"`
+			TaskStream struct {
+				Events              []string `json:"events"`
+				First, Final, Reply string
+			} `json:"taskStream"`
 			UnknownSkill struct {
 				Name    string   `json:"name"`
 				Code    int      `json:"code"`
@@ -94,6 +104,12 @@ func TestRealClientsAcceptTheEndpoints(t *testing.T) {
 		}
 		if msgs.Task.First != "TASK_STATE_WORKING" || msgs.Task.Final != "TASK_STATE_COMPLETED" || msgs.Task.Reply != reply {
 			t.Errorf("@a2a-js/sdk task: %+v", msgs.Task)
+		}
+		if s := msgs.Stream; !slices.Equal(s.Events, []string{"message"}) || s.Text != reply || s.Role != "ROLE_AGENT" {
+			t.Errorf("@a2a-js/sdk sendMessageStream: %+v", s)
+		}
+		if s := msgs.TaskStream; !slices.Equal(s.Events, []string{"task", "statusUpdate"}) || s.First != "TASK_STATE_WORKING" || s.Final != "TASK_STATE_COMPLETED" || s.Reply != reply {
+			t.Errorf("@a2a-js/sdk sendMessageStream (returnImmediately): %+v", s)
 		}
 		if u := msgs.UnknownSkill; u.Code != rpcInvalidParams || !strings.Contains(u.Message, `"weather.tomorrow"`) ||
 			!slices.Equal(u.Details, []string{"type.googleapis.com/google.rpc.ErrorInfo", "type.googleapis.com/google.protobuf.Struct"}) {
@@ -118,6 +134,10 @@ func TestRealClientsAcceptTheEndpoints(t *testing.T) {
 				Task struct {
 					First, Final, Reply string
 				} `json:"task"`
+				Stream, TaskStream struct {
+					Events              []string
+					First, Final, Reply string
+				}
 				UnknownSkill struct {
 					Code, Message string
 				} `json:"unknownSkill"`
@@ -135,6 +155,12 @@ func TestRealClientsAcceptTheEndpoints(t *testing.T) {
 		}
 		if v := got.V1.Task; v.First != "TASK_STATE_WORKING" || v.Final != "TASK_STATE_COMPLETED" || v.Reply != reply {
 			t.Errorf("a2a-go v2 task: %+v", v)
+		}
+		if s := got.V1.Stream; !slices.Equal(s.Events, []string{"message"}) || s.Reply != reply {
+			t.Errorf("a2a-go v2 SendStreamingMessage: %+v", s)
+		}
+		if s := got.V1.TaskStream; !slices.Equal(s.Events, []string{"task", "statusUpdate"}) || s.First != "TASK_STATE_WORKING" || s.Final != "TASK_STATE_COMPLETED" || s.Reply != reply {
+			t.Errorf("a2a-go v2 SendStreamingMessage (returnImmediately): %+v", s)
 		}
 		if u := got.V1.UnknownSkill; u.Code != "INVALID_PARAMS" || !strings.Contains(u.Message, `"weather.tomorrow"`) {
 			t.Errorf("a2a-go v2 unknown skill: %+v", u)

@@ -10,8 +10,9 @@
 //	POST /invoke                          run a capability: {"action", "input"} (orchestrator contract),
 //	                                      or a signed IFP-4 capability request, decided for its signer
 //	GET  /.well-known/agent-card.json     A2A agent card, JWS-signed
-//	POST /a2a                             A2A JSON-RPC, 1.0 and 0.3: a message naming a skill runs it, a
-//	                                      text message goes to the local agent, tasks polled (see a2a.go)
+//	POST /a2a                             A2A JSON-RPC, 1.0 and 0.3 (also at /a2a/): a message naming a skill
+//	                                      runs it, a text message goes to the local agent, tasks polled,
+//	                                      listed or followed, replies streamed (see a2a.go)
 //
 // An HTTP caller proves nothing by connecting, so it has no
 // authentication level: a capability with any min_auth_level is not
@@ -68,9 +69,14 @@ type Binding struct {
 	hosts   *hostGuard       // nil unless the binding is on loopback
 	cors    *cors            // nil when http.cors_origins is empty
 	tasks   *a2aTasks        // A2A tasks (a2atask.go)
+	streams *a2aStreams      // A2A streams open (a2astream.go)
 	now     func() time.Time // the limiter's clock
 	slots   *slots           // requests waiting on the local agent (slots.go)
 	proxies []netip.Prefix   // http.trusted_proxies (caller.go)
+
+	// streamGrace is how much longer than agent.timeout an A2A stream
+	// may live (a2aStreamGrace; tests shorten it).
+	streamGrace time.Duration
 
 	cardMu  sync.Mutex
 	card    *negotiate.AgentCard // signed, for the view tagged cardTag
@@ -105,6 +111,7 @@ func Listen(n *node.Node, cfg node.HTTPConfig, log *slog.Logger) (*Binding, erro
 	s.hosts = newHostGuard(s.addr, cfg.URL, cfg.AllowedHosts)
 	s.cors = newCORS(cfg.CORSOrigins)
 	s.tasks = newA2ATasks(func() time.Time { return s.now() })
+	s.streams, s.streamGrace = newA2AStreams(), a2aStreamGrace
 	if s.url == "" {
 		scheme := "http"
 		if s.tls {
@@ -162,6 +169,7 @@ func (s *Binding) routes() http.Handler {
 	mux.HandleFunc("POST /invoke", s.invoke)
 	mux.HandleFunc("GET /.well-known/agent-card.json", s.agentCard)
 	mux.HandleFunc("POST /a2a", s.a2a)
+	mux.HandleFunc("POST /a2a/{$}", s.a2a) // exactly /a2a/: clients that join the card's URL and "/" send it
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allowed := allowedMethods(mux, r); allowed != "" {
 			w.Header().Set("Allow", allowed)
