@@ -56,24 +56,28 @@ var (
 // replaced by new_key_id from date on, and old_key_id still verifies for
 // transition_seconds after date. Both keys sign it (sig_old, sig_new), over
 // the same signing input, so that no one holding only one of them can make
-// one.
+// one. NextKeyDigest, when present, is new_key_id's commitment to the key
+// that will succeed it (pre-rotation, NextKeyDigest); absent, the
+// statement and its signing input are as they were before pre-rotation.
 type Succession struct {
-	Type       string `json:"type"`
-	OldKeyID   string `json:"old_key_id"`
-	NewKeyID   string `json:"new_key_id"`
-	Date       string `json:"date"`
-	Transition int64  `json:"transition_seconds"`
-	SigOld     string `json:"sig_old"`
-	SigNew     string `json:"sig_new"`
+	Type          string `json:"type"`
+	OldKeyID      string `json:"old_key_id"`
+	NewKeyID      string `json:"new_key_id"`
+	Date          string `json:"date"`
+	Transition    int64  `json:"transition_seconds"`
+	NextKeyDigest string `json:"next_key_digest,omitempty"`
+	SigOld        string `json:"sig_old"`
+	SigNew        string `json:"sig_new"`
 }
 
 // successionParams is the signed object: every member but the signatures.
 type successionParams struct {
-	Type       string `json:"type"`
-	OldKeyID   string `json:"old_key_id"`
-	NewKeyID   string `json:"new_key_id"`
-	Date       string `json:"date"`
-	Transition int64  `json:"transition_seconds"`
+	Type          string `json:"type"`
+	OldKeyID      string `json:"old_key_id"`
+	NewKeyID      string `json:"new_key_id"`
+	Date          string `json:"date"`
+	Transition    int64  `json:"transition_seconds"`
+	NextKeyDigest string `json:"next_key_digest,omitempty"`
 }
 
 // Revocation is a key revocation statement: nothing key_id signed after
@@ -103,8 +107,18 @@ type revocationParams struct {
 // with a transition period during which old still verifies, signed by
 // both keys.
 func NewSuccession(old, next *Identity, date time.Time, transition time.Duration) (*Succession, error) {
+	return NewCommittedSuccession(old, next, nil, date, transition)
+}
+
+// NewCommittedSuccession is NewSuccession whose statement also carries
+// next's commitment to after as its own successor (next_key_digest);
+// after nil makes none.
+func NewCommittedSuccession(old, next *Identity, after ed25519.PublicKey, date time.Time, transition time.Duration) (*Succession, error) {
 	s := &Succession{Type: TypeSuccession, OldKeyID: old.KeyID(), NewKeyID: next.KeyID(),
 		Date: date.UTC().Format(time.RFC3339), Transition: int64(transition / time.Second)}
+	if after != nil {
+		s.NextKeyDigest = NextKeyDigest(after)
+	}
 	in, err := s.SigningInput()
 	if err != nil {
 		return nil, err
@@ -138,6 +152,14 @@ func (s *Succession) check() (old, next ed25519.PublicKey, err error) {
 	if s.Transition < 0 || time.Duration(s.Transition)*time.Second > MaxTransition {
 		return nil, nil, bad("transition_seconds", "%d is out of range (0 to %d, a year)", s.Transition, int64(MaxTransition/time.Second))
 	}
+	if s.NextKeyDigest != "" {
+		if err := checkDigest(s.NextKeyDigest); err != nil {
+			return nil, nil, bad("next_key_digest", "%v", err)
+		}
+		if s.NextKeyDigest == NextKeyDigest(next) || s.NextKeyDigest == NextKeyDigest(old) {
+			return nil, nil, bad("next_key_digest", "is the digest of a key the statement names; it commits to the key after new_key_id")
+		}
+	}
 	return old, next, nil
 }
 
@@ -160,7 +182,7 @@ func (s *Succession) SigningInput() ([]byte, error) {
 	if _, _, err := s.check(); err != nil {
 		return nil, err
 	}
-	c, err := Canonicalize(successionParams{s.Type, s.OldKeyID, s.NewKeyID, s.Date, s.Transition})
+	c, err := Canonicalize(successionParams{s.Type, s.OldKeyID, s.NewKeyID, s.Date, s.Transition, s.NextKeyDigest})
 	if err != nil {
 		return nil, fmt.Errorf("succession statement: %w", err)
 	}
