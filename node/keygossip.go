@@ -140,11 +140,14 @@ func (g *keyGossip) validate(m *pubsub.Message) pubsub.ValidationResult {
 		return pubsub.ValidationReject
 	}
 	st, err := statementsOf(msg)
-	if err != nil || (st.succ == nil && st.rev == nil) {
+	if err != nil || st.none() {
 		g.log.Debug("rejected a key statement announcement", "author", author, "err", err)
 		return pubsub.ValidationReject
 	}
 	if st.succ != nil && st.succ.Verify() != nil {
+		return pubsub.ValidationReject
+	}
+	if st.com != nil && st.com.Verify() != nil {
 		return pubsub.ValidationReject
 	}
 	if st.rev != nil && st.rev.Verify(st.succ) != nil {
@@ -235,6 +238,8 @@ func (g *keyGossip) publishOne(parts []gossip.Part) error {
 			about, _ = st.rev.RevokedPeer()
 		case st.succ != nil:
 			about, _ = st.succ.OldPeer()
+		case st.com != nil:
+			about, _ = st.com.Peer()
 		}
 	}
 	to, err := agentOf(about)
@@ -280,6 +285,8 @@ func (k *keyLifecycle) concerns(m *gossip.Message) bool {
 		pid, err = st.rev.RevokedPeer()
 	case st.succ != nil:
 		pid, err = st.succ.OldPeer()
+	case st.com != nil:
+		pid, err = st.com.Peer()
 	default:
 		return false
 	}
