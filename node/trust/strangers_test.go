@@ -2,6 +2,7 @@ package trust
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/node/store"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // bogusIntroGreeting is a greeting from guest with the proof of a token
@@ -108,5 +110,74 @@ func TestStrangerTrustIsBounded(t *testing.T) {
 	}
 	if recs, _ := st.Trusts(); len(recs) != 0 {
 		t.Errorf("%d stored records, want none", len(recs))
+	}
+}
+
+// TestStrangerKeyRecordsAreBounded: statements of keys nobody made known
+// are held in memory, the ones observed first evicted past
+// MaxStrangerKeyRecords, and never written; a pinned peer's record is
+// written and never evicted; the owner's own statement is always taken;
+// a stranger the owner pins has its held records written.
+func TestStrangerKeyRecordsAreBounded(t *testing.T) {
+	b, st := newBook(t, Config{})
+	met := func(peer.ID) bool { return true }
+	revoke := func(id *identity.Identity) {
+		t.Helper()
+		r, err := identity.NewRevocation(id, id.KeyID(), time.Now(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.CheckRevocation(r, nil, met); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := b.FollowRevocation(r, nil, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pinned, _ := identity.Generate(nil)
+	if _, err := b.PinKey(pinned.PeerID(), pinned.Fingerprint()); err != nil {
+		t.Fatal(err)
+	}
+	revoke(pinned)
+	first, _ := identity.Generate(nil)
+	revoke(first)
+	var last *identity.Identity
+	for range MaxStrangerKeyRecords + 100 {
+		last, _ = identity.Generate(nil)
+		revoke(last)
+	}
+	if n := b.StrangerKeyRecords(); n != MaxStrangerKeyRecords {
+		t.Errorf("%d strangers' records held, want %d", n, MaxStrangerKeyRecords)
+	}
+	evs, err := st.KeyEvents()
+	if err != nil || len(evs) != 1 || evs[0].Peer != pinned.PeerID().String() {
+		t.Fatalf("the store holds %d records (%v), want the pinned peer's revocation only", len(evs), err)
+	}
+	if b.KeyRevoked(first.PeerID()) != nil || b.KeyRevoked(last.PeerID()) == nil || b.KeyRevoked(pinned.PeerID()) == nil {
+		t.Error("want the first stranger's revocation evicted, the last one's and the pinned peer's kept")
+	}
+	if info := b.Peer(last.PeerID()); info.Class != ClassStranger || len(info.Keys) != 1 || info.Keys[0].Class != ClassStranger {
+		t.Errorf("the last stranger: class %q, records %+v", info.Class, info.Keys)
+	}
+	// The owner pins the last stranger: its held record is written.
+	if _, err := b.PinKey(last.PeerID(), last.Fingerprint()); err != nil {
+		t.Fatal(err)
+	}
+	if evs, _ := st.KeyEvents(); len(evs) != 2 || b.StrangerKeyRecords() != MaxStrangerKeyRecords-1 {
+		t.Errorf("after pinning a stranger: %d records in the store, %d held", len(evs), b.StrangerKeyRecords())
+	}
+	// The owner's own statement never lacks room.
+	self, _ := identity.Generate(nil)
+	next, _ := identity.Generate(nil)
+	s, _ := identity.NewSuccession(self, next, time.Now(), time.Hour)
+	raw, _ := json.Marshal(s)
+	if err := b.RecordGiven(store.KeyEvent{Kind: store.KeySuccession, Peer: self.PeerID().String(), Successor: next.PeerID().String(),
+		Date: s.DateTime(), Statement: raw, At: time.Now()}); err != nil {
+		t.Fatalf("the owner's own statement: %v", err)
+	}
+	// A restart keeps the written records only.
+	b2 := openBook(t, st, Config{})
+	if b2.StrangerKeyRecords() != 0 || b2.KeyRevoked(pinned.PeerID()) == nil || b2.KeyRevoked(last.PeerID()) == nil {
+		t.Error("after a restart: want the pinned peers' revocations, no stranger's")
 	}
 }
