@@ -15,8 +15,9 @@ import (
 )
 
 // Key statements on GossipSub. Beside the announcement topic, a daemon
-// with [discovery] gossip on joins keyTopic, where key succession and
-// revocation statements travel to peers the sender's cache does not hold:
+// with [discovery] gossip on joins keyTopic, where key succession,
+// revocation and commitment statements travel to peers the sender's cache
+// does not hold:
 // a peer that met the old key may not be one the new key can name.
 //
 // A payload is one deterministic CBOR IFP-4 message, a one-message
@@ -38,7 +39,7 @@ import (
 // once a minute, a join in between served at the minute's end), so that a
 // peer that comes later still hears it within one announcement: a succession until its
 // transition period ends, a revocation for trust.key_transition after its
-// date.
+// date, a commitment while its key is this daemon's.
 
 const (
 	keyTopic      = "/ifaced/key-lifecycle/1"

@@ -69,7 +69,7 @@ type KeyEvent struct {
 	SignedBy string    `json:"signed_by,omitempty"`
 	At       time.Time `json:"at"`             // when this daemon gave or followed it
 	Via      string    `json:"via,omitempty"`  // the transport that brought it
-	Note     string    `json:"note,omitempty"` // what was carried over or voided, for people
+	Note     string    `json:"note,omitempty"` // what was carried over, or what the owner should know, for people
 	// Delivered are the peers a statement given here was sent to (in a
 	// conversation, or left at their mailbox relays); at most the peer
 	// cache's size.
