@@ -80,12 +80,14 @@ type successionParams struct {
 	NextKeyDigest string `json:"next_key_digest,omitempty"`
 }
 
-// Revocation is a key revocation statement: nothing key_id signed after
-// date is to be believed, and key_id itself is refused from the moment the
-// statement is received. signer is key_id itself (a statement prepared
-// while the owner held the key, `ifaced key revocation-statement`) or the
-// key that succeeded it, and then the succession statement naming both
-// must travel with it.
+// Revocation is a key revocation statement: key_id must no longer be
+// believed, and is refused from the moment the statement is received;
+// date is when the statement was made (it bounds its freshness, and
+// decides nothing else: a receiver judges by the order it observed
+// statements in). signer is key_id itself (a statement prepared while the
+// owner held the key, `ifaced key revocation-statement`) or the key that
+// succeeded it, and then the succession statement naming both must travel
+// with it.
 type Revocation struct {
 	Type   string `json:"type"`
 	KeyID  string `json:"key_id"`
@@ -237,9 +239,9 @@ func peerOfKeyID(keyID string) (peer.ID, error) {
 	return PeerIDFromPublicKey(pub)
 }
 
-// NewRevocation makes the statement, signed by signer, that keyID must no
-// longer be believed for anything signed after date. signer is the key
-// itself or its successor (see Revocation.Verify).
+// NewRevocation makes the statement, signed by signer and dated date, that
+// keyID must no longer be believed. signer is the key itself or its
+// successor (see Revocation.Verify).
 func NewRevocation(signer *Identity, keyID string, date time.Time, reason string) (*Revocation, error) {
 	r := &Revocation{Type: TypeRevocation, KeyID: keyID, Date: date.UTC().Format(time.RFC3339), Reason: reason, Signer: signer.KeyID()}
 	in, err := r.SigningInput()

@@ -251,7 +251,8 @@ func (b *Book) hold(pid peer.ID, e store.KeyEvent) {
 }
 
 // keepRecords writes the records held in memory that name pid, once the
-// owner made pid known (a pin, an admitted introduction).
+// owner made pid known (a pin, an admitted introduction, a succession that
+// carried what the owner granted to it).
 func (b *Book) keepRecords(pid peer.ID) {
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
@@ -272,13 +273,31 @@ func (b *Book) keepRecords(pid peer.ID) {
 	b.mu.RUnlock()
 	for _, ref := range refs {
 		e, ok := b.keyEvent(ref)
-		if !ok {
+		if !ok || !b.protects(e) {
 			continue
 		}
 		p, _ := peer.Decode(ref.Peer)
 		if err := b.write(p, e); err != nil {
 			b.log.Warn("keeping a key lifecycle record of a peer the owner made known", "peer", pid, "kind", ref.Kind, "err", err)
 		}
+	}
+}
+
+// promote writes the record of kind about pid when it is held in memory
+// and its peer was made known since (a statement observed again).
+func (b *Book) promote(pid peer.ID, kind string) {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	ref := store.KeyEventRef{Kind: kind, Peer: pid.String()}
+	b.mu.RLock()
+	_, held := b.keys.index[ref]
+	e, ok := b.keys.byKind(kind)[pid]
+	b.mu.RUnlock()
+	if !held || !ok || !b.protects(e) {
+		return
+	}
+	if err := b.write(pid, e); err != nil {
+		b.log.Warn("keeping a key lifecycle record of a peer the owner made known", "peer", pid, "kind", kind, "err", err)
 	}
 }
 

@@ -181,3 +181,72 @@ func TestStrangerKeyRecordsAreBounded(t *testing.T) {
 		t.Error("after a restart: want the pinned peers' revocations, no stranger's")
 	}
 }
+
+// TestHeldCommitmentKeptOnceKnown: a stranger's commitment is held in
+// memory, and written once its key is made known: by a succession that
+// carried a pin to it, by the owner's pin, or (made known by the owner's
+// policy) when the key sends it again.
+func TestHeldCommitmentKeptOnceKnown(t *testing.T) {
+	b, st := newBook(t, Config{})
+	gen := func() *identity.Identity { id, _ := identity.Generate(nil); return id }
+	commit := func(key, next *identity.Identity) {
+		t.Helper()
+		c, err := identity.NewCommitment(key, next.PublicKey(), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.CheckCommitment(c, key.PeerID()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.FollowCommitment(c, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	written := func(pid peer.ID) bool {
+		evs, _ := st.KeyEvents()
+		for _, e := range evs {
+			if e.Kind == store.KeyCommitment && e.Peer == pid.String() {
+				return true
+			}
+		}
+		return false
+	}
+	a, bk, c := gen(), gen(), gen()
+	if _, err := b.PinKey(a.PeerID(), a.Fingerprint()); err != nil {
+		t.Fatal(err)
+	}
+	commit(bk, c)
+	if written(bk.PeerID()) || b.StrangerKeyRecords() != 1 {
+		t.Fatalf("a stranger's commitment was written (or not held): %d held", b.StrangerKeyRecords())
+	}
+	s, _ := identity.NewSuccession(a, bk, time.Now(), time.Hour)
+	all := func(peer.ID) bool { return true }
+	known := func(p peer.ID) bool { owner, _ := b.OwnerStanding(p); return owner }
+	if err := b.CheckSuccession(s, bk.PeerID(), all, known, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.FollowSuccession(s, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if !written(bk.PeerID()) {
+		t.Error("the commitment of a key a pin was carried to is not written")
+	}
+	pinned := gen()
+	commit(pinned, gen())
+	if _, err := b.PinKey(pinned.PeerID(), pinned.Fingerprint()); err != nil {
+		t.Fatal(err)
+	}
+	if !written(pinned.PeerID()) {
+		t.Error("the commitment of a key the owner pinned is not written")
+	}
+	granted, next := gen(), gen()
+	commit(granted, next)
+	b.SetKnown(func(p peer.ID) bool { return p == granted.PeerID() })
+	if written(granted.PeerID()) {
+		t.Fatal("written before the key sent it again")
+	}
+	commit(granted, next)
+	if !written(granted.PeerID()) || b.StrangerKeyRecords() != 0 {
+		t.Errorf("the commitment of a key the owner's policy names, sent again: written %v, %d held", written(granted.PeerID()), b.StrangerKeyRecords())
+	}
+}

@@ -298,6 +298,7 @@ func (b *Book) FollowSuccession(s *identity.Succession, via string) (carried []s
 	if err := b.putKeyEvent(old, e); err != nil {
 		return nil, false, err
 	}
+	b.keepRecords(next) // its commitment, observed before the succession made it known
 	b.log.Info("followed a peer's key rotation", "old", old, "new", next, "date", s.Date, "transition_until", s.Until(), "carried", e.Note)
 	return carried, false, nil
 }
@@ -386,6 +387,7 @@ func (b *Book) FollowRevocation(r *identity.Revocation, succ *identity.Successio
 	b.mu.RUnlock()
 	bySuccessor := r.Signer != r.KeyID && succeeded && followed.Direction == store.KeyReceived && peerOf(r.Signer) == followed.Successor
 	if had && !(prev.SignedBy == store.KeySignedBySelf && bySuccessor) {
+		b.promote(pid, store.KeyRevocation)
 		return "", true, nil
 	}
 	notes := []string{"key refused from now on"}
@@ -455,7 +457,11 @@ func (b *Book) FollowCommitment(c *identity.Commitment, via string) (already boo
 	_, succeeded := b.keys.succs[pid]
 	_, had := b.keys.commits[pid]
 	b.mu.RUnlock()
-	if _, revoked := b.revokedHere(pid); revoked || succeeded || had {
+	if had {
+		b.promote(pid, store.KeyCommitment) // its key may have been made known since
+		return true, nil
+	}
+	if _, revoked := b.revokedHere(pid); revoked || succeeded {
 		return true, nil
 	}
 	raw, _ := json.Marshal(c)
