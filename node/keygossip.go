@@ -39,7 +39,8 @@ import (
 // once a minute, a join in between served at the minute's end), so that a
 // peer that comes later still hears it within one announcement: a succession until its
 // transition period ends, a revocation for trust.key_transition after its
-// date, a commitment while its key is this daemon's.
+// date. A commitment is not announced (it rides on every greeting), but
+// one announced is validated and taken like the others.
 
 const (
 	keyTopic      = "/ifaced/key-lifecycle/1"

@@ -47,8 +47,8 @@ import (
 // (CommitNextKey) makes the key that will succeed this daemon's key, writes
 // it to FILE for the owner to keep offline, and records the commitment
 // statement (signed by the current key) to its digest. The daemon sends
-// the commitment to its peers in every greeting (a key_commitment part),
-// with the statements it delivers at start, and on GossipSub; a peer that
+// the commitment to its peers in every greeting (a key_commitment part)
+// and with the statements it delivers at start; a peer that
 // observed it refuses a succession to any other key, so whoever steals
 // the current key cannot rotate the identity away. `ifaced key rotate
 // --next-key FILE` rotates to the committed key (RotateKey refuses any
@@ -381,7 +381,7 @@ func newKeyNotices(self peer.ID, t *trust.Book, st *store.Store, mail *Mail, eve
 // live are the statements given here that are still announced: a
 // succession whose successor is this daemon's key until its transition
 // period ends, a revocation for liveFor after its date; each as the parts
-// of one message.
+// of one message. A commitment is not announced (see the loop).
 func (k *keyNotices) live() [][]gossip.Part {
 	now := k.now()
 	var out [][]gossip.Part
@@ -394,8 +394,12 @@ func (k *keyNotices) live() [][]gossip.Part {
 			continue
 		case e.Kind == store.KeyRevocation && !now.Before(e.Date.Add(k.liveFor)):
 			continue
-		case e.Kind == store.KeyCommitment && e.Peer != k.self.String():
-			continue // an earlier key's: it was succeeded
+		case e.Kind == store.KeyCommitment:
+			// Not announced: it rides on every greeting and on the
+			// statements delivered at start, and a daemon that predates
+			// commitments would take a commitment-only announcement for
+			// an invalid one and penalise this daemon for it.
+			continue
 		}
 		if parts, _, err := k.partsOf(e); err == nil {
 			out = append(out, parts)

@@ -426,10 +426,13 @@
 // any message goes: in a conversation when the peer is reachable (a
 // greeting, then a context message carrying the part), else as a
 // one-message conversation left at the peer's mailbox relays; the
-// successor's daemon also announces it on GossipSub. A daemon that
-// committed to its next key carries its key_commitment part in every
-// greeting it sends (opening or answering), so that every peer it meets
-// observes the commitment before any succession.
+// successor's daemon also announces successions and revocations on
+// GossipSub. A daemon that committed to its next key carries its
+// key_commitment part in every greeting it sends (opening or answering),
+// so that every peer it meets observes the commitment before any
+// succession. A receiver that predates pre-rotation ignores a
+// key_commitment part, but refuses a succession carrying next_key_digest
+// (invalid_format: a member it does not define).
 //
 // On GossipSub they travel on the topic /ifaced/key-lifecycle/1: each
 // payload is one such message in deterministic CBOR (a one-message
