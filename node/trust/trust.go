@@ -522,7 +522,8 @@ func (b *Book) Peer(pid peer.ID) Info {
 
 // PinKey pins pid's key at level 2 (verified) once the owner compared its
 // fingerprint out of band. A fingerprint that is not pid's is refused with
-// both shown. Pinning also lifts an earlier revocation of the same key.
+// both shown. Pinning also lifts the owner's earlier revocation of the
+// same key (not a revocation statement's: Forget removes that one).
 func (b *Book) PinKey(pid peer.ID, fingerprint string) (Info, error) {
 	pub, err := identity.PublicKeyFromPeerID(pid)
 	if err != nil {
