@@ -127,10 +127,13 @@
 //	 "old_key_id": <key_id of the key replaced>, "new_key_id": <key_id of its successor>,
 //	 "date": <RFC 3339, UTC, to the second: the old key's retired_date>,
 //	 "transition_seconds": <0 … 31536000: how long after date the old key still verifies>,
+//	 "next_key_digest"?: <the new key's commitment to its own successor (Pre-rotation)>,
 //	 "sig_old": <Ed25519 by the old key>, "sig_new": <Ed25519 by the new key>}
 //
 // and both signatures cover the same bytes: the prefix and the canonical
-// form of the five members other than sig_old and sig_new. A statement
+// form of the members other than sig_old and sig_new (five, or six with
+// next_key_digest; a statement without it is signed exactly as before
+// pre-rotation existed). A statement
 // only one key signed does not verify; the two keys must differ. The
 // successor's identity document lists the old key with status "retired"
 // and retired_date = date (RetireFor), and a retired key verifies a
@@ -150,12 +153,39 @@
 // succession statement from key_id to signer travels with the revocation
 // (Revocation.Verify takes it). Any other signer is refused
 // (ErrStatementSigner). A revoked key is refused from the moment the
-// statement is received, whatever date its messages claim; the date is
-// what voids: every succession from the key dated after it.
+// statement is received, whatever date its messages claim. A statement's
+// date says when it was made and bounds its freshness; it never decides
+// what a statement does to another: a receiver decides that by the order
+// in which it observed them (node/wire "Key lifecycle").
 //
-// Statements are decoded strictly (DecodeSuccession, DecodeRevocation): at
-// most 4096 bytes, no member they do not define. The exact bytes are
-// pinned by testdata/lifecycle-vectors.json.
+// # Pre-rotation
+//
+// A key may commit, before it is replaced, to the key that will replace
+// it, by publishing only that key's digest; the next key itself stays
+// offline until the succession. A receiver that observed the commitment
+// refuses a succession from the key to any other key, so that whoever
+// steals the current key cannot rotate the identity to one of their own.
+// The digest of an Ed25519 public key pub (its 32 bytes) is
+//
+//	next_key_digest = "sha256:" || base64url-unpadded(SHA-256("ifp/5/next-key/v1\n" || pub))
+//
+// (NextKeyDigest: 50 ASCII characters). A commitment statement is
+//
+//	{"type": "key_commitment", "key_id": <the committing key>,
+//	 "next_key_digest": <digest of the key that will succeed it>,
+//	 "date": <RFC 3339, UTC, to the second: when it was made>,
+//	 "sig": <Ed25519 by key_id>}
+//
+// signed over "ifp/5/key-commitment/v1\n" and the canonical form of the
+// four members other than sig. A succession statement carries the
+// commitment of its new key in next_key_digest, signed by both keys, so
+// that each rotation commits to the next. A digest may not be that of a
+// key the statement itself names (ErrMalformedStatement, naming
+// next_key_digest).
+//
+// Statements are decoded strictly (DecodeSuccession, DecodeRevocation,
+// DecodeCommitment): at most 4096 bytes, no member they do not define. The
+// exact bytes are pinned by testdata/lifecycle-vectors.json.
 //
 // # Replay
 //

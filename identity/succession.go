@@ -56,32 +56,38 @@ var (
 // replaced by new_key_id from date on, and old_key_id still verifies for
 // transition_seconds after date. Both keys sign it (sig_old, sig_new), over
 // the same signing input, so that no one holding only one of them can make
-// one.
+// one. NextKeyDigest, when present, is new_key_id's commitment to the key
+// that will succeed it (pre-rotation, NextKeyDigest); absent, the
+// statement and its signing input are as they were before pre-rotation.
 type Succession struct {
-	Type       string `json:"type"`
-	OldKeyID   string `json:"old_key_id"`
-	NewKeyID   string `json:"new_key_id"`
-	Date       string `json:"date"`
-	Transition int64  `json:"transition_seconds"`
-	SigOld     string `json:"sig_old"`
-	SigNew     string `json:"sig_new"`
+	Type          string `json:"type"`
+	OldKeyID      string `json:"old_key_id"`
+	NewKeyID      string `json:"new_key_id"`
+	Date          string `json:"date"`
+	Transition    int64  `json:"transition_seconds"`
+	NextKeyDigest string `json:"next_key_digest,omitempty"`
+	SigOld        string `json:"sig_old"`
+	SigNew        string `json:"sig_new"`
 }
 
 // successionParams is the signed object: every member but the signatures.
 type successionParams struct {
-	Type       string `json:"type"`
-	OldKeyID   string `json:"old_key_id"`
-	NewKeyID   string `json:"new_key_id"`
-	Date       string `json:"date"`
-	Transition int64  `json:"transition_seconds"`
+	Type          string `json:"type"`
+	OldKeyID      string `json:"old_key_id"`
+	NewKeyID      string `json:"new_key_id"`
+	Date          string `json:"date"`
+	Transition    int64  `json:"transition_seconds"`
+	NextKeyDigest string `json:"next_key_digest,omitempty"`
 }
 
-// Revocation is a key revocation statement: nothing key_id signed after
-// date is to be believed, and key_id itself is refused from the moment the
-// statement is received. signer is key_id itself (a statement prepared
-// while the owner held the key, `ifaced key revocation-statement`) or the
-// key that succeeded it, and then the succession statement naming both
-// must travel with it.
+// Revocation is a key revocation statement: key_id must no longer be
+// believed, and is refused from the moment the statement is received;
+// date is when the statement was made (it bounds its freshness, and
+// decides nothing else: a receiver judges by the order it observed
+// statements in). signer is key_id itself (a statement prepared while the
+// owner held the key, `ifaced key revocation-statement`) or the key that
+// succeeded it, and then the succession statement naming both must travel
+// with it.
 type Revocation struct {
 	Type   string `json:"type"`
 	KeyID  string `json:"key_id"`
@@ -103,8 +109,18 @@ type revocationParams struct {
 // with a transition period during which old still verifies, signed by
 // both keys.
 func NewSuccession(old, next *Identity, date time.Time, transition time.Duration) (*Succession, error) {
+	return NewCommittedSuccession(old, next, nil, date, transition)
+}
+
+// NewCommittedSuccession is NewSuccession whose statement also carries
+// next's commitment to after as its own successor (next_key_digest);
+// after nil makes none.
+func NewCommittedSuccession(old, next *Identity, after ed25519.PublicKey, date time.Time, transition time.Duration) (*Succession, error) {
 	s := &Succession{Type: TypeSuccession, OldKeyID: old.KeyID(), NewKeyID: next.KeyID(),
 		Date: date.UTC().Format(time.RFC3339), Transition: int64(transition / time.Second)}
+	if after != nil {
+		s.NextKeyDigest = NextKeyDigest(after)
+	}
 	in, err := s.SigningInput()
 	if err != nil {
 		return nil, err
@@ -138,6 +154,14 @@ func (s *Succession) check() (old, next ed25519.PublicKey, err error) {
 	if s.Transition < 0 || time.Duration(s.Transition)*time.Second > MaxTransition {
 		return nil, nil, bad("transition_seconds", "%d is out of range (0 to %d, a year)", s.Transition, int64(MaxTransition/time.Second))
 	}
+	if s.NextKeyDigest != "" {
+		if err := checkDigest(s.NextKeyDigest); err != nil {
+			return nil, nil, bad("next_key_digest", "%v", err)
+		}
+		if s.NextKeyDigest == NextKeyDigest(next) || s.NextKeyDigest == NextKeyDigest(old) {
+			return nil, nil, bad("next_key_digest", "is the digest of a key the statement names; it commits to the key after new_key_id")
+		}
+	}
 	return old, next, nil
 }
 
@@ -160,7 +184,7 @@ func (s *Succession) SigningInput() ([]byte, error) {
 	if _, _, err := s.check(); err != nil {
 		return nil, err
 	}
-	c, err := Canonicalize(successionParams{s.Type, s.OldKeyID, s.NewKeyID, s.Date, s.Transition})
+	c, err := Canonicalize(successionParams{s.Type, s.OldKeyID, s.NewKeyID, s.Date, s.Transition, s.NextKeyDigest})
 	if err != nil {
 		return nil, fmt.Errorf("succession statement: %w", err)
 	}
@@ -215,9 +239,9 @@ func peerOfKeyID(keyID string) (peer.ID, error) {
 	return PeerIDFromPublicKey(pub)
 }
 
-// NewRevocation makes the statement, signed by signer, that keyID must no
-// longer be believed for anything signed after date. signer is the key
-// itself or its successor (see Revocation.Verify).
+// NewRevocation makes the statement, signed by signer and dated date, that
+// keyID must no longer be believed. signer is the key itself or its
+// successor (see Revocation.Verify).
 func NewRevocation(signer *Identity, keyID string, date time.Time, reason string) (*Revocation, error) {
 	r := &Revocation{Type: TypeRevocation, KeyID: keyID, Date: date.UTC().Format(time.RFC3339), Reason: reason, Signer: signer.KeyID()}
 	in, err := r.SigningInput()

@@ -478,6 +478,9 @@ func (cs *Conversations) greeting(c *conv, prop negotiate.Proposal, granted *neg
 		m.Body.Text += fmt.Sprintf(" You are granted disclosure %q (%s), authentication level %s, temperature %q.",
 			granted.Disclosure, granted.DisclosureOutcome, granted.AuthLevel, granted.Temperature)
 	}
+	// This daemon's commitment to its next key, so that every peer it
+	// meets observes it before any succession (keyrotate.go).
+	m.Body.Parts = append(m.Body.Parts, commitmentParts(cs.trust, cs.id.PeerID())...)
 	// The proof covers the finished body, like the signature made in send.
 	if err := cs.trust.Held().Attach(c.peer, m); err != nil {
 		return nil, err

@@ -25,13 +25,14 @@
 //	               reservations, the outbox, fetched mail
 //	discovery      capabilityDHT, announcer (GossipSub), lanDiscovery
 //	               (mDNS), importer, and the Discovery façade
-//	keyLifecycle   peers' key succession and revocation statements: checked
-//	(rotation.go)  in the door's verify step, followed after the audit
-//	               (what the owner granted moves to the new peer ID)
-//	keyNotices,    this daemon's own: RotateKey and the revocations,
-//	keyGossip      delivered at start to every cached peer (a conversation,
-//	(keyrotate.go, else its mailbox) and on a GossipSub topic of their own
-//	keygossip.go)
+//	keyLifecycle   peers' key succession, revocation and commitment
+//	(rotation.go)  statements: checked in the door's verify step, followed
+//	               after the audit (what the owner granted moves to the new
+//	               peer ID; package trust decides)
+//	keyNotices,    this daemon's own: RotateKey, CommitNextKey and the
+//	keyGossip      revocations, delivered at start to every cached peer (a
+//	(keyrotate.go, conversation, else its mailbox) and on a GossipSub topic
+//	keygossip.go)  of their own; the commitment also in every greeting
 //
 // Node owns the configuration and the data directory, the libp2p host
 // (TCP and QUIC, Noise and TLS, yamux, identify and ping, with a resource

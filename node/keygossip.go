@@ -15,8 +15,9 @@ import (
 )
 
 // Key statements on GossipSub. Beside the announcement topic, a daemon
-// with [discovery] gossip on joins keyTopic, where key succession and
-// revocation statements travel to peers the sender's cache does not hold:
+// with [discovery] gossip on joins keyTopic, where key succession,
+// revocation and commitment statements travel to peers the sender's cache
+// does not hold:
 // a peer that met the old key may not be one the new key can name.
 //
 // A payload is one deterministic CBOR IFP-4 message, a one-message
@@ -38,7 +39,8 @@ import (
 // once a minute, a join in between served at the minute's end), so that a
 // peer that comes later still hears it within one announcement: a succession until its
 // transition period ends, a revocation for trust.key_transition after its
-// date.
+// date. A commitment is not announced (it rides on every greeting), but
+// one announced is validated and taken like the others.
 
 const (
 	keyTopic      = "/ifaced/key-lifecycle/1"
@@ -140,11 +142,14 @@ func (g *keyGossip) validate(m *pubsub.Message) pubsub.ValidationResult {
 		return pubsub.ValidationReject
 	}
 	st, err := statementsOf(msg)
-	if err != nil || (st.succ == nil && st.rev == nil) {
+	if err != nil || st.none() {
 		g.log.Debug("rejected a key statement announcement", "author", author, "err", err)
 		return pubsub.ValidationReject
 	}
 	if st.succ != nil && st.succ.Verify() != nil {
+		return pubsub.ValidationReject
+	}
+	if st.com != nil && st.com.Verify() != nil {
 		return pubsub.ValidationReject
 	}
 	if st.rev != nil && st.rev.Verify(st.succ) != nil {
@@ -235,6 +240,8 @@ func (g *keyGossip) publishOne(parts []gossip.Part) error {
 			about, _ = st.rev.RevokedPeer()
 		case st.succ != nil:
 			about, _ = st.succ.OldPeer()
+		case st.com != nil:
+			about, _ = st.com.Peer()
 		}
 	}
 	to, err := agentOf(about)
@@ -280,6 +287,8 @@ func (k *keyLifecycle) concerns(m *gossip.Message) bool {
 		pid, err = st.rev.RevokedPeer()
 	case st.succ != nil:
 		pid, err = st.succ.OldPeer()
+	case st.com != nil:
+		pid, err = st.com.Peer()
 	default:
 		return false
 	}

@@ -165,6 +165,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		order, id.DID(), n.now, log, n.spawn)
 	n.peerGate = newPeerGate(n.trust, n.policy, order)
 	n.store.SetPeerGate(n.peerGate.known)
+	n.trust.SetKnown(func(p peer.ID) bool { return n.peerGate.known(p.String()) })
 	n.door = newDoor(id.DID(), n.audit, n.replay, n.rates, n.trust.KeyRevoked, n.events, log, func() time.Time { return n.now() },
 		func(p peer.ID) netip.Addr { return remoteAddrOf(n.host, p) })
 	n.door.budget = NewBudget(cfg.Limits.MaxMemoryMB, func(p peer.ID) bool { return n.convs != nil && n.convs.isGreeted(p) })

@@ -14,10 +14,11 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// Key lifecycle, the receiving side: a peer's key succession and
-// revocation statements (package identity has their form, node/wire's
-// "Key lifecycle" how they travel). They arrive as parts of ordinary
-// IFP-4 messages ("key_succession", "key_revocation") on any transport,
+// Key lifecycle, the receiving side: a peer's key succession, revocation
+// and commitment statements (package identity has their form, node/wire's
+// "Key lifecycle" how they travel and what they do; package trust decides).
+// They arrive as parts of ordinary IFP-4 messages ("key_succession",
+// "key_revocation", "key_commitment") on any transport,
 // so they pass the one door: keyLifecycle.verify is part of the door's
 // verify step (after the message's own signature; a statement that does
 // not verify, or that this daemon will not follow, refuses the message),
@@ -36,6 +37,7 @@ import (
 const (
 	partKeySuccession = "key_succession"
 	partKeyRevocation = "key_revocation"
+	partKeyCommitment = "key_commitment"
 )
 
 // EventKey is the event type of a key statement given or followed: a
@@ -67,7 +69,11 @@ func newKeyLifecycle(t *trust.Book, p *PolicyBook, st *store.Store, gate *peerGa
 type statements struct {
 	succ *identity.Succession
 	rev  *identity.Revocation
+	com  *identity.Commitment
 }
+
+// none says whether the message carries no key statement.
+func (st statements) none() bool { return st.succ == nil && st.rev == nil && st.com == nil }
 
 // statementsOf decodes the key statement parts of m: at most one of each.
 func statementsOf(m *gossip.Message) (statements, error) {
@@ -97,6 +103,17 @@ func statementsOf(m *gossip.Message) (statements, error) {
 			if st.rev, err = identity.DecodeRevocation(raw); err != nil {
 				return st, fmt.Errorf("part %q: %w", p.Name, err)
 			}
+		case partKeyCommitment:
+			if st.com != nil {
+				return st, fmt.Errorf("%w: a message carries at most one %q part", gossip.ErrInvalidMessage, partKeyCommitment)
+			}
+			raw, err := p.CanonicalContent()
+			if err != nil {
+				return st, fmt.Errorf("%w: part %q: %v", gossip.ErrInvalidMessage, p.Name, err)
+			}
+			if st.com, err = identity.DecodeCommitment(raw); err != nil {
+				return st, fmt.Errorf("part %q: %w", p.Name, err)
+			}
 		}
 	}
 	return st, nil
@@ -122,6 +139,11 @@ func (k *keyLifecycle) verify(m *gossip.Message, from peer.ID) error {
 	st, err := statementsOf(m)
 	if err != nil {
 		return err
+	}
+	if st.com != nil {
+		if err := k.trust.CheckCommitment(st.com, from); err != nil {
+			return err
+		}
 	}
 	if st.succ != nil {
 		if err := st.succ.Verify(); err != nil {
@@ -149,8 +171,14 @@ func (k *keyLifecycle) verify(m *gossip.Message, from peer.ID) error {
 // again (every step is idempotent, the record of it written last).
 func (k *keyLifecycle) act(from peer.ID, via string, m *gossip.Message) {
 	st, err := statementsOf(m)
-	if err != nil || (st.succ == nil && st.rev == nil) {
+	if err != nil || st.none() {
 		return
+	}
+	// A commitment first: a succession beside it is judged by it.
+	if st.com != nil {
+		if _, err := k.trust.FollowCommitment(st.com, via); err != nil {
+			k.log.Error("recording a key commitment", "from", from, "err", err)
+		}
 	}
 	// A succession passed the verify step, unless it came only to name a
 	// revocation's signer: that one is followed only when it may be.
@@ -168,9 +196,18 @@ func (k *keyLifecycle) act(from peer.ID, via string, m *gossip.Message) {
 			k.tell(pid.String(), fmt.Sprintf("following the revocation of %s failed: %v", pid, err))
 			k.log.Error("following a key revocation", "from", from, "err", err)
 		case !already:
-			k.tell(pid.String(), fmt.Sprintf("peer %s's key was revoked (statement dated %s%s): %s", pid, st.rev.Date, reasonSuffix(st.rev.Reason), note))
+			k.tell(pid.String(), fmt.Sprintf("peer %s's key was revoked by a revocation statement %s, received via %s (dated %s%s): %s",
+				pid, signedBy(st.rev), via, st.rev.Date, reasonSuffix(st.rev.Reason), note))
 		}
 	}
+}
+
+// signedBy says who signed a revocation, for people.
+func signedBy(r *identity.Revocation) string {
+	if r.Signer == r.KeyID {
+		return "signed by the key itself"
+	}
+	return "signed by its successor " + r.Signer
 }
 
 func reasonSuffix(r string) string {

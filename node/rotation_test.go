@@ -32,7 +32,7 @@ func (c *offsetClock) advance(d time.Duration) { c.off.Add(int64(d)) }
 func rotate(t *testing.T, d *testDaemon, transition time.Duration) (*testDaemon, *Rotation) {
 	t.Helper()
 	d.Close()
-	rot, err := RotateKey(d.home, transition, time.Now())
+	rot, err := RotateKey(d.home, transition, time.Now(), RotateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,26 +273,42 @@ func TestKeyStatementsRefused(t *testing.T) {
 	}
 }
 
-// TestRevocationVoidsAThiefsRotation: a thief who stole bob's key rotates
-// it to a key of his own; bob publishes the revocation statement he
-// prepared at init; alice refuses the stolen key and the thief's successor.
-func TestRevocationVoidsAThiefsRotation(t *testing.T) {
+// TestRevocationStopsAThiefsRotation: a thief who stole bob's key tries
+// to rotate it to a key of his own. Bob committed to his next key, so
+// alice refuses the thief's succession; bob publishes the revocation
+// statement he prepared at init from a new daemon of his, and alice
+// refuses the stolen key on every transport. A peer that hears bob's
+// revocation before the thief's succession refuses the succession too,
+// however it is dated. (A succession alice followed before a revocation
+// arrived keeps its successor: TestRetiredKeyCannotTakeFromItsSuccessor.)
+func TestRevocationStopsAThiefsRotation(t *testing.T) {
 	alice := startDaemon(t, aliceConfig(""))
+	carol := startDaemon(t, aliceConfig(""))
 	bob := startDaemon(t, tcpOnly(loopbackConfig()))
 	prepared, err := RevocationStatement(bob.home.KeyPath(), "laptop stolen", time.Now().Add(-time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alice.TrustBook().PinKey(bob.pid(), bob.ID().Fingerprint()); err != nil {
+	bob.Close()
+	if _, err := CommitNextKey(bob.home, filepath.Join(t.TempDir(), "next.pem"), false, time.Now()); err != nil {
 		t.Fatal(err)
+	}
+	bob = restartDaemon(t, bob)
+	for _, d := range []*testDaemon{alice, carol} {
+		if _, err := d.TrustBook().PinKey(bob.pid(), bob.ID().Fingerprint()); err != nil {
+			t.Fatal(err)
+		}
+		connect(t, bob, d)
+		greet(t, bob, d) // carries bob's commitment
 	}
 	thief, _ := identity.Generate(nil)
 	s, _ := identity.NewSuccession(bob.id, thief, time.Now(), time.Hour)
-	if err := admitStatement(alice, statementMessage(t, thief, alice.pid(), statementPart(partKeySuccession, s))); err != nil {
-		t.Fatal(err)
+	err = admitStatement(alice, statementMessage(t, thief, alice.pid(), statementPart(partKeySuccession, s)))
+	if wire.CodeOf(err) != wire.CodeKeyStatementRefused || !strings.Contains(err.Error(), "committed to its next key") {
+		t.Fatalf("the thief's rotation: %v, want key_statement_refused (bob committed to another key)", err)
 	}
-	if info := alice.TrustBook().Peer(thief.PeerID()); info.Level != conditions.Verified {
-		t.Fatalf("the thief's rotation was followed: %+v", info)
+	if info := alice.TrustBook().Peer(thief.PeerID()); info.Level != conditions.Signed || info.RotatedFrom != "" {
+		t.Fatalf("the thief's key got %+v", info)
 	}
 	// Bob publishes his prepared statement from a new daemon of his.
 	bobNew := startDaemon(t, tcpOnly(loopbackConfig()))
@@ -307,19 +323,16 @@ func TestRevocationVoidsAThiefsRotation(t *testing.T) {
 	defer stop()
 	restartDaemon(t, bobNew)
 	e := keyEvent(t, events, bob.pid())
-	if !strings.Contains(e.Detail, "void") || !strings.Contains(e.Detail, thief.PeerID().String()) {
-		t.Errorf("alice was told %q, want the thief's succession void", e.Detail)
+	if !strings.Contains(e.Detail, "revoked") || !strings.Contains(e.Detail, "signed by the key itself") {
+		t.Errorf("alice was told %q, want bob's key revoked by its own statement", e.Detail)
 	}
-	for _, pid := range []peer.ID{bob.pid(), thief.PeerID()} {
-		if err := alice.trust.KeyRevoked(pid); !errors.Is(err, wire.ErrKeyRevoked) {
-			t.Errorf("%s after the revocation: %v", pid, err)
-		}
-		if info := alice.TrustBook().Peer(pid); info.Level != conditions.NoLevel {
-			t.Errorf("%s keeps level %s", pid, info.Level)
-		}
+	if err := alice.trust.KeyRevoked(bob.pid()); !errors.Is(err, wire.ErrKeyRevoked) {
+		t.Errorf("bob's stolen key after the revocation: %v", err)
+	}
+	if info := alice.TrustBook().Peer(bob.pid()); info.Level != conditions.NoLevel {
+		t.Errorf("bob's stolen key keeps level %s", info.Level)
 	}
 	// The stolen key is refused on the wire.
-	connect(t, bob, alice)
 	_, err = bob.Greet(context.Background(), alice.pid(), negotiate.Proposal{})
 	if b := remoteCode(t, err); b.Code != wire.CodeKeyRevoked || !strings.Contains(b.Message, "revocation statement") {
 		t.Fatalf("the revoked key greeting: %+v", b)
@@ -329,6 +342,16 @@ func TestRevocationVoidsAThiefsRotation(t *testing.T) {
 		return e.Peer == bob.pid().String() && e.Kind == store.KeyRevocation && e.Direction == store.KeyReceived && e.Reason == "laptop stolen"
 	}) {
 		t.Errorf("alice's key events: %+v, want bob's key revoked", evs)
+	}
+	// Carol hears the revocation before any succession: the thief's
+	// rotation, even one dated before the revocation, is refused.
+	if err := admitStatement(carol, statementMessage(t, thief, carol.pid(), statementPart(partKeyRevocation, prepared))); err != nil {
+		t.Fatal(err)
+	}
+	early, _ := identity.NewSuccession(bob.id, thief, time.Now().Add(-time.Hour), time.Hour)
+	err = admitStatement(carol, statementMessage(t, thief, carol.pid(), statementPart(partKeySuccession, early)))
+	if wire.CodeOf(err) != wire.CodeKeyRevoked {
+		t.Errorf("a succession from a key revoked first: %v, want key_revoked", err)
 	}
 }
 

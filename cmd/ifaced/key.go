@@ -16,38 +16,43 @@ import (
 )
 
 // keySubs are the subcommands of `key`.
-var keySubs = []string{"rotate", "revoke", "revocation-statement"}
+var keySubs = []string{"rotate", "revoke", "revocation-statement", "commit-next"}
 
 // runKey is
 //
-//	ifaced key rotate [--transition D]           a new key and the succession statement
+//	ifaced key commit-next --out FILE [--replace]  make the next key, commit to its digest (pre-rotation)
+//	ifaced key rotate [--transition D] [--next-key FILE] [--commit-next FILE2]
 //	ifaced key revoke [OLD-PEER] [--reason R]    revoke the key this daemon's key succeeded
 //	ifaced key revoke --statement FILE           publish a revocation statement prepared earlier
 //	ifaced key revocation-statement [--out FILE] [--reason R] [--key FILE]
 //
-// rotate and revoke work on the data directory with the daemon stopped
-// (node.RotateKey: the key is the daemon's identity, and every part of a
-// running daemon holds it); its next start delivers the statement to every
-// peer it knows. revocation-statement only reads the key, so the daemon may
-// be running: keep what it prints offline, apart from the key.
+// commit-next, rotate and revoke work on the data directory with the
+// daemon stopped (node.RotateKey: the key is the daemon's identity, and
+// every part of a running daemon holds it); its next start delivers the
+// statement to every peer it knows. revocation-statement only reads the
+// key, so the daemon may be running: keep what it prints offline, apart
+// from the key; so with the next key commit-next writes.
 func runKey(_ context.Context, e *env, args []string) error {
-	f := newFlags(e, "key", "rotate | revoke [OLD-PEER] | revocation-statement", true)
+	f := newFlags(e, "key", "rotate | revoke [OLD-PEER] | revocation-statement | commit-next", true)
 	transition := f.Duration("transition", 0, "rotate: how long the old key still verifies (default trust.key_transition)")
 	reason := f.String("reason", "", "revoke, revocation-statement: why, in a few words (at most 256 bytes; peers see it)")
 	statement := f.String("statement", "", "revoke: publish this revocation statement (a FILE from `ifaced key revocation-statement`)")
-	out := f.String("out", "", "revocation-statement: write it to FILE (mode 0600, never overwritten) instead of standard output")
+	out := f.String("out", "", "revocation-statement: write it to FILE (mode 0600, never overwritten) instead of standard output; commit-next: write the next key to FILE (required; keep it offline)")
 	keyFile := f.String("key", "", "revocation-statement: the key to revoke (default this daemon's key; a retired key is under retired/ in the data directory)")
+	nextKey := f.String("next-key", "", "rotate: the key to rotate to, the FILE `ifaced key commit-next` wrote (required once this daemon committed to its next key)")
+	commitNext := f.String("commit-next", "", "rotate: also make the key after the new one, write it to FILE (mode 0600, never overwritten) and commit to it")
+	replace := f.Bool("replace", false, "commit-next: replace a commitment already made (peers that saw it refuse the new one)")
 	pos, err := f.parseInterleaved(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return usageError("key needs a subcommand: rotate, revoke or revocation-statement")
+		return usageError("key needs a subcommand: rotate, revoke, revocation-statement or commit-next")
 	}
 	sub, pos := pos[0], pos[1:]
 	switch {
 	case !slices.Contains(keySubs, sub):
-		msg := fmt.Sprintf("key %q: want rotate, revoke or revocation-statement", sub)
+		msg := fmt.Sprintf("key %q: want rotate, revoke, revocation-statement or commit-next", sub)
 		if s := suggest(sub, keySubs); s != "" {
 			msg += fmt.Sprintf("; did you mean %q?", s)
 		}
@@ -58,6 +63,14 @@ func runKey(_ context.Context, e *env, args []string) error {
 		return usageError("key %s takes no arguments, got %q", sub, pos)
 	case *transition < 0:
 		return usageError("--transition %s: want a duration of zero or more (e.g. 168h)", *transition)
+	case sub == "commit-next" && *out == "":
+		return usageError("key commit-next needs --out FILE: where to write the next key (keep it offline, apart from the daemon's key)")
+	case sub != "rotate" && (*nextKey != "" || *commitNext != ""):
+		return usageError("--next-key and --commit-next are for key rotate")
+	case sub != "commit-next" && *replace:
+		return usageError("--replace is for key commit-next")
+	case *commitNext != "" && *commitNext == *nextKey:
+		return usageError("--commit-next %s: the key after the next goes to a file of its own, not the --next-key file", *commitNext)
 	}
 	h, err := f.homeDir(e)
 	if err != nil {
@@ -73,7 +86,7 @@ func runKey(_ context.Context, e *env, args []string) error {
 			}
 			*transition = cfg.Trust.KeyTransition.Duration
 		}
-		rot, err := node.RotateKey(h, *transition, now)
+		rot, err := node.RotateKey(h, *transition, now, node.RotateOptions{NextKey: *nextKey, CommitNext: *commitNext})
 		if err != nil {
 			return err
 		}
@@ -82,8 +95,30 @@ func runKey(_ context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintf(e.stdout, "rotated: %s → %s\nthe old key verifies until %s; it is kept at %s\n",
 			rot.Old, rot.New, rot.Statement.Until().UTC().Format(time.RFC3339), rot.RetiredKey)
+		if *nextKey != "" {
+			fmt.Fprintf(e.stdout, "the daemon's key is now the one from %s (a copy is in the data directory); that file may go\n", *nextKey)
+		}
 		fmt.Fprintf(e.stdout, "start the daemon (`ifaced run`): it runs on the new key and sends the signed statement to every peer it knows\n")
-		fmt.Fprintf(e.stdout, "then prepare a revocation statement for the new key and keep it offline: `ifaced key revocation-statement --out FILE`\n")
+		if rot.Committed != "" {
+			fmt.Fprintf(e.stdout, "the statement commits to the key after it (next_key_digest %s), written to %s: keep it offline, apart from the daemon's key\n",
+				rot.Statement.NextKeyDigest, rot.Committed)
+		} else {
+			fmt.Fprintf(e.stdout, "then commit to the next key (`ifaced key commit-next --out FILE`), so that no thief of this key can rotate it away\n")
+		}
+		fmt.Fprintf(e.stdout, "and prepare a revocation statement for the new key and keep it offline: `ifaced key revocation-statement --out FILE`\n")
+		return nil
+	case "commit-next":
+		c, err := node.CommitNextKey(h, *out, *replace, now)
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return writeJSON(e.stdout, c)
+		}
+		fmt.Fprintf(e.stdout, "the next key is written to %s: keep it offline, apart from the daemon's key\n", *out)
+		fmt.Fprintf(e.stdout, "this key (%s) commits to it: next_key_digest %s\n", c.KeyID, c.NextKeyDigest)
+		fmt.Fprintf(e.stdout, "start the daemon (`ifaced run`): it sends the commitment to every peer it knows and in every greeting; a peer that saw it refuses a rotation to any other key\n")
+		fmt.Fprintf(e.stdout, "to rotate, stop the daemon and run `ifaced key rotate --next-key %s`\n", *out)
 		return nil
 	case "revoke":
 		if *statement != "" {
@@ -173,17 +208,58 @@ func printKeyEvents(w io.Writer, t *trust.Info) {
 	if t.SucceededBy != "" {
 		fmt.Fprintf(w, "succeeded by\t%s\n", t.SucceededBy)
 	}
-	for _, e := range t.Keys {
-		line := fmt.Sprintf("%s %s, dated %s", e.Kind, e.Direction, formatTime(e.Date))
-		if !e.Until.IsZero() {
-			line += ", old key verifies until " + formatTime(e.Until)
-		}
-		if e.Reason != "" {
-			line += ", reason: " + e.Reason
-		}
-		if e.Note != "" {
-			line += "; " + e.Note
-		}
-		fmt.Fprintf(w, "key\t%s\n", line)
+	if t.NextKeyDigest != "" {
+		fmt.Fprintf(w, "next key\tcommitted: %s (a rotation to any other key is refused)\n", t.NextKeyDigest)
 	}
+	for _, e := range t.Keys {
+		fmt.Fprintf(w, "key\t%s\n", keyEventLine(e))
+	}
+}
+
+// keyEventLine describes one key lifecycle record: what, about whom, who
+// signed it, how it came, when, and its class.
+func keyEventLine(e trust.KeyRecord) string {
+	line := e.Kind + " " + e.Direction
+	switch {
+	case e.Kind == "succession":
+		line += fmt.Sprintf(" %s → %s", e.Peer, e.Successor)
+	default:
+		line += " of " + e.Peer
+	}
+	switch {
+	case e.Direction == "given":
+		line += ", given by this daemon"
+	case e.SignedBy == "successor":
+		line += ", signed by its successor " + e.Successor
+	case e.SignedBy == "both":
+		line += ", signed by both keys"
+	case e.SignedBy != "":
+		line += ", signed by the key itself"
+	}
+	if e.Via != "" {
+		line += ", via " + e.Via
+	}
+	line += fmt.Sprintf(", dated %s, recorded %s", formatTime(e.Date), formatTime(e.At))
+	if !e.Until.IsZero() {
+		line += ", old key verifies until " + formatTime(e.Until)
+	}
+	if e.NextKeyDigest != "" {
+		line += ", next key " + e.NextKeyDigest
+	}
+	if e.Reason != "" {
+		line += ", reason: " + quoteReason(e.Reason)
+	}
+	if e.Note != "" {
+		line += "; " + e.Note
+	}
+	return line + " [" + e.Class + "]"
+}
+
+// quoteReason shows a peer's reason as the peer's words: quoted, cut to
+// 128 bytes.
+func quoteReason(r string) string {
+	if len(r) > 128 {
+		r = r[:128] + "…"
+	}
+	return fmt.Sprintf("%q", r)
 }

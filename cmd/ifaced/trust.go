@@ -19,23 +19,24 @@ import (
 
 // The trust verbs:
 //
-//	ifaced trust                                   list the trust records
-//	ifaced trust PEER [--verify FINGERPRINT | --revoke | --check]
+//	ifaced trust                                   list the trust and key lifecycle records
+//	ifaced trust PEER [--verify FINGERPRINT | --revoke | --check | --forget]
 //	ifaced introduce --label NAME [--expires 7d] [--disclosure TIER] [--persona P]
 //	ifaced introduce --list | --revoke ID
 //	ifaced accept-intro [- | --secret-file FILE]      the token on standard input, or in FILE
 
 func runTrust(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "trust", "[PEER [--verify FINGERPRINT | --revoke | --check]]", true)
+	f := newFlags(e, "trust", "[PEER [--verify FINGERPRINT | --revoke | --check | --forget]]", true)
 	verify := f.String("verify", "", "pin PEER's key: the fingerprint (SHA256:…) you compared with its owner out of band")
-	revoke := f.Bool("revoke", false, "revoke trust in PEER's key: unpin it and refuse its messages")
+	revoke := f.Bool("revoke", false, "revoke trust in PEER's key (and the keys it rotated from or to): unpin it and refuse its messages")
 	check := f.Bool("check", false, "fetch PEER's identity document now and show the level it reaches")
+	forget := f.Bool("forget", false, "forget PEER's trust record and the key statements about its key: it is a stranger again")
 	pos, err := f.parseInterleaved(args)
 	if err != nil {
 		return err
 	}
 	actions := 0
-	for _, set := range []bool{*verify != "", *revoke, *check} {
+	for _, set := range []bool{*verify != "", *revoke, *check, *forget} {
 		if set {
 			actions++
 		}
@@ -44,9 +45,9 @@ func runTrust(ctx context.Context, e *env, args []string) error {
 	case len(pos) > 1:
 		return usageError("trust takes at most one PEER, got %q", pos)
 	case actions > 1:
-		return usageError("trust takes one of --verify, --revoke or --check")
+		return usageError("trust takes one of --verify, --revoke, --check or --forget")
 	case actions == 1 && len(pos) == 0:
-		return usageError("--verify, --revoke and --check need a PEER")
+		return usageError("--verify, --revoke, --check and --forget need a PEER")
 	}
 	c, err := f.dial(e)
 	if err != nil {
@@ -77,6 +78,8 @@ func runTrust(ctx context.Context, e *env, args []string) error {
 		info, err = c.TrustPeer(ctx, pos[0], api.TrustAction{Revoke: true})
 	case *check:
 		info, err = c.TrustPeer(ctx, pos[0], api.TrustAction{Check: true})
+	case *forget:
+		info, err = c.TrustPeer(ctx, pos[0], api.TrustAction{Forget: true})
 	default:
 		info, err = c.PeerTrust(ctx, pos[0])
 	}
@@ -90,7 +93,17 @@ func runTrust(ctx context.Context, e *env, args []string) error {
 	case *verify != "":
 		fmt.Fprintf(e.stdout, "pinned %s: %s is now at level %s\n\n", info.PinnedKey, info.Peer, info.Level)
 	case *revoke:
-		fmt.Fprintf(e.stdout, "revoked trust in key %s: %s has no level and its messages are refused\n\n", info.RevokedKey, info.Peer)
+		fmt.Fprintf(e.stdout, "revoked trust in key %s: %s has no level and its messages are refused\n", info.RevokedKey, info.Peer)
+		if len(info.RevokedAlso) > 0 {
+			fmt.Fprintf(e.stdout, "revoked with it, as keys of the same identity (successions followed between them): %s\n", strings.Join(info.RevokedAlso, ", "))
+		}
+		fmt.Fprintln(e.stdout)
+	case *forget:
+		if len(info.Forgot) == 0 {
+			fmt.Fprintf(e.stdout, "nothing was held about %s's key\n\n", info.Peer)
+		} else {
+			fmt.Fprintf(e.stdout, "forgot about %s: %s\n\n", info.Peer, strings.Join(info.Forgot, ", "))
+		}
 	case *check:
 		if f := info.CheckFailure; f != nil && info.Check != nil {
 			fmt.Fprintln(e.stdout, describeCheck(f))
@@ -135,12 +148,17 @@ func printTrustList(w io.Writer, list []trust.Info) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PEER\tLEVEL\tHOW\tSINCE")
+	fmt.Fprintln(tw, "PEER\tLEVEL\tCLASS\tHOW\tSINCE")
 	for _, t := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Peer, t.Level, strings.Join(t.How, "; "), formatTime(t.Since))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Peer, t.Level, orDash(t.Class), strings.Join(t.How, "; "), formatTime(t.Since))
 	}
 	tw.Flush()
 	for _, t := range list {
+		for _, k := range t.Keys {
+			if k.Peer == t.Peer { // a succession shows once, under its old key
+				fmt.Fprintf(w, "%s: key %s\n", t.Peer, keyEventLine(k))
+			}
+		}
 		if t.Refusal != "" {
 			fmt.Fprintf(w, "%s: introduction refused %s: %s\n", t.Peer, formatTime(t.RefusedAt), t.Refusal)
 		}
@@ -166,8 +184,14 @@ func printTrust(w io.Writer, t *trust.Info) {
 	if t.PinnedKey != "" {
 		fmt.Fprintf(tw, "pinned\t%s on %s\n", t.PinnedKey, formatTime(t.PinnedAt))
 	}
+	if t.Class != "" {
+		fmt.Fprintf(tw, "class\t%s\n", t.Class)
+	}
 	if t.RevokedKey != "" {
 		fmt.Fprintf(tw, "revoked\t%s on %s\n", t.RevokedKey, formatTime(t.RevokedAt))
+	}
+	if t.RevokedBy != "" {
+		fmt.Fprintf(tw, "revoked by\t%s\n", revokedByText(t))
 	}
 	printKeyEvents(tw, t) // key.go
 	for _, in := range t.Intros {
@@ -425,4 +449,22 @@ func readSecret(e *env, file, what string) (string, error) {
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0 && st.Mode()&os.ModeDevice != 0
+}
+
+// revokedByText says who revoked a peer's key and how it came, for people.
+func revokedByText(t *trust.Info) string {
+	switch t.RevokedBy {
+	case "owner":
+		s := "you (ifaced trust --revoke)"
+		if t.RevokedWith != "" {
+			s += ", with " + t.RevokedWith + ", a key of the same identity"
+		}
+		if len(t.RevokedAlso) > 0 {
+			s += "; revoked with it: " + strings.Join(t.RevokedAlso, ", ")
+		}
+		return s
+	case "successor":
+		return fmt.Sprintf("a revocation statement signed by its successor, received via %s on %s", orDash(t.RevokedVia), formatTime(t.RevokedAt))
+	}
+	return fmt.Sprintf("a revocation statement signed by the key itself, received via %s on %s", orDash(t.RevokedVia), formatTime(t.RevokedAt))
 }

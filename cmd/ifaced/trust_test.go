@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/trust"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 func TestTrustVerbs(t *testing.T) {
@@ -255,4 +257,70 @@ func TestTrustShowsCheckFailure(t *testing.T) {
 	printTrustList(&list, []trust.Info{info})
 	wantLines(t, "trust", list.String(),
 		"12D3KooWBob: identity document check failed 2026-05-02T13:00:00Z (the earlier check stands until 2026-05-08T12:00:00Z): fetching the identity document: 503")
+}
+
+// TestTrustShowsKeyRecords: `ifaced trust` lists the key lifecycle records
+// with who signed them, how they came and their class; a revocation from
+// the network is shown as such, not as the owner's; the owner's
+// revocation names the keys of the same identity revoked with it; --forget
+// forgets.
+func TestTrustShowsKeyRecords(t *testing.T) {
+	h, alice := startDaemon(t, aliceConfig())
+	a := h.Dir
+	book := alice.TrustBook()
+	met := func(peer.ID) bool { return true }
+	known := func(p peer.ID) bool { owner, _ := book.OwnerStanding(p); return owner }
+	stranger, _ := identity.Generate(nil)
+	r, _ := identity.NewRevocation(stranger, stranger.KeyID(), time.Now(), "lost \"it\"")
+	if err := book.CheckRevocation(r, nil, met); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := book.FollowRevocation(r, nil, "https"); err != nil {
+		t.Fatal(err)
+	}
+	old, next := thirdKey(t), thirdKey(t)
+	if _, err := book.PinKey(old.PeerID(), old.Fingerprint()); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := identity.NewSuccession(old, next, time.Now(), time.Hour)
+	if err := book.CheckSuccession(s, next.PeerID(), met, known, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := book.FollowSuccession(s, "libp2p"); err != nil {
+		t.Fatal(err)
+	}
+	sid, oid, nid := stranger.PeerID().String(), old.PeerID().String(), next.PeerID().String()
+
+	out := mustRun(t, a, "trust")
+	wantLines(t, "trust", out, "CLASS", sid+"  none", "stranger", "owner",
+		sid+": key revocation received of "+sid+", signed by the key itself, via https",
+		`reason: "lost \"it\""`, "[stranger]",
+		oid+": key succession received "+oid+" → "+nid+", signed by both keys, via libp2p", "[established]")
+	out = mustRun(t, a, "trust", sid)
+	wantLines(t, "trust PEER", out, "stranger", "a revocation statement signed by the key itself, received via https")
+	if strings.Contains(out, "by the owner") {
+		t.Errorf("a network revocation shown as the owner's:\n%s", out)
+	}
+	out = mustRun(t, a, "trust", oid, "--revoke")
+	wantLines(t, "trust --revoke", out, "revoked with it, as keys of the same identity (successions followed between them): "+nid)
+	out = mustRun(t, a, "trust", nid)
+	wantLines(t, "trust NEXT", out, "you (ifaced trust --revoke), with "+oid+", a key of the same identity")
+	out = mustRun(t, a, "trust", sid, "--forget")
+	wantLines(t, "trust --forget", out, "forgot about "+sid+": revocation statement", "1 (signed)")
+	var info trust.Info
+	if err := json.Unmarshal([]byte(mustRun(t, a, "trust", sid, "--json")), &info); err != nil || info.Level != conditions.Signed || len(info.Keys) != 0 {
+		t.Errorf("after --forget: %+v %v", info, err)
+	}
+	if r := ifaced(t, a, "trust", "--forget"); r.code != 2 || !strings.Contains(r.stderr, "need a PEER") {
+		t.Errorf("--forget without a PEER: %d %s", r.code, r.stderr)
+	}
+}
+
+func thirdKey(t *testing.T) *identity.Identity {
+	t.Helper()
+	id, err := identity.Generate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

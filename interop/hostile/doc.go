@@ -12,6 +12,7 @@
 //	TestWrongKeyFlood                 900 KiB greetings signed by the wrong key
 //	TestFreshKeysWithLargeViews       fresh keys, each greeting once with a 900 KiB view
 //	TestBogusIntroductionProofs       fresh keys presenting introductions the daemon never issued
+//	TestSelfRevokingKeyFlood          fresh keys that greet and revoke themselves, then the owner's rotation
 //	TestMailboxRegistrationFlood      fresh keys registering relay mailboxes, then a genuine peer's mail
 //	TestAnnouncementFlood             GossipSub announcements of 900 KB from brand-new authors
 //	TestHTTPManySourceAddresses       HTTP clients from thousands of addresses, then a new one

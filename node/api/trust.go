@@ -16,7 +16,7 @@ import (
 //
 //	GET    /v1/trust                  every trust record: level, how it was reached, when, the last refusal
 //	GET    /v1/trust/{peer}           one peer's (level 1, signed only, when there is no record)
-//	POST   /v1/trust/{peer}           {"verify": fingerprint} | {"revoke": true} | {"check": true} → the peer's trust
+//	POST   /v1/trust/{peer}           {"verify": fingerprint} | {"revoke": true} | {"check": true} | {"forget": true} → the peer's trust
 //	POST   /v1/intros                 {"label", "expires_seconds", "disclosure", "persona"} → {"token", "id", "expires", …}
 //	GET    /v1/intros                 the tokens minted here (without secrets) and those held from other daemons
 //	DELETE /v1/intros/{id}            revoke a token minted here → the token
@@ -29,6 +29,16 @@ import (
 // fetch that failed after a successful check does not replace it: the
 // answer's check stays the success, check_failure holds the failure, and
 // check_stands_until says until when the success counts.
+//
+// Each peer's trust says who revoked its key (revoked_by: "owner", or a
+// statement signed by the key itself, "self", or by its successor,
+// "successor", brought over revoked_via), the keys revoked with it
+// (revoked_also), its class ("owner", "established", "stranger": whose
+// records are bounded and evicted) and its key lifecycle records
+// (key_events, each with its class). {"revoke": true} revokes the keys of
+// the same identity too (successions followed between them);
+// {"forget": true} forgets the peer's trust record and the key statements
+// about its key, and its answer lists what went (forgot).
 
 // TrustList is the answer of GET /v1/trust.
 type TrustList struct {
@@ -40,6 +50,7 @@ type TrustAction struct {
 	Verify string `json:"verify,omitempty"` // pin the key whose fingerprint (SHA256:…) this is
 	Revoke bool   `json:"revoke,omitempty"` // revoke trust in the peer's key
 	Check  bool   `json:"check,omitempty"`  // fetch the peer's identity document now
+	Forget bool   `json:"forget,omitempty"` // forget the trust record and the key statements about the peer's key
 }
 
 // IntroRequest is the body of POST /v1/intros.
@@ -93,14 +104,14 @@ func (s *trustRoutes) trustPeer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n := 0
-	for _, set := range []bool{req.Verify != "", req.Revoke, req.Check} {
+	for _, set := range []bool{req.Verify != "", req.Revoke, req.Check, req.Forget} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
 		writeError(w, &Error{Status: http.StatusBadRequest, Code: CodeBadRequest,
-			Message: `send exactly one of {"verify": fingerprint}, {"revoke": true} or {"check": true}`})
+			Message: `send exactly one of {"verify": fingerprint}, {"revoke": true}, {"check": true} or {"forget": true}`})
 		return
 	}
 	pid, e := resolvePeer(s.n, r.PathValue("peer"))
@@ -115,6 +126,8 @@ func (s *trustRoutes) trustPeer(w http.ResponseWriter, r *http.Request) {
 		info, err = s.n.TrustBook().PinKey(pid, req.Verify)
 	case req.Revoke:
 		info, err = s.n.TrustBook().RevokeKey(pid)
+	case req.Forget:
+		info, err = s.n.TrustBook().Forget(pid)
 	default:
 		ctx, cancel := context.WithTimeout(r.Context(), s.peerTimeout)
 		defer cancel()
@@ -213,7 +226,7 @@ func (c *Client) PeerTrust(ctx context.Context, peer string) (*trust.Info, error
 	return &out, c.call(ctx, http.MethodGet, "/v1/trust/"+url.PathEscape(peer), nil, &out)
 }
 
-// TrustPeer pins, revokes or checks a peer's key.
+// TrustPeer pins, revokes, checks or forgets a peer's key.
 func (c *Client) TrustPeer(ctx context.Context, peer string, a TrustAction) (*trust.Info, error) {
 	var out trust.Info
 	return &out, c.call(ctx, http.MethodPost, "/v1/trust/"+url.PathEscape(peer), a, &out)

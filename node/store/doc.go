@@ -14,6 +14,9 @@
 //   - trust records (pins, revocations, identity-document checks) and
 //     introduction tokens minted here and held from others (buckets
 //     "trust", "intros_issued", "intros_held");
+//   - key lifecycle records: the key successions, revocations and
+//     commitments this daemon gave or followed (bucket "key_lifecycle",
+//     keys.go);
 //   - the owner's run-time policy changes: disclosure tiers and
 //     temperature caps set through the control API (bucket "policy").
 //
@@ -73,6 +76,10 @@
 //     the IDs that expire first are evicted (seen.go says why).
 //   - trust: only records holding something the owner made (package
 //     trust keeps strangers' refusals and checks in memory, bounded).
+//   - key_lifecycle: package trust caps the records strangers' statements
+//     cause (trust.MaxStrangerKeyRecords, oldest first evicted), never
+//     counting or evicting the owner's own nor those about peers the
+//     owner made known (keys.go).
 //   - intros_issued and intros_held, own, policy, imports: the owner's
 //     acts only (minting, accepting, configuring, importing).
 //   - the mail buckets: mail.go.

@@ -2,7 +2,6 @@ package store
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -12,24 +11,20 @@ import (
 // Key lifecycle records. The bucket "key_lifecycle" holds one JSON record
 // (KeyEvent) per key statement this daemon gave or followed: successions
 // under "succession/<old peer ID>", revocations under "revocation/<revoked
-// peer ID>", so that a key has at most one of each. Statements about peers
-// this daemon never met are not stored (the trust component refuses
-// them), so the bucket grows only with the peers the owner's daemon
-// already keeps, and MaxKeyEvents bounds it besides.
+// peer ID>", commitments to a next key under "commitment/<committing peer
+// ID>", so that a key has at most one of each. The store keeps them; which
+// to keep is the trust component's (package trust: a cap on the records
+// strangers cause, oldest first evicted, never the owner's own statements
+// nor those about peers the owner made known). PutKeyEvent writes a record
+// and deletes the ones it evicts in one transaction.
 
 var bucketKeys = []byte("key_lifecycle")
-
-// MaxKeyEvents bounds the key lifecycle records: PutKeyEvent refuses a
-// new one past it (ErrKeyEventsFull).
-const MaxKeyEvents = 4096
-
-// ErrKeyEventsFull: the key lifecycle bucket holds MaxKeyEvents records.
-var ErrKeyEventsFull = errors.New("the store holds as many key lifecycle records as it may")
 
 // Kinds of key lifecycle records.
 const (
 	KeySuccession = "succession"
 	KeyRevocation = "revocation"
+	KeyCommitment = "commitment"
 )
 
 // Directions of a key lifecycle record.
@@ -38,11 +33,24 @@ const (
 	KeyReceived = "received" // a peer's key, followed here
 )
 
+// Sources of a received statement: who signed it.
+const (
+	KeySignedBySelf      = "self"      // the key the statement is about
+	KeySignedBySuccessor = "successor" // a revocation signed by the key that succeeded the revoked one
+	KeySignedByBoth      = "both"      // a succession: its old and its new key
+)
+
+// KeyEventRef names one key lifecycle record.
+type KeyEventRef struct {
+	Kind string
+	Peer string
+}
+
 // KeyEvent is one key statement given or followed.
 type KeyEvent struct {
-	Kind      string `json:"kind"`      // KeySuccession or KeyRevocation
+	Kind      string `json:"kind"`      // KeySuccession, KeyRevocation or KeyCommitment
 	Direction string `json:"direction"` // KeyGiven or KeyReceived
-	Peer      string `json:"peer"`      // the key the statement is about: the old or the revoked peer ID
+	Peer      string `json:"peer"`      // the key the statement is about: the old, revoked or committing peer ID
 	Successor string `json:"successor,omitempty"`
 	// Date is the statement's date; Until, for a succession, the end of
 	// its transition period.
@@ -53,9 +61,15 @@ type KeyEvent struct {
 	Statement  json.RawMessage `json:"statement"`
 	Succession json.RawMessage `json:"succession,omitempty"`
 	Reason     string          `json:"reason,omitempty"`
-	At         time.Time       `json:"at"`             // when this daemon gave or followed it
-	Via        string          `json:"via,omitempty"`  // the transport that brought it
-	Note       string          `json:"note,omitempty"` // what was carried over or voided, for people
+	// NextKeyDigest is a commitment's digest of the next key, or the one a
+	// succession carries for the key after its successor.
+	NextKeyDigest string `json:"next_key_digest,omitempty"`
+	// SignedBy says who signed a received statement (KeySignedBySelf,
+	// KeySignedBySuccessor, KeySignedByBoth).
+	SignedBy string    `json:"signed_by,omitempty"`
+	At       time.Time `json:"at"`             // when this daemon gave or followed it
+	Via      string    `json:"via,omitempty"`  // the transport that brought it
+	Note     string    `json:"note,omitempty"` // what was carried over, or what the owner should know, for people
 	// Delivered are the peers a statement given here was sent to (in a
 	// conversation, or left at their mailbox relays); at most the peer
 	// cache's size.
@@ -64,28 +78,54 @@ type KeyEvent struct {
 
 func keyEventKey(kind, peerID string) string { return kind + "/" + peerID }
 
-// PutKeyEvent stores e under its kind and peer, replacing what was there.
-func (s *Store) PutKeyEvent(e KeyEvent) error {
-	if e.Peer == "" || (e.Kind != KeySuccession && e.Kind != KeyRevocation) {
-		return fmt.Errorf("storing key event: kind %q, peer %q: want succession or revocation, and a peer", e.Kind, e.Peer)
+// Ref names e's record.
+func (e KeyEvent) Ref() KeyEventRef { return KeyEventRef{Kind: e.Kind, Peer: e.Peer} }
+
+// PutKeyEvent stores e under its kind and peer, replacing what was there,
+// and deletes the records evict names, in one transaction.
+func (s *Store) PutKeyEvent(e KeyEvent, evict ...KeyEventRef) error {
+	if e.Peer == "" || (e.Kind != KeySuccession && e.Kind != KeyRevocation && e.Kind != KeyCommitment) {
+		return fmt.Errorf("storing key event: kind %q, peer %q: want succession, revocation or commitment, and a peer", e.Kind, e.Peer)
 	}
 	raw, err := encode(e)
 	if err != nil {
 		return fmt.Errorf("storing key event: %w", err)
 	}
-	key := []byte(keyEventKey(e.Kind, e.Peer))
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketKeys)
 		if err != nil {
 			return err
 		}
-		if b.Get(key) == nil && b.Stats().KeyN >= MaxKeyEvents {
-			return ErrKeyEventsFull
+		for _, r := range evict {
+			if err := b.Delete([]byte(keyEventKey(r.Kind, r.Peer))); err != nil {
+				return err
+			}
 		}
-		return b.Put(key, raw)
+		return b.Put([]byte(keyEventKey(e.Kind, e.Peer)), raw)
 	})
 	if err != nil {
 		return fmt.Errorf("storing the %s of %s: %w", e.Kind, e.Peer, err)
+	}
+	return nil
+}
+
+// DeleteKeyEvents deletes the records refs names (those not there are
+// not an error), in one transaction.
+func (s *Store) DeleteKeyEvents(refs ...KeyEventRef) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketKeys)
+		if b == nil {
+			return nil
+		}
+		for _, r := range refs {
+			if err := b.Delete([]byte(keyEventKey(r.Kind, r.Peer))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("deleting key lifecycle records: %w", err)
 	}
 	return nil
 }

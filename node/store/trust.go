@@ -41,6 +41,10 @@ type TrustRecord struct {
 	// trust in; "" when none.
 	RevokedKey string    `json:"revoked_key,omitempty"`
 	RevokedAt  time.Time `json:"revoked_at,omitzero"`
+	// RevokedWith is the peer whose key the owner revoked when this one
+	// was revoked with it, as a key of the same identity (a succession
+	// followed between them); "" when the owner revoked this key itself.
+	RevokedWith string `json:"revoked_with,omitempty"`
 	// Intros are the introduction tokens the peer proved it holds.
 	Intros []TrustIntro `json:"intros,omitempty"`
 	// Check is the last identity document check for the peer's agent ID.

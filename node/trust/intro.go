@@ -226,7 +226,9 @@ func (b *Book) admitIntro(pid peer.ID, m *gossip.Message, proof *identity.Messag
 		return changed
 	}); err != nil {
 		b.log.Warn("recording an introduction", "peer", pid, "err", err)
+		return
 	}
+	b.keepRecords(pid)
 }
 
 // issuedStillGrants tells whether the token id this daemon issued still

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/node/store"
@@ -14,71 +15,65 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// Key lifecycle: the succession and revocation statements of peers'
-// keys (package identity has their form). The Book keeps, beside the
-// trust records, the statements it followed (store.KeyEvent, one
-// succession and one revocation per key at most) and decides from them:
+// Key lifecycle: the succession, revocation and commitment statements of
+// peers' keys (package identity has their form). The Book keeps, beside
+// the trust records, the statements it followed (store.KeyEvent, one of
+// each kind per key at most; keyrecords.go says which are kept) and
+// decides from them, by one rule: what a statement does is decided by the
+// order in which this daemon observed the statements, never by a date the
+// signer chose. Dates bound freshness only (MaxStatementSkew ahead; a
+// succession no older than the mailbox retention or replay window).
 //
-//   - A succession is checked (CheckSuccession) before the message that
-//     carries it is admitted, and followed (FollowSuccession) after it is
-//     audited. What the trust records hold for the old key moves to the new
-//     one: a pin of the old key becomes a pin of the new key (a level 2
-//     stays level 2 only when the old key was pinned: a level the old key
-//     had from an identity document or nothing is not carried, the document
-//     is checked again for the new key), the admitted introduction tokens,
-//     and the tokens this daemon minted that are bound to the old key.
-//     The rest of what the owner granted (the disclosure map, temperature
-//     caps, the peer cache, aliases) is the daemon's to move (node's
-//     keyLifecycle). The old key still verifies until the statement's date
-//     plus its transition period; after that KeyRevoked refuses it with
-//     wire.ErrKeyRetired, naming the successor.
-//   - A revocation is checked (CheckRevocation) and followed
-//     (FollowRevocation): the key is refused at once (KeyRevoked,
-//     wire.ErrKeyRevoked), its trust record says revoked (so LevelOf gives it
-//     no level), and a succession from it that was followed and is dated
-//     after the revocation is voided: its successor is revoked too, so that
-//     nothing the owner granted stays with a key the owner did not
-//     authorise (a thief who rotated a stolen key to one of his own).
+//   - A succession A→B is checked (CheckSuccession) before the message
+//     that carries it is admitted, and followed (FollowSuccession) after
+//     it is audited. It is refused when A already has a successor here
+//     (a key has one), when A or B is revoked here — by a revocation
+//     statement observed before it, whatever either is dated, or by the
+//     owner (`ifaced trust A --revoke`) — when B was itself succeeded,
+//     when A committed to another next key (pre-rotation, below), when A
+//     was never met, or when B is a peer the owner already made known.
+//     Following it moves what the trust records hold for A to B: a pin
+//     of A becomes a pin of B (a level 2 stays level 2 only when A was
+//     pinned: a level A had from an identity document is not carried, the
+//     document is checked again for B), the admitted introduction tokens,
+//     and the tokens this daemon minted that are bound to A. The rest of
+//     what the owner granted (the disclosure map, temperature caps, the
+//     peer cache, aliases) is the daemon's to move (node's keyLifecycle).
+//     A still verifies until the statement's date plus its transition
+//     period; after that KeyRevoked refuses it with wire.ErrKeyRetired,
+//     naming B.
+//   - Once A→B is followed, nothing A signs takes anything from B: A
+//     cannot make another succession, and a revocation of A, whoever
+//     signed it and however it is dated, revokes A only.
+//   - A revocation of A (CheckRevocation, FollowRevocation) refuses A at
+//     once (KeyRevoked, wire.ErrKeyRevoked) and LevelOf gives it no
+//     level; observed before any succession from A, it blocks every later
+//     one. It is kept as a key lifecycle record with who signed it and the
+//     transport that brought it — never as an owner's revocation.
+//   - The owner's revocation of a key (RevokeKey) passes nothing to any
+//     successor: a succession from it is refused. The block follows the
+//     identity: the keys linked to it by successions followed here (its
+//     successors and the keys it succeeded) are revoked with it, and the
+//     answer names them (Info.RevokedAlso).
+//   - Pre-rotation: a commitment of A to the digest of its next key
+//     (CheckCommitment, FollowCommitment; or the next_key_digest of the
+//     succession that made A) binds: the first one observed from A is
+//     kept, a later different one is refused, and a succession from A to
+//     any key but the committed one is refused.
 //
-// Statements about a key this daemon never met are refused: there is
-// nothing to carry over and nothing to protect, and it keeps strangers from
-// growing the store.
+// Statements about a key this daemon never met are refused (a succession
+// or a revocation): there is nothing to carry over and nothing to
+// protect. A commitment is taken from the key itself only.
 
 // ErrStatementRefused is wire.ErrKeyStatementRefused: a valid statement
 // this daemon will not follow (the old key never met, a successor already
-// known as someone else, a second successor, a revoked key).
+// known as someone else, a second successor, a key committed to another,
+// a second commitment).
 var ErrStatementRefused = wire.ErrKeyStatementRefused
 
 // MaxStatementSkew is how far ahead of this daemon's clock a statement's
 // date may be.
 const MaxStatementSkew = 5 * time.Minute
-
-// lifecycle is what the Book holds of the key statements, by peer.
-type lifecycle struct {
-	succs map[peer.ID]store.KeyEvent // by old key
-	revs  map[peer.ID]store.KeyEvent // by revoked key
-}
-
-// loadLifecycle reads the key statements of st into b (New).
-func (b *Book) loadLifecycle() {
-	b.keys = lifecycle{succs: map[peer.ID]store.KeyEvent{}, revs: map[peer.ID]store.KeyEvent{}}
-	evs, err := b.store.KeyEvents()
-	if err != nil {
-		b.log.Warn("reading key lifecycle records", "err", err)
-	}
-	for _, e := range evs {
-		pid, err := peer.Decode(e.Peer)
-		if err != nil {
-			continue
-		}
-		switch e.Kind {
-		case store.KeySuccession:
-			b.keys.succs[pid] = e
-		case store.KeyRevocation:
-			b.keys.revs[pid] = e
-		}
-	}
-}
 
 // lifecycleRefusal refuses a key a revocation statement revoked, or one a
 // succession retired past its transition period (naming the successor).
@@ -88,18 +83,25 @@ func (b *Book) lifecycleRefusal(pid peer.ID) error {
 	succ, succeeded := b.keys.succs[pid]
 	b.mu.RUnlock()
 	if revoked {
-		by := "its own key"
-		if rev.Successor != "" {
-			by = "its successor " + rev.Successor
-		}
-		return fmt.Errorf("%w: key %s was revoked by a revocation statement signed by %s, dated %s; nothing it signs is accepted",
-			ErrKeyRevoked, pid, by, rev.Date.UTC().Format(time.RFC3339))
+		return fmt.Errorf("%w: key %s was revoked by a revocation statement %s, received %s; nothing it signs is accepted",
+			ErrKeyRevoked, pid, signedByText(rev), rev.At.UTC().Format(time.RFC3339))
 	}
 	if succeeded && succ.Direction == store.KeyReceived && !b.now().Before(succ.Until) {
 		return fmt.Errorf("%w: key %s was succeeded by %s on %s and its transition period ended %s; its successor is %s, sign with that key",
 			wire.ErrKeyRetired, pid, succ.Successor, succ.Date.UTC().Format(time.RFC3339), succ.Until.UTC().Format(time.RFC3339), succ.Successor)
 	}
 	return nil
+}
+
+// signedByText says who signed a revocation statement, for people.
+func signedByText(e store.KeyEvent) string {
+	if e.Direction == store.KeyGiven {
+		return "this daemon gave"
+	}
+	if e.SignedBy == store.KeySignedBySuccessor && e.Successor != "" {
+		return "signed by its successor " + e.Successor
+	}
+	return "signed by the key itself"
 }
 
 // Successor is the peer that succeeded pid (a succession this daemon
@@ -115,26 +117,27 @@ func (b *Book) Successor(pid peer.ID) (peer.ID, bool) {
 	return next, err == nil
 }
 
-// KeyEvents lists the key statements given and followed, by date.
-func (b *Book) KeyEvents() []store.KeyEvent {
-	b.mu.RLock()
-	out := make([]store.KeyEvent, 0, len(b.keys.succs)+len(b.keys.revs))
-	for _, e := range b.keys.succs {
-		out = append(out, e)
-	}
-	for _, e := range b.keys.revs {
-		out = append(out, e)
-	}
-	b.mu.RUnlock()
-	slices.SortFunc(out, func(x, y store.KeyEvent) int { return x.Date.Compare(y.Date) })
-	return out
-}
-
 // Met says whether the daemon met a peer (the daemon's peer cache or its
 // owner's policy knows it); Known whether the owner gave a peer anything
 // of their own (a pin, a policy entry, an admitted introduction): such a
 // peer ID is someone's, and cannot become another key's successor.
 type Met func(peer.ID) bool
+
+// revokedHere says how pid is revoked here, if it is: by the owner (its
+// trust record) or by a revocation statement observed here.
+func (b *Book) revokedHere(pid peer.ID) (how string, revoked bool) {
+	b.mu.RLock()
+	rec, stored := b.recs[pid]
+	rev, byStatement := b.keys.revs[pid]
+	b.mu.RUnlock()
+	switch {
+	case stored && rec.RevokedKey != "":
+		return "the owner revoked it on " + rec.RevokedAt.UTC().Format(time.RFC3339), true
+	case byStatement:
+		return fmt.Sprintf("a revocation statement %s was received %s", signedByText(rev), rev.At.UTC().Format(time.RFC3339)), true
+	}
+	return "", false
+}
 
 // CheckSuccession decides, without changing anything, whether s (a
 // statement that verified) may be followed. carrier is the signer of the
@@ -164,28 +167,61 @@ func (b *Book) CheckSuccession(s *identity.Succession, carrier peer.ID, met, kno
 	b.mu.RLock()
 	prev, had := b.keys.succs[old]
 	_, nextRetired := b.keys.succs[next]
-	rev, oldRevoked := b.keys.revs[old]
-	_, nextRevoked := b.keys.revs[next]
 	b.mu.RUnlock()
-	switch {
-	case had && prev.Successor == next.String():
+	if had && prev.Successor == next.String() {
 		return nil // the same succession again
-	case had:
-		return fmt.Errorf("%w: key %s was already succeeded by %s on %s; a key has one successor", ErrStatementRefused,
-			old, prev.Successor, prev.Date.UTC().Format(time.RFC3339))
-	case oldRevoked && date.After(rev.Date):
-		return fmt.Errorf("%w: key %s was revoked on %s, and a succession it made after that is void", ErrKeyRevoked, old, rev.Date.UTC().Format(time.RFC3339))
-	case nextRevoked:
-		return fmt.Errorf("%w: the successor %s named by the succession of %s is a revoked key", ErrKeyRevoked, next, old)
-	case nextRetired:
+	}
+	if had {
+		return fmt.Errorf("%w: key %s was already succeeded by %s (followed here %s); a key has one successor, and nothing the old key signs takes anything from it",
+			ErrStatementRefused, old, prev.Successor, prev.At.UTC().Format(time.RFC3339))
+	}
+	if how, revoked := b.revokedHere(old); revoked {
+		return fmt.Errorf("%w: key %s is revoked here (%s), and a revoked key passes nothing to a successor, whatever the succession is dated",
+			ErrKeyRevoked, old, how)
+	}
+	if how, revoked := b.revokedHere(next); revoked {
+		return fmt.Errorf("%w: the successor %s named by the succession of %s is a revoked key (%s)", ErrKeyRevoked, next, old, how)
+	}
+	if nextRetired {
 		return fmt.Errorf("%w: the successor %s named by the succession of %s was itself succeeded; a key never comes back", ErrStatementRefused, next, old)
-	case !met(old):
+	}
+	if c, ok := b.Commitment(old); ok && !identity.Commits(c.NextKeyDigest, s.NewKeyID) {
+		return fmt.Errorf("%w: key %s committed to its next key (next_key_digest %s, observed here %s), and the successor %s is not that key (its digest is %s); a succession goes to the committed key",
+			ErrStatementRefused, old, c.NextKeyDigest, c.At.UTC().Format(time.RFC3339), next, digestOf(s.NewKeyID))
+	}
+	if c, ok := b.Commitment(next); ok && s.NextKeyDigest != "" && c.NextKeyDigest != s.NextKeyDigest {
+		return fmt.Errorf("%w: the successor %s already committed to another next key (next_key_digest %s, observed here %s); the commitment observed first binds",
+			ErrStatementRefused, next, c.NextKeyDigest, c.At.UTC().Format(time.RFC3339))
+	}
+	if !met(old) {
 		return fmt.Errorf("%w: a succession of %s, a peer this daemon never met: there is nothing to carry over", ErrStatementRefused, old)
-	case known(next):
+	}
+	if known(next) {
 		return fmt.Errorf("%w: the successor %s named by the succession of %s is already a peer of this daemon's owner; what was granted to %s is not merged into another peer's",
 			ErrStatementRefused, next, old, old)
 	}
 	return nil
+}
+
+// peerOf is the peer ID of a key_id, "" when it is none.
+func peerOf(keyID string) string {
+	pub, err := identity.PublicKeyFromKeyID(keyID)
+	if err != nil {
+		return ""
+	}
+	pid, err := identity.PeerIDFromPublicKey(pub)
+	if err != nil {
+		return ""
+	}
+	return pid.String()
+}
+
+func digestOf(keyID string) string {
+	pub, err := identity.PublicKeyFromKeyID(keyID)
+	if err != nil {
+		return "-"
+	}
+	return identity.NextKeyDigest(pub)
 }
 
 func successionPeers(s *identity.Succession) (old, next peer.ID, err error) {
@@ -200,7 +236,8 @@ func successionPeers(s *identity.Succession) (old, next peer.ID, err error) {
 
 // FollowSuccession carries the trust records of s's old key over to its
 // new key and records the succession (after CheckSuccession passed and
-// the message was audited). It returns what it carried, for people;
+// the message was audited), and the new key's commitment to its own next
+// key when s carries one. It returns what it carried, for people;
 // already reports the same succession followed before (nothing changes).
 // The record of the succession is written last, so a failure part way is
 // carried over again when the statement comes again.
@@ -245,11 +282,23 @@ func (b *Book) FollowSuccession(s *identity.Succession, via string) (carried []s
 		carried = append(carried, fmt.Sprintf("%d introduction token(s) minted here", n))
 	}
 	raw, _ := json.Marshal(s)
+	if s.NextKeyDigest != "" {
+		if _, ok := b.Commitment(next); !ok {
+			c := store.KeyEvent{Kind: store.KeyCommitment, Direction: store.KeyReceived, Peer: next.String(), Date: s.DateTime(),
+				Statement: raw, NextKeyDigest: s.NextKeyDigest, SignedBy: store.KeySignedByBoth, At: now, Via: via,
+				Note: "carried by the succession from " + old.String()}
+			if err := b.putKeyEvent(next, c); err != nil {
+				return nil, false, err
+			}
+		}
+	}
 	e := store.KeyEvent{Kind: store.KeySuccession, Direction: store.KeyReceived, Peer: old.String(), Successor: next.String(),
-		Date: s.DateTime(), Until: s.Until(), Statement: raw, At: now, Via: via, Note: carriedNote(carried)}
+		Date: s.DateTime(), Until: s.Until(), Statement: raw, NextKeyDigest: s.NextKeyDigest, SignedBy: store.KeySignedByBoth,
+		At: now, Via: via, Note: carriedNote(carried)}
 	if err := b.putKeyEvent(old, e); err != nil {
 		return nil, false, err
 	}
+	b.keepRecords(next) // its commitment, observed before the succession made it known
 	b.log.Info("followed a peer's key rotation", "old", old, "new", next, "date", s.Date, "transition_until", s.Until(), "carried", e.Note)
 	return carried, false, nil
 }
@@ -283,38 +332,14 @@ func (b *Book) rebindIntros(old, next peer.ID) (int, error) {
 	return n, nil
 }
 
-func (b *Book) putKeyEvent(pid peer.ID, e store.KeyEvent) error {
-	b.wmu.Lock()
-	defer b.wmu.Unlock()
-	if err := b.store.PutKeyEvent(e); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	if e.Kind == store.KeySuccession {
-		b.keys.succs[pid] = e
-	} else {
-		b.keys.revs[pid] = e
-	}
-	b.mu.Unlock()
-	return nil
-}
-
-// RecordGiven records a statement about this daemon's own key (`ifaced key
-// rotate`, `ifaced key revoke`), so that `ifaced trust` shows it.
-func (b *Book) RecordGiven(e store.KeyEvent) error {
-	pid, err := peer.Decode(e.Peer)
-	if err != nil {
-		return fmt.Errorf("recording a key statement: peer %q: %w", e.Peer, err)
-	}
-	e.Direction = store.KeyGiven
-	return b.putKeyEvent(pid, e)
-}
-
 // CheckRevocation decides whether r (with succ, the succession that came
 // with it, if any) may be followed: it must verify (a revocation signed by
 // a successor needs the succession from the revoked key to its signer,
-// carried with it or followed here before), and its key must be one this
-// daemon met.
+// carried with it or followed here before), be dated at most
+// MaxStatementSkew ahead, and its key must be one this daemon met. Its
+// date has no lower bound: a revocation statement may have been prepared
+// long ago and kept offline, and it takes nothing but the key itself from
+// the moment it is observed.
 func (b *Book) CheckRevocation(r *identity.Revocation, succ *identity.Succession, met Met) error {
 	pid, err := r.RevokedPeer()
 	if err != nil {
@@ -343,97 +368,144 @@ func (b *Book) CheckRevocation(r *identity.Revocation, succ *identity.Succession
 	return nil
 }
 
-// FollowRevocation records r: from now on the key is refused, its trust
-// record says revoked, and a succession from it followed here and dated
-// after the revocation is void, its successor revoked too. It returns
-// what it did, for people; already reports the key revoked before.
+// FollowRevocation records r (after CheckRevocation passed and the
+// message was audited): from now on the key is refused. It revokes that
+// key only: a succession from it followed here before keeps its
+// successor, which the note says. It returns what it did, for people;
+// already reports the key revoked by a statement before. One exception:
+// a key revoked by a statement it signed itself, then by the successor
+// followed here (its owner's `ifaced key revoke`), is recorded as revoked
+// by the successor: the same effect, the owner's word.
 func (b *Book) FollowRevocation(r *identity.Revocation, succ *identity.Succession, via string) (note string, already bool, err error) {
 	pid, err := r.RevokedPeer()
 	if err != nil {
 		return "", false, err
 	}
 	b.mu.RLock()
-	_, had := b.keys.revs[pid]
+	prev, had := b.keys.revs[pid]
 	followed, succeeded := b.keys.succs[pid]
 	b.mu.RUnlock()
-	if had {
+	bySuccessor := r.Signer != r.KeyID && succeeded && followed.Direction == store.KeyReceived && peerOf(r.Signer) == followed.Successor
+	if had && !(prev.SignedBy == store.KeySignedBySelf && bySuccessor) {
+		b.promote(pid, store.KeyRevocation)
 		return "", true, nil
 	}
-	if _, err := b.RevokeKey(pid); err != nil {
-		return "", false, err
-	}
 	notes := []string{"key refused from now on"}
-	date := r.DateTime()
-	if succeeded && followed.Direction == store.KeyReceived && followed.Date.After(date) {
-		next, err := peer.Decode(followed.Successor)
-		if err == nil {
-			if _, err := b.RevokeKey(next); err != nil {
-				return "", false, err
-			}
-			notes = append(notes, fmt.Sprintf("the succession to %s, dated %s after the revocation, is void: %s is revoked too",
-				next, followed.Date.UTC().Format(time.RFC3339), next))
-		}
+	if had {
+		notes = []string{fmt.Sprintf("the key, revoked by a statement it signed itself (received %s), is now also revoked by its successor %s",
+			prev.At.UTC().Format(time.RFC3339), followed.Successor)}
+	}
+	if succeeded && followed.Direction == store.KeyReceived {
+		notes = append(notes, fmt.Sprintf("its successor %s, followed here %s before this revocation arrived, keeps what it was given (nothing the old key signs takes anything from it); if %s is not the peer's own, revoke it: `ifaced trust %s --revoke`",
+			followed.Successor, followed.At.UTC().Format(time.RFC3339), followed.Successor, followed.Successor))
 	}
 	raw, _ := json.Marshal(r)
-	var sraw json.RawMessage
-	e := store.KeyEvent{Kind: store.KeyRevocation, Direction: store.KeyReceived, Peer: pid.String(), Date: date, Statement: raw,
-		Reason: r.Reason, At: b.now().UTC(), Via: via, Note: strings.Join(notes, "; ")}
+	e := store.KeyEvent{Kind: store.KeyRevocation, Direction: store.KeyReceived, Peer: pid.String(), Date: r.DateTime(), Statement: raw,
+		Reason: r.Reason, SignedBy: store.KeySignedBySelf, At: b.now().UTC(), Via: via, Note: strings.Join(notes, "; ")}
 	if r.Signer != r.KeyID {
-		if signer, err := identity.PublicKeyFromKeyID(r.Signer); err == nil {
-			if sp, err := identity.PeerIDFromPublicKey(signer); err == nil {
-				e.Successor = sp.String()
-			}
-		}
+		e.SignedBy, e.Successor = store.KeySignedBySuccessor, peerOf(r.Signer)
 		if succ != nil {
-			sraw, _ = json.Marshal(succ)
-			e.Succession = sraw
+			e.Succession, _ = json.Marshal(succ)
 		}
 	}
 	if err := b.putKeyEvent(pid, e); err != nil {
 		return "", false, err
 	}
-	b.log.Warn("a peer's key was revoked by a revocation statement", "peer", pid, "date", r.Date, "reason", r.Reason, "done", e.Note)
+	b.log.Warn("a peer's key was revoked by a revocation statement", "peer", pid, "date", r.Date, "signed_by", e.SignedBy, "via", via,
+		"reason", gossip.Clip(r.Reason, 128), "done", e.Note)
 	return e.Note, false, nil
+}
+
+// CheckCommitment decides whether c (a commitment to the next key) may be
+// followed: it verifies, it is dated at most MaxStatementSkew ahead (it
+// has no maximum age: it stands until its key is succeeded), it travels
+// in a message its own key signed (carrier), and no other commitment of
+// that key was observed here first. The same commitment again passes.
+func (b *Book) CheckCommitment(c *identity.Commitment, carrier peer.ID) error {
+	if err := c.Verify(); err != nil {
+		return err
+	}
+	pid, err := c.Peer()
+	if err != nil {
+		return fmt.Errorf("%w: key_id: %v", identity.ErrMalformedStatement, err)
+	}
+	if carrier != pid {
+		return fmt.Errorf("%w: a commitment to a next key travels in a message signed by its own key (%s), not by %s", gossip.ErrWrongKey, pid, carrier)
+	}
+	if c.DateTime().After(b.now().Add(MaxStatementSkew)) {
+		return fmt.Errorf("%w: the commitment of %s is dated %s, more than %s ahead of this daemon's clock", identity.ErrFuture, pid, c.Date, MaxStatementSkew)
+	}
+	if prev, ok := b.Commitment(pid); ok && prev.NextKeyDigest != c.NextKeyDigest {
+		return fmt.Errorf("%w: key %s committed to another next key first (next_key_digest %s, observed here %s); the commitment observed first binds: rotate to that key, or ask this daemon's owner to forget the record (`ifaced trust %s --forget`)",
+			ErrStatementRefused, pid, prev.NextKeyDigest, prev.At.UTC().Format(time.RFC3339), pid)
+	}
+	return nil
+}
+
+// FollowCommitment records c, the first commitment observed from its key
+// (after CheckCommitment passed and the message was audited): written
+// when the owner made the key known, else held in memory with the
+// strangers' records (keyrecords.go). A commitment of a key already
+// succeeded or revoked here binds nothing and is not kept. already
+// reports one kept before.
+func (b *Book) FollowCommitment(c *identity.Commitment, via string) (already bool, err error) {
+	pid, err := c.Peer()
+	if err != nil {
+		return false, err
+	}
+	b.mu.RLock()
+	_, succeeded := b.keys.succs[pid]
+	_, had := b.keys.commits[pid]
+	b.mu.RUnlock()
+	if had {
+		b.promote(pid, store.KeyCommitment) // its key may have been made known since
+		return true, nil
+	}
+	if _, revoked := b.revokedHere(pid); revoked || succeeded {
+		return true, nil
+	}
+	raw, _ := json.Marshal(c)
+	e := store.KeyEvent{Kind: store.KeyCommitment, Direction: store.KeyReceived, Peer: pid.String(), Date: c.DateTime(),
+		Statement: raw, NextKeyDigest: c.NextKeyDigest, SignedBy: store.KeySignedBySelf, At: b.now().UTC(), Via: via}
+	if err := b.putKeyEvent(pid, e); err != nil {
+		return false, err
+	}
+	b.log.Info("a peer committed to its next key", "peer", pid, "next_key_digest", c.NextKeyDigest, "via", via)
+	return false, nil
 }
 
 // lifecycleInfo adds to info what the key statements say of pid.
 func (b *Book) lifecycleInfo(pid peer.ID, info *Info) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if e, ok := b.keys.succs[pid]; ok {
-		info.SucceededBy = e.Successor
-		info.Keys = append(info.Keys, e)
-		if e.Direction == store.KeyReceived {
-			info.How = append(info.How, fmt.Sprintf("rotated to %s on %s (old key verifies until %s)",
-				e.Successor, e.Date.UTC().Format(time.RFC3339), e.Until.UTC().Format(time.RFC3339)))
-		}
-	}
-	if e, ok := b.keys.revs[pid]; ok {
-		info.Keys = append(info.Keys, e)
-		info.How = append(info.How, "revoked by a revocation statement dated "+e.Date.UTC().Format(time.RFC3339))
-	}
-	for old, e := range b.keys.succs {
-		if e.Successor == pid.String() {
-			info.RotatedFrom = old.String()
-			info.Keys = append(info.Keys, e)
-			info.How = append(info.How, fmt.Sprintf("rotated from %s on %s", old, e.Date.UTC().Format(time.RFC3339)))
+	info.Keys = b.records(pid)
+	for _, r := range info.Keys {
+		e := r.KeyEvent
+		switch {
+		case e.Kind == store.KeySuccession && e.Peer == pid.String():
+			info.SucceededBy = e.Successor
+			if e.Direction == store.KeyReceived {
+				info.How = append(info.How, fmt.Sprintf("rotated to %s on %s (old key verifies until %s)",
+					e.Successor, e.Date.UTC().Format(time.RFC3339), e.Until.UTC().Format(time.RFC3339)))
+			}
+		case e.Kind == store.KeySuccession:
+			info.RotatedFrom = e.Peer
+			info.How = append(info.How, fmt.Sprintf("rotated from %s on %s", e.Peer, e.Date.UTC().Format(time.RFC3339)))
+		case e.Kind == store.KeyRevocation && e.Direction == store.KeyReceived:
+			info.Level = conditions.NoLevel
+			if info.RevokedBy == "" {
+				info.RevokedBy, info.RevokedVia = e.SignedBy, e.Via
+				info.RevokedAt = e.At
+			}
+			info.How = append(info.How, fmt.Sprintf("key revoked by a revocation statement %s, dated %s, received %s via %s",
+				signedByText(e), e.Date.UTC().Format(time.RFC3339), e.At.UTC().Format(time.RFC3339), orDash(e.Via)))
+		case e.Kind == store.KeyCommitment && e.Direction == store.KeyReceived:
+			info.NextKeyDigest = e.NextKeyDigest
 		}
 	}
 }
 
-// lifecyclePeers are the peers the key statements name.
-func (b *Book) lifecyclePeers() []peer.ID {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	var out []peer.ID
-	for old, e := range b.keys.succs {
-		out = append(out, old)
-		if next, err := peer.Decode(e.Successor); err == nil {
-			out = append(out, next)
-		}
+func orDash(s string) string {
+	if s == "" {
+		return "-"
 	}
-	for pid := range b.keys.revs {
-		out = append(out, pid)
-	}
-	return out
+	return s
 }

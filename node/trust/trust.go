@@ -33,7 +33,11 @@
 // The owner can revoke trust in a peer's key (`ifaced trust PEER
 // --revoke`): the pin goes, and from then on LevelOf reports no level at
 // all and KeyRevoked refuses the peer's messages, until the owner pins the
-// key again.
+// key again. The keys of the same identity (linked by successions this
+// daemon followed) are revoked with it, and no succession from a revoked
+// key is followed (succession.go). A revocation statement received from
+// the network refuses its key too, but it is a key lifecycle record,
+// shown with who signed it and how it came, never as the owner's.
 //
 // A level never goes down inside a conversation: the conversation keeps
 // the highest grant (the daemon's conv.raise); LevelOf only reports the
@@ -60,7 +64,9 @@
 //
 // Only records that hold something the owner made (a pin, a revocation,
 // an admitted introduction) are stored; a stranger's refusals and
-// document checks are kept in a bounded memory (strangers.go).
+// document checks are kept in a bounded memory (strangers.go), and the
+// key statements strangers cause are capped (keyrecords.go). Forget
+// removes what is held about a key.
 package trust
 
 import (
@@ -72,6 +78,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ifaced/ifaced/conditions"
@@ -123,8 +130,10 @@ type Store interface {
 	HeldIntros() ([]store.HeldIntro, error)
 	PutHeldIntro(store.HeldIntro) error
 	Peer(peerID string) (store.PeerRecord, error)
+	DeleteTrust(peerID string) error
 	KeyEvents() ([]store.KeyEvent, error)
-	PutKeyEvent(store.KeyEvent) error
+	PutKeyEvent(e store.KeyEvent, evict ...store.KeyEventRef) error
+	DeleteKeyEvents(refs ...store.KeyEventRef) error
 }
 
 // Config is the trust.* configuration the component reads.
@@ -164,7 +173,8 @@ type Book struct {
 	strangers *costlru.Cache[peer.ID, store.TrustRecord] // everyone else's, in memory only (strangers.go)
 	held      *Held                                      // tokens other daemons minted for this one (held.go)
 	inflight  map[peer.ID]bool                           // identity document checks running
-	keys      lifecycle                                  // key statements followed and given (succession.go)
+	keys      lifecycle                                  // key statements followed and given (keyrecords.go)
+	known     atomic.Pointer[Met]                        // whether the owner made a peer known (SetKnown)
 }
 
 // New loads the trust records and held tokens of st. did is this daemon's
@@ -257,8 +267,8 @@ func (b *Book) update(pid peer.ID, change func(r *store.TrustRecord) bool) (stor
 func (b *Book) LevelOf(pid peer.ID, greeting *gossip.Message, agentID string) (conditions.Level, string) {
 	now := b.now()
 	rec, _ := b.record(pid)
-	if rec.RevokedKey != "" {
-		b.log.Info("peer's key is revoked", "peer", pid, "since", rec.RevokedAt)
+	if how, revoked := b.revokedHere(pid); revoked {
+		b.log.Info("peer's key is revoked", "peer", pid, "how", how)
 		return conditions.NoLevel, ""
 	}
 	if greeting != nil {
@@ -288,8 +298,11 @@ type standing struct {
 func standingOf(rec store.TrustRecord, agentID string, now time.Time) standing {
 	st := standing{Level: conditions.Signed}
 	if rec.RevokedKey != "" {
-		return standing{Level: conditions.NoLevel, Revoked: true, Since: rec.RevokedAt,
-			How: []string{"key " + rec.RevokedKey + " revoked by the owner"}}
+		how := "key " + rec.RevokedKey + " revoked by the owner"
+		if rec.RevokedWith != "" {
+			how += " with " + rec.RevokedWith + ", a key of the same identity (a succession followed between them)"
+		}
+		return standing{Level: conditions.NoLevel, Revoked: true, Since: rec.RevokedAt, How: []string{how}}
 	}
 	if rec.PinnedKey != "" {
 		st.Level, st.Since = conditions.Verified, rec.PinnedAt
@@ -360,7 +373,7 @@ func (b *Book) KeyRevoked(pid peer.ID) error {
 func (b *Book) IntroducedTier(pid peer.ID, persona string) (string, bool) {
 	persona = orDefaultPersona(persona)
 	rec, ok := b.record(pid)
-	if !ok || rec.RevokedKey != "" {
+	if _, revoked := b.revokedHere(pid); !ok || revoked {
 		return "", false
 	}
 	best := ""
@@ -382,7 +395,7 @@ func (b *Book) IntroducedTier(pid peer.ID, persona string) (string, bool) {
 // token names is one the owner established for pid by minting it.
 func (b *Book) Introductions(pid peer.ID) []negotiate.Introduction {
 	rec, ok := b.record(pid)
-	if !ok || rec.RevokedKey != "" {
+	if _, revoked := b.revokedHere(pid); !ok || revoked {
 		return nil
 	}
 	var out []negotiate.Introduction
@@ -394,16 +407,27 @@ func (b *Book) Introductions(pid peer.ID) []negotiate.Introduction {
 
 // Info is what this daemon established about one peer.
 type Info struct {
-	Peer        string             `json:"peer"`
-	Fingerprint string             `json:"fingerprint"` // of the peer's key
-	Level       conditions.Level   `json:"level"`       // -1 when the key is revoked
-	How         []string           `json:"how"`
-	Since       time.Time          `json:"since,omitzero"`
-	AgentID     string             `json:"agent_id,omitempty"` // established (bound) agent ID
-	PinnedKey   string             `json:"pinned_key,omitempty"`
-	PinnedAt    time.Time          `json:"pinned_at,omitzero"`
-	RevokedKey  string             `json:"revoked_key,omitempty"`
-	RevokedAt   time.Time          `json:"revoked_at,omitzero"`
+	Peer        string           `json:"peer"`
+	Fingerprint string           `json:"fingerprint"` // of the peer's key
+	Level       conditions.Level `json:"level"`       // -1 when the key is revoked
+	How         []string         `json:"how"`
+	Since       time.Time        `json:"since,omitzero"`
+	AgentID     string           `json:"agent_id,omitempty"` // established (bound) agent ID
+	PinnedKey   string           `json:"pinned_key,omitempty"`
+	PinnedAt    time.Time        `json:"pinned_at,omitzero"`
+	RevokedKey  string           `json:"revoked_key,omitempty"` // the key the owner revoked
+	RevokedAt   time.Time        `json:"revoked_at,omitzero"`   // when the owner revoked it, or a statement's revocation was received
+	// RevokedBy says who revoked the key, when it is: "owner" (`ifaced
+	// trust PEER --revoke`; RevokedWith names the key the owner revoked
+	// when this one went with it, as a key of the same identity), or a
+	// revocation statement signed by the key itself ("self") or by its
+	// successor ("successor"), which RevokedVia (the transport) brought.
+	RevokedBy   string `json:"revoked_by,omitempty"`
+	RevokedVia  string `json:"revoked_via,omitempty"`
+	RevokedWith string `json:"revoked_with,omitempty"`
+	// RevokedAlso are the keys of the same identity the owner's revocation
+	// of this key revoked with it.
+	RevokedAlso []string           `json:"revoked_also,omitempty"`
 	Intros      []store.TrustIntro `json:"intros,omitempty"`
 	Check       *store.DocCheck    `json:"check,omitempty"`
 	// CheckFailure is the last check that fetched nothing while Check, an
@@ -413,11 +437,22 @@ type Info struct {
 	Refusal          string          `json:"refusal,omitempty"` // why the last introduction proof was refused
 	RefusedAt        time.Time       `json:"refused_at,omitzero"`
 	// RotatedFrom is the peer whose key this one succeeded, SucceededBy the
-	// one that succeeded it, and Keys the key statements about it (a
-	// succession or revocation, given or followed; succession.go).
-	RotatedFrom string           `json:"rotated_from,omitempty"`
-	SucceededBy string           `json:"succeeded_by,omitempty"`
-	Keys        []store.KeyEvent `json:"key_events,omitempty"`
+	// one that succeeded it, NextKeyDigest the commitment to its next key
+	// observed first, and Keys the key statements about it (a succession,
+	// revocation or commitment, given or followed, with its class;
+	// keyrecords.go).
+	RotatedFrom   string      `json:"rotated_from,omitempty"`
+	SucceededBy   string      `json:"succeeded_by,omitempty"`
+	NextKeyDigest string      `json:"next_key_digest,omitempty"`
+	Keys          []KeyRecord `json:"key_events,omitempty"`
+	// Class is what the records about the peer are to this daemon:
+	// "owner" (a record the owner made: a pin, a revocation, an admitted
+	// introduction, or this daemon's own key), "established" (the owner
+	// made it known otherwise: a policy entry, a request to greet it) or
+	// "stranger" (kept within the strangers' bounds, evicted oldest first).
+	Class string `json:"class"`
+	// Forgot is what Forget removed (only in its answer).
+	Forgot []string `json:"forgot,omitempty"`
 }
 
 func (b *Book) info(pid peer.ID, rec store.TrustRecord) Info {
@@ -434,9 +469,30 @@ func (b *Book) info(pid peer.ID, rec store.TrustRecord) Info {
 	if pub, err := identity.PublicKeyFromPeerID(pid); err == nil {
 		info.Fingerprint = identity.Fingerprint(pub)
 	}
+	if rec.RevokedKey != "" {
+		info.RevokedBy, info.RevokedVia, info.RevokedWith = revokedByOwner, "control API", rec.RevokedWith
+		b.mu.RLock()
+		for other, r := range b.recs {
+			if r.RevokedWith == pid.String() && r.RevokedKey != "" {
+				info.RevokedAlso = append(info.RevokedAlso, other.String())
+			}
+		}
+		b.mu.RUnlock()
+		slices.Sort(info.RevokedAlso)
+	}
 	b.lifecycleInfo(pid, &info)
+	info.Class = ClassStranger
+	switch {
+	case ownerMade(rec) || slices.ContainsFunc(info.Keys, func(k KeyRecord) bool { return k.Class == ClassOwner && k.Peer == pid.String() }):
+		info.Class = ClassOwner
+	case b.isKnown(pid.String()):
+		info.Class = ClassEstablished
+	}
 	return info
 }
+
+// revokedByOwner is Info.RevokedBy for the owner's revocation.
+const revokedByOwner = "owner"
 
 // List lists every peer this daemon holds a trust record for, stored or
 // in memory, by peer ID. Peers without one are at level 1 (signed only).
@@ -466,7 +522,8 @@ func (b *Book) Peer(pid peer.ID) Info {
 
 // PinKey pins pid's key at level 2 (verified) once the owner compared its
 // fingerprint out of band. A fingerprint that is not pid's is refused with
-// both shown. Pinning also lifts an earlier revocation of the same key.
+// both shown. Pinning also lifts the owner's earlier revocation of the
+// same key (not a revocation statement's: Forget removes that one).
 func (b *Book) PinKey(pid peer.ID, fingerprint string) (Info, error) {
 	pub, err := identity.PublicKeyFromPeerID(pid)
 	if err != nil {
@@ -493,6 +550,7 @@ func (b *Book) PinKey(pid peer.ID, fingerprint string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
+	b.keepRecords(pid)
 	b.log.Info("pinned peer's key", "peer", pid, "fingerprint", want)
 	return b.info(pid, rec), nil
 }
@@ -512,25 +570,86 @@ func normalizeFingerprint(s string) string {
 
 // RevokeKey revokes trust in pid's key: the pin goes, and from then on the
 // peer has no level and its messages are refused (KeyRevoked), until the
-// owner pins the key again.
+// owner pins the key again; no succession from it is followed. The block
+// follows the identity: every key linked to pid by successions followed
+// here, its successors and the keys it succeeded, is revoked with it
+// (RevokedWith names pid), and the answer lists them (Info.RevokedAlso).
 func (b *Book) RevokeKey(pid peer.ID) (Info, error) {
+	if _, err := identity.PublicKeyFromPeerID(pid); err != nil {
+		return Info{}, inputError("peer", "revoking %s: %v", pid, err)
+	}
+	if err := b.revokeOne(pid, ""); err != nil {
+		return Info{}, err
+	}
+	chain := b.identityChain(pid)
+	for _, other := range chain {
+		if err := b.revokeOne(other, pid.String()); err != nil {
+			return Info{}, fmt.Errorf("revoking %s with %s (a key of the same identity): %w", other, pid, err)
+		}
+	}
+	if len(chain) > 0 {
+		b.log.Info("revoked the keys of the same identity with it", "peer", pid, "also", chain)
+	}
+	return b.Peer(pid), nil
+}
+
+// revokeOne revokes pid's key (with, when it goes with another key of the
+// same identity). A key the owner revoked by itself stays so.
+func (b *Book) revokeOne(pid peer.ID, with string) error {
 	pub, err := identity.PublicKeyFromPeerID(pid)
 	if err != nil {
-		return Info{}, inputError("peer", "revoking %s: %v", pid, err)
+		return err
 	}
 	fp := identity.Fingerprint(pub)
 	now := b.now().UTC()
-	rec, err := b.update(pid, func(r *store.TrustRecord) bool {
-		if r.RevokedKey == fp && r.PinnedKey == "" {
+	_, err = b.update(pid, func(r *store.TrustRecord) bool {
+		if r.RevokedKey == fp && r.PinnedKey == "" && (r.RevokedWith == "" || r.RevokedWith == with) {
 			return false
 		}
+		if r.RevokedKey == fp && r.RevokedWith == "" {
+			with = "" // revoked by itself before: it stays so
+		}
 		r.PinnedKey, r.PinnedAt = "", time.Time{}
-		r.RevokedKey, r.RevokedAt = fp, now
+		r.RevokedKey, r.RevokedAt, r.RevokedWith = fp, now, with
 		return true
 	})
 	if err != nil {
-		return Info{}, err
+		return err
 	}
-	b.log.Info("revoked trust in peer's key", "peer", pid, "fingerprint", fp)
-	return b.info(pid, rec), nil
+	b.log.Info("revoked trust in peer's key", "peer", pid, "fingerprint", fp, "with", with)
+	return nil
+}
+
+// identityChain are the keys linked to pid by successions followed here,
+// both ways, pid left out.
+func (b *Book) identityChain(pid peer.ID) []peer.ID {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	seen := map[peer.ID]bool{pid: true}
+	todo := []peer.ID{pid}
+	var out []peer.ID
+	for len(todo) > 0 {
+		cur := todo[0]
+		todo = todo[1:]
+		var linked []peer.ID
+		if e, ok := b.keys.succs[cur]; ok && e.Direction == store.KeyReceived {
+			if next, err := peer.Decode(e.Successor); err == nil {
+				linked = append(linked, next)
+			}
+		}
+		for old, e := range b.keys.succs {
+			if e.Direction == store.KeyReceived && e.Successor == cur.String() {
+				linked = append(linked, old)
+			}
+		}
+		for _, l := range linked {
+			if !seen[l] {
+				seen[l] = true
+				out = append(out, l)
+				todo = append(todo, l)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -409,21 +409,30 @@
 //
 // # Key lifecycle
 //
-// A daemon that replaces its key (`ifaced key rotate`) or revokes one
-// (`ifaced key revoke`, or a revocation statement prepared at init) tells
+// A daemon that replaces its key (`ifaced key rotate`), revokes one
+// (`ifaced key revoke`, or a revocation statement prepared at init) or
+// commits to its next key (`ifaced key commit-next`, pre-rotation) tells
 // its peers in an ordinary signed IFP-4 message carrying a part
 //
 //	{"name": "key_succession", "content_type": "application/json", "content": <succession statement>}
 //	{"name": "key_revocation", "content_type": "application/json", "content": <revocation statement>}
+//	{"name": "key_commitment", "content_type": "application/json", "content": <commitment statement>}
 //
-// (a revocation signed by the successor travels with the key_succession
-// part that names its signer). The statements' form and signing input are
-// package identity's ("Key succession and revocation"), pinned by
-// identity/testdata/lifecycle-vectors.json. Such a message goes where any
-// message goes: in a conversation when the peer is reachable (a greeting,
-// then a context message carrying the part), else as a one-message
-// conversation left at the peer's mailbox relays; the successor's daemon
-// also announces it on GossipSub.
+// (at most one of each per message; a revocation signed by the successor
+// travels with the key_succession part that names its signer). The
+// statements' form, signing input and the next-key digest are package
+// identity's ("Key succession and revocation", "Pre-rotation"), pinned by
+// identity/testdata/lifecycle-vectors.json. Such a message goes where
+// any message goes: in a conversation when the peer is reachable (a
+// greeting, then a context message carrying the part), else as a
+// one-message conversation left at the peer's mailbox relays; the
+// successor's daemon also announces successions and revocations on
+// GossipSub. A daemon that committed to its next key carries its
+// key_commitment part in every greeting it sends (opening or answering),
+// so that every peer it meets observes the commitment before any
+// succession. A receiver that predates pre-rotation ignores a
+// key_commitment part, but refuses a succession carrying next_key_digest
+// (invalid_format: a member it does not define).
 //
 // On GossipSub they travel on the topic /ifaced/key-lifecycle/1: each
 // payload is one such message in deterministic CBOR (a one-message
@@ -432,40 +441,77 @@
 // takes through its door only statements about keys it met.
 //
 // The receiver checks the parts in the verify step, after the message's
-// own signature: a statement that does not verify refuses the message
-// (invalid_signature, naming sig_old, sig_new or sig; invalid_format
-// naming the member; a revocation signed by a key other than the revoked
-// one or its successor: wrong_key). A message carrying a key_succession
-// part must be signed by its old or its new key (wrong_key), unless the
-// part only names the signer of a key_revocation beside it; a
-// key_revocation proves itself, and any sender may carry it (the owner of
-// a lost key publishes the statement prepared for it from another
-// daemon). Once the message is admitted and audited, the receiver acts on
-// the statements:
+// own signature — the commitment, then the succession, then the
+// revocation — and a statement that does not verify, or that it will not
+// follow, refuses the whole message: invalid_signature, naming sig_old,
+// sig_new or sig; invalid_format naming the member; wrong_key for a
+// revocation signed by a key other than the revoked one or its successor,
+// a succession carried by a key other than its old or new key (unless the
+// part only names the signer of a key_revocation beside it), or a
+// commitment carried by a key other than its own; replay for a date more
+// than 5 min ahead, or a succession older than the mailbox retention or
+// the replay window, whichever is longer. A key_revocation proves
+// itself, and any sender may carry it (the owner of a lost key publishes
+// the statement prepared for it from another daemon). Once the message is
+// admitted and audited, the receiver follows the statements in the same
+// order. Every decision below is taken on the order in which the
+// receiver observed the statements, never on a date a signer chose:
+// dates bound freshness only.
 //
-//   - A succession is followed only when the old key is a peer the receiver
-//     has met (a trust record, a policy entry, or a cached view), its new
-//     key is not someone the owner made known (a pin, a policy entry, an
-//     introduction), the old key has no other successor and the new key
-//     was not itself succeeded (a second statement for the same old key,
-//     or a chain back to a retired key, is refused with
-//     key_statement_refused; the same statement again changes nothing),
-//     its date is at most 5 min ahead and not older than the mailbox
-//     retention or the replay window, whichever is longer (replay), and no
-//     revocation of the old key dates before it (key_revoked). What the owner granted the
-//     old peer ID moves to the new one: the pin (a level 2 pin stays level 2
-//     only if the old key was pinned, and is then a pin of the new key),
-//     disclosure-map entries and temperature caps, introductions bound to
-//     the old key, the cached view and addresses. Chains (A→B, then B→C)
-//     are followed one statement at a time.
-//   - After date + transition_seconds, a message signed by the old key is
-//     refused with key_retired, whose message names the successor.
+//   - A succession A→B is followed when A is a peer the receiver has met
+//     (a trust record, a policy entry, or a cached view) and B is not
+//     someone the owner made known (a pin, a policy entry, an
+//     introduction). It is refused with key_statement_refused when A
+//     already has a successor here (a key has one; the same statement
+//     again changes nothing), when B was itself succeeded (a key never
+//     comes back), when A committed to another next key (below), or when A
+//     was never met; with key_revoked when A or B is revoked here: by a
+//     revocation statement observed before this succession, however either
+//     is dated, or by the receiver's owner. What the owner granted A moves
+//     to B: the pin (a level 2 pin stays level 2 only if A was pinned, and
+//     is then a pin of B), disclosure-map entries and temperature caps,
+//     introductions bound to A, the cached view and addresses, aliases.
+//     Chains (A→B, then B→C) are followed one statement at a time.
+//   - After date + transition_seconds, a message signed by A is refused
+//     with key_retired, whose message names the successor.
+//   - Once A→B is followed, nothing A signs takes anything from B: A makes
+//     no other succession, and a revocation of A — signed by A or by B,
+//     dated before or after the succession, carried by anyone — revokes A
+//     only. B keeps what it was given; the receiver tells its owner, who
+//     may revoke B by hand.
 //   - A revocation of a key the receiver never met is refused
-//     (key_statement_refused). A revoked key is refused at once on every
-//     transport, with key_revoked; a succession from it dated after the revocation date
-//     is void, and when the receiver had followed one, the successor's key
-//     is revoked too, so nothing the owner granted stays with a key the
-//     owner did not authorise.
+//     (key_statement_refused). A revoked key is refused at once, on every
+//     transport, with key_revoked; received before any succession from
+//     it, the revocation blocks every later one. It has no maximum age (a
+//     statement prepared at init may be years old): it takes nothing but
+//     its own key, from the moment it is observed. The receiver records
+//     who signed it (the key itself, or its successor) and the transport
+//     that brought it, and shows it as such, never as its owner's own
+//     revocation.
+//   - A key the receiver's owner revoked (`ifaced trust A --revoke`)
+//     passes nothing to any successor: a succession from it is refused
+//     with key_revoked, whenever it is dated. The block follows the
+//     identity: revoking A also revokes every key linked to A by
+//     successions the receiver followed (A's successors and the keys A
+//     succeeded), and the owner is told which. Pinning a key again lifts
+//     that key's revocation only.
+//   - Pre-rotation: the first commitment the receiver observes from a key
+//     A binds — a key_commitment statement carried in a message A signed,
+//     or the next_key_digest of the succession that made A. A later
+//     commitment from A naming another digest is refused
+//     (key_statement_refused; the same one again is taken), and so is a
+//     succession from A to any key whose digest is not the committed one,
+//     and a succession whose next_key_digest contradicts a commitment its
+//     new key made first. A commitment of a key already succeeded or
+//     revoked binds nothing. So a thief of A's current key cannot rotate
+//     the identity away: the committed key is kept offline.
+//
+// A receiver need not keep forever what strangers cause: statements about
+// peers its owner did not make known may be held in memory, bounded, and
+// forgotten oldest first or at a restart (ifaced holds at most 4,096);
+// those about peers the owner made known, and its own, it keeps. The
+// rules are pinned, as sequences of observed statements with the outcome
+// of each, by node/trust/testdata/continuity-vectors.json.
 //
 // # Deadlines and idle streams
 //
@@ -528,8 +574,9 @@
 //	                          successor's peer ID
 //	key_statement_refused 409 a valid key statement this daemon will not follow:
 //	                          its key was never met here, its successor is
-//	                          already someone else's, or its key already has
-//	                          another successor (Key lifecycle)
+//	                          already someone else's, its key already has
+//	                          another successor, or committed to another next
+//	                          key first (Key lifecycle)
 //	replay               400  message_id seen before, or date outside the window
 //	out_of_sequence      409  sequence, phase or conversation does not fit
 //	stale_seq            409  a capability document older than the one held
