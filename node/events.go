@@ -18,6 +18,7 @@ const (
 	EventInvocation   = "invocation"   // a peer invoked a capability; answer with POST /v1/invocations/{id}
 	EventRelay        = "relay"        // a relay slot was reserved or lost
 	EventMail         = "mail"         // a message was left at a peer's mailbox, delivered, or given up on
+	EventTrust        = "trust"        // the owner changed what it holds of a peer: a pin, a revocation, a tier, an introduction
 )
 
 // Event is one thing the local agent may want to know, in the order the
@@ -30,6 +31,16 @@ type Event struct {
 	Message        *gossip.Message `json:"message,omitempty"`
 	Invocation     *Invocation     `json:"invocation,omitempty"`
 	Detail         string          `json:"detail,omitempty"`
+}
+
+// StandingChanged tells the event stream that the owner changed what this
+// daemon holds of peer (a peer ID, an agent ID, or "" when the change
+// names no one peer): the control API calls it after pinning or revoking
+// a key, changing a disclosure tier or temperature cap, or revoking an
+// introduction, so that followers (the MCP server's per-peer tools)
+// recompute at once.
+func (n *Node) StandingChanged(peer, detail string) {
+	n.events.publish(Event{Type: EventTrust, At: n.now(), Peer: peer, Detail: detail})
 }
 
 // hub fans events out to subscribers. A subscriber that falls more than

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +52,8 @@ func TestExampleMCPConfigLoads(t *testing.T) {
 	}
 	m := c.Agent.MCP
 	if m == nil || m.Command != "npx" || m.Prefix != "everything" || m.Tools["get-sum"].Price == nil ||
-		m.Tools["get-env"].Name != "host.environment" || m.Default.Conditions["min_auth_level"] == nil {
+		m.Tools["get-env"].Name != "host.environment" || m.Default == nil || m.Default.Conditions["min_auth_level"] == nil ||
+		!slices.Equal(m.InheritEnv, mcpagent.DefaultInheritEnv) {
 		t.Fatalf("the example loads as %+v", m)
 	}
 
@@ -108,7 +110,7 @@ func weatherServer(t *testing.T) (*mcp.Server, string) {
 func TestMCPServerAsLocalAgent(t *testing.T) {
 	srv, url := weatherServer(t)
 	cfg := loopbackConfig()
-	cfg.Agent.MCP = &mcpagent.Config{URL: url, Prefix: "weather", Tools: map[string]mcpagent.Overlay{
+	cfg.Agent.MCP = &mcpagent.Config{URL: url, Prefix: "weather", Default: &mcpagent.Overlay{}, Tools: map[string]mcpagent.Overlay{
 		"plans":     {Conditions: map[string]any{"min_disclosure": "professional"}},
 		"diaryRead": {Advertise: negotiate.AdvertiseWhenEligible, Conditions: map[string]any{"min_disclosure": "close"}},
 	}}
@@ -227,7 +229,7 @@ func TestRealMCPServerAsLocalAgent(t *testing.T) {
 	jsdeps.NeedNode(t)
 	jsdeps.Install(t, dir)
 	cfg := loopbackConfig()
-	cfg.Agent.MCP = &mcpagent.Config{Command: "node", Prefix: "everything",
+	cfg.Agent.MCP = &mcpagent.Config{Command: "node", Prefix: "everything", Default: &mcpagent.Overlay{Conditions: map[string]any{"min_auth_level": 1}},
 		Args: []string{filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"), "stdio"},
 		Tools: map[string]mcpagent.Overlay{
 			"echo":    {Conditions: map[string]any{"min_disclosure": "professional"}},

@@ -172,7 +172,7 @@ func TestUpdateDocumentIsNotKept(t *testing.T) {
 func TestRuntimeCapabilitiesWithAnMCPServer(t *testing.T) {
 	srv, url := weatherServer(t)
 	cfg := loopbackConfig()
-	cfg.Agent.MCP = &mcpagent.Config{URL: url, Prefix: "weather"}
+	cfg.Agent.MCP = &mcpagent.Config{URL: url, Prefix: "weather", Default: &mcpagent.Overlay{}} // every tool offered: the owner says so
 	alice := startDaemon(t, cfg)
 	if _, err := alice.Capabilities().Add([]negotiate.Capability{capability("news.headlines", "Headlines", nil)}); err != nil {
 		t.Fatal(err)

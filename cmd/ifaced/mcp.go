@@ -13,6 +13,7 @@ import (
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/mcpserve"
+	"github.com/ifaced/ifaced/node/trust"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -174,4 +175,16 @@ func (r *redialer) AuditEntries(ctx context.Context, id string) (*api.AuditConve
 }
 func (r *redialer) Observe(ctx context.Context) (*api.EventStream, error) {
 	return again(r, func(c *api.Client) (*api.EventStream, error) { return c.Observe(ctx) })
+}
+func (r *redialer) Status(ctx context.Context) (*api.Status, error) {
+	return again(r, func(c *api.Client) (*api.Status, error) { return c.Status(ctx) })
+}
+func (r *redialer) Trust(ctx context.Context) ([]trust.Info, error) {
+	return again(r, func(c *api.Client) ([]trust.Info, error) { return c.Trust(ctx) })
+}
+func (r *redialer) PeerTrust(ctx context.Context, peer string) (*trust.Info, error) {
+	return again(r, func(c *api.Client) (*trust.Info, error) { return c.PeerTrust(ctx, peer) })
+}
+func (r *redialer) Policy(ctx context.Context) (*api.Policy, error) {
+	return again(r, func(c *api.Client) (*api.Policy, error) { return c.Policy(ctx) })
 }

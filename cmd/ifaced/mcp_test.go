@@ -56,6 +56,11 @@ func startMCPPair(t *testing.T) *mcpPair {
 	bobCfg.Discovery.DHT = node.DHTServer
 	bobCfg.Discovery.Bootstrap = []string{p.alice.Addrs()[0].String()}
 	p.bobHome, p.bob, p.bobAPI = startMCPDaemon(t, bobCfg)
+	// Bob's owner chose alice (pinned her key): her capabilities are tools
+	// of their own in his MCP server.
+	if _, err := p.bob.TrustBook().PinKey(p.alice.ID().PeerID(), p.alice.ID().Fingerprint()); err != nil {
+		t.Fatal(err)
+	}
 	return p
 }
 
@@ -310,7 +315,9 @@ func (p *mcpPair) exercise(t *testing.T, ctx context.Context, cs *mcp.ClientSess
 	for since := int64(0); ; {
 		read = mcpserve.ReadOutput{}
 		call(t, ctx, cs, "read_messages", map[string]any{"since": since, "conversation_id": greeted.ConversationID}, &read)
-		if slices.ContainsFunc(read.Messages, func(m mcpserve.Message) bool { return m.Text == "Hello Bob." }) {
+		if slices.ContainsFunc(read.Messages, func(m mcpserve.Message) bool {
+			return m.Text == mcpserve.Quote(p.aliceID, "Hello Bob.", mcpserve.MaxPeerText)
+		}) {
 			break
 		}
 		since = read.NextCursor

@@ -55,7 +55,9 @@ func (s *policyRoutes) setDisclosure(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("peer", "is required: a peer ID or agent ID"))
 		return
 	}
-	s.policyChanged(w, "tier", s.n.Policy().SetDisclosure(c.Persona, c.Peer, c.Tier))
+	if s.policyChanged(w, "tier", s.n.Policy().SetDisclosure(c.Persona, c.Peer, c.Tier)) {
+		s.n.StandingChanged(c.Peer, "the owner changed its disclosure tier")
+	}
 }
 
 func (s *policyRoutes) setTemperature(w http.ResponseWriter, r *http.Request) {
@@ -68,10 +70,13 @@ func (s *policyRoutes) setTemperature(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("peer", "is required: a peer ID or agent ID"))
 		return
 	}
-	s.policyChanged(w, "max", s.n.Policy().SetMaxTemperature(c.Peer, c.Max))
+	if s.policyChanged(w, "max", s.n.Policy().SetMaxTemperature(c.Peer, c.Max)) {
+		s.n.StandingChanged(c.Peer, "the owner changed its temperature cap")
+	}
 }
 
-func (s *policyRoutes) policyChanged(w http.ResponseWriter, field string, err error) {
+// policyChanged answers a policy change; true when it was made.
+func (s *policyRoutes) policyChanged(w http.ResponseWriter, field string, err error) bool {
 	switch {
 	case errors.Is(err, node.ErrInvalidPolicy):
 		writeError(w, badField(field, "%v", err))
@@ -79,7 +84,9 @@ func (s *policyRoutes) policyChanged(w http.ResponseWriter, field string, err er
 		writeError(w, internal(err))
 	default:
 		s.policy(w, nil)
+		return true
 	}
+	return false
 }
 
 // Policy returns the policy in force.

@@ -137,6 +137,12 @@ func (s *trustRoutes) trustPeer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, trustError(err))
 		return
 	}
+	switch {
+	case req.Verify != "":
+		s.n.StandingChanged(pid.String(), "the owner pinned its key")
+	case req.Revoke:
+		s.n.StandingChanged(pid.String(), "the owner revoked its key")
+	}
 	writeJSON(w, http.StatusOK, info)
 }
 
@@ -178,6 +184,7 @@ func (s *trustRoutes) revokeIntro(w http.ResponseWriter, r *http.Request) {
 		writeError(w, trustError(err))
 		return
 	}
+	s.n.StandingChanged("", "the owner revoked an introduction token")
 	writeJSON(w, http.StatusOK, info)
 }
 

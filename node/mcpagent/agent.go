@@ -9,7 +9,10 @@
 // overlay gives), its description, inputSchema as parameters and
 // outputSchema as output_schema; conditions, price, categories, tags and
 // advertise come from the owner's overlay for that tool, or from the
-// default overlay (which, unset, offers the tool to everyone). A tool that
+// default overlay. A tool with neither is held back (fail closed): it is
+// no capability, so no peer, HTTP caller or projection sees it, and the
+// agent logs which tools are held back and how to offer them, at start
+// and whenever the tool list changes. A tool that
 // cannot become a capability — a name with no mapping, a name another tool
 // or the config already has, a schema that does not compile, more tools
 // than a document holds — is left out with a log line naming it, and the
@@ -39,6 +42,9 @@
 //     it again, at most once per restartEvery.
 //   - What reaches a peer is the server's own message, never the command
 //     line, URL or local errors, which go to the log.
+//   - A server on stdio gets only the environment the config names
+//     (Config.ChildEnv: inherit_env, by default PATH, HOME, LANG and
+//     TMPDIR, then env), never the daemon's whole environment.
 //   - Bounds: at most negotiate.MaxCapabilities tools over at most maxPages
 //     pages of tools/list; a result of at most maxResult bytes; a server's
 //     own message cut to maxMessage bytes; stdio frames are bounded by the
@@ -113,6 +119,7 @@ type Agent struct {
 	lastStart time.Time
 	tools     map[string]tool        // offered, by capability name
 	listed    []negotiate.Capability // made of the last tools/list, before merging
+	held      []string               // tools of the last tools/list held back: no overlay says how to offer them
 	offered   []negotiate.Capability // as they are in the document
 	update    Updater
 	closed    bool
@@ -150,16 +157,31 @@ func (a *Agent) Start(ctx context.Context, doc *negotiate.Document) error {
 	if err != nil {
 		return err
 	}
-	caps, tools, err := a.list(ctx, cs)
+	caps, tools, held, err := a.list(ctx, cs)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrStart, err)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.listed = caps
+	a.listed, a.held = caps, held
 	a.offered, a.tools = a.merge(doc, caps, tools, nil)
 	a.log.Info("MCP server is the local agent", "tools", len(a.offered))
+	a.logHeld(held)
 	return nil
+}
+
+// errHeldBack: a tool has no overlay of its own and there is no default.
+var errHeldBack = errors.New("no overlay says how to offer it")
+
+// logHeld says which tools are held back and how to offer them.
+func (a *Agent) logHeld(held []string) {
+	if len(held) == 0 {
+		return
+	}
+	a.log.Warn("MCP tools held back: no overlay says how to offer them, so no peer or HTTP caller sees them",
+		"tools", strings.Join(held, ","),
+		"how", "add [agent.mcp.default] with the conditions for every tool without an overlay (e.g. conditions = { min_auth_level = 2 }), "+
+			"or [agent.mcp.tools.<tool>] for one tool; an empty table offers a tool to everyone")
 }
 
 // Follow makes later tool-list changes go through update, from now on.
@@ -214,7 +236,7 @@ func (a *Agent) transport() mcp.Transport {
 		return &mcp.StreamableClientTransport{Endpoint: a.cfg.URL, MaxEventSize: maxEvent, HTTPClient: a.httpClient}
 	}
 	cmd := exec.Command(a.cfg.Command, a.cfg.Args...)
-	cmd.Env = append(os.Environ(), a.cfg.Env...)
+	cmd.Env = a.cfg.ChildEnv(os.LookupEnv)
 	cmd.Dir = a.cfg.Dir
 	cmd.Stderr = &stderrLog{log: a.log}
 	cmd.WaitDelay = terminate
@@ -322,14 +344,19 @@ func (a *Agent) refresh() error {
 	if cs == nil {
 		return nil // listed again when it starts again
 	}
-	caps, tools, err := a.list(ctx, cs)
+	caps, tools, held, err := a.list(ctx, cs)
 	if err != nil {
 		return err
 	}
 	a.mu.Lock()
 	same := reflect.DeepEqual(caps, a.listed)
+	sameHeld := slices.Equal(held, a.held)
 	prev := a.offered
+	a.held = held
 	a.mu.Unlock()
+	if !same || !sameHeld {
+		a.logHeld(held)
+	}
 	if same {
 		return nil
 	}
@@ -350,8 +377,10 @@ func (a *Agent) refresh() error {
 }
 
 // list reads the server's tools (at most maxPages pages) and makes each
-// a capability; a tool that cannot be one is left out and logged.
-func (a *Agent) list(ctx context.Context, cs *mcp.ClientSession) ([]negotiate.Capability, map[string]tool, error) {
+// a capability; a tool that cannot be one is left out and logged, and a
+// tool no overlay covers is held back (returned by its MCP name, logged by
+// the caller).
+func (a *Agent) list(ctx context.Context, cs *mcp.ClientSession) (_ []negotiate.Capability, _ map[string]tool, held []string, _ error) {
 	var all []*mcp.Tool
 	params := &mcp.ListToolsParams{}
 	for page := 0; ; page++ {
@@ -362,9 +391,9 @@ func (a *Agent) list(ctx context.Context, cs *mcp.ClientSession) ([]negotiate.Ca
 		res, err := cs.ListTools(ctx, params)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, nil, fmt.Errorf("tools/list: no answer within agent.timeout (%s)", a.timeout)
+				return nil, nil, nil, fmt.Errorf("tools/list: no answer within agent.timeout (%s)", a.timeout)
 			}
-			return nil, nil, fmt.Errorf("tools/list: %w", err)
+			return nil, nil, nil, fmt.Errorf("tools/list: %w", err)
 		}
 		all = append(all, res.Tools...)
 		if res.NextCursor == "" || len(all) > negotiate.MaxCapabilities {
@@ -383,6 +412,10 @@ func (a *Agent) list(ctx context.Context, cs *mcp.ClientSession) ([]negotiate.Ca
 			continue
 		}
 		c, err := a.capability(t)
+		if errors.Is(err, errHeldBack) {
+			held = append(held, t.Name)
+			continue
+		}
 		if err != nil {
 			a.log.Warn("MCP tool left out", "tool", t.Name, "reason", err)
 			continue
@@ -394,14 +427,17 @@ func (a *Agent) list(ctx context.Context, cs *mcp.ClientSession) ([]negotiate.Ca
 		tools[c.Name] = tool{name: t.Name, structured: t.OutputSchema != nil}
 		caps = append(caps, *c)
 	}
-	return caps, tools, nil
+	return caps, tools, held, nil
 }
 
 // capability makes tool t a capability under its overlay.
 func (a *Agent) capability(t *mcp.Tool) (*negotiate.Capability, error) {
 	o, ok := a.cfg.Tools[t.Name]
 	if !ok {
-		o = a.cfg.Default
+		if a.cfg.Default == nil {
+			return nil, errHeldBack
+		}
+		o = *a.cfg.Default
 	}
 	name := o.Name
 	if name == "" {

@@ -60,7 +60,7 @@ func names(d *negotiate.Document) []string {
 
 func TestToolsBecomeCapabilitiesUnderOverlays(t *testing.T) {
 	cfg := helperConfig("sdk")
-	cfg.Default = Overlay{Conditions: map[string]any{"min_auth_level": 1}}
+	cfg.Default = &Overlay{Conditions: map[string]any{"min_auth_level": 1}}
 	cfg.Tools = map[string]Overlay{
 		"echo":  {Conditions: map[string]any{"min_disclosure": "professional"}, Price: &Price{Amount: "0.01", Currency: "USD"}, Categories: []string{"custom:text"}},
 		"crash": {Name: "danger.crash", Advertise: negotiate.AdvertiseWhenEligible, Conditions: map[string]any{"min_disclosure": "close"}},
@@ -294,7 +294,7 @@ func TestNoGoroutineLeftBehind(t *testing.T) {
 	}
 	a.Close()
 
-	b, doc, _, err := startAgent(t, Config{URL: ts.URL}, 30*time.Second)
+	b, doc, _, err := startAgent(t, Config{URL: ts.URL, Default: &Overlay{}}, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,4 +319,127 @@ func TestNoGoroutineLeftBehind(t *testing.T) {
 		t.Errorf("the added tool: %v, %v", res, err)
 	}
 	b.Close()
+}
+
+// TestToolsWithoutOverlayAreHeldBack: with no [agent.mcp.default], a
+// tool without an overlay of its own is no capability (no peer, caller
+// or projection sees it, and a call of it is refused as the agent has no
+// such tool); a log line names it and says how to offer it, at start and
+// again when the tool list changes. An overlay, even an empty one, offers
+// its tool.
+func TestToolsWithoutOverlayAreHeldBack(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "Echo the text"}, func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "readFile", Description: "Read a file"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "the owner's secrets"}}}, nil, nil
+	})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(ts.Close) // after the agent's own cleanup, which closes its stream
+
+	a, doc, logs, err := startAgent(t, Config{URL: ts.URL, Tools: map[string]Overlay{"echo": {}}}, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(names(doc), " "); got != "ping echo" {
+		t.Fatalf("capabilities %q, want readFile held back", got)
+	}
+	if a.Handles("read_file") {
+		t.Error("the agent handles the held-back tool")
+	}
+	if _, err := a.Call(context.Background(), "read_file", nil); !errors.Is(err, wire.ErrAgentUnavailable) {
+		t.Errorf("calling the held-back tool: %v", err)
+	}
+	heldLines := func() []string {
+		var out []string
+		for l := range strings.Lines(logs.String()) {
+			if strings.Contains(l, "MCP tools held back") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	if h := heldLines(); len(h) != 1 || !strings.Contains(h[0], "tools=readFile") || !strings.Contains(h[0], "[agent.mcp.default]") ||
+		!strings.Contains(h[0], "[agent.mcp.tools.<tool>]") {
+		t.Fatalf("the log does not say once which tool is held back and how to offer it:\n%s", logs)
+	}
+
+	// A tool-list change: a new tool without an overlay is held back and
+	// logged with the other; one named by an overlay is offered.
+	changed := make(chan []string, 4)
+	a.Follow(func(change func(*negotiate.Document) error) (*negotiate.Document, error) {
+		next := *doc
+		next.Capabilities = slices.Clone(doc.Capabilities)
+		if err := change(&next); err != nil {
+			return nil, err
+		}
+		next.Seq++
+		changed <- names(&next)
+		return &next, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "fetchURL", Description: "Fetch a URL"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	srv.RemoveTools("echo")
+	if got := strings.Join(<-changed, " "); got != "ping" {
+		t.Errorf("after echo went: %q", got)
+	}
+	h := heldLines()
+	if last := h[len(h)-1]; len(h) < 2 || !strings.Contains(last, "tools=fetchURL,readFile") {
+		t.Errorf("the tool-list change did not log the tools held back:\n%s", logs)
+	}
+	if a.Handles("fetch_url") {
+		t.Error("the agent handles a held-back tool added later")
+	}
+}
+
+// TestServerGetsOnlyTheEnvironmentNamed: a server on stdio does not see
+// a secret in the daemon's environment; it gets the variables
+// inherit_env names (by default PATH, HOME, LANG, TMPDIR) and env.
+func TestServerGetsOnlyTheEnvironmentNamed(t *testing.T) {
+	t.Setenv("IFACED_TEST_SECRET", "hunter2")
+	t.Setenv("PATH", "/usr/bin:/bin")
+	environ := func(cfg Config) map[string]string {
+		t.Helper()
+		a, _, logs, err := startAgent(t, cfg, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := a.Call(context.Background(), "helper.environ", nil)
+		if err != nil {
+			t.Fatalf("environ: %v\n%s", err, logs)
+		}
+		env := map[string]string{}
+		for l := range strings.Lines(stringOf(res)) {
+			k, v, _ := strings.Cut(strings.TrimSuffix(l, "\n"), "=")
+			env[k] = v
+		}
+		return env
+	}
+
+	env := environ(helperConfig("env"))
+	if _, ok := env["IFACED_TEST_SECRET"]; ok {
+		t.Errorf("the server sees the daemon's secret: %v", env)
+	}
+	if env["PATH"] != "/usr/bin:/bin" || env[helperEnv] != "env" {
+		t.Errorf("the server lacks PATH or its env entry: %v", env)
+	}
+	for k := range env {
+		if !slices.Contains(DefaultInheritEnv, k) && k != helperEnv {
+			t.Errorf("the server got %s, which neither inherit_env nor env names", k)
+		}
+	}
+
+	cfg := helperConfig("env")
+	cfg.InheritEnv = []string{"IFACED_TEST_SECRET"}
+	cfg.Env = append(cfg.Env, "IFACED_TEST_SECRET=replaced")
+	if env := environ(cfg); env["IFACED_TEST_SECRET"] != "replaced" || env["PATH"] != "" {
+		t.Errorf("inherit_env names only the secret, env replaces it: %v", env)
+	}
+	cfg.InheritEnv = []string{}
+	cfg.Env = helperConfig("env").Env
+	if env := environ(cfg); len(env) != 1 || env[helperEnv] != "env" {
+		t.Errorf("inherit_env = [] inherits nothing: %v", env)
+	}
 }

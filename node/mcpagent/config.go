@@ -21,7 +21,7 @@ import (
 //	prefix = "everything"                             # capability names start with "everything."
 //
 //	[agent.mcp.default]                               # tools without an overlay of their own
-//	conditions = { min_disclosure = "public" }
+//	conditions = { min_auth_level = 2 }               # (without it, such a tool is not offered)
 //
 //	[agent.mcp.tools.get-sum]                         # keyed by the MCP tool name
 //	name = "math.sum"
@@ -32,14 +32,20 @@ import (
 type Config struct {
 	Command string   `toml:"command"` // stdio: the program to start (looked up on PATH)
 	Args    []string `toml:"args"`    // its arguments
-	Env     []string `toml:"env"`     // extra environment, KEY=value, on top of the daemon's
-	Dir     string   `toml:"dir"`     // its working directory; "" is the daemon's
-	URL     string   `toml:"url"`     // streamable HTTP: the endpoint (instead of command)
-	Prefix  string   `toml:"prefix"`  // dot-notation prefix of every capability name; "" for none
-	// Default is the overlay of every tool that has none in Tools. Unset,
-	// it adds nothing: the tool is offered to everyone (min_disclosure
-	// public), always advertised, without a price.
-	Default Overlay `toml:"default"`
+	Env     []string `toml:"env"`     // environment, KEY=value, on top of the variables inherited
+	// InheritEnv names the daemon's environment variables the program
+	// gets (those set); nil means DefaultInheritEnv, [] none. Nothing else
+	// of the daemon's environment reaches it: the daemon may hold secrets
+	// there.
+	InheritEnv []string `toml:"inherit_env"`
+	Dir        string   `toml:"dir"`    // its working directory; "" is the daemon's
+	URL        string   `toml:"url"`    // streamable HTTP: the endpoint (instead of command)
+	Prefix     string   `toml:"prefix"` // dot-notation prefix of every capability name; "" for none
+	// Default is the overlay of every tool that has none in Tools. Unset
+	// (nil), such a tool is not offered at all: it is held back, and the
+	// agent logs which tools are and how to offer them (fail closed). An
+	// empty [agent.mcp.default] table offers them to everyone.
+	Default *Overlay `toml:"default"`
 	// Tools are overlays by MCP tool name. An overlay replaces Default as a
 	// whole for its tool (fields are not merged).
 	Tools map[string]Overlay `toml:"tools"`
@@ -96,6 +102,30 @@ func (o *Overlay) members() map[string]any {
 // a streamable-HTTP URL).
 func (c *Config) Stdio() bool { return c.Command != "" }
 
+// DefaultInheritEnv are the daemon's environment variables a server on
+// stdio gets when agent.mcp.inherit_env is not set: enough to find
+// programs (npx, node, python) and a home, locale and temporary
+// directory, and nothing that usually holds a secret.
+var DefaultInheritEnv = []string{"PATH", "HOME", "LANG", "TMPDIR"}
+
+// ChildEnv is the environment of a server on stdio: the variables
+// InheritEnv (or DefaultInheritEnv) names that lookup finds set, then
+// Env, whose entries win over an inherited one of the same name. It is
+// never nil, so an empty one is empty rather than the daemon's.
+func (c *Config) ChildEnv(lookup func(string) (string, bool)) []string {
+	names := c.InheritEnv
+	if names == nil {
+		names = DefaultInheritEnv
+	}
+	env := []string{}
+	for _, k := range names {
+		if v, ok := lookup(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return append(env, c.Env...)
+}
+
 // Validate checks the table under the owner's tier order; each problem is
 // a *negotiate.FieldError naming its key under agent.mcp.
 func (c *Config) Validate(order *conditions.TierOrder) []error {
@@ -112,8 +142,8 @@ func (c *Config) Validate(order *conditions.TierOrder) []error {
 		if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad(".url", "%q is not an http(s) URL (e.g. \"http://127.0.0.1:3001/mcp\")", c.URL)
 		}
-		if len(c.Args) > 0 || len(c.Env) > 0 || c.Dir != "" {
-			bad(".args", "args, env and dir go with command, not with url")
+		if len(c.Args) > 0 || len(c.Env) > 0 || c.InheritEnv != nil || c.Dir != "" {
+			bad(".args", "args, env, inherit_env and dir go with command, not with url")
 		}
 	}
 	for i, kv := range c.Env {
@@ -121,15 +151,22 @@ func (c *Config) Validate(order *conditions.TierOrder) []error {
 			bad(fmt.Sprintf(".env[%d]", i), "%q is not KEY=value", kv)
 		}
 	}
+	for i, k := range c.InheritEnv {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			bad(fmt.Sprintf(".inherit_env[%d]", i), "%q is not the name of an environment variable (e.g. \"PATH\"; set a value with env = [\"KEY=value\"])", k)
+		}
+	}
 	if c.Prefix != "" {
 		if err := negotiate.CheckName(c.Prefix); err != nil {
 			bad(".prefix", "%v", err)
 		}
 	}
-	if c.Default.Name != "" {
-		bad(".default.name", "a name belongs to one tool: set it under agent.mcp.tools.<tool>.name")
+	if c.Default != nil {
+		if c.Default.Name != "" {
+			bad(".default.name", "a name belongs to one tool: set it under agent.mcp.tools.<tool>.name")
+		}
+		errs = append(errs, checkOverlay("agent.mcp.default", "", c.Default, order)...)
 	}
-	errs = append(errs, checkOverlay("agent.mcp.default", "", &c.Default, order)...)
 	names := map[string]string{}
 	for _, tool := range slices.Sorted(maps.Keys(c.Tools)) {
 		o := c.Tools[tool]

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,9 +30,10 @@ func TestMain(m *testing.M) {
 }
 
 // helperConfig is a config that starts this test binary as a server in
-// mode.
+// mode, every tool offered to everyone (an empty default overlay).
 func helperConfig(mode string) Config {
-	return Config{Command: os.Args[0], Args: []string{"-test.run=^$"}, Env: []string{helperEnv + "=" + mode}, Prefix: "helper"}
+	return Config{Command: os.Args[0], Args: []string{"-test.run=^$"}, Env: []string{helperEnv + "=" + mode}, Prefix: "helper",
+		Default: &Overlay{}}
 }
 
 type echoIn struct {
@@ -56,6 +58,8 @@ func serve(mode string) error {
 		return errors.New("cannot open the database")
 	case "badschema", "garbage":
 		return serveRaw(mode)
+	case "env":
+		return serveEnv()
 	}
 	return fmt.Errorf("no mode %q", mode)
 }
@@ -86,6 +90,16 @@ func serveSDK() error {
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{}, nil
 		})
+	return s.Run(context.Background(), &mcp.StdioTransport{})
+}
+
+// serveEnv is a server whose one tool, environ, reports the environment
+// it was started with, one KEY=value a line.
+func serveEnv() error {
+	s := mcp.NewServer(&mcp.Implementation{Name: "env", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "environ", Description: "Report this server's environment"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(os.Environ(), "\n")}}}, nil, nil
+	})
 	return s.Run(context.Background(), &mcp.StdioTransport{})
 }
 

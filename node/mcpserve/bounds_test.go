@@ -6,28 +6,72 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/trust"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// fakeDaemon serves views a stranger wrote, and records invocations.
+// fakeDaemon serves views a stranger wrote, trust records and a policy,
+// and records invocations.
 type fakeDaemon struct {
 	views   map[string]*api.PeerCaps
+	trust   map[string]trust.Info // by peer ID; a peer without one is signed only
+	policy  api.Policy
 	invoked []api.InvokeRequest
+}
+
+// pin makes the owner have pinned each peer's key.
+func (f *fakeDaemon) pin(ids ...string) {
+	if f.trust == nil {
+		f.trust = map[string]trust.Info{}
+	}
+	for _, id := range ids {
+		f.trust[id] = trust.Info{Peer: id, Level: conditions.Verified, PinnedKey: "SHA256:" + id}
+	}
+}
+
+func (f *fakeDaemon) Status(context.Context) (*api.Status, error) {
+	return &api.Status{PeerID: "12D3KooWOwnerOwnerOwnerOwnerOwner", DID: "did:key:z6MkOwner"}, nil
+}
+
+func (f *fakeDaemon) Trust(context.Context) ([]trust.Info, error) {
+	var out []trust.Info
+	for _, id := range slices.Sorted(maps.Keys(f.trust)) {
+		out = append(out, f.trust[id])
+	}
+	return out, nil
+}
+
+func (f *fakeDaemon) PeerTrust(_ context.Context, peer string) (*trust.Info, error) {
+	if info, ok := f.trust[peer]; ok {
+		return &info, nil
+	}
+	return &trust.Info{Peer: peer, Level: conditions.Signed}, nil
+}
+
+func (f *fakeDaemon) Policy(context.Context) (*api.Policy, error) {
+	p := f.policy
+	if p.Tiers == nil {
+		p.DefaultTier, p.Tiers = "public", []string{"public", "professional", "close", "intimate"}
+	}
+	return &p, nil
 }
 
 func (f *fakeDaemon) Peers(context.Context) ([]api.Peer, error) {
 	var out []api.Peer
-	for id := range f.views {
-		out = append(out, api.Peer{PeerID: id, Cached: true})
+	for id, v := range f.views {
+		out = append(out, api.Peer{PeerID: id, AgentID: v.AgentID, Display: v.Display, Cached: true})
 	}
 	return out, nil
 }
@@ -126,13 +170,14 @@ func TestPeerToolsFromStrangersViews(t *testing.T) {
 			negotiate.Capability{Name: "lies.about.output", OutputSchema: map[string]any{"type": "object"}},
 		),
 	}}
+	f.pin("peerAAAAAAAA")
 	s := New(f, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	cs := connect(t, s)
 	s.peers.syncAll(context.Background())
 
 	liar := ToolName("peerAAAAAAAA", "lies.about.output")
 	want := []string{ToolName("peerAAAAAAAA", "ok.object"), ToolName("peerAAAAAAAA", "ok.string")}
-	if got := toolNames(t, cs); !slices.Equal(got, append([]string{liar}, want...)) {
+	if got, all := toolNames(t, cs), slices.Sorted(slices.Values(append([]string{liar}, want...))); !slices.Equal(got, all) {
 		t.Fatalf("peer tools %q, want %q and %q", got, liar, want)
 	}
 	// A result that is not what the output schema declares is a tool
@@ -142,8 +187,9 @@ func TestPeerToolsFromStrangersViews(t *testing.T) {
 		t.Errorf("a peer result against its output schema: %v %+v", err, res)
 	}
 	for tl, err := range cs.Tools(context.Background(), nil) {
-		if err == nil && tl.Name == want[0] && len(tl.Description) > maxDescBytes+400 {
-			t.Errorf("a 5000-byte description became a %d-byte one", len(tl.Description))
+		if err == nil && tl.Name == want[0] && (len(tl.Description) > MaxPeerDesc+600 ||
+			!strings.Contains(tl.Description, Quote("peerAAAAAAAA", strings.Repeat("d", 5000), MaxPeerDesc))) {
+			t.Errorf("a 5000-byte description became a %d-byte one, not quoted and cut to %d: %q", len(tl.Description), MaxPeerDesc, tl.Description)
 		}
 	}
 	// A non-object schema is wrapped as params, and unwrapped on the way.
@@ -178,6 +224,7 @@ func TestPeerToolsAreCapped(t *testing.T) {
 			caps = append(caps, negotiate.Capability{Name: fmt.Sprintf("cap.n%d", c)})
 		}
 		f.views[id] = view(id, caps...)
+		f.pin(id)
 	}
 	s := New(f, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	cs := connect(t, s)
@@ -188,7 +235,7 @@ func TestPeerToolsAreCapped(t *testing.T) {
 	}
 	per := map[string]int{}
 	for _, n := range got {
-		per[n[strings.LastIndex(n, "__")+2:]]++
+		per[strings.TrimPrefix(n[:strings.Index(n, "__")], "peer_")]++
 	}
 	for p, n := range per {
 		if n > MaxToolsPerPeer {
@@ -214,15 +261,17 @@ func TestInboxKeepsTheLatest(t *testing.T) {
 	b := newInbox(InboxSize)
 	for i := range InboxSize + 44 {
 		m := &gossip.Message{Headers: gossip.Headers{ConversationID: "conv:a", Phase: gossip.PhaseContext, Sequence: int64(i)},
-			Body: gossip.Body{Text: fmt.Sprintf("m%d %s", i, strings.Repeat("é", maxTextBytes))}}
-		b.add(node.Event{Type: node.EventMessage, At: time.Unix(int64(i), 0), Peer: "p", Message: m})
+			Body: gossip.Body{Text: fmt.Sprintf("m%d %s", i, strings.Repeat("é", MaxPeerText))}}
+		b.add(node.Event{Type: node.EventMessage, At: time.Unix(int64(i), 0), Peer: "12D3KooWppppppp1", Message: m})
 	}
 	msgs, missed, next, _ := b.since(0, "", 1000)
-	if len(msgs) != InboxSize || missed != 44 || next != InboxSize+44 || !strings.HasPrefix(msgs[0].Text, "m44 ") {
-		t.Fatalf("since 0: %d messages from %q, missed %d, next %d", len(msgs), msgs[0].Text[:4], missed, next)
+	quoted := regexp.MustCompile(`^Peer …ppppppp1 wrote: «(.*)» \(quoted, untrusted\)$`)
+	first := quoted.FindStringSubmatch(msgs[0].Text)
+	if len(msgs) != InboxSize || missed != 44 || next != InboxSize+44 || first == nil || !strings.HasPrefix(first[1], "m44 ") {
+		t.Fatalf("since 0: %d messages from %.40q, missed %d, next %d", len(msgs), msgs[0].Text, missed, next)
 	}
-	if m := msgs[0]; len(m.Text) > maxTextBytes || !m.TextCut || !strings.HasSuffix(m.Text, "é") {
-		t.Errorf("a long text kept as %d bytes (cut %v), ending %q", len(m.Text), m.TextCut, m.Text[len(m.Text)-2:])
+	if m := msgs[0]; len(first[1]) > MaxPeerText || !m.TextCut || !strings.HasSuffix(first[1], "é…") {
+		t.Errorf("a long text kept as %d bytes (cut %v), ending %q", len(first[1]), m.TextCut, first[1][len(first[1])-5:])
 	}
 	msgs, missed, next, _ = b.since(next-2, "", 1)
 	if len(msgs) != 1 || missed != 0 || next != InboxSize+43 {

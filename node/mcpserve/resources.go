@@ -20,19 +20,16 @@ const (
 
 func (s *Service) addResources() {
 	s.srv.AddResource(&mcp.Resource{URI: peersURI, Name: "peers", Title: "The peer cache", MIMEType: "application/json",
-		Description: "The peers this daemon knows: the peer cache, with each view's age and staleness, and connected peers."},
+		Description: "The peers this daemon knows: the peer cache, with each view's age and staleness, and connected peers (as list_peers gives them: what a peer wrote, quoted)."},
 		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-			ps, err := s.d.Peers(ctx)
+			out, err := s.peerList(ctx)
 			if err != nil {
-				return nil, explain(err)
+				return nil, err
 			}
-			if ps == nil {
-				ps = []api.Peer{}
-			}
-			return jsonResource(req.Params.URI, api.PeerList{Peers: ps})
+			return jsonResource(req.Params.URI, out)
 		})
 	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: peerURIPrefix + "{peer}", Name: "peer-view", Title: "A peer's view",
-		MIMEType: "application/json", Description: "The view a peer showed this daemon: its capabilities, which this daemon may use, and for the others what is missing."},
+		MIMEType: "application/json", Description: "The view a peer showed this daemon, as show_peer gives it: its capabilities, which this daemon may use, and for the others what is missing; what the peer wrote, quoted."},
 		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			ref, err := uriTail(req.Params.URI, peerURIPrefix)
 			if err != nil {
@@ -42,11 +39,11 @@ func (s *Service) addResources() {
 			if err != nil {
 				return nil, notFoundOr(req.Params.URI, err)
 			}
-			return jsonResource(req.Params.URI, pc)
+			return jsonResource(req.Params.URI, s.peerOutput(pc))
 		})
 	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: auditURIPrefix + "{conversation_id}", Name: "conversation-audit",
 		Title: "A conversation's audit", MIMEType: "application/json",
-		Description: "Every message of a conversation as this daemon recorded it, signatures included."},
+		Description: "The last 200 messages of a conversation as this daemon recorded them, as read_conversation gives them (a peer's text quoted, cut to 8 KiB); the audit file it names holds them whole, signatures included."},
 		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			id, err := uriTail(req.Params.URI, auditURIPrefix)
 			if err != nil {
@@ -56,7 +53,7 @@ func (s *Service) addResources() {
 			if err != nil {
 				return nil, notFoundOr(req.Params.URI, err)
 			}
-			return jsonResource(req.Params.URI, a)
+			return jsonResource(req.Params.URI, conversationOutput(a, 200))
 		})
 }
 
@@ -95,7 +92,7 @@ func notFoundOr(uri string, err error) error {
 	if errors.As(err, &ae) && ae.Code == api.CodeNotFound {
 		return mcp.ResourceNotFoundError(uri)
 	}
-	return explain(err)
+	return explain(err, "")
 }
 
 func jsonResource(uri string, v any) (*mcp.ReadResourceResult, error) {
