@@ -174,7 +174,7 @@ func TestPeerToolsOnlyForPeersTheOwnerChose(t *testing.T) {
 	set("revoked", func(i *trust.Info) { i.PinnedKey, i.RevokedKey, i.Level = "", "SHA256:x", conditions.NoLevel })
 	set("revokedbystatement", func(i *trust.Info) {
 		i.PinnedKey = "SHA256:x"
-		i.Keys = []store.KeyEvent{{Kind: store.KeyRevocation, Direction: store.KeyReceived, Peer: i.Peer}}
+		i.Keys = []trust.KeyRecord{{KeyEvent: store.KeyEvent{Kind: store.KeyRevocation, Direction: store.KeyReceived, Peer: i.Peer}}}
 	})
 	set("succeeded", func(i *trust.Info) { i.PinnedKey, i.SucceededBy = "SHA256:x", "12D3KooWnext" })
 	f.policy = api.Policy{DefaultTier: "public", Tiers: []string{"public", "professional", "close"}, Disclosure: map[string]map[string]string{

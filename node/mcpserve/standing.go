@@ -25,7 +25,7 @@ import (
 // succession is never chosen, whatever else holds.
 func chosen(info trust.Info, pol *api.Policy, now time.Time) (bool, string) {
 	switch {
-	case info.RevokedKey != "" || info.Level < conditions.Introduced:
+	case info.RevokedKey != "" || info.RevokedBy != "" || info.Level < conditions.Introduced:
 		return false, "its key is revoked"
 	case info.SucceededBy != "":
 		return false, "its key was succeeded by " + info.SucceededBy
