@@ -253,14 +253,19 @@ func (d *door) strangerRoom(a *arrival, from peer.ID) error {
 }
 
 // validate checks what the transport reads of the message beyond its
-// decoding: its parts (a.validate), and that a view travels only where
-// the transport verifies one.
+// decoding: its phase and parts (a.validate), then that a view travels
+// only where the transport verifies one. The transport's own check comes
+// first, so that a message of the wrong kind (an update push that is no
+// context message) is refused for what it is, not for the view it
+// carries.
 func (d *door) validate(a *arrival) error {
-	if _, ok := a.msg.Body.Part(partCapabilities); ok && !slices.Contains(a.views, a.msg.Headers.Phase) {
-		return fmt.Errorf("%w: a %q part travels only in a greeting or an update push", gossip.ErrInvalidMessage, partCapabilities)
-	}
 	if a.validate != nil {
-		return a.validate()
+		if err := a.validate(); err != nil {
+			return err
+		}
+	}
+	if _, ok := a.msg.Body.Part(partCapabilities); ok && !slices.Contains(a.views, a.msg.Headers.Phase) {
+		return fmt.Errorf("%w: a %q part travels only in a greeting or an update push (a context message on %s)", gossip.ErrInvalidMessage, partCapabilities, wire.Update)
 	}
 	return nil
 }

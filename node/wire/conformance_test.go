@@ -537,7 +537,7 @@ type refusalVectors struct {
 
 type refusalCase struct {
 	Name   string   `json:"name"`
-	Stage  string   `json:"stage"`            // read, verify or conversation
+	Stage  string   `json:"stage"`            // read, verify, conversation, lifecycle or update
 	Frames []string `json:"frames,omitempty"` // hex: the bytes on a stream, one entry per message (conversation: all but the last are accepted)
 	JSON   string   `json:"json,omitempty"`   // or: an HTTP request body
 	Peer   string   `json:"peer"`             // the key name of the stream's peer (the expected signer)
@@ -656,6 +656,8 @@ func buildRefusals(t *testing.T) refusalVectors {
 			"stage conversation: every frame but the last is accepted in one conversation, the last is refused. " +
 			"stage lifecycle: the message verifies, but the receiver holds a key statement (held) about the peer's key and its clock reads at: " +
 			"a revocation refuses the key, a succession once at is past date + transition_seconds, naming the successor (names). " +
+			"stage update: the frame is pushed on /ifp/7/update/1.0.0 by peer to a receiver holding no open conversation with it: " +
+			"one that is not a context message is refused before anything else, one that is names no open conversation. " +
 			"field names the IFP-4 member the refusal names, when it names one.",
 		Keys: vectorKeys(t, "alice", "bob", "carol"),
 	}
@@ -719,8 +721,41 @@ func buildRefusals(t *testing.T) refusalVectors {
 		Held: mustMarshal(t, succ), At: vectorDate, Names: carol.PeerID().String(), Code: CodeKeyRetired})
 	add(refusalCase{Name: "a key its revocation statement revoked", Stage: "lifecycle", Frames: []string{frame(cborOf(greeting))},
 		Held: mustMarshal(t, rev), At: vectorDate, Code: CodeKeyRevoked})
-	_ = bob
+	// Update pushes (/ifp/7/update/1.0.0) to a receiver that holds no
+	// open conversation with alice: one that is not a context message is
+	// refused as such before anything else (it carries a view, which only
+	// a context message on this protocol may), and one that is names no
+	// open conversation.
+	viewDoc := &negotiate.Document{IFP: 7, AgentID: alice.DID(), Seq: 3, Capabilities: []negotiate.Capability{{Name: "ping", Description: "Responds to connectivity tests"}}}
+	if _, err := viewDoc.Sign(alice, vectorTime); err != nil {
+		t.Fatal(err)
+	}
+	push := func(id string, phase gossip.Phase) *gossip.Message {
+		m := minimalMessage(alice, bob)
+		m.Headers.MessageID, m.Headers.Sequence, m.Headers.Phase, m.Headers.Subject = id, 3, phase, "capability update"
+		m.Body = gossip.Body{Text: "My capabilities changed (seq 3); my new signed view for you is attached.",
+			Parts: []gossip.Part{{ContentType: "application/json", Name: "capabilities", Content: jsonValue(t, viewDoc)}}}
+		return signed(m, alice)
+	}
+	add(refusalCase{Name: "update push that is not a context message", Stage: "update",
+		Frames: []string{frame(cborOf(push("msg:01JNTP8R1S3X4V5W6Y7Z8A9B10", gossip.PhaseGreeting)))}, Code: CodeOutOfSequence})
+	add(refusalCase{Name: "update push naming no open conversation", Stage: "update",
+		Frames: []string{frame(cborOf(push("msg:01JNTP8R1S3X4V5W6Y7Z8A9B11", gossip.PhaseContext)))}, Code: CodeOutOfSequence})
 	return v
+}
+
+// updateRefusal is the receiver's rule for an update push from a peer it
+// holds no open conversation with: a message that is not a context
+// message is refused before anything else; one that is names no open
+// conversation once its signature verifies.
+func updateRefusal(m *gossip.Message, pub ed25519.PublicKey) error {
+	if m.Headers.Phase != gossip.PhaseContext {
+		return fmt.Errorf("%w: an update push is a context message, not a %s", gossip.ErrUnexpectedPhase, m.Headers.Phase)
+	}
+	if err := m.Verify(pub); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: no open conversation %s with you; greet first", gossip.ErrWrongConversation, m.Headers.ConversationID)
 }
 
 func mustMarshal(t *testing.T, v any) json.RawMessage {
@@ -800,6 +835,12 @@ func checkRefusals(t *testing.T, v refusalVectors) {
 			if err != nil && !strings.Contains(err.Error(), c.Names) {
 				t.Errorf("%s: %v does not name %s", c.Name, err, c.Names)
 			}
+		case "update":
+			if err != nil {
+				t.Errorf("%s: does not decode: %v", c.Name, err)
+				continue
+			}
+			err = updateRefusal(msgs[0], pub)
 		case "verify", "conversation":
 			if err != nil {
 				t.Errorf("%s: does not decode: %v", c.Name, err)

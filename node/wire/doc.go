@@ -371,15 +371,16 @@
 //	subject          "capability update"
 //	body             text, and a part "capabilities" with the new view
 //
-// The receiver refuses an update that is not a context message from the
-// stream's peer (out_of_sequence), names no open conversation with it
-// (out_of_sequence), is over its rate, or carries a view older than the
-// one held (stale_seq); otherwise it keeps the view and answers with one
-// acknowledgement: phase context, the same conversation_id and sequence,
-// thread.in_reply_to the update's message_id, a text body. A refusal is an
-// error message (see Errors) on the same stream, which the pusher takes as
-// the refusal of its update whatever it replies to. Then the receiver
-// closes the stream.
+// The receiver refuses an update that is not a context message
+// (out_of_sequence, before any other step: such a message is refused for
+// its phase, whatever it carries), names no open conversation with the
+// stream's peer (out_of_sequence), is over its rate, or carries a view
+// older than the one held (stale_seq); otherwise it keeps the view and
+// answers with one acknowledgement: phase context, the same
+// conversation_id and sequence, thread.in_reply_to the update's
+// message_id, a text body. A refusal is an error message (see Errors) on
+// the same stream, which the pusher takes as the refusal of its update
+// whatever it replies to. Then the receiver closes the stream.
 //
 // # Mailbox
 //
@@ -591,6 +592,12 @@
 //	               revocation, package identity's form) and its clock reads
 //	               at: a revoked key is refused, a retired one once at is
 //	               past the statement's date + transition_seconds, and the
-//	               refusal names the successor (names). The refusal has
-//	               code, and names field (an IFP-4 path) when given.
+//	               refusal names the successor (names); "update": the frame
+//	               is pushed on /ifp/7/update/1.0.0 by peer to a receiver
+//	               holding no open conversation with it (one that is not a
+//	               context message is refused before anything else, one
+//	               that is names no open conversation). The refusal has
+//	               code, and names field (an IFP-4 path) when given. The
+//	               HTTPS inbox answers each json case with code and the
+//	               HTTP status of that code.
 package wire
