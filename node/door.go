@@ -131,6 +131,9 @@ type door struct {
 	// keys checks the key statements a message carries (in the verify
 	// step) and follows them once it is audited (rotation.go); nil: none.
 	keys *keyLifecycle
+	// beforeFit, when set (tests only), runs just before the fit step:
+	// a seam where a test holds messages to race them at that step.
+	beforeFit func(*arrival)
 }
 
 func newDoor(self string, audit *gossip.AuditLog, replay *identity.ReplayGuard, rates *rateLimits,
@@ -184,6 +187,9 @@ func (d *door) admit(a *arrival) (admitted, error) {
 	}
 	if err := d.charge(a, from); err != nil {
 		return admitted{from: from}, d.refuse(a, from, true, true, err)
+	}
+	if d.beforeFit != nil {
+		d.beforeFit(a)
 	}
 	if a.fit != nil {
 		if err := a.fit(from); err != nil {

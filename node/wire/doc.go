@@ -261,7 +261,11 @@
 //   - numbers stop at 2^53-1 (MaxSequence): a side that would need a
 //     higher one starts a new conversation instead;
 //   - a greeting may come again later and renegotiates (IFP-12); a
-//     conversation_id already open is not opened twice;
+//     conversation_id already open is not opened twice, and of greetings
+//     racing to open the same conversation_id (from one peer or several)
+//     exactly one opens it: the first to be fitted claims the ID, and
+//     every other is refused with out_of_sequence ("already open or
+//     being opened");
 //   - after a close (either side), only error messages may follow; the
 //     side that sent the close closes its write direction.
 //
