@@ -481,6 +481,9 @@ func (n *Node) closeAll() error {
 	if n.audit != nil {
 		errs = append(errs, n.audit.Close())
 	}
+	if n.docs != nil && n.store != nil {
+		errs = append(errs, n.docs.saveMarks()) // the floors raised since the last change (marks.go)
+	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())
 	}

@@ -285,15 +285,18 @@
 //	              created, sig} over the document without it (identity
 //	              package comment, "ifp/7/capability-document-signature/v1\n"),
 //	              by the same key as the message. Members: ifp (7),
-//	              agent_id, seq (integer, grows with every change; a
-//	              receiver refuses a lower one than it holds: stale_seq),
+//	              agent_id, seq (integer: the seq of the last change
+//	              visible in this view, see Views; it never goes down for
+//	              a recipient, which refuses a lower one than it holds:
+//	              stale_seq),
 //	              capabilities (array of {name, version?, description,
 //	              parameters? (JSON Schema 2020-12), conditions?
 //	              {min_disclosure?, min_auth_level? (0-3), temperature?,
 //	              persona?, peers?, max_concurrent?}, output_schema?,
 //	              price? {amount, currency}, categories?, tags?,
 //	              advertise?, eligible (boolean), unmet? [unmet]}),
-//	              ifp_support?, updated?, relay?, agui?,
+//	              ifp_support?, updated? (when that change was made),
+//	              relay?, agui?,
 //	              supported_tool_categories?. Members a receiver does not
 //	              model are kept, and the signature is verified over the
 //	              view as received. Left out when the sender says
@@ -348,6 +351,38 @@
 // over the same signed form with its own parameters. A proof that does
 // not verify does not refuse the greeting; the sender simply is not
 // introduced.
+//
+// # Views
+//
+// A view is the owner's document as one requester may see it. Its seq and
+// updated say when what it shows last changed, not when the document did,
+// so that nothing a requester can observe — the view's seq, updated and
+// signature, an HTTP ETag, the version of a projection (the A2A card's
+// version is the view's seq), an update push, an announcement, a DHT
+// record — moves for a change it cannot see (a capability advertised
+// only when eligible, for requesters it does not qualify):
+//
+//   - The owner's document has a seq that grows with every change of its
+//     content, and an updated time.
+//   - A class of view is the facts it is cut for: the requester's level,
+//     tier, temperature and persona, and its peer ID only where an allow
+//     list (conditions.peers) names it.
+//   - A class's mark is the content of its view (the view without seq,
+//     updated and signature) and the document's seq and updated at which
+//     that content last differed from the one before; a class first
+//     shown takes the current document's seq and updated.
+//   - A view is shown with its class's mark, but never with a lower seq
+//     than the requester was shown before (its peer ID's highest, and the
+//     updated that came with it): a requester moving to a class whose
+//     mark is lower (a lowered tier, a cooler conversation) keeps the seq
+//     it holds.
+//   - The HTTP ETag of the view is "<seq>-<first 8 bytes of the content
+//     key, hex>"; an A2A card's version is the view's seq.
+//
+// An implementation keeps the marks (and the requesters' highest seqs)
+// across restarts. testdata/conformance/views.json pins the rule: the
+// owner's successive documents, and the seq, updated and capabilities of
+// the view each request is shown.
 //
 // # Capability requests
 //
@@ -563,7 +598,7 @@
 //
 // # Conformance vectors
 //
-// testdata/conformance holds three JSON files, written from the code and
+// testdata/conformance holds four JSON files, written from the code and
 // checked against it by TestConformance. Keys are RFC 8032 §7.1 test keys
 // (TEST 1 alice, TEST 2 bob, TEST 3 carol), each given as {seed,
 // public_key (hex), peer_id, did, key_id}; messages are IFP-4 JSON;
@@ -604,4 +639,12 @@
 //	               code, and names field (an IFP-4 path) when given. The
 //	               HTTPS inbox answers each json case with code and the
 //	               HTTP status of that code.
+//	views.json     {about, keys, documents: [document], requests: [{after,
+//	               requester?, facts: {auth_level, disclosure,
+//	               temperature?, persona?}, seq, updated, shows, note?}]}:
+//	               documents are the owner's after each change; each
+//	               request, in order, is shown the view of documents[after]
+//	               for facts (requester: a key name, absent for a caller
+//	               nobody remembers), with seq and updated by the rule of
+//	               Views, showing the capabilities named.
 package wire
