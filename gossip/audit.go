@@ -127,10 +127,11 @@ type AuditEntry struct {
 	// a capability request, why it decided so. Only in the owner's log:
 	// the message itself carries none of it.
 	Decision *Decision `json:"decision,omitempty"`
-	// Stranger: the peer is one the owner has not made known; its
-	// entries count against the day's share for strangers
-	// (StrangerShare). Not written: whether a peer is known is the
-	// owner's current standing, not a fact of the message.
+	// Stranger: the peer is one the owner has not made known; the file
+	// the entry goes into is then a strangers' file, within the
+	// strangers' share of the log (StrangerShare, audit_strangers.go).
+	// Not written: whether a peer is known is the owner's current
+	// standing, not a fact of the message.
 	Stranger bool `json:"-"`
 }
 
@@ -234,6 +235,14 @@ type AuditLog struct {
 	freeSpace func() (uint64, error)
 	now       func() time.Time
 	usage     usage
+
+	// Strangers' share (audit_strangers.go).
+	known   func(peer string) bool // the peers the owner made known now; nil: none
+	pruned  func(Pruned)           // told of each pass of pruning
+	pruneMu sync.Mutex             // one pass at a time
+	indexMu sync.Mutex             // the days' indexes of strangers' files: appended and rewritten one at a time
+
+	leftOut int64 // refusals left out of the record, carried from the previous run (refusals.go)
 }
 
 // AuditOption adjusts how an audit log is written.
@@ -296,6 +305,7 @@ func OpenAuditLog(dir string, opts ...AuditOption) (*AuditLog, error) {
 		}
 		a.enforce()
 	}
+	a.readLeftOut()
 	spares, err := openSpareFiles(filepath.Join(dir, spareDir), spareTarget)
 	if err != nil {
 		return nil, fmt.Errorf("opening audit log: %w", err)
@@ -492,6 +502,11 @@ func (a *AuditLog) Record(e AuditEntry) error {
 	defer f.mu.Unlock()
 	if !f.loaded {
 		if err := f.load(a.dir); err != nil {
+			return err
+		}
+	}
+	if e.Stranger {
+		if err := a.listStranger(f); err != nil {
 			return err
 		}
 	}
@@ -827,7 +842,9 @@ func ulidDay(id string) (string, bool) {
 // every peer's, not the record of refusals (refusals.go).
 func (a *AuditLog) entryFiles(day string) ([]string, error) {
 	paths, err := filepath.Glob(filepath.Join(a.dir, day, "*"+auditJSONLExt))
-	return slices.DeleteFunc(paths, func(p string) bool { return filepath.Base(p) == refusedName+auditJSONLExt }), err
+	// The record of refusals, the index of strangers' files and the
+	// record of pruned files start with '_', which no peer's name does.
+	return slices.DeleteFunc(paths, func(p string) bool { return strings.HasPrefix(filepath.Base(p), "_") }), err
 }
 
 // days lists the day directories, oldest first.
@@ -998,7 +1015,7 @@ func (f *auditFile) append(a *AuditLog, e AuditEntry, line []byte) error {
 	}
 	n, err := fd.Write(line)
 	if n > 0 {
-		a.account(jsonl, f.jsonlSize, int64(n), e.Stranger)
+		a.account(jsonl, f.jsonlSize, int64(n))
 		f.jsonlSize += int64(n)
 	}
 	if err != nil {
@@ -1022,9 +1039,8 @@ func (f *auditFile) append(a *AuditLog, e AuditEntry, line []byte) error {
 
 // appendTo opens path for appending (putting a spare file in its place
 // when it does not exist) and writes what content returns for the file's
-// current size. stranger: the bytes count against the day's share for
-// strangers too.
-func (a *AuditLog) appendTo(path string, stranger bool, content func(size int64) []byte) error {
+// current size.
+func (a *AuditLog) appendTo(path string, content func(size int64) []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		a.spares.place(path)
@@ -1042,7 +1058,7 @@ func (a *AuditLog) appendTo(path string, stranger bool, content func(size int64)
 		err = cerr
 	}
 	if n > 0 {
-		a.account(path, st.Size(), int64(n), stranger)
+		a.account(path, st.Size(), int64(n))
 	}
 	return err
 }

@@ -37,8 +37,9 @@ import (
 //	                 the message carries (a greeting's or an update's view,
 //	                 key statements: rotation.go) verified too
 //	strangers' room  a greeting from a peer the owner has not made known:
-//	                 today's share of the audit log for strangers is not
-//	                 used up (door.strangerRoom)
+//	                 strangers' files are within their share of the audit
+//	                 log, the oldest of them deleted to make room when
+//	                 they are not (door.strangerRoom)
 //	replay           message_id not seen from this signer, date in the window
 //	rate             the signer's bucket at the conversation's temperature
 //	fit              the conversation: sequence, phase, owner of its ID
@@ -125,8 +126,8 @@ type door struct {
 	now     func() time.Time
 	budget  *Budget // the decoding budget messages hold until verified (nil: none)
 	// known says whether the owner made a peer known (peerGate); nil
-	// knows nobody. Strangers' conversations share a quarter of the audit
-	// log's quota a day (gossip.StrangerShare).
+	// knows nobody. Strangers' files share a quarter of the audit log's
+	// quota, the oldest going first (gossip.StrangerShare).
 	known func(peer.ID) bool
 	// keys checks the key statements a message carries (in the verify
 	// step) and follows them once it is audited (rotation.go); nil: none.
@@ -138,8 +139,12 @@ type door struct {
 
 func newDoor(self string, audit *gossip.AuditLog, replay *identity.ReplayGuard, rates *rateLimits,
 	revoked func(peer.ID) error, events *hub, log *slog.Logger, now func() time.Time, remote func(peer.ID) netip.Addr) *door {
-	return &door{self: self, audit: audit, replay: replay, rates: rates, revoked: revoked, events: events, log: log, now: now,
+	d := &door{self: self, audit: audit, replay: replay, rates: rates, revoked: revoked, events: events, log: log, now: now,
 		strangers: rate.NewLimiter(rate.Every(strangerEventEvery), strangerEventBurst), refusals: newRefusalBudget(), remote: remote}
+	// Refusals the previous run counted and no record said: the next
+	// record says them (keepLeftOut).
+	d.refusals.leftOut.Add(audit.LeftOut())
+	return d
 }
 
 // admitted is a message through the door: its signer, established. On a
@@ -242,12 +247,14 @@ func (d *door) room(a *arrival) error {
 // stranger reports whether pid is a peer the owner has not made known.
 func (d *door) stranger(pid peer.ID) bool { return d.known == nil || !d.known(pid) }
 
-// strangerRoom refuses a greeting — a new conversation — from a stranger
-// once today's entries of strangers' conversations have their share of the
-// audit log (gossip.AuditLog.StrangerRoom), with wire code unavailable and
-// the reason: fresh keys cost nothing, so without it strangers could fill
-// the quota with admitted greetings and shut out everyone; peers the owner
-// made known are still taken. It runs once the signer is established.
+// strangerRoom makes room in the audit log for a greeting — a new
+// conversation — from a stranger: strangers' files take at most their
+// share of the log, so the oldest of them are deleted for a new one
+// (gossip.AuditLog.StrangerRoom), never a file of a peer the owner made
+// known. Fresh keys cost nothing, so without it strangers could fill the
+// quota with admitted greetings and shut out everyone; with it they cannot
+// shut out even each other. It refuses (wire code unavailable, and why)
+// only when no room could be made. It runs once the signer is established.
 func (d *door) strangerRoom(a *arrival, from peer.ID) error {
 	if a.msg.Headers.Phase != gossip.PhaseGreeting || !d.stranger(from) {
 		return nil
@@ -501,6 +508,16 @@ func (d *door) reportLeftOut() {
 		return
 	}
 	d.log.Info("refusals left out of the record of refusals", "count", n)
+}
+
+// keepLeftOut keeps the count of refusals left out that no record has
+// said yet for the next run (gossip.AuditLog.KeepLeftOut), so that a
+// restart loses none of it. The daemon calls it with reportLeftOut every
+// hour and at close.
+func (d *door) keepLeftOut() {
+	if err := d.audit.KeepLeftOut(d.refusals.leftOut.Load()); err != nil {
+		d.log.Warn("keeping the count of refusals left out for the next run", "err", err)
+	}
 }
 
 // publish tells the local agent of an admitted message (the act step).
