@@ -240,6 +240,7 @@ type AuditLog struct {
 	known   func(peer string) bool // the peers the owner made known now; nil: none
 	pruned  func(Pruned)           // told of each pass of pruning
 	pruneMu sync.Mutex             // one pass at a time
+	pruning atomic.Bool            // a pass started by a write is under way
 	indexMu sync.Mutex             // the days' indexes of strangers' files: appended and rewritten one at a time
 
 	leftOut int64 // refusals left out of the record, carried from the previous run (refusals.go)
@@ -335,6 +336,9 @@ func (a *AuditLog) Close() error {
 	if already {
 		return nil
 	}
+	// A pass pruning strangers' files finishes; none starts now.
+	a.pruneMu.Lock()
+	defer a.pruneMu.Unlock()
 	// Records that hold a file finish (and queue their rendering); later
 	// ones find it gone and the log closed.
 	a.mu.Lock()
@@ -525,7 +529,7 @@ func (a *AuditLog) Record(e AuditEntry) error {
 	f.seqMu.Unlock()
 	// The message is rendered from e by the writer: the caller must not
 	// change it after Record (what was sent or received does not change).
-	a.md.enqueue(f, e, int64(line.Len()))
+	a.md.enqueue(f, e, mdEntryFactor*int64(line.Len()))
 	return nil
 }
 
@@ -1075,10 +1079,17 @@ func getBuffer() *bytes.Buffer {
 }
 
 func putBuffer(b *bytes.Buffer) {
-	if b.Cap() <= 4<<20 { // a rare huge message does not pin its buffer
+	// Only buffers of the usual size go back: a large one (a greeting
+	// carrying a view of hundreds of KiB) kept in the pool would be
+	// memory no budget counts, held a collection or two after its
+	// message, for each Record that ran at once.
+	if b.Cap() <= maxPooledBuffer {
 		buffers.Put(b)
 	}
 }
+
+// maxPooledBuffer is the largest buffer Record keeps for the next one.
+const maxPooledBuffer = 256 << 10
 
 func syncDir(dir string) error {
 	d, err := os.Open(dir)

@@ -187,16 +187,28 @@ func (a *AuditLog) account(path string, size, n int64) {
 		}
 		u.refused += grown
 	}
+	prune := false
 	if sf := u.strangerFiles[day+"/"+strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))]; sf != nil {
 		u.tick++
 		sf.bytes += grown
 		sf.last = u.tick
 		u.strangers += grown
+		prune = a.limits.MaxBytes > 0 && u.strangers > a.limits.MaxBytes/StrangerShare
 	}
 	due := a.limits.MaxBytes > 0 && u.total > a.limits.MaxBytes || u.swept != a.currentDay()
 	u.mu.Unlock()
 	if due {
 		a.enforce()
+	}
+	if prune && a.pruning.CompareAndSwap(false, true) {
+		// Conversations admitted together may write past the share before
+		// any new one asks for room: strangers' files are pruned as soon
+		// as they pass it, in the background (this write may hold the
+		// lock of a file the pass waits for).
+		go func() {
+			defer a.pruning.Store(false)
+			a.makeStrangersRoom()
+		}()
 	}
 }
 

@@ -173,12 +173,20 @@ func (a *AuditLog) listStranger(f *auditFile) error {
 
 // makeStrangersRoom deletes strangers' files, the oldest first, until they
 // take at most three quarters of their share (see the top of this file).
-// It reports whether they are within their share afterwards.
+// It reports whether they are within their share afterwards, or some room
+// was made (conversations admitted meanwhile may be writing past it: the
+// next write prunes again).
 func (a *AuditLog) makeStrangersRoom() bool {
 	max := a.limits.MaxBytes / StrangerShare
 	target := max / 4 * 3
 	a.pruneMu.Lock()
 	defer a.pruneMu.Unlock()
+	a.mu.Lock()
+	closed := a.closed
+	a.mu.Unlock()
+	if closed {
+		return false
+	}
 	u := &a.usage
 	u.mu.Lock()
 	if u.strangers <= max {
@@ -232,7 +240,7 @@ func (a *AuditLog) makeStrangersRoom() bool {
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.strangers <= max
+	return u.strangers <= max || pass.Bytes > 0
 }
 
 // unlistStranger takes a file out of the strangers' files.

@@ -48,9 +48,14 @@ const (
 	// writer keeps as many of its own): a daemon talking with thousands
 	// of peers holds at most twice this many audit descriptors.
 	heldJSONL = 64
-	// mdQueueBytes bounds the entries waiting to be rendered, counted by
-	// the length of their .jsonl lines.
-	mdQueueBytes = 16 << 20
+	// mdQueueBytes bounds the memory of the entries waiting to be
+	// rendered: each is counted as mdEntryFactor times the length of its
+	// .jsonl line, which is what a queued entry holds — the decoded
+	// message it renders (maps and slices of every part's content: about
+	// twice the line, measured on a 900 KiB view) and the line's worth of
+	// rendering being built — not the line alone.
+	mdQueueBytes  = 16 << 20
+	mdEntryFactor = 3
 	// renderingMarker exists while a log is open; found at open, it says
 	// the last run did not close and its .md files may lack entries.
 	renderingMarker = ".rendering"

@@ -25,7 +25,8 @@ import (
 //	bounded decode   the transport's: a frame of at most 1 MiB (wire.Stream),
 //	                 an HTTP body of at most 1 MB, within the container
 //	                 bounds, its cost taken from the budget (budget.go) until
-//	                 the verify step is done; decoding validates
+//	                 it is recorded (the audit step) or refused; decoding
+//	                 validates
 //	room             a greeting only (a new conversation): the audit log
 //	                 has room for it (door.room: disk watermark, quota)
 //	establish        the signer: the stream's remote peer (libp2p), or the
@@ -96,8 +97,8 @@ type arrival struct {
 	views []gossip.Phase
 	note  string // for the audit entry
 	// release gives back the message's share of the decoding budget
-	// (wire.Stream.ReadHeld): after the verify step, or on a refusal
-	// before it. nil: none held.
+	// (wire.Stream.ReadHeld): once the message is recorded (the audit
+	// step, which copies it twice), or refused. nil: none held.
 	release func()
 }
 
@@ -162,7 +163,7 @@ var errAudit = errors.New("audit log")
 // error says why (wire.CodeOf names its code); the transport answers.
 func (d *door) admit(a *arrival) (admitted, error) {
 	if a.release != nil {
-		defer a.release() // a refusal before the verify step
+		defer a.release() // a refusal before the audit step
 	}
 	if err := d.room(a); err != nil {
 		return admitted{}, d.refuse(a, "", false, false, err)
@@ -184,9 +185,6 @@ func (d *door) admit(a *arrival) (admitted, error) {
 	if err := d.strangerRoom(a, from); err != nil {
 		return admitted{from: from}, d.refuse(a, from, true, false, err)
 	}
-	if a.release != nil {
-		a.release() // decoded and verified: the rest costs little
-	}
 	if err := d.checkReplay(a, from); err != nil {
 		return admitted{from: from}, d.refuse(a, from, true, false, err)
 	}
@@ -201,7 +199,13 @@ func (d *door) admit(a *arrival) (admitted, error) {
 			return admitted{from: from}, d.refuse(a, from, true, true, err)
 		}
 	}
-	if err := d.record(a, from); err != nil {
+	err = d.record(a, from)
+	if a.release != nil {
+		// Recorded (or not): the decoded message's share of the budget,
+		// held through the audit's copies of it, goes back.
+		a.release()
+	}
+	if err != nil {
 		d.forget(a, from)
 		return admitted{from: from}, err
 	}

@@ -109,8 +109,9 @@
 // its signature together — from a daemon-wide budget of
 // limits.max_memory_mb / 2 (at least 48 MiB), of which senders not yet
 // established (no verified greeting on the current connection) and HTTP
-// bodies share three quarters, and holds it until the signature and the
-// documents the message carries are verified. An HTTP request body takes
+// bodies share three quarters, and holds it until the message is
+// recorded in the audit log (which copies it twice, as JSON and as its
+// rendering) or refused. An HTTP request body takes
 // its cost from the same budget from before decoding until the message
 // is admitted or refused. A reader that cannot reserve, or that waits for
 // the budget longer than the read deadline, answers rate_limited
