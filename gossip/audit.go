@@ -1183,6 +1183,9 @@ func readAuditFile(path string, lenient bool, fn func(AuditEntry)) error {
 // when keep is nil); a line it passes over is still reported when torn.
 func readAuditLines(path string, lenient bool, keep func(line []byte) bool, fn func(AuditEntry)) error {
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // deleted since it was listed (the quota, retention, or a pruned strangers' file)
+	}
 	if err != nil {
 		return err
 	}
