@@ -127,10 +127,11 @@ type AuditEntry struct {
 	// a capability request, why it decided so. Only in the owner's log:
 	// the message itself carries none of it.
 	Decision *Decision `json:"decision,omitempty"`
-	// Stranger: the peer is one the owner has not made known; its
-	// entries count against the day's share for strangers
-	// (StrangerShare). Not written: whether a peer is known is the
-	// owner's current standing, not a fact of the message.
+	// Stranger: the peer is one the owner has not made known; the file
+	// the entry goes into is then a strangers' file, within the
+	// strangers' share of the log (StrangerShare, audit_strangers.go).
+	// Not written: whether a peer is known is the owner's current
+	// standing, not a fact of the message.
 	Stranger bool `json:"-"`
 }
 
@@ -234,6 +235,15 @@ type AuditLog struct {
 	freeSpace func() (uint64, error)
 	now       func() time.Time
 	usage     usage
+
+	// Strangers' share (audit_strangers.go).
+	known   func(peer string) bool // the peers the owner made known now; nil: none
+	pruned  func(Pruned)           // told of each pass of pruning
+	pruneMu sync.Mutex             // one pass at a time
+	pruning atomic.Bool            // a pass started by a write is under way
+	indexMu sync.Mutex             // the days' indexes of strangers' files: appended and rewritten one at a time
+
+	leftOut int64 // refusals left out of the record, carried from the previous run (refusals.go)
 }
 
 // AuditOption adjusts how an audit log is written.
@@ -296,6 +306,7 @@ func OpenAuditLog(dir string, opts ...AuditOption) (*AuditLog, error) {
 		}
 		a.enforce()
 	}
+	a.readLeftOut()
 	spares, err := openSpareFiles(filepath.Join(dir, spareDir), spareTarget)
 	if err != nil {
 		return nil, fmt.Errorf("opening audit log: %w", err)
@@ -325,6 +336,9 @@ func (a *AuditLog) Close() error {
 	if already {
 		return nil
 	}
+	// A pass pruning strangers' files finishes; none starts now.
+	a.pruneMu.Lock()
+	defer a.pruneMu.Unlock()
 	// Records that hold a file finish (and queue their rendering); later
 	// ones find it gone and the log closed.
 	a.mu.Lock()
@@ -495,6 +509,11 @@ func (a *AuditLog) Record(e AuditEntry) error {
 			return err
 		}
 	}
+	if e.Stranger {
+		if err := a.listStranger(f); err != nil {
+			return err
+		}
+	}
 	if err := f.append(a, e, line.Bytes()); err != nil {
 		f.loaded = false // the files are in an unknown state: look again next time
 		f.closeJSONL()
@@ -510,7 +529,7 @@ func (a *AuditLog) Record(e AuditEntry) error {
 	f.seqMu.Unlock()
 	// The message is rendered from e by the writer: the caller must not
 	// change it after Record (what was sent or received does not change).
-	a.md.enqueue(f, e, int64(line.Len()))
+	a.md.enqueue(f, e, mdEntryFactor*int64(line.Len()))
 	return nil
 }
 
@@ -827,7 +846,9 @@ func ulidDay(id string) (string, bool) {
 // every peer's, not the record of refusals (refusals.go).
 func (a *AuditLog) entryFiles(day string) ([]string, error) {
 	paths, err := filepath.Glob(filepath.Join(a.dir, day, "*"+auditJSONLExt))
-	return slices.DeleteFunc(paths, func(p string) bool { return filepath.Base(p) == refusedName+auditJSONLExt }), err
+	// The record of refusals, the index of strangers' files and the
+	// record of pruned files start with '_', which no peer's name does.
+	return slices.DeleteFunc(paths, func(p string) bool { return strings.HasPrefix(filepath.Base(p), "_") }), err
 }
 
 // days lists the day directories, oldest first.
@@ -998,7 +1019,7 @@ func (f *auditFile) append(a *AuditLog, e AuditEntry, line []byte) error {
 	}
 	n, err := fd.Write(line)
 	if n > 0 {
-		a.account(jsonl, f.jsonlSize, int64(n), e.Stranger)
+		a.account(jsonl, f.jsonlSize, int64(n))
 		f.jsonlSize += int64(n)
 	}
 	if err != nil {
@@ -1022,9 +1043,8 @@ func (f *auditFile) append(a *AuditLog, e AuditEntry, line []byte) error {
 
 // appendTo opens path for appending (putting a spare file in its place
 // when it does not exist) and writes what content returns for the file's
-// current size. stranger: the bytes count against the day's share for
-// strangers too.
-func (a *AuditLog) appendTo(path string, stranger bool, content func(size int64) []byte) error {
+// current size.
+func (a *AuditLog) appendTo(path string, content func(size int64) []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		a.spares.place(path)
@@ -1042,7 +1062,7 @@ func (a *AuditLog) appendTo(path string, stranger bool, content func(size int64)
 		err = cerr
 	}
 	if n > 0 {
-		a.account(path, st.Size(), int64(n), stranger)
+		a.account(path, st.Size(), int64(n))
 	}
 	return err
 }
@@ -1059,10 +1079,17 @@ func getBuffer() *bytes.Buffer {
 }
 
 func putBuffer(b *bytes.Buffer) {
-	if b.Cap() <= 4<<20 { // a rare huge message does not pin its buffer
+	// Only buffers of the usual size go back: a large one (a greeting
+	// carrying a view of hundreds of KiB) kept in the pool would be
+	// memory no budget counts, held a collection or two after its
+	// message, for each Record that ran at once.
+	if b.Cap() <= maxPooledBuffer {
 		buffers.Put(b)
 	}
 }
+
+// maxPooledBuffer is the largest buffer Record keeps for the next one.
+const maxPooledBuffer = 256 << 10
 
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
@@ -1156,6 +1183,9 @@ func readAuditFile(path string, lenient bool, fn func(AuditEntry)) error {
 // when keep is nil); a line it passes over is still reported when torn.
 func readAuditLines(path string, lenient bool, keep func(line []byte) bool, fn func(AuditEntry)) error {
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // deleted since it was listed (the quota, retention, or a pruned strangers' file)
+	}
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -34,6 +35,11 @@ import (
 //     over the quota plus Headroom, Room reports ErrNoRoom and the daemon
 //     takes no new conversations until days age out or the owner raises
 //     audit.max_mb.
+//   - Strangers' share (StrangerShare). The files of peers the owner has
+//     not made known take at most a quarter of the quota, across the
+//     log; a new stranger's conversation makes room by deleting the
+//     oldest of them, never a file of a peer the owner made known
+//     (audit_strangers.go).
 //   - Free-disk watermark (AuditLimits.MinFree). When the file system
 //     holding the log has less free space than that (for an unprivileged
 //     user: statfs's f_bavail), Room reports ErrNoRoom and refusals are not
@@ -66,18 +72,17 @@ const Headroom = 4 // MaxBytes/Headroom
 // RefusalShare bounds the record of refusals of one day: MaxBytes/RefusalShare.
 const RefusalShare = 16
 
-// StrangerShare bounds what the entries of strangers' conversations —
-// peers the owner has not made known — may add to the log in one day:
-// MaxBytes/StrangerShare. Past it StrangerRoom reports ErrStrangersShare,
-// and the daemon takes no new conversation from a stranger until the
-// next day (UTC), while peers the owner made known go on: fresh keys,
-// which cost nothing to make, cannot fill the quota and so shut out
-// everyone.
+// StrangerShare bounds the strangers' files — the files into which
+// entries of peers the owner has not made known went — across the whole
+// log: MaxBytes/StrangerShare. Past it, StrangerRoom deletes the oldest
+// strangers' files to make room for a new stranger (audit_strangers.go),
+// so fresh keys, which cost nothing to make, can neither fill the quota
+// nor shut out new strangers, and never take the owner's peers' history.
 const StrangerShare = 4
 
-// ErrStrangersShare: today's share of the audit log for strangers is used
-// up. It wraps ErrNoRoom.
-var ErrStrangersShare = fmt.Errorf("%w for strangers today", ErrNoRoom)
+// ErrStrangersShare: the strangers' share of the audit log is used up and
+// none of their files could be deleted to make room. It wraps ErrNoRoom.
+var ErrStrangersShare = fmt.Errorf("%w for strangers", ErrNoRoom)
 
 // auditBlock is the unit files are counted in.
 const auditBlock = 4 << 10
@@ -107,14 +112,18 @@ type usage struct {
 	total   int64
 	refused int64  // bytes of the record of refusals of refusedDay
 	refDay  string // the day refused counts
-	// strangers is the bytes written today for peers the owner has not
-	// made known (entries with Stranger set), on strangerDay. Counted
-	// from this process's writes: a restart begins the count again, which
-	// the quota still bounds.
-	strangers   int64
-	strangerDay string
-	swept       string // the day retention last ran for
-	enforcer    sync.Mutex
+	// strangers is the bytes of the strangers' files (strangerFiles, by
+	// day + "/" + name), across the log (audit_strangers.go): found again
+	// at open from the days' indexes, and kept up to date by every write.
+	strangers     int64
+	strangerFiles map[string]*strangerFile
+	tick          uint64 // orders the strangers' files by their last write
+	// The current day's record of pruned files (audit_strangers.go).
+	prunedDay      string
+	prunedBytes    int64
+	prunedUnlisted int
+	swept          string // the day retention last ran for
+	enforcer       sync.Mutex
 }
 
 func roundBlock(n int64) int64 { return (n + auditBlock - 1) / auditBlock * auditBlock }
@@ -127,18 +136,23 @@ func (a *AuditLog) measure() error {
 	}
 	u := &a.usage
 	u.days = map[string]int64{}
+	u.strangerFiles = map[string]*strangerFile{}
 	for _, day := range days {
 		des, err := os.ReadDir(filepath.Join(a.dir, day))
 		if err != nil {
 			return fmt.Errorf("measuring audit log: %w", err)
 		}
 		var n int64
+		sizes := map[string]int64{} // a peer's file name → its .jsonl and .md
 		for _, de := range des {
 			info, err := de.Info()
 			if err != nil || !info.Mode().IsRegular() {
 				continue
 			}
 			n += roundBlock(info.Size())
+			if ext := filepath.Ext(de.Name()); ext == auditJSONLExt || ext == auditMDExt {
+				sizes[strings.TrimSuffix(de.Name(), ext)] += roundBlock(info.Size())
+			}
 			if de.Name() == refusedName+auditJSONLExt || de.Name() == refusedName+auditMDExt {
 				if day > u.refDay {
 					u.refDay, u.refused = day, 0
@@ -150,13 +164,14 @@ func (a *AuditLog) measure() error {
 		}
 		u.days[day] = n
 		u.total += n
+		a.loadStrangers(day, sizes)
 	}
 	return nil
 }
 
 // account adds what an append of n bytes to a file of size bytes did to
 // the count, and enforces the quota or retention when due.
-func (a *AuditLog) account(path string, size, n int64, stranger bool) {
+func (a *AuditLog) account(path string, size, n int64) {
 	if a.usage.days == nil {
 		return // no limits
 	}
@@ -172,16 +187,28 @@ func (a *AuditLog) account(path string, size, n int64, stranger bool) {
 		}
 		u.refused += grown
 	}
-	if stranger {
-		if day != u.strangerDay {
-			u.strangerDay, u.strangers = day, 0
-		}
+	prune := false
+	if sf := u.strangerFiles[day+"/"+strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))]; sf != nil {
+		u.tick++
+		sf.bytes += grown
+		sf.last = u.tick
 		u.strangers += grown
+		prune = a.limits.MaxBytes > 0 && u.strangers > a.limits.MaxBytes/StrangerShare
 	}
 	due := a.limits.MaxBytes > 0 && u.total > a.limits.MaxBytes || u.swept != a.currentDay()
 	u.mu.Unlock()
 	if due {
 		a.enforce()
+	}
+	if prune && a.pruning.CompareAndSwap(false, true) {
+		// Conversations admitted together may write past the share before
+		// any new one asks for room: strangers' files are pruned as soon
+		// as they pass it, in the background (this write may hold the
+		// lock of a file the pass waits for).
+		go func() {
+			defer a.pruning.Store(false)
+			a.makeStrangersRoom()
+		}()
 	}
 }
 
@@ -254,6 +281,12 @@ func (a *AuditLog) removeDay(day string) error {
 	u.mu.Lock()
 	u.total -= u.days[day]
 	delete(u.days, day)
+	for k, sf := range u.strangerFiles {
+		if sf.day == day {
+			u.strangers -= sf.bytes
+			delete(u.strangerFiles, k)
+		}
+	}
 	u.mu.Unlock()
 	return nil
 }
@@ -283,19 +316,21 @@ func (a *AuditLog) Room() error {
 }
 
 // StrangerRoom says whether the log has room for a new conversation with
-// a stranger: Room, and today's entries for strangers within
-// MaxBytes/StrangerShare (else an error wrapping ErrStrangersShare).
+// a stranger: Room, once the strangers' files are within
+// MaxBytes/StrangerShare — when they are not, the oldest of them are
+// deleted first (audit_strangers.go); an error wrapping ErrStrangersShare
+// only when none could be.
 func (a *AuditLog) StrangerRoom() error {
 	if max := a.limits.MaxBytes; max > 0 {
 		u := &a.usage
 		u.mu.Lock()
 		used := u.strangers
-		if u.strangerDay != a.currentDay() {
-			used = 0
-		}
 		u.mu.Unlock()
-		if used > max/StrangerShare {
-			return fmt.Errorf("%w: entries of peers the owner has not made known took %d MiB today, their share of audit.max_mb (%d MiB) is a %s; new conversations with them are taken again tomorrow (UTC), or as soon as the owner makes the peer known",
+		if used > max/StrangerShare && !a.makeStrangersRoom() {
+			u.mu.Lock()
+			used = u.strangers
+			u.mu.Unlock()
+			return fmt.Errorf("%w: the files of peers the owner has not made known take %d MiB, their share of audit.max_mb (%d MiB) is a %s, and none of them could be deleted to make room; new conversations with strangers are taken again once there is room, or as soon as the owner makes the peer known",
 				ErrStrangersShare, used>>20, max>>20, shareName(StrangerShare))
 		}
 	}
@@ -328,8 +363,9 @@ func (a *AuditLog) diskRoom() error {
 	return nil
 }
 
-// refusalRoom says whether a refusal summary may be written now.
-func (a *AuditLog) refusalRoom(day string) error {
+// refusalRoom says whether a refusal summary that grows the day's record
+// of refusals by at most grow bytes (whole blocks) may be written now.
+func (a *AuditLog) refusalRoom(day string, grow int64) error {
 	if max := a.limits.MaxBytes; max > 0 {
 		u := &a.usage
 		u.mu.Lock()
@@ -342,7 +378,7 @@ func (a *AuditLog) refusalRoom(day string) error {
 			return fmt.Errorf("%w: the audit log is over its quota of %d MiB (audit.max_mb) with today's entries alone; refusals are counted, not written",
 				ErrNoRoom, max>>20)
 		}
-		if refused > max/RefusalShare {
+		if refused+grow > max/RefusalShare {
 			return fmt.Errorf("%w: today's record of refusals has its share of the quota (%d MiB of %d MiB); refusals are counted, not written",
 				ErrNoRoom, refused>>20, max>>20)
 		}

@@ -48,9 +48,14 @@ const (
 	// writer keeps as many of its own): a daemon talking with thousands
 	// of peers holds at most twice this many audit descriptors.
 	heldJSONL = 64
-	// mdQueueBytes bounds the entries waiting to be rendered, counted by
-	// the length of their .jsonl lines.
-	mdQueueBytes = 16 << 20
+	// mdQueueBytes bounds the memory of the entries waiting to be
+	// rendered: each is counted as mdEntryFactor times the length of its
+	// .jsonl line, which is what a queued entry holds — the decoded
+	// message it renders (maps and slices of every part's content: about
+	// twice the line, measured on a 900 KiB view) and the line's worth of
+	// rendering being built — not the line alone.
+	mdQueueBytes  = 16 << 20
+	mdEntryFactor = 3
 	// renderingMarker exists while a log is open; found at open, it says
 	// the last run did not close and its .md files may lack entries.
 	renderingMarker = ".rendering"
@@ -62,8 +67,9 @@ type mdJob struct {
 	e    AuditEntry
 	cost int64
 	// dropDay, in a job of its own: close the handles of that day's
-	// files, which the quota or retention deleted.
-	dropDay string
+	// files, which the quota or retention deleted; dropFile: close the
+	// handle of that .md, pruned (a strangers' file).
+	dropDay, dropFile string
 }
 
 // mdFile is an open .md handle of the writer.
@@ -127,6 +133,16 @@ func (w *mdWriter) dropDay(day string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.queue = append(w.queue, mdJob{dropDay: day})
+	w.queued++
+	w.cond.Broadcast()
+}
+
+// dropFile has the writer close its handle of the .md at path, without
+// waiting for room in the queue.
+func (w *mdWriter) dropFile(path string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.queue = append(w.queue, mdJob{dropFile: path})
 	w.queued++
 	w.cond.Broadcast()
 }
@@ -207,6 +223,13 @@ func (w *mdWriter) write(job mdJob) error {
 		}
 		return nil
 	}
+	if job.dropFile != "" {
+		if mf := w.files[job.dropFile]; mf != nil {
+			mf.fd.Close()
+			delete(w.files, job.dropFile)
+		}
+		return nil
+	}
 	if job.f.deleted.Load() {
 		return nil // its day was deleted (retention or the quota) after it was recorded
 	}
@@ -226,7 +249,7 @@ func (w *mdWriter) write(job mdJob) error {
 	job.f.writeEntry(b, job.e)
 	n, err := mf.fd.Write(b.Bytes())
 	if n > 0 {
-		w.a.account(path, mf.size, int64(n), job.e.Stranger)
+		w.a.account(path, mf.size, int64(n))
 		mf.size += int64(n)
 		mf.torn = false
 	}

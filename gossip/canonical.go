@@ -373,3 +373,22 @@ func copyValue(v any) (any, int) {
 		return v, 16 // numbers, booleans and nil are values
 	}
 }
+
+// Footprint estimates the bytes a decoded message holds in memory: its
+// text, and per part the encodings it keeps (canonical JSON, CBOR) and
+// the decoded content, counted as twice the larger encoding (maps and
+// slices of Go values take about that). A part with no encoding known
+// counts a kilobyte. A holder that must bound what messages it keeps
+// counts them by it (the daemon's event subscribers do).
+func (m *Message) Footprint() int64 {
+	n := int64(512 + len(m.Body.Text))
+	for i := range m.Body.Parts {
+		p := &m.Body.Parts[i]
+		enc := max(len(p.canon), len(p.cborRaw))
+		if enc == 0 && p.Content != nil {
+			enc = 1 << 10
+		}
+		n += int64(len(p.canon) + len(p.cborRaw) + 2*enc + len(p.Name) + len(p.ContentType))
+	}
+	return n
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -41,7 +42,10 @@ import (
 // with LeftOut set says how many refusals of the same kind of source were
 // counted but not written before it.
 
-// RefusalExcerpt bounds the part of a refused message a summary keeps.
+// RefusalExcerpt bounds the part of a refused message a summary keeps:
+// the excerpt as the record of refusals holds it — a JSON string, its
+// quotes, escapes and the "…" that marks a cut included — is at most
+// this many bytes.
 const RefusalExcerpt = 2 << 10
 
 // refusedName is the file name (without extension) of a day's refusals.
@@ -98,29 +102,65 @@ func SummariseRefusal(r *Refusal, m *Message, raw []byte) {
 		return
 	}
 	if js, err := jsonv1.Marshal(summaryOf(m)); err == nil {
-		r.Excerpt = clip(string(js), RefusalExcerpt)
+		r.Excerpt = clipQuoted(string(js), false, RefusalExcerpt)
 	}
 }
 
 // excerptOf is the start of raw as text when it is UTF-8 (JSON as an
-// HTTP body brings it), else in hex (a CBOR frame).
+// HTTP body brings it), else in hex (a CBOR frame), within RefusalExcerpt
+// as written (clipQuoted).
 func excerptOf(raw []byte) string {
 	s := string(raw[:min(len(raw), RefusalExcerpt)])
 	for i := 0; i < utf8.UTFMax-1 && len(s) > 0 && !utf8.ValidString(s); i++ {
 		s = s[:len(s)-1] // a rune cut at the end
 	}
 	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
-		if len(s) < len(raw) {
-			s += "…"
-		}
+		return clipQuoted(s, len(s) < len(raw), RefusalExcerpt)
+	}
+	n := RefusalExcerpt / 2
+	return clipQuoted("hex:"+hex.EncodeToString(raw[:min(len(raw), n)]), len(raw) > n, RefusalExcerpt)
+}
+
+// quotedLen is the length of s as a JSON string in the record of
+// refusals: its quotes, and each rune as the record's encoder writes it
+// (HTML characters unescaped; \n \r \t \" \\ two bytes; other control
+// characters, U+2028 and U+2029 at most six).
+func quotedLen(s string) int {
+	n := 2
+	for _, r := range s {
+		n += quotedRuneLen(r)
+	}
+	return n
+}
+
+func quotedRuneLen(r rune) int {
+	switch {
+	case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
+		return 2
+	case r < 0x20 || r == '\u2028' || r == '\u2029':
+		return 6
+	case r == utf8.RuneError:
+		return 3
+	}
+	return utf8.RuneLen(r)
+}
+
+// clipQuoted is s cut on a rune boundary so that, as a JSON string (quotes
+// and escapes included) and with "…" after it when cut (or when more,
+// already cut off, followed), it takes at most n bytes.
+func clipQuoted(s string, more bool, n int) string {
+	if !more && quotedLen(s) <= n {
 		return s
 	}
-	n := RefusalExcerpt/2 - 4
-	s = "hex:" + hex.EncodeToString(raw[:min(len(raw), n)])
-	if len(raw) > n {
-		s += "…"
+	budget := n - quotedLen("…")
+	used := 0
+	for i, r := range s {
+		if used+quotedRuneLen(r) > budget {
+			return s[:i] + "…"
+		}
+		used += quotedRuneLen(r)
 	}
-	return s
+	return s + "…"
 }
 
 // The bounds of summaryOf: what a stranger can make a summary hold.
@@ -181,13 +221,14 @@ func (a *AuditLog) RecordRefusal(r Refusal) error {
 		r.At = time.Now()
 	}
 	r.At = r.At.UTC()
-	if err := a.refusalRoom(r.At.Format(auditDayLayout)); err != nil {
+	day := r.At.Format(auditDayLayout)
+	if err := a.refusalRoom(day, 0); err != nil {
 		return fmt.Errorf("recording a refusal: %w", err)
 	}
 	r.Reason = clip(r.Reason, 1<<10)
 	r.Transport, r.Peer, r.Code = clip(r.Transport, 64), clip(r.Peer, 200), clip(r.Code, 64)
 	r.MessageID, r.Claimed, r.Phase, r.From = clip(r.MessageID, 200), clip(r.Claimed, 200), clip(r.Phase, 32), clip(r.From, 200)
-	r.SHA256, r.Excerpt = clip(r.SHA256, 64), clip(r.Excerpt, RefusalExcerpt)
+	r.SHA256, r.Excerpt = clip(r.SHA256, 64), clipQuoted(r.Excerpt, false, RefusalExcerpt)
 	line := getBuffer()
 	defer putBuffer(line)
 	enc := jsonv1.NewEncoder(line)
@@ -195,30 +236,36 @@ func (a *AuditLog) RecordRefusal(r Refusal) error {
 	if err := enc.Encode(&r); err != nil {
 		return fmt.Errorf("recording a refusal: %w", err)
 	}
-	day := r.At.Format(auditDayLayout)
 	f, err := a.file(day, refusedName)
 	if err != nil {
 		return err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	b := getBuffer()
+	defer putBuffer(b)
+	fmt.Fprintf(b, "%srefused %s via %s peer %s code %s -->\n", auditMarkerPrefix, r.At.Format(time.RFC3339Nano),
+		markerField(r.Transport), markerField(orDash(r.Peer)), markerField(r.Code))
+	b.WriteString("```json\n")
+	b.Write(line.Bytes())
+	b.WriteString("```\n\n")
+	title := fmt.Sprintf("# Refused messages, %s (UTC)\n\nEach entry is a summary; none of these messages is part of a conversation.\n\n", day)
+	// The day's record stays within its share with this summary in it:
+	// the most the two files can grow by is checked, under the record's
+	// lock, before either is written.
+	if err := a.refusalRoom(day, roundBlock(int64(line.Len()))+roundBlock(int64(len(title)+b.Len()))); err != nil {
+		return fmt.Errorf("recording a refusal: %w", err)
+	}
 	jsonl := f.path(a.dir, auditJSONLExt)
 	created := false
-	if err := a.appendTo(jsonl, false, func(size int64) []byte { created = size == 0; return line.Bytes() }); err != nil {
+	if err := a.appendTo(jsonl, func(size int64) []byte { created = size == 0; return line.Bytes() }); err != nil {
 		return fmt.Errorf("recording a refusal in %s: %w", jsonl, err)
 	}
 	md := f.path(a.dir, auditMDExt)
-	b := getBuffer()
-	defer putBuffer(b)
-	if err := a.appendTo(md, false, func(size int64) []byte {
+	if err := a.appendTo(md, func(size int64) []byte {
 		if size == 0 {
-			fmt.Fprintf(b, "# Refused messages, %s (UTC)\n\nEach entry is a summary; none of these messages is part of a conversation.\n\n", day)
+			return append([]byte(title), b.Bytes()...)
 		}
-		fmt.Fprintf(b, "%srefused %s via %s peer %s code %s -->\n", auditMarkerPrefix, r.At.Format(time.RFC3339Nano),
-			markerField(r.Transport), markerField(orDash(r.Peer)), markerField(r.Code))
-		b.WriteString("```json\n")
-		b.Write(line.Bytes())
-		b.WriteString("```\n\n")
 		return b.Bytes()
 	}); err != nil {
 		return fmt.Errorf("recording a refusal in %s: %w", md, err)
@@ -268,4 +315,50 @@ func (a *AuditLog) Refusals(day string) ([]Refusal, error) {
 		return out, fmt.Errorf("reading refusals of %s: %w (%d lines)", day, ErrTornAuditLine, torn)
 	}
 	return out, nil
+}
+
+// leftOutName is the file, in the log's directory, that carries the count
+// of refusals left out of the record (counted, not written) from one run
+// of the daemon to the next: KeepLeftOut writes it, OpenAuditLog reads it.
+const leftOutName = ".refusals-left-out"
+
+// LeftOut is the count of refusals left out of the record that the
+// previous run kept (KeepLeftOut) and that no record has said yet; the
+// caller adds it to its own count, so that the next record written says
+// it.
+func (a *AuditLog) LeftOut() int64 { return a.leftOut }
+
+// KeepLeftOut keeps n, the count of refusals left out of the record and
+// not yet said by a record written, for the next run (LeftOut); 0 keeps
+// nothing.
+func (a *AuditLog) KeepLeftOut(n int64) error {
+	path := filepath.Join(a.dir, leftOutName)
+	if n <= 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("keeping the count of refusals left out: %w", err)
+		}
+		return nil
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(n, 10)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("keeping the count of refusals left out: %w", err)
+	}
+	if err := syncFile(tmp); err != nil {
+		return fmt.Errorf("keeping the count of refusals left out: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("keeping the count of refusals left out: %w", err)
+	}
+	return syncDir(a.dir)
+}
+
+// readLeftOut reads what KeepLeftOut kept (at open).
+func (a *AuditLog) readLeftOut() {
+	raw, err := os.ReadFile(filepath.Join(a.dir, leftOutName))
+	if err != nil {
+		return
+	}
+	if n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64); err == nil && n > 0 {
+		a.leftOut = n
+	}
 }

@@ -15,9 +15,10 @@ import (
 // limits.max_memory_mb / 2 (BudgetSize), of which each message takes its
 // cost — an upper estimate of decoding it and checking its signature at
 // once, from its size and its counts of containers and elements
-// (gossip.Counts.Cost) — from before it is decoded until the door's
-// verify step is done. A libp2p stream takes it in wire.Stream.ReadHeld
-// and the door gives it back (arrival.release); the HTTPS inbox, signed
+// (gossip.Counts.Cost) — from before it is decoded until the door has
+// recorded it in the audit log (whose JSON line and rendering copy it) or
+// refused it. A libp2p stream takes it in wire.Stream.ReadHeld and the
+// door gives it back (arrival.release); the HTTPS inbox, signed
 // POST /invoke and A2A take it around decoding and admitting a body.
 //
 // Messages from strangers — any sender but a peer this daemon has

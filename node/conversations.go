@@ -41,6 +41,7 @@ type Conversations struct {
 
 	mu     sync.Mutex
 	convs  map[string]*conv // open conversations by ID
+	claims map[string]*conv // IDs taken by conversations being opened (claim)
 	opened uint64           // conversations opened so far: conv.order of the newest
 
 	peerViews *costlru.Cache[peer.ID, heldView] // the last view each peer sent, verified; bounded by bytes
@@ -77,7 +78,7 @@ type conversationDeps struct {
 // newConversations builds the component and registers its stream
 // handlers on the host.
 func newConversations(d conversationDeps) *Conversations {
-	cs := &Conversations{conversationDeps: d, convs: map[string]*conv{}}
+	cs := &Conversations{conversationDeps: d, convs: map[string]*conv{}, claims: map[string]*conv{}}
 	cs.updates, cs.requests = newUpdatePush(cs), newRequestDesk(cs)
 	cs.peerViews = costlru.New[peer.ID, heldView](maxHeldViewBytes)
 	cs.peersHold, _ = lru.New[peer.ID, string](maxPeersHold)
@@ -93,6 +94,35 @@ func (cs *Conversations) resetAll() {
 	defer cs.mu.Unlock()
 	for _, c := range cs.convs {
 		c.stream.Reset()
+	}
+}
+
+// claim takes c's conversation ID for c while c is being opened, or
+// refuses with out_of_sequence when an open conversation or another
+// being opened holds it: one claim wins, whichever greetings race for an
+// ID, so the table can never name one ID for two conversations. open
+// turns the claim into the table's entry; unclaim gives it up when the
+// conversation does not open (refused, failed, or a capabilities query,
+// done).
+func (cs *Conversations) claim(c *conv) error {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	_, open := cs.convs[c.ID]
+	_, claimed := cs.claims[c.ID]
+	if open || claimed {
+		return fmt.Errorf("%w: conversation %s is already open or being opened; start a new conversation with a new conversation_id",
+			gossip.ErrOutOfSequence, c.ID)
+	}
+	cs.claims[c.ID] = c
+	return nil
+}
+
+// unclaim gives up c's claim on its conversation ID, if it holds one.
+func (cs *Conversations) unclaim(c *conv) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.claims[c.ID] == c {
+		delete(cs.claims, c.ID)
 	}
 }
 

@@ -147,6 +147,18 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 		// level this daemon establishes for it.
 		granted: cs.grant(pid, nil, "", negotiate.Proposal{Persona: prop.Persona}),
 	}
+	// The new ID is this daemon's until the conversation opens (or the
+	// exchange ends): a greeting that names it meanwhile is refused.
+	if err := cs.claim(c); err != nil {
+		s.Reset()
+		return nil, fmt.Errorf("opening conversation with %s: %w", pid, err)
+	}
+	opened := false
+	defer func() {
+		if !opened {
+			cs.unclaim(c)
+		}
+	}()
 	// Holding the peer's view, say so: an unchanged view need not come
 	// again. And when the peer said it holds ours, ours need not either.
 	held, holding := cs.peerViews.Get(pid)
@@ -215,6 +227,7 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 	level, _ := cs.trust.LevelOf(pid, reply, pv.agentID())
 	granted := c.raiseLevel(level)
 	if proto == wire.Conversation {
+		opened = true
 		cs.open(c)
 	} else {
 		s.Close()
@@ -266,6 +279,15 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 	}
 	var prop negotiate.Greeting
 	var pv pendingView
+	// The fit step claims the conversation ID (claim): whichever greeting
+	// naming it gets there first; the claim is given up unless the
+	// conversation opens.
+	opened := false
+	defer func() {
+		if !opened {
+			cs.unclaim(c)
+		}
+	}()
 	in, err := cs.door.admit(&arrival{via: viaLibp2p, msg: first, stream: pid, views: []gossip.Phase{gossip.PhaseGreeting}, release: release,
 		validate: func() (err error) {
 			prop, err = negotiate.ReadGreeting(first)
@@ -279,10 +301,10 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 			if first.Headers.Phase != gossip.PhaseGreeting {
 				return fmt.Errorf("%w: %s before any greeting", gossip.ErrUnexpectedPhase, first.Headers.Phase)
 			}
-			if cs.conversation(c.ID) != nil {
-				return fmt.Errorf("%w: conversation %s is already open; start a new one", gossip.ErrOutOfSequence, c.ID)
+			if err := c.Check(first); err != nil {
+				return err
 			}
-			return c.Check(first)
+			return cs.claim(c)
 		},
 		commit: func(peer.ID) error { return c.Accept(first) }})
 	if err != nil {
@@ -317,6 +339,7 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 		s.Close()
 		return
 	}
+	opened = true
 	cs.open(c)
 	cs.serve(c)
 }
@@ -858,10 +881,14 @@ func (cs *Conversations) recordSent(transport string, pid peer.ID, m *gossip.Mes
 	return nil
 }
 
+// open enters c, which holds the claim on its ID (claim), in the table.
 func (cs *Conversations) open(c *conv) {
 	cs.mu.Lock()
 	cs.opened++
 	c.order = cs.opened
+	if cs.claims[c.ID] == c {
+		delete(cs.claims, c.ID)
+	}
 	cs.convs[c.ID] = c
 	cs.mu.Unlock()
 	cs.events.publish(Event{Type: EventConversation, At: cs.now(), Peer: idString(c.peer), ConversationID: c.ID, Detail: "open"})
@@ -875,7 +902,9 @@ func (cs *Conversations) open(c *conv) {
 
 func (cs *Conversations) closeConv(c *conv) {
 	cs.mu.Lock()
-	delete(cs.convs, c.ID)
+	if cs.convs[c.ID] == c {
+		delete(cs.convs, c.ID)
+	}
 	cs.mu.Unlock()
 	c.end()
 	c.stream.Close()

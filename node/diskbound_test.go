@@ -260,9 +260,13 @@ func TestDiskAnonymousRequestIsBounded(t *testing.T) {
 	}
 }
 
-// Strangers' conversations take at most a quarter of the audit quota a
-// day: past it a fresh key's greeting is refused (unavailable, saying
-// why), while a peer the owner pinned is still greeted.
+// Strangers' files take at most a quarter of the audit quota across the
+// log: once it is used, each new stranger is still greeted and the oldest
+// strangers' files make room (written down in the day's _pruned.jsonl),
+// never a file of a peer the owner pinned; the disk stays within the
+// share and a last greeting's entries, also after a restart (the
+// strangers' files are found again), and the pinned peer is still
+// greeted.
 func TestStrangersShareOfTheAuditLog(t *testing.T) {
 	cfg := aliceConfig("")
 	cfg.Audit.MaxMB = minAuditMB // a share of 4 MiB
@@ -272,39 +276,90 @@ func TestStrangersShareOfTheAuditLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	connect(t, bob, alice)
+	bobs := greet(t, bob, alice).ConversationID
 
 	share := int64(cfg.Audit.MaxMB) << 20 / gossip.StrangerShare
-	var refused *gossip.Message
-	for i := 0; refused == nil; i++ {
-		if int64(i)*(900<<10) > 4*share {
-			t.Fatalf("%d greetings of 900 KiB from strangers were all admitted, with a share of %d MiB", i, share>>20)
-		}
-		raw := newRawPeer(t, alice)
-		g := raw.greeting(alice, nil)
-		g.Body.Text = strings.Repeat("s", 900<<10)
-		if err := g.Sign(raw.id, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, g))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Headers.Phase == gossip.PhaseError {
-			if code := errorCode(t, m); code != wire.CodeUnavailable {
-				t.Fatalf("stranger %d: code %s, want %s", i, code, wire.CodeUnavailable)
+	strangers := map[string]bool{}
+	flood := func(n int) {
+		t.Helper()
+		for i := range n {
+			raw := newRawPeer(t, alice)
+			strangers[raw.ID().String()] = true
+			g := raw.greeting(alice, nil)
+			g.Body.Text = strings.Repeat("s", 900<<10)
+			if err := g.Sign(raw.id, time.Now()); err != nil {
+				t.Fatal(err)
 			}
-			refused = m
+			m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, g))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Headers.Phase != gossip.PhaseGreeting {
+				t.Fatalf("stranger %d was answered %s (%s), want a greeting", i, m.Headers.Phase, m.Body.Text)
+			}
+			if used := alice.Audit().Usage(); used > share+4<<20 {
+				t.Fatalf("after stranger %d the audit log takes %d MiB, over the strangers' share (%d MiB) and a last greeting's entries", i, used>>20, share>>20)
+			}
 		}
 	}
-	var body wire.ErrorBody
-	p, _ := refused.Body.Part(partError)
-	decodePart(p, &body)
-	if !strings.Contains(body.Message, "not made known") || !strings.Contains(body.Message, "tomorrow") {
-		t.Errorf("the refusal says %q; want it to say strangers' share is used up until tomorrow", body.Message)
+	n := int(4 * share / (900 << 10)) // four shares' worth of greetings
+	flood(n)
+	pruned, err := alice.Audit().PrunedOn(time.Now().UTC().Format("2006-01-02"))
+	if err != nil || len(pruned) == 0 {
+		t.Fatalf("no record of pruned strangers' files after %d strangers (%v)", n, err)
 	}
-	if used := alice.Audit().Usage(); used > share+4<<20 {
-		t.Errorf("the audit log takes %d MiB, over the strangers' share (%d MiB) and a last greeting's entries", used>>20, share>>20)
+	for _, p := range pruned {
+		for _, f := range p.Files {
+			if !strangers[f.Peer] {
+				t.Errorf("pruned %s, the file of %s, who is no stranger", f.File, f.Peer)
+			}
+		}
+	}
+	if _, err := alice.Audit().Entries(bobs); err != nil {
+		t.Fatalf("the pinned peer's conversation is gone from the audit log: %v", err)
+	}
+
+	// Restarted, the daemon finds the strangers' files again: new strangers
+	// still take no more than the share.
+	alice = restartDaemon(t, stop(t, alice))
+	connect(t, bob, alice)
+	flood(n / 2)
+	if _, err := alice.Audit().Entries(bobs); err != nil {
+		t.Fatalf("after a restart, the pinned peer's conversation is gone from the audit log: %v", err)
 	}
 	// The owner's pinned peer is still taken.
 	greet(t, bob, alice)
+}
+
+// The count of refusals left out of the record survives a restart: left
+// out while the record had no room, it is kept at close, and the next run's
+// record says it.
+func TestRefusalsLeftOutSurviveARestart(t *testing.T) {
+	var free atomic.Uint64
+	free.Store(1 << 40)
+	alice := startDaemonWith(t, aliceConfig(""), WithAuditOptions(gossip.WithFreeSpace(func() (uint64, error) { return free.Load(), nil })))
+	// One source writes refusalSourceBurst summaries at once; the rest are
+	// left out.
+	const extra = 7
+	for range refusalSourceBurst + extra {
+		alice.Inbox().RecordUndecoded("https", []byte("not json"), fmt.Errorf("%w: test", gossip.ErrMalformed))
+	}
+	free.Store(1 << 20) // below the watermark: no record of the count can be written at close
+	if err := alice.Close(); err != nil {
+		t.Fatal(err)
+	}
+	free.Store(1 << 40)
+	again, err := New(alice.cfg, alice.id, alice.home, testLogger(t), WithAuditOptions(gossip.WithFreeSpace(func() (uint64, error) { return free.Load(), nil })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { again.Close() })
+	again.door.reportLeftOut()
+	var said int64
+	for _, r := range refusalsOf(t, &testDaemon{Node: again, home: alice.home}) {
+		said += r.LeftOut
+	}
+	if said != extra {
+		t.Fatalf("the record of refusals says %d were left out, want %d", said, extra)
+	}
 }

@@ -42,6 +42,14 @@ import (
 // cache bounded by bytes (maxSignedViewBytes, least recently used evicted
 // one by one), so a flood of peers costs neither a signature each nor a
 // signed view each, and never empties the cache at once.
+//
+// A view's seq and updated are not the document's: they are those of the
+// last change visible in the view (marks.go), so that a change a
+// requester cannot see — a capability advertised only when eligible,
+// which no stranger is — moves nothing a stranger can observe: not the
+// seq, updated or signature of its view, the well-known ETag, nor the
+// version of a projection. Signed views are kept by that seq and their
+// content, and outlive a document change that leaves them as they are.
 type documents struct {
 	id    *identity.Identity
 	store ownDocumentStore
@@ -56,6 +64,8 @@ type documents struct {
 	named   map[string]bool     // the peers doc's allow lists name
 	schemas *negotiate.Schemas  // of doc, compiled once per seq
 
+	marks viewMarks // per class, the seq of the last visible change (marks.go); under mu
+
 	classes *lru.Cache[string, viewClass]                                                 // facts (with seq) → the class of view they cut
 	views   *costlru.Cache[viewClass, *signedView]                                        // signed views by class, bounded by bytes
 	signing singleflight.Group                                                            // by class: requesters of one class arriving together wait for one signature
@@ -67,11 +77,13 @@ type documents struct {
 // <your peer ID> --verify …", the same for all of them.
 const anyRequester = "<your peer ID>"
 
-// viewClass names a view by the document's seq and the view's content
-// key: requesters in one class are shown the same signed view.
+// viewClass names a signed view by its seq and updated (those of the
+// last change visible in it: marks.go) and its content key: requesters
+// in one class are shown the same signed view.
 type viewClass struct {
-	seq uint64
-	key [sha256.Size]byte
+	seq     uint64
+	updated string
+	key     [sha256.Size]byte
 }
 
 // ownDocumentStore is what documents keeps in the store: the document
@@ -81,6 +93,8 @@ type ownDocumentStore interface {
 	OwnDocument() (uint64, json.RawMessage, error)
 	SaveOwnDocument(seq uint64, raw json.RawMessage) error
 	SaveOwnDocumentWith(seq uint64, raw json.RawMessage, rc store.RuntimeCapabilities) error
+	ViewMarks() (json.RawMessage, error)
+	SaveViewMarks(raw json.RawMessage) error
 }
 
 var _ ownDocumentStore = (*store.Own)(nil)
@@ -89,6 +103,7 @@ func newDocuments(id *identity.Identity, st ownDocumentStore, order *conditions.
 	d := &documents{id: id, store: st, order: order, now: now, log: log,
 		views: costlru.New[viewClass, *signedView](maxSignedViewBytes), signer: negotiate.SignView}
 	d.classes, _ = lru.New[string, viewClass](maxViewClasses)
+	d.marks.init()
 	return d
 }
 
@@ -179,12 +194,14 @@ func (d *documents) set(doc *negotiate.Document, rc *store.RuntimeCapabilities) 
 			named[p] = true
 		}
 	}
-	d.mu.Lock()
-	d.doc, d.named = doc, named
-	d.mu.Unlock()
-	// Views of older seqs are no longer shown; classes name their seq, so
-	// none is taken for the new document.
-	d.views.Purge()
+	if err := d.remark(doc, func() {
+		d.doc, d.named = doc, named
+	}); err != nil {
+		return err
+	}
+	// Classes name the document's seq, so none is taken for the new
+	// document. Signed views are named by their own seq and content:
+	// those the change left as they were are still shown.
 	d.classes.Purge()
 	return nil
 }
@@ -221,45 +238,62 @@ func (d *documents) update(change func(doc *negotiate.Document) (*store.RuntimeC
 }
 
 // view returns the signed view of the owner's document for facts: the
-// one of their class when it is held, otherwise signed now and kept.
+// one of their class when it is held, otherwise signed now and kept. Its
+// seq and updated are those of the last change visible in it (marks.go),
+// and never lower than a seq this requester (f.Peer) was shown before.
 func (d *documents) view(f conditions.Facts) (*signedView, error) {
+	for {
+		v, err := d.viewOnce(f)
+		if !errors.Is(err, errReplaced) {
+			return v, err
+		}
+	}
+}
+
+func (d *documents) viewOnce(f conditions.Facts) (*signedView, error) {
 	d.mu.Lock()
 	doc, named := d.doc, d.named[f.Peer]
 	d.mu.Unlock()
+	requester := f.Peer
 	if f.Peer != "" && !named {
 		// Only an allow list makes a view depend on who the requester is;
 		// otherwise its peer ID would only be quoted in how_to_meet texts
 		// and make each requester's view a class of its own.
 		f.Peer = anyRequester
 	}
-	fk := fmt.Sprintf("%d|%s|%d|%s|%s|%s", doc.Seq, f.Peer, f.AuthLevel, f.Disclosure, f.Temperature, f.Persona)
-	if class, ok := d.classes.Get(fk); ok {
-		if v, ok := d.views.Get(class); ok {
-			return v, nil
-		}
-	}
-	cut := doc.View(f, d.order)
-	key, err := negotiate.ContentKey(cut)
-	if err != nil {
-		return nil, err
-	}
-	class := viewClass{seq: doc.Seq}
-	copy(class.key[:], key)
-	d.classes.Add(fk, class)
-	if v, ok := d.views.Get(class); ok {
-		return v, nil
-	}
-	signed, err, _ := d.signing.Do(string(key)+fmt.Sprint(doc.Seq), func() (any, error) {
-		if v, ok := d.views.Get(class); ok {
-			return v, nil // signed by the call that finished as this one began
-		}
-		v, err := d.sign(cut)
+	ck := classKey(f)
+	fk := fmt.Sprintf("%d|%s", doc.Seq, ck)
+	var cut *negotiate.Document
+	class, ok := d.classes.Get(fk)
+	if !ok {
+		cut = doc.View(f, d.order)
+		key, err := negotiate.ContentKey(cut)
 		if err != nil {
 			return nil, err
 		}
-		if d.current().Seq == doc.Seq {
-			d.views.Add(class, v, signedViewCost(v))
+		if class, err = d.mark(doc, ck, f, key); err != nil {
+			return nil, err
 		}
+		d.classes.Add(fk, class)
+	}
+	class = d.floored(requester, class)
+	if v, ok := d.views.Get(class); ok {
+		return v, nil
+	}
+	signed, err, _ := d.signing.Do(fmt.Sprintf("%x|%d", class.key, class.seq), func() (any, error) {
+		if v, ok := d.views.Get(class); ok {
+			return v, nil // signed by the call that finished as this one began
+		}
+		view := cut
+		if view == nil {
+			view = doc.View(f, d.order) // the class was known, its signed view evicted
+		}
+		view.Seq, view.Updated = class.seq, class.updated
+		v, err := d.sign(view)
+		if err != nil {
+			return nil, err
+		}
+		d.views.Add(class, v, signedViewCost(v))
 		return v, nil
 	})
 	if err != nil {
@@ -308,9 +342,7 @@ func (d *documents) ordered(v *signedView, requested []string) (*signedView, []s
 	if err != nil {
 		return nil, nil, err
 	}
-	if d.current().Seq == v.Doc.Seq {
-		d.views.Add(key, o, signedViewCost(o))
-	}
+	d.views.Add(key, o, signedViewCost(o))
 	return o, honoured, nil
 }
 

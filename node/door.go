@@ -25,7 +25,8 @@ import (
 //	bounded decode   the transport's: a frame of at most 1 MiB (wire.Stream),
 //	                 an HTTP body of at most 1 MB, within the container
 //	                 bounds, its cost taken from the budget (budget.go) until
-//	                 the verify step is done; decoding validates
+//	                 it is recorded (the audit step) or refused; decoding
+//	                 validates
 //	room             a greeting only (a new conversation): the audit log
 //	                 has room for it (door.room: disk watermark, quota)
 //	establish        the signer: the stream's remote peer (libp2p), or the
@@ -37,8 +38,9 @@ import (
 //	                 the message carries (a greeting's or an update's view,
 //	                 key statements: rotation.go) verified too
 //	strangers' room  a greeting from a peer the owner has not made known:
-//	                 today's share of the audit log for strangers is not
-//	                 used up (door.strangerRoom)
+//	                 strangers' files are within their share of the audit
+//	                 log, the oldest of them deleted to make room when
+//	                 they are not (door.strangerRoom)
 //	replay           message_id not seen from this signer, date in the window
 //	rate             the signer's bucket at the conversation's temperature
 //	fit              the conversation: sequence, phase, owner of its ID
@@ -95,8 +97,8 @@ type arrival struct {
 	views []gossip.Phase
 	note  string // for the audit entry
 	// release gives back the message's share of the decoding budget
-	// (wire.Stream.ReadHeld): after the verify step, or on a refusal
-	// before it. nil: none held.
+	// (wire.Stream.ReadHeld): once the message is recorded (the audit
+	// step, which copies it twice), or refused. nil: none held.
 	release func()
 }
 
@@ -125,18 +127,25 @@ type door struct {
 	now     func() time.Time
 	budget  *Budget // the decoding budget messages hold until verified (nil: none)
 	// known says whether the owner made a peer known (peerGate); nil
-	// knows nobody. Strangers' conversations share a quarter of the audit
-	// log's quota a day (gossip.StrangerShare).
+	// knows nobody. Strangers' files share a quarter of the audit log's
+	// quota, the oldest going first (gossip.StrangerShare).
 	known func(peer.ID) bool
 	// keys checks the key statements a message carries (in the verify
 	// step) and follows them once it is audited (rotation.go); nil: none.
 	keys *keyLifecycle
+	// beforeFit, when set (tests only), runs just before the fit step:
+	// a seam where a test holds messages to race them at that step.
+	beforeFit func(*arrival)
 }
 
 func newDoor(self string, audit *gossip.AuditLog, replay *identity.ReplayGuard, rates *rateLimits,
 	revoked func(peer.ID) error, events *hub, log *slog.Logger, now func() time.Time, remote func(peer.ID) netip.Addr) *door {
-	return &door{self: self, audit: audit, replay: replay, rates: rates, revoked: revoked, events: events, log: log, now: now,
+	d := &door{self: self, audit: audit, replay: replay, rates: rates, revoked: revoked, events: events, log: log, now: now,
 		strangers: rate.NewLimiter(rate.Every(strangerEventEvery), strangerEventBurst), refusals: newRefusalBudget(), remote: remote}
+	// Refusals the previous run counted and no record said: the next
+	// record says them (keepLeftOut).
+	d.refusals.leftOut.Add(audit.LeftOut())
+	return d
 }
 
 // admitted is a message through the door: its signer, established. On a
@@ -154,7 +163,7 @@ var errAudit = errors.New("audit log")
 // error says why (wire.CodeOf names its code); the transport answers.
 func (d *door) admit(a *arrival) (admitted, error) {
 	if a.release != nil {
-		defer a.release() // a refusal before the verify step
+		defer a.release() // a refusal before the audit step
 	}
 	if err := d.room(a); err != nil {
 		return admitted{}, d.refuse(a, "", false, false, err)
@@ -176,21 +185,27 @@ func (d *door) admit(a *arrival) (admitted, error) {
 	if err := d.strangerRoom(a, from); err != nil {
 		return admitted{from: from}, d.refuse(a, from, true, false, err)
 	}
-	if a.release != nil {
-		a.release() // decoded and verified: the rest costs little
-	}
 	if err := d.checkReplay(a, from); err != nil {
 		return admitted{from: from}, d.refuse(a, from, true, false, err)
 	}
 	if err := d.charge(a, from); err != nil {
 		return admitted{from: from}, d.refuse(a, from, true, true, err)
 	}
+	if d.beforeFit != nil {
+		d.beforeFit(a)
+	}
 	if a.fit != nil {
 		if err := a.fit(from); err != nil {
 			return admitted{from: from}, d.refuse(a, from, true, true, err)
 		}
 	}
-	if err := d.record(a, from); err != nil {
+	err = d.record(a, from)
+	if a.release != nil {
+		// Recorded (or not): the decoded message's share of the budget,
+		// held through the audit's copies of it, goes back.
+		a.release()
+	}
+	if err != nil {
 		d.forget(a, from)
 		return admitted{from: from}, err
 	}
@@ -236,12 +251,14 @@ func (d *door) room(a *arrival) error {
 // stranger reports whether pid is a peer the owner has not made known.
 func (d *door) stranger(pid peer.ID) bool { return d.known == nil || !d.known(pid) }
 
-// strangerRoom refuses a greeting — a new conversation — from a stranger
-// once today's entries of strangers' conversations have their share of the
-// audit log (gossip.AuditLog.StrangerRoom), with wire code unavailable and
-// the reason: fresh keys cost nothing, so without it strangers could fill
-// the quota with admitted greetings and shut out everyone; peers the owner
-// made known are still taken. It runs once the signer is established.
+// strangerRoom makes room in the audit log for a greeting — a new
+// conversation — from a stranger: strangers' files take at most their
+// share of the log, so the oldest of them are deleted for a new one
+// (gossip.AuditLog.StrangerRoom), never a file of a peer the owner made
+// known. Fresh keys cost nothing, so without it strangers could fill the
+// quota with admitted greetings and shut out everyone; with it they cannot
+// shut out even each other. It refuses (wire code unavailable, and why)
+// only when no room could be made. It runs once the signer is established.
 func (d *door) strangerRoom(a *arrival, from peer.ID) error {
 	if a.msg.Headers.Phase != gossip.PhaseGreeting || !d.stranger(from) {
 		return nil
@@ -253,14 +270,19 @@ func (d *door) strangerRoom(a *arrival, from peer.ID) error {
 }
 
 // validate checks what the transport reads of the message beyond its
-// decoding: its parts (a.validate), and that a view travels only where
-// the transport verifies one.
+// decoding: its phase and parts (a.validate), then that a view travels
+// only where the transport verifies one. The transport's own check comes
+// first, so that a message of the wrong kind (an update push that is no
+// context message) is refused for what it is, not for the view it
+// carries.
 func (d *door) validate(a *arrival) error {
-	if _, ok := a.msg.Body.Part(partCapabilities); ok && !slices.Contains(a.views, a.msg.Headers.Phase) {
-		return fmt.Errorf("%w: a %q part travels only in a greeting or an update push", gossip.ErrInvalidMessage, partCapabilities)
-	}
 	if a.validate != nil {
-		return a.validate()
+		if err := a.validate(); err != nil {
+			return err
+		}
+	}
+	if _, ok := a.msg.Body.Part(partCapabilities); ok && !slices.Contains(a.views, a.msg.Headers.Phase) {
+		return fmt.Errorf("%w: a %q part travels only in a greeting or an update push (a context message on %s)", gossip.ErrInvalidMessage, partCapabilities, wire.Update)
 	}
 	return nil
 }
@@ -490,6 +512,16 @@ func (d *door) reportLeftOut() {
 		return
 	}
 	d.log.Info("refusals left out of the record of refusals", "count", n)
+}
+
+// keepLeftOut keeps the count of refusals left out that no record has
+// said yet for the next run (gossip.AuditLog.KeepLeftOut), so that a
+// restart loses none of it. The daemon calls it with reportLeftOut every
+// hour and at close.
+func (d *door) keepLeftOut() {
+	if err := d.audit.KeepLeftOut(d.refusals.leftOut.Load()); err != nil {
+		d.log.Warn("keeping the count of refusals left out for the next run", "err", err)
+	}
 }
 
 // publish tells the local agent of an admitted message (the act step).

@@ -2,6 +2,7 @@ package node
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -44,34 +45,82 @@ func (n *Node) StandingChanged(peer, detail string) {
 }
 
 // hub fans events out to subscribers. A subscriber that falls more than
-// its buffer behind is sent events_lost and dropped, rather than slowing
-// the daemon or silently missing events; it reconnects and catches up
-// from the audit log. A subscriber is the local agent (the bridge sends
-// invocations its way and waits for an answer) unless it subscribed as an
-// observer: a tool that follows events (the MCP endpoint, a console) must
-// not make the daemon wait agent.timeout for an answer nobody will give.
+// its buffer behind — subscriberBuffer events, or events holding more
+// than subscriberBytes between them (a message event holds the decoded
+// message: a greeting with a large view holds megabytes) — is sent
+// events_lost and dropped, rather than slowing the daemon, holding a
+// flood's messages in memory, or silently missing events; it reconnects
+// and catches up from the audit log. A subscriber is the local agent (the
+// bridge sends invocations its way and waits for an answer) unless it
+// subscribed as an observer: a tool that follows events (the MCP
+// endpoint, a console) must not make the daemon wait agent.timeout for an
+// answer nobody will give.
 type hub struct {
 	mu   sync.Mutex
-	subs map[chan Event]bool // → is an agent
+	subs map[*subscriber]bool // → is an agent
 }
 
-const subscriberBuffer = 256
+const (
+	subscriberBuffer = 256
+	subscriberBytes  = 16 << 20
+)
 
-func newHub() *hub { return &hub{subs: map[chan Event]bool{}} }
+// subscriber is one subscription: events wait in queue (within its
+// bounds) and a forwarder hands them to out, the subscriber's channel,
+// one at a time, counting what waits in pending.
+type subscriber struct {
+	queue   chan Event
+	out     chan Event
+	done    chan struct{}
+	pending atomic.Int64 // the cost (eventCost) of the events in queue and in the forwarder's hand
+}
+
+// eventCost is what an event holds in memory.
+func eventCost(e Event) int64 {
+	n := int64(256 + len(e.Detail))
+	if e.Message != nil {
+		n += e.Message.Footprint()
+	}
+	if e.Invocation != nil && e.Invocation.Message != nil {
+		n += e.Invocation.Message.Footprint()
+	}
+	return n
+}
+
+func newHub() *hub { return &hub{subs: map[*subscriber]bool{}} }
 
 // subscribe returns a channel of events and a function to stop; agent
 // says whether the subscriber answers invocations.
 func (h *hub) subscribe(agent bool) (<-chan Event, func()) {
-	ch := make(chan Event, subscriberBuffer)
+	s := &subscriber{queue: make(chan Event, subscriberBuffer), out: make(chan Event), done: make(chan struct{})}
+	go s.forward()
 	h.mu.Lock()
-	h.subs[ch] = agent
+	h.subs[s] = agent
 	h.mu.Unlock()
-	return ch, func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if _, ok := h.subs[ch]; ok {
-			delete(h.subs, ch)
-			close(ch)
+	var once sync.Once
+	return s.out, func() {
+		once.Do(func() {
+			h.mu.Lock()
+			if _, ok := h.subs[s]; ok {
+				delete(h.subs, s)
+				close(s.queue)
+			}
+			h.mu.Unlock()
+			close(s.done) // the subscriber reads no more: the forwarder stops
+		})
+	}
+}
+
+// forward hands the queued events to the subscriber, then closes its
+// channel (after the queue is closed, or the subscriber stopped).
+func (s *subscriber) forward() {
+	defer close(s.out)
+	for e := range s.queue {
+		select {
+		case s.out <- e:
+			s.pending.Add(-eventCost(e))
+		case <-s.done:
+			return
 		}
 	}
 }
@@ -99,20 +148,29 @@ type subscription struct{ observer bool }
 func AsObserver() SubscribeOption { return func(s *subscription) { s.observer = true } }
 
 func (h *hub) publish(e Event) {
+	cost := eventCost(e)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for ch := range h.subs {
-		select {
-		case ch <- e:
-		default:
-			// Make room for one notice, then drop the subscriber.
+	for s := range h.subs {
+		if s.pending.Load()+cost <= subscriberBytes {
 			select {
-			case <-ch:
+			case s.queue <- e:
+				s.pending.Add(cost)
+				continue
 			default:
 			}
-			ch <- Event{Type: EventEventsLost, At: e.At, Detail: "this subscriber fell behind; events after this were not delivered (read the audit log, then subscribe again)"}
-			delete(h.subs, ch)
-			close(ch)
 		}
+		// Behind: what waits is dropped (its memory goes with it), and the
+		// subscriber is told so, and dropped.
+		for drained := false; !drained; {
+			select {
+			case <-s.queue:
+			default:
+				drained = true
+			}
+		}
+		s.queue <- Event{Type: EventEventsLost, At: e.At, Detail: "this subscriber fell behind; events after this were not delivered (read the audit log, then subscribe again)"}
+		delete(h.subs, s)
+		close(s.queue)
 	}
 }

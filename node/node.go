@@ -131,7 +131,14 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	if cfg.Durability.Sync == SyncInterval {
 		auditOpts = append(auditOpts, gossip.SyncEvery(cfg.Durability.Interval.Duration))
 	}
-	auditOpts = append(auditOpts, gossip.WithLimits(cfg.Audit.Limits()), gossip.WithClock(func() time.Time { return n.now() }))
+	auditOpts = append(auditOpts, gossip.WithLimits(cfg.Audit.Limits()), gossip.WithClock(func() time.Time { return n.now() }),
+		// Strangers' files make room for new strangers, never the files
+		// of peers the owner made known (peerGate, built below).
+		gossip.WithKnown(func(p string) bool { return n.peerGate != nil && n.peerGate.known(p) }),
+		gossip.WithPruned(func(p gossip.Pruned) {
+			log.Warn("deleted the oldest strangers' audit files to make room for new strangers (audit.max_mb / 4 is their share)",
+				"files", len(p.Files)+p.More, "mib", p.Bytes>>20, "listed_in", filepath.Join("audit", p.At.Format("2006-01-02"), "_pruned.jsonl"))
+		}))
 	if n.audit, err = gossip.OpenAuditLog(filepath.Join(home.Dir, "audit"), append(auditOpts, n.auditOpts...)...); err != nil {
 		return nil, err
 	}
@@ -436,6 +443,7 @@ func (n *Node) pruneLoop() {
 			n.rates.prune()
 			n.mail.rates.prune()
 			n.door.reportLeftOut()
+			n.door.keepLeftOut()
 			if n.cfg.Relay.Service && n.cfg.Relay.Mailbox {
 				n.mail.pruneMail()
 			}
@@ -480,7 +488,16 @@ func (n *Node) closeAll() error {
 		errs = append(errs, n.seen.Flush())
 	}
 	if n.audit != nil {
+		if n.door != nil {
+			// The count of refusals left out goes into the record when it
+			// has room, and is kept for the next run when not.
+			n.door.reportLeftOut()
+			n.door.keepLeftOut()
+		}
 		errs = append(errs, n.audit.Close())
+	}
+	if n.docs != nil && n.store != nil {
+		errs = append(errs, n.docs.saveMarks()) // the floors raised since the last change (marks.go)
 	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())

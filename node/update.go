@@ -137,6 +137,13 @@ func (up *updatePush) handle(s network.Stream) {
 	}
 	var pv pendingView
 	_, err = cs.door.admit(&arrival{via: viaLibp2p, msg: m, stream: pid, note: "capability update", views: []gossip.Phase{gossip.PhaseContext}, release: release,
+		validate: func() error {
+			if p := m.Headers.Phase; p != gossip.PhaseContext {
+				return fmt.Errorf("%w: an update push is a context message (phase context, the new view in a %q part), not a %s; greetings and the rest of a conversation go on %s",
+					gossip.ErrUnexpectedPhase, partCapabilities, p, wire.Conversation)
+			}
+			return nil
+		},
 		temperature: func(peer.ID) string {
 			if open != nil {
 				return open.grant().Temperature
@@ -150,9 +157,6 @@ func (up *updatePush) handle(s network.Stream) {
 			return err
 		},
 		fit: func(peer.ID) error {
-			if m.Headers.Phase != gossip.PhaseContext {
-				return fmt.Errorf("%w: an update is a context message from the stream's peer", gossip.ErrUnexpectedPhase)
-			}
 			if open == nil {
 				return fmt.Errorf("%w: no open conversation %s with you; greet first", gossip.ErrWrongConversation, m.Headers.ConversationID)
 			}

@@ -64,8 +64,8 @@ func freePort(t testing.TB) int {
 }
 
 // Start prepares a home (ifaced init), writes its config and runs the
-// daemon until the test ends; it returns once the libp2p port accepts
-// connections.
+// daemon until the test ends; it returns once the libp2p port (and the
+// HTTP binding, when there is one) accepts connections.
 func Start(t testing.TB, o Options) *Target {
 	t.Helper()
 	bin := netlab.Binary(t)
@@ -115,12 +115,19 @@ func Start(t testing.TB, o Options) *Target {
 	}
 	go func() { d.cmd.Wait(); close(d.exited) }()
 	t.Cleanup(d.stop)
+	// Up once its libp2p port accepts connections, and its HTTP binding's
+	// when it serves one (which may open a moment after).
 	deadline := time.Now().Add(60 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+	listening := []string{fmt.Sprintf("127.0.0.1:%d", port)}
+	if d.HTTP != "" {
+		listening = append(listening, d.HTTP)
+	}
+	for len(listening) > 0 {
+		c, err := net.DialTimeout("tcp", listening[0], time.Second)
 		if err == nil {
 			c.Close()
-			break
+			listening = listening[1:]
+			continue
 		}
 		select {
 		case <-d.exited:
@@ -128,7 +135,7 @@ func Start(t testing.TB, o Options) *Target {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("ifaced did not listen on %s within 60 s: %v\n%s", d.P2P, err, d.Log())
+			t.Fatalf("ifaced did not listen on %s within 60 s: %v\n%s", listening[0], err, d.Log())
 		}
 		time.Sleep(50 * time.Millisecond) // polling a port another process opens: nothing to wait on
 	}

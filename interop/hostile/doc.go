@@ -9,8 +9,8 @@
 //
 //	TestContainerBombOverStreams      1 MiB frames of nested empty containers on many libp2p streams
 //	TestContainerBombThroughTheInbox  the same as JSON, many requests at once to the HTTPS inbox
-//	TestWrongKeyFlood                 900 KiB greetings signed by the wrong key
-//	TestFreshKeysWithLargeViews       fresh keys, each greeting once with a 900 KiB view
+//	TestWrongKeyFlood                 900 KiB greetings signed by the wrong key; stopped, every refusal is in the record or its count
+//	TestFreshKeysWithLargeViews       fresh keys greeting at once with 900 KiB views, past the strangers' share; then a new stranger
 //	TestBogusIntroductionProofs       fresh keys presenting introductions the daemon never issued
 //	TestSelfRevokingKeyFlood          fresh keys that greet and revoke themselves, then the owner's rotation
 //	TestMailboxRegistrationFlood      fresh keys registering relay mailboxes, then a genuine peer's mail
@@ -19,7 +19,10 @@
 //	TestDNSRebindingHost              a web page's requests to the loopback binding under its own Host
 //
 // and asserts the bound README.md "Bounds" states for it: peak RSS within
-// memoryFactor × limits.max_memory_mb, the disk and store bounds, and the
+// memoryFactor × limits.max_memory_mb (short and long forms), the disk
+// and store bounds, the record of refusals' (an excerpt within 2 KiB as
+// written, every refusal written or counted), the strangers' share (new
+// strangers are taken, the oldest strangers' files make room), and the
 // established peers' greetings within establishedP95 with none failing.
 //
 // The suite runs only when asked, since it runs real processes under

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -245,58 +246,131 @@ func TestWrongKeyFlood(t *testing.T) {
 	if grew, bound := after.Disk-before.Disk, int64(wrongKeyDiskBound); grew > bound {
 		t.Errorf("disk grew %s for %d refused messages, over the bound %s", MiB(grew), n, MiB(bound))
 	}
+	// Stopped, the daemon has accounted for every refusal: written as a
+	// summary, or counted as left out (the count said at shutdown), and no
+	// summary's excerpt is over 2 KiB as written.
+	target.Stop()
+	written, leftOut, longest := refusalRecords(t, target)
+	t.Logf("record of refusals: %d summaries, %d left out (counted), longest excerpt %d bytes as written", written, leftOut, longest)
+	if written+int(leftOut) < n {
+		t.Errorf("%d refusals written and %d counted as left out, for %d refused messages: the count was lost at shutdown", written, leftOut, n)
+	}
+	if longest > gossip.RefusalExcerpt {
+		t.Errorf("an excerpt takes %d bytes in the record of refusals, over %d", longest, gossip.RefusalExcerpt)
+	}
+}
+
+// refusalRecords reads the stopped target's record of refusals: the
+// summaries written, the refusals counted as left out, and the longest
+// excerpt as written (a JSON string, quotes and escapes included).
+func refusalRecords(t *testing.T, target *Target) (written int, leftOut int64, longest int) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(target.Home, "audit", "*", "_refused.jsonl"))
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+			var members map[string]json.RawMessage
+			if json.Unmarshal([]byte(line), &members) != nil {
+				continue
+			}
+			var r gossip.Refusal
+			json.Unmarshal([]byte(line), &r)
+			leftOut += r.LeftOut
+			if r.Transport != "-" {
+				written++
+			}
+			longest = max(longest, len(members["excerpt"]))
+		}
+	}
+	return written, leftOut, longest
 }
 
 // wrongKeyDiskBound: what a flood of refused messages may add to the
 // data directory: bounded summaries, rate-limited per connection.
 const wrongKeyDiskBound = 4 << 20
 
-// Fresh keys, each greeting once with a large view: strangers' views are
-// not persisted and do not pile up in memory, and their conversations
-// take at most their share of the audit log (a quarter of audit.max_mb a
-// day), after which new strangers are refused while the peers the owner
-// knows go on.
+// Fresh keys, each greeting once with a large view, as fast as the daemon
+// takes them (each peer connected and its greeting signed first, then the
+// greetings let go together, inFlight at a time: all 30 at once in the
+// short form, 32 at a time in the long form, which keeps the daemon
+// decoding, verifying and recording all along): the daemon's peak memory
+// stays within its bound, strangers' views are not persisted, and their
+// files take at most their share of the audit log (a quarter of
+// audit.max_mb) — the oldest making room for new strangers, who are never
+// shut out — while the peers the owner knows go on. A last stranger, after
+// the flood, is greeted.
 func TestFreshKeysWithLargeViews(t *testing.T) {
 	enabled(t)
 	const auditMB = 64
 	target := Start(t, Options{Extra: fmt.Sprintf("[audit]\nmax_mb = %d\n", auditMB)})
 	e := Establish(t, target)
 	before := target.Measure(t)
-	n := scale(30, 300)
-	codes := map[string]int{}
-	var mu sync.Mutex
+	n, inFlight := scale(30, 300), scale(30, 32)
+	peers := make([]*Peer, n)
+	frames := make([][]byte, n)
 	strangers := map[string]bool{}
-	parallel(n, 4, func(int) {
+	var mu sync.Mutex
+	parallel(n, 4, func(i int) {
 		p := NewPeer(t, target)
-		mu.Lock()
-		strangers[p.ID.PeerID().String()] = true
-		mu.Unlock()
-		defer p.Close()
-		g := p.Greeting(t, target, p.View(t, 230, 900<<10), p.ID)
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		m, err := p.Exchange(ctx, target, wire.Conversation, Frame(t, g))
+		f := Frame(t, p.Greeting(t, target, p.View(t, 230, 900<<10), p.ID))
 		mu.Lock()
 		defer mu.Unlock()
-		codes[answerCode(m, err)]++
+		peers[i], frames[i] = p, f
+		strangers[p.ID.PeerID().String()] = true
 	})
+	codes := map[string]int{}
+	go_ := make(chan struct{})
+	slots := make(chan struct{}, inFlight)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-go_
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			m, err := peers[i].Exchange(ctx, target, wire.Conversation, frames[i])
+			mu.Lock()
+			defer mu.Unlock()
+			codes[answerCode(m, err)]++
+		}()
+	}
+	close(go_)
+	wg.Wait()
+	for _, p := range peers {
+		p.Close()
+	}
 	after := holds(t, target, e, before)
 	grew := after.Disk - before.Disk
-	t.Logf("%d fresh keys with 900 KiB views: %v; disk +%s", n, codes, MiB(grew))
-	// Their entries (the greeting and its answer, each as JSON and as
-	// IFP-3) within the share, plus the last entries written as it
-	// filled, plus the bounded refusal summaries.
+	t.Logf("%d fresh keys with 900 KiB views, %d at a time: %v; disk +%s", n, inFlight, codes, MiB(grew))
+	// Their files within the share, plus the last entries written as it
+	// filled, plus the bounded refusal summaries and records.
 	if bound := int64(auditMB<<20)/4 + 8<<20; grew > bound {
 		t.Errorf("disk grew %s for %d strangers' greetings, over the bound %s (a quarter of audit.max_mb, and 8 MiB)", MiB(grew), n, MiB(bound))
 	}
-	peers, _ := target.Records(t)
+	if codes["unavailable"] > 0 {
+		t.Errorf("%d strangers were refused as unavailable: the strangers' share must make room, not shut them out", codes["unavailable"])
+	}
+	// A last stranger, once the flood is over, is greeted.
+	last := NewPeer(t, target)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if m, err := last.Exchange(ctx, target, wire.Conversation, Frame(t, last.Greeting(t, target, last.View(t, 230, 900<<10), last.ID))); answerCode(m, err) != "greeting" {
+		t.Errorf("a new stranger after the flood: %s, want a greeting", answerCode(m, err))
+	}
+	peerRecords, _ := target.Records(t)
 	kept := 0
-	for _, p := range peers {
+	for _, p := range peerRecords {
 		if strangers[p] {
 			kept++
 		}
 	}
-	t.Logf("the store holds %d peer records, %d of them the strangers'", len(peers), kept)
+	t.Logf("the store holds %d peer records, %d of them the strangers'", len(peerRecords), kept)
 	if kept > 0 {
 		t.Errorf("%d of %d strangers' views were persisted in the peer cache", kept, n)
 	}

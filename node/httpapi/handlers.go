@@ -117,8 +117,10 @@ func (s *Binding) inbox(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	m, err := gossip.DecodeJSON(body)
 	if err != nil {
+		// The code of what failed (unsupported_version for an ifp other
+		// than 4, else invalid_format), as over libp2p and in the vectors.
 		s.n.Inbox().RecordUndecoded("https", body, err)
-		writeError(w, http.StatusBadRequest, CodeInvalidFormat, err.Error())
+		s.refuse(w, err)
 		return
 	}
 	if key := r.Header.Get("Idempotency-Key"); key != "" && key != m.Headers.MessageID {
@@ -207,8 +209,10 @@ func (s *Binding) invoke(w http.ResponseWriter, r *http.Request) {
 func (s *Binding) invokeSigned(w http.ResponseWriter, who caller, body []byte) {
 	m, err := gossip.DecodeJSON(body)
 	if err != nil {
+		// The code of what failed (unsupported_version for an ifp other
+		// than 4, else invalid_format), as over libp2p and in the vectors.
 		s.n.Inbox().RecordUndecoded("https", body, err)
-		writeError(w, http.StatusBadRequest, CodeInvalidFormat, err.Error())
+		s.refuse(w, err)
 		return
 	}
 	if c := m.Headers.Capabilities; c == nil || len(c.Request) != 1 || needsSlot(c.Request[0]) {

@@ -10,7 +10,8 @@
 //     protection (identity.ReplayGuard) survives a restart;
 //   - the owner's own capability document and its seq, and the owner's
 //     run-time capability changes (caps add, caps remove) written with it
-//     (owncaps.go);
+//     (owncaps.go), and the marks of the views it showed (own.go,
+//     SaveViewMarks);
 //   - trust records (pins, revocations, identity-document checks) and
 //     introduction tokens minted here and held from others (buckets
 //     "trust", "intros_issued", "intros_held");
@@ -81,7 +82,9 @@
 //     counting or evicting the owner's own nor those about peers the
 //     owner made known (keys.go).
 //   - intros_issued and intros_held, own, policy, imports: the owner's
-//     acts only (minting, accepting, configuring, importing).
+//     acts only (minting, accepting, configuring, importing); in own, the
+//     view marks record is bounded by its writer (package node: a capped
+//     number of classes and of peers' floors).
 //   - the mail buckets: mail.go.
 //
 // # Layout

@@ -70,3 +70,37 @@ func (s *Own) OwnDocument() (seq uint64, doc json.RawMessage, err error) {
 	}
 	return rec.Seq, rec.Doc, nil
 }
+
+// keyViewMarks holds, beside the document, what node's documents keep of
+// the views they showed: per class of requester, the seq of the last
+// change visible in its view (and per peer the highest seq shown), so
+// that a change no class can see moves no view's seq across restarts.
+// The record is the caller's JSON, bounded by the caller.
+var keyViewMarks = []byte("view_marks")
+
+// SaveViewMarks stores the view marks record (see keyViewMarks).
+func (s *Own) SaveViewMarks(raw json.RawMessage) error {
+	if !json.Valid(raw) {
+		return fmt.Errorf("saving view marks: not valid JSON")
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketOwn).Put(keyViewMarks, raw) })
+	if err != nil {
+		return fmt.Errorf("saving view marks: %w", err)
+	}
+	return nil
+}
+
+// ViewMarks returns the stored view marks record, or nil before the first.
+func (s *Own) ViewMarks() (json.RawMessage, error) {
+	var out json.RawMessage
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if raw := tx.Bucket(bucketOwn).Get(keyViewMarks); raw != nil {
+			out = append(json.RawMessage(nil), raw...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading view marks: %w", err)
+	}
+	return out, nil
+}

@@ -15,6 +15,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -537,7 +538,7 @@ type refusalVectors struct {
 
 type refusalCase struct {
 	Name   string   `json:"name"`
-	Stage  string   `json:"stage"`            // read, verify or conversation
+	Stage  string   `json:"stage"`            // read, verify, conversation, lifecycle or update
 	Frames []string `json:"frames,omitempty"` // hex: the bytes on a stream, one entry per message (conversation: all but the last are accepted)
 	JSON   string   `json:"json,omitempty"`   // or: an HTTP request body
 	Peer   string   `json:"peer"`             // the key name of the stream's peer (the expected signer)
@@ -656,6 +657,8 @@ func buildRefusals(t *testing.T) refusalVectors {
 			"stage conversation: every frame but the last is accepted in one conversation, the last is refused. " +
 			"stage lifecycle: the message verifies, but the receiver holds a key statement (held) about the peer's key and its clock reads at: " +
 			"a revocation refuses the key, a succession once at is past date + transition_seconds, naming the successor (names). " +
+			"stage update: the frame is pushed on /ifp/7/update/1.0.0 by peer to a receiver holding no open conversation with it: " +
+			"one that is not a context message is refused before anything else, one that is names no open conversation. " +
 			"field names the IFP-4 member the refusal names, when it names one.",
 		Keys: vectorKeys(t, "alice", "bob", "carol"),
 	}
@@ -719,8 +722,41 @@ func buildRefusals(t *testing.T) refusalVectors {
 		Held: mustMarshal(t, succ), At: vectorDate, Names: carol.PeerID().String(), Code: CodeKeyRetired})
 	add(refusalCase{Name: "a key its revocation statement revoked", Stage: "lifecycle", Frames: []string{frame(cborOf(greeting))},
 		Held: mustMarshal(t, rev), At: vectorDate, Code: CodeKeyRevoked})
-	_ = bob
+	// Update pushes (/ifp/7/update/1.0.0) to a receiver that holds no
+	// open conversation with alice: one that is not a context message is
+	// refused as such before anything else (it carries a view, which only
+	// a context message on this protocol may), and one that is names no
+	// open conversation.
+	viewDoc := &negotiate.Document{IFP: 7, AgentID: alice.DID(), Seq: 3, Capabilities: []negotiate.Capability{{Name: "ping", Description: "Responds to connectivity tests"}}}
+	if _, err := viewDoc.Sign(alice, vectorTime); err != nil {
+		t.Fatal(err)
+	}
+	push := func(id string, phase gossip.Phase) *gossip.Message {
+		m := minimalMessage(alice, bob)
+		m.Headers.MessageID, m.Headers.Sequence, m.Headers.Phase, m.Headers.Subject = id, 3, phase, "capability update"
+		m.Body = gossip.Body{Text: "My capabilities changed (seq 3); my new signed view for you is attached.",
+			Parts: []gossip.Part{{ContentType: "application/json", Name: "capabilities", Content: jsonValue(t, viewDoc)}}}
+		return signed(m, alice)
+	}
+	add(refusalCase{Name: "update push that is not a context message", Stage: "update",
+		Frames: []string{frame(cborOf(push("msg:01JNTP8R1S3X4V5W6Y7Z8A9B10", gossip.PhaseGreeting)))}, Code: CodeOutOfSequence})
+	add(refusalCase{Name: "update push naming no open conversation", Stage: "update",
+		Frames: []string{frame(cborOf(push("msg:01JNTP8R1S3X4V5W6Y7Z8A9B11", gossip.PhaseContext)))}, Code: CodeOutOfSequence})
 	return v
+}
+
+// updateRefusal is the receiver's rule for an update push from a peer it
+// holds no open conversation with: a message that is not a context
+// message is refused before anything else; one that is names no open
+// conversation once its signature verifies.
+func updateRefusal(m *gossip.Message, pub ed25519.PublicKey) error {
+	if m.Headers.Phase != gossip.PhaseContext {
+		return fmt.Errorf("%w: an update push is a context message, not a %s", gossip.ErrUnexpectedPhase, m.Headers.Phase)
+	}
+	if err := m.Verify(pub); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: no open conversation %s with you; greet first", gossip.ErrWrongConversation, m.Headers.ConversationID)
 }
 
 func mustMarshal(t *testing.T, v any) json.RawMessage {
@@ -800,6 +836,12 @@ func checkRefusals(t *testing.T, v refusalVectors) {
 			if err != nil && !strings.Contains(err.Error(), c.Names) {
 				t.Errorf("%s: %v does not name %s", c.Name, err, c.Names)
 			}
+		case "update":
+			if err != nil {
+				t.Errorf("%s: does not decode: %v", c.Name, err)
+				continue
+			}
+			err = updateRefusal(msgs[0], pub)
 		case "verify", "conversation":
 			if err != nil {
 				t.Errorf("%s: does not decode: %v", c.Name, err)
@@ -863,6 +905,159 @@ func fixNumbers(v any) any {
 	return v
 }
 
+// --- views.json ---
+
+type viewVectors struct {
+	About     string               `json:"about"`
+	Keys      map[string]vectorKey `json:"keys"`
+	Documents []json.RawMessage    `json:"documents"` // the owner's document after each change, in order
+	Requests  []viewRequest        `json:"requests"`  // in order
+}
+
+type viewRequest struct {
+	After     int       `json:"after"`               // index in documents of the document current
+	Requester string    `json:"requester,omitempty"` // a key name: the peer shown the view; "" for a caller nobody remembers
+	Facts     viewFacts `json:"facts"`
+	Seq       uint64    `json:"seq"`     // the view's seq
+	Updated   string    `json:"updated"` // the view's updated
+	Shows     []string  `json:"shows"`   // the names of the capabilities in the view
+	Note      string    `json:"note,omitempty"`
+}
+
+type viewFacts struct {
+	AuthLevel   int    `json:"auth_level"`
+	Disclosure  string `json:"disclosure"`
+	Temperature string `json:"temperature,omitempty"`
+	Persona     string `json:"persona,omitempty"`
+}
+
+func (f viewFacts) facts() conditions.Facts {
+	return conditions.Facts{AuthLevel: conditions.Level(f.AuthLevel), Disclosure: f.Disclosure, Temperature: f.Temperature, Persona: f.Persona}
+}
+
+// buildViews writes views.json: the owner's documents, in order, and the
+// views requested of them (the node package replays them against a
+// daemon and checks its views against them).
+func buildViews(t *testing.T) viewVectors {
+	alice := vectorIdentity(t, "alice")
+	at := func(min int) string { return gossip.FormatDate(vectorTime.Add(time.Duration(min) * time.Minute)) }
+	caps := []negotiate.Capability{
+		{Name: "ping", Description: "Responds to connectivity tests"},
+		{Name: "calendar.availability", Description: "Free slots in the next two weeks", Conditions: &conditions.Conditions{MinDisclosure: "professional"}},
+	}
+	var docs []*negotiate.Document
+	step := func(add ...negotiate.Capability) {
+		caps = append(slices.Clone(caps), add...)
+		docs = append(docs, &negotiate.Document{IFP: 7, AgentID: alice.DID(), Seq: uint64(len(docs) + 1), Updated: at(len(docs) * 10), Capabilities: caps})
+	}
+	step()
+	step(negotiate.Capability{Name: "vault.open", Description: "Open the vault", Advertise: negotiate.AdvertiseWhenEligible,
+		Conditions: &conditions.Conditions{MinDisclosure: "close"}})
+	step(negotiate.Capability{Name: "notes.share", Description: "Share notes", Advertise: negotiate.AdvertiseWhenEligible,
+		Conditions: &conditions.Conditions{MinDisclosure: "professional"}})
+	step(negotiate.Capability{Name: "weather.now", Description: "Current weather"})
+	v := viewVectors{
+		About: "A view's seq and updated are those of the last change visible in it (node/wire package comment, Views). " +
+			"documents are the owner's document after each change; requests, in order, each ask for the view of the document at index after " +
+			"for facts, shown to requester (a key name; \"\" for a caller nobody remembers). A class of view is its facts (the requester's " +
+			"peer ID only where an allow list names it). A class's mark is the content of its view (without seq, updated and signature) and the " +
+			"seq and updated of the document where that content last differed; a class first asked for takes the current document's. " +
+			"A view shown to a requester has the larger of its class's mark and the highest seq that requester was shown before (with its updated).",
+		Keys: vectorKeys(t, "alice", "bob", "carol"),
+	}
+	for _, d := range docs {
+		v.Documents = append(v.Documents, mustMarshal(t, d))
+	}
+	stranger := viewFacts{AuthLevel: 1, Disclosure: "public", Temperature: "cool"}
+	http := viewFacts{AuthLevel: -1, Disclosure: "public", Temperature: "cool"}
+	professional := viewFacts{AuthLevel: 1, Disclosure: "professional", Temperature: "cool"}
+	reqs := []viewRequest{
+		{After: 0, Facts: stranger, Note: "the first view of a class takes the document's seq"},
+		{After: 0, Requester: "bob", Facts: professional},
+		{After: 1, Facts: stranger, Note: "vault.open is for close friends only: nothing a stranger sees changed"},
+		{After: 1, Facts: http, Note: "an HTTP caller's class, first asked for now, takes the current seq"},
+		{After: 1, Requester: "bob", Facts: professional, Note: "nor anything a professional sees"},
+		{After: 2, Requester: "bob", Facts: professional, Note: "notes.share is shown to professionals"},
+		{After: 2, Facts: stranger, Note: "but not to strangers"},
+		{After: 2, Requester: "bob", Facts: stranger, Note: "bob lowered to public: the public class's mark is lower than what bob holds"},
+		{After: 2, Requester: "carol", Facts: stranger},
+		{After: 3, Facts: stranger, Note: "weather.now is shown to everyone"},
+		{After: 3, Requester: "bob", Facts: stranger},
+	}
+	v.Requests = expectedViews(t, docs, reqs)
+	return v
+}
+
+// expectedViews fills each request's seq, updated and shows by the rule
+// of the package comment (Views), from the documents alone.
+func expectedViews(t *testing.T, docs []*negotiate.Document, reqs []viewRequest) []viewRequest {
+	order := conditions.DefaultTierOrder()
+	type mark struct {
+		key     string
+		seq     uint64
+		updated string
+	}
+	marks := map[viewFacts]*mark{}
+	floors := map[string]mark{}
+	seen := 0 // documents whose changes the marks have taken
+	for i, r := range reqs {
+		for ; seen <= r.After; seen++ {
+			d := docs[seen]
+			for f, m := range marks {
+				if k := contentKey(t, d.View(f.facts(), order)); k != m.key {
+					*m = mark{k, d.Seq, d.Updated}
+				}
+			}
+		}
+		d := docs[r.After]
+		view := d.View(r.Facts.facts(), order)
+		m, ok := marks[r.Facts]
+		if !ok {
+			m = &mark{contentKey(t, view), d.Seq, d.Updated}
+			marks[r.Facts] = m
+		}
+		shown := *m
+		if fl, ok := floors[r.Requester]; ok && r.Requester != "" && fl.seq > shown.seq {
+			shown = fl
+		}
+		if r.Requester != "" {
+			floors[r.Requester] = shown
+		}
+		reqs[i].Seq, reqs[i].Updated, reqs[i].Shows = shown.seq, shown.updated, nil
+		for _, c := range view.Capabilities {
+			reqs[i].Shows = append(reqs[i].Shows, c.Name)
+		}
+	}
+	return reqs
+}
+
+func contentKey(t *testing.T, d *negotiate.Document) string {
+	k, err := negotiate.ContentKey(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(k)
+}
+
+func checkViews(t *testing.T, v viewVectors) {
+	var docs []*negotiate.Document
+	for _, raw := range v.Documents {
+		var d negotiate.Document
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, &d)
+	}
+	want := slices.Clone(v.Requests)
+	got := expectedViews(t, docs, slices.Clone(v.Requests))
+	for i := range want {
+		if got[i].Seq != want[i].Seq || got[i].Updated != want[i].Updated || !slices.Equal(got[i].Shows, want[i].Shows) {
+			t.Errorf("request %d: the rule gives seq %d (%s) showing %v, the vector %d (%s) showing %v",
+				i, got[i].Seq, got[i].Updated, got[i].Shows, want[i].Seq, want[i].Updated, want[i].Shows)
+		}
+	}
+}
+
 // --- the files ---
 
 type vectorFile struct {
@@ -886,6 +1081,11 @@ var vectorFiles = []vectorFile{
 		var v refusalVectors
 		mustUnmarshal(t, b, &v)
 		checkRefusals(t, v)
+	}},
+	{"views.json", func(t *testing.T) any { return buildViews(t) }, func(t *testing.T, b []byte) {
+		var v viewVectors
+		mustUnmarshal(t, b, &v)
+		checkViews(t, v)
 	}},
 }
 

@@ -109,8 +109,9 @@
 // its signature together — from a daemon-wide budget of
 // limits.max_memory_mb / 2 (at least 48 MiB), of which senders not yet
 // established (no verified greeting on the current connection) and HTTP
-// bodies share three quarters, and holds it until the signature and the
-// documents the message carries are verified. An HTTP request body takes
+// bodies share three quarters, and holds it until the message is
+// recorded in the audit log (which copies it twice, as JSON and as its
+// rendering) or refused. An HTTP request body takes
 // its cost from the same budget from before decoding until the message
 // is admitted or refused. A reader that cannot reserve, or that waits for
 // the budget longer than the read deadline, answers rate_limited
@@ -261,7 +262,11 @@
 //   - numbers stop at 2^53-1 (MaxSequence): a side that would need a
 //     higher one starts a new conversation instead;
 //   - a greeting may come again later and renegotiates (IFP-12); a
-//     conversation_id already open is not opened twice;
+//     conversation_id already open is not opened twice, and of greetings
+//     racing to open the same conversation_id (from one peer or several)
+//     exactly one opens it: the first to be fitted claims the ID, and
+//     every other is refused with out_of_sequence ("already open or
+//     being opened");
 //   - after a close (either side), only error messages may follow; the
 //     side that sent the close closes its write direction.
 //
@@ -281,15 +286,18 @@
 //	              created, sig} over the document without it (identity
 //	              package comment, "ifp/7/capability-document-signature/v1\n"),
 //	              by the same key as the message. Members: ifp (7),
-//	              agent_id, seq (integer, grows with every change; a
-//	              receiver refuses a lower one than it holds: stale_seq),
+//	              agent_id, seq (integer: the seq of the last change
+//	              visible in this view, see Views; it never goes down for
+//	              a recipient, which refuses a lower one than it holds:
+//	              stale_seq),
 //	              capabilities (array of {name, version?, description,
 //	              parameters? (JSON Schema 2020-12), conditions?
 //	              {min_disclosure?, min_auth_level? (0-3), temperature?,
 //	              persona?, peers?, max_concurrent?}, output_schema?,
 //	              price? {amount, currency}, categories?, tags?,
 //	              advertise?, eligible (boolean), unmet? [unmet]}),
-//	              ifp_support?, updated?, relay?, agui?,
+//	              ifp_support?, updated? (when that change was made),
+//	              relay?, agui?,
 //	              supported_tool_categories?. Members a receiver does not
 //	              model are kept, and the signature is verified over the
 //	              view as received. Left out when the sender says
@@ -345,6 +353,38 @@
 // not verify does not refuse the greeting; the sender simply is not
 // introduced.
 //
+// # Views
+//
+// A view is the owner's document as one requester may see it. Its seq and
+// updated say when what it shows last changed, not when the document did,
+// so that nothing a requester can observe — the view's seq, updated and
+// signature, an HTTP ETag, the version of a projection (the A2A card's
+// version is the view's seq), an update push, an announcement, a DHT
+// record — moves for a change it cannot see (a capability advertised
+// only when eligible, for requesters it does not qualify):
+//
+//   - The owner's document has a seq that grows with every change of its
+//     content, and an updated time.
+//   - A class of view is the facts it is cut for: the requester's level,
+//     tier, temperature and persona, and its peer ID only where an allow
+//     list (conditions.peers) names it.
+//   - A class's mark is the content of its view (the view without seq,
+//     updated and signature) and the document's seq and updated at which
+//     that content last differed from the one before; a class first
+//     shown takes the current document's seq and updated.
+//   - A view is shown with its class's mark, but never with a lower seq
+//     than the requester was shown before (its peer ID's highest, and the
+//     updated that came with it): a requester moving to a class whose
+//     mark is lower (a lowered tier, a cooler conversation) keeps the seq
+//     it holds.
+//   - The HTTP ETag of the view is "<seq>-<first 8 bytes of the content
+//     key, hex>"; an A2A card's version is the view's seq.
+//
+// An implementation keeps the marks (and the requesters' highest seqs)
+// across restarts. testdata/conformance/views.json pins the rule: the
+// owner's successive documents, and the seq, updated and capabilities of
+// the view each request is shown.
+//
 // # Capability requests
 //
 // A request is a probe whose headers.capabilities.request names exactly
@@ -371,15 +411,16 @@
 //	subject          "capability update"
 //	body             text, and a part "capabilities" with the new view
 //
-// The receiver refuses an update that is not a context message from the
-// stream's peer (out_of_sequence), names no open conversation with it
-// (out_of_sequence), is over its rate, or carries a view older than the
-// one held (stale_seq); otherwise it keeps the view and answers with one
-// acknowledgement: phase context, the same conversation_id and sequence,
-// thread.in_reply_to the update's message_id, a text body. A refusal is an
-// error message (see Errors) on the same stream, which the pusher takes as
-// the refusal of its update whatever it replies to. Then the receiver
-// closes the stream.
+// The receiver refuses an update that is not a context message
+// (out_of_sequence, before any other step: such a message is refused for
+// its phase, whatever it carries), names no open conversation with the
+// stream's peer (out_of_sequence), is over its rate, or carries a view
+// older than the one held (stale_seq); otherwise it keeps the view and
+// answers with one acknowledgement: phase context, the same
+// conversation_id and sequence, thread.in_reply_to the update's
+// message_id, a text body. A refusal is an error message (see Errors) on
+// the same stream, which the pusher takes as the refusal of its update
+// whatever it replies to. Then the receiver closes the stream.
 //
 // # Mailbox
 //
@@ -605,7 +646,7 @@
 //
 // # Conformance vectors
 //
-// testdata/conformance holds three JSON files, written from the code and
+// testdata/conformance holds four JSON files, written from the code and
 // checked against it by TestConformance. Keys are RFC 8032 §7.1 test keys
 // (TEST 1 alice, TEST 2 bob, TEST 3 carol), each given as {seed,
 // public_key (hex), peer_id, did, key_id}; messages are IFP-4 JSON;
@@ -638,6 +679,20 @@
 //	               revocation, package identity's form) and its clock reads
 //	               at: a revoked key is refused, a retired one once at is
 //	               past the statement's date + transition_seconds, and the
-//	               refusal names the successor (names). The refusal has
-//	               code, and names field (an IFP-4 path) when given.
+//	               refusal names the successor (names); "update": the frame
+//	               is pushed on /ifp/7/update/1.0.0 by peer to a receiver
+//	               holding no open conversation with it (one that is not a
+//	               context message is refused before anything else, one
+//	               that is names no open conversation). The refusal has
+//	               code, and names field (an IFP-4 path) when given. The
+//	               HTTPS inbox answers each json case with code and the
+//	               HTTP status of that code.
+//	views.json     {about, keys, documents: [document], requests: [{after,
+//	               requester?, facts: {auth_level, disclosure,
+//	               temperature?, persona?}, seq, updated, shows, note?}]}:
+//	               documents are the owner's after each change; each
+//	               request, in order, is shown the view of documents[after]
+//	               for facts (requester: a key name, absent for a caller
+//	               nobody remembers), with seq and updated by the rule of
+//	               Views, showing the capabilities named.
 package wire

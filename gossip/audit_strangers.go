@@ -1,0 +1,429 @@
+package gossip
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	jsonv1 "github.com/go-json-experiment/json/v1"
+)
+
+// Strangers' share of the audit log. A stranger — a peer the owner has not
+// made known, or an anonymous HTTP caller — costs nothing to be, so what
+// strangers' conversations write is bounded apart from what the owner's
+// peers' conversations write, and is the first to go:
+//
+//   - A peer's file of a day (its .jsonl and .md) is a strangers' file
+//     once an entry recorded while the peer was a stranger (AuditEntry.
+//     Stranger) went into it. It is listed, when that happens, in the
+//     day's index, <day>/_strangers.jsonl: one line {"file", "peer"} per
+//     file, so that a restart finds the strangers' files again.
+//   - Strangers' files take at most MaxBytes/StrangerShare across the
+//     whole log (whole 4 KiB blocks, as the quota counts).
+//   - When a stranger's new conversation finds that share used up
+//     (StrangerRoom), strangers' files are deleted to make room — the
+//     oldest day's first, and within a day the least recently written
+//     first — until they take at most three quarters of the share. A file
+//     whose peer the owner has made known since (WithKnown) is never
+//     deleted: it leaves the strangers' files. Nothing else is ever
+//     deleted for strangers: not the owner's peers' files, not the record
+//     of refusals, not a day.
+//   - Each such pass is written down, in <day>/_pruned.jsonl of the
+//     current day: one line {at, files: [{day, file, peer, bytes}] (at
+//     most prunedListed), more (files not listed), bytes}, within
+//     MaxBytes/PrunedShare a day (past it the pass is counted and the
+//     next line written says how many were not, unlisted_before); the
+//     daemon also logs it (WithPruned).
+//
+// So new strangers are always taken (their oldest history goes instead),
+// and strangers never push the owner's peers' history out of the quota.
+
+// PrunedShare bounds the record of pruned strangers' files of one day:
+// MaxBytes/PrunedShare.
+const PrunedShare = 256
+
+// prunedListed is how many files one line of the record of pruned files
+// names.
+const prunedListed = 32
+
+// The names of a day's index of strangers' files and record of pruned
+// files (a peer's kept name never starts with '_').
+const (
+	strangersIndexName = "_strangers"
+	prunedName         = "_pruned"
+)
+
+// strangerFile is one listed strangers' file.
+type strangerFile struct {
+	day, name, peer string
+	bytes           int64  // its .jsonl and .md, in whole blocks
+	last            uint64 // usage.tick at its last write (or its order at open)
+}
+
+// PrunedFile is one strangers' file deleted to make room.
+type PrunedFile struct {
+	Day   string `json:"day"`
+	File  string `json:"file"`
+	Peer  string `json:"peer"`
+	Bytes int64  `json:"bytes"`
+}
+
+// Pruned is one pass of deleting strangers' files: what the record of
+// pruned files holds, and what WithPruned is told.
+type Pruned struct {
+	At             time.Time    `json:"at"`
+	Files          []PrunedFile `json:"files"`
+	More           int          `json:"more,omitempty"`            // files deleted and not listed in Files
+	Bytes          int64        `json:"bytes"`                     // all the files deleted, in whole blocks
+	UnlistedBefore int          `json:"unlisted_before,omitempty"` // passes of this day not written down before this one (over PrunedShare)
+}
+
+// WithKnown tells the log which peers the owner has made known now: their
+// files are never deleted to make room for strangers.
+func WithKnown(known func(peer string) bool) AuditOption {
+	return func(a *AuditLog) { a.known = known }
+}
+
+// WithPruned has the log tell f of each pass of deleting strangers' files
+// (the daemon logs it).
+func WithPruned(f func(Pruned)) AuditOption {
+	return func(a *AuditLog) { a.pruned = f }
+}
+
+type strangerIndexLine struct {
+	File string `json:"file"`
+	Peer string `json:"peer"`
+}
+
+// loadStrangers reads the day's index of strangers' files (at open,
+// within measure; the caller holds nothing).
+func (a *AuditLog) loadStrangers(day string, sizes map[string]int64) {
+	raw, err := os.ReadFile(filepath.Join(a.dir, day, strangersIndexName+auditJSONLExt))
+	if err != nil {
+		return
+	}
+	u := &a.usage
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		var l strangerIndexLine
+		if json.Unmarshal(sc.Bytes(), &l) != nil || l.File == "" || strings.ContainsAny(l.File, `/\`) {
+			continue
+		}
+		key := day + "/" + l.File
+		if _, ok := u.strangerFiles[key]; ok {
+			continue
+		}
+		n, ok := sizes[l.File]
+		if !ok {
+			continue // pruned, or never written
+		}
+		u.tick++
+		u.strangerFiles[key] = &strangerFile{day: day, name: l.File, peer: l.Peer, bytes: n, last: u.tick}
+		u.strangers += n
+	}
+}
+
+// listStranger lists f, into which an entry recorded while its peer was a
+// stranger goes, among the strangers' files (once a day). The caller
+// holds f.mu.
+func (a *AuditLog) listStranger(f *auditFile) error {
+	if a.usage.days == nil {
+		return nil // no limits
+	}
+	key := f.day + "/" + f.name
+	u := &a.usage
+	u.mu.Lock()
+	_, listed := u.strangerFiles[key]
+	u.mu.Unlock()
+	if listed {
+		return nil
+	}
+	line, err := json.Marshal(strangerIndexLine{File: f.name, Peer: f.peer})
+	if err != nil {
+		return err
+	}
+	a.indexMu.Lock()
+	defer a.indexMu.Unlock()
+	if err := a.appendTo(filepath.Join(a.dir, f.day, strangersIndexName+auditJSONLExt), func(int64) []byte { return append(line, '\n') }); err != nil {
+		return fmt.Errorf("listing a stranger's audit file: %w", err)
+	}
+	var n int64
+	for _, ext := range []string{auditJSONLExt, auditMDExt} {
+		if st, err := os.Stat(f.path(a.dir, ext)); err == nil {
+			n += roundBlock(st.Size())
+		}
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, listed := u.strangerFiles[key]; !listed {
+		u.tick++
+		u.strangerFiles[key] = &strangerFile{day: f.day, name: f.name, peer: f.peer, bytes: n, last: u.tick}
+		u.strangers += n
+	}
+	return nil
+}
+
+// makeStrangersRoom deletes strangers' files, the oldest first, until they
+// take at most three quarters of their share (see the top of this file).
+// It reports whether they are within their share afterwards, or some room
+// was made (conversations admitted meanwhile may be writing past it: the
+// next write prunes again).
+func (a *AuditLog) makeStrangersRoom() bool {
+	max := a.limits.MaxBytes / StrangerShare
+	target := max / 4 * 3
+	a.pruneMu.Lock()
+	defer a.pruneMu.Unlock()
+	a.mu.Lock()
+	closed := a.closed
+	a.mu.Unlock()
+	if closed {
+		return false
+	}
+	u := &a.usage
+	u.mu.Lock()
+	if u.strangers <= max {
+		u.mu.Unlock()
+		return true
+	}
+	queue := make([]strangerFile, 0, len(u.strangerFiles))
+	for _, sf := range u.strangerFiles {
+		queue = append(queue, *sf)
+	}
+	u.mu.Unlock()
+	slices.SortFunc(queue, func(x, y strangerFile) int {
+		if c := strings.Compare(x.day, y.day); c != 0 {
+			return c
+		}
+		return int(x.last) - int(y.last)
+	})
+	pass := Pruned{At: a.now().UTC()}
+	touched := map[string]bool{}
+	for _, sf := range queue {
+		u.mu.Lock()
+		done := u.strangers <= target
+		u.mu.Unlock()
+		if done {
+			break
+		}
+		touched[sf.day] = true
+		if a.known != nil && a.known(sf.peer) {
+			a.unlistStranger(sf.day, sf.name) // an established peer's now
+			continue
+		}
+		n, err := a.removeFile(sf.day, sf.name)
+		if err != nil {
+			continue
+		}
+		if len(pass.Files) < prunedListed {
+			pass.Files = append(pass.Files, PrunedFile{Day: sf.day, File: sf.name, Peer: sf.peer, Bytes: n})
+		} else {
+			pass.More++
+		}
+		pass.Bytes += n
+	}
+	for day := range touched {
+		a.rewriteStrangersIndex(day)
+	}
+	if len(pass.Files) > 0 {
+		a.recordPruned(pass)
+		if a.pruned != nil {
+			a.pruned(pass)
+		}
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.strangers <= max || pass.Bytes > 0
+}
+
+// unlistStranger takes a file out of the strangers' files.
+func (a *AuditLog) unlistStranger(day, name string) {
+	u := &a.usage
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if sf, ok := u.strangerFiles[day+"/"+name]; ok {
+		u.strangers -= sf.bytes
+		delete(u.strangerFiles, day+"/"+name)
+	}
+}
+
+// removeFile deletes one peer's files of a day (a strangers' file) and
+// forgets their state, after any Record writing into them is done. It
+// returns the bytes they took, in whole blocks.
+func (a *AuditLog) removeFile(day, name string) (int64, error) {
+	var dropped []*auditFile
+	a.mu.Lock()
+	for k, f := range a.files {
+		if f.day == day && f.name == name {
+			delete(a.files, k)
+			dropped = append(dropped, f)
+		}
+	}
+	delete(a.names, day+"/"+strings.ToLower(name))
+	a.mu.Unlock()
+	a.retire(dropped, true, true)
+	base := filepath.Join(a.dir, day, name)
+	if a.md != nil {
+		a.md.dropFile(base + auditMDExt)
+	}
+	if a.interval > 0 {
+		a.dirtyMu.Lock()
+		delete(a.dirty, base+auditJSONLExt) // the log removes it: nothing left to sync
+		a.dirtyMu.Unlock()
+	}
+	var freed int64
+	var errs []error
+	for _, ext := range []string{auditJSONLExt, auditMDExt} {
+		st, err := os.Stat(base + ext)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err == nil {
+			err = os.Remove(base + ext)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		freed += roundBlock(st.Size())
+	}
+	u := &a.usage
+	u.mu.Lock()
+	u.days[day] -= freed
+	u.total -= freed
+	if sf, ok := u.strangerFiles[day+"/"+name]; ok {
+		u.strangers -= sf.bytes
+		delete(u.strangerFiles, day+"/"+name)
+	}
+	u.mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		return freed, fmt.Errorf("pruning a stranger's audit file %s: %w", base, err)
+	}
+	return freed, nil
+}
+
+// rewriteStrangersIndex writes the day's index anew with the files still
+// listed (or removes it when none is), so that it does not grow with the
+// files pruned.
+func (a *AuditLog) rewriteStrangersIndex(day string) {
+	a.indexMu.Lock()
+	defer a.indexMu.Unlock()
+	u := &a.usage
+	u.mu.Lock()
+	var lines []strangerFile
+	for _, sf := range u.strangerFiles {
+		if sf.day == day {
+			lines = append(lines, *sf)
+		}
+	}
+	u.mu.Unlock()
+	slices.SortFunc(lines, func(x, y strangerFile) int { return int(x.last) - int(y.last) })
+	path := filepath.Join(a.dir, day, strangersIndexName+auditJSONLExt)
+	old, _ := os.Stat(path)
+	if len(lines) == 0 {
+		if os.Remove(path) == nil && old != nil {
+			a.shrink(day, roundBlock(old.Size()))
+		}
+		return
+	}
+	var b bytes.Buffer
+	for _, sf := range lines {
+		l, _ := json.Marshal(strangerIndexLine{File: sf.name, Peer: sf.peer})
+		b.Write(l)
+		b.WriteByte('\n')
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b.Bytes(), 0o600); err != nil {
+		os.Remove(tmp)
+		return
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return
+	}
+	if err := a.durable(path, true, filepath.Join(a.dir, day)); err != nil {
+		return
+	}
+	var was int64
+	if old != nil {
+		was = roundBlock(old.Size())
+	}
+	a.shrink(day, was-roundBlock(int64(b.Len())))
+}
+
+// shrink takes n bytes off the count of day (a file rewritten smaller).
+func (a *AuditLog) shrink(day string, n int64) {
+	u := &a.usage
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, ok := u.days[day]; ok {
+		u.days[day] -= n
+		u.total -= n
+	}
+}
+
+// recordPruned writes a pass to the current day's record of pruned
+// files, within its share.
+func (a *AuditLog) recordPruned(p Pruned) {
+	day := a.currentDay()
+	u := &a.usage
+	u.mu.Lock()
+	if u.prunedDay != day {
+		u.prunedDay, u.prunedBytes = day, 0
+	}
+	if u.prunedBytes > a.limits.MaxBytes/PrunedShare {
+		u.prunedUnlisted++
+		u.mu.Unlock()
+		return
+	}
+	p.UnlistedBefore, u.prunedUnlisted = u.prunedUnlisted, 0
+	u.mu.Unlock()
+	var line bytes.Buffer
+	enc := jsonv1.NewEncoder(&line)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&p); err != nil {
+		return
+	}
+	dayDir := filepath.Join(a.dir, day)
+	if err := os.MkdirAll(dayDir, 0o700); err != nil {
+		return
+	}
+	path := filepath.Join(dayDir, prunedName+auditJSONLExt)
+	if err := a.appendTo(path, func(int64) []byte { return line.Bytes() }); err != nil {
+		return
+	}
+	u.mu.Lock()
+	u.prunedBytes += int64(line.Len())
+	u.mu.Unlock()
+	_ = a.durable(path, true, dayDir)
+}
+
+// PrunedOn returns the passes of deleting strangers' files recorded on
+// day (YYYY-MM-DD), oldest first.
+func (a *AuditLog) PrunedOn(day string) ([]Pruned, error) {
+	if !auditDayName.MatchString(day) {
+		return nil, fmt.Errorf("reading pruned files: %q is not a day (YYYY-MM-DD)", day)
+	}
+	raw, err := os.ReadFile(filepath.Join(a.dir, day, prunedName+auditJSONLExt))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading pruned files: %w", err)
+	}
+	var out []Pruned
+	for _, l := range bytes.Split(raw, []byte{'\n'}) {
+		var p Pruned
+		if len(l) > 0 && jsonv1.Unmarshal(l, &p) == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,116 @@
+package gossip
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ifaced/ifaced/identity"
+)
+
+// TestStrangersFilesMakeRoomOldestFirst: strangers' files take at most
+// their share of the quota across the log; a new stranger finds room
+// because the oldest strangers' files are deleted — yesterday's before
+// today's, the least recently written first — and written down, and a
+// peer that was a stranger and has been made known since keeps its
+// files, as does a peer that never was one.
+func TestStrangersFilesMakeRoomOldestFirst(t *testing.T) {
+	c := &clock{t: testNow}
+	known := map[string]bool{}
+	var passes []Pruned
+	a, err := OpenAuditLog(t.TempDir(), WithLimits(AuditLimits{MaxBytes: 2 << 20}), WithClock(c.now),
+		WithKnown(func(p string) bool { return known[p] }), WithPruned(func(p Pruned) { passes = append(passes, p) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	alice, _ := identity.Generate(nil)
+	bob, _ := identity.Generate(nil)
+	share := a.limits.MaxBytes / StrangerShare
+	write := func(peer string, stranger bool, at int) {
+		t.Helper()
+		m := auditMessage(t, alice, bob, "conv:"+peer, 1, "")
+		m.Body.Text = strings.Repeat("x", 48<<10)
+		if err := m.Sign(alice, testNow); err != nil {
+			t.Fatal(err)
+		}
+		when := testNow.AddDate(0, 0, at)
+		if err := a.Record(AuditEntry{At: when, Direction: Received, Peer: peer, Transport: "libp2p", Message: m, Stranger: stranger}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exists := func(day int, peer string) bool {
+		_, err := os.Stat(filepath.Join(a.dir, testNow.AddDate(0, 0, day).Format(auditDayLayout), peer+auditJSONLExt))
+		return err == nil
+	}
+	// Yesterday: a stranger made known later, strangers, and the owner's peer.
+	write("made-known", true, -1)
+	write("owners-peer", false, -1)
+	for i := range 4 {
+		write(fmt.Sprintf("old-%d", i), true, -1)
+	}
+	known["made-known"] = true
+	// Today, the flood: each new stranger asks for room first, as the door does.
+	for i := range 40 {
+		if err := a.StrangerRoom(); err != nil {
+			t.Fatalf("stranger %d refused: %v", i, err)
+		}
+		write(fmt.Sprintf("new-%d", i), true, 0)
+		a.usage.mu.Lock()
+		used := a.usage.strangers
+		a.usage.mu.Unlock()
+		if used > share+256<<10 {
+			t.Fatalf("after stranger %d the strangers' files take %d KiB, over their share of %d KiB and a greeting", i, used>>10, share>>10)
+		}
+	}
+	if !exists(-1, "made-known") || !exists(-1, "owners-peer") {
+		t.Fatal("a known peer's file was deleted to make room for strangers")
+	}
+	for i := range 4 {
+		if exists(-1, fmt.Sprintf("old-%d", i)) {
+			t.Errorf("yesterday's stranger old-%d is kept while today's go", i)
+		}
+	}
+	if exists(0, "new-0") || !exists(0, "new-39") {
+		t.Error("today's strangers' files did not go oldest first")
+	}
+	recorded, err := a.PrunedOn(testNow.Format(auditDayLayout))
+	if err != nil || len(recorded) != len(passes) || len(passes) == 0 {
+		t.Fatalf("%d passes told, %d recorded (%v)", len(passes), len(recorded), err)
+	}
+	if f := recorded[0].Files[0]; f.Peer != "old-0" || f.Bytes <= 0 {
+		t.Errorf("the first file pruned is %+v, want old-0", f)
+	}
+	// The record, the index and the refusals are no peer's entries.
+	if convs, err := a.Conversations(); err != nil {
+		t.Fatalf("conversations after pruning: %v", err)
+	} else {
+		for _, c := range convs {
+			if strings.HasPrefix(filepath.Base(c.File), "_") {
+				t.Errorf("a record is read as a conversation: %+v", c)
+			}
+		}
+	}
+	// The index names only what is left; reopened, the log finds the same
+	// strangers' files (counted once closed: a pass a write started has
+	// finished then).
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a.usage.mu.Lock()
+	before := a.usage.strangers
+	a.usage.mu.Unlock()
+	b, err := OpenAuditLog(a.dir, WithLimits(AuditLimits{MaxBytes: 2 << 20}), WithClock(c.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.usage.strangers != before {
+		t.Errorf("reopened, the strangers' files take %d bytes; before, %d", b.usage.strangers, before)
+	}
+}
