@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node"
 )
 
 // coldSection is section 2: a peer that has no connection yet connects
@@ -25,7 +26,7 @@ func coldSection(ctx context.Context, root string, n int) section {
 	}
 	// Bob stays: he is the known peer, and the greetings between him and
 	// Alice give the views the cards are made of.
-	p, err := newWarmPair(ctx, root, node.SyncInterval)
+	p, err := newWarmPair(ctx, root, config.SyncInterval)
 	if err != nil {
 		return fail(err)
 	}

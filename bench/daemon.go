@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/node"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -41,14 +43,14 @@ func twentyCapabilities() []map[string]any {
 // picks) offering the 20 capabilities, with nothing running that the
 // bench does not measure (mDNS, DHT, GossipSub) and rate limits out of
 // the way (the bench greets as fast as it can).
-func benchConfig() *node.Config {
-	c := node.DefaultConfig()
+func benchConfig() *config.Config {
+	c := config.DefaultConfig()
 	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"}
 	c.API.Listen = "127.0.0.1:0"
 	c.Discovery.MDNS = false
-	c.Discovery.DHT = node.DHTOff
+	c.Discovery.DHT = config.DHTOff
 	c.Discovery.Gossip = false
-	c.Rates = node.RatesConfig{Cool: 1 << 30, Warm: 1 << 30, Hot: 1 << 30}
+	c.Rates = config.RatesConfig{Cool: 1 << 30, Warm: 1 << 30, Hot: 1 << 30}
 	c.Capabilities = twentyCapabilities()
 	return c
 }
@@ -63,12 +65,12 @@ type daemon struct {
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // startDaemon starts a Node with cfg in a new home under root.
-func startDaemon(root string, cfg *node.Config) (*daemon, error) {
+func startDaemon(root string, cfg *config.Config) (*daemon, error) {
 	dir, err := os.MkdirTemp(root, "home-")
 	if err != nil {
 		return nil, fmt.Errorf("creating a daemon home: %w", err)
 	}
-	h := node.Home{Dir: dir}
+	h := config.Home{Dir: dir}
 	id, err := h.Init(time.Now())
 	if err != nil {
 		os.RemoveAll(dir)

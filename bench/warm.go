@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
@@ -29,7 +31,7 @@ type warmPair struct {
 // and greets twice, keeping the second greeting's two messages. sync is their
 // durability.sync.
 func newWarmPair(ctx context.Context, root, sync string) (*warmPair, error) {
-	cfg := func() *node.Config {
+	cfg := func() *config.Config {
 		c := benchConfig()
 		c.Durability.Sync = sync
 		return c
@@ -162,14 +164,14 @@ func warmSection(ctx context.Context, root string, n int, profile string) sectio
 		sec.rows = append(sec.rows, failed("warm.setup", "setup", err))
 		return sec
 	}
-	p, err := newWarmPair(ctx, root, node.SyncInterval)
+	p, err := newWarmPair(ctx, root, config.SyncInterval)
 	if err != nil {
 		return fail(err)
 	}
 	defer p.close()
 	// The same pair fsyncing each audit entry and seen ID before acting
 	// (durable against power loss): what the default's batching saves.
-	sp, err := newWarmPair(ctx, root, node.SyncAlways)
+	sp, err := newWarmPair(ctx, root, config.SyncAlways)
 	if err != nil {
 		return fail(fmt.Errorf("the pair with sync = always: %w", err))
 	}

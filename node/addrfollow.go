@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/ifaced/ifaced/node/internal/peerid"
+
 	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -64,7 +66,7 @@ func (f *addrFollower) run(ctx context.Context) {
 
 // follow gives pid's cached record the addresses the peerstore now holds.
 func (f *addrFollower) follow(pid peer.ID) {
-	if _, err := f.store.SetPeerAddrs(idString(pid), peerAddrs(f.host, pid)); err != nil {
+	if _, err := f.store.SetPeerAddrs(peerid.String(pid), peerAddrs(f.host, pid)); err != nil {
 		f.log.Warn("keeping a peer's addresses", "peer", pid, "err", err)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/wire"
@@ -89,7 +91,7 @@ type bridge struct {
 	waiting map[string]chan InvocationAnswer
 }
 
-func newBridge(cfg AgentConfig, tools toolServer, events *hub, log *slog.Logger) *bridge {
+func newBridge(cfg config.AgentConfig, tools toolServer, events *hub, log *slog.Logger) *bridge {
 	return &bridge{log: log, tools: tools, webhook: cfg.Webhook, client: &http.Client{}, events: events, waiting: map[string]chan InvocationAnswer{}}
 }
 

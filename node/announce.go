@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/fxamacker/cbor/v2"
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/ifaced/ifaced/gossip"
@@ -254,7 +256,7 @@ func verifyAnnouncement(author peer.ID, b []byte) (*announced, error) {
 // announcer's context (pubsub has no Close; its goroutines end when that
 // context does), the validator, the receive loop, and a first
 // announcement. Everything runs until ctx ends or Close.
-func startAnnouncer(ctx context.Context, h host.Host, cfg DiscoveryConfig, deps announcerDeps, now func() time.Time, log *slog.Logger) (*announcer, error) {
+func startAnnouncer(ctx context.Context, h host.Host, cfg config.DiscoveryConfig, deps announcerDeps, now func() time.Time, log *slog.Logger) (*announcer, error) {
 	if !cfg.Gossip {
 		return nil, nil
 	}
@@ -297,7 +299,7 @@ func startAnnouncer(ctx context.Context, h host.Host, cfg DiscoveryConfig, deps 
 }
 
 // newAnnouncer is the announcer's state, before GossipSub is started.
-func newAnnouncer(ctx context.Context, h host.Host, cfg DiscoveryConfig, deps announcerDeps, now func() time.Time, log *slog.Logger) *announcer {
+func newAnnouncer(ctx context.Context, h host.Host, cfg config.DiscoveryConfig, deps announcerDeps, now func() time.Time, log *slog.Logger) *announcer {
 	highWater, _ := simplelru.NewLRU[peer.ID, uint64](maxHighWater, nil)
 	g := &announcer{host: h, deps: deps, now: now, log: log, tasks: newTasks(ctx),
 		budget: newAnnounceBudget(cfg.GossipStrangers, now), verifying: make(chan struct{}, maxVerifying),

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/store"
@@ -120,7 +122,7 @@ func benchStrangerAnnouncement(b *testing.B, shape string, size int, mode string
 	fwd, _ := identity.Generate(nil)
 	clock := time.Now()
 	now := func() time.Time { return clock }
-	g := newAnnouncer(context.Background(), h, DiscoveryConfig{GossipStrangers: 30},
+	g := newAnnouncer(context.Background(), h, config.DiscoveryConfig{GossipStrangers: 30},
 		announcerDeps{peers: noPeers{}, keyRevoked: func(peer.ID) error { return nil }},
 		now, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer g.tasks.close()

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/fxamacker/cbor/v2"
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
@@ -33,7 +35,7 @@ import (
 )
 
 // gossipConfig is the loopback config with GossipSub on.
-func gossipConfig() *Config {
+func gossipConfig() *config.Config {
 	c := tcpOnly(loopbackConfig())
 	c.Discovery.Gossip = true
 	return c
@@ -447,9 +449,9 @@ func TestGossipForwardsWhatAPushAlreadyBrought(t *testing.T) {
 }
 
 // startWithID starts a daemon with a given identity.
-func startWithID(t *testing.T, cfg *Config, id *identity.Identity) *testDaemon {
+func startWithID(t *testing.T, cfg *config.Config, id *identity.Identity) *testDaemon {
 	t.Helper()
-	h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	if err := identity.SaveKey(h.KeyPath(), id); err != nil {
 		t.Fatal(err)
 	}
@@ -857,7 +859,7 @@ func TestAnnouncementKnownByTrustOrCache(t *testing.T) {
 		DocHash: a.hash, View: a.raw, FetchedAt: time.Now(), ChangedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	g := newAnnouncer(context.Background(), h, DiscoveryConfig{GossipStrangers: 0},
+	g := newAnnouncer(context.Background(), h, config.DiscoveryConfig{GossipStrangers: 0},
 		announcerDeps{peers: st, keyRevoked: func(peer.ID) error { return nil },
 			trusted: func(p peer.ID) bool { return p == pinned.PeerID() }},
 		time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -48,11 +50,11 @@ func twentyCapabilities() []map[string]any {
 // without crypto. Compare the ns/op figures of one run:
 // go test ./node -run '^$' -bench Greeting
 func BenchmarkGreeting(b *testing.B) {
-	cfg := func() *Config {
+	cfg := func() *config.Config {
 		c := loopbackConfig()
 		c.Capabilities = twentyCapabilities()
 		// The benchmark greets as fast as it can; the rate limit would refuse it.
-		c.Rates = RatesConfig{Cool: 1 << 30, Warm: 1 << 30, Hot: 1 << 30}
+		c.Rates = config.RatesConfig{Cool: 1 << 30, Warm: 1 << 30, Hot: 1 << 30}
 		return c
 	}
 	alice := startDaemonB(b, cfg())
@@ -200,10 +202,10 @@ func readSignedFrame(r *bufio.Reader, pub ed25519.PublicKey) error {
 // directory of the day, its first signed view).
 // go test ./node -run '^$' -bench ColdGreeting -cpuprofile cold.prof
 func BenchmarkColdGreeting(b *testing.B) {
-	cfg := func() *Config {
+	cfg := func() *config.Config {
 		c := tcpOnly(loopbackConfig())
 		c.Capabilities = twentyCapabilities()
-		c.Rates = RatesConfig{Cool: 1 << 30, Warm: 1 << 30, Hot: 1 << 30}
+		c.Rates = config.RatesConfig{Cool: 1 << 30, Warm: 1 << 30, Hot: 1 << 30}
 		return c
 	}
 	alice, carol := startDaemonB(b, cfg()), startDaemonB(b, cfg())

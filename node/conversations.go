@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/internal/peerid"
+
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
@@ -170,3 +172,6 @@ func (cs *Conversations) Newest(pid peer.ID) string {
 	}
 	return ""
 }
+
+// named is pid as log lines name it (peerid.Named).
+func (cs *Conversations) named(pid peer.ID) slog.LogValuer { return peerid.Named(pid, cs.store) }

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/ifaced/ifaced/node/internal/peerid"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
@@ -232,7 +234,7 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 	} else {
 		s.Close()
 	}
-	return &GreetResult{ConversationID: c.ID, Peer: idString(pid), Granted: granted, GrantedToUs: theirs, View: view}, nil
+	return &GreetResult{ConversationID: c.ID, Peer: peerid.String(pid), Granted: granted, GrantedToUs: theirs, View: view}, nil
 }
 
 // greetedTag marks, for the connection manager, the peers this daemon has
@@ -373,7 +375,7 @@ func (cs *Conversations) grant(pid peer.ID, greeting *gossip.Message, presented 
 // its peer ID, the agent ID and level trust established, and the
 // introductions admitted for it.
 func (cs *Conversations) requester(pid peer.ID, level conditions.Level, agentID string) negotiate.Requester {
-	return negotiate.Requester{PeerID: idString(pid), AgentID: agentID, Level: level, Introductions: cs.trust.Introductions(pid)}
+	return negotiate.Requester{PeerID: peerid.String(pid), AgentID: agentID, Level: level, Introductions: cs.trust.Introductions(pid)}
 }
 
 // act does what an admitted message of an open conversation asks, however
@@ -472,7 +474,7 @@ func (cs *Conversations) greeting(c *conv, prop negotiate.Proposal, granted *neg
 	if err != nil {
 		return nil, err
 	}
-	v, err := cs.docs.view(c.grant().Facts(idString(c.peer), 0))
+	v, err := cs.docs.view(c.grant().Facts(peerid.String(c.peer), 0))
 	if err != nil {
 		return nil, err
 	}
@@ -611,7 +613,7 @@ const viaLibp2p = "libp2p"
 
 // seenKey is a message's entry in the seen-set.
 func seenKey(from peer.ID, m *gossip.Message) string {
-	return idString(from) + " " + m.Headers.MessageID
+	return peerid.String(from) + " " + m.Headers.MessageID
 }
 
 // maxHeldViewBytes bounds the verified-view memory by bytes (heldCost):
@@ -736,7 +738,7 @@ func (cs *Conversations) checkViewBytes(pid peer.ID, m *gossip.Message, said str
 	if !known {
 		// A view this daemon has not verified from pid before: it must not
 		// be older than the one the peer cache holds.
-		if rec, err := cs.store.Peer(idString(pid)); err == nil && rec.Seq > hv.Seq {
+		if rec, err := cs.store.Peer(peerid.String(pid)); err == nil && rec.Seq > hv.Seq {
 			return pendingView{}, fmt.Errorf("%w: seq %d, this daemon holds seq %d from you", wire.ErrStaleSeq, hv.Seq, rec.Seq)
 		}
 	}
@@ -763,7 +765,7 @@ func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView
 		ctxRaw, _ = json.Marshal(cp.Content)
 	}
 	now := cs.now()
-	rec := store.PeerRecord{PeerID: idString(pid), AgentID: view.AgentID, Display: m.Headers.From.Display,
+	rec := store.PeerRecord{PeerID: peerid.String(pid), AgentID: view.AgentID, Display: m.Headers.From.Display,
 		Addrs: peerAddrs(cs.host, pid), Seq: view.Seq, DocHash: view.DocHash, View: view.Canon, Context: ctxRaw,
 		FetchedAt: now, ChangedAt: now}
 	changed, err := cs.store.PutPeer(rec)
@@ -789,7 +791,7 @@ func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView
 		}
 	}
 	if changed {
-		cs.events.publish(Event{Type: EventPeerView, At: now, Peer: idString(pid), ConversationID: m.Headers.ConversationID,
+		cs.events.publish(Event{Type: EventPeerView, At: now, Peer: peerid.String(pid), ConversationID: m.Headers.ConversationID,
 			Detail: fmt.Sprintf("seq %d, %d capabilities", view.Seq, view.Caps)})
 	}
 	if !pv.want {
@@ -873,7 +875,7 @@ func (cs *Conversations) sendError(c *conv, cause error, audit bool) bool {
 // recordSent writes a message this daemon sends to the audit log before
 // it leaves, with d, the decision it carries out (nil for none).
 func (cs *Conversations) recordSent(transport string, pid peer.ID, m *gossip.Message, note string, d *gossip.Decision) error {
-	err := cs.audit.Record(gossip.AuditEntry{At: cs.now().UTC(), Direction: gossip.Sent, Peer: idString(pid), Transport: transport, Note: note, Message: m,
+	err := cs.audit.Record(gossip.AuditEntry{At: cs.now().UTC(), Direction: gossip.Sent, Peer: peerid.String(pid), Transport: transport, Note: note, Message: m,
 		Decision: d, Stranger: cs.door.stranger(pid)})
 	if err != nil {
 		return fmt.Errorf("auditing a sent %s: %w", m.Headers.Phase, err)
@@ -891,7 +893,7 @@ func (cs *Conversations) open(c *conv) {
 	}
 	cs.convs[c.ID] = c
 	cs.mu.Unlock()
-	cs.events.publish(Event{Type: EventConversation, At: cs.now(), Peer: idString(c.peer), ConversationID: c.ID, Detail: "open"})
+	cs.events.publish(Event{Type: EventConversation, At: cs.now(), Peer: peerid.String(c.peer), ConversationID: c.ID, Detail: "open"})
 	if c.stream.Stat().Direction == network.DirOutbound {
 		// The initiator also listens for the rest of the conversation.
 		if !cs.spawn(func() { cs.serve(c) }) {
@@ -908,7 +910,7 @@ func (cs *Conversations) closeConv(c *conv) {
 	cs.mu.Unlock()
 	c.end()
 	c.stream.Close()
-	cs.events.publish(Event{Type: EventConversation, At: cs.now(), Peer: idString(c.peer), ConversationID: c.ID, Detail: "closed"})
+	cs.events.publish(Event{Type: EventConversation, At: cs.now(), Peer: peerid.String(c.peer), ConversationID: c.ID, Detail: "closed"})
 }
 
 func (cs *Conversations) conversation(id string) *conv {

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ipfs/go-cid"
 	ds "github.com/ipfs/go-datastore"
@@ -112,7 +114,7 @@ type capabilityDHT struct {
 	provided map[string]time.Time // names whose records went out since the last full round, and when
 }
 
-var dhtModes = map[string]dht.ModeOpt{DHTAuto: dht.ModeAuto, DHTServer: dht.ModeServer, DHTClient: dht.ModeClient}
+var dhtModes = map[string]dht.ModeOpt{config.DHTAuto: dht.ModeAuto, config.DHTServer: dht.ModeServer, config.DHTClient: dht.ModeClient}
 
 // capabilityKey is the DHT key of a capability name: a CIDv1 (raw codec)
 // of the SHA-256 of the domain-separated name.
@@ -208,7 +210,7 @@ func findCapabilityProviders(ctx context.Context, r routing.ContentRouting, name
 // startDHT starts the DHT on h unless cfg.DHT is off (then it returns
 // nil, the DHT switched off), and the loop that sends provider records of
 // the names in views' public view. The loop runs until ctx ends or Close.
-func startDHT(ctx context.Context, h host.Host, cfg DiscoveryConfig, views viewSource, now func() time.Time, log *slog.Logger) (*capabilityDHT, error) {
+func startDHT(ctx context.Context, h host.Host, cfg config.DiscoveryConfig, views viewSource, now func() time.Time, log *slog.Logger) (*capabilityDHT, error) {
 	return runCapabilityDHT(ctx, h, cfg, func() ([]string, error) {
 		view, err := views.public()
 		if err != nil {
@@ -220,7 +222,7 @@ func startDHT(ctx context.Context, h host.Host, cfg DiscoveryConfig, views viewS
 
 // runCapabilityDHT is startDHT over any source of the names to advertise
 // (names is asked at every provide round).
-func runCapabilityDHT(ctx context.Context, h host.Host, cfg DiscoveryConfig, names func() ([]string, error), now func() time.Time, log *slog.Logger) (*capabilityDHT, error) {
+func runCapabilityDHT(ctx context.Context, h host.Host, cfg config.DiscoveryConfig, names func() ([]string, error), now func() time.Time, log *slog.Logger) (*capabilityDHT, error) {
 	mode, on := dhtModes[cfg.DHT]
 	if !on {
 		return nil, nil
@@ -655,16 +657,6 @@ type providerRecord struct {
 	index int   // in the heap
 }
 
-// Default caps of the provider store (discovery.max_provider_records and
-// discovery.max_providers_per_key): measured at about 650 bytes a record
-// with its key and indexes at worst (every record a name of its own), so
-// some 13 MiB when full. The providers' addresses go to the peerstore, as
-// kad-dht puts them (24 h), under go-libp2p's own caps.
-const (
-	DefaultMaxProviderRecords = 20000
-	DefaultMaxProvidersPerKey = 500
-)
-
 func newProviderRecords(max, perKey int) *providerRecords {
 	return &providerRecords{max: max, perKey: perKey, recs: map[ds.Key]*providerRecord{},
 		groups: map[string]map[ds.Key]*providerRecord{}}
@@ -869,20 +861,20 @@ type CapabilityDHT struct {
 // changes them later). It runs until ctx ends or Close. cfg.DHT "off" is
 // ErrDHTOff; a name that is not a valid capability name is
 // negotiate.ErrInvalidName.
-func NewCapabilityDHT(ctx context.Context, h host.Host, cfg DiscoveryConfig, names []string, log *slog.Logger) (*CapabilityDHT, error) {
+func NewCapabilityDHT(ctx context.Context, h host.Host, cfg config.DiscoveryConfig, names []string, log *slog.Logger) (*CapabilityDHT, error) {
 	fail := func(err error) (*CapabilityDHT, error) {
 		return nil, fmt.Errorf("starting the capability DHT: %w", err)
 	}
 	switch _, on := dhtModes[cfg.DHT]; {
-	case cfg.DHT == DHTOff:
+	case cfg.DHT == config.DHTOff:
 		return fail(ErrDHTOff)
 	case !on:
-		return fail(fmt.Errorf("discovery.dht: %q: want %q, %q or %q", cfg.DHT, DHTAuto, DHTServer, DHTClient))
+		return fail(fmt.Errorf("discovery.dht: %q: want %q, %q or %q", cfg.DHT, config.DHTAuto, config.DHTServer, config.DHTClient))
 	case cfg.Reprovide.Duration <= 0:
 		return fail(fmt.Errorf("discovery.reprovide: %v: want a positive duration, e.g. 12h", cfg.Reprovide.Duration))
 	case cfg.MaxProviderRecords <= 0 || cfg.MaxProvidersPerKey <= 0:
 		return fail(fmt.Errorf("discovery.max_provider_records %d, max_providers_per_key %d: want both positive, e.g. %d and %d",
-			cfg.MaxProviderRecords, cfg.MaxProvidersPerKey, DefaultMaxProviderRecords, DefaultMaxProvidersPerKey))
+			cfg.MaxProviderRecords, cfg.MaxProvidersPerKey, config.DefaultMaxProviderRecords, config.DefaultMaxProvidersPerKey))
 	}
 	if err := checkNames(names); err != nil {
 		return fail(err)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
 	ds "github.com/ipfs/go-datastore"
@@ -78,7 +80,7 @@ func TestFindVersions(t *testing.T) {
 
 // dhtConfig is a loopback daemon in the DHT as a server, offering caps
 // (the standard capabilities when nil) and bootstrapping from boot.
-func dhtConfig(caps []map[string]any, boot ...string) *Config {
+func dhtConfig(caps []map[string]any, boot ...string) *config.Config {
 	c := loopbackConfig()
 	if caps != nil {
 		c.Capabilities = caps
@@ -87,8 +89,8 @@ func dhtConfig(caps []map[string]any, boot ...string) *Config {
 }
 
 // inDHT puts the daemon of c in the DHT as a server, bootstrapping from boot.
-func inDHT(c *Config, boot ...string) *Config {
-	c.Discovery.DHT = DHTServer
+func inDHT(c *config.Config, boot ...string) *config.Config {
+	c.Discovery.DHT = config.DHTServer
 	c.Discovery.Bootstrap = boot
 	return c
 }
@@ -425,7 +427,7 @@ func testDHTAt(t *testing.T, bucket, nodes int) {
 	dhts := make([]*dht.IpfsDHT, nodes)
 	for i := range nodes {
 		hosts[i] = bareHost(t)
-		d, err := newCapabilityDHT(hosts[i], dht.ModeServer, nil, newProviderRecords(DefaultMaxProviderRecords, DefaultMaxProvidersPerKey), dht.BucketSize(bucket))
+		d, err := newCapabilityDHT(hosts[i], dht.ModeServer, nil, newProviderRecords(config.DefaultMaxProviderRecords, config.DefaultMaxProvidersPerKey), dht.BucketSize(bucket))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
@@ -26,7 +28,7 @@ func TestFindAfterTheRelayBecomesADHTServer(t *testing.T) {
 	rc.Listen.Addresses = []string{tcpAddr.String()} // the same port after the restart
 	mk := func(name string) *testDaemon {
 		c := natConfig(relay)
-		c.Discovery.DHT = DHTAuto
+		c.Discovery.DHT = config.DHTAuto
 		c.Capabilities = []map[string]any{{"name": name, "description": "a lab capability"}}
 		return startDaemon(t, c)
 	}
@@ -48,7 +50,7 @@ func TestFindAfterTheRelayBecomesADHTServer(t *testing.T) {
 			bo.AddBackoff(relay.id.PeerID(), tcpAddr)
 		}
 	}
-	rc.Discovery.DHT = DHTServer
+	rc.Discovery.DHT = config.DHTServer
 	relay = restartDaemon(t, relay)
 	found := func(d *testDaemon, name string, want peer.ID) func() bool {
 		return func() bool {
@@ -70,7 +72,7 @@ func TestProvidedOnceTheBootstrapServerIsUp(t *testing.T) {
 	sc.Listen.Addresses = []string{addr.String()}
 	server.Close()
 	c := tcpOnly(loopbackConfig())
-	c.Discovery.DHT = DHTAuto
+	c.Discovery.DHT = config.DHTAuto
 	c.Discovery.Bootstrap = []string{addr.String() + "/p2p/" + server.id.PeerID().String()}
 	c.Capabilities = []map[string]any{{"name": "lab.early", "description": "started before the server"}}
 	early := startDaemon(t, c)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
@@ -220,9 +222,9 @@ func (c *testClock) advance(d time.Duration) {
 }
 
 // startDaemonWith starts a daemon in a fresh home with cfg and options.
-func startDaemonWith(t *testing.T, cfg *Config, opts ...Option) *testDaemon {
+func startDaemonWith(t *testing.T, cfg *config.Config, opts ...Option) *testDaemon {
 	t.Helper()
-	h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	id, err := h.Init(time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +271,7 @@ func TestDiskAnonymousRequestIsBounded(t *testing.T) {
 // greeted.
 func TestStrangersShareOfTheAuditLog(t *testing.T) {
 	cfg := aliceConfig("")
-	cfg.Audit.MaxMB = minAuditMB // a share of 4 MiB
+	cfg.Audit.MaxMB = config.MinAuditMB // a share of 4 MiB
 	alice := startDaemon(t, cfg)
 	bob := startDaemon(t, nil)
 	if _, err := alice.TrustBook().PinKey(bob.pid(), bob.id.Fingerprint()); err != nil {

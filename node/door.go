@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ifaced/ifaced/node/internal/peerid"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/node/wire"
@@ -389,7 +391,7 @@ func (d *door) charge(a *arrival, from peer.ID) error {
 
 // record writes the admitted message to the audit log.
 func (d *door) record(a *arrival, from peer.ID) error {
-	err := d.audit.Record(gossip.AuditEntry{At: d.now().UTC(), Direction: gossip.Received, Peer: idString(from),
+	err := d.audit.Record(gossip.AuditEntry{At: d.now().UTC(), Direction: gossip.Received, Peer: peerid.String(from),
 		Transport: a.via, Note: a.note, Message: a.msg, Stranger: d.stranger(from)})
 	if err != nil {
 		return fmt.Errorf("%w: recording a received %s: %w", errAudit, a.msg.Headers.Phase, err)
@@ -446,7 +448,7 @@ func (d *door) refused(via string, established peer.ID, verified bool, m *gossip
 	d.recordRefusal(via, established, verified, m, raw, cause, at)
 	e := Event{Type: EventRefused, At: at, Detail: fmt.Sprintf("%s: %s", code, gossip.Clip(cause.Error(), 256))}
 	if established != "" {
-		e.Peer = idString(established)
+		e.Peer = peerid.String(established)
 	}
 	if established == "" {
 		if !d.strangers.AllowN(at, 1) {
@@ -476,7 +478,7 @@ func (d *door) recordRefusal(via string, established peer.ID, verified bool, m *
 	code := wire.CodeOf(cause)
 	r := gossip.Refusal{At: at, Transport: via, Code: string(code), Reason: cause.Error(), Verified: verified, LeftOut: leftOut}
 	if established != "" {
-		r.Peer = idString(established)
+		r.Peer = peerid.String(established)
 	}
 	gossip.SummariseRefusal(&r, m, raw)
 	if err := d.audit.RecordRefusal(r); err != nil {
@@ -526,5 +528,5 @@ func (d *door) keepLeftOut() {
 
 // publish tells the local agent of an admitted message (the act step).
 func (d *door) publish(in admitted, convID, detail string) {
-	d.events.publish(Event{Type: EventMessage, At: d.now(), Peer: idString(in.from), ConversationID: convID, Message: in.msg, Detail: detail})
+	d.events.publish(Event{Type: EventMessage, At: d.now(), Peer: peerid.String(in.from), ConversationID: convID, Message: in.msg, Detail: detail})
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
@@ -658,7 +660,7 @@ func TestDoorRefusedAfterReplayIsNotUsedUp(t *testing.T) {
 	var mu sync.Mutex
 	clock := time.Now()
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	h := Home{Dir: t.TempDir()}
+	h := config.Home{Dir: t.TempDir()}
 	id, err := h.Init(time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -753,9 +755,9 @@ func TestDoorStrangersCannotCrowdTheAgent(t *testing.T) {
 // daemons of one configuration have), ends without a line above debug on
 // either side: no "refused message", no "conversation ended" at info.
 func TestIdleConversationLogsNothingAboveDebug(t *testing.T) {
-	start := func(cfg *Config, logs *syncBuffer) *testDaemon {
+	start := func(cfg *config.Config, logs *syncBuffer) *testDaemon {
 		cfg.Limits.StreamTimeout.Duration = 300 * time.Millisecond
-		h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+		h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 		id, err := h.Init(time.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -788,7 +790,7 @@ func TestIdleConversationLogsNothingAboveDebug(t *testing.T) {
 func TestLogsNamePeersByDisplay(t *testing.T) {
 	var logs syncBuffer
 	cfg := aliceConfig("")
-	h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	id, err := h.Init(time.Now())
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -37,7 +39,7 @@ func (r *rawPeer) reconnect(t *testing.T, target *testDaemon) {
 // replayed: the restarted daemon finds it in the audit log.
 func TestReplayIsRefusedAfterACrashBeforeTheFlush(t *testing.T) {
 	cfg := aliceConfig("")
-	cfg.Durability = DurabilityConfig{Sync: SyncInterval, Interval: Duration{time.Minute}}
+	cfg.Durability = config.DurabilityConfig{Sync: config.SyncInterval, Interval: config.Duration{Duration: time.Minute}}
 	alice := startDaemon(t, cfg)
 	raw := newRawPeer(t, alice)
 	first := raw.greeting(alice, raw.id)
@@ -67,7 +69,7 @@ func TestReplayIsRefusedAfterACrashBeforeTheFlush(t *testing.T) {
 // The same, with every ID committed on the spot: nothing waits in memory.
 func TestReplayIsRefusedAfterACrashWithSyncAlways(t *testing.T) {
 	cfg := aliceConfig("")
-	cfg.Durability = DurabilityConfig{Sync: SyncAlways}
+	cfg.Durability = config.DurabilityConfig{Sync: config.SyncAlways}
 	alice := startDaemon(t, cfg)
 	if alice.seen != nil {
 		t.Fatal("sync = always buffers the seen-set")
@@ -93,7 +95,7 @@ func TestReplayIsRefusedAfterACrashWithSyncAlways(t *testing.T) {
 // so (it will not send it again); with sync = "interval" that means a flush.
 func TestInboxDeliveryIsCommittedBeforeItIsAcknowledged(t *testing.T) {
 	cfg := aliceConfig("")
-	cfg.Durability = DurabilityConfig{Sync: SyncInterval, Interval: Duration{time.Minute}}
+	cfg.Durability = config.DurabilityConfig{Sync: config.SyncInterval, Interval: config.Duration{Duration: time.Minute}}
 	alice := startDaemon(t, cfg)
 	raw := newRawPeer(t, alice)
 	if _, err := alice.Inbox().Deliver(raw.greeting(alice, raw.id), "https"); err != nil {
@@ -116,7 +118,7 @@ func TestInboxDeliveryIsCommittedBeforeItIsAcknowledged(t *testing.T) {
 // audit log again.
 func TestSwitchingToSyncAlwaysClearsTheRecoveryMark(t *testing.T) {
 	cfg := aliceConfig("")
-	cfg.Durability = DurabilityConfig{Sync: SyncInterval, Interval: Duration{time.Minute}}
+	cfg.Durability = config.DurabilityConfig{Sync: config.SyncInterval, Interval: config.Duration{Duration: time.Minute}}
 	alice := startDaemon(t, cfg)
 	raw := newRawPeer(t, alice)
 	first := raw.greeting(alice, raw.id)
@@ -125,7 +127,7 @@ func TestSwitchingToSyncAlwaysClearsTheRecoveryMark(t *testing.T) {
 	}
 	alice.crash(t)
 	always := *cfg
-	always.Durability = DurabilityConfig{Sync: SyncAlways}
+	always.Durability = config.DurabilityConfig{Sync: config.SyncAlways}
 	alice.cfg = &always
 	alice = restartDaemon(t, alice)
 	if at, err := alice.store.SeenFlushedAt(); err != nil || !at.IsZero() {

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
@@ -68,13 +70,13 @@ func pick(short, long int) int {
 // quickly: 64 streams, 16–32 connections (the resource manager admits up
 // to twice connections_high), idle streams cut after 2 s. The rate limit
 // is lifted: the established peer greets as fast as it can.
-func floodConfig() *Config {
+func floodConfig() *config.Config {
 	c := tcpOnly(loopbackConfig())
 	c.Limits.MaxStreams = 64
 	c.Limits.ConnectionsLow, c.Limits.ConnectionsHigh = 16, 32
-	c.Limits.GracePeriod = Duration{time.Second}
-	c.Limits.StreamTimeout = Duration{2 * time.Second}
-	c.Rates = RatesConfig{Cool: 1 << 30, Warm: 1 << 30, Hot: 1 << 30}
+	c.Limits.GracePeriod = config.Duration{Duration: time.Second}
+	c.Limits.StreamTimeout = config.Duration{Duration: 2 * time.Second}
+	c.Rates = config.RatesConfig{Cool: 1 << 30, Warm: 1 << 30, Hot: 1 << 30}
 	return c
 }
 

@@ -3,6 +3,8 @@ package node
 import (
 	"os"
 	"runtime/debug"
+
+	"github.com/ifaced/ifaced/node/config"
 )
 
 // The garbage collector is the process's, not a node's, so New never
@@ -39,7 +41,7 @@ const gcLimitFactor = 1.5
 // below the bound the README states for its resident memory (twice
 // max_memory_mb). GOGC and GOMEMLIMIT set in the environment are left as
 // they are.
-func TuneGC(l LimitsConfig) {
+func TuneGC(l config.LimitsConfig) {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(gcPercent)
 	}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"runtime/debug"
 	"testing"
+
+	"github.com/ifaced/ifaced/node/config"
 )
 
 // TuneGC sets GOGC and the memory limit from the limits, unless the
@@ -19,7 +21,7 @@ func TestTuneGC(t *testing.T) {
 	t.Run("defaults", func(t *testing.T) {
 		unsetenv(t, "GOGC")
 		unsetenv(t, "GOMEMLIMIT")
-		TuneGC(LimitsConfig{MaxMemoryMB: 256})
+		TuneGC(config.LimitsConfig{MaxMemoryMB: 256})
 		if got := debug.SetGCPercent(100); got != gcPercent {
 			t.Errorf("GOGC %d, want %d", got, gcPercent)
 		}
@@ -33,7 +35,7 @@ func TestTuneGC(t *testing.T) {
 		restore(100, math.MaxInt64)
 		t.Setenv("GOGC", "150")
 		t.Setenv("GOMEMLIMIT", "1GiB")
-		TuneGC(LimitsConfig{MaxMemoryMB: 256})
+		TuneGC(config.LimitsConfig{MaxMemoryMB: 256})
 		if got := debug.SetGCPercent(100); got != 100 {
 			t.Errorf("GOGC changed to %d although the environment sets it", got)
 		}

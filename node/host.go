@@ -3,6 +3,8 @@ package node
 import (
 	"fmt"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/identity"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -50,7 +52,7 @@ func peerStreamShare(maxStreams int) int { return max(maxStreams/8, 8) }
 //
 // Every configured listen address must be free (claimListenAddrs): a
 // daemon never shares a port with another.
-func newHost(cfg *Config, id *identity.Identity, extra ...libp2p.Option) (host.Host, error) {
+func newHost(cfg *config.Config, id *identity.Identity, extra ...libp2p.Option) (host.Host, error) {
 	if err := claimListenAddrs(cfg.Listen.Addresses); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/examples/agent"
 	"github.com/ifaced/ifaced/negotiate"
@@ -19,7 +21,7 @@ import (
 // agentConfig is a loopback config offering the example agent's
 // capabilities plus a hidden one and a busy-prone one, with webhook as the
 // local agent ("" for none).
-func agentConfig(t *testing.T, webhook string, extra string) *Config {
+func agentConfig(t *testing.T, webhook string, extra string) *config.Config {
 	t.Helper()
 	src := "version = 1\n" + agent.Capabilities + `
 [[capabilities]]
@@ -33,7 +35,7 @@ name = "slow.job"
 description = "One at a time"
 conditions = { max_concurrent = 1 }
 ` + extra
-	c, err := ParseConfig([]byte(src))
+	c, err := config.ParseConfig([]byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +129,7 @@ func TestInvokeAgentFailures(t *testing.T) {
 	defer hook.Close()
 	defer close(release)
 	cfg := agentConfig(t, hook.URL, "")
-	cfg.Agent.Timeout = Duration{300 * time.Millisecond}
+	cfg.Agent.Timeout = config.Duration{Duration: 300 * time.Millisecond}
 	alice := startDaemon(t, cfg)
 	bob := startDaemon(t, nil)
 	connect(t, bob, alice)
@@ -145,7 +147,7 @@ func TestInvokeAgentFailures(t *testing.T) {
 
 	// max_concurrent: the second call while the first runs is busy, with a retry hint.
 	cfg2 := agentConfig(t, hook.URL, "")
-	cfg2.Agent.Timeout = Duration{10 * time.Second}
+	cfg2.Agent.Timeout = config.Duration{Duration: 10 * time.Second}
 	carol := startDaemon(t, cfg2)
 	connect(t, bob, carol)
 	first := make(chan error, 1)
@@ -216,7 +218,7 @@ func TestRateLimitByTemperature(t *testing.T) {
 	hook := httptest.NewServer(agent.Handler(nil))
 	defer hook.Close()
 	cfg := agentConfig(t, hook.URL, "")
-	cfg.Rates = RatesConfig{Cool: 3, Warm: 30, Hot: 60}
+	cfg.Rates = config.RatesConfig{Cool: 3, Warm: 30, Hot: 60}
 	alice := startDaemon(t, cfg)
 	bob := startDaemon(t, nil)
 	connect(t, bob, alice)
@@ -373,7 +375,7 @@ func TestInvokeUsesNewestConversation(t *testing.T) {
 // the others still go to the agent.
 func TestStandardCapabilitiesAnsweredByTheDaemon(t *testing.T) {
 	cfg := loopbackConfig()
-	cfg.Capabilities = append(StandardCapabilities(),
+	cfg.Capabilities = append(config.StandardCapabilities(),
 		map[string]any{"name": "calendar.availability", "description": "Share calendar availability windows"},
 		map[string]any{"name": "diary.read", "description": "Read the diary", "advertise": "when-eligible",
 			"conditions": map[string]any{"min_disclosure": "close"}})

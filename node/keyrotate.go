@@ -13,6 +13,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/node/store"
@@ -85,15 +87,8 @@ var ErrCommitted = errors.New("this daemon's key committed to its next key")
 // ErrDaemonRunning: a key command needs the daemon stopped.
 var ErrDaemonRunning = errors.New("the daemon is running")
 
-// RetiredKeyPath is where RotateKey keeps the key it retired: the owner
-// may still prepare a revocation statement with it (`ifaced key
-// revocation-statement --key`), and it is nothing else's.
-func (h Home) RetiredKeyPath(pid peer.ID) string {
-	return filepath.Join(h.Dir, "retired", pid.String()+".pem")
-}
-
 // openStopped opens the store of a daemon that is not running.
-func openStopped(h Home) (*store.Store, error) {
+func openStopped(h config.Home) (*store.Store, error) {
 	st, err := store.Open(filepath.Join(h.Dir, "ifaced.db"))
 	if errors.Is(err, store.ErrLocked) {
 		return nil, fmt.Errorf("%w: stop it first (the key is the daemon's identity, and it takes the new one at its next start): %w", ErrDaemonRunning, err)
@@ -108,7 +103,7 @@ func openStopped(h Home) (*store.Store, error) {
 // records it in the store as given, moves the old key to RetiredKeyPath
 // and puts the new one in its place. The daemon must be stopped; its next
 // start delivers the statement.
-func RotateKey(h Home, transition time.Duration, now time.Time, o RotateOptions) (*Rotation, error) {
+func RotateKey(h config.Home, transition time.Duration, now time.Time, o RotateOptions) (*Rotation, error) {
 	old, err := identity.LoadKey(h.KeyPath())
 	if err != nil {
 		return nil, err
@@ -208,7 +203,7 @@ func RotateKey(h Home, transition time.Duration, now time.Time, o RotateOptions)
 // replaced only when replace is set: peers that observed the first one
 // refuse the new one (and a rotation to its key) until their owners
 // forget it. The daemon must be stopped; its next start sends it.
-func CommitNextKey(h Home, out string, replace bool, now time.Time) (*identity.Commitment, error) {
+func CommitNextKey(h config.Home, out string, replace bool, now time.Time) (*identity.Commitment, error) {
 	cur, err := identity.LoadKey(h.KeyPath())
 	if err != nil {
 		return nil, err
@@ -284,7 +279,7 @@ func RevocationStatement(keyPath, reason string, now time.Time) (*identity.Revoc
 // one it succeeded last): the statement is signed by the current key and
 // travels with the succession statement. The daemon must be stopped; its
 // next start delivers the statement.
-func RevokeOldKey(h Home, old peer.ID, reason string, now time.Time) (*identity.Revocation, error) {
+func RevokeOldKey(h config.Home, old peer.ID, reason string, now time.Time) (*identity.Revocation, error) {
 	id, err := identity.LoadKey(h.KeyPath())
 	if err != nil {
 		return nil, err
@@ -331,7 +326,7 @@ func RevokeOldKey(h Home, old peer.ID, reason string, now time.Time) (*identity.
 // PublishRevocation records a revocation statement (one prepared with
 // RevocationStatement, signed by the key it revokes) for this daemon to
 // deliver at its next start to every peer in its cache. It must verify.
-func PublishRevocation(h Home, raw []byte, now time.Time) (*identity.Revocation, error) {
+func PublishRevocation(h config.Home, raw []byte, now time.Time) (*identity.Revocation, error) {
 	r, err := identity.DecodeRevocation(raw)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/wire"
@@ -22,7 +24,7 @@ func TestConditionMatrix(t *testing.T) {
 	defer hook.Close()
 	cfg := loopbackConfig()
 	cfg.Agent.Webhook = hook.URL
-	cfg.Rates = RatesConfig{Cool: 1000, Warm: 1000, Hot: 1000}
+	cfg.Rates = config.RatesConfig{Cool: 1000, Warm: 1000, Hot: 1000}
 	cfg.Capabilities = nil
 	alice := startDaemon(t, cfg)
 	below, at, above := startDaemon(t, nil), startDaemon(t, nil), startDaemon(t, nil)

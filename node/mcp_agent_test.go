@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ifaced/ifaced/interop/jsdeps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +13,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ifaced/ifaced/node/config"
+
+	"github.com/ifaced/ifaced/interop/jsdeps"
 
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/mcpagent"
@@ -46,7 +49,7 @@ func TestExampleMCPConfigLoads(t *testing.T) {
 			example.WriteString(line)
 		}
 	}
-	c, err := ParseConfig([]byte(example.String()))
+	c, err := config.ParseConfig([]byte(example.String()))
 	if err != nil {
 		t.Fatalf("the [agent.mcp] example does not load: %v\n%s", err, example.String())
 	}
@@ -58,11 +61,11 @@ func TestExampleMCPConfigLoads(t *testing.T) {
 	}
 
 	// A mistake names the key and its line.
-	_, err = ParseConfig([]byte("version = 1\n[agent.mcp]\ncommand = \"s\"\n\n[agent.mcp.tools.echo]\nadvertise = \"never\"\n"))
+	_, err = config.ParseConfig([]byte("version = 1\n[agent.mcp]\ncommand = \"s\"\n\n[agent.mcp.tools.echo]\nadvertise = \"never\"\n"))
 	if err == nil || !strings.Contains(err.Error(), "line 6") || !strings.Contains(err.Error(), "agent.mcp.tools.echo.advertise") {
 		t.Errorf("a bad overlay: %v", err)
 	}
-	_, err = ParseConfig([]byte("version = 1\n[agent.mcp]\nprefix = \"x\"\n"))
+	_, err = config.ParseConfig([]byte("version = 1\n[agent.mcp]\nprefix = \"x\"\n"))
 	if err == nil || !strings.Contains(err.Error(), "agent.mcp: names no server") {
 		t.Errorf("no server: %v", err)
 	}
@@ -202,7 +205,7 @@ func TestMCPServerAsLocalAgent(t *testing.T) {
 func TestMCPServerThatCannotStartStopsTheDaemon(t *testing.T) {
 	cfg := loopbackConfig()
 	cfg.Agent.MCP = &mcpagent.Config{Command: filepath.Join(t.TempDir(), "no-such-server")}
-	h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	id, err := h.Init(time.Now())
 	if err != nil {
 		t.Fatal(err)

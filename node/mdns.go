@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -66,7 +68,7 @@ type lanDiscovery struct {
 // queryTimeout. A host with no multicast interface (a container, say)
 // cannot use it; that is logged and startLAN returns nil, LAN discovery
 // off, since a daemon is reachable by every other means.
-func startLAN(ctx context.Context, h host.Host, cfg DiscoveryConfig, queryTimeout time.Duration, peers peerReader, ask querier,
+func startLAN(ctx context.Context, h host.Host, cfg config.DiscoveryConfig, queryTimeout time.Duration, peers peerReader, ask querier,
 	events eventSink, now func() time.Time, log *slog.Logger) *lanDiscovery {
 	if !cfg.MDNS {
 		return nil

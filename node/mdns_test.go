@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"go.uber.org/goleak"
 )
 
@@ -42,7 +44,7 @@ func TestMDNSFindsPeersOnTheLAN(t *testing.T) {
 	}
 
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	lan := func() *Config {
+	lan := func() *config.Config {
 		c := tcpOnly(loopbackConfig())
 		c.Discovery.MDNS = true
 		return c

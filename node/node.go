@@ -10,6 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
+	"github.com/ifaced/ifaced/node/internal/peerid"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
@@ -31,8 +35,8 @@ import (
 // none of them holds the Node.
 type Node struct {
 	id     *identity.Identity
-	cfg    *Config
-	home   Home
+	cfg    *config.Config
+	home   config.Home
 	log    *slog.Logger
 	host   host.Host
 	store  *store.Store
@@ -98,7 +102,7 @@ func WithClock(now func() time.Time) Option { return func(n *Node) { n.now = now
 // and signs the owner's capability document (its seq persisted and raised
 // whenever the content changes), starts the libp2p host and registers the
 // stream protocols.
-func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts ...Option) (*Node, error) {
+func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.Logger, opts ...Option) (*Node, error) {
 	order, err := cfg.TierOrder()
 	if err != nil {
 		return nil, err
@@ -128,7 +132,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 		return nil, err
 	}
 	var auditOpts []gossip.AuditOption
-	if cfg.Durability.Sync == SyncInterval {
+	if cfg.Durability.Sync == config.SyncInterval {
 		auditOpts = append(auditOpts, gossip.SyncEvery(cfg.Durability.Interval.Duration))
 	}
 	auditOpts = append(auditOpts, gossip.WithLimits(cfg.Audit.Limits()), gossip.WithClock(func() time.Time { return n.now() }),
@@ -148,7 +152,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	n.docs = newDocuments(id, n.store.Own(), order, func() time.Time { return n.now() }, log)
 	n.caps = newOwnCapabilities(n.docs, n.store.Own(), log)
 	seen := n.store.Seen()
-	if cfg.Durability.Sync == SyncInterval {
+	if cfg.Durability.Sync == config.SyncInterval {
 		n.seen = n.store.BufferedSeen()
 		seen = n.seen
 	}
@@ -176,7 +180,7 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 	n.door = newDoor(id.DID(), n.audit, n.replay, n.rates, n.trust.KeyRevoked, n.events, log, func() time.Time { return n.now() },
 		func(p peer.ID) netip.Addr { return remoteAddrOf(n.host, p) })
 	n.door.budget = NewBudget(cfg.Limits.MaxMemoryMB, func(p peer.ID) bool { return n.convs != nil && n.convs.isGreeted(p) })
-	n.door.known = func(p peer.ID) bool { return n.peerGate.known(idString(p)) }
+	n.door.known = func(p peer.ID) bool { return n.peerGate.known(peerid.String(p)) }
 	n.door.keys = newKeyLifecycle(n.trust, n.policy, n.store, n.peerGate, alias.Open(home.Dir), n.events, log,
 		func() time.Time { return n.now() }, max(cfg.Mailbox.Retention.Duration, cfg.Replay.Window.Duration))
 	doc, err := cfg.Document(id.DID())

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
@@ -27,8 +29,8 @@ import (
 
 // loopbackConfig is the default config listening on loopback, on ports the
 // system picks.
-func loopbackConfig() *Config {
-	c := DefaultConfig()
+func loopbackConfig() *config.Config {
+	c := config.DefaultConfig()
 	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"}
 	c.API.Listen = "127.0.0.1:0"
 	quietDiscovery(c)
@@ -39,16 +41,16 @@ func loopbackConfig() *Config {
 // on every interface, which tests must not do outside a namespace of
 // their own, and the DHT and GossipSub cost goroutines most tests do not
 // need. Tests of those switch them on again.
-func quietDiscovery(c *Config) {
+func quietDiscovery(c *config.Config) {
 	c.Discovery.MDNS = false
-	c.Discovery.DHT = DHTOff
+	c.Discovery.DHT = config.DHTOff
 	c.Discovery.Gossip = false
 }
 
 type testDaemon struct {
 	*Node
-	home Home
-	cfg  *Config
+	home config.Home
+	cfg  *config.Config
 	id   *identity.Identity
 }
 
@@ -61,14 +63,14 @@ func testLogger(t testing.TB) *slog.Logger {
 
 // startDaemon starts a daemon in a fresh home with cfg (loopback defaults
 // when nil).
-func startDaemon(t *testing.T, cfg *Config) *testDaemon { return startDaemonB(t, cfg) }
+func startDaemon(t *testing.T, cfg *config.Config) *testDaemon { return startDaemonB(t, cfg) }
 
-func startDaemonB(t testing.TB, cfg *Config) *testDaemon {
+func startDaemonB(t testing.TB, cfg *config.Config) *testDaemon {
 	t.Helper()
 	if cfg == nil {
 		cfg = loopbackConfig()
 	}
-	h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	id, err := h.Init(time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +100,7 @@ func connect(t *testing.T, a, b *testDaemon) {
 
 // aliceConfig offers a public capability, one for professionals, and a
 // hidden one for close friends; it grants bob (once known) professional.
-func aliceConfig(bob peer.ID) *Config {
+func aliceConfig(bob peer.ID) *config.Config {
 	c := loopbackConfig()
 	c.Identity.Display = "Alice's agent"
 	one := 1
@@ -152,7 +154,7 @@ func TestNodeStartsOnLoopback(t *testing.T) {
 func TestGreetingViewsDifferPerPeer(t *testing.T) {
 	bobID, _ := identity.Generate(nil)
 	alice := startDaemon(t, aliceConfig(bobID.PeerID()))
-	bobHome := Home{Dir: filepath.Join(t.TempDir(), "bob")}
+	bobHome := config.Home{Dir: filepath.Join(t.TempDir(), "bob")}
 	if err := os.MkdirAll(bobHome.Dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +489,7 @@ func withFrame(b []byte) []byte {
 
 func TestSilentPeerHitsDeadline(t *testing.T) {
 	cfg := aliceConfig("")
-	cfg.Limits.StreamTimeout = Duration{300 * time.Millisecond}
+	cfg.Limits.StreamTimeout = config.Duration{Duration: 300 * time.Millisecond}
 	alice := startDaemon(t, cfg)
 	raw := newRawPeer(t, alice)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -585,7 +587,7 @@ func cborEncodeUnchecked(m *gossip.Message) ([]byte, error) { return cborMarshal
 // takes it.
 func TestGreetAgainWithRaisedContext(t *testing.T) {
 	bob := startDaemon(t, nil)
-	alice := startDaemon(t, func() *Config {
+	alice := startDaemon(t, func() *config.Config {
 		c := aliceConfig(bob.id.PeerID())
 		c.Disclosure.Personas["default"][bob.id.PeerID().String()] = "close"
 		return c
@@ -665,7 +667,7 @@ func TestListenAddressInUseRefused(t *testing.T) {
 		checked++
 		cfg := loopbackConfig()
 		cfg.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0", a.String()}
-		h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+		h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 		id, err := h.Init(time.Now())
 		if err != nil {
 			t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/store"
@@ -17,7 +19,7 @@ import (
 // computed from it by negotiate.Policy.GrantTo; this component only keeps
 // it and changes it.
 type PolicyBook struct {
-	cfg   *Config
+	cfg   *config.Config
 	order *conditions.TierOrder
 	store policyStore
 
@@ -35,7 +37,7 @@ type policyStore interface {
 
 var _ policyStore = (*store.Store)(nil)
 
-func newPolicyBook(cfg *Config, order *conditions.TierOrder, st policyStore) (*PolicyBook, error) {
+func newPolicyBook(cfg *config.Config, order *conditions.TierOrder, st policyStore) (*PolicyBook, error) {
 	p := &PolicyBook{cfg: cfg, order: order, store: st}
 	return p, p.reload()
 }
@@ -45,7 +47,7 @@ var ErrInvalidPolicy = errors.New("invalid policy change")
 
 // policyFrom turns the disclosure and temperature config, with the
 // owner's run-time overrides on top, into a policy.
-func policyFrom(cfg *Config, order *conditions.TierOrder, o store.PolicyOverrides) *negotiate.Policy {
+func policyFrom(cfg *config.Config, order *conditions.TierOrder, o store.PolicyOverrides) *negotiate.Policy {
 	p := &negotiate.Policy{Order: order, DefaultTier: cfg.Disclosure.Default, Map: map[string]map[string]string{},
 		DefaultMaxTemp: cfg.Temperature.DefaultMax, MaxTemp: map[string]string{}, OpenPersonas: cfg.Disclosure.OpenPersonas}
 	for _, layer := range []map[string]map[string]string{cfg.Disclosure.Personas, o.Disclosure} {

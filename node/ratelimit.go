@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -16,14 +18,14 @@ import (
 // more, IFP-6 §6); the burst is one minute's worth, so a greeting and its
 // first exchanges are never delayed.
 type rateLimits struct {
-	cfg RatesConfig
+	cfg config.RatesConfig
 	now func() time.Time
 
 	mu    sync.Mutex
 	peers map[peer.ID]*rate.Limiter
 }
 
-func newRateLimits(cfg RatesConfig, now func() time.Time) *rateLimits {
+func newRateLimits(cfg config.RatesConfig, now func() time.Time) *rateLimits {
 	return &rateLimits{cfg: cfg, now: now, peers: map[peer.ID]*rate.Limiter{}}
 }
 

@@ -3,13 +3,17 @@ package node
 import (
 	"context"
 	"fmt"
-	"github.com/ifaced/ifaced/node/store"
-	"github.com/libp2p/go-libp2p/core/host"
 	"log/slog"
 	"maps"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/ifaced/ifaced/node/config"
+
+	"github.com/ifaced/ifaced/node/internal/peerid"
+	"github.com/ifaced/ifaced/node/store"
+	"github.com/libp2p/go-libp2p/core/host"
 
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
@@ -70,7 +74,7 @@ type Mail struct {
 // mailDeps is what Mail is built from, and keeps.
 type mailDeps struct {
 	id         *identity.Identity
-	cfg        *Config // listen, relay, mailbox and limits sections
+	cfg        *config.Config // listen, relay, mailbox and limits sections
 	host       host.Host
 	store      *store.Store
 	door       *door
@@ -94,7 +98,7 @@ func newMail(d mailDeps) *Mail {
 		retries = mailRetries
 	}
 	return &Mail{mailDeps: d, kick: make(chan struct{}, 1), retries: retries, fetching: map[peer.ID]bool{},
-		rates: newRateLimits(RatesConfig{Cool: 60, Warm: 60, Hot: 60}, d.now), slots: newReservationBook(d.host)}
+		rates: newRateLimits(config.RatesConfig{Cool: 60, Warm: 60, Hot: 60}, d.now), slots: newReservationBook(d.host)}
 }
 
 // reachState is the relay service and this daemon's reservations.
@@ -180,7 +184,7 @@ func (mb *Mail) RelayReservations() []peer.ID {
 func (mb *Mail) RelayService() bool { return mb.reach.service != nil }
 
 // configuredRelays parses relay.use (already validated by the config).
-func configuredRelays(cfg *Config, self peer.ID) []peer.AddrInfo {
+func configuredRelays(cfg *config.Config, self peer.ID) []peer.AddrInfo {
 	var out []peer.AddrInfo
 	for _, s := range cfg.Relay.Use {
 		info, err := peer.AddrInfoFromString(s)
@@ -194,7 +198,7 @@ func configuredRelays(cfg *Config, self peer.ID) []peer.AddrInfo {
 
 // relayPreferences are the IFP-8 §2.3 relay preferences for this daemon:
 // its circuit address through each configured relay.
-func relayPreferences(cfg *Config, self peer.ID) *identity.Relay {
+func relayPreferences(cfg *config.Config, self peer.ID) *identity.Relay {
 	var urls []string
 	for _, info := range configuredRelays(cfg, self) {
 		for _, a := range circuitThrough(info) {
@@ -453,3 +457,6 @@ func (mb *Mail) dialHints(pid peer.ID) {
 	}
 	mb.host.Peerstore().AddAddrs(pid, addrs, peerstore.TempAddrTTL)
 }
+
+// named is pid as log lines name it (peerid.Named).
+func (mb *Mail) named(pid peer.ID) slog.LogValuer { return peerid.Named(pid, mb.store) }

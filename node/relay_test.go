@@ -4,17 +4,20 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/multiformats/go-multiaddr"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/multiformats/go-multiaddr"
 
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
@@ -32,9 +35,9 @@ import (
 )
 
 // startWith starts a daemon in a fresh home with options.
-func startWith(t *testing.T, cfg *Config, opts ...Option) *testDaemon {
+func startWith(t *testing.T, cfg *config.Config, opts ...Option) *testDaemon {
 	t.Helper()
-	h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	id, err := h.Init(time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +56,7 @@ func restartWith(t *testing.T, d *testDaemon, opts ...Option) *testDaemon {
 }
 
 // relayConfig serves circuit relay v2 and mailboxes on loopback.
-func relayConfig() *Config {
+func relayConfig() *config.Config {
 	c := loopbackConfig()
 	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
 	c.Relay.Service = true
@@ -62,7 +65,7 @@ func relayConfig() *Config {
 
 // natConfig listens on nothing: the daemon can only be reached through
 // the relays it reserves slots on.
-func natConfig(relays ...*testDaemon) *Config {
+func natConfig(relays ...*testDaemon) *config.Config {
 	c := loopbackConfig()
 	c.Listen.Addresses = nil
 	for _, r := range relays {
@@ -86,7 +89,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // tcpOnly drops QUIC: dialling a closed QUIC port waits out the
 // handshake timeout (nothing answers UDP), which tests of peers that went
 // away would otherwise spend seconds on.
-func tcpOnly(c *Config) *Config {
+func tcpOnly(c *config.Config) *config.Config {
 	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
 	return c
 }
@@ -311,7 +314,7 @@ func TestOutboxRetriesAcrossRestartUntilTheRecipientRegisters(t *testing.T) {
 	relay := startDaemon(t, relayConfig())
 	bc := tcpOnly(loopbackConfig())
 	bc.Relay.Use = []string{relay.Addrs()[0].String()}
-	bc.Mailbox.Poll = Duration{100 * time.Millisecond}
+	bc.Mailbox.Poll = config.Duration{Duration: 100 * time.Millisecond}
 	bob := startDaemon(t, bc)
 	alice := startWith(t, aliceConfig(bob.id.PeerID()), WithMailRetries(50*time.Millisecond))
 	waitFor(t, "bob's slot", holdsSlots(bob, relay))
@@ -363,7 +366,7 @@ func TestOutboxRetriesAcrossRestartUntilTheRecipientRegisters(t *testing.T) {
 
 func TestOutboxGivesUp(t *testing.T) {
 	relay, alice, bob := mailSetup(t, WithMailRetries(20*time.Millisecond))
-	alice.cfg.Mailbox.GiveUp = Duration{300 * time.Millisecond}
+	alice.cfg.Mailbox.GiveUp = config.Duration{Duration: 300 * time.Millisecond}
 	bob.Close()
 	waitGone(t, alice, bob)
 	if _, err := relay.Store().Mailboxes().PruneMail(time.Now(), time.Now().Add(time.Hour)); err != nil {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
@@ -48,9 +50,9 @@ func rotate(t *testing.T, d *testDaemon, transition time.Duration) (*testDaemon,
 
 // withKey starts a daemon in a fresh home on a given key: whoever still
 // holds an old key.
-func withKey(t *testing.T, id *identity.Identity, cfg *Config) *testDaemon {
+func withKey(t *testing.T, id *identity.Identity, cfg *config.Config) *testDaemon {
 	t.Helper()
-	h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	if err := identity.SaveKey(h.KeyPath(), id); err != nil {
 		t.Fatal(err)
 	}

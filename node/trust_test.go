@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
@@ -532,7 +534,7 @@ func TestIdentityDocuments(t *testing.T) {
 }
 
 func TestTrustConfig(t *testing.T) {
-	if c := DefaultConfig(); c.Trust.CAFile != "" {
+	if c := config.DefaultConfig(); c.Trust.CAFile != "" {
 		t.Errorf("default trust.ca_file = %q, want empty", c.Trust.CAFile)
 	}
 	src, err := os.ReadFile("../config.example.toml")
@@ -549,7 +551,7 @@ func TestTrustConfig(t *testing.T) {
 		"/nonexistent/ca.pem": "no such file",
 		junk:                  "no PEM certificate",
 	} {
-		_, err := ParseConfig([]byte("version = 1\n[trust]\nca_file = " + strconv.Quote(file) + "\n"))
+		_, err := config.ParseConfig([]byte("version = 1\n[trust]\nca_file = " + strconv.Quote(file) + "\n"))
 		if err == nil || !strings.Contains(err.Error(), "trust.ca_file") || !strings.Contains(err.Error(), want) {
 			t.Errorf("ca_file %q: %v, want an error saying %q", file, err, want)
 		}

@@ -5,16 +5,19 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"github.com/ifaced/ifaced/conditions"
-	"github.com/ifaced/ifaced/negotiate"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/negotiate"
 
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/node/wire"
@@ -71,7 +74,7 @@ func vectorKey(t *testing.T, v conformanceVectors, name string) *identity.Identi
 // should have been one.
 func TestUpdateRefusalVectors(t *testing.T) {
 	v := readVectors(t, "refusals.json")
-	h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	if _, err := h.Init(time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +187,7 @@ func TestViewVectors(t *testing.T) {
 		json.Unmarshal(b, &m)
 		cfg.Capabilities = append(cfg.Capabilities, m)
 	}
-	h := Home{Dir: filepath.Join(t.TempDir(), "home")}
+	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	if _, err := h.Init(time.Now()); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
@@ -405,7 +407,7 @@ func presignedView(t *testing.T, d *testDaemon) *signedView {
 // peer's greeting (both ways) is shown that very signature, and nothing
 // is signed while the greeting waits.
 func TestStrangersViewIsSignedAheadOfTime(t *testing.T) {
-	cfg := func() *Config {
+	cfg := func() *config.Config {
 		c := loopbackConfig()
 		c.Capabilities = twentyCapabilities()
 		return c

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
@@ -18,7 +20,7 @@ import (
 
 // runDaemonIn runs a daemon and its control API in home (initialized
 // when new) until the returned stop, or the end of the test.
-func runDaemonIn(t *testing.T, h node.Home, cfg *node.Config) (stop func()) {
+func runDaemonIn(t *testing.T, h config.Home, cfg *config.Config) (stop func()) {
 	t.Helper()
 	id, err := identity.LoadKey(h.KeyPath())
 	if err != nil {
@@ -104,7 +106,7 @@ func TestCapsFiles(t *testing.T) {
 	home := filepath.Join(t.TempDir(), "alice")
 	cfg := loopbackConfig()
 	cfg.Capabilities = []map[string]any{{"name": "ping", "description": "Respond to connectivity tests"}}
-	runDaemonIn(t, node.Home{Dir: home}, cfg)
+	runDaemonIn(t, config.Home{Dir: home}, cfg)
 	wantLines(t, "caps add a document", mustRun(t, home, "caps", "add", document),
 		document+": read as a capability document with 4 capabilities (JSON)",
 		"added gossip.exchange, calendar.availability, doc.summarize, ", "the document is now seq 2 with 5 capabilities")
@@ -123,7 +125,7 @@ func TestCapsFiles(t *testing.T) {
 	}
 
 	bob := filepath.Join(t.TempDir(), "bob")
-	runDaemonIn(t, node.Home{Dir: bob}, loopbackConfig())
+	runDaemonIn(t, config.Home{Dir: bob}, loopbackConfig())
 	wantLines(t, "caps add examples/agent/capabilities.toml", mustRun(t, bob, "caps", "add", example),
 		"read as 3 capabilities in [[capabilities]] tables (TOML)", "added doc.summarize, calendar.availability, echo: the document is now seq 2 with 9 capabilities")
 }
@@ -135,7 +137,7 @@ func TestCapsFiles(t *testing.T) {
 func TestCapsKeptAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	capJSON := readmeCapFile(t, dir)
-	h := node.Home{Dir: filepath.Join(dir, "alice")}
+	h := config.Home{Dir: filepath.Join(dir, "alice")}
 	stop := runDaemonIn(t, h, loopbackConfig())
 	a := h.Dir
 	mustRun(t, a, "caps", "add", capJSON)

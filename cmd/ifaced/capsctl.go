@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
@@ -221,7 +223,7 @@ func loadCapabilityFile(f *flags, e *env, name string, validate bool) (*capabili
 	cf := &capabilityFile{name: name, src: src, format: negotiate.FormatOf(name)}
 	if cf.format == negotiate.FormatTOML && isConfig(src) {
 		cf.config = true
-		cfg, err := node.ParseConfig(src)
+		cfg, err := config.ParseConfig(src)
 		if err != nil {
 			return cf, err
 		}
@@ -242,7 +244,7 @@ func loadCapabilityFile(f *flags, e *env, name string, validate bool) (*capabili
 	}
 	var order *conditions.TierOrder
 	if h, herr := f.homeDir(e); herr == nil {
-		if cfg, cerr := node.LoadConfig(h.ConfigPath()); cerr == nil {
+		if cfg, cerr := config.LoadConfig(h.ConfigPath()); cerr == nil {
 			order, _ = cfg.TierOrder()
 		}
 	}

@@ -8,7 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/node/api"
 )
 
@@ -45,7 +46,7 @@ type flags struct {
 func newFlags(e *env, name, argsHelp string, withJSON bool) *flags {
 	f := &flags{FlagSet: flag.NewFlagSet("ifaced "+name, flag.ContinueOnError), e: e, name: name, argsHelp: argsHelp}
 	f.SetOutput(io.Discard)
-	f.StringVar(&f.home, "home", "", "data directory (default $"+node.EnvHome+", else ~/.ifaced)")
+	f.StringVar(&f.home, "home", "", "data directory (default $"+config.EnvHome+", else ~/.ifaced)")
 	if withJSON {
 		f.BoolVar(&f.json, "json", false, "print machine-readable JSON (errors too, on standard error)")
 	}

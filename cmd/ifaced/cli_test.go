@@ -13,7 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/node/api"
 )
 
@@ -282,7 +283,7 @@ func TestConfigVerb(t *testing.T) {
 	mustRun(t, home, "config", "set", "log.format", "json")
 	mustRun(t, home, "config", "set", "rates.warm", "120")
 	mustRun(t, home, "config", "set", "discovery.bootstrap", "/ip4/127.0.0.1/tcp/4817/p2p/12D3KooWEyoppNCUx8Yx66oV9fJnriXwCcXwDDUA2kj6vnc6iDEp")
-	cfg, err := node.LoadConfig(path)
+	cfg, err := config.LoadConfig(path)
 	if err != nil {
 		t.Fatalf("the edited config does not load: %v", err)
 	}

@@ -8,16 +8,17 @@ import (
 	"io"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node"
 )
 
-func (f *flags) homeDir(e *env) (node.Home, error) {
+func (f *flags) homeDir(e *env) (config.Home, error) {
 	if f.home == "" {
-		f.home = e.getenv(node.EnvHome)
+		f.home = e.getenv(config.EnvHome)
 	}
-	return node.ResolveHome(f.home)
+	return config.ResolveHome(f.home)
 }
 
 // idInfo is what `init` and `id` print.
@@ -29,7 +30,7 @@ type idInfo struct {
 	Home        string `json:"home"`
 }
 
-func printID(w io.Writer, asJSON bool, id *identity.Identity, h node.Home) error {
+func printID(w io.Writer, asJSON bool, id *identity.Identity, h config.Home) error {
 	info := idInfo{id.PeerID().String(), id.DID(), id.KeyID(), id.Fingerprint(), h.Dir}
 	if asJSON {
 		return writeJSON(w, info)
@@ -91,7 +92,7 @@ func runID(_ context.Context, e *env, args []string) error {
 
 // configProblems lists the problems in a config or document error.
 func configProblems(err error) []error {
-	var ce *node.ConfigError
+	var ce *config.ConfigError
 	if errors.As(err, &ce) {
 		err = ce.Err
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding"
 	"errors"
 	"fmt"
-	"github.com/google/renameio/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,8 +15,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/google/renameio/v2"
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
 )
@@ -80,8 +81,8 @@ func runConfig(ctx context.Context, e *env, args []string) error {
 	if sub == "set" {
 		return configSet(e, f, h.ConfigPath(), pos[0], pos[1])
 	}
-	cfg, err := node.LoadConfig(h.ConfigPath())
-	noFile := errors.Is(err, node.ErrNoConfig)
+	cfg, err := config.LoadConfig(h.ConfigPath())
+	noFile := errors.Is(err, config.ErrNoConfig)
 	if err != nil && !noFile {
 		return configFailure(err)
 	}
@@ -107,7 +108,7 @@ func runConfig(ctx context.Context, e *env, args []string) error {
 
 // configFailure lists a config file's problems, one a line.
 func configFailure(err error) error {
-	var ce *node.ConfigError
+	var ce *config.ConfigError
 	if !errors.As(err, &ce) {
 		return err
 	}
@@ -160,7 +161,7 @@ func configKeys() []configKey {
 			}
 		}
 	}
-	walk("", reflect.TypeFor[node.Config]())
+	walk("", reflect.TypeFor[config.Config]())
 	return out
 }
 
@@ -328,9 +329,9 @@ func configSet(e *env, f *flags, path, key, value string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if _, err := node.ParseConfig(edited); err != nil {
+	if _, err := config.ParseConfig(edited); err != nil {
 		// Nothing is written: the daemon could not start on it.
-		return configFailure(&node.ConfigError{File: path + " (as it would be)", Err: err})
+		return configFailure(&config.ConfigError{File: path + " (as it would be)", Err: err})
 	}
 	if err := writeFileAtomic(path, edited, st.Mode().Perm()); err != nil {
 		return fmt.Errorf("writing config: %w", err)

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 )
@@ -23,12 +25,12 @@ import (
 // openDaemon runs a daemon and its control API in this process, in a
 // fresh home, on loopback (cfg nil: loopbackConfig). The caller stops
 // them, the API first, as runDaemon does.
-func openDaemon(t *testing.T, cfg *node.Config) (node.Home, *node.Node, *api.Server, *slog.Logger) {
+func openDaemon(t *testing.T, cfg *config.Config) (config.Home, *node.Node, *api.Server, *slog.Logger) {
 	t.Helper()
 	if cfg == nil {
 		cfg = loopbackConfig()
 	}
-	h := node.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	id, err := h.Init(time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +49,7 @@ func openDaemon(t *testing.T, cfg *node.Config) (node.Home, *node.Node, *api.Ser
 }
 
 // startServer is openDaemon stopped when the test ends.
-func startServer(t *testing.T, cfg *node.Config) (node.Home, *node.Node, *api.Server, *slog.Logger) {
+func startServer(t *testing.T, cfg *config.Config) (config.Home, *node.Node, *api.Server, *slog.Logger) {
 	t.Helper()
 	h, n, srv, log := openDaemon(t, cfg)
 	t.Cleanup(func() { n.Close() })
@@ -57,22 +59,22 @@ func startServer(t *testing.T, cfg *node.Config) (node.Home, *node.Node, *api.Se
 
 // startDaemon runs a daemon and its control API in this process, in a
 // fresh home, on loopback, until the test ends.
-func startDaemon(t *testing.T, cfg *node.Config) (node.Home, *node.Node) {
+func startDaemon(t *testing.T, cfg *config.Config) (config.Home, *node.Node) {
 	t.Helper()
 	h, n, _, _ := startServer(t, cfg)
 	return h, n
 }
 
-func loopbackConfig() *node.Config {
-	c := node.DefaultConfig()
+func loopbackConfig() *config.Config {
+	c := config.DefaultConfig()
 	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
 	c.API.Listen = "127.0.0.1:0"
-	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, node.DHTOff, false
+	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, config.DHTOff, false
 	return c
 }
 
 // aliceConfig offers ping, a calendar for professionals and a hidden diary.
-func aliceConfig() *node.Config {
+func aliceConfig() *config.Config {
 	c := loopbackConfig()
 	c.Identity.Display = "Alice's agent"
 	c.Capabilities = []map[string]any{
@@ -301,7 +303,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	alice, bob := start("alice"), start("bob")
 	for _, p := range []*proc{alice, bob} {
-		addrFile := api.AddrFile(node.Home{Dir: p.home})
+		addrFile := api.AddrFile(config.Home{Dir: p.home})
 		deadline := time.Now().Add(60 * time.Second)
 		for {
 			if _, err := os.Stat(addrFile); err == nil {
@@ -360,10 +362,10 @@ func TestEndToEnd(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatalf("%s did not stop after SIGTERM", p.home)
 		}
-		if _, err := os.Stat(api.AddrFile(node.Home{Dir: p.home})); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(api.AddrFile(config.Home{Dir: p.home})); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: api.addr after shutdown: %v", p.home, err)
 		}
-		if _, err := os.Lstat(api.SocketFile(node.Home{Dir: p.home})); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Lstat(api.SocketFile(config.Home{Dir: p.home})); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: api.sock after shutdown: %v", p.home, err)
 		}
 	}

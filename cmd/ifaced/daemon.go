@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
@@ -36,7 +38,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	}
 	// The overrides are checked against the defaults first, so that a
 	// mistyped flag fails before the data directory is created.
-	if err := overrideListen(node.DefaultConfig(), *listen, *apiAddr); err != nil {
+	if err := overrideListen(config.DefaultConfig(), *listen, *apiAddr); err != nil {
 		return err
 	}
 	h, err := f.homeDir(e)
@@ -113,7 +115,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 // overrideListen applies --listen and --api to cfg and validates them as
 // the config file's keys would be; a bad value is a usage error naming the
 // flag.
-func overrideListen(cfg *node.Config, listen, apiAddr string) error {
+func overrideListen(cfg *config.Config, listen, apiAddr string) error {
 	if listen == "" && apiAddr == "" {
 		return nil
 	}
@@ -143,7 +145,7 @@ func overrideListen(cfg *node.Config, listen, apiAddr string) error {
 	return nil
 }
 
-func newLogger(w io.Writer, c node.LogConfig) (*slog.Logger, error) {
+func newLogger(w io.Writer, c config.LogConfig) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.Level)); err != nil {
 		return nil, fmt.Errorf("log.level: %w", err)

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
@@ -61,14 +63,14 @@ func buildIfaced(t *testing.T) string {
 
 // daemonProc is an `ifaced run` process; its log goes to a file.
 type daemonProc struct {
-	home   node.Home
+	home   config.Home
 	cmd    *exec.Cmd
 	log    string
 	exited chan struct{} // closed when the process has exited
 	err    error         // its exit status, once exited
 }
 
-func startProc(t *testing.T, bin string, home node.Home) *daemonProc {
+func startProc(t *testing.T, bin string, home config.Home) *daemonProc {
 	t.Helper()
 	p := &daemonProc{home: home, log: filepath.Join(home.Dir, fmt.Sprintf("run-%d.log", time.Now().UnixNano())), exited: make(chan struct{})}
 	logFile, err := os.Create(p.log)
@@ -139,9 +141,9 @@ func (p *daemonProc) kill(t *testing.T) {
 }
 
 // inProcess starts a daemon in this process in a fresh home.
-func inProcess(t *testing.T, cfg *node.Config, opts ...node.Option) *node.Node {
+func inProcess(t *testing.T, cfg *config.Config, opts ...node.Option) *node.Node {
 	t.Helper()
-	h := node.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	id, err := h.Init(time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -157,22 +159,22 @@ func inProcess(t *testing.T, cfg *node.Config, opts ...node.Option) *node.Node {
 // quietConfig listens on loopback TCP, discovers nothing by itself, and
 // lifts the message rate limit (the load below greets as fast as it can;
 // the answers count against the greeter's limit too).
-func quietConfig() *node.Config {
-	c := node.DefaultConfig()
+func quietConfig() *config.Config {
+	c := config.DefaultConfig()
 	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
 	c.API.Listen = "127.0.0.1:0"
-	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, node.DHTOff, false
-	c.Rates = node.RatesConfig{Cool: 1 << 30, Warm: 1 << 30, Hot: 1 << 30}
+	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, config.DHTOff, false
+	c.Rates = config.RatesConfig{Cool: 1 << 30, Warm: 1 << 30, Hot: 1 << 30}
 	return c
 }
 
-func writeConfig(t *testing.T, h node.Home, c *node.Config) {
+func writeConfig(t *testing.T, h config.Home, c *config.Config) {
 	t.Helper()
 	body, err := toml.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := node.ParseConfig(body); err != nil {
+	if _, err := config.ParseConfig(body); err != nil {
 		t.Fatalf("the test's config does not load: %v", err)
 	}
 	if err := os.WriteFile(h.ConfigPath(), body, 0o600); err != nil {
@@ -206,7 +208,7 @@ func TestFaultKillDuringLoad(t *testing.T) {
 		t.Skip("builds the binary and kills a daemon")
 	}
 	bin := buildIfaced(t)
-	aHome := node.Home{Dir: filepath.Join(t.TempDir(), "a")}
+	aHome := config.Home{Dir: filepath.Join(t.TempDir(), "a")}
 	if _, err := aHome.Init(time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +423,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 // checkKilledHome checks A's data directory while A is dead, and returns
 // how many conversations B saw answered.
-func checkKilledHome(t *testing.T, aHome node.Home, b *node.Node, cID peer.ID, ackedMail []string) int {
+func checkKilledHome(t *testing.T, aHome config.Home, b *node.Node, cID peer.ID, ackedMail []string) int {
 	t.Helper()
 	bID := b.ID().PeerID().String()
 
@@ -559,7 +561,7 @@ func checkKilledHome(t *testing.T, aHome node.Home, b *node.Node, cID peer.ID, a
 }
 
 // ownPeerID is the peer ID of the key in home.
-func ownPeerID(t *testing.T, h node.Home) string {
+func ownPeerID(t *testing.T, h config.Home) string {
 	t.Helper()
 	id, err := identity.LoadKey(h.KeyPath())
 	if err != nil {
@@ -571,7 +573,7 @@ func ownPeerID(t *testing.T, h node.Home) string {
 // checkRestarted checks, through the verbs, that the restarted daemon
 // serves what the killed one knew, and that B's next greeting is granted
 // the level B's pinned key gives it.
-func checkRestarted(t *testing.T, aHome node.Home, b *node.Node) {
+func checkRestarted(t *testing.T, aHome config.Home, b *node.Node) {
 	t.Helper()
 	bID := b.ID().PeerID()
 	var peerList api.PeerList // peers --json has the API's shape

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/node/api"
 )
 
@@ -25,10 +26,10 @@ func TestFindVerb(t *testing.T) {
 	}
 
 	aliceCfg := aliceConfig()
-	aliceCfg.Discovery.DHT = node.DHTServer
+	aliceCfg.Discovery.DHT = config.DHTServer
 	_, alice := startDaemon(t, aliceCfg)
 	bobCfg := loopbackConfig()
-	bobCfg.Discovery.DHT = node.DHTServer
+	bobCfg.Discovery.DHT = config.DHTServer
 	bobCfg.Discovery.Bootstrap = []string{alice.Addrs()[0].String()}
 	bobHome, _ := startDaemon(t, bobCfg)
 	b := bobHome.Dir

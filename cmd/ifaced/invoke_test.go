@@ -5,23 +5,24 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/node/wire"
 
 	"github.com/ifaced/ifaced/examples/agent"
-	"github.com/ifaced/ifaced/node"
 )
 
 func TestInvokeVerb(t *testing.T) {
 	hook := httptest.NewServer(agent.Handler(nil))
 	defer hook.Close()
-	cfg, err := node.ParseConfig([]byte("version = 1\n" + agent.Capabilities))
+	cfg, err := config.ParseConfig([]byte("version = 1\n" + agent.Capabilities))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
 	cfg.API.Listen = "127.0.0.1:0"
-	cfg.Discovery.MDNS, cfg.Discovery.DHT, cfg.Discovery.Gossip = false, node.DHTOff, false
+	cfg.Discovery.MDNS, cfg.Discovery.DHT, cfg.Discovery.Gossip = false, config.DHTOff, false
 	cfg.Agent.Webhook = hook.URL
 	_, alice := startDaemon(t, cfg)
 	bobHome, _ := startDaemon(t, nil)

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -80,8 +82,8 @@ func runKey(_ context.Context, e *env, args []string) error {
 	switch sub {
 	case "rotate":
 		if *transition == 0 {
-			cfg, err := node.LoadConfig(h.ConfigPath())
-			if err != nil && !errors.Is(err, node.ErrNoConfig) {
+			cfg, err := config.LoadConfig(h.ConfigPath())
+			if err != nil && !errors.Is(err, config.ErrNoConfig) {
 				return err
 			}
 			*transition = cfg.Trust.KeyTransition.Duration

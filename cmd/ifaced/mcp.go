@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
@@ -63,7 +65,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 // srv, through a client of that same API, so each call passes its guard
 // and handlers as the command line's do. The returned stop ends the event
 // follower and the client.
-func mountMCP(srv *api.Server, h node.Home, log *slog.Logger) (stop func(), err error) {
+func mountMCP(srv *api.Server, h config.Home, log *slog.Logger) (stop func(), err error) {
 	c, err := api.Dial(h)
 	if err != nil {
 		return nil, fmt.Errorf("starting the MCP endpoint: %w", err)
@@ -89,12 +91,12 @@ func mountMCP(srv *api.Server, h node.Home, log *slog.Logger) (stop func(), err 
 // the call once. Only those two failures are retried: in both the daemon
 // never handled the request, so an invocation is not sent twice.
 type redialer struct {
-	home node.Home
+	home config.Home
 	mu   sync.Mutex
 	c    *api.Client
 }
 
-func newRedialer(h node.Home) (*redialer, error) {
+func newRedialer(h config.Home) (*redialer, error) {
 	c, err := api.Dial(h)
 	if err != nil {
 		return nil, err

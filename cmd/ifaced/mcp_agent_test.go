@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/httpapi"
 	"github.com/ifaced/ifaced/node/mcpagent"
@@ -75,7 +77,7 @@ func startAgentDaemon(t *testing.T, m *mcpagent.Config) (*node.Node, string, *sy
 	cfg := loopbackConfig()
 	cfg.HTTP.Listen = "127.0.0.1:0"
 	cfg.Agent.MCP = m
-	h := node.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	id, err := h.Init(time.Now())
 	if err != nil {
 		t.Fatal(err)

@@ -13,12 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/interop/hostile"
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/mcpserve"
 	"github.com/ifaced/ifaced/node/wire"
@@ -81,7 +82,7 @@ func TestMCPStrangersWordsStayData(t *testing.T) {
 		t.Skip("runs the daemon and `ifaced mcp` as processes")
 	}
 	bin := buildIfaced(t)
-	home := node.Home{Dir: filepath.Join(t.TempDir(), "owner")}
+	home := config.Home{Dir: filepath.Join(t.TempDir(), "owner")}
 	if _, err := home.Init(time.Now()); err != nil {
 		t.Fatal(err)
 	}

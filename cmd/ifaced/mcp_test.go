@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/ifaced/ifaced/interop/jsdeps"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +15,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ifaced/ifaced/interop/jsdeps"
+	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/examples/agent"
 	"github.com/ifaced/ifaced/node"
@@ -30,7 +32,7 @@ import (
 // and is a DHT server; bob bootstraps from her, and serves MCP on his
 // control API as `ifaced run` does.
 type mcpPair struct {
-	aliceHome, bobHome node.Home
+	aliceHome, bobHome config.Home
 	alice, bob         *node.Node
 	aliceID            string
 	bobAPI             *api.Server
@@ -40,20 +42,20 @@ func startMCPPair(t *testing.T) *mcpPair {
 	t.Helper()
 	hook := httptest.NewServer(agent.Handler(nil))
 	t.Cleanup(hook.Close)
-	cfg, err := node.ParseConfig([]byte("version = 1\n" + agent.Capabilities))
+	cfg, err := config.ParseConfig([]byte("version = 1\n" + agent.Capabilities))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Identity.Display = "Alice's agent"
 	cfg.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
 	cfg.API.Listen = "127.0.0.1:0"
-	cfg.Discovery.MDNS, cfg.Discovery.DHT, cfg.Discovery.Gossip = false, node.DHTServer, false
+	cfg.Discovery.MDNS, cfg.Discovery.DHT, cfg.Discovery.Gossip = false, config.DHTServer, false
 	cfg.Agent.Webhook = hook.URL
 	p := &mcpPair{}
 	p.aliceHome, p.alice = startDaemon(t, cfg)
 	p.aliceID = p.alice.ID().PeerID().String()
 	bobCfg := loopbackConfig()
-	bobCfg.Discovery.DHT = node.DHTServer
+	bobCfg.Discovery.DHT = config.DHTServer
 	bobCfg.Discovery.Bootstrap = []string{p.alice.Addrs()[0].String()}
 	p.bobHome, p.bob, p.bobAPI = startMCPDaemon(t, bobCfg)
 	// Bob's owner chose alice (pinned her key): her capabilities are tools
@@ -66,7 +68,7 @@ func startMCPPair(t *testing.T) *mcpPair {
 
 // startMCPDaemon is startDaemon with the MCP endpoint mounted as
 // runDaemon mounts it.
-func startMCPDaemon(t *testing.T, cfg *node.Config) (node.Home, *node.Node, *api.Server) {
+func startMCPDaemon(t *testing.T, cfg *config.Config) (config.Home, *node.Node, *api.Server) {
 	t.Helper()
 	h, n, srv, log := startServer(t, cfg)
 	stop, err := mountMCP(srv, h, log)
@@ -624,7 +626,7 @@ func TestMCPEndpointLeavesNoGoroutine(t *testing.T) {
 // its next call finds the daemon again.
 func TestMCPSurvivesADaemonRestart(t *testing.T) {
 	bin := buildIfaced(t)
-	h := node.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	if _, err := h.Init(time.Now()); err != nil {
 		t.Fatal(err)
 	}

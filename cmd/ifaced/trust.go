@@ -10,8 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/conditions"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/trust"
@@ -316,7 +317,7 @@ func runIntroduce(ctx context.Context, e *env, args []string) error {
 // parseExpiry reads a lifetime with the config's duration parser
 // (node.ParseDuration): "7d", "2w", "36h", "1d12h".
 func parseExpiry(s string) (time.Duration, error) {
-	d, err := node.ParseDuration(s)
+	d, err := config.ParseDuration(s)
 	if err != nil || d <= 0 || d > 100*365*24*time.Hour {
 		return 0, fmt.Errorf("%q: want a positive lifetime such as 7d, 2w or 36h", s)
 	}

@@ -11,7 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/console"
 )
@@ -139,7 +140,7 @@ func lookPathIn(name, path string) (string, bool) {
 // and every change goes through its handlers as the command line's do.
 // The returned stop ends the console's event follower, its live pages
 // and its client.
-func mountUI(srv *api.Server, h node.Home, cfg *node.Config, log *slog.Logger) (stop func(), err error) {
+func mountUI(srv *api.Server, h config.Home, cfg *config.Config, log *slog.Logger) (stop func(), err error) {
 	order, err := cfg.TierOrder()
 	if err != nil {
 		return nil, fmt.Errorf("starting the console: %w", err)

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/interop/otheruser"
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
@@ -25,7 +27,7 @@ import (
 
 // startUIDaemon is startDaemon with the console mounted as runDaemon
 // mounts it.
-func startUIDaemon(t *testing.T, cfg *node.Config) (node.Home, *node.Node, *api.Server) {
+func startUIDaemon(t *testing.T, cfg *config.Config) (config.Home, *node.Node, *api.Server) {
 	t.Helper()
 	if cfg == nil {
 		cfg = loopbackConfig()
@@ -74,11 +76,11 @@ func TestUIVerb(t *testing.T) {
 	}
 	_, section, _ := strings.Cut(string(readme), "\n## The console\n")
 	section, _, _ = strings.Cut(section, "\n## ")
-	shown := "\n# http://" + node.DefaultConfig().API.Listen + "/ui/login?code=…\n"
+	shown := "\n# http://" + config.DefaultConfig().API.Listen + "/ui/login?code=…\n"
 	if !strings.Contains(section, shown) || !strings.Contains(section, "\nifaced ui --no-open ") {
 		t.Errorf("README.md's console section does not show `ifaced ui --no-open` printing %q", strings.TrimSpace(shown))
 	}
-	if printed := strings.Replace(u, srv.Addr(), node.DefaultConfig().API.Listen, 1); !urlShape.MatchString(printed) ||
+	if printed := strings.Replace(u, srv.Addr(), config.DefaultConfig().API.Listen, 1); !urlShape.MatchString(printed) ||
 		!strings.HasPrefix(printed, strings.TrimSuffix(strings.TrimPrefix(shown, "\n# "), "…\n")) {
 		t.Errorf("the URL printed, %q, is not the README's %q", u, shown)
 	}

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
@@ -45,7 +47,7 @@ func python3(t *testing.T) string {
 // daemon is a real daemon in its own home, with its control API.
 type daemon struct {
 	n    *node.Node
-	home node.Home
+	home config.Home
 	c    *api.Client
 }
 
@@ -53,11 +55,11 @@ func (d *daemon) peerID() string { return d.n.ID().PeerID().String() }
 
 func startDaemon(t *testing.T, home string) *daemon {
 	t.Helper()
-	cfg := node.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
 	cfg.API.Listen = "127.0.0.1:0"
-	cfg.Discovery.MDNS, cfg.Discovery.DHT, cfg.Discovery.Gossip = false, node.DHTOff, false
-	h := node.Home{Dir: home}
+	cfg.Discovery.MDNS, cfg.Discovery.DHT, cfg.Discovery.Gossip = false, config.DHTOff, false
+	h := config.Home{Dir: home}
 	id, err := h.Init(time.Now())
 	if err != nil {
 		t.Fatal(err)

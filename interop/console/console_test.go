@@ -19,9 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/interop/jsdeps"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 )
 
@@ -80,23 +81,23 @@ func buildIfaced(t *testing.T) string {
 
 // proc is an `ifaced run` process in its own home.
 type proc struct {
-	home   node.Home
+	home   config.Home
 	cmd    *exec.Cmd
 	log    string
 	exited chan struct{}
 	c      *api.Client
 }
 
-// start runs `ifaced run` in a new home whose config.toml is config, and
+// start runs `ifaced run` in a new home whose config.toml is toml, and
 // waits for its control API.
-func start(t *testing.T, bin, name, config string) *proc {
+func start(t *testing.T, bin, name, toml string) *proc {
 	t.Helper()
-	h := node.Home{Dir: filepath.Join(t.TempDir(), name)}
+	h := config.Home{Dir: filepath.Join(t.TempDir(), name)}
 	if out, err := exec.Command(bin, "init", "--home", h.Dir).CombinedOutput(); err != nil {
 		t.Fatalf("ifaced init: %v\n%s", err, out)
 	}
-	if config != "" {
-		if err := os.WriteFile(h.ConfigPath(), []byte(config), 0o600); err != nil {
+	if toml != "" {
+		if err := os.WriteFile(h.ConfigPath(), []byte(toml), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -16,9 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/interop/netlab"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-multiaddr"
@@ -76,7 +77,7 @@ func Start(t testing.TB, o Options) *Target {
 	if out, err := exec.Command(bin, "init", "--home", d.Home).CombinedOutput(); err != nil {
 		t.Fatalf("ifaced init: %v: %s", err, out)
 	}
-	id, err := identity.LoadKey(node.Home{Dir: d.Home}.KeyPath())
+	id, err := identity.LoadKey(config.Home{Dir: d.Home}.KeyPath())
 	if err != nil {
 		t.Fatalf("reading the target's key: %v", err)
 	}

@@ -18,7 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/node/api"
 )
 
@@ -182,7 +183,7 @@ func (d *Daemon) StartErr(ctx context.Context) error {
 		d.mu.Unlock()
 		return fmt.Errorf("%s is already running", d.Name)
 	}
-	os.Remove(api.AddrFile(node.Home{Dir: d.Home})) // a killed daemon leaves it behind
+	os.Remove(api.AddrFile(config.Home{Dir: d.Home})) // a killed daemon leaves it behind
 	logf, err := os.OpenFile(d.Home+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		d.mu.Unlock()
@@ -210,7 +211,7 @@ func (d *Daemon) waitAPI(ctx context.Context, exited chan struct{}) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if _, err := os.Stat(api.AddrFile(node.Home{Dir: d.Home})); err == nil {
+		if _, err := os.Stat(api.AddrFile(config.Home{Dir: d.Home})); err == nil {
 			if c, err := d.dial(); err == nil {
 				if _, err := c.Status(ctx); err == nil {
 					return nil
@@ -246,8 +247,8 @@ func (d *Daemon) dial() (*api.Client, error) {
 	if err := os.MkdirAll(ch, 0o700); err != nil {
 		return nil, err
 	}
-	h := node.Home{Dir: ch}
-	tok, err := os.ReadFile(api.TokenFile(node.Home{Dir: d.Home}))
+	h := config.Home{Dir: ch}
+	tok, err := os.ReadFile(api.TokenFile(config.Home{Dir: d.Home}))
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
 	"github.com/libp2p/go-libp2p"
@@ -190,14 +192,14 @@ func TestCapabilityDHTRefusesBadConfig(t *testing.T) {
 	defer h.Close()
 	log := slog.New(slog.DiscardHandler)
 	for _, tc := range []struct {
-		edit func(*node.DiscoveryConfig)
+		edit func(*config.DiscoveryConfig)
 		want string
 	}{
-		{func(c *node.DiscoveryConfig) { c.MaxProviderRecords = 0 }, "discovery.max_provider_records 0, max_providers_per_key 500: want both positive"},
-		{func(c *node.DiscoveryConfig) { c.MaxProvidersPerKey = -1 }, "max_providers_per_key -1: want both positive"},
+		{func(c *config.DiscoveryConfig) { c.MaxProviderRecords = 0 }, "discovery.max_provider_records 0, max_providers_per_key 500: want both positive"},
+		{func(c *config.DiscoveryConfig) { c.MaxProvidersPerKey = -1 }, "max_providers_per_key -1: want both positive"},
 	} {
-		cfg := node.DefaultConfig().Discovery
-		cfg.DHT = node.DHTServer
+		cfg := config.DefaultConfig().Discovery
+		cfg.DHT = config.DHTServer
 		tc.edit(&cfg)
 		d, err := node.NewCapabilityDHT(context.Background(), h, cfg, nil, log)
 		if err == nil {
@@ -207,8 +209,8 @@ func TestCapabilityDHTRefusesBadConfig(t *testing.T) {
 			t.Errorf("NewCapabilityDHT: %v, want %q", err, tc.want)
 		}
 	}
-	cfg := node.DefaultConfig().Discovery
-	cfg.DHT = node.DHTServer
+	cfg := config.DefaultConfig().Discovery
+	cfg.DHT = config.DHTServer
 	d, err := node.NewCapabilityDHT(context.Background(), h, cfg, []string{"lab.x"}, log)
 	if err != nil {
 		t.Fatal(err)

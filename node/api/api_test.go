@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
@@ -29,7 +31,7 @@ import (
 // daemon is a real daemon in a temporary home with its API and a client.
 type daemon struct {
 	n    *node.Node
-	home node.Home
+	home config.Home
 	srv  *Server
 	c    *Client
 }
@@ -42,25 +44,25 @@ func testLogger() *slog.Logger {
 }
 
 // loopbackConfig listens on loopback only, on ports the system picks.
-func loopbackConfig() *node.Config {
-	c := node.DefaultConfig()
+func loopbackConfig() *config.Config {
+	c := config.DefaultConfig()
 	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
 	c.API.Listen = "127.0.0.1:0"
-	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, node.DHTOff, false
+	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, config.DHTOff, false
 	return c
 }
 
-func startDaemon(t *testing.T, cfg *node.Config) *daemon {
+func startDaemon(t *testing.T, cfg *config.Config) *daemon {
 	t.Helper()
 	return startDaemonWith(t, cfg, defaultTimeouts())
 }
 
-func startDaemonWith(t *testing.T, cfg *node.Config, to timeouts) *daemon {
+func startDaemonWith(t *testing.T, cfg *config.Config, to timeouts) *daemon {
 	t.Helper()
 	if cfg == nil {
 		cfg = loopbackConfig()
 	}
-	h := node.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	id, err := h.Init(time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +105,7 @@ func apiError(t *testing.T, err error, status int) *Error {
 
 // aliceConfig offers ping, a capability for professionals and a hidden
 // one; bob, once known, may be granted professional.
-func aliceConfig(bob string) *node.Config {
+func aliceConfig(bob string) *config.Config {
 	c := loopbackConfig()
 	c.Identity.Display = "Alice's agent"
 	c.Capabilities = []map[string]any{
@@ -151,7 +153,7 @@ func TestStatus(t *testing.T) {
 	if st.PeerID != id.PeerID().String() || st.DID != id.DID() || st.Fingerprint != id.Fingerprint() || st.Home != d.home.Dir {
 		t.Errorf("status names %+v, want the daemon's identity", st)
 	}
-	if st.Seq != 1 || st.Capabilities != len(node.StandardCapabilities()) || st.Conversations != 0 || st.ConnectedPeers != 0 {
+	if st.Seq != 1 || st.Capabilities != len(config.StandardCapabilities()) || st.Conversations != 0 || st.ConnectedPeers != 0 {
 		t.Errorf("status counts %+v", st)
 	}
 	if len(st.Addrs) == 0 || !strings.HasSuffix(st.Addrs[0], "/p2p/"+st.PeerID) || st.API != d.srv.Addr() || st.UptimeSeconds < 0 {
@@ -508,7 +510,7 @@ func TestFiles(t *testing.T) {
 	// A home others may write is refused by the client: they could have
 	// made the socket.
 	os.Chmod(d.home.Dir, 0o770)
-	if c, err := Dial(d.home); !errors.Is(err, node.ErrBadPermissions) || !strings.Contains(err.Error(), "chmod go-w "+d.home.Dir) {
+	if c, err := Dial(d.home); !errors.Is(err, config.ErrBadPermissions) || !strings.Contains(err.Error(), "chmod go-w "+d.home.Dir) {
 		if c != nil {
 			c.Close()
 		}
@@ -711,7 +713,7 @@ func TestTCPAfterProof(t *testing.T) {
 }
 
 func TestDialWithoutDaemon(t *testing.T) {
-	h := node.Home{Dir: t.TempDir()}
+	h := config.Home{Dir: t.TempDir()}
 	_, err := Dial(h)
 	want := fmt.Sprintf(`no ifaced is running for %s (start one with "ifaced run")`, h.Dir)
 	if !errors.Is(err, ErrNoDaemon) || err.Error() != want {
@@ -846,7 +848,7 @@ func TestNoGoroutineLeftBehind(t *testing.T) {
 // gets none, and the client reaches its daemon over TCP after the hello.
 func TestLongHomeTCPOnly(t *testing.T) {
 	d := startDaemon(t, nil)
-	long := node.Home{Dir: filepath.Join(t.TempDir(), strings.Repeat("x", maxSocketPath))}
+	long := config.Home{Dir: filepath.Join(t.TempDir(), strings.Repeat("x", maxSocketPath))}
 	if err := os.MkdirAll(long.Dir, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
@@ -49,7 +51,7 @@ type Client struct {
 // where the daemon first proved it holds the token (see the package
 // comment). A home that group or others may write is refused, since
 // whoever could write there could have made the socket.
-func Dial(home node.Home) (*Client, error) {
+func Dial(home config.Home) (*Client, error) {
 	noDaemon := fmt.Errorf("%w for %s (start one with \"ifaced run\")", ErrNoDaemon, home.Dir)
 	sock := SocketFile(home)
 	st, err := os.Lstat(sock)

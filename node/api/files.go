@@ -6,23 +6,23 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/google/renameio/v2"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 
-	"github.com/ifaced/ifaced/node"
+	"github.com/google/renameio/v2"
+	"github.com/ifaced/ifaced/node/config"
 )
 
 // TokenFile is where a daemon's API token lives.
-func TokenFile(h node.Home) string { return filepath.Join(h.Dir, "api.token") }
+func TokenFile(h config.Home) string { return filepath.Join(h.Dir, "api.token") }
 
 // AddrFile is where a running daemon writes its API address.
-func AddrFile(h node.Home) string { return filepath.Join(h.Dir, "api.addr") }
+func AddrFile(h config.Home) string { return filepath.Join(h.Dir, "api.addr") }
 
 // SocketFile is the Unix socket a running daemon's API also listens on.
-func SocketFile(h node.Home) string { return filepath.Join(h.Dir, "api.sock") }
+func SocketFile(h config.Home) string { return filepath.Join(h.Dir, "api.sock") }
 
 const tokenBytes = 32
 

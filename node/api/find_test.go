@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/node"
 )
 
 // inDHT puts the daemon of c in the DHT as a server, bootstrapping from boot.
-func inDHT(c *node.Config, boot ...string) *node.Config {
-	c.Discovery.DHT = node.DHTServer
+func inDHT(c *config.Config, boot ...string) *config.Config {
+	c.Discovery.DHT = config.DHTServer
 	c.Discovery.Bootstrap = boot
 	return c
 }

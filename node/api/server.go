@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/node"
 )
 
@@ -45,7 +47,7 @@ func defaultTimeouts() timeouts {
 // Server is a running control API.
 type Server struct {
 	n       *node.Node
-	home    node.Home
+	home    config.Home
 	log     *slog.Logger
 	token   []byte
 	addr    string
@@ -70,11 +72,11 @@ type Server struct {
 // host:port (port 0 picks one), and on the Unix socket in home. It writes a
 // new token file before it listens, then the bound address to the address
 // file; Close removes the address file and the socket.
-func Listen(n *node.Node, home node.Home, addr string, log *slog.Logger) (*Server, error) {
+func Listen(n *node.Node, home config.Home, addr string, log *slog.Logger) (*Server, error) {
 	return listen(n, home, addr, log, defaultTimeouts())
 }
 
-func listen(n *node.Node, home node.Home, addr string, log *slog.Logger, t timeouts) (*Server, error) {
+func listen(n *node.Node, home config.Home, addr string, log *slog.Logger, t timeouts) (*Server, error) {
 	// Checked before binding, so the API never listens on a network even
 	// for a moment, and again after, for what the name resolved to.
 	if err := checkLoopback(addr); err != nil {

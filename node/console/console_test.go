@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 )
@@ -50,7 +52,7 @@ func (c *testClock) advance(d time.Duration) {
 // an API client.
 type daemon struct {
 	n     *node.Node
-	home  node.Home
+	home  config.Home
 	srv   *api.Server
 	c     *api.Client
 	con   *Console
@@ -65,17 +67,17 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func loopbackConfig() *node.Config {
-	c := node.DefaultConfig()
+func loopbackConfig() *config.Config {
+	c := config.DefaultConfig()
 	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
 	c.API.Listen = "127.0.0.1:0"
-	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, node.DHTOff, false
+	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, config.DHTOff, false
 	return c
 }
 
 // aliceConfig offers ping (answered by the daemon itself), a calendar for
 // professionals and a diary hidden from anyone below close.
-func aliceConfig() *node.Config {
+func aliceConfig() *config.Config {
 	c := loopbackConfig()
 	c.Identity.Display = "Alice's agent"
 	c.Capabilities = []map[string]any{
@@ -88,12 +90,12 @@ func aliceConfig() *node.Config {
 	return c
 }
 
-func startDaemon(t *testing.T, cfg *node.Config) *daemon {
+func startDaemon(t *testing.T, cfg *config.Config) *daemon {
 	t.Helper()
 	if cfg == nil {
 		cfg = loopbackConfig()
 	}
-	h := node.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	id, err := h.Init(time.Now())
 	if err != nil {
 		t.Fatal(err)

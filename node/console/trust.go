@@ -7,9 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/identity"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -117,7 +118,7 @@ func parseExpiry(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
 	}
-	d, err := node.ParseDuration(s)
+	d, err := config.ParseDuration(s)
 	if err != nil || d <= 0 || d > 100*365*24*time.Hour {
 		return 0, fmt.Errorf("expires: %q: want a positive lifetime such as 7d, 2w or 36h (empty for the default, trust.intro_expiry)", s)
 	}

@@ -32,6 +32,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/examples/agent"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
@@ -54,7 +56,7 @@ const nextStep = `next: run two daemons yourself, in two terminals: README.md, "
 
 type daemon struct {
 	name string
-	home node.Home
+	home config.Home
 	id   *identity.Identity
 	n    *node.Node
 }
@@ -73,7 +75,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ds := map[string]*daemon{}
 	for _, name := range []string{"alice", "bob", "carol"} {
-		h := node.Home{Dir: filepath.Join(dir, name)}
+		h := config.Home{Dir: filepath.Join(dir, name)}
 		id, err := h.Init(time.Now())
 		if err != nil {
 			return err
@@ -91,7 +93,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 	defer hook.Close()
 	webhook := "http://" + ln.Addr().String() + "/"
 	for _, d := range []*daemon{alice, bob, carol} {
-		cfg, err := config(d.name, bob.id.PeerID(), webhook)
+		cfg, err := daemonConfig(d.name, bob.id.PeerID(), webhook)
 		if err != nil {
 			return err
 		}
@@ -287,13 +289,13 @@ func names(ds ...*daemon) map[string]string {
 	return m
 }
 
-// config gives each daemon its capabilities and Alice her disclosure map
+// daemonConfig gives each daemon its capabilities and Alice her disclosure map
 // and her local agent.
-func config(name string, bob peer.ID, webhook string) (*node.Config, error) {
-	c := node.DefaultConfig()
+func daemonConfig(name string, bob peer.ID, webhook string) (*config.Config, error) {
+	c := config.DefaultConfig()
 	if name == "alice" {
 		var err error
-		if c, err = node.ParseConfig([]byte("version = 1\n" + agent.Capabilities)); err != nil {
+		if c, err = config.ParseConfig([]byte("version = 1\n" + agent.Capabilities)); err != nil {
 			return nil, fmt.Errorf("reading the example agent's capabilities: %w", err)
 		}
 		c.Agent.Webhook = webhook
@@ -304,14 +306,14 @@ func config(name string, bob peer.ID, webhook string) (*node.Config, error) {
 				"conditions": map[string]any{"min_disclosure": "close", "min_auth_level": 2}})
 	}
 	if name == "bob" {
-		c.Capabilities = append(node.StandardCapabilities()[:1],
+		c.Capabilities = append(config.StandardCapabilities()[:1],
 			map[string]any{"name": "recipes.suggest", "description": "Suggest a recipe from what is in the fridge"})
 	}
 	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
 	c.API.Listen = "127.0.0.1:0"
 	// The demo's daemons find each other by address; none of them should
 	// multicast on the machine's networks or wait on a DHT.
-	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, node.DHTOff, false
+	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, config.DHTOff, false
 	c.Identity.Display = strings.ToUpper(name[:1]) + name[1:] + "'s agent"
 	return c, nil
 }

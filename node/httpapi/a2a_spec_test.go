@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/wire"
 )
@@ -60,7 +62,7 @@ func rpcFrom(t *testing.T, c *http.Client, d *daemon, body string, headers ...st
 
 // countingAgent is a webhook agent that counts what reaches it and answers
 // text messages with agentReply.
-func countingAgent(t *testing.T, cfg *node.Config) *atomic.Int32 {
+func countingAgent(t *testing.T, cfg *config.Config) *atomic.Int32 {
 	var n atomic.Int32
 	cfg.Agent.Webhook = agent(t, func(inv node.Invocation) node.InvocationAnswer {
 		n.Add(1)
@@ -646,7 +648,7 @@ func TestA2ASubscribeToTask(t *testing.T) {
 // error event) and in bytes.
 func TestA2AStreamBounds(t *testing.T) {
 	cfg := testConfig()
-	cfg.Agent.Timeout = node.Duration{Duration: 2 * time.Second}
+	cfg.Agent.Timeout = config.Duration{Duration: 2 * time.Second}
 	d := start(t, cfg)
 	d.b.streamGrace = 0
 	// A task that no agent runs: it stays working, so a stream on it

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
@@ -31,12 +33,12 @@ type daemon struct {
 	b   *Binding
 }
 
-func testConfig() *node.Config {
-	c := node.DefaultConfig()
+func testConfig() *config.Config {
+	c := config.DefaultConfig()
 	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
 	c.API.Listen = "127.0.0.1:0"
 	c.HTTP.Listen = "127.0.0.1:0"
-	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, node.DHTOff, false
+	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, config.DHTOff, false
 	c.Identity.Display = "Alice's agent"
 	c.Capabilities = []map[string]any{
 		{"name": "ping", "description": "Respond to connectivity tests"},
@@ -51,9 +53,9 @@ func testConfig() *node.Config {
 	return c
 }
 
-func start(t *testing.T, cfg *node.Config) *daemon {
+func start(t *testing.T, cfg *config.Config) *daemon {
 	t.Helper()
-	h := node.Home{Dir: filepath.Join(t.TempDir(), "home")}
+	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
 	id, err := h.Init(time.Now())
 	if err != nil {
 		t.Fatal(err)

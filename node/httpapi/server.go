@@ -48,6 +48,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
 )
@@ -58,7 +60,7 @@ const MaxBody = 1 << 20
 // Binding is a running HTTP binding.
 type Binding struct {
 	n    *node.Node
-	cfg  node.HTTPConfig
+	cfg  config.HTTPConfig
 	log  *slog.Logger
 	srv  *http.Server
 	addr string
@@ -84,7 +86,7 @@ type Binding struct {
 }
 
 // Listen serves the binding of n as cfg says. cfg.Listen must be set.
-func Listen(n *node.Node, cfg node.HTTPConfig, log *slog.Logger) (*Binding, error) {
+func Listen(n *node.Node, cfg config.HTTPConfig, log *slog.Logger) (*Binding, error) {
 	var tlsCfg *tls.Config
 	if cfg.CertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
@@ -95,7 +97,7 @@ func Listen(n *node.Node, cfg node.HTTPConfig, log *slog.Logger) (*Binding, erro
 	}
 	var proxies []netip.Prefix
 	for i, p := range cfg.TrustedProxies {
-		pr, err := node.ParseProxy(p)
+		pr, err := config.ParseProxy(p)
 		if err != nil {
 			return nil, fmt.Errorf("starting HTTP binding: http.trusted_proxies[%d]: %w", i, err)
 		}

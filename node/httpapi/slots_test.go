@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/node"
 )
 
@@ -49,7 +51,7 @@ func TestOneClientCannotTakeEveryInvocationSlot(t *testing.T) {
 	var inFlight atomic.Int32
 	arrived := make(chan struct{}, 100)
 	cfg := testConfig()
-	cfg.Agent.Timeout = node.Duration{Duration: 2 * time.Minute}
+	cfg.Agent.Timeout = config.Duration{Duration: 2 * time.Minute}
 	cfg.Agent.Webhook = agent(t, func(inv node.Invocation) node.InvocationAnswer {
 		inFlight.Add(1)
 		arrived <- struct{}{}

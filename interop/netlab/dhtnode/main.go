@@ -58,6 +58,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
+
 	"github.com/ifaced/ifaced/node"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -72,8 +74,8 @@ import (
 	"go.opentelemetry.io/otel"
 )
 
-// config is what the flags set.
-type config struct {
+// flags is what the command line sets.
+type flags struct {
 	listen      string
 	dht         string
 	bootstrap   string
@@ -111,7 +113,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer h.Close()
-	disc := node.DefaultConfig().Discovery
+	disc := config.DefaultConfig().Discovery
 	disc.DHT, disc.Reprovide.Duration = cfg.dht, cfg.reprovide
 	disc.Bootstrap = splitList(cfg.bootstrap)
 	d, err := node.NewCapabilityDHT(ctx, h, disc, splitList(cfg.provide), log)
@@ -156,13 +158,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 }
 
-func parseFlags(args []string, stderr io.Writer) (config, error) {
-	def := node.DefaultConfig()
-	var c config
+func parseFlags(args []string, stderr io.Writer) (flags, error) {
+	def := config.DefaultConfig()
+	var c flags
 	fs := flag.NewFlagSet("dhtnode", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.listen, "listen", "/ip4/127.0.0.1/tcp/0", "TCP multiaddr to listen on")
-	fs.StringVar(&c.dht, "dht", node.DHTServer, "DHT mode: auto, server or client (discovery.dht)")
+	fs.StringVar(&c.dht, "dht", config.DHTServer, "DHT mode: auto, server or client (discovery.dht)")
 	fs.StringVar(&c.bootstrap, "bootstrap", "", "comma-separated bootstrap multiaddrs ending in /p2p/<peer ID> (discovery.bootstrap)")
 	fs.StringVar(&c.provide, "provide", "", "comma-separated capability names to provide from the start")
 	fs.DurationVar(&c.reprovide, "reprovide", def.Discovery.Reprovide.Duration, "how often every record is sent again (discovery.reprovide)")
@@ -211,7 +213,7 @@ func splitList(s string) []string {
 // newHost is a TCP-only libp2p host with a resource manager scaled to
 // -max-memory-mb and room for every connection the connection manager
 // may keep, as the daemon sizes its own (node/host.go).
-func newHost(c config) (host.Host, error) {
+func newHost(c flags) (host.Host, error) {
 	key, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {
 		return nil, fmt.Errorf("making a key: %w", err)

@@ -1,4 +1,4 @@
-package node
+package peerid
 
 import (
 	"log/slog"
@@ -8,7 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// peerName is how a log line names a peer: its peer ID, followed, when
+// Name is how a log line names a peer: its peer ID, followed, when
 // the peer cache holds one, by the display name from the peer's own view
 // in quotes (`12D3KooW… "Bob's agent"`), so a person reading the log
 // knows who it is while a grep for the ID still finds every line. The
@@ -16,19 +16,27 @@ import (
 // is looked up only when the line is written (slog.LogValuer), so lines
 // below the log level cost no store read; owners' local aliases are the
 // command line's (cmd/ifaced), not the daemon's.
-type peerName struct {
+type Name struct {
 	pid   peer.ID
-	peers interface {
-		Peer(peerID string) (store.PeerRecord, error)
-	}
+	peers PeerCache
 }
+
+// PeerCache is where Name finds a peer's display name: the daemon's peer
+// cache (*store.Store is one).
+type PeerCache interface {
+	Peer(peerID string) (store.PeerRecord, error)
+}
+
+// Named is pid as log lines name it, its display name read from peers
+// when the line is written.
+func Named(pid peer.ID, peers PeerCache) Name { return Name{pid: pid, peers: peers} }
 
 // maxLoggedDisplay bounds the display name a log line carries.
 const maxLoggedDisplay = 64
 
 // LogValue implements slog.LogValuer.
-func (p peerName) LogValue() slog.Value {
-	id := p.pid.String()
+func (p Name) LogValue() slog.Value {
+	id := String(p.pid)
 	if p.peers == nil {
 		return slog.StringValue(id)
 	}
@@ -38,11 +46,3 @@ func (p peerName) LogValue() slog.Value {
 	}
 	return slog.StringValue(id + " \"" + gossip.Clip(rec.Display, maxLoggedDisplay) + "\"")
 }
-
-// named is pid as log lines name it (peerName).
-func (cs *Conversations) named(pid peer.ID) slog.LogValuer {
-	return peerName{pid: pid, peers: cs.store}
-}
-
-// named is pid as log lines name it (peerName).
-func (mb *Mail) named(pid peer.ID) slog.LogValuer { return peerName{pid: pid, peers: mb.store} }

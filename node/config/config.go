@@ -1,4 +1,4 @@
-package node
+package config
 
 import (
 	"errors"
@@ -236,7 +236,7 @@ type LogConfig struct {
 
 // The bounds of audit.max_mb.
 const (
-	minAuditMB = 16
+	MinAuditMB = 16 // the least audit.max_mb: room for a day of conversations
 	maxAuditMB = 16 << 20
 )
 
@@ -324,6 +324,16 @@ func StandardCapabilities() []map[string]any {
 	}
 	return out
 }
+
+// Default caps of the provider store (discovery.max_provider_records and
+// discovery.max_providers_per_key): measured at about 650 bytes a record
+// with its key and indexes at worst (every record a name of its own), so
+// some 13 MiB when full. The providers' addresses go to the peerstore, as
+// kad-dht puts them (24 h), under go-libp2p's own caps.
+const (
+	DefaultMaxProviderRecords = 20000
+	DefaultMaxProvidersPerKey = 500
+)
 
 // DefaultConfig returns the configuration a daemon runs with when its
 // config file sets nothing.
@@ -592,8 +602,8 @@ func (c *Config) Validate() error {
 		bad("durability.interval", "%s: want a duration above zero and at most 1m (the default is 1s)", d.Interval)
 	}
 	switch a := c.Audit; {
-	case a.MaxMB < minAuditMB:
-		bad("audit.max_mb", "%d: want at least %d (MiB), room for a day of conversations; the default is 1024", a.MaxMB, minAuditMB)
+	case a.MaxMB < MinAuditMB:
+		bad("audit.max_mb", "%d: want at least %d (MiB), room for a day of conversations; the default is 1024", a.MaxMB, MinAuditMB)
 	case a.MaxMB > maxAuditMB:
 		bad("audit.max_mb", "%d: want at most %d (MiB, 16 TiB)", a.MaxMB, maxAuditMB)
 	}

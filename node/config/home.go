@@ -1,4 +1,4 @@
-package node
+package config
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/ifaced/ifaced"
 	"github.com/ifaced/ifaced/identity"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // EnvHome names the environment variable that sets the data directory.
@@ -172,4 +173,11 @@ func (h Home) writeDefaultConfig() error {
 		return fmt.Errorf("default config does not load back: %w", err)
 	}
 	return nil
+}
+
+// RetiredKeyPath is where `ifaced key rotate` keeps the key it retired:
+// the owner may still prepare a revocation statement with it (`ifaced key
+// revocation-statement --key`), and it is nothing else's.
+func (h Home) RetiredKeyPath(pid peer.ID) string {
+	return filepath.Join(h.Dir, "retired", pid.String()+".pem")
 }
