@@ -15,7 +15,7 @@ import (
 )
 
 func TestExampleConfigIsTheDefaults(t *testing.T) {
-	src, err := os.ReadFile("../config.example.toml")
+	src, err := os.ReadFile("../../config.example.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestInitWritesTheExamplesComments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	example, err := os.ReadFile("../config.example.toml")
+	example, err := os.ReadFile("../../config.example.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestResolveHome(t *testing.T) {
 }
 
 func FuzzParseConfig(f *testing.F) {
-	if src, err := os.ReadFile("../config.example.toml"); err == nil {
+	if src, err := os.ReadFile("../../config.example.toml"); err == nil {
 		f.Add(src)
 	}
 	f.Add([]byte("version = 1\n[[capabilities]]\nname = \"a\"\n"))
