@@ -12,10 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
-	"github.com/ifaced/ifaced/gossip"
-	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/wire"
 )
 
@@ -36,33 +36,6 @@ import (
 // event, the message as the event's message and the invocation (without
 // it) saying what to answer; the webhook receives the Invocation itself. The answer's result is the reply: a string for text,
 // any other JSON for data.
-
-// Invocation is what the local agent receives.
-type Invocation struct {
-	ID             string            `json:"invocation_id"`
-	Capability     string            `json:"capability"`
-	Version        string            `json:"version"`
-	Params         any               `json:"params,omitempty"`
-	Peer           string            `json:"peer"`
-	ConversationID string            `json:"conversation_id"`
-	Granted        negotiate.Granted `json:"granted"` // the facts the request was decided on
-	Deadline       time.Time         `json:"deadline"`
-	// Message is set, and Capability empty, when a message asks for a
-	// reply rather than a capability (see the file comment).
-	Message *gossip.Message `json:"message,omitempty"`
-}
-
-// InvocationAnswer is what the local agent returns: a result, or an error.
-type InvocationAnswer struct {
-	Result any         `json:"result,omitempty"`
-	Error  *AgentError `json:"error,omitempty"`
-}
-
-// AgentError is the agent's own account of a failure, passed on to the
-// requester.
-type AgentError struct {
-	Message string `json:"message"`
-}
 
 // ErrNoSuchInvocation: an answer for an invocation that is not waiting
 // (unknown, already answered, or timed out).
@@ -85,27 +58,27 @@ type bridge struct {
 	tools   toolServer // nil without agent.mcp
 	webhook string
 	client  *http.Client
-	events  *hub
+	events  *events.Hub
 
 	mu      sync.Mutex
-	waiting map[string]chan InvocationAnswer
+	waiting map[string]chan events.InvocationAnswer
 }
 
-func newBridge(cfg config.AgentConfig, tools toolServer, events *hub, log *slog.Logger) *bridge {
-	return &bridge{log: log, tools: tools, webhook: cfg.Webhook, client: &http.Client{}, events: events, waiting: map[string]chan InvocationAnswer{}}
+func newBridge(cfg config.AgentConfig, tools toolServer, hub *events.Hub, log *slog.Logger) *bridge {
+	return &bridge{log: log, tools: tools, webhook: cfg.Webhook, client: &http.Client{}, events: hub, waiting: map[string]chan events.InvocationAnswer{}}
 }
 
 // invoke asks the agent and waits for its answer until ctx ends.
-func (b *bridge) invoke(ctx context.Context, inv Invocation, now time.Time) (any, error) {
+func (b *bridge) invoke(ctx context.Context, inv events.Invocation, now time.Time) (any, error) {
 	if b.tools != nil && b.tools.Handles(inv.Capability) {
 		return b.tools.Call(ctx, inv.Capability, inv.Params)
 	}
-	var ans InvocationAnswer
+	var ans events.InvocationAnswer
 	var err error
 	switch {
 	case b.webhook != "":
 		ans, err = b.post(ctx, inv)
-	case b.events.agents() > 0:
+	case b.events.Agents() > 0:
 		ans, err = b.viaEvents(ctx, inv, now)
 	default:
 		return nil, fmt.Errorf("%w: no webhook is configured and no agent is subscribed to the event stream", wire.ErrAgentUnavailable)
@@ -119,17 +92,17 @@ func (b *bridge) invoke(ctx context.Context, inv Invocation, now time.Time) (any
 	return ans.Result, nil
 }
 
-func (b *bridge) post(ctx context.Context, inv Invocation) (InvocationAnswer, error) {
+func (b *bridge) post(ctx context.Context, inv events.Invocation) (events.InvocationAnswer, error) {
 	body, err := json.Marshal(inv)
 	if err != nil {
-		return InvocationAnswer{}, fmt.Errorf("encoding invocation: %w", err)
+		return events.InvocationAnswer{}, fmt.Errorf("encoding invocation: %w", err)
 	}
 	// Errors here reach the requester, so they say what happened but never
 	// where: the webhook's address (and any secret in it) stays local.
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.webhook, bytes.NewReader(body))
 	if err != nil {
 		b.log.Warn("building the webhook request", "err", err)
-		return InvocationAnswer{}, fmt.Errorf("%w: the webhook could not be called", wire.ErrAgentUnavailable)
+		return events.InvocationAnswer{}, fmt.Errorf("%w: the webhook could not be called", wire.ErrAgentUnavailable)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := b.client.Do(req)
@@ -138,35 +111,35 @@ func (b *bridge) post(ctx context.Context, inv Invocation) (InvocationAnswer, er
 	}
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return InvocationAnswer{}, fmt.Errorf("%w (webhook)", wire.ErrAgentTimeout)
+		return events.InvocationAnswer{}, fmt.Errorf("%w (webhook)", wire.ErrAgentTimeout)
 	case err != nil:
 		b.log.Warn("calling the agent's webhook", "err", err)
-		return InvocationAnswer{}, fmt.Errorf("%w: the webhook could not be reached", wire.ErrAgentUnavailable)
+		return events.InvocationAnswer{}, fmt.Errorf("%w: the webhook could not be reached", wire.ErrAgentUnavailable)
 	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAgentAnswer+1))
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return InvocationAnswer{}, fmt.Errorf("%w (webhook)", wire.ErrAgentTimeout)
+			return events.InvocationAnswer{}, fmt.Errorf("%w (webhook)", wire.ErrAgentTimeout)
 		}
 		b.log.Warn("reading the agent's webhook answer", "err", err)
-		return InvocationAnswer{}, fmt.Errorf("%w: the webhook's answer could not be read", wire.ErrAgentFailed)
+		return events.InvocationAnswer{}, fmt.Errorf("%w: the webhook's answer could not be read", wire.ErrAgentFailed)
 	}
 	if len(raw) > maxAgentAnswer {
-		return InvocationAnswer{}, fmt.Errorf("%w: the webhook's answer is over %d bytes", wire.ErrAgentFailed, maxAgentAnswer)
+		return events.InvocationAnswer{}, fmt.Errorf("%w: the webhook's answer is over %d bytes", wire.ErrAgentFailed, maxAgentAnswer)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return InvocationAnswer{}, fmt.Errorf("%w: the webhook answered HTTP %d", wire.ErrAgentFailed, resp.StatusCode)
+		return events.InvocationAnswer{}, fmt.Errorf("%w: the webhook answered HTTP %d", wire.ErrAgentFailed, resp.StatusCode)
 	}
-	var ans InvocationAnswer
+	var ans events.InvocationAnswer
 	if err := json.Unmarshal(raw, &ans); err != nil {
 		b.log.Warn("decoding the agent's webhook answer", "err", err)
-		return InvocationAnswer{}, fmt.Errorf("%w: the webhook's answer is not an invocation answer", wire.ErrAgentFailed)
+		return events.InvocationAnswer{}, fmt.Errorf("%w: the webhook's answer is not an invocation answer", wire.ErrAgentFailed)
 	}
 	return ans, nil
 }
 
-func (b *bridge) viaEvents(ctx context.Context, inv Invocation, now time.Time) (InvocationAnswer, error) {
-	ch := make(chan InvocationAnswer, 1)
+func (b *bridge) viaEvents(ctx context.Context, inv events.Invocation, now time.Time) (events.InvocationAnswer, error) {
+	ch := make(chan events.InvocationAnswer, 1)
 	b.mu.Lock()
 	b.waiting[inv.ID] = ch
 	b.mu.Unlock()
@@ -175,25 +148,25 @@ func (b *bridge) viaEvents(ctx context.Context, inv Invocation, now time.Time) (
 		delete(b.waiting, inv.ID)
 		b.mu.Unlock()
 	}()
-	e := Event{Type: EventInvocation, At: now, Peer: inv.Peer, ConversationID: inv.ConversationID, Invocation: &inv}
+	e := events.Event{Type: events.EventInvocation, At: now, Peer: inv.Peer, ConversationID: inv.ConversationID, Invocation: &inv}
 	if inv.Message != nil {
 		// The message once, as the event's: the invocation says whom to answer.
 		bare := inv
 		bare.Message = nil
-		e.Type, e.Message, e.Invocation = EventMessage, inv.Message, &bare
+		e.Type, e.Message, e.Invocation = events.EventMessage, inv.Message, &bare
 		e.Detail = "this message asks for a reply: answer it with POST /v1/invocations/{invocation_id}, the reply as result"
 	}
-	b.events.publish(e)
+	b.events.Publish(e)
 	select {
 	case ans := <-ch:
 		return ans, nil
 	case <-ctx.Done():
-		return InvocationAnswer{}, fmt.Errorf("%w (event stream)", wire.ErrAgentTimeout)
+		return events.InvocationAnswer{}, fmt.Errorf("%w (event stream)", wire.ErrAgentTimeout)
 	}
 }
 
 // answer delivers the agent's answer to a waiting invocation.
-func (b *bridge) answer(id string, ans InvocationAnswer) error {
+func (b *bridge) answer(id string, ans events.InvocationAnswer) error {
 	b.mu.Lock()
 	ch, ok := b.waiting[id]
 	delete(b.waiting, id)

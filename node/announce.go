@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/fxamacker/cbor/v2"
@@ -572,7 +574,7 @@ func (g *announcer) cache(author peer.ID, a *announced, old store.PeerRecord) {
 		return
 	}
 	if changed {
-		g.deps.events.publish(Event{Type: EventPeerView, At: now, Peer: author.String(),
+		g.deps.events.Publish(events.Event{Type: events.EventPeerView, At: now, Peer: author.String(),
 			Detail: fmt.Sprintf("seq %d, %d capabilities, announced", a.view.Seq, len(a.view.Capabilities))})
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/fxamacker/cbor/v2"
@@ -224,10 +226,10 @@ func TestGossipUpdateReachesEverySubscriber(t *testing.T) {
 	for _, d := range receivers {
 		knowsDaemon(t, d, author)
 	}
-	events := make([]<-chan Event, len(receivers))
+	evs := make([]<-chan events.Event, len(receivers))
 	for i, d := range receivers {
 		var stop func()
-		events[i], stop = d.Subscribe()
+		evs[i], stop = d.Subscribe()
 		defer stop()
 	}
 
@@ -241,8 +243,8 @@ func TestGossipUpdateReachesEverySubscriber(t *testing.T) {
 	}
 	var last time.Time
 	for i, d := range receivers {
-		e := waitEvent(t, events[i], func(e Event) bool {
-			return e.Type == EventPeerView && e.Peer == author.pid().String() && strings.HasPrefix(e.Detail, fmt.Sprintf("seq %d,", doc.Seq))
+		e := waitEvent(t, evs[i], func(e events.Event) bool {
+			return e.Type == events.EventPeerView && e.Peer == author.pid().String() && strings.HasPrefix(e.Detail, fmt.Sprintf("seq %d,", doc.Seq))
 		})
 		if e.At.After(last) {
 			last = e.At

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/wire"
 )
 
@@ -23,7 +24,7 @@ func TestConversationIDClaimIsAtomic(t *testing.T) {
 	a, b := newRawPeer(t, alice), newRawPeer(t, alice)
 	convID := gossip.NewID("conv", time.Now())
 
-	events, stop := alice.Subscribe()
+	evs, stop := alice.Subscribe()
 	defer stop()
 	var mu sync.Mutex
 	arrived := 0
@@ -99,8 +100,8 @@ func TestConversationIDClaimIsAtomic(t *testing.T) {
 		t.Fatalf("%d admitted, %d refused; want one of each", map[bool]int{true: 1}[won != nil], refused)
 	}
 	// The answer leaves before the conversation enters the table.
-	waitEvent(t, events, func(e Event) bool {
-		return e.Type == EventConversation && e.ConversationID == convID && e.Detail == "open"
+	waitEvent(t, evs, func(e events.Event) bool {
+		return e.Type == events.EventConversation && e.ConversationID == convID && e.Detail == "open"
 	})
 	open := alice.Conversations().Open()
 	if len(open) != 1 || open[0].ID != convID || open[0].Peer != won.ID().String() {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/internal/peerid"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -67,7 +69,7 @@ type conversationDeps struct {
 	invocations   *invocations // the answers this daemon's own requests wait for
 	store         *store.Store
 	audit         *gossip.AuditLog
-	events        *hub
+	events        *events.Hub
 	order         *conditions.TierOrder
 	log           *slog.Logger
 	now           func() time.Time

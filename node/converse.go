@@ -13,6 +13,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/internal/peerid"
 
 	"github.com/ifaced/ifaced/conditions"
@@ -791,7 +793,7 @@ func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView
 		}
 	}
 	if changed {
-		cs.events.publish(Event{Type: EventPeerView, At: now, Peer: peerid.String(pid), ConversationID: m.Headers.ConversationID,
+		cs.events.Publish(events.Event{Type: events.EventPeerView, At: now, Peer: peerid.String(pid), ConversationID: m.Headers.ConversationID,
 			Detail: fmt.Sprintf("seq %d, %d capabilities", view.Seq, view.Caps)})
 	}
 	if !pv.want {
@@ -893,7 +895,7 @@ func (cs *Conversations) open(c *conv) {
 	}
 	cs.convs[c.ID] = c
 	cs.mu.Unlock()
-	cs.events.publish(Event{Type: EventConversation, At: cs.now(), Peer: peerid.String(c.peer), ConversationID: c.ID, Detail: "open"})
+	cs.events.Publish(events.Event{Type: events.EventConversation, At: cs.now(), Peer: peerid.String(c.peer), ConversationID: c.ID, Detail: "open"})
 	if c.stream.Stat().Direction == network.DirOutbound {
 		// The initiator also listens for the rest of the conversation.
 		if !cs.spawn(func() { cs.serve(c) }) {
@@ -910,7 +912,7 @@ func (cs *Conversations) closeConv(c *conv) {
 	cs.mu.Unlock()
 	c.end()
 	c.stream.Close()
-	cs.events.publish(Event{Type: EventConversation, At: cs.now(), Peer: peerid.String(c.peer), ConversationID: c.ID, Detail: "closed"})
+	cs.events.Publish(events.Event{Type: events.EventConversation, At: cs.now(), Peer: peerid.String(c.peer), ConversationID: c.ID, Detail: "closed"})
 }
 
 func (cs *Conversations) conversation(id string) *conv {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/store"
@@ -75,7 +77,7 @@ type viewSource interface {
 
 // eventSink tells the local agent what happened (events.go).
 type eventSink interface {
-	publish(Event)
+	Publish(events.Event)
 }
 
 // strangerViews cuts the views discovery publishes from the owner's

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -189,7 +191,9 @@ func TestDiskLowRefusesNewConversations(t *testing.T) {
 	if _, err := bob.Say(open.ConversationID, gossip.PhaseContext, "Still here."); err != nil {
 		t.Fatal(err)
 	}
-	e := waitEvent(t, aliceEvents.ch, func(e Event) bool { return e.Type == EventMessage && e.ConversationID == open.ConversationID })
+	e := waitEvent(t, aliceEvents.ch, func(e events.Event) bool {
+		return e.Type == events.EventMessage && e.ConversationID == open.ConversationID
+	})
 	if e.Message.Body.Text != "Still here." {
 		t.Errorf("alice got %q", e.Message.Body.Text)
 	}

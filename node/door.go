@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/internal/peerid"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -124,7 +126,7 @@ type door struct {
 	replay  *identity.ReplayGuard
 	rates   *rateLimits
 	revoked func(peer.ID) error // the owner's revocations (trust)
-	events  *hub
+	events  *events.Hub
 	log     *slog.Logger
 	now     func() time.Time
 	budget  *Budget // the decoding budget messages hold until verified (nil: none)
@@ -141,8 +143,8 @@ type door struct {
 }
 
 func newDoor(self string, audit *gossip.AuditLog, replay *identity.ReplayGuard, rates *rateLimits,
-	revoked func(peer.ID) error, events *hub, log *slog.Logger, now func() time.Time, remote func(peer.ID) netip.Addr) *door {
-	d := &door{self: self, audit: audit, replay: replay, rates: rates, revoked: revoked, events: events, log: log, now: now,
+	revoked func(peer.ID) error, hub *events.Hub, log *slog.Logger, now func() time.Time, remote func(peer.ID) netip.Addr) *door {
+	d := &door{self: self, audit: audit, replay: replay, rates: rates, revoked: revoked, events: hub, log: log, now: now,
 		strangers: rate.NewLimiter(rate.Every(strangerEventEvery), strangerEventBurst), refusals: newRefusalBudget(), remote: remote}
 	// Refusals the previous run counted and no record said: the next
 	// record says them (keepLeftOut).
@@ -446,7 +448,7 @@ func (d *door) refused(via string, established peer.ID, verified bool, m *gossip
 	code := wire.CodeOf(cause)
 	at := d.now().UTC()
 	d.recordRefusal(via, established, verified, m, raw, cause, at)
-	e := Event{Type: EventRefused, At: at, Detail: fmt.Sprintf("%s: %s", code, gossip.Clip(cause.Error(), 256))}
+	e := events.Event{Type: events.EventRefused, At: at, Detail: fmt.Sprintf("%s: %s", code, gossip.Clip(cause.Error(), 256))}
 	if established != "" {
 		e.Peer = peerid.String(established)
 	}
@@ -462,7 +464,7 @@ func (d *door) refused(via string, established peer.ID, verified bool, m *gossip
 	if verified && m != nil {
 		e.ConversationID = m.Headers.ConversationID
 	}
-	d.events.publish(e)
+	d.events.Publish(e)
 }
 
 // recordRefusal writes the summary of a refusal within the refusal budget.
@@ -528,5 +530,5 @@ func (d *door) keepLeftOut() {
 
 // publish tells the local agent of an admitted message (the act step).
 func (d *door) publish(in admitted, convID, detail string) {
-	d.events.publish(Event{Type: EventMessage, At: d.now(), Peer: peerid.String(in.from), ConversationID: convID, Message: in.msg, Detail: detail})
+	d.events.Publish(events.Event{Type: events.EventMessage, At: d.now(), Peer: peerid.String(in.from), ConversationID: convID, Message: in.msg, Detail: detail})
 }

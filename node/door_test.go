@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -30,7 +32,7 @@ import (
 
 // agentWatch records what the local agent is told.
 type agentWatch struct {
-	ch   <-chan Event
+	ch   <-chan events.Event
 	stop func()
 }
 
@@ -44,10 +46,10 @@ func watchAgent(t *testing.T, d *testDaemon) *agentWatch {
 // refusedThenNothing waits for the refusal of an established sender's
 // message and checks that no event before it, nor any queued with it,
 // carries the message.
-func (w *agentWatch) refusedThenNothing(t *testing.T, code wire.Code, messageID string) Event {
+func (w *agentWatch) refusedThenNothing(t *testing.T, code wire.Code, messageID string) events.Event {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
-	var refused Event
+	var refused events.Event
 	for refused.Type == "" {
 		select {
 		case e, ok := <-w.ch:
@@ -57,7 +59,7 @@ func (w *agentWatch) refusedThenNothing(t *testing.T, code wire.Code, messageID 
 			if e.Message != nil && e.Message.Headers.MessageID == messageID {
 				t.Fatalf("the agent was told of the refused message: %s event %+v", e.Type, e)
 			}
-			if e.Type == EventRefused && strings.HasPrefix(e.Detail, string(code)+":") {
+			if e.Type == events.EventRefused && strings.HasPrefix(e.Detail, string(code)+":") {
 				refused = e
 			}
 		case <-deadline:
@@ -420,10 +422,10 @@ func TestDoorIdleConversationClosesQuietly(t *testing.T) {
 	bobCfg.Limits.StreamTimeout.Duration = time.Minute
 	bob := startDaemon(t, bobCfg)
 	connect(t, bob, alice)
-	events := watchAgent(t, alice)
+	evs := watchAgent(t, alice)
 	res := greet(t, bob, alice)
-	waitEvent(t, events.ch, func(e Event) bool {
-		return e.Type == EventConversation && e.ConversationID == res.ConversationID && e.Detail == "closed"
+	waitEvent(t, evs.ch, func(e events.Event) bool {
+		return e.Type == events.EventConversation && e.ConversationID == res.ConversationID && e.Detail == "closed"
 	})
 	for _, d := range []*testDaemon{alice, bob} {
 		if rs := refusalsOf(t, d); len(rs) != 0 {
@@ -599,7 +601,7 @@ func TestDoorSignedInvokeKeepsTheCallersConversationOut(t *testing.T) {
 	// A capability the agent answers (ping is the daemon's own).
 	cfg.Capabilities = append(cfg.Capabilities, map[string]any{"name": "echo", "description": "The parameters back"})
 	alice := startDaemon(t, cfg)
-	events := watchAgent(t, alice)
+	evs := watchAgent(t, alice)
 	caller, _ := identity.Generate(nil)
 	now := time.Now()
 	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
@@ -616,14 +618,14 @@ func TestDoorSignedInvokeKeepsTheCallersConversationOut(t *testing.T) {
 		_, _, err := alice.Inbox().ExecuteSigned(m)
 		done <- err
 	}()
-	e := waitEvent(t, events.ch, func(e Event) bool { return e.Type == EventInvocation })
+	e := waitEvent(t, evs.ch, func(e events.Event) bool { return e.Type == events.EventInvocation })
 	if e.Invocation.ConversationID != "" || e.ConversationID != "" {
 		t.Errorf("the agent was given conversation %q (event %q)", e.Invocation.ConversationID, e.ConversationID)
 	}
 	if e.Invocation.Peer != caller.PeerID().String() {
 		t.Errorf("the agent was told the request came from %q, want the signer %s", e.Invocation.Peer, caller.PeerID())
 	}
-	if err := alice.AnswerInvocation(e.Invocation.ID, InvocationAnswer{Result: "pong"}); err != nil {
+	if err := alice.AnswerInvocation(e.Invocation.ID, events.InvocationAnswer{Result: "pong"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -709,7 +711,7 @@ func TestDoorStrangersCannotCrowdTheAgent(t *testing.T) {
 	clock := &testClock{t: time.Now()}
 	alice := startDaemonWith(t, aliceConfig(""), WithClock(clock.now))
 	agent := watchAgent(t, alice)
-	const flood = 3 * subscriberBuffer
+	const flood = 3 * events.SubscriberBuffer
 	for i := range flood {
 		alice.Inbox().RecordUndecoded("https", []byte(fmt.Sprintf("junk %d", i)), fmt.Errorf("%w: junk", gossip.ErrInvalidMessage))
 	}
@@ -720,10 +722,10 @@ func TestDoorStrangersCannotCrowdTheAgent(t *testing.T) {
 			if !ok {
 				t.Fatal("the agent's event stream was dropped")
 			}
-			if e.Type == EventEventsLost {
+			if e.Type == events.EventEventsLost {
 				t.Fatal("the agent fell behind")
 			}
-			if e.Type == EventRefused {
+			if e.Type == events.EventRefused {
 				refusals++
 			}
 		default:
@@ -822,4 +824,38 @@ func lineContaining(out, s string) string {
 		}
 	}
 	return ""
+}
+
+// TestDecodingBudgetHeldThroughTheAudit: a message keeps its share of the
+// decoding budget after its signature is verified, until it is recorded:
+// the audit step copies it twice (its JSON line, its rendering), which
+// the budget must count. At the fit step, after verify and before the
+// audit, the strangers' share is not whole.
+func TestDecodingBudgetHeldThroughTheAudit(t *testing.T) {
+	alice := startDaemon(t, aliceConfig(""))
+	raw := newRawPeer(t, alice)
+	b := alice.door.budget
+	held := make(chan bool, 1)
+	alice.door.beforeFit = func(a *arrival) {
+		whole := b.strangers.TryAcquire(b.share)
+		if whole {
+			b.strangers.Release(b.share)
+		}
+		select {
+		case held <- !whole:
+		default:
+		}
+	}
+	g := raw.greeting(alice, raw.id)
+	m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, g))
+	if err != nil || m.Headers.Phase != gossip.PhaseGreeting {
+		t.Fatalf("greeting: %v %+v", err, m)
+	}
+	if !<-held {
+		t.Fatal("at the fit step the message's share of the decoding budget was given back already")
+	}
+	if !b.strangers.TryAcquire(b.share) {
+		t.Fatal("once the message was admitted its share of the budget was not given back")
+	}
+	b.strangers.Release(b.share)
 }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -731,7 +733,7 @@ func TestFaultRelayLossThenMailbox(t *testing.T) {
 		}
 		left := map[string]bool{}
 		for len(left) < len(queued) {
-			e := waitEvent(t, aliceEvents, func(e Event) bool { return e.Type == EventMail })
+			e := waitEvent(t, aliceEvents, func(e events.Event) bool { return e.Type == events.EventMail })
 			if !strings.Contains(e.Detail, "left at relay "+r2.pid().String()) {
 				t.Fatalf("mail event %q, want left at r2", e.Detail)
 			}

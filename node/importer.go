@@ -15,6 +15,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/store"
@@ -66,8 +68,8 @@ type importStore interface {
 }
 
 // newImporter keeps imports in st, fetching each within timeout.
-func newImporter(st importStore, timeout time.Duration, events eventSink, now func() time.Time, log *slog.Logger) *importer {
-	return &importer{store: st, timeout: timeout, events: events, now: now, log: log}
+func newImporter(st importStore, timeout time.Duration, evs eventSink, now func() time.Time, log *slog.Logger) *importer {
+	return &importer{store: st, timeout: timeout, events: evs, now: now, log: log}
 }
 
 func importClient(importTimeout time.Duration) *http.Client {
@@ -112,7 +114,7 @@ func (im *importer) add(ctx context.Context, rawURL string) (store.ImportRecord,
 	if err := im.store.Put(rec); err != nil {
 		return store.ImportRecord{}, err
 	}
-	im.events.publish(Event{Type: EventPeerView, At: im.now(), Detail: fmt.Sprintf("imported %s (%s, %s)", rec.URL, rec.Format, signedWord(rec.Signed))})
+	im.events.Publish(events.Event{Type: events.EventPeerView, At: im.now(), Detail: fmt.Sprintf("imported %s (%s, %s)", rec.URL, rec.Format, signedWord(rec.Signed))})
 	return im.store.Get(rec.URL)
 }
 

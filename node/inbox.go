@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
@@ -367,7 +369,7 @@ func (ib *Inbox) AskAnonymous(via, caller, ref, convID, text string, data []any)
 	f := ib.HTTPFacts()
 	ctx, cancel := context.WithTimeout(iv.ctx, iv.timeout)
 	defer cancel()
-	inv := Invocation{ID: gossip.NewID("inv", now), ConversationID: convID, Deadline: now.Add(iv.timeout), Message: m,
+	inv := events.Invocation{ID: gossip.NewID("inv", now), ConversationID: convID, Deadline: now.Add(iv.timeout), Message: m,
 		Granted: negotiate.Granted{Disclosure: f.Disclosure, AuthLevel: f.AuthLevel, Temperature: f.Temperature, Persona: f.Persona}}
 	out, err := iv.bridge.invoke(ctx, inv, now)
 	ib.recordAnonymousOutcome(via, caller, &kept, "message", err, nil)

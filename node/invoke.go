@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
@@ -213,7 +215,7 @@ func (cs *Conversations) InvokeIn(ctx context.Context, pid peer.ID, convID, capa
 
 // AnswerInvocation delivers the local agent's answer to an invocation it
 // received as an event.
-func (n *Node) AnswerInvocation(id string, ans InvocationAnswer) error {
+func (n *Node) AnswerInvocation(id string, ans events.InvocationAnswer) error {
 	return n.bridge.answer(id, ans)
 }
 
@@ -425,7 +427,7 @@ func (iv *invoker) execute(name string, params any, g negotiate.Granted, request
 	timeout := iv.timeout
 	ctx, cancel := context.WithTimeout(iv.ctx, timeout)
 	defer cancel()
-	inv := Invocation{ID: gossip.NewID("inv", iv.now()), Capability: name, Version: cap.VersionOrDefault(), Params: params,
+	inv := events.Invocation{ID: gossip.NewID("inv", iv.now()), Capability: name, Version: cap.VersionOrDefault(), Params: params,
 		Peer: requester, ConversationID: convID, Granted: g, Deadline: iv.now().Add(timeout)}
 	result, err = iv.bridge.invoke(ctx, inv, iv.now())
 	if err != nil {

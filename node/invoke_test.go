@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/conditions"
@@ -111,17 +113,17 @@ func TestInvokeAgentFailures(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 4)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var inv Invocation
+		var inv events.Invocation
 		json.NewDecoder(r.Body).Decode(&inv)
 		switch inv.Capability {
 		case "doc.summarize": // violates output_schema
-			json.NewEncoder(w).Encode(InvocationAnswer{Result: map[string]any{"summary": 5}})
+			json.NewEncoder(w).Encode(events.InvocationAnswer{Result: map[string]any{"summary": 5}})
 		case "echo": // hangs past the timeout
 			<-r.Context().Done()
 		case "slow.job":
 			entered <- struct{}{}
 			<-release
-			json.NewEncoder(w).Encode(InvocationAnswer{Result: "done"})
+			json.NewEncoder(w).Encode(events.InvocationAnswer{Result: "done"})
 		default:
 			http.Error(w, "boom", http.StatusInternalServerError)
 		}
@@ -180,7 +182,7 @@ func TestInvokeWithoutAgentAndThroughEvents(t *testing.T) {
 	// An observer of the event stream (the MCP endpoint, a console) is not
 	// the agent: the requester is still told agent_unavailable at once,
 	// not agent_timeout after agent.timeout.
-	watching, stopWatching := alice.Subscribe(AsObserver())
+	watching, stopWatching := alice.Subscribe(events.AsObserver())
 	go func() {
 		for range watching {
 		}
@@ -192,12 +194,12 @@ func TestInvokeWithoutAgentAndThroughEvents(t *testing.T) {
 	stopWatching()
 
 	// An agent on the event stream answers through AnswerInvocation.
-	events, stop := alice.Subscribe()
+	evs, stop := alice.Subscribe()
 	defer stop()
 	go func() {
-		for e := range events {
-			if e.Type == EventInvocation {
-				alice.AnswerInvocation(e.Invocation.ID, InvocationAnswer{Result: map[string]any{"got": e.Invocation.Params}})
+		for e := range evs {
+			if e.Type == events.EventInvocation {
+				alice.AnswerInvocation(e.Invocation.ID, events.InvocationAnswer{Result: map[string]any{"got": e.Invocation.Params}})
 				return
 			}
 		}
@@ -209,7 +211,7 @@ func TestInvokeWithoutAgentAndThroughEvents(t *testing.T) {
 	if got := res.Result.(map[string]any)["got"].(map[string]any)["a"]; got != 1.0 {
 		t.Fatalf("result %+v", res.Result)
 	}
-	if err := alice.AnswerInvocation("inv:nope", InvocationAnswer{}); !errors.Is(err, ErrNoSuchInvocation) {
+	if err := alice.AnswerInvocation("inv:nope", events.InvocationAnswer{}); !errors.Is(err, ErrNoSuchInvocation) {
 		t.Fatalf("answer to nothing: %v", err)
 	}
 }

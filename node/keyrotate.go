@@ -13,6 +13,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -358,7 +360,7 @@ type keyNotices struct {
 	trust   *trust.Book
 	store   *store.Store
 	send    func(ctx context.Context, pid peer.ID, text string, parts ...gossip.Part) (*SendResult, error)
-	events  *hub
+	events  *events.Hub
 	log     *slog.Logger
 	now     func() time.Time
 	timeout time.Duration // one peer's delivery
@@ -366,11 +368,11 @@ type keyNotices struct {
 	gossip  *keyGossip    // nil without [discovery] gossip
 }
 
-func newKeyNotices(self peer.ID, t *trust.Book, st *store.Store, mail *Mail, events *hub, log *slog.Logger,
+func newKeyNotices(self peer.ID, t *trust.Book, st *store.Store, mail *Mail, hub *events.Hub, log *slog.Logger,
 	now func() time.Time, timeout, liveFor time.Duration) *keyNotices {
 	return &keyNotices{self: self, trust: t, store: st, send: func(ctx context.Context, pid peer.ID, text string, parts ...gossip.Part) (*SendResult, error) {
 		return mail.send(ctx, pid, "", text, parts...)
-	}, events: events, log: log, now: now, timeout: timeout, liveFor: liveFor}
+	}, events: hub, log: log, now: now, timeout: timeout, liveFor: liveFor}
 }
 
 // live are the statements given here that are still announced: a
@@ -499,7 +501,7 @@ func (k *keyNotices) deliver(ctx context.Context, e store.KeyEvent) {
 	detail := fmt.Sprintf("the %s of key %s: told %d peers in a conversation, left it at the mailbox relays of %d, could not reach %d",
 		e.Kind, e.Peer, len(reached), len(queued), len(failed))
 	k.log.Info("delivered a key statement", "kind", e.Kind, "peer", e.Peer, "reached", len(reached), "queued", len(queued), "failed", len(failed))
-	k.events.publish(Event{Type: EventKey, At: k.now(), Peer: e.Peer, Detail: detail})
+	k.events.Publish(events.Event{Type: EventKey, At: k.now(), Peer: e.Peer, Detail: detail})
 }
 
 // partsOf builds the parts and text of the message carrying e.

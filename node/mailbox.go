@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
@@ -325,7 +327,7 @@ func (mb *Mail) attemptMail(item store.OutboxItem) time.Time {
 				mb.log.Error("removing a delivered message from the outbox", "id", item.ID, "err", err)
 			}
 			mb.log.Info("left a message at a mailbox", "to", pid, "relay", r.ID, "message", item.ID, "mail_id", id)
-			mb.events.publish(Event{Type: EventMail, At: mb.now(), Peer: pid.String(),
+			mb.events.Publish(events.Event{Type: events.EventMail, At: mb.now(), Peer: pid.String(),
 				Detail: fmt.Sprintf("message %s left at relay %s (kept until %s)", item.ID, r.ID, expires)})
 			return time.Time{}
 		}
@@ -370,7 +372,7 @@ func (mb *Mail) abandonMail(item store.OutboxItem, why string) {
 		mb.log.Error("removing an undeliverable message from the outbox", "id", item.ID, "err", err)
 	}
 	mb.log.Warn("gave up on a message", "to", item.To, "message", item.ID, "attempts", item.Attempts, "err", why)
-	mb.events.publish(Event{Type: EventMail, At: mb.now(), Peer: item.To,
+	mb.events.Publish(events.Event{Type: events.EventMail, At: mb.now(), Peer: item.To,
 		Detail: fmt.Sprintf("gave up on message %s after %d attempts: %s", item.ID, item.Attempts, why)})
 }
 

@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/conditions"
@@ -19,7 +21,7 @@ import (
 // the owner decides each request on what it established about the peer.
 func TestConditionMatrix(t *testing.T) {
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(InvocationAnswer{Result: "ok"})
+		json.NewEncoder(w).Encode(events.InvocationAnswer{Result: "ok"})
 	}))
 	defer hook.Close()
 	cfg := loopbackConfig()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/interop/jsdeps"
 
@@ -122,7 +123,7 @@ func TestMCPServerAsLocalAgent(t *testing.T) {
 	connect(t, bob, alice)
 	ctx := context.Background()
 	pid := alice.id.PeerID()
-	events, stop := bob.Subscribe()
+	evs, stop := bob.Subscribe()
 	defer stop()
 
 	r, err := bob.Greet(ctx, pid, negotiate.Proposal{})
@@ -178,8 +179,8 @@ func TestMCPServerAsLocalAgent(t *testing.T) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "no alerts"}}}, nil, nil
 	})
 	seq := r.View.Seq
-	waitEvent(t, events, func(e Event) bool {
-		return e.Type == EventPeerView && e.Peer == pid.String() && strings.HasPrefix(e.Detail, fmt.Sprintf("seq %d,", seq+1))
+	waitEvent(t, evs, func(e events.Event) bool {
+		return e.Type == events.EventPeerView && e.Peer == pid.String() && strings.HasPrefix(e.Detail, fmt.Sprintf("seq %d,", seq+1))
 	})
 	rec, err := bob.Store().Peer(pid.String())
 	if err != nil || !strings.Contains(string(rec.View), "weather.alerts") {
@@ -192,8 +193,8 @@ func TestMCPServerAsLocalAgent(t *testing.T) {
 
 	// And one removed leaves.
 	srv.RemoveTools("plans")
-	waitEvent(t, events, func(e Event) bool {
-		return e.Type == EventPeerView && e.Peer == pid.String() && strings.HasPrefix(e.Detail, fmt.Sprintf("seq %d,", seq+2))
+	waitEvent(t, evs, func(e events.Event) bool {
+		return e.Type == events.EventPeerView && e.Peer == pid.String() && strings.HasPrefix(e.Detail, fmt.Sprintf("seq %d,", seq+2))
 	})
 	if _, ok := alice.Document().Capability("weather.plans"); ok {
 		t.Error("a removed tool is still in alice's document")

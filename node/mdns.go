@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/negotiate"
@@ -69,11 +71,11 @@ type lanDiscovery struct {
 // cannot use it; that is logged and startLAN returns nil, LAN discovery
 // off, since a daemon is reachable by every other means.
 func startLAN(ctx context.Context, h host.Host, cfg config.DiscoveryConfig, queryTimeout time.Duration, peers peerReader, ask querier,
-	events eventSink, now func() time.Time, log *slog.Logger) *lanDiscovery {
+	evs eventSink, now func() time.Time, log *slog.Logger) *lanDiscovery {
 	if !cfg.MDNS {
 		return nil
 	}
-	m := &lanDiscovery{host: h, peers: peers, ask: ask, events: events, queryTimeout: queryTimeout, now: now, log: log,
+	m := &lanDiscovery{host: h, peers: peers, ask: ask, events: evs, queryTimeout: queryTimeout, now: now, log: log,
 		tasks: newTasks(ctx), busy: map[peer.ID]bool{}, found: map[peer.ID]time.Time{}}
 	m.svc = mdns.NewMdnsService(h, cfg.MDNSService, m)
 	if err := m.svc.Start(); err != nil {
@@ -203,7 +205,7 @@ func (m *lanDiscovery) peerEvent(pi peer.AddrInfo) {
 		for _, a := range pi.Addrs {
 			addrs = append(addrs, a.String())
 		}
-		m.events.publish(Event{Type: EventLANPeer, At: now, Peer: pi.ID.String(), Detail: "found on the LAN at " + strings.Join(addrs, ", ")})
+		m.events.Publish(events.Event{Type: EventLANPeer, At: now, Peer: pi.ID.String(), Detail: "found on the LAN at " + strings.Join(addrs, ", ")})
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"go.uber.org/goleak"
@@ -56,7 +58,7 @@ func TestMDNSFindsPeersOnTheLAN(t *testing.T) {
 	defer stopA()
 	start := time.Now()
 	b := startDaemon(t, lan())
-	waitEventFor(t, 45*time.Second, aEvents, func(e Event) bool { return e.Type == EventLANPeer && e.Peer == b.pid().String() })
+	waitEventFor(t, 45*time.Second, aEvents, func(e events.Event) bool { return e.Type == EventLANPeer && e.Peer == b.pid().String() })
 	for _, tc := range []struct{ who, peer *testDaemon }{{a, b}, {b, a}} {
 		waitFor(t, "the LAN peer's view in the cache", func() bool { return cachedSeq(tc.who, tc.peer.pid()) == tc.peer.Document().Seq })
 		// The side that answered may have kept the view before identify

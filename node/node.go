@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/node/internal/peerid"
@@ -41,7 +43,7 @@ type Node struct {
 	host   host.Host
 	store  *store.Store
 	audit  *gossip.AuditLog
-	events *hub
+	events *events.Hub
 	order  *conditions.TierOrder
 	now    func() time.Time
 
@@ -107,7 +109,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{id: id, cfg: cfg, home: home, log: log, order: order, events: newHub(), now: time.Now}
+	n := &Node{id: id, cfg: cfg, home: home, log: log, order: order, events: events.NewHub(), now: time.Now}
 	n.importTimeout = defaultImportTimeout
 	for _, o := range opts {
 		o(n)
@@ -223,7 +225,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	}
 	presign()
 	n.caps.changed = func(doc *negotiate.Document) {
-		n.events.publish(Event{Type: EventDocument, At: n.now(), Detail: fmt.Sprintf("seq %d, %d capabilities", doc.Seq, len(doc.Capabilities))})
+		n.events.Publish(events.Event{Type: events.EventDocument, At: n.now(), Detail: fmt.Sprintf("seq %d, %d capabilities", doc.Seq, len(doc.Capabilities))})
 		presign()
 		n.convs.updates.pushAll()
 		n.documentChanged()
@@ -363,12 +365,18 @@ func (n *Node) Store() *store.Store { return n.store }
 
 // Subscribe returns the event stream: for the local agent, unless
 // AsObserver says the subscriber only follows events.
-func (n *Node) Subscribe(opts ...SubscribeOption) (<-chan Event, func()) {
-	var sub subscription
-	for _, o := range opts {
-		o(&sub)
-	}
-	return n.events.subscribe(!sub.observer)
+func (n *Node) Subscribe(opts ...events.SubscribeOption) (<-chan events.Event, func()) {
+	return n.events.Subscribe(opts...)
+}
+
+// StandingChanged tells the event stream that the owner changed what this
+// daemon holds of peer (a peer ID, an agent ID, or "" when the change
+// names no one peer): the control API calls it after pinning or revoking
+// a key, changing a disclosure tier or temperature cap, or revoking an
+// introduction, so that followers (the MCP server's per-peer tools)
+// recompute at once.
+func (n *Node) StandingChanged(peer, detail string) {
+	n.events.Publish(events.Event{Type: events.EventTrust, At: n.now(), Peer: peer, Detail: detail})
 }
 
 // Connect dials a peer by multiaddr (which must end in /p2p/<peer ID>).

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/conditions"
@@ -238,7 +240,7 @@ func TestConversationPhasesAndUpdatePush(t *testing.T) {
 	bob := startDaemon(t, nil)
 	connect(t, bob, alice)
 	ctx := context.Background()
-	events, stop := bob.Subscribe()
+	evs, stop := bob.Subscribe()
 	defer stop()
 	aliceEvents, stopAlice := alice.Subscribe()
 	defer stopAlice()
@@ -248,13 +250,15 @@ func TestConversationPhasesAndUpdatePush(t *testing.T) {
 		t.Fatal(err)
 	}
 	seq := r.View.Seq
-	waitEvent(t, aliceEvents, func(e Event) bool { return e.Type == EventConversation && e.Detail == "open" })
+	waitEvent(t, aliceEvents, func(e events.Event) bool { return e.Type == events.EventConversation && e.Detail == "open" })
 
 	// A context message reaches alice's local agent.
 	if _, err := bob.Say(r.ConversationID, gossip.PhaseContext, "Here's what's current."); err != nil {
 		t.Fatal(err)
 	}
-	e := waitEvent(t, aliceEvents, func(e Event) bool { return e.Type == EventMessage && e.Message.Headers.Phase == gossip.PhaseContext })
+	e := waitEvent(t, aliceEvents, func(e events.Event) bool {
+		return e.Type == events.EventMessage && e.Message.Headers.Phase == gossip.PhaseContext
+	})
 	if e.Message.Body.Text != "Here's what's current." || e.Message.Headers.Sequence != 3 {
 		t.Errorf("alice got %q at sequence %d", e.Message.Body.Text, e.Message.Headers.Sequence)
 	}
@@ -267,8 +271,8 @@ func TestConversationPhasesAndUpdatePush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitEvent(t, events, func(e Event) bool {
-		return e.Type == EventPeerView && e.Peer == alice.id.PeerID().String() && strings.HasPrefix(e.Detail, fmt.Sprintf("seq %d,", seq+1))
+	waitEvent(t, evs, func(e events.Event) bool {
+		return e.Type == events.EventPeerView && e.Peer == alice.id.PeerID().String() && strings.HasPrefix(e.Detail, fmt.Sprintf("seq %d,", seq+1))
 	})
 	rec, err := bob.Store().Peer(alice.id.PeerID().String())
 	if err != nil || rec.Seq != seq+1 || !strings.Contains(string(rec.View), "doc.summarize") {
@@ -279,7 +283,7 @@ func TestConversationPhasesAndUpdatePush(t *testing.T) {
 	if _, err := bob.Say(r.ConversationID, gossip.PhaseClose, "Closing this exchange."); err != nil {
 		t.Fatal(err)
 	}
-	waitEvent(t, aliceEvents, func(e Event) bool { return e.Type == EventConversation && e.Detail == "closed" })
+	waitEvent(t, aliceEvents, func(e events.Event) bool { return e.Type == events.EventConversation && e.Detail == "closed" })
 	if _, err := bob.Say(r.ConversationID, gossip.PhaseContext, "more"); err == nil {
 		t.Error("said something after close")
 	}
@@ -318,13 +322,13 @@ func TestCacheAndSeqSurviveRestart(t *testing.T) {
 	}
 }
 
-func waitEvent(t *testing.T, ch <-chan Event, match func(Event) bool) Event {
+func waitEvent(t *testing.T, ch <-chan events.Event, match func(events.Event) bool) events.Event {
 	t.Helper()
 	return waitEventFor(t, 10*time.Second, ch, match)
 }
 
 // waitEventFor waits up to d for an event matching match.
-func waitEventFor(t *testing.T, d time.Duration, ch <-chan Event, match func(Event) bool) Event {
+func waitEventFor(t *testing.T, d time.Duration, ch <-chan events.Event, match func(events.Event) bool) events.Event {
 	t.Helper()
 	timeout := time.After(d)
 	for {
@@ -630,7 +634,7 @@ func TestHiddenChangeIsNotPushed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A visible change afterwards is pushed; the hidden one before it was not.
-	events, stop := bob.Subscribe()
+	evs, stop := bob.Subscribe()
 	defer stop()
 	if _, err := alice.UpdateDocument(func(d *negotiate.Document) error {
 		d.Capabilities = append(d.Capabilities, negotiate.Capability{Name: "weather.now", Description: "x"})
@@ -638,7 +642,9 @@ func TestHiddenChangeIsNotPushed(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitEvent(t, events, func(e Event) bool { return e.Type == EventPeerView && strings.HasPrefix(e.Detail, "seq 3,") })
+	waitEvent(t, evs, func(e events.Event) bool {
+		return e.Type == events.EventPeerView && strings.HasPrefix(e.Detail, "seq 3,")
+	})
 	entries, err := bob.Audit().Entries(r.ConversationID)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/mcpagent"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -186,13 +187,13 @@ func TestRuntimeCapabilitiesWithAnMCPServer(t *testing.T) {
 	if alice.Document().Seq != seq {
 		t.Errorf("a restart moved the seq from %d to %d: %s", seq, alice.Document().Seq, originsOf(alice))
 	}
-	events, stop := alice.Subscribe()
+	evs, stop := alice.Subscribe()
 	defer stop()
 	mcp.AddTool(srv, &mcp.Tool{Name: "alerts", Description: "Weather alerts"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "no alerts"}}}, nil, nil
 	})
-	waitEvent(t, events, func(e Event) bool {
-		return e.Type == EventDocument && strings.HasPrefix(e.Detail, fmt.Sprintf("seq %d,", seq+1))
+	waitEvent(t, evs, func(e events.Event) bool {
+		return e.Type == events.EventDocument && strings.HasPrefix(e.Detail, fmt.Sprintf("seq %d,", seq+1))
 	})
 	want := "gossip.exchange:config message.receive:config message.reply:config identity.verify:config capabilities.get:config ping:config " +
 		"news.headlines:runtime weather.alerts:mcp weather.diary_read:mcp weather.fail:mcp weather.forecast:mcp weather.liar:mcp weather.plans:mcp"

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/node/internal/peerid"
@@ -80,7 +82,7 @@ type mailDeps struct {
 	door       *door
 	mailReplay *identity.ReplayGuard // mail is dated within mailbox.retention, not the replay window
 	convs      *Conversations        // Send says text in a conversation when the peer is reachable
-	events     *hub
+	events     *events.Hub
 	log        *slog.Logger
 	now        func() time.Time
 	ctx        context.Context
@@ -335,7 +337,7 @@ func (mb *Mail) keepReservation(info peer.AddrInfo, lost <-chan struct{}) {
 		mb.reach.setCircuits(info.ID, circuitThrough(info))
 		mb.log.Info("holding a relay slot", "relay", info.ID, "until", res.Expiration.Format(time.RFC3339),
 			"limit_duration", res.LimitDuration, "limit_kb", res.LimitData>>10)
-		mb.events.publish(Event{Type: EventRelay, At: mb.now(), Peer: info.ID.String(),
+		mb.events.Publish(events.Event{Type: events.EventRelay, At: mb.now(), Peer: info.ID.String(),
 			Detail: "reserved a slot until " + res.Expiration.UTC().Format(time.RFC3339)})
 		// The mail waiting at a relay is fetched each time this daemon is
 		// back on it, and then every mailbox.poll.
@@ -368,7 +370,7 @@ func (mb *Mail) keepReservation(info peer.AddrInfo, lost <-chan struct{}) {
 		if drop {
 			mb.reach.setCircuits(info.ID, nil)
 			mb.log.Info("lost the connection to a relay; reserving again", "relay", info.ID)
-			mb.events.publish(Event{Type: EventRelay, At: mb.now(), Peer: info.ID.String(), Detail: "lost the relay; reserving again"})
+			mb.events.Publish(events.Event{Type: events.EventRelay, At: mb.now(), Peer: info.ID.String(), Detail: "lost the relay; reserving again"})
 			if !mb.sleep(wait) {
 				return
 			}

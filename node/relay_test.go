@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"context"
@@ -175,8 +177,8 @@ func TestConversationThroughRelayAndRecoveryThroughSecondRelay(t *testing.T) {
 		if err != nil {
 			t.Fatalf("saying %s: %v", phase, err)
 		}
-		waitEvent(t, bobEvents, func(e Event) bool {
-			return e.Type == EventMessage && e.Message != nil && e.Message.Headers.MessageID == m.Headers.MessageID
+		waitEvent(t, bobEvents, func(e events.Event) bool {
+			return e.Type == events.EventMessage && e.Message != nil && e.Message.Headers.MessageID == m.Headers.MessageID
 		})
 	}
 	if _, err := bob.Invoke(ctx, alice.id.PeerID(), "calendar.availability", nil); err == nil || !strings.Contains(err.Error(), "agent") {
@@ -209,8 +211,8 @@ func TestConversationThroughRelayAndRecoveryThroughSecondRelay(t *testing.T) {
 	if sent.Delivered != "conversation" {
 		t.Fatalf("sent = %+v, want delivered in a conversation", sent)
 	}
-	waitEvent(t, bobEvents, func(e Event) bool {
-		return e.Type == EventMessage && e.Message != nil && e.Message.Headers.MessageID == sent.MessageID
+	waitEvent(t, bobEvents, func(e events.Event) bool {
+		return e.Type == events.EventMessage && e.Message != nil && e.Message.Headers.MessageID == sent.MessageID
 	})
 	if !limitedVia(alice, bob.id.PeerID(), r2) {
 		t.Fatal("alice's new connection to bob is not relayed by r2")
@@ -263,7 +265,9 @@ func TestMailboxDeliversToPeerThatWasAway(t *testing.T) {
 	if sent.Delivered != "queued" {
 		t.Fatalf("sent = %+v, want queued", sent)
 	}
-	waitEvent(t, aliceEvents, func(e Event) bool { return e.Type == EventMail && strings.Contains(e.Detail, "left at relay") })
+	waitEvent(t, aliceEvents, func(e events.Event) bool {
+		return e.Type == events.EventMail && strings.Contains(e.Detail, "left at relay")
+	})
 	if items, _ := alice.Mail().Outbox(); len(items) != 0 {
 		t.Fatalf("outbox after delivery to the relay: %+v", items)
 	}
@@ -278,8 +282,8 @@ func TestMailboxDeliversToPeerThatWasAway(t *testing.T) {
 	defer stopBob()
 	var got *gossip.Message
 	for got == nil {
-		e := waitEvent(t, bobEvents, func(e Event) bool { return e.Type == EventMessage || e.Type == EventRefused })
-		if e.Type == EventRefused {
+		e := waitEvent(t, bobEvents, func(e events.Event) bool { return e.Type == events.EventMessage || e.Type == events.EventRefused })
+		if e.Type == events.EventRefused {
 			t.Fatalf("bob refused his mail: %s", e.Detail)
 		}
 		got = e.Message
@@ -355,8 +359,8 @@ func TestOutboxRetriesAcrossRestartUntilTheRecipientRegisters(t *testing.T) {
 	bob = restartDaemon(t, bob)
 	bobEvents, stop := bob.Subscribe()
 	defer stop()
-	e := waitEvent(t, bobEvents, func(e Event) bool {
-		return e.Type == EventMessage && e.Message != nil && e.Message.Headers.MessageID == sent.MessageID
+	e := waitEvent(t, bobEvents, func(e events.Event) bool {
+		return e.Type == events.EventMessage && e.Message != nil && e.Message.Headers.MessageID == sent.MessageID
 	})
 	if e.Message.Body.Text != "hello from the outbox" {
 		t.Fatalf("bob got %q", e.Message.Body.Text)
@@ -372,7 +376,7 @@ func TestOutboxGivesUp(t *testing.T) {
 	if _, err := relay.Store().Mailboxes().PruneMail(time.Now(), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	events, stop := alice.Subscribe()
+	evs, stop := alice.Subscribe()
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -380,7 +384,7 @@ func TestOutboxGivesUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := waitEvent(t, events, func(e Event) bool { return e.Type == EventMail && strings.Contains(e.Detail, "gave up") })
+	e := waitEvent(t, evs, func(e events.Event) bool { return e.Type == events.EventMail && strings.Contains(e.Detail, "gave up") })
 	if !strings.Contains(e.Detail, sent.MessageID) || !strings.Contains(e.Detail, string(wire.CodeMailboxRefused)) {
 		t.Fatalf("give-up event %q does not name the message and the reason", e.Detail)
 	}
@@ -580,8 +584,8 @@ func TestFetchedMailIsVerifiedBeforeItIsAccepted(t *testing.T) {
 	bob.mail.fetchMail(relay.id.PeerID())
 	var refused, accepted []string
 	for len(refused)+len(accepted) < 3 {
-		e := waitEvent(t, bobEvents, func(e Event) bool { return e.Type == EventMessage || e.Type == EventRefused })
-		if e.Type == EventRefused {
+		e := waitEvent(t, bobEvents, func(e events.Event) bool { return e.Type == events.EventMessage || e.Type == events.EventRefused })
+		if e.Type == events.EventRefused {
 			refused = append(refused, e.Detail)
 		} else {
 			accepted = append(accepted, e.Message.Body.Text)
@@ -606,15 +610,15 @@ func TestFetchedMailIsVerifiedBeforeItIsAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	bob.mail.fetchMail(relay.id.PeerID())
-	e := waitEvent(t, bobEvents, func(e Event) bool { return e.Type == EventMessage || e.Type == EventRefused })
-	if e.Type != EventRefused || !strings.Contains(e.Detail, "replay") && !strings.Contains(e.Detail, "seen") {
+	e := waitEvent(t, bobEvents, func(e events.Event) bool { return e.Type == events.EventMessage || e.Type == events.EventRefused })
+	if e.Type != events.EventRefused || !strings.Contains(e.Detail, "replay") && !strings.Contains(e.Detail, "seen") {
 		t.Fatalf("second delivery: %s %q, want refused as a replay", e.Type, e.Detail)
 	}
 }
 
 func TestMailWaitsLongerThanTheReplayWindow(t *testing.T) {
 	relay, alice, bob := mailSetup(t)
-	events, stop := bob.Subscribe()
+	evs, stop := bob.Subscribe()
 	defer stop()
 	q := store.MailQuota{MaxMessages: 10, MaxBytes: 1 << 20, MaxPerSender: 10}
 	leave := func(age time.Duration, text string) *gossip.Message {
@@ -642,8 +646,8 @@ func TestMailWaitsLongerThanTheReplayWindow(t *testing.T) {
 	bob.mail.fetchMail(relay.id.PeerID())
 	var accepted, refused []string
 	for len(accepted)+len(refused) < 2 {
-		e := waitEvent(t, events, func(e Event) bool { return e.Type == EventMessage || e.Type == EventRefused })
-		if e.Type == EventMessage {
+		e := waitEvent(t, evs, func(e events.Event) bool { return e.Type == events.EventMessage || e.Type == events.EventRefused })
+		if e.Type == events.EventMessage {
 			accepted = append(accepted, e.Message.Headers.MessageID)
 		} else {
 			refused = append(refused, e.Detail)
@@ -676,7 +680,7 @@ func TestSendGreetsAgainWhenTheOpenConversationCannotCarryIt(t *testing.T) {
 	if err := c.stream.CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
-	events, stop := bob.Subscribe()
+	evs, stop := bob.Subscribe()
 	defer stop()
 	second, err := alice.Send(ctx, bob.id.PeerID(), "two")
 	if err != nil {
@@ -685,8 +689,8 @@ func TestSendGreetsAgainWhenTheOpenConversationCannotCarryIt(t *testing.T) {
 	if second.ConversationID == first.ConversationID || second.Delivered != "conversation" {
 		t.Fatalf("second send %+v, want a new conversation", second)
 	}
-	waitEvent(t, events, func(e Event) bool {
-		return e.Type == EventMessage && e.Message != nil && e.Message.Headers.MessageID == second.MessageID
+	waitEvent(t, evs, func(e events.Event) bool {
+		return e.Type == events.EventMessage && e.Message != nil && e.Message.Headers.MessageID == second.MessageID
 	})
 	if alice.convs.conversation(first.ConversationID) != nil {
 		t.Fatal("the dead conversation is still open")

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/node/alias"
@@ -51,7 +53,7 @@ type keyLifecycle struct {
 	store   *store.Store
 	gate    *peerGate
 	aliases *alias.File
-	events  *hub
+	events  *events.Hub
 	log     *slog.Logger
 	now     func() time.Time
 	// maxAge is how old a statement's date may be: the mailbox retention
@@ -61,8 +63,8 @@ type keyLifecycle struct {
 }
 
 func newKeyLifecycle(t *trust.Book, p *PolicyBook, st *store.Store, gate *peerGate, aliases *alias.File,
-	events *hub, log *slog.Logger, now func() time.Time, maxAge time.Duration) *keyLifecycle {
-	return &keyLifecycle{trust: t, policy: p, store: st, gate: gate, aliases: aliases, events: events, log: log, now: now, maxAge: maxAge}
+	hub *events.Hub, log *slog.Logger, now func() time.Time, maxAge time.Duration) *keyLifecycle {
+	return &keyLifecycle{trust: t, policy: p, store: st, gate: gate, aliases: aliases, events: hub, log: log, now: now, maxAge: maxAge}
 }
 
 // statements are the key statements one message carries.
@@ -261,7 +263,7 @@ func (k *keyLifecycle) followSuccession(s *identity.Succession, via string) erro
 
 // tell publishes a key event to the local agent.
 func (k *keyLifecycle) tell(peerID, detail string) {
-	k.events.publish(Event{Type: EventKey, At: k.now(), Peer: peerID, Detail: detail})
+	k.events.Publish(events.Event{Type: EventKey, At: k.now(), Peer: peerID, Detail: detail})
 }
 
 // carryCache copies the peer cache entry of old to next, when next has

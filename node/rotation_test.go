@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/conditions"
@@ -60,10 +62,10 @@ func withKey(t *testing.T, id *identity.Identity, cfg *config.Config) *testDaemo
 }
 
 // keyEvent waits for the key event about pid.
-func keyEvent(t *testing.T, ch <-chan Event, pid peer.ID) Event {
+func keyEvent(t *testing.T, ch <-chan events.Event, pid peer.ID) events.Event {
 	t.Helper()
-	return waitEvent(t, ch, func(e Event) bool {
-		if e.Type == EventRefused {
+	return waitEvent(t, ch, func(e events.Event) bool {
+		if e.Type == events.EventRefused {
 			t.Fatalf("refused: %s", e.Detail)
 		}
 		return e.Type == EventKey && e.Peer == pid.String()
@@ -91,14 +93,14 @@ func TestRotationKeepsWhatThePeerGranted(t *testing.T) {
 	if _, err := aliases.Set("bob", bob.pid()); err != nil {
 		t.Fatal(err)
 	}
-	events, stop := alice.Subscribe()
+	evs, stop := alice.Subscribe()
 	defer stop()
 	oldKey := bob.id
 
 	// A transition of two minutes: alice's clock moves past it and stays
 	// within the clock skew peers allow each other.
 	bob2, rot := rotate(t, bob, 2*time.Minute)
-	e := keyEvent(t, events, bob2.pid())
+	e := keyEvent(t, evs, bob2.pid())
 	for _, want := range []string{"rotated its key", oldKey.PeerID().String(), "pin (level 2)", "tier professional under default", "temperature cap warm", "alias bob"} {
 		if !strings.Contains(e.Detail, want) {
 			t.Errorf("alice was told %q, want it to say %q", e.Detail, want)
@@ -321,10 +323,10 @@ func TestRevocationStopsAThiefsRotation(t *testing.T) {
 	if _, err := PublishRevocation(bobNew.home, raw, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	events, stop := alice.Subscribe()
+	evs, stop := alice.Subscribe()
 	defer stop()
 	restartDaemon(t, bobNew)
-	e := keyEvent(t, events, bob.pid())
+	e := keyEvent(t, evs, bob.pid())
 	if !strings.Contains(e.Detail, "revoked") || !strings.Contains(e.Detail, "signed by the key itself") {
 		t.Errorf("alice was told %q, want bob's key revoked by its own statement", e.Detail)
 	}
@@ -339,11 +341,11 @@ func TestRevocationStopsAThiefsRotation(t *testing.T) {
 	if b := remoteCode(t, err); b.Code != wire.CodeKeyRevoked || !strings.Contains(b.Message, "revocation statement") {
 		t.Fatalf("the revoked key greeting: %+v", b)
 	}
-	evs := alice.TrustBook().KeyEvents()
-	if !slices.ContainsFunc(evs, func(e store.KeyEvent) bool {
+	kevs := alice.TrustBook().KeyEvents()
+	if !slices.ContainsFunc(kevs, func(e store.KeyEvent) bool {
 		return e.Peer == bob.pid().String() && e.Kind == store.KeyRevocation && e.Direction == store.KeyReceived && e.Reason == "laptop stolen"
 	}) {
-		t.Errorf("alice's key events: %+v, want bob's key revoked", evs)
+		t.Errorf("alice's key events: %+v, want bob's key revoked", kevs)
 	}
 	// Carol hears the revocation before any succession: the thief's
 	// rotation, even one dated before the revocation, is refused.
@@ -367,11 +369,11 @@ func TestRevokeOldKeyFromTheSuccessor(t *testing.T) {
 	if _, err := alice.TrustBook().PinKey(bob.pid(), bob.ID().Fingerprint()); err != nil {
 		t.Fatal(err)
 	}
-	events, stop := alice.Subscribe()
+	evs, stop := alice.Subscribe()
 	defer stop()
 	oldKey := bob.id
 	bob2, _ := rotate(t, bob, time.Hour)
-	keyEvent(t, events, bob2.pid())
+	keyEvent(t, evs, bob2.pid())
 
 	bob2.Close()
 	if _, err := RevokeOldKey(bob2.home, "", "sold the old laptop", time.Now()); err != nil {
@@ -381,7 +383,7 @@ func TestRevokeOldKeyFromTheSuccessor(t *testing.T) {
 		t.Errorf("revoking a key this daemon did not succeed: %v", err)
 	}
 	bob3 := restartDaemon(t, bob2)
-	keyEvent(t, events, oldKey.PeerID())
+	keyEvent(t, evs, oldKey.PeerID())
 	if err := alice.trust.KeyRevoked(oldKey.PeerID()); !errors.Is(err, wire.ErrKeyRevoked) {
 		t.Errorf("the old key after its revocation: %v", err)
 	}
@@ -433,11 +435,11 @@ func TestRevocationHonouredWithinOneAnnouncement(t *testing.T) {
 	if _, err := PublishRevocation(publisher.home, mustJSON(t, prepared), time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	events, stop := alice.Subscribe()
+	evs, stop := alice.Subscribe()
 	defer stop()
 	publisher = restartDaemon(t, publisher)
 	connect(t, publisher, alice)
-	e := keyEvent(t, events, lost.PeerID())
+	e := keyEvent(t, evs, lost.PeerID())
 	if !strings.Contains(e.Detail, "revoked") {
 		t.Errorf("alice was told %q", e.Detail)
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
@@ -75,7 +77,7 @@ properties = { text = { type = "string", minLength = 1 } }
 func whyAgent(t *testing.T) (url string, entered <-chan struct{}, release chan<- struct{}) {
 	in, out := make(chan struct{}, 4), make(chan struct{})
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var inv Invocation
+		var inv events.Invocation
 		json.NewDecoder(r.Body).Decode(&inv)
 		if inv.Capability == "slow.job" {
 			in <- struct{}{}
@@ -85,7 +87,7 @@ func whyAgent(t *testing.T) (url string, entered <-chan struct{}, release chan<-
 				return
 			}
 		}
-		json.NewEncoder(w).Encode(InvocationAnswer{Result: map[string]any{"ok": true}})
+		json.NewEncoder(w).Encode(events.InvocationAnswer{Result: map[string]any{"ok": true}})
 	}))
 	t.Cleanup(hook.Close)
 	return hook.URL, in, out

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
@@ -158,21 +159,21 @@ func TestControlVerbs(t *testing.T) {
 	defer bc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	events, err := bc.Events(ctx)
+	evs, err := bc.Events(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer events.Close()
+	defer evs.Close()
 	dir := t.TempDir()
 	weather := filepath.Join(dir, "weather.toml")
 	os.WriteFile(weather, []byte("name = \"weather.forecast\"\ndescription = \"Forecast the weather\"\n[conditions]\ntemperature = \"warm\"\n"), 0o644)
 	wantLines(t, "caps add", mustRun(t, a, "caps", "add", weather), "added weather.forecast: the document is now seq 2 with 4 capabilities")
 	for {
-		ev, err := events.Next()
+		ev, err := evs.Next()
 		if err != nil {
 			t.Fatalf("waiting for alice's new view: %v", err)
 		}
-		if ev.Type == node.EventPeerView && ev.Peer == aliceID && strings.HasPrefix(ev.Detail, "seq 2,") {
+		if ev.Type == events.EventPeerView && ev.Peer == aliceID && strings.HasPrefix(ev.Detail, "seq 2,") {
 			break
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
@@ -259,16 +260,16 @@ func TestFaultKillDuringLoad(t *testing.T) {
 	go func() {
 		for {
 			// A subscriber that falls behind is dropped: subscribe again.
-			events, unsubscribe := b.Subscribe()
+			evs, unsubscribe := b.Subscribe()
 			for open := true; open; {
 				select {
 				case <-stop:
 					unsubscribe()
 					return
-				case e, ok := <-events:
+				case e, ok := <-evs:
 					open = ok
 					var id, relay string
-					if ok && e.Type == node.EventMail && strings.Contains(e.Detail, " left at relay ") {
+					if ok && e.Type == events.EventMail && strings.Contains(e.Detail, " left at relay ") {
 						fmt.Sscanf(e.Detail, "message %s left at relay %s", &id, &relay)
 						if relay == aID.String() {
 							ackMu.Lock()

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -219,7 +221,7 @@ func TestPythonAgent(t *testing.T) {
 				}
 				// (Earlier messages of alice's, the capability results,
 				// come first on the stream.)
-				if ev.Type != node.EventMessage || ev.Message == nil || ev.Peer != alice.peerID() || ev.Message.Headers.Phase != gossip.PhaseRecommend {
+				if ev.Type != events.EventMessage || ev.Message == nil || ev.Peer != alice.peerID() || ev.Message.Headers.Phase != gossip.PhaseRecommend {
 					continue
 				}
 				h := ev.Message.Headers
@@ -248,7 +250,7 @@ func TestPythonAgent(t *testing.T) {
 				if err != nil {
 					t.Fatalf("waiting for alice's view at seq %d: %v", doc.Seq, err)
 				}
-				if ev.Type == node.EventPeerView && ev.Peer == alice.peerID() && strings.HasPrefix(ev.Detail, "seq "+strconv.FormatUint(doc.Seq, 10)+",") {
+				if ev.Type == events.EventPeerView && ev.Peer == alice.peerID() && strings.HasPrefix(ev.Detail, "seq "+strconv.FormatUint(doc.Seq, 10)+",") {
 					break
 				}
 			}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node"
 )
 
@@ -590,7 +592,7 @@ func (l *scaleLab) propagation(t *testing.T, author int, name string, subs []int
 				if err != nil {
 					return
 				}
-				if e.Type == node.EventPeerView && e.Peer == a.PeerID() && strings.HasPrefix(e.Detail, want) {
+				if e.Type == events.EventPeerView && e.Peer == a.PeerID() && strings.HasPrefix(e.Detail, want) {
 					arrived[k] = time.Now()
 					return
 				}

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -120,7 +122,7 @@ func aliceConfig(bob string) *config.Config {
 }
 
 // waitFor reads events until one matches, failing at the stream's end.
-func waitFor(t *testing.T, s *EventStream, what string, match func(node.Event) bool) node.Event {
+func waitFor(t *testing.T, s *EventStream, what string, match func(events.Event) bool) events.Event {
 	t.Helper()
 	for {
 		ev, err := s.Next()
@@ -240,8 +242,8 @@ func TestTwoDaemons(t *testing.T) {
 	if err != nil || doc.Seq != 2 {
 		t.Fatalf("caps add: %+v %v", doc, err)
 	}
-	waitFor(t, bobEvents, "alice's view at seq 2", func(e node.Event) bool {
-		return e.Type == node.EventPeerView && e.Peer == alice.peerID() && strings.HasPrefix(e.Detail, "seq 2,")
+	waitFor(t, bobEvents, "alice's view at seq 2", func(e events.Event) bool {
+		return e.Type == events.EventPeerView && e.Peer == alice.peerID() && strings.HasPrefix(e.Detail, "seq 2,")
 	})
 	caps, err = bob.c.PeerCapabilities(ctx, alice.peerID(), false)
 	if err != nil || caps.Seq != 2 {
@@ -256,8 +258,8 @@ func TestTwoDaemons(t *testing.T) {
 	if _, ok := doc.Capability("weather.forecast"); ok {
 		t.Error("weather.forecast is still in the document")
 	}
-	waitFor(t, bobEvents, "alice's view at seq 3", func(e node.Event) bool {
-		return e.Type == node.EventPeerView && e.Peer == alice.peerID() && strings.HasPrefix(e.Detail, "seq 3,")
+	waitFor(t, bobEvents, "alice's view at seq 3", func(e events.Event) bool {
+		return e.Type == events.EventPeerView && e.Peer == alice.peerID() && strings.HasPrefix(e.Detail, "seq 3,")
 	})
 
 	convs, err := bob.c.Conversations(ctx)
@@ -274,8 +276,8 @@ func TestTwoDaemons(t *testing.T) {
 	}
 	_, err = alice.c.Say(ctx, SayRequest{Peer: alice.peerID(), Phase: gossip.PhaseContext, Text: "to myself"})
 	apiError(t, err, http.StatusNotFound) // no open conversation with that peer
-	got := waitFor(t, aliceEvents, "bob's message", func(e node.Event) bool {
-		return e.Type == node.EventMessage && e.Message != nil && e.Message.Headers.MessageID == m.Headers.MessageID
+	got := waitFor(t, aliceEvents, "bob's message", func(e events.Event) bool {
+		return e.Type == events.EventMessage && e.Message != nil && e.Message.Headers.MessageID == m.Headers.MessageID
 	})
 	if got.ConversationID != res.ConversationID || got.Peer != bob.peerID() {
 		t.Errorf("message event: %+v", got)
@@ -775,8 +777,8 @@ func TestEventStream(t *testing.T) {
 			event = line
 		}
 		if data, ok := strings.CutPrefix(line, "data: "); ok {
-			var ev node.Event
-			if err := json.Unmarshal([]byte(data), &ev); err != nil || ev.Type != node.EventDocument || event != "event: document\n" {
+			var ev events.Event
+			if err := json.Unmarshal([]byte(data), &ev); err != nil || ev.Type != events.EventDocument || event != "event: document\n" {
 				t.Fatalf("event %q %q: %+v %v", event, data, ev, err)
 			}
 			break
@@ -808,7 +810,7 @@ func TestNoGoroutineLeftBehind(t *testing.T) {
 	bob := startDaemon(t, nil)
 	alice := startDaemon(t, nil)
 	ctx := testContext(t)
-	events, err := alice.c.Events(ctx)
+	evs, err := alice.c.Events(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -818,13 +820,13 @@ func TestNoGoroutineLeftBehind(t *testing.T) {
 	if _, err := bob.c.Greet(ctx, GreetRequest{Peer: alice.peerID()}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, events, "bob's greeting", func(e node.Event) bool { return e.Type == node.EventMessage })
+	waitFor(t, evs, "bob's greeting", func(e events.Event) bool { return e.Type == events.EventMessage })
 	// One stream ends with its client, the other with the server.
 	bobEvents, err := bob.c.Events(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	events.Close()
+	evs.Close()
 	for _, d := range []*daemon{alice, bob} {
 		if err := d.srv.Close(); err != nil {
 			t.Error(err)

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -323,7 +325,7 @@ type EventStream struct {
 // Next returns the next event; io.EOF when the stream ended (the daemon
 // stopped, or dropped a subscriber that fell behind after an events_lost
 // event).
-func (s *EventStream) Next() (node.Event, error) {
+func (s *EventStream) Next() (events.Event, error) {
 	var data []byte
 	for s.sc.Scan() {
 		line := s.sc.Bytes()
@@ -332,9 +334,9 @@ func (s *EventStream) Next() (node.Event, error) {
 			if data == nil {
 				continue // the end of a comment or of an event without data
 			}
-			var ev node.Event
+			var ev events.Event
 			if err := json.Unmarshal(data, &ev); err != nil {
-				return node.Event{}, fmt.Errorf("reading event: %w", err)
+				return events.Event{}, fmt.Errorf("reading event: %w", err)
 			}
 			return ev, nil
 		case line[0] == ':': // a comment: the subscription notice or a heartbeat
@@ -346,9 +348,9 @@ func (s *EventStream) Next() (node.Event, error) {
 		}
 	}
 	if err := s.sc.Err(); err != nil {
-		return node.Event{}, fmt.Errorf("reading events: %w", err)
+		return events.Event{}, fmt.Errorf("reading events: %w", err)
 	}
-	return node.Event{}, io.EOF
+	return events.Event{}, io.EOF
 }
 
 // Close ends the subscription.

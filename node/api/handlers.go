@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
@@ -510,11 +512,11 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	// Subscribe before the headers go out: a client that has them misses
 	// nothing from then on.
-	var opts []node.SubscribeOption
+	var opts []events.SubscribeOption
 	switch role := r.URL.Query().Get("role"); role {
 	case "", "agent":
 	case "observer":
-		opts = append(opts, node.AsObserver())
+		opts = append(opts, events.AsObserver())
 	default:
 		writeError(w, badField("role", "%q is not a role: want agent (the default: invocations wait for its answer) or observer (follows events only)", role))
 		return

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -72,7 +74,7 @@ func (s *Server) livePeer(ref string) (peer.ID, *Error) {
 // answerInvocation handles POST /v1/invocations/{id}: the local agent's
 // answer to an invocation it received on the event stream.
 func (s *Server) answerInvocation(w http.ResponseWriter, r *http.Request) {
-	var ans node.InvocationAnswer
+	var ans events.InvocationAnswer
 	if e := decodeBody(r, &ans); e != nil {
 		writeError(w, e)
 		return
@@ -99,7 +101,7 @@ func (c *Client) Invoke(ctx context.Context, req InvokeRequest) (*node.InvokeRes
 }
 
 // AnswerInvocation answers an invocation received on the event stream.
-func (c *Client) AnswerInvocation(ctx context.Context, id string, ans node.InvocationAnswer) error {
+func (c *Client) AnswerInvocation(ctx context.Context, id string, ans events.InvocationAnswer) error {
 	if id == "" {
 		return fmt.Errorf("answering an invocation: empty ID")
 	}

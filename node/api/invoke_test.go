@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/wire"
 )
 
@@ -22,15 +22,15 @@ func TestInvokeAnsweredByAnEventStreamAgent(t *testing.T) {
 	if _, err := bob.c.Connect(ctx, alice.n.Addrs()[0].String()); err != nil {
 		t.Fatal(err)
 	}
-	events, err := alice.c.Events(ctx)
+	evs, err := alice.c.Events(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer events.Close()
+	defer evs.Close()
 	agentErr := make(chan error, 1)
 	go func() {
-		e := waitFor(t, events, "an invocation", func(e node.Event) bool { return e.Type == node.EventInvocation })
-		agentErr <- alice.c.AnswerInvocation(ctx, e.Invocation.ID, node.InvocationAnswer{Result: e.Invocation.Params})
+		e := waitFor(t, evs, "an invocation", func(e events.Event) bool { return e.Type == events.EventInvocation })
+		agentErr <- alice.c.AnswerInvocation(ctx, e.Invocation.ID, events.InvocationAnswer{Result: e.Invocation.Params})
 	}()
 	res, err := bob.c.Invoke(ctx, InvokeRequest{Peer: alice.peerID(), Capability: "echo", Params: json.RawMessage(`{"say":"hi"}`)})
 	if err != nil {
@@ -50,7 +50,7 @@ func TestInvokeAnsweredByAnEventStreamAgent(t *testing.T) {
 		t.Fatalf("invalid params: %+v", e)
 	}
 	// Answers to nothing, and malformed requests, are refused clearly.
-	apiError(t, alice.c.AnswerInvocation(ctx, "inv:gone", node.InvocationAnswer{Result: 1}), http.StatusNotFound)
+	apiError(t, alice.c.AnswerInvocation(ctx, "inv:gone", events.InvocationAnswer{Result: 1}), http.StatusNotFound)
 	_, err = bob.c.Invoke(ctx, InvokeRequest{Peer: alice.peerID()})
 	if e := apiError(t, err, http.StatusBadRequest); e.Field != "capability" {
 		t.Fatalf("no capability: %+v", e)

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -656,12 +658,12 @@ func TestOpenAPIAgainstRealResponses(t *testing.T) {
 			if err != nil {
 				return
 			}
-			if ev.Type != node.EventInvocation {
+			if ev.Type != events.EventInvocation {
 				continue
 			}
-			ans := node.InvocationAnswer{Result: ev.Invocation.Params}
+			ans := events.InvocationAnswer{Result: ev.Invocation.Params}
 			if ev.Invocation.Capability != "echo" {
-				ans = node.InvocationAnswer{Error: &node.AgentError{Message: "this agent does only echo"}}
+				ans = events.InvocationAnswer{Error: &events.AgentError{Message: "this agent does only echo"}}
 			}
 			if err := alice.c.AnswerInvocation(ctx, ev.Invocation.ID, ans); err != nil {
 				t.Errorf("answering %s: %v", ev.Invocation.ID, err)
@@ -693,7 +695,7 @@ func TestOpenAPIAgainstRealResponses(t *testing.T) {
 	var greeted node.GreetResult
 	must(call(bob, http.MethodPost, "/v1/greet", map[string]any{"peer": alice.peerID(), "disclosure": "professional", "temperature": "warm"}))
 	must(json.Unmarshal(out, &greeted))
-	waitFor(t, bobEvents, "alice's view", func(e node.Event) bool { return e.Type == node.EventPeerView && e.Peer == alice.peerID() })
+	waitFor(t, bobEvents, "alice's view", func(e events.Event) bool { return e.Type == events.EventPeerView && e.Peer == alice.peerID() })
 	must(call(bob, http.MethodGet, "/v1/caps/"+alice.peerID(), nil))
 	must(call(bob, http.MethodGet, "/v1/caps/"+alice.peerID()+"?refresh=true", nil))
 	must(call(bob, http.MethodGet, "/v1/peers", nil))
@@ -787,7 +789,7 @@ func TestOpenAPIAgainstRealResponses(t *testing.T) {
 			t.Errorf("%s was not exercised with success (statuses %v): add a call to this test", op, seen[op])
 		}
 	}
-	for _, ev := range []string{node.EventInvocation, node.EventPeerView, node.EventMessage, node.EventConversation, node.EventDocument} {
+	for _, ev := range []string{events.EventInvocation, events.EventPeerView, events.EventMessage, events.EventConversation, events.EventDocument} {
 		if len(seen["event "+ev]) == 0 {
 			t.Errorf("no %s event was read and validated", ev)
 		}

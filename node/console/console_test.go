@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/node"
@@ -612,7 +614,7 @@ func TestLiveEvents(t *testing.T) {
 			if err := json.Unmarshal([]byte(data), &e); err != nil {
 				t.Fatalf("an event that is not a shownEvent: %q (%v)", data, err)
 			}
-			if e.Type == node.EventDocument {
+			if e.Type == events.EventDocument {
 				if !strings.Contains(e.Detail, "seq") {
 					t.Errorf("the document event: %q", data)
 				}

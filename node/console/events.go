@@ -11,8 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/gossip"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 )
 
@@ -36,7 +37,7 @@ type shownEvent struct {
 	Text         string    `json:"text,omitempty"`
 }
 
-func shown(e node.Event) shownEvent {
+func shown(e events.Event) shownEvent {
 	s := shownEvent{Type: e.Type, At: e.At, Peer: e.Peer, Conversation: e.ConversationID, Detail: gossip.Clip(e.Detail, eventTextBytes)}
 	if e.Message != nil {
 		s.Text = gossip.Clip(e.Message.Body.Text, eventTextBytes)

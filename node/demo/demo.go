@@ -32,6 +32,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/examples/agent"
@@ -150,8 +152,8 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 	if _, err := bob.n.Say(rb.ConversationID, gossip.PhaseContext, "Bob is planning a trip to Lisbon in May and would like to meet."); err != nil {
 		return err
 	}
-	e, err := wait(ctx, aliceEvents, func(e node.Event) bool {
-		return e.Type == node.EventMessage && e.Message.Headers.Phase == gossip.PhaseContext
+	e, err := wait(ctx, aliceEvents, func(e events.Event) bool {
+		return e.Type == events.EventMessage && e.Message.Headers.Phase == gossip.PhaseContext
 	})
 	if err != nil {
 		return err
@@ -199,8 +201,8 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if _, err := wait(ctx, bobEvents, func(e node.Event) bool {
-		return e.Type == node.EventPeerView && strings.HasPrefix(e.Detail, fmt.Sprintf("seq %d,", doc.Seq))
+	if _, err := wait(ctx, bobEvents, func(e events.Event) bool {
+		return e.Type == events.EventPeerView && strings.HasPrefix(e.Detail, fmt.Sprintf("seq %d,", doc.Seq))
 	}); err != nil {
 		return err
 	}
@@ -228,8 +230,8 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 	if _, err := bob.n.Say(rb.ConversationID, gossip.PhaseClose, "Closing this exchange. Summary: shared travel context; Alice offers calendar availability."); err != nil {
 		return err
 	}
-	if _, err := wait(ctx, aliceEvents, func(e node.Event) bool {
-		return e.Type == node.EventConversation && e.ConversationID == rb.ConversationID && e.Detail == "closed"
+	if _, err := wait(ctx, aliceEvents, func(e events.Event) bool {
+		return e.Type == events.EventConversation && e.ConversationID == rb.ConversationID && e.Detail == "closed"
 	}); err != nil {
 		return err
 	}
@@ -390,20 +392,20 @@ func waitAudited(ctx context.Context, d *daemon, convID string, match func([]gos
 	}
 }
 
-func wait(ctx context.Context, ch <-chan node.Event, match func(node.Event) bool) (node.Event, error) {
+func wait(ctx context.Context, ch <-chan events.Event, match func(events.Event) bool) (events.Event, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for {
 		select {
 		case e, ok := <-ch:
 			if !ok {
-				return node.Event{}, fmt.Errorf("event stream ended")
+				return events.Event{}, fmt.Errorf("event stream ended")
 			}
 			if match(e) {
 				return e, nil
 			}
 		case <-ctx.Done():
-			return node.Event{}, fmt.Errorf("waiting for the daemons: %w", ctx.Err())
+			return events.Event{}, fmt.Errorf("waiting for the daemons: %w", ctx.Err())
 		}
 	}
 }

@@ -16,9 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/wire"
 )
 
@@ -64,12 +65,12 @@ func rpcFrom(t *testing.T, c *http.Client, d *daemon, body string, headers ...st
 // text messages with agentReply.
 func countingAgent(t *testing.T, cfg *config.Config) *atomic.Int32 {
 	var n atomic.Int32
-	cfg.Agent.Webhook = agent(t, func(inv node.Invocation) node.InvocationAnswer {
+	cfg.Agent.Webhook = agent(t, func(inv events.Invocation) events.InvocationAnswer {
 		n.Add(1)
 		if inv.Message != nil {
-			return node.InvocationAnswer{Result: agentReply(inv.Message.Body.Text)}
+			return events.InvocationAnswer{Result: agentReply(inv.Message.Body.Text)}
 		}
-		return node.InvocationAnswer{Result: map[string]any{"summary": "sun"}}
+		return events.InvocationAnswer{Result: map[string]any{"summary": "sun"}}
 	})
 	return &n
 }
@@ -463,15 +464,15 @@ func stream(t *testing.T, c *http.Client, d *daemon, body string, headers ...str
 	if err != nil {
 		t.Fatal(err)
 	}
-	events := make(chan sseEvent, 16)
+	evs := make(chan sseEvent, 16)
 	ct := res.Header.Get("Content-Type")
 	go func() {
-		defer close(events)
+		defer close(evs)
 		defer res.Body.Close()
 		if !strings.HasPrefix(ct, "text/event-stream") {
 			var e sseEvent
 			json.NewDecoder(res.Body).Decode(&e)
-			events <- e
+			evs <- e
 			return
 		}
 		sc := bufio.NewScanner(res.Body)
@@ -483,21 +484,21 @@ func stream(t *testing.T, c *http.Client, d *daemon, body string, headers ...str
 				if err := json.Unmarshal([]byte(data), &e); err != nil {
 					e = sseEvent{"unreadable": data}
 				}
-				events <- e
+				evs <- e
 			}
 		}
 	}()
-	return ct, events
+	return ct, evs
 }
 
 // all collects a stream's events until it ends.
-func all(t *testing.T, events <-chan sseEvent) []sseEvent {
+func all(t *testing.T, evs <-chan sseEvent) []sseEvent {
 	t.Helper()
 	var out []sseEvent
 	timeout := time.After(20 * time.Second)
 	for {
 		select {
-		case e, ok := <-events:
+		case e, ok := <-evs:
 			if !ok {
 				return out
 			}
@@ -523,7 +524,7 @@ func TestA2AStreamingMessage(t *testing.T) {
 	c := http.DefaultClient
 	for _, tc := range []struct {
 		name, body string
-		check      func(t *testing.T, events []sseEvent)
+		check      func(t *testing.T, evs []sseEvent)
 	}{
 		{"1.0 message-only stream", `{"jsonrpc": "2.0", "id": 7, "method": "SendStreamingMessage", "params": {"message": {"role": "ROLE_USER", "messageId": "m", "contextId": "c1", "parts": [{"text": "stream me"}]}}}`,
 			func(t *testing.T, ev []sseEvent) {
@@ -563,15 +564,15 @@ func TestA2AStreamingMessage(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ct, events := stream(t, c, d, tc.body)
+			ct, evs := stream(t, c, d, tc.body)
 			if ct != "text/event-stream" {
 				t.Fatalf("§9.4.2: Content-Type %q", ct)
 			}
-			tc.check(t, all(t, events))
+			tc.check(t, all(t, evs))
 		})
 	}
-	ct, events := stream(t, c, d, `{"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": {"role": "ROLE_USER", "parts": [{"text": "x"}]}}}`)
-	if ev := all(t, events); !strings.HasPrefix(ct, "application/json") || len(ev) != 1 || dig(ev[0], "error", "code") != float64(rpcInvalidParams) {
+	ct, evs := stream(t, c, d, `{"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": {"role": "ROLE_USER", "parts": [{"text": "x"}]}}}`)
+	if ev := all(t, evs); !strings.HasPrefix(ct, "application/json") || len(ev) != 1 || dig(ev[0], "error", "code") != float64(rpcInvalidParams) {
 		t.Fatalf("a bad request: %s %v", ct, ev)
 	}
 }
@@ -580,12 +581,12 @@ func TestA2AStreamingMessage(t *testing.T) {
 // one event is the error (the daemon's code in its details).
 func TestA2AStreamingFailure(t *testing.T) {
 	cfg := testConfig()
-	cfg.Agent.Webhook = agent(t, func(node.Invocation) node.InvocationAnswer {
-		return node.InvocationAnswer{Error: &node.AgentError{Message: "no, thank you"}}
+	cfg.Agent.Webhook = agent(t, func(events.Invocation) events.InvocationAnswer {
+		return events.InvocationAnswer{Error: &events.AgentError{Message: "no, thank you"}}
 	})
 	d := start(t, cfg)
-	_, events := stream(t, http.DefaultClient, d, `{"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"text": "x"}]}}}`)
-	ev := all(t, events)
+	_, evs := stream(t, http.DefaultClient, d, `{"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"text": "x"}]}}}`)
+	ev := all(t, evs)
 	if len(ev) != 1 || dig(ev[0], "error", "code") == nil || !strings.Contains(fmt.Sprint(ev[0]), "no, thank you") {
 		t.Fatalf("%v", ev)
 	}

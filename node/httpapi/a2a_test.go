@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/gossip"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/wire"
 )
 
@@ -25,27 +26,27 @@ func agentReply(text string) string { return "Alice's agent here; you said: " + 
 // each text reply, so a test decides when the agent answers.
 func eventAgent(t *testing.T, d *daemon, hold <-chan struct{}) {
 	t.Helper()
-	events, stop := d.n.Subscribe()
+	evs, stop := d.n.Subscribe()
 	t.Cleanup(stop)
 	go func() {
-		for e := range events {
+		for e := range evs {
 			if e.Invocation == nil {
 				continue
 			}
 			inv := *e.Invocation
 			go func() {
-				var ans node.InvocationAnswer
+				var ans events.InvocationAnswer
 				switch {
-				case e.Type == node.EventMessage && e.Message != nil && inv.Capability == "":
+				case e.Type == events.EventMessage && e.Message != nil && inv.Capability == "":
 					if hold != nil {
 						<-hold
 					}
 					ans.Result = agentReply(e.Message.Body.Text)
-				case e.Type == node.EventInvocation && inv.Capability == "weather.forecast":
+				case e.Type == events.EventInvocation && inv.Capability == "weather.forecast":
 					city, _ := inv.Params.(map[string]any)["city"].(string)
 					ans.Result = map[string]any{"summary": "rain in " + city}
 				default:
-					ans.Error = &node.AgentError{Message: "no such thing here: " + inv.Capability}
+					ans.Error = &events.AgentError{Message: "no such thing here: " + inv.Capability}
 				}
 				d.n.AnswerInvocation(inv.ID, ans)
 			}()
@@ -107,13 +108,13 @@ func TestA2ATextMessageReachesTheAgent(t *testing.T) {
 
 	// A webhook agent gets the message as an Invocation with no capability.
 	cfg := testConfig()
-	var got node.Invocation
+	var got events.Invocation
 	var mu sync.Mutex
-	cfg.Agent.Webhook = agent(t, func(inv node.Invocation) node.InvocationAnswer {
+	cfg.Agent.Webhook = agent(t, func(inv events.Invocation) events.InvocationAnswer {
 		mu.Lock()
 		got = inv
 		mu.Unlock()
-		return node.InvocationAnswer{Result: map[string]any{"echo": inv.Message.Body.Text, "data": inv.Message.Body.Parts[0].Content}}
+		return events.InvocationAnswer{Result: map[string]any{"echo": inv.Message.Body.Text, "data": inv.Message.Body.Parts[0].Content}}
 	})
 	w := start(t, cfg)
 	_, out = rpcCall(t, w, `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"role": "ROLE_USER",
@@ -193,11 +194,11 @@ func TestA2ABadInput(t *testing.T) {
 	cfg := testConfig()
 	var ran int
 	var mu sync.Mutex
-	cfg.Agent.Webhook = agent(t, func(inv node.Invocation) node.InvocationAnswer {
+	cfg.Agent.Webhook = agent(t, func(inv events.Invocation) events.InvocationAnswer {
 		mu.Lock()
 		ran++
 		mu.Unlock()
-		return node.InvocationAnswer{Result: map[string]any{"summary": "sun"}}
+		return events.InvocationAnswer{Result: map[string]any{"summary": "sun"}}
 	})
 	d := start(t, cfg)
 	cases := []struct {
@@ -401,11 +402,11 @@ func TestA2AMessagesWithinStrangersShare(t *testing.T) {
 	cfg.Audit.MaxMB = 16 // the least: a 4 MiB share for strangers
 	var seen int
 	var mu sync.Mutex
-	cfg.Agent.Webhook = agent(t, func(inv node.Invocation) node.InvocationAnswer {
+	cfg.Agent.Webhook = agent(t, func(inv events.Invocation) events.InvocationAnswer {
 		mu.Lock()
 		seen++
 		mu.Unlock()
-		return node.InvocationAnswer{Result: "ok"}
+		return events.InvocationAnswer{Result: "ok"}
 	})
 	d := start(t, cfg)
 	text := strings.Repeat("a", 60<<10)

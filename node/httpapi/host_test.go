@@ -9,8 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/gossip"
-	"github.com/ifaced/ifaced/node"
 )
 
 // withHost sends a request to d naming host in its Host header (what a
@@ -43,9 +44,9 @@ func withHost(t *testing.T, d *daemon, method, path, host, origin string, body [
 func TestDNSRebindingHostRefused(t *testing.T) {
 	cfg := testConfig()
 	var invoked atomic.Int32
-	cfg.Agent.Webhook = agent(t, func(inv node.Invocation) node.InvocationAnswer {
+	cfg.Agent.Webhook = agent(t, func(inv events.Invocation) events.InvocationAnswer {
 		invoked.Add(1)
-		return node.InvocationAnswer{Result: map[string]any{"summary": "sun"}}
+		return events.InvocationAnswer{Result: map[string]any{"summary": "sun"}}
 	})
 	cfg.HTTP.AllowedHosts = []string{"Agent.Example.ORG."}
 	d := start(t, cfg)
@@ -114,8 +115,8 @@ func TestHostGuardOnlyOnLoopback(t *testing.T) {
 // capability and the outcome.
 func TestAnonymousInvocationsAudited(t *testing.T) {
 	cfg := testConfig()
-	cfg.Agent.Webhook = agent(t, func(inv node.Invocation) node.InvocationAnswer {
-		return node.InvocationAnswer{Result: map[string]any{"summary": "sun"}}
+	cfg.Agent.Webhook = agent(t, func(inv events.Invocation) events.InvocationAnswer {
+		return events.InvocationAnswer{Result: map[string]any{"summary": "sun"}}
 	})
 	d := start(t, cfg)
 	if r := do(t, "POST", d.url+"/invoke", "application/json", []byte(`{"action": "weather.forecast", "input": {"city": "Porto"}}`)); r.status != 200 {

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -75,10 +77,10 @@ func start(t *testing.T, cfg *config.Config) *daemon {
 }
 
 // agent is a webhook local agent answering weather.forecast.
-func agent(t *testing.T, answer func(node.Invocation) node.InvocationAnswer) string {
+func agent(t *testing.T, answer func(events.Invocation) events.InvocationAnswer) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var inv node.Invocation
+		var inv events.Invocation
 		json.NewDecoder(r.Body).Decode(&inv)
 		json.NewEncoder(w).Encode(answer(inv))
 	}))
@@ -220,15 +222,15 @@ func TestCapabilitiesServeAGUIAndOrchestrator(t *testing.T) {
 
 func TestInvokeGoesThroughTheSameChecks(t *testing.T) {
 	cfg := testConfig()
-	cfg.Agent.Webhook = agent(t, func(inv node.Invocation) node.InvocationAnswer {
+	cfg.Agent.Webhook = agent(t, func(inv events.Invocation) events.InvocationAnswer {
 		if inv.Capability == "weather.forecast" {
 			city, _ := inv.Params.(map[string]any)["city"].(string)
 			if city == "Atlantis" {
-				return node.InvocationAnswer{Result: map[string]any{"wrong": true}}
+				return events.InvocationAnswer{Result: map[string]any{"wrong": true}}
 			}
-			return node.InvocationAnswer{Result: map[string]any{"summary": "sunny in " + city}}
+			return events.InvocationAnswer{Result: map[string]any{"summary": "sunny in " + city}}
 		}
-		return node.InvocationAnswer{Result: "pong"}
+		return events.InvocationAnswer{Result: "pong"}
 	})
 	d := start(t, cfg)
 	invoke := func(body string) response { return do(t, "POST", d.url+"/invoke", "application/json", []byte(body)) }
@@ -319,7 +321,7 @@ func TestInbox(t *testing.T) {
 	cfg := testConfig()
 	cfg.Rates.Cool = 5
 	d := start(t, cfg)
-	events, stop := d.n.Subscribe()
+	evs, stop := d.n.Subscribe()
 	defer stop()
 	sender, err := identity.Generate(nil)
 	if err != nil {
@@ -333,7 +335,7 @@ func TestInbox(t *testing.T) {
 	if r.status != 202 || json.Unmarshal(r.body, &acc) != nil || acc.Status != "accepted" || acc.MessageID != m.Headers.MessageID {
 		t.Fatalf("inbox: %d %s", r.status, r.body)
 	}
-	waitMessage(t, events, m.Headers.MessageID)
+	waitMessage(t, evs, m.Headers.MessageID)
 	// The same message again: accepted, not processed again.
 	if r := post(t, d, m); r.status != 202 || !strings.Contains(string(r.body), `"duplicate": true`) {
 		t.Fatalf("second delivery: %d %s", r.status, r.body)
@@ -410,13 +412,13 @@ func TestInbox(t *testing.T) {
 	}
 }
 
-func waitMessage(t *testing.T, events <-chan node.Event, id string) node.Event {
+func waitMessage(t *testing.T, evs <-chan events.Event, id string) events.Event {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
 	for {
 		select {
-		case e := <-events:
-			if e.Type == node.EventMessage && e.Message != nil && e.Message.Headers.MessageID == id {
+		case e := <-evs:
+			if e.Type == events.EventMessage && e.Message != nil && e.Message.Headers.MessageID == id {
 				return e
 			}
 		case <-timeout:
@@ -437,13 +439,13 @@ func TestSameMessageOverLibp2pAndHTTPIsProcessedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, stop := bob.n.Subscribe()
+	evs, stop := bob.n.Subscribe()
 	defer stop()
 	m, err := alice.n.Say(res.ConversationID, gossip.PhaseContext, "said once")
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitMessage(t, events, m.Headers.MessageID)
+	waitMessage(t, evs, m.Headers.MessageID)
 	// The same signed message through Bob's inbox: a duplicate.
 	if r := post(t, bob, m); r.status != 202 || !strings.Contains(string(r.body), `"duplicate": true`) {
 		t.Fatalf("the libp2p message posted to the inbox: %d %s", r.status, r.body)
@@ -464,7 +466,7 @@ func TestSameMessageOverLibp2pAndHTTPIsProcessedOnce(t *testing.T) {
 	if r := post(t, bob, next); r.status != 202 || strings.Contains(string(r.body), "refused") {
 		t.Fatalf("joining the conversation over HTTPS: %d %s", r.status, r.body)
 	}
-	e := waitMessage(t, events, next.Headers.MessageID)
+	e := waitMessage(t, evs, next.Headers.MessageID)
 	if e.ConversationID != res.ConversationID {
 		t.Fatalf("joined %s, want %s", e.ConversationID, res.ConversationID)
 	}
@@ -526,8 +528,8 @@ func request(t *testing.T, from *identity.Identity, to peer.ID, capability strin
 
 func TestSignedInvokeGetsTheSignersLevel(t *testing.T) {
 	cfg := testConfig()
-	cfg.Agent.Webhook = agent(t, func(inv node.Invocation) node.InvocationAnswer {
-		return node.InvocationAnswer{Result: map[string]any{"free": "Tuesday", "asked_by": inv.Peer}}
+	cfg.Agent.Webhook = agent(t, func(inv events.Invocation) events.InvocationAnswer {
+		return events.InvocationAnswer{Result: map[string]any{"free": "Tuesday", "asked_by": inv.Peer}}
 	})
 	d := start(t, cfg)
 	sender, _ := identity.Generate(nil)
@@ -569,9 +571,9 @@ func TestSignedInvokeGetsTheSignersLevel(t *testing.T) {
 
 func TestA2AMessageSendRunsASkill(t *testing.T) {
 	cfg := testConfig()
-	cfg.Agent.Webhook = agent(t, func(inv node.Invocation) node.InvocationAnswer {
+	cfg.Agent.Webhook = agent(t, func(inv events.Invocation) events.InvocationAnswer {
 		city, _ := inv.Params.(map[string]any)["city"].(string)
-		return node.InvocationAnswer{Result: map[string]any{"summary": "rain in " + city}}
+		return events.InvocationAnswer{Result: map[string]any{"summary": "rain in " + city}}
 	})
 	d := start(t, cfg)
 	rpc := func(body string) map[string]any {
@@ -610,8 +612,8 @@ func TestA2AMessageSendRunsASkill(t *testing.T) {
 
 func TestIntroductionProofOverHTTP(t *testing.T) {
 	cfg := testConfig()
-	cfg.Agent.Webhook = agent(t, func(inv node.Invocation) node.InvocationAnswer {
-		return node.InvocationAnswer{Result: map[string]any{"level": fmt.Sprint(inv.Granted.AuthLevel), "tier": inv.Granted.Disclosure}}
+	cfg.Agent.Webhook = agent(t, func(inv events.Invocation) events.InvocationAnswer {
+		return events.InvocationAnswer{Result: map[string]any{"level": fmt.Sprint(inv.Granted.AuthLevel), "tier": inv.Granted.Disclosure}}
 	})
 	cfg.Capabilities = append(cfg.Capabilities, map[string]any{"name": "files.share", "description": "Share files",
 		"conditions": map[string]any{"min_disclosure": "professional", "min_auth_level": 0}})

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/node"
@@ -52,11 +54,11 @@ func TestOneClientCannotTakeEveryInvocationSlot(t *testing.T) {
 	arrived := make(chan struct{}, 100)
 	cfg := testConfig()
 	cfg.Agent.Timeout = config.Duration{Duration: 2 * time.Minute}
-	cfg.Agent.Webhook = agent(t, func(inv node.Invocation) node.InvocationAnswer {
+	cfg.Agent.Webhook = agent(t, func(inv events.Invocation) events.InvocationAnswer {
 		inFlight.Add(1)
 		arrived <- struct{}{}
 		<-hold
-		return node.InvocationAnswer{Result: map[string]any{"summary": "sunny"}}
+		return events.InvocationAnswer{Result: map[string]any{"summary": "sunny"}}
 	})
 	d := start(t, cfg)
 	released := false

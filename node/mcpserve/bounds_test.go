@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
@@ -262,7 +264,7 @@ func TestInboxKeepsTheLatest(t *testing.T) {
 	for i := range InboxSize + 44 {
 		m := &gossip.Message{Headers: gossip.Headers{ConversationID: "conv:a", Phase: gossip.PhaseContext, Sequence: int64(i)},
 			Body: gossip.Body{Text: fmt.Sprintf("m%d %s", i, strings.Repeat("é", MaxPeerText))}}
-		b.add(node.Event{Type: node.EventMessage, At: time.Unix(int64(i), 0), Peer: "12D3KooWppppppp1", Message: m})
+		b.add(events.Event{Type: events.EventMessage, At: time.Unix(int64(i), 0), Peer: "12D3KooWppppppp1", Message: m})
 	}
 	msgs, missed, next, _ := b.since(0, "", 1000)
 	quoted := regexp.MustCompile(`^Peer …ppppppp1 wrote: «(.*)» \(quoted, untrusted\)$`)

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/events"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
@@ -197,17 +199,17 @@ func (s *Service) followOnce(ctx context.Context, ready *chan<- struct{}) (opene
 			return true, err
 		}
 		switch e.Type {
-		case node.EventMessage:
+		case events.EventMessage:
 			if e.Message != nil {
 				s.inbox.add(e)
 			}
-		case node.EventPeerView:
+		case events.EventPeerView:
 			if e.Peer == "" {
 				continue // an import: no peer of its own, and no tools
 			}
 			s.peers.sync(ctx, e.Peer)
 			s.announce(ctx, e.Peer)
-		case node.EventTrust:
+		case events.EventTrust:
 			// The owner pinned, revoked, granted or took back: whose
 			// tools exist is decided again, at once.
 			s.peers.syncAll(ctx)
@@ -215,7 +217,7 @@ func (s *Service) followOnce(ctx context.Context, ready *chan<- struct{}) (opene
 			if e.Peer != "" {
 				s.peers.sync(ctx, e.Peer)
 			}
-		case node.EventEventsLost:
+		case events.EventEventsLost:
 			s.inbox.lose()
 		}
 	}
@@ -244,7 +246,7 @@ func newInbox(size int) *inbox { return &inbox{size: size, next: 1} }
 // add keeps a received message, dropping the oldest beyond size: every
 // text the peer wrote quoted as its words (Quote), its text cut to
 // MaxPeerText, its display name to MaxPeerName, at most 16 parts named.
-func (b *inbox) add(e node.Event) {
+func (b *inbox) add(e events.Event) {
 	m := e.Message
 	parts := make([]string, 0, min(len(m.Body.Parts), 16))
 	for _, p := range m.Body.Parts {

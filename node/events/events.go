@@ -1,4 +1,13 @@
-package node
+// Package events is the daemon's event hub and the local agent's message
+// types. The hub fans each event out to its subscribers — the local agent
+// (which answers invocations) and observers such as the MCP server or the
+// console — each within a bound of count and bytes, past which the
+// subscriber is told events_lost and dropped, so that no flood is held in
+// memory for a reader that does not keep up. Invocation and
+// InvocationAnswer are what the local agent receives and answers, whether
+// through the event stream or its webhook. It imports no component of the
+// daemon: every component that tells the owner something is given the Hub.
+package events
 
 import (
 	"sync"
@@ -34,16 +43,6 @@ type Event struct {
 	Detail         string          `json:"detail,omitempty"`
 }
 
-// StandingChanged tells the event stream that the owner changed what this
-// daemon holds of peer (a peer ID, an agent ID, or "" when the change
-// names no one peer): the control API calls it after pinning or revoking
-// a key, changing a disclosure tier or temperature cap, or revoking an
-// introduction, so that followers (the MCP server's per-peer tools)
-// recompute at once.
-func (n *Node) StandingChanged(peer, detail string) {
-	n.events.publish(Event{Type: EventTrust, At: n.now(), Peer: peer, Detail: detail})
-}
-
 // hub fans events out to subscribers. A subscriber that falls more than
 // its buffer behind — subscriberBuffer events, or events holding more
 // than subscriberBytes between them (a message event holds the decoded
@@ -55,14 +54,14 @@ func (n *Node) StandingChanged(peer, detail string) {
 // subscribed as an observer: a tool that follows events (the MCP
 // endpoint, a console) must not make the daemon wait agent.timeout for an
 // answer nobody will give.
-type hub struct {
+type Hub struct {
 	mu   sync.Mutex
 	subs map[*subscriber]bool // → is an agent
 }
 
 const (
-	subscriberBuffer = 256
-	subscriberBytes  = 16 << 20
+	SubscriberBuffer = 256
+	SubscriberBytes  = 16 << 20
 )
 
 // subscriber is one subscription: events wait in queue (within its
@@ -87,12 +86,18 @@ func eventCost(e Event) int64 {
 	return n
 }
 
-func newHub() *hub { return &hub{subs: map[*subscriber]bool{}} }
+func NewHub() *Hub { return &Hub{subs: map[*subscriber]bool{}} }
 
-// subscribe returns a channel of events and a function to stop; agent
-// says whether the subscriber answers invocations.
-func (h *hub) subscribe(agent bool) (<-chan Event, func()) {
-	s := &subscriber{queue: make(chan Event, subscriberBuffer), out: make(chan Event), done: make(chan struct{})}
+// subscribe returns a channel of events and a function to stop. The
+// subscriber is the local agent (it answers invocations) unless an option
+// says it only observes (AsObserver).
+func (h *Hub) Subscribe(opts ...SubscribeOption) (<-chan Event, func()) {
+	var sub subscription
+	for _, o := range opts {
+		o(&sub)
+	}
+	agent := !sub.observer
+	s := &subscriber{queue: make(chan Event, SubscriberBuffer), out: make(chan Event), done: make(chan struct{})}
 	go s.forward()
 	h.mu.Lock()
 	h.subs[s] = agent
@@ -126,7 +131,7 @@ func (s *subscriber) forward() {
 }
 
 // agents is the number of subscribers that answer invocations.
-func (h *hub) agents() int {
+func (h *Hub) Agents() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
@@ -138,7 +143,7 @@ func (h *hub) agents() int {
 	return n
 }
 
-// SubscribeOption qualifies a subscription (Node.Subscribe).
+// SubscribeOption qualifies a subscription (Hub.Subscribe).
 type SubscribeOption func(*subscription)
 
 type subscription struct{ observer bool }
@@ -147,12 +152,12 @@ type subscription struct{ observer bool }
 // invocations are not waited for on this subscriber's account.
 func AsObserver() SubscribeOption { return func(s *subscription) { s.observer = true } }
 
-func (h *hub) publish(e Event) {
+func (h *Hub) Publish(e Event) {
 	cost := eventCost(e)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs {
-		if s.pending.Load()+cost <= subscriberBytes {
+		if s.pending.Load()+cost <= SubscriberBytes {
 			select {
 			case s.queue <- e:
 				s.pending.Add(cost)
