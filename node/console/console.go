@@ -37,6 +37,8 @@ type API interface {
 	SetTemperature(ctx context.Context, ch api.TemperatureChange) (*api.Policy, error)
 	Trust(ctx context.Context) ([]trust.Info, error)
 	TrustPeer(ctx context.Context, peer string, a api.TrustAction) (*trust.Info, error)
+	PeerTrust(ctx context.Context, peer string) (*trust.Info, error)
+	Refusals(ctx context.Context, q api.RefusalQuery) (*api.RefusalList, error)
 	Introductions() api.Introductions
 	AuditConversations(ctx context.Context, peer string) (*api.AuditList, error)
 	Conversations(ctx context.Context) ([]node.ConversationInfo, error)
