@@ -2,9 +2,9 @@ package console
 
 import (
 	"fmt"
-	"slices"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
