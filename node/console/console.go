@@ -118,6 +118,11 @@ func New(cfg Config) (*Console, error) {
 	c.timers = map[*time.Timer]struct{}{}
 	c.removeStalePages()
 	c.events = newRecentEvents(c.log)
+	c.events.namer = func(id string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return c.labels(ctx).Name(id)
+	}
 	c.routes()
 	return c, nil
 }
@@ -181,6 +186,7 @@ func (c *Console) routes() {
 	mux.Handle("GET /ui/audit", c.page(audit.list))
 	mux.Handle("GET /ui/audit/c/{id}", c.page(audit.conversation))
 	mux.Handle("GET /ui/audit/why/{id}", c.page(audit.why))
+	mux.Handle("GET /ui/audit/refusals", c.page(audit.refusals))
 	mux.Handle("/ui/", c.page(func(w http.ResponseWriter, r *http.Request, v *visit) {
 		c.fail(w, v, http.StatusNotFound, fmt.Sprintf("%s %s: the console has no such page", r.Method, r.URL.Path))
 	}))
@@ -344,6 +350,7 @@ type overviewData struct {
 	EventsStatus  string
 	Sessions      int
 	Labels        labels
+	AsOf          time.Time // the counts are as of this load
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, v *visit) {
@@ -353,7 +360,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, v *visit) {
 		c.fail(w, v, apiStatus(err), "reading the daemon's status: "+err.Error())
 		return
 	}
-	d := overviewData{Status: st, Sessions: c.auth.count(), Labels: c.labels(ctx)}
+	d := overviewData{Status: st, Sessions: c.auth.count(), Labels: c.labels(ctx), AsOf: c.now()}
 	d.Peers = len(d.Labels.peers)
 	for _, cn := range st.Connections {
 		if cn.Via == "relay" {

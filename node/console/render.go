@@ -133,8 +133,44 @@ var funcs = template.FuncMap{
 		return template.HTMLAttr(`aria-invalid="true" aria-describedby="` + template.HTMLEscapeString(id) + `-error"`)
 	},
 	"whyRefused": whyRefused,
+	"partText":   partText,
+	"partTitle":  partTitle,
 	"codes":      refusedCodes,
 	"instant":    func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+}
+
+// partText is a message part's content as a person reads it: text as
+// it is, anything else as indented JSON.
+func partText(content any) string {
+	if s, ok := content.(string); ok {
+		return s
+	}
+	b, err := json.MarshalIndent(content, "", "  ")
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return string(b)
+}
+
+// partTitle says what a part is, by the names ifaced gives them.
+func partTitle(name string) string {
+	switch name {
+	case "result":
+		return "The answer"
+	case "error":
+		return "The refusal"
+	case "parameters":
+		return "The request's parameters"
+	case "capabilities":
+		return "A signed view of capabilities"
+	case "greeting":
+		return "The greeting's proposal"
+	case "context":
+		return "The context granted"
+	case "":
+		return "A part"
+	}
+	return "Part " + name
 }
 
 // fieldRef is a form field of a page, for the "ferr" template.
