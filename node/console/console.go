@@ -118,13 +118,33 @@ func New(cfg Config) (*Console, error) {
 	c.timers = map[*time.Timer]struct{}{}
 	c.removeStalePages()
 	c.events = newRecentEvents(c.log)
-	c.events.namer = func(id string) string {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return c.labels(ctx).Name(id)
-	}
+	c.events.namer = c.eventNamer()
 	c.routes()
 	return c, nil
+}
+
+// namesFresh is how long the names the live events are given are reused:
+// a flood of events must not cost a reading of the peer cache each.
+const namesFresh = 5 * time.Second
+
+// eventNamer names the peers of events as the owner does, from a copy of
+// the labels read at most every namesFresh.
+func (c *Console) eventNamer() func(string) string {
+	var (
+		mu   sync.Mutex
+		l    labels
+		read time.Time
+	)
+	return func(id string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if now := time.Now(); read.IsZero() || now.Sub(read) > namesFresh || l.peers[id] == "" && l.aliases[id] == "" && now.Sub(read) > time.Second {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			l, read = c.labels(ctx), now
+			cancel()
+		}
+		return l.Name(id)
+	}
 }
 
 // Handler serves the console's paths (api.UIPath and the login code
