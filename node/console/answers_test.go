@@ -275,3 +275,28 @@ func TestReadablePages(t *testing.T) {
 		want(t, page, st, body, http.StatusOK, `id="as-of"`, "reload to update")
 	}
 }
+
+// A refused grant says why beside the field it concerns.
+func TestPolicyRefusalBesideItsField(t *testing.T) {
+	p := greet(t)
+	b := newBrowser(t, p.alice)
+	b.login()
+	bobID := p.bob.peerID()
+	for _, c := range []struct {
+		form url.Values
+		id   string
+	}{
+		{url.Values{"form": {"grant"}, "peer": {bobID}, "tier": {"royal"}}, "grant-tier"},
+		{url.Values{"form": {"grant"}, "peer": {""}, "peer_other": {"nobody"}, "tier": {"professional"}}, "grant-peer-other"},
+		{url.Values{"form": {"cap"}, "peer": {bobID}, "max": {"tepid"}}, "cap-max"},
+	} {
+		path := "/ui/policy/disclosure"
+		if c.form.Get("form") == "cap" {
+			path = "/ui/policy/temperature"
+		}
+		st, body := b.post(path, c.form)
+		if st != http.StatusBadRequest || !strings.Contains(body, `id="`+c.id+`-error"`) || !strings.Contains(body, `aria-describedby="`+c.id+`-error"`) {
+			t.Errorf("%v: %d, want the refusal beside %s\n%s", c.form, st, c.id, pageText(body))
+		}
+	}
+}

@@ -109,7 +109,7 @@ var policyFields = map[string]map[string]string{
 // "granting a tier: tier: …").
 func refusedField(msg string) string {
 	for _, f := range []string{"peer", "tier", "persona", "max"} {
-		if strings.HasPrefix(msg, f+":") || strings.Contains(msg, ": "+f+":") || strings.Contains(msg, " "+f+" ") && strings.Contains(msg, "bad_request") {
+		if strings.HasPrefix(msg, f+":") || strings.Contains(msg, ": "+f+":") {
 			return f
 		}
 	}
