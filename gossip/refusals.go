@@ -362,3 +362,19 @@ func (a *AuditLog) readLeftOut() {
 		a.leftOut = n
 	}
 }
+
+// RefusalDays lists the days (YYYY-MM-DD) whose record of refusals holds
+// anything, newest first.
+func (a *AuditLog) RefusalDays() ([]string, error) {
+	days, err := a.days()
+	if err != nil {
+		return nil, fmt.Errorf("listing the days of refusals: %w", err)
+	}
+	var out []string
+	for i := len(days) - 1; i >= 0; i-- {
+		if fi, err := os.Stat(filepath.Join(a.dir, days[i], refusedName+auditJSONLExt)); err == nil && fi.Size() > 0 {
+			out = append(out, days[i])
+		}
+	}
+	return out, nil
+}
