@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/policy"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/node/internal/peerid"
@@ -63,7 +65,7 @@ type conversationDeps struct {
 	host          host.Host
 	door          *door
 	docs          *documents
-	policy        *PolicyBook
+	policy        *policy.Book
 	trust         *trust.Book
 	invoker       *invoker
 	invocations   *invocations // the answers this daemon's own requests wait for

@@ -373,7 +373,7 @@ func (cs *Conversations) openInbound(s network.Stream) (*wire.Stream, peer.ID, g
 // lower but never raise the grant.
 func (cs *Conversations) grant(pid peer.ID, greeting *gossip.Message, presented string, prop negotiate.Proposal) negotiate.Granted {
 	level, agentID := cs.trust.LevelOf(pid, greeting, presented)
-	return cs.policy.current().GrantTo(cs.requester(pid, level, agentID), prop)
+	return cs.policy.InForce().GrantTo(cs.requester(pid, level, agentID), prop)
 }
 
 // requester is what the daemon established about pid for its policy:

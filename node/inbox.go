@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ifaced/ifaced/node/policy"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/conditions"
@@ -51,7 +53,7 @@ type Inbox struct {
 	door    *door
 	convs   *Conversations
 	docs    *documents
-	policy  *PolicyBook
+	policy  *policy.Book
 	invoker *invoker
 	audit   *gossip.AuditLog
 	commit  func() error // makes what was recorded durable before the sender lets go (durability.go)
@@ -61,9 +63,9 @@ type Inbox struct {
 	table   inboxConvs
 }
 
-func newInbox(d *door, convs *Conversations, docs *documents, policy *PolicyBook, inv *invoker, audit *gossip.AuditLog,
+func newInbox(d *door, convs *Conversations, docs *documents, pb *policy.Book, inv *invoker, audit *gossip.AuditLog,
 	commit func() error, spawn func(func()) bool, now func() time.Time, log *slog.Logger) *Inbox {
-	return &Inbox{door: d, convs: convs, docs: docs, policy: policy, invoker: inv, audit: audit, commit: commit,
+	return &Inbox{door: d, convs: convs, docs: docs, policy: pb, invoker: inv, audit: audit, commit: commit,
 		spawn: spawn, now: now, log: log}
 }
 
@@ -274,7 +276,7 @@ func auditedParams(params any) any {
 // authentication level (it meets no min_auth_level, not even 0), the
 // default tier, cool, the default persona.
 func (ib *Inbox) HTTPFacts() conditions.Facts {
-	return conditions.Facts{AuthLevel: conditions.NoLevel, Disclosure: ib.policy.current().DefaultTier, Temperature: conditions.Cool}
+	return conditions.Facts{AuthLevel: conditions.NoLevel, Disclosure: ib.policy.InForce().DefaultTier, Temperature: conditions.Cool}
 }
 
 // ViewFor is the owner's signed view for facts, and a tag that changes

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/policy"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/node/config"
@@ -275,7 +277,7 @@ func TestDisclosureSetAtRunTime(t *testing.T) {
 	ctx := context.Background()
 	bobID := bob.id.PeerID().String()
 
-	if err := alice.Policy().SetDisclosure("", bobID, "profesional"); !errors.Is(err, ErrInvalidPolicy) {
+	if err := alice.Policy().SetDisclosure("", bobID, "profesional"); !errors.Is(err, policy.ErrInvalidPolicy) {
 		t.Fatalf("unknown tier: %v", err)
 	}
 	if err := alice.Policy().SetDisclosure("", bobID, "close"); err != nil {

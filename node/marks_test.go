@@ -73,7 +73,7 @@ func TestHiddenChangeMovesNoStrangersView(t *testing.T) {
 
 // strangerFacts are the facts of a stranger's greeting.
 func strangerFacts(d *testDaemon) conditions.Facts {
-	return d.policy.current().GrantTo(negotiate.Requester{Level: conditions.Signed}, negotiate.Proposal{}).Facts(anyRequester, 0)
+	return d.policy.InForce().GrantTo(negotiate.Requester{Level: conditions.Signed}, negotiate.Proposal{}).Facts(anyRequester, 0)
 }
 
 // stop closes d and returns it, to be started again in its home.

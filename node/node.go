@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/policy"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/node/config"
@@ -58,9 +60,8 @@ type Node struct {
 
 	// The components.
 	docs        *documents     // the owner's document, its seq and signed views (documents.go)
-	policy      *PolicyBook    // the disclosure map and temperature caps (policy.go)
+	policy      *policy.Book   // the disclosure map and temperature caps (policy.go)
 	trust       *trust.Book    // trust records, pins, revocations, introductions (node/trust)
-	peerGate    *peerGate      // which peers' views the peer cache persists (peergate.go)
 	convs       *Conversations // the stream protocols and the conversation table (conversations.go)
 	invoker     *invoker       // runs admitted capability requests (invoke.go)
 	invocations *invocations   // workload per capability, answers awaited (invoke.go)
@@ -133,22 +134,26 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	if n.store, err = store.Open(filepath.Join(home.Dir, "ifaced.db")); err != nil {
 		return nil, err
 	}
+	if n.policy, err = policy.New(cfg, order, n.store); err != nil {
+		return nil, err
+	}
+	n.trust = trust.New(n.ctx, n.store, trust.Config{KeyTransition: cfg.Trust.KeyTransition.Duration,
+		IntroExpiry: cfg.Trust.IntroExpiry.Duration, CAFile: cfg.Trust.CAFile, FetchPrivate: cfg.Trust.FetchPrivate},
+		order, n.policy, id.DID(), n.now, log, n.spawn)
+	n.store.SetPeerGate(n.trust.Known)
 	var auditOpts []gossip.AuditOption
 	if cfg.Durability.Sync == config.SyncInterval {
 		auditOpts = append(auditOpts, gossip.SyncEvery(cfg.Durability.Interval.Duration))
 	}
 	auditOpts = append(auditOpts, gossip.WithLimits(cfg.Audit.Limits()), gossip.WithClock(func() time.Time { return n.now() }),
 		// Strangers' files make room for new strangers, never the files
-		// of peers the owner made known (peerGate, built below).
-		gossip.WithKnown(func(p string) bool { return n.peerGate != nil && n.peerGate.known(p) }),
+		// of peers the owner made known.
+		gossip.WithKnown(n.trust.Known),
 		gossip.WithPruned(func(p gossip.Pruned) {
 			log.Warn("deleted the oldest strangers' audit files to make room for new strangers (audit.max_mb / 4 is their share)",
 				"files", len(p.Files)+p.More, "mib", p.Bytes>>20, "listed_in", filepath.Join("audit", p.At.Format("2006-01-02"), "_pruned.jsonl"))
 		}))
 	if n.audit, err = gossip.OpenAuditLog(filepath.Join(home.Dir, "audit"), append(auditOpts, n.auditOpts...)...); err != nil {
-		return nil, err
-	}
-	if n.policy, err = newPolicyBook(cfg, order, n.store); err != nil {
 		return nil, err
 	}
 	n.docs = newDocuments(id, n.store.Own(), order, func() time.Time { return n.now() }, log)
@@ -173,17 +178,11 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	} else if err := n.store.ClearSeenFlushedAt(); err != nil {
 		return nil, err
 	}
-	n.trust = trust.New(n.ctx, n.store, trust.Config{KeyTransition: cfg.Trust.KeyTransition.Duration,
-		IntroExpiry: cfg.Trust.IntroExpiry.Duration, CAFile: cfg.Trust.CAFile, FetchPrivate: cfg.Trust.FetchPrivate},
-		order, id.DID(), n.now, log, n.spawn)
-	n.peerGate = newPeerGate(n.trust, n.policy, order)
-	n.store.SetPeerGate(n.peerGate.known)
-	n.trust.SetKnown(func(p peer.ID) bool { return n.peerGate.known(p.String()) })
 	n.door = newDoor(id.DID(), n.audit, n.replay, n.rates, n.trust.KeyRevoked, n.events, log, func() time.Time { return n.now() },
 		func(p peer.ID) netip.Addr { return remoteAddrOf(n.host, p) })
 	n.door.budget = NewBudget(cfg.Limits.MaxMemoryMB, func(p peer.ID) bool { return n.convs != nil && n.convs.isGreeted(p) })
-	n.door.known = func(p peer.ID) bool { return n.peerGate.known(peerid.String(p)) }
-	n.door.keys = newKeyLifecycle(n.trust, n.policy, n.store, n.peerGate, alias.Open(home.Dir), n.events, log,
+	n.door.known = func(p peer.ID) bool { return n.trust.Known(peerid.String(p)) }
+	n.door.keys = newKeyLifecycle(n.trust, n.policy, n.store, alias.Open(home.Dir), n.events, log,
 		func() time.Time { return n.now() }, max(cfg.Mailbox.Retention.Duration, cfg.Replay.Window.Duration))
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
@@ -220,7 +219,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	// proposal) is signed ahead of time, at start and at each document
 	// change, so that no stranger's cold greeting waits for it.
 	presign := func() {
-		f := n.policy.current().GrantTo(negotiate.Requester{Level: conditions.Signed}, negotiate.Proposal{}).Facts(anyRequester, 0)
+		f := n.policy.InForce().GrantTo(negotiate.Requester{Level: conditions.Signed}, negotiate.Proposal{}).Facts(anyRequester, 0)
 		n.spawn(func() { n.docs.presign(f) })
 	}
 	presign()
@@ -273,7 +272,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 }
 
 // Policy is the owner's policy: the disclosure map and temperature caps.
-func (n *Node) Policy() *PolicyBook { return n.policy }
+func (n *Node) Policy() *policy.Book { return n.policy }
 
 // UpdateDocument replaces the owner's capability list: the document is
 // validated, gets the next seq, is signed and stored, and every peer in an
@@ -313,13 +312,13 @@ func (n *Node) Send(ctx context.Context, pid peer.ID, text string) (*SendResult,
 
 // Greet opens a conversation with pid (Conversations.Greet).
 func (n *Node) Greet(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*GreetResult, error) {
-	n.peerGate.ownerAsked(pid)
+	n.trust.OwnerAsked(pid)
 	return n.convs.Greet(ctx, pid, prop)
 }
 
 // QueryCapabilities asks pid for its view (Conversations.QueryCapabilities).
 func (n *Node) QueryCapabilities(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*GreetResult, error) {
-	n.peerGate.ownerAsked(pid)
+	n.trust.OwnerAsked(pid)
 	return n.convs.QueryCapabilities(ctx, pid, prop)
 }
 

@@ -25,7 +25,7 @@ func TestStrangersViewIsPersistedOnlyOnceKnown(t *testing.T) {
 		t.Fatalf("alice's memory of the stranger bob: %+v, %v", rec, err)
 	}
 	// bob asked alice himself (the owner's request): alice is known to bob.
-	if !bob.peerGate.known(alice.id.PeerID().String()) {
+	if !bob.TrustBook().Known(alice.id.PeerID().String()) {
 		t.Fatal("a peer the owner queried is not known")
 	}
 	alice.Close()

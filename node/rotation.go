@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/policy"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -49,9 +51,8 @@ const EventKey = "key"
 // keyLifecycle checks and follows the key statements messages carry.
 type keyLifecycle struct {
 	trust   *trust.Book
-	policy  *PolicyBook
+	policy  *policy.Book
 	store   *store.Store
-	gate    *peerGate
 	aliases *alias.File
 	events  *events.Hub
 	log     *slog.Logger
@@ -62,9 +63,9 @@ type keyLifecycle struct {
 	maxAge time.Duration
 }
 
-func newKeyLifecycle(t *trust.Book, p *PolicyBook, st *store.Store, gate *peerGate, aliases *alias.File,
+func newKeyLifecycle(t *trust.Book, p *policy.Book, st *store.Store, aliases *alias.File,
 	hub *events.Hub, log *slog.Logger, now func() time.Time, maxAge time.Duration) *keyLifecycle {
-	return &keyLifecycle{trust: t, policy: p, store: st, gate: gate, aliases: aliases, events: hub, log: log, now: now, maxAge: maxAge}
+	return &keyLifecycle{trust: t, policy: p, store: st, aliases: aliases, events: hub, log: log, now: now, maxAge: maxAge}
 }
 
 // statements are the key statements one message carries.
@@ -124,7 +125,7 @@ func statementsOf(m *gossip.Message) (statements, error) {
 // met says whether this daemon met pid: the owner made it known, or the
 // peer cache holds a view of it.
 func (k *keyLifecycle) met(pid peer.ID) bool {
-	if k.gate.known(pid.String()) {
+	if k.trust.Known(pid.String()) {
 		return true
 	}
 	_, err := k.store.Peer(pid.String())
@@ -133,7 +134,7 @@ func (k *keyLifecycle) met(pid peer.ID) bool {
 
 // known says whether pid is someone the owner made known (a pin, a policy
 // entry, an admitted introduction): a peer ID that is already someone's.
-func (k *keyLifecycle) known(pid peer.ID) bool { return k.gate.known(pid.String()) }
+func (k *keyLifecycle) known(pid peer.ID) bool { return k.trust.Known(pid.String()) }
 
 // verify is the door's check of the key statements m carries (signed by
 // from, verified): each verifies, and this daemon will follow it.
@@ -233,12 +234,12 @@ func (k *keyLifecycle) followSuccession(s *identity.Succession, via string) erro
 	if prev, ok := k.trust.Successor(old); ok && prev == next {
 		return nil // followed before
 	}
-	policy, err := k.policy.carryOver(old.String(), next.String())
+	pb, err := k.policy.CarryOver(old.String(), next.String())
 	if err != nil {
 		return fmt.Errorf("carrying the policy of %s: %w", old, err)
 	}
 	var carried []string
-	carried = append(carried, policy...)
+	carried = append(carried, pb...)
 	if k.carryCache(old, next) {
 		carried = append(carried, "peer cache entry")
 	}
@@ -305,31 +306,4 @@ func (k *keyLifecycle) carryAliases(old, next peer.ID) ([]string, error) {
 		out = append(out, "alias "+name)
 	}
 	return out, nil
-}
-
-// carryOver gives next, as run-time policy entries, the disclosure tiers
-// (under every persona) and the temperature cap the policy in force gives
-// old, where it gives next none. It returns what it carried.
-func (p *PolicyBook) carryOver(old, next string) ([]string, error) {
-	pol := p.current()
-	var carried []string
-	for persona, peers := range pol.Map {
-		tier, ok := peers[old]
-		if _, has := peers[next]; !ok || has {
-			continue
-		}
-		if err := p.SetDisclosure(persona, next, tier); err != nil {
-			return carried, err
-		}
-		carried = append(carried, fmt.Sprintf("tier %s under %s", tier, persona))
-	}
-	if t, ok := pol.MaxTemp[old]; ok {
-		if _, has := pol.MaxTemp[next]; !has {
-			if err := p.SetMaxTemperature(next, t); err != nil {
-				return carried, err
-			}
-			carried = append(carried, "temperature cap "+t)
-		}
-	}
-	return carried, nil
 }

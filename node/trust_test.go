@@ -58,7 +58,7 @@ func greet(t *testing.T, from, to *testDaemon) *GreetResult {
 // grantFor is what owner grants pid with the introduced tiers applied.
 func grantFor(owner *testDaemon, pid peer.ID) negotiate.Granted {
 	level, agentID := owner.trust.LevelOf(pid, nil, "")
-	return owner.policy.current().GrantTo(owner.convs.requester(pid, level, agentID), negotiate.Proposal{})
+	return owner.policy.InForce().GrantTo(owner.convs.requester(pid, level, agentID), negotiate.Proposal{})
 }
 
 // introduce has alice mint a token with tier and the holders accept it.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/ifaced/ifaced/node/policy"
+
 	"github.com/ifaced/ifaced/node"
 )
 
@@ -78,7 +80,7 @@ func (s *policyRoutes) setTemperature(w http.ResponseWriter, r *http.Request) {
 // policyChanged answers a policy change; true when it was made.
 func (s *policyRoutes) policyChanged(w http.ResponseWriter, field string, err error) bool {
 	switch {
-	case errors.Is(err, node.ErrInvalidPolicy):
+	case errors.Is(err, policy.ErrInvalidPolicy):
 		writeError(w, badField(field, "%v", err))
 	case err != nil:
 		writeError(w, internal(err))

@@ -20,8 +20,7 @@ import (
 //     never fail for lack of room.
 //   - established: a statement received about a key, or naming a
 //     successor, the owner made known (pinned, revoked or introduced
-//     here, a policy entry, a request to greet it: SetKnown installs that
-//     test). Written, never counted, never evicted; they grow only with
+//     here, a policy entry, a request to greet it: Known). Written, never counted, never evicted; they grow only with
 //     the peers the owner chose.
 //   - stranger: every other received statement. Like a stranger's view
 //     and trust record, it is held in memory only, at most
@@ -36,7 +35,7 @@ import (
 //
 // Records a stranger caused that an earlier version wrote to the store
 // are taken out of it, into the held class, when the daemon installs its
-// test of who is known (SetKnown).
+// test of who is known (New).
 
 // MaxStrangerKeyRecords bounds the key lifecycle records held for
 // strangers (in memory, about 1 KiB each).
@@ -91,14 +90,10 @@ func (b *Book) loadLifecycle() {
 	}
 }
 
-// SetKnown installs the test of whether the owner made a peer known (the
-// daemon's peer gate: a pin, a revocation or an introduction here, a
-// policy entry, a request to greet it). Until one is installed, only what
-// the Book holds of the owner's counts. Received records in the store
-// about peers nobody made known (a stranger's, written by an earlier
-// version) move to the strangers' memory, the ones observed first first.
-func (b *Book) SetKnown(known Met) {
-	b.known.Store(&known)
+// moveStrangersRecords moves the received records in the store about
+// peers nobody made known (a stranger's, written by an earlier version) to
+// the strangers' memory, the ones observed first first (New).
+func (b *Book) moveStrangersRecords() {
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
 	var moved []store.KeyEvent
@@ -126,28 +121,13 @@ func (b *Book) SetKnown(known Met) {
 	b.log.Info("moved strangers' key lifecycle records from the store to memory", "count", len(moved))
 }
 
-// isKnown says whether the owner made pid known.
-func (b *Book) isKnown(pid string) bool {
-	id, err := peer.Decode(pid)
-	if err != nil {
-		return false
-	}
-	if owner, _ := b.OwnerStanding(id); owner {
-		return true
-	}
-	if k := b.known.Load(); k != nil && *k != nil {
-		return (*k)(id)
-	}
-	return false
-}
-
 // protects says whether e is kept whatever strangers send: the owner's
 // own, or about a peer the owner made known (or naming one as successor).
 func (b *Book) protects(e store.KeyEvent) bool {
 	if e.Direction == store.KeyGiven {
 		return true
 	}
-	return b.isKnown(e.Peer) || (e.Successor != "" && b.isKnown(e.Successor))
+	return b.Known(e.Peer) || (e.Successor != "" && b.Known(e.Successor))
 }
 
 func (b *Book) classOf(e store.KeyEvent) string {

@@ -3,12 +3,15 @@ package trust
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -187,7 +190,13 @@ func TestStrangerKeyRecordsAreBounded(t *testing.T) {
 // carried a pin to it, by the owner's pin, or (made known by the owner's
 // policy) when the key sends it again.
 func TestHeldCommitmentKeptOnceKnown(t *testing.T) {
-	b, st := newBook(t, Config{})
+	st, err := store.Open(filepath.Join(t.TempDir(), "ifaced.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	pol := &testPolicy{p: negotiate.Policy{Order: conditions.DefaultTierOrder(), Map: map[string]map[string]string{}}}
+	b := openBookWith(t, st, Config{}, time.Now, pol)
 	gen := func() *identity.Identity { id, _ := identity.Generate(nil); return id }
 	commit := func(key, next *identity.Identity) {
 		t.Helper()
@@ -241,7 +250,7 @@ func TestHeldCommitmentKeptOnceKnown(t *testing.T) {
 	}
 	granted, next := gen(), gen()
 	commit(granted, next)
-	b.SetKnown(func(p peer.ID) bool { return p == granted.PeerID() })
+	pol.grant(granted.PeerID().String(), "professional")
 	if written(granted.PeerID()) {
 		t.Fatal("written before the key sent it again")
 	}

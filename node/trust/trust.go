@@ -78,9 +78,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
@@ -174,20 +174,23 @@ type Book struct {
 	held      *Held                                      // tokens other daemons minted for this one (held.go)
 	inflight  map[peer.ID]bool                           // identity document checks running
 	keys      lifecycle                                  // key statements followed and given (keyrecords.go)
-	known     atomic.Pointer[Met]                        // whether the owner made a peer known (SetKnown)
+	policy    Policy                                     // names peers the owner made known (known.go)
+	asked     *lru.Cache[peer.ID, struct{}]              // peers the owner asked to greet, this run (known.go)
 }
 
 // New loads the trust records and held tokens of st. did is this daemon's
-// did:key; order is the disclosure tier order in force; ctx ends when the
+// did:key; order is the disclosure tier order in force; policy names the
+// peers the owner made known besides this Book's own records (known.go;
+// nil: none); ctx ends when the
 // daemon closes, and spawn runs a background check (reporting false, and
 // not running it, once the daemon is closing) so that the daemon's Close
 // waits for it. A record that does not decode is logged and left out: it
 // must not keep the daemon from starting. A trust.ca_file that cannot be
 // read is logged, and every identity document fetch then fails with that
 // error.
-func New(ctx context.Context, st Store, cfg Config, order *conditions.TierOrder, did string,
+func New(ctx context.Context, st Store, cfg Config, order *conditions.TierOrder, policy Policy, did string,
 	now func() time.Time, log *slog.Logger, spawn func(func()) bool) *Book {
-	b := &Book{store: st, cfg: cfg, order: order, did: did, now: now, log: log, ctx: ctx, spawn: spawn,
+	b := &Book{store: st, cfg: cfg, order: order, policy: policy, asked: newAsked(), did: did, now: now, log: log, ctx: ctx, spawn: spawn,
 		recs: map[peer.ID]store.TrustRecord{}, strangers: newStrangerTrust(), inflight: map[peer.ID]bool{}}
 	var err error
 	if b.fetch, err = newDocFetcher(cfg.CAFile, cfg.FetchPrivate); err != nil {
@@ -203,6 +206,7 @@ func New(ctx context.Context, st Store, cfg Config, order *conditions.TierOrder,
 		}
 	}
 	b.loadLifecycle()
+	b.moveStrangersRecords()
 	b.held = newHeld(st, did, now, log)
 	return b
 }
@@ -485,7 +489,7 @@ func (b *Book) info(pid peer.ID, rec store.TrustRecord) Info {
 	switch {
 	case ownerMade(rec) || slices.ContainsFunc(info.Keys, func(k KeyRecord) bool { return k.Class == ClassOwner && k.Peer == pid.String() }):
 		info.Class = ClassOwner
-	case b.isKnown(pid.String()):
+	case b.Known(pid.String()):
 		info.Class = ClassEstablished
 	}
 	return info

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -41,6 +42,41 @@ func openBook(t *testing.T, st *store.Store, cfg Config) *Book {
 
 // openBookAt is openBook with a clock.
 func openBookAt(t *testing.T, st *store.Store, cfg Config, now func() time.Time) *Book {
+	t.Helper()
+	return openBookWith(t, st, cfg, now, nil)
+}
+
+// testPolicy is a Policy the test changes.
+type testPolicy struct {
+	mu sync.Mutex
+	p  negotiate.Policy
+}
+
+func (tp *testPolicy) InForce() *negotiate.Policy {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	p := tp.p
+	return &p
+}
+
+// grant names peer at tier under the default persona.
+func (tp *testPolicy) grant(peer, tier string) {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	m := map[string]map[string]string{negotiate.DefaultPersona: {peer: tier}}
+	for persona, peers := range tp.p.Map {
+		for k, v := range peers {
+			if m[persona] == nil {
+				m[persona] = map[string]string{}
+			}
+			m[persona][k] = v
+		}
+	}
+	tp.p.Map = m
+}
+
+// openBookWith is openBookAt with the owner's policy.
+func openBookWith(t *testing.T, st *store.Store, cfg Config, now func() time.Time, policy Policy) *Book {
 	t.Helper()
 	self, _ := identity.Generate(nil)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -67,7 +103,7 @@ func openBookAt(t *testing.T, st *store.Store, cfg Config, now func() time.Time)
 		wg.Wait()
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return New(ctx, st, cfg, conditions.DefaultTierOrder(), self.DID(), now, log, spawn)
+	return New(ctx, st, cfg, conditions.DefaultTierOrder(), policy, self.DID(), now, log, spawn)
 }
 
 // eventually polls cond until it holds or the deadline passes.

@@ -1,4 +1,12 @@
-package node
+// Package policy is the owner's policy: the disclosure map by persona and
+// peer (IFP-12) and the temperature caps, from the configuration with the
+// owner's run-time changes on top (persisted in the store). Grants are
+// computed from it by negotiate.Policy.GrantTo; this package only keeps it
+// and changes it. Book is the component, New builds it; it imports no
+// other component, so that every one that grants (conversations, the HTTP
+// binding, discovery, the trust book deciding who the owner made known)
+// reads the same book.
+package policy
 
 import (
 	"errors"
@@ -6,19 +14,14 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/store"
 )
 
-// PolicyBook owns the owner's policy: the disclosure map by persona and
-// peer (IFP-12) and the temperature caps, from the configuration with the
-// owner's run-time changes on top (persisted in the store). Grants are
-// computed from it by negotiate.Policy.GrantTo; this component only keeps
-// it and changes it.
-type PolicyBook struct {
+// Book is the owner's policy, kept and changed.
+type Book struct {
 	cfg   *config.Config
 	order *conditions.TierOrder
 	store policyStore
@@ -37,8 +40,8 @@ type policyStore interface {
 
 var _ policyStore = (*store.Store)(nil)
 
-func newPolicyBook(cfg *config.Config, order *conditions.TierOrder, st policyStore) (*PolicyBook, error) {
-	p := &PolicyBook{cfg: cfg, order: order, store: st}
+func New(cfg *config.Config, order *conditions.TierOrder, st policyStore) (*Book, error) {
+	p := &Book{cfg: cfg, order: order, store: st}
 	return p, p.reload()
 }
 
@@ -69,7 +72,7 @@ func policyFrom(cfg *config.Config, order *conditions.TierOrder, o store.PolicyO
 }
 
 // reload rebuilds the policy from the config and the stored overrides.
-func (p *PolicyBook) reload() error {
+func (p *Book) reload() error {
 	o, err := p.store.PolicyOverrides()
 	if err != nil {
 		return err
@@ -81,8 +84,8 @@ func (p *PolicyBook) reload() error {
 	return nil
 }
 
-// current is the policy in force (shared: never modified).
-func (p *PolicyBook) current() *negotiate.Policy {
+// InForce is the policy in force (shared: never modified).
+func (p *Book) InForce() *negotiate.Policy {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.policy
@@ -90,14 +93,14 @@ func (p *PolicyBook) current() *negotiate.Policy {
 
 // Current returns the policy in force: the config's disclosure map and
 // temperature caps with the run-time changes applied.
-func (p *PolicyBook) Current() negotiate.Policy { return *p.current() }
+func (p *Book) Current() negotiate.Policy { return *p.InForce() }
 
 // SetDisclosure grants peer (a peer ID or agent ID) tier under persona
 // ("default" for the owner's undifferentiated context), or removes the
 // run-time grant when tier is empty so the config's applies again. It
 // persists and applies from the peer's next greeting; grants already made
 // in open conversations do not go down.
-func (p *PolicyBook) SetDisclosure(persona, peer, tier string) error {
+func (p *Book) SetDisclosure(persona, peer, tier string) error {
 	p.changeMu.Lock()
 	defer p.changeMu.Unlock()
 	if persona == "" {
@@ -117,7 +120,7 @@ func (p *PolicyBook) SetDisclosure(persona, peer, tier string) error {
 
 // SetMaxTemperature caps the temperature peer may reach (cool, warm, hot),
 // or removes the run-time cap when max is empty.
-func (p *PolicyBook) SetMaxTemperature(peer, max string) error {
+func (p *Book) SetMaxTemperature(peer, max string) error {
 	p.changeMu.Lock()
 	defer p.changeMu.Unlock()
 	if peer == "" {
@@ -130,4 +133,31 @@ func (p *PolicyBook) SetMaxTemperature(peer, max string) error {
 		return err
 	}
 	return p.reload()
+}
+
+// CarryOver gives next, as run-time policy entries, the disclosure tiers
+// (under every persona) and the temperature cap the policy in force gives
+// old, where it gives next none. It returns what it carried.
+func (p *Book) CarryOver(old, next string) ([]string, error) {
+	pol := p.InForce()
+	var carried []string
+	for persona, peers := range pol.Map {
+		tier, ok := peers[old]
+		if _, has := peers[next]; !ok || has {
+			continue
+		}
+		if err := p.SetDisclosure(persona, next, tier); err != nil {
+			return carried, err
+		}
+		carried = append(carried, fmt.Sprintf("tier %s under %s", tier, persona))
+	}
+	if t, ok := pol.MaxTemp[old]; ok {
+		if _, has := pol.MaxTemp[next]; !has {
+			if err := p.SetMaxTemperature(next, t); err != nil {
+				return carried, err
+			}
+			carried = append(carried, "temperature cap "+t)
+		}
+	}
+	return carried, nil
 }
