@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 )
 
 func TestRequestedToolCategoriesComeFirst(t *testing.T) {
@@ -29,7 +30,7 @@ func TestRequestedToolCategoriesComeFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := capNames(res.View); !strings.HasPrefix(got, "+weather.search") {
+	if got := testkit.CapNames(res.View); !strings.HasPrefix(got, "+weather.search") {
 		t.Fatalf("view order %s, want the requested category first", got)
 	}
 	if !slices.Equal(res.GrantedToUs.ToolCategories, []string{"web", "search"}) {
@@ -50,7 +51,7 @@ func TestRequestedToolCategoriesComeFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := capNames(plain.View); !strings.HasPrefix(got, "+ping") || len(plain.GrantedToUs.ToolCategories) != 0 {
+	if got := testkit.CapNames(plain.View); !strings.HasPrefix(got, "+ping") || len(plain.GrantedToUs.ToolCategories) != 0 {
 		t.Fatalf("unrequested view %s, categories %v", got, plain.GrantedToUs.ToolCategories)
 	}
 }

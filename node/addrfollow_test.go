@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
 
+	"github.com/ifaced/ifaced/node/internal/testkit"
 	"github.com/ifaced/ifaced/node/store"
 )
 
@@ -37,7 +38,7 @@ func TestCachedPeerGetsItsAddressesFromIdentify(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := h.Addrs()[0].String()
-	waitFor(t, "the peer's listen address in the cache", func() bool {
+	testkit.WaitFor(t, "the peer's listen address in the cache", func() bool {
 		rec, err := d.Store().Peer(h.ID().String())
 		if err != nil {
 			t.Fatal(err)
@@ -49,6 +50,7 @@ func TestCachedPeerGetsItsAddressesFromIdentify(t *testing.T) {
 		}
 		return false
 	})
+
 	rec, err := d.Store().Peer(h.ID().String())
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +75,7 @@ func TestConnectAddressOutlivesIdentifysCleanup(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close() // nothing listens there now: the dial is refused
-	pid := newPeerID(t)
+	pid := testkit.NewPeerID(t)
 	addr := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", port, pid)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

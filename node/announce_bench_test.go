@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
@@ -185,7 +186,7 @@ func TestGossipFloodCostPerHop(t *testing.T) {
 			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 			for i, m := range msgs {
 				f.write(t, &pb.RPC{Publish: []*pb.Message{m}})
-				waitFor(t, "the announcement to be judged", func() bool { return judged(r) >= start+uint64(i+1) })
+				testkit.WaitFor(t, "the announcement to be judged", func() bool { return judged(r) >= start+uint64(i+1) })
 			}
 			syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 			runtime.ReadMemStats(&m1)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 
 	"github.com/ifaced/ifaced/node/config"
 
@@ -220,7 +221,7 @@ func TestGossipUpdateReachesEverySubscriber(t *testing.T) {
 		if i < size-1 {
 			neighbours = append(neighbours, line[i+1].pid())
 		}
-		waitFor(t, fmt.Sprintf("daemon %d's mesh to hold its neighbours", i), inMesh(d, neighbours...))
+		testkit.WaitFor(t, fmt.Sprintf("daemon %d's mesh to hold its neighbours", i), inMesh(d, neighbours...))
 	}
 	author, receivers := line[0], line[1:]
 	for _, d := range receivers {
@@ -261,7 +262,7 @@ func TestGossipUpdateReachesEverySubscriber(t *testing.T) {
 			t.Errorf("daemon %d caches seq %d, want %d", i+1, rec.Seq, doc.Seq)
 		}
 		if _, ok := view.Capability("weather.now"); !ok {
-			t.Errorf("daemon %d's cached view lacks the new capability: %s", i+1, capNames(view))
+			t.Errorf("daemon %d's cached view lacks the new capability: %s", i+1, testkit.CapNames(view))
 		}
 		if err := view.Verify(author.id.PublicKey()); err != nil {
 			t.Errorf("daemon %d cached a view that does not verify: %v", i+1, err)
@@ -280,8 +281,8 @@ func TestGossipAnnouncesNothingHidden(t *testing.T) {
 	alice := startDaemon(t, c)
 	sub := newRawGossip(t)
 	sub.connect(t, alice)
-	waitFor(t, "alice's mesh to hold the subscriber", inMesh(alice, sub.ID()))
-	waitFor(t, "alice's first announcement", func() bool { return alice.gossip.published.Load() == 1 })
+	testkit.WaitFor(t, "alice's mesh to hold the subscriber", inMesh(alice, sub.ID()))
+	testkit.WaitFor(t, "alice's first announcement", func() bool { return alice.gossip.published.Load() == 1 })
 
 	hidden, err := alice.UpdateDocument(func(d *negotiate.Document) error {
 		d.Capabilities = append(d.Capabilities, negotiate.Capability{Name: "vault.open", Description: "Open the vault",
@@ -291,12 +292,13 @@ func TestGossipAnnouncesNothingHidden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "alice's announcer to settle", func() bool {
+	testkit.WaitFor(t, "alice's announcer to settle", func() bool {
 		g := alice.gossip
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return !g.publishing
 	})
+
 	if n := alice.gossip.published.Load(); n != 1 {
 		t.Fatalf("a hidden change was announced: %d announcements", n)
 	}
@@ -308,7 +310,7 @@ func TestGossipAnnouncesNothingHidden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the visible change's announcement", func() bool { return slices.Contains(sub.seqs(t), visible.Seq) })
+	testkit.WaitFor(t, "the visible change's announcement", func() bool { return slices.Contains(sub.seqs(t), visible.Seq) })
 	if got := sub.seqs(t); !slices.Equal(got, []uint64{visible.Seq}) {
 		t.Errorf("the subscriber saw announcements of seqs %v; want only %d (seq %d changed only hidden capabilities)", got, visible.Seq, hidden.Seq)
 	}
@@ -317,7 +319,7 @@ func TestGossipAnnouncesNothingHidden(t *testing.T) {
 			t.Errorf("an announcement names a hidden capability: %q", b)
 		}
 		v, _ := decodeAnnouncement(b)
-		if got := capNames(v); got != "+ping -calendar.availability +weather.now" {
+		if got := testkit.CapNames(v); got != "+ping -calendar.availability +weather.now" {
 			t.Errorf("announced view %q", got)
 		}
 		if err := v.Verify(alice.id.PublicKey()); err != nil {
@@ -337,19 +339,19 @@ func TestGossipDropsForgedAndStaleAnnouncements(t *testing.T) {
 	p, s := newRawGossip(t), newRawGossip(t)
 	p.connect(t, r)
 	s.connect(t, r)
-	waitFor(t, "R's mesh to hold P and S", inMesh(r, p.ID(), s.ID()))
-	waitFor(t, "P to see R on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), r.pid()) })
+	testkit.WaitFor(t, "R's mesh to hold P and S", inMesh(r, p.ID(), s.ID()))
+	testkit.WaitFor(t, "P to see R on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), r.pid()) })
 	g := r.gossip
 	knows(t, r, p.ID(), signedDoc(t, p.id, p.id, 1, "ping"))
 
 	// A genuine announcement goes through.
 	p.publish(t, payload(t, signedDoc(t, p.id, p.id, 2, "ping")))
-	waitFor(t, "R to cache P's seq 2", func() bool { return cachedSeq(r, p.ID()) == 2 })
-	waitFor(t, "S to receive P's seq 2", func() bool { return slices.Equal(s.seqs(t), []uint64{2}) })
+	testkit.WaitFor(t, "R to cache P's seq 2", func() bool { return cachedSeq(r, p.ID()) == 2 })
+	testkit.WaitFor(t, "S to receive P's seq 2", func() bool { return slices.Equal(s.seqs(t), []uint64{2}) })
 
 	// An older one, validly signed, is ignored.
 	p.publish(t, payload(t, signedDoc(t, p.id, p.id, 1, "ping", "old.thing")))
-	waitFor(t, "R to ignore the older announcement", func() bool { return g.ignored.Load() == 1 })
+	testkit.WaitFor(t, "R to ignore the older announcement", func() bool { return g.ignored.Load() == 1 })
 
 	// Forged: another key's view, published by P.
 	other, _ := identity.Generate(nil)
@@ -362,11 +364,11 @@ func TestGossipDropsForgedAndStaleAnnouncements(t *testing.T) {
 	p.publish(t, payload(t, tampered))
 	// Not an announcement at all.
 	p.publish(t, []byte("not an announcement"))
-	waitFor(t, "R to reject the four bad announcements", func() bool { return g.rejected.Load() == 4 })
+	testkit.WaitFor(t, "R to reject the four bad announcements", func() bool { return g.rejected.Load() == 4 })
 
 	// A newer genuine one still goes through, after all of them.
 	p.publish(t, payload(t, signedDoc(t, p.id, p.id, 3, "ping", "new.thing")))
-	waitFor(t, "S to receive P's seq 3", func() bool { return slices.Contains(s.seqs(t), 3) })
+	testkit.WaitFor(t, "S to receive P's seq 3", func() bool { return slices.Contains(s.seqs(t), 3) })
 
 	if got := s.seqs(t); !slices.Equal(got, []uint64{2, 3}) {
 		t.Errorf("S received seqs %v, want [2 3]", got)
@@ -402,7 +404,7 @@ func TestGossipRequeryKeepsRicherView(t *testing.T) {
 	alice := startDaemon(t, ac)
 	bob := startWithID(t, gossipConfig(), bobID)
 	connect(t, bob, alice)
-	waitFor(t, "the mesh", inMesh(alice, bob.pid()))
+	testkit.WaitFor(t, "the mesh", inMesh(alice, bob.pid()))
 	if _, err := bob.QueryCapabilities(context.Background(), alice.pid(), negotiate.Proposal{Disclosure: "professional"}); err != nil {
 		t.Fatal(err)
 	}
@@ -413,13 +415,13 @@ func TestGossipRequeryKeepsRicherView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "bob to cache alice's new seq", func() bool { return cachedSeq(bob, alice.pid()) == doc.Seq })
+	testkit.WaitFor(t, "bob to cache alice's new seq", func() bool { return cachedSeq(bob, alice.pid()) == doc.Seq })
 	rec, _ := bob.Store().Peer(alice.pid().String())
 	view, err := negotiate.DecodeView(rec.View)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := capNames(view); got != "+ping +calendar.availability +weather.now" {
+	if got := testkit.CapNames(view); got != "+ping +calendar.availability +weather.now" {
 		t.Errorf("bob caches %q; the public view would have been a downgrade", got)
 	}
 }
@@ -433,8 +435,8 @@ func TestGossipForwardsWhatAPushAlreadyBrought(t *testing.T) {
 	p := newRawGossip(t)
 	p.connect(t, b)
 	connect(t, c, b)
-	waitFor(t, "B's mesh to hold P and C", inMesh(b, p.ID(), c.pid()))
-	waitFor(t, "P to see B on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), b.pid()) })
+	testkit.WaitFor(t, "B's mesh to hold P and C", inMesh(b, p.ID(), c.pid()))
+	testkit.WaitFor(t, "P to see B on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), b.pid()) })
 	knows(t, c, p.ID(), signedDoc(t, p.id, p.id, 1, "ping"))
 	doc := signedDoc(t, p.id, p.id, 2, "ping", "weather.now")
 	a, err := verifyAnnouncement(p.ID(), payload(t, doc))
@@ -447,7 +449,7 @@ func TestGossipForwardsWhatAPushAlreadyBrought(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.publish(t, payload(t, doc))
-	waitFor(t, "C to hold P's seq 2", func() bool { return cachedSeq(c, p.ID()) == 2 })
+	testkit.WaitFor(t, "C to hold P's seq 2", func() bool { return cachedSeq(c, p.ID()) == 2 })
 }
 
 // startWithID starts a daemon with a given identity.
@@ -466,7 +468,7 @@ func TestGossipLeavesNoGoroutine(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	a, b := startDaemon(t, gossipConfig()), startDaemon(t, gossipConfig())
 	connect(t, a, b)
-	waitFor(t, "the mesh", inMesh(a, b.pid()))
+	testkit.WaitFor(t, "the mesh", inMesh(a, b.pid()))
 	knowsDaemon(t, b, a)
 	if _, err := a.UpdateDocument(func(d *negotiate.Document) error {
 		d.Capabilities = d.Capabilities[:1]
@@ -474,7 +476,7 @@ func TestGossipLeavesNoGoroutine(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b to cache a's update", func() bool { return cachedSeq(b, a.pid()) == a.Document().Seq })
+	testkit.WaitFor(t, "b to cache a's update", func() bool { return cachedSeq(b, a.pid()) == a.Document().Seq })
 	a.Close()
 	b.Close()
 }
@@ -575,10 +577,10 @@ func TestGossipForwardsButDoesNotCacheStrangers(t *testing.T) {
 	p, s := newRawGossip(t), newRawGossip(t)
 	p.connect(t, r)
 	s.connect(t, r)
-	waitFor(t, "R's mesh to hold P and S", inMesh(r, p.ID(), s.ID()))
-	waitFor(t, "P to see R on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), r.pid()) })
+	testkit.WaitFor(t, "R's mesh to hold P and S", inMesh(r, p.ID(), s.ID()))
+	testkit.WaitFor(t, "P to see R on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), r.pid()) })
 	p.publish(t, payload(t, signedDoc(t, p.id, p.id, 3, "ping")))
-	waitFor(t, "S to receive the stranger's announcement", func() bool { return slices.Equal(s.seqs(t), []uint64{3}) })
+	testkit.WaitFor(t, "S to receive the stranger's announcement", func() bool { return slices.Equal(s.seqs(t), []uint64{3}) })
 	if _, err := r.Store().Peer(p.ID().String()); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("R cached a stranger's announced view: %v", err)
 	}
@@ -597,7 +599,7 @@ func TestAnnouncementLeavesOutHiddenEvenWhenStrangersAreEligible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := capNames(v.Doc); got != "+ping" {
+	if got := testkit.CapNames(v.Doc); got != "+ping" {
 		t.Fatalf("advertised view %q, want only ping", got)
 	}
 	if err := v.Doc.Verify(a.id.PublicKey()); err != nil {
@@ -699,8 +701,8 @@ func TestGossipStrangerFloodIgnoredBeyondBudget(t *testing.T) {
 	p, s := newRawGossip(t), newRawGossip(t)
 	p.connect(t, r)
 	s.connect(t, r)
-	waitFor(t, "R's mesh to hold P and S", inMesh(r, p.ID(), s.ID()))
-	waitFor(t, "P to see R on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), r.pid()) })
+	testkit.WaitFor(t, "R's mesh to hold P and S", inMesh(r, p.ID(), s.ID()))
+	testkit.WaitFor(t, "P to see R on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), r.pid()) })
 	knows(t, r, p.ID(), signedDoc(t, p.id, p.id, 1, "ping"))
 	floods := []*gossipFlooder{newGossipFlooder(t, r), newGossipFlooder(t, r)}
 
@@ -712,19 +714,19 @@ func TestGossipStrangerFloodIgnoredBeyondBudget(t *testing.T) {
 	for i := range each {
 		for j, f := range floods {
 			f.write(t, &pb.RPC{Publish: []*pb.Message{f.freshAnnouncement(t, 0)}})
-			waitFor(t, "R to judge the announcement", func() bool { return judged(r) == uint64(2*i+j+1) })
+			testkit.WaitFor(t, "R to judge the announcement", func() bool { return judged(r) == uint64(2*i+j+1) })
 		}
 	}
 	if g.accepted.Load() != 4 || g.throttled.Load() != 2*each-4 || g.rejected.Load() != 0 {
 		t.Fatalf("R accepted %d, throttled %d, rejected %d of %d; want 4 (2 per forwarder), %d, 0",
 			g.accepted.Load(), g.throttled.Load(), g.rejected.Load(), 2*each, 2*each-4)
 	}
-	waitFor(t, "S to receive the 4 accepted", func() bool { return len(s.received()) == 4 })
+	testkit.WaitFor(t, "S to receive the 4 accepted", func() bool { return len(s.received()) == 4 })
 
 	// A known author is not a stranger: its announcement goes through.
 	p.publish(t, payload(t, signedDoc(t, p.id, p.id, 2, "ping", "weather.now")))
-	waitFor(t, "S to receive P's seq 2", func() bool { return slices.Contains(s.seqs(t), 2) })
-	waitFor(t, "R to cache P's seq 2", func() bool { return cachedSeq(r, p.ID()) == 2 })
+	testkit.WaitFor(t, "S to receive P's seq 2", func() bool { return slices.Contains(s.seqs(t), 2) })
+	testkit.WaitFor(t, "R to cache P's seq 2", func() bool { return cachedSeq(r, p.ID()) == 2 })
 	if got := len(s.received()); got != 5 {
 		t.Errorf("S received %d announcements, want the 4 within budget and P's", got)
 	}

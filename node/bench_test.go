@@ -7,40 +7,19 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
-
-// twentyCapabilities is the 20-capability document of DESIGN.md §8.
-func twentyCapabilities() []map[string]any {
-	var caps []map[string]any
-	for i := 0; i < 20; i++ {
-		caps = append(caps, map[string]any{
-			"name":        fmt.Sprintf("tool%02d.run", i),
-			"description": strings.Repeat("Does something useful with the input and explains the result. ", 4),
-			"parameters": map[string]any{"type": "object", "required": []any{"text"}, "properties": map[string]any{
-				"text":      map[string]any{"type": "string", "description": "The text to work on"},
-				"max_words": map[string]any{"type": "integer", "minimum": 1, "default": 200},
-				"language":  map[string]any{"type": "string", "enum": []any{"en", "es", "de", "fr"}},
-			}},
-			"output_schema": map[string]any{"type": "object", "properties": map[string]any{"result": map[string]any{"type": "string"}}},
-			"conditions":    map[string]any{"min_auth_level": 1},
-			"price":         map[string]any{"amount": "0.05", "currency": "USDC"},
-			"categories":    []any{"web"},
-		})
-	}
-	return caps
-}
 
 // BenchmarkGreeting measures a warm greeting — an open connection, both
 // sides signing and verifying and auditing, 20-capability documents each
@@ -52,7 +31,7 @@ func twentyCapabilities() []map[string]any {
 func BenchmarkGreeting(b *testing.B) {
 	cfg := func() *config.Config {
 		c := loopbackConfig()
-		c.Capabilities = twentyCapabilities()
+		c.Capabilities = testkit.TwentyCapabilities()
 		// The benchmark greets as fast as it can; the rate limit would refuse it.
 		c.Rates = config.RatesConfig{Cool: 1 << 30, Warm: 1 << 30, Hot: 1 << 30}
 		return c
@@ -204,7 +183,7 @@ func readSignedFrame(r *bufio.Reader, pub ed25519.PublicKey) error {
 func BenchmarkColdGreeting(b *testing.B) {
 	cfg := func() *config.Config {
 		c := tcpOnly(loopbackConfig())
-		c.Capabilities = twentyCapabilities()
+		c.Capabilities = testkit.TwentyCapabilities()
 		c.Rates = config.RatesConfig{Cool: 1 << 30, Warm: 1 << 30, Hot: 1 << 30}
 		return c
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/owner"
+
 	"github.com/ifaced/ifaced/node/policy"
 
 	"github.com/ifaced/ifaced/node/events"
@@ -64,7 +66,7 @@ type conversationDeps struct {
 	streamTimeout time.Duration // limits.stream_timeout: each frame's read and write deadline
 	host          host.Host
 	door          *door
-	docs          *documents
+	docs          *owner.Document
 	policy        *policy.Book
 	trust         *trust.Book
 	invoker       *invoker

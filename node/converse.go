@@ -50,11 +50,11 @@ type conv struct {
 	order  uint64     // when it opened, among this daemon's conversations (the newest is picked)
 
 	gmu        sync.Mutex
-	granted    negotiate.Granted // what this daemon grants the peer
-	categories []string          // ACP tool categories the peer asked for, put first in its views
-	peerHas    string            // have_view of the peer's greeting: the hash of our view it holds
-	lastView   []byte            // content of the last view sent, without seq and signature
-	greeted    *signedView       // the view this daemon's greeting carried (noteSent)
+	granted    negotiate.Granted     // what this daemon grants the peer
+	categories []string              // ACP tool categories the peer asked for, put first in its views
+	peerHas    string                // have_view of the peer's greeting: the hash of our view it holds
+	lastView   []byte                // content of the last view sent, without seq and signature
+	greeted    *negotiate.SignedView // the view this daemon's greeting carried (noteSent)
 
 	doneOnce, endOnce sync.Once
 	done              chan struct{} // closed when the conversation ends
@@ -479,13 +479,13 @@ func (cs *Conversations) greeting(c *conv, prop negotiate.Proposal, granted *neg
 	if err != nil {
 		return nil, err
 	}
-	v, err := cs.docs.view(c.grant().Facts(peerid.String(c.peer), 0))
+	v, err := cs.docs.View(c.grant().Facts(peerid.String(c.peer), 0))
 	if err != nil {
 		return nil, err
 	}
 	if len(c.categories) > 0 {
 		var honoured []string
-		if v, honoured, err = cs.docs.ordered(v, c.categories); err != nil {
+		if v, honoured, err = cs.docs.Ordered(v, c.categories); err != nil {
 			return nil, err
 		}
 		if granted != nil {

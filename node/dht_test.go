@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
@@ -774,7 +775,7 @@ func TestDHTServerKeepsProviderRecordsWithinItsCaps(t *testing.T) {
 		if err := h.Connect(context.Background(), boot[0]); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "a client's routing table to hold the server", func() bool { return d.RoutingTable().Size() > 0 })
+		testkit.WaitFor(t, "a client's routing table to hold the server", func() bool { return d.RoutingTable().Size() > 0 })
 		return d
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

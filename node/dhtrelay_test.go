@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -33,8 +34,8 @@ func TestFindAfterTheRelayBecomesADHTServer(t *testing.T) {
 		return startDaemon(t, c)
 	}
 	alice, bob := mk("lab.alice"), mk("lab.bob")
-	waitFor(t, "alice's slot", holdsSlots(alice, relay))
-	waitFor(t, "bob's slot", holdsSlots(bob, relay))
+	testkit.WaitFor(t, "alice's slot", holdsSlots(alice, relay))
+	testkit.WaitFor(t, "bob's slot", holdsSlots(bob, relay))
 	ctx := context.Background()
 	_, err := alice.Discovery().Find(ctx, "lab.bob", "", 3)
 	if !errors.Is(err, ErrNoDHTPeers) || !strings.Contains(err.Error(), "no DHT server reachable") || !strings.Contains(err.Error(), "discovery.dht = \"server\"") {
@@ -43,7 +44,7 @@ func TestFindAfterTheRelayBecomesADHTServer(t *testing.T) {
 
 	relay.Close()
 	for _, d := range []*testDaemon{alice, bob} {
-		waitFor(t, "the relay to be gone", func() bool { return len(d.Mail().RelayReservations()) == 0 })
+		testkit.WaitFor(t, "the relay to be gone", func() bool { return len(d.Mail().RelayReservations()) == 0 })
 		// Ten failed dials: the swarm would not dial the relay for 5 s + 10² s.
 		bo := d.Host().Network().(*swarm.Swarm).Backoff()
 		for range 10 {
@@ -58,8 +59,8 @@ func TestFindAfterTheRelayBecomesADHTServer(t *testing.T) {
 			return err == nil && slices.ContainsFunc(res, func(r FindResult) bool { return r.PeerID == want.String() && r.Status == FindEligible })
 		}
 	}
-	waitFor(t, "alice to find bob", found(alice, "lab.bob", bob.id.PeerID()))
-	waitFor(t, "bob to find alice", found(bob, "lab.alice", alice.id.PeerID()))
+	testkit.WaitFor(t, "alice to find bob", found(alice, "lab.bob", bob.id.PeerID()))
+	testkit.WaitFor(t, "bob to find alice", found(bob, "lab.alice", alice.id.PeerID()))
 }
 
 // TestProvidedOnceTheBootstrapServerIsUp: a daemon whose only bootstrap

@@ -71,8 +71,8 @@ type peerReader interface {
 
 // viewSource is the views discovery publishes (strangerViews).
 type viewSource interface {
-	public() (*signedView, error)
-	advertised() (*signedView, error)
+	public() (*negotiate.SignedView, error)
+	advertised() (*negotiate.SignedView, error)
 }
 
 // eventSink tells the local agent what happened (events.go).
@@ -84,9 +84,9 @@ type eventSink interface {
 // signed views: the view for a stranger, and that view less what is
 // advertised only when eligible.
 type strangerViews struct {
-	view   func(conditions.Facts) (*signedView, error)    // the owner's signed view for facts
-	sign   func(*negotiate.Document) (*signedView, error) // signs a view cut here
-	policy func() *negotiate.Policy                       // the policy in force
+	view   func(conditions.Facts) (*negotiate.SignedView, error)    // the owner's signed view for facts
+	sign   func(*negotiate.Document) (*negotiate.SignedView, error) // signs a view cut here
+	policy func() *negotiate.Policy                                 // the policy in force
 }
 
 // facts are what this daemon knows of a stranger: a peer whose messages
@@ -101,14 +101,14 @@ func (s strangerViews) facts() conditions.Facts {
 // out hidden capabilities and those of other personas, so provider records
 // and announcements built from it reveal nothing a stranger could not see
 // by greeting.
-func (s strangerViews) public() (*signedView, error) { return s.view(s.facts()) }
+func (s strangerViews) public() (*negotiate.SignedView, error) { return s.view(s.facts()) }
 
 // advertised is the public view without the capabilities marked
 // when-eligible, even those a stranger happens to be eligible for: an
 // announcement reaches peers this daemon grants less than a stranger (a
 // lower tier in the disclosure map, a revoked key), and a hidden
 // capability must never reach anyone not eligible for it.
-func (s strangerViews) advertised() (*signedView, error) {
+func (s strangerViews) advertised() (*negotiate.SignedView, error) {
 	v, err := s.public()
 	if err != nil {
 		return nil, err

@@ -68,5 +68,5 @@ func (n *Node) refreshImports() {
 // strangerViews are the owner's views for a stranger, which discovery
 // publishes.
 func (n *Node) strangerViews() strangerViews {
-	return strangerViews{view: n.docs.view, sign: n.docs.sign, policy: n.policy.InForce}
+	return strangerViews{view: n.docs.View, sign: n.docs.Sign, policy: n.policy.InForce}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 
 	"github.com/ifaced/ifaced/node/config"
 
@@ -682,7 +683,7 @@ func TestFaultRelayLossThenMailbox(t *testing.T) {
 	r1, r2 := startDaemon(t, r1c), startDaemon(t, relayConfig())
 	bob := startDaemon(t, natConfig(r1, r2))
 	alice := startWith(t, tcpOnly(aliceConfig(bob.pid())), WithMailRetries(100*time.Millisecond))
-	waitFor(t, "bob's slots on both relays", holdsSlots(bob, r1, r2))
+	testkit.WaitFor(t, "bob's slots on both relays", holdsSlots(bob, r1, r2))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -698,7 +699,7 @@ func TestFaultRelayLossThenMailbox(t *testing.T) {
 
 	// r1 dies.
 	r1.Close()
-	waitFor(t, "bob to notice r1 is gone", func() bool { return !slices.Contains(bob.Mail().RelayReservations(), r1.pid()) })
+	testkit.WaitFor(t, "bob to notice r1 is gone", func() bool { return !slices.Contains(bob.Mail().RelayReservations(), r1.pid()) })
 	waitGone(t, alice, r1)
 	waitDisconnected(t, alice, bob)
 	var sent []*SendResult
@@ -712,7 +713,7 @@ func TestFaultRelayLossThenMailbox(t *testing.T) {
 	sent = append(sent, res)
 	// A message said in a conversation is not acknowledged: it is bob's
 	// once he has audited it.
-	waitFor(t, "bob to audit the message", func() bool { return received(bob, sent) == len(sent) })
+	testkit.WaitFor(t, "bob to audit the message", func() bool { return received(bob, sent) == len(sent) })
 
 	aliceEvents, stop := alice.Subscribe()
 	defer stop()
@@ -751,11 +752,12 @@ func TestFaultRelayLossThenMailbox(t *testing.T) {
 
 		// Bob comes back, reserves on r2 again, and fetches his mail.
 		bob = restartDaemon(t, bob)
-		waitFor(t, "bob to fetch and audit his mail", func() bool { return received(bob, sent) == len(sent) })
-		waitFor(t, "r2 to drop the acknowledged mail", func() bool {
+		testkit.WaitFor(t, "bob to fetch and audit his mail", func() bool { return received(bob, sent) == len(sent) })
+		testkit.WaitFor(t, "r2 to drop the acknowledged mail", func() bool {
 			held, _, _ := r2.Store().Mailboxes().Mail(bob.pid().String(), time.Now(), 100, 1<<20)
 			return len(held) == 0
 		})
+
 	}
 	if items, err := alice.Mail().Outbox(); err != nil || len(items) != 0 {
 		t.Fatalf("alice's outbox: %+v %v, want empty", items, err)
@@ -780,9 +782,10 @@ func TestFaultRelayLossThenMailbox(t *testing.T) {
 // and no conversation with it.
 func waitDisconnected(t *testing.T, d, gone *testDaemon) {
 	t.Helper()
-	waitFor(t, "every connection to the peer to close", func() bool {
+	testkit.WaitFor(t, "every connection to the peer to close", func() bool {
 		return d.Host().Network().Connectedness(gone.pid()) == network.NotConnected && d.convs.conversationWith(gone.pid()) == nil
 	})
+
 }
 
 // received counts the messages of sent that d audited as received and

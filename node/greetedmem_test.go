@@ -13,6 +13,7 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -43,9 +44,9 @@ func greetedPeers(t *testing.T) int {
 func TestMemoryPerGreetedPeer(t *testing.T) {
 	n := greetedPeers(t)
 	cfg := loopbackConfig()
-	cfg.Capabilities = twentyCapabilities()
+	cfg.Capabilities = testkit.TwentyCapabilities()
 	alice := startDaemon(t, cfg)
-	template := alice.docs.current()
+	template := alice.docs.Current()
 	now := time.Now()
 
 	// Each peer's signed view, as canonical JSON; the greeting that
@@ -98,7 +99,7 @@ func TestMemoryPerGreetedPeer(t *testing.T) {
 		if _, err := alice.convs.keepView(g.pid, m, pv); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := alice.docs.view(conditions.Facts{Peer: g.pid.String(), AuthLevel: conditions.Signed,
+		if _, err := alice.docs.View(conditions.Facts{Peer: g.pid.String(), AuthLevel: conditions.Signed,
 			Disclosure: "public", Temperature: conditions.Cool}); err != nil {
 			t.Fatal(err)
 		}

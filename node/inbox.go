@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ifaced/ifaced/node/owner"
+
 	"github.com/ifaced/ifaced/node/policy"
 
 	"github.com/ifaced/ifaced/node/events"
@@ -52,7 +54,7 @@ import (
 type Inbox struct {
 	door    *door
 	convs   *Conversations
-	docs    *documents
+	docs    *owner.Document
 	policy  *policy.Book
 	invoker *invoker
 	audit   *gossip.AuditLog
@@ -63,7 +65,7 @@ type Inbox struct {
 	table   inboxConvs
 }
 
-func newInbox(d *door, convs *Conversations, docs *documents, pb *policy.Book, inv *invoker, audit *gossip.AuditLog,
+func newInbox(d *door, convs *Conversations, docs *owner.Document, pb *policy.Book, inv *invoker, audit *gossip.AuditLog,
 	commit func() error, spawn func(func()) bool, now func() time.Time, log *slog.Logger) *Inbox {
 	return &Inbox{door: d, convs: convs, docs: docs, policy: pb, invoker: inv, audit: audit, commit: commit,
 		spawn: spawn, now: now, log: log}
@@ -282,7 +284,7 @@ func (ib *Inbox) HTTPFacts() conditions.Facts {
 // ViewFor is the owner's signed view for facts, and a tag that changes
 // whenever the view's content or seq does (an HTTP ETag).
 func (ib *Inbox) ViewFor(f conditions.Facts) (*negotiate.Document, string, error) {
-	v, err := ib.docs.view(f)
+	v, err := ib.docs.View(f)
 	if err != nil {
 		return nil, "", err
 	}

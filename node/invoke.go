@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/owner"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/conditions"
@@ -330,7 +332,7 @@ func (rd *requestDesk) regrant(c *conv, name string, g negotiate.Granted, err er
 	if now.Disclosure == g.Disclosure && now.Temperature == g.Temperature && now.AuthLevel == g.AuthLevel {
 		return err
 	}
-	if _, again := cs.docs.current().Decide(name, now.Facts(c.peer.String(), 0), cs.order, busyRetry); again != nil {
+	if _, again := cs.docs.Current().Decide(name, now.Facts(c.peer.String(), 0), cs.order, busyRetry); again != nil {
 		return err
 	}
 	return &regrantError{error: err, hint: fmt.Sprintf("greet again: the owner now grants you disclosure %q, temperature %q, "+
@@ -346,7 +348,7 @@ func (rd *requestDesk) regrant(c *conv, name string, g negotiate.Granted, err er
 // output. Every transport's requests come through execute, so none can
 // skip a check.
 type invoker struct {
-	docs     *documents
+	docs     *owner.Document
 	standard *standardAnswers // the IFP-7 capabilities the daemon answers itself
 	order    *conditions.TierOrder
 	work     *invocations // running invocations per capability (max_concurrent)
@@ -356,7 +358,7 @@ type invoker struct {
 	now      func() time.Time
 }
 
-func newInvoker(docs *documents, order *conditions.TierOrder, work *invocations, b *bridge, timeout time.Duration,
+func newInvoker(docs *owner.Document, order *conditions.TierOrder, work *invocations, b *bridge, timeout time.Duration,
 	ctx context.Context, now func() time.Time) *invoker {
 	return &invoker{docs: docs, standard: newStandardAnswers(docs), order: order, work: work, bridge: b, timeout: timeout, ctx: ctx, now: now}
 }
@@ -375,7 +377,7 @@ func newInvoker(docs *documents, order *conditions.TierOrder, work *invocations,
 // Facts.LevelHow, which only it knows, and records the decision with the
 // answer or refusal it sends.
 func (iv *invoker) execute(name string, params any, g negotiate.Granted, requester, convID string) (result any, d *gossip.Decision, err error) {
-	doc, schemas := iv.docs.withSchemas()
+	doc, schemas := iv.docs.WithSchemas()
 	facts := func(inFlight int) conditions.Facts {
 		f := g.Facts(requester, inFlight)
 		if requester == "" {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/internal/testkit"
 	"github.com/ifaced/ifaced/node/policy"
 
 	"github.com/ifaced/ifaced/node/events"
@@ -403,8 +404,8 @@ func TestStandardCapabilitiesAnsweredByTheDaemon(t *testing.T) {
 		t.Fatalf("capabilities.get answered %s: %v", raw, err)
 	}
 	greeted := greet(t, bob, alice).View
-	if capNames(&view) != capNames(greeted) || view.AgentID != greeted.AgentID || strings.Contains(string(raw), "diary.read") {
-		t.Fatalf("capabilities.get: %s\nwant bob's view, as greeted: %s", capNames(&view), capNames(greeted))
+	if testkit.CapNames(&view) != testkit.CapNames(greeted) || view.AgentID != greeted.AgentID || strings.Contains(string(raw), "diary.read") {
+		t.Fatalf("capabilities.get: %s\nwant bob's view, as greeted: %s", testkit.CapNames(&view), testkit.CapNames(greeted))
 	}
 	res, err = bob.Invoke(ctx, pid, "identity.verify", nil)
 	if got, _ := res.Result.(map[string]any); err != nil || got["supported"] != true {

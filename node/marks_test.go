@@ -5,8 +5,11 @@ import (
 	"maps"
 	"testing"
 
+	"github.com/ifaced/ifaced/node/owner"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 )
 
 // hiddenCapability is one no stranger qualifies for, and which is shown
@@ -34,7 +37,7 @@ func TestHiddenChangeMovesNoStrangersView(t *testing.T) {
 		return r.View
 	}
 	first := query()
-	firstSum, _ := alice.docs.view(strangerFacts(alice))
+	firstSum, _ := alice.docs.View(strangerFacts(alice))
 	doc, err := alice.UpdateDocument(func(d *negotiate.Document) error {
 		d.Capabilities = append(d.Capabilities, hiddenCapability("vault.open", "close"))
 		return nil
@@ -49,7 +52,7 @@ func TestHiddenChangeMovesNoStrangersView(t *testing.T) {
 	if second.Seq != first.Seq || second.Updated != first.Updated {
 		t.Fatalf("a hidden change moved the stranger's view: seq %d → %d, updated %s → %s", first.Seq, second.Seq, first.Updated, second.Updated)
 	}
-	if v, _ := alice.docs.view(strangerFacts(alice)); v.Sum != firstSum.Sum {
+	if v, _ := alice.docs.View(strangerFacts(alice)); v.Sum != firstSum.Sum {
 		t.Fatal("a hidden change re-signed the stranger's view")
 	}
 
@@ -73,7 +76,7 @@ func TestHiddenChangeMovesNoStrangersView(t *testing.T) {
 
 // strangerFacts are the facts of a stranger's greeting.
 func strangerFacts(d *testDaemon) conditions.Facts {
-	return d.policy.InForce().GrantTo(negotiate.Requester{Level: conditions.Signed}, negotiate.Proposal{}).Facts(anyRequester, 0)
+	return d.policy.InForce().GrantTo(negotiate.Requester{Level: conditions.Signed}, negotiate.Proposal{}).Facts(owner.AnyRequester, 0)
 }
 
 // stop closes d and returns it, to be started again in its home.
@@ -116,7 +119,7 @@ func TestViewSeqNeverGoesDownForAPeer(t *testing.T) {
 	if professional.Seq <= public.Seq {
 		t.Fatalf("the professional view after a change it shows has seq %d, the public one before had %d", professional.Seq, public.Seq)
 	}
-	if v, _ := alice.docs.view(strangerFacts(alice)); v.Doc.Seq != public.Seq {
+	if v, _ := alice.docs.View(strangerFacts(alice)); v.Doc.Seq != public.Seq {
 		t.Fatalf("the public view moved to seq %d on a change only professionals see", v.Doc.Seq)
 	}
 	if err := alice.Policy().SetDisclosure("", bob.pid().String(), "public"); err != nil {
@@ -126,8 +129,8 @@ func TestViewSeqNeverGoesDownForAPeer(t *testing.T) {
 	if lowered.Seq < professional.Seq {
 		t.Fatalf("bob was shown seq %d after seq %d", lowered.Seq, professional.Seq)
 	}
-	if capNames(lowered) != capNames(public) {
-		t.Fatalf("lowered to public, bob sees %q, want %q", capNames(lowered), capNames(public))
+	if testkit.CapNames(lowered) != testkit.CapNames(public) {
+		t.Fatalf("lowered to public, bob sees %q, want %q", testkit.CapNames(lowered), testkit.CapNames(public))
 	}
 	alice = restartDaemon(t, stop(t, alice))
 	connect(t, bob, alice)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 
 	"github.com/ifaced/ifaced/interop/jsdeps"
 
@@ -133,11 +134,11 @@ func TestMCPServerAsLocalAgent(t *testing.T) {
 	for name, want := range map[string]string{"weather.forecast": "+", "weather.plans": "-", "weather.fail": "+", "weather.liar": "+", "ping": "+"} {
 		c, ok := r.View.Capability(name)
 		if !ok || (c.Eligible != nil && *c.Eligible) != (want == "+") {
-			t.Errorf("bob's view: %s missing or eligibility wrong: %s", name, capNames(r.View))
+			t.Errorf("bob's view: %s missing or eligibility wrong: %s", name, testkit.CapNames(r.View))
 		}
 	}
 	if _, ok := r.View.Capability("weather.diary_read"); ok {
-		t.Errorf("a when-eligible tool bob is not eligible for is in his view: %s", capNames(r.View))
+		t.Errorf("a when-eligible tool bob is not eligible for is in his view: %s", testkit.CapNames(r.View))
 	}
 	if plans, _ := r.View.Capability("weather.plans"); len(plans.Unmet) != 1 || plans.Unmet[0].Required != "professional" {
 		t.Errorf("plans shows bob no unmet condition: %+v", plans)
@@ -249,15 +250,15 @@ func TestRealMCPServerAsLocalAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("bob's view of alice: %s", capNames(r.View))
+	t.Logf("bob's view of alice: %s", testkit.CapNames(r.View))
 	if c, ok := r.View.Capability("everything.get-sum"); !ok || c.Eligible == nil || !*c.Eligible || c.Parameters == nil {
-		t.Errorf("get-sum is not offered to bob: %s", capNames(r.View))
+		t.Errorf("get-sum is not offered to bob: %s", testkit.CapNames(r.View))
 	}
 	if c, ok := r.View.Capability("everything.echo"); !ok || c.Eligible == nil || *c.Eligible || len(c.Unmet) == 0 {
-		t.Errorf("echo is not shown with its unmet condition: %s", capNames(r.View))
+		t.Errorf("echo is not shown with its unmet condition: %s", testkit.CapNames(r.View))
 	}
 	if _, ok := r.View.Capability("everything.get-env"); ok {
-		t.Errorf("get-env, hidden, is in bob's view: %s", capNames(r.View))
+		t.Errorf("get-env, hidden, is in bob's view: %s", testkit.CapNames(r.View))
 	}
 
 	res, err := bob.Invoke(ctx, pid, "everything.get-sum", map[string]any{"a": 2, "b": 3})
@@ -278,7 +279,7 @@ func TestRealMCPServerAsLocalAgent(t *testing.T) {
 			t.Errorf("get-structured-content: %#v", res.Result)
 		}
 	} else {
-		t.Errorf("get-structured-content with its output schema is not offered: %s", capNames(alice.Document()))
+		t.Errorf("get-structured-content with its output schema is not offered: %s", testkit.CapNames(alice.Document()))
 	}
 	_, err = bob.Invoke(ctx, pid, "everything.echo", map[string]any{"message": "hi"})
 	if body := remoteCode(t, err); body.Code != wire.CodeConditionsNotMet {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 
 	"github.com/ifaced/ifaced/node/config"
 
@@ -60,16 +61,17 @@ func TestMDNSFindsPeersOnTheLAN(t *testing.T) {
 	b := startDaemon(t, lan())
 	waitEventFor(t, 45*time.Second, aEvents, func(e events.Event) bool { return e.Type == EventLANPeer && e.Peer == b.pid().String() })
 	for _, tc := range []struct{ who, peer *testDaemon }{{a, b}, {b, a}} {
-		waitFor(t, "the LAN peer's view in the cache", func() bool { return cachedSeq(tc.who, tc.peer.pid()) == tc.peer.Document().Seq })
+		testkit.WaitFor(t, "the LAN peer's view in the cache", func() bool { return cachedSeq(tc.who, tc.peer.pid()) == tc.peer.Document().Seq })
 		// The side that answered may have kept the view before identify
 		// said where the asker listens; the addresses follow it.
-		waitFor(t, "the LAN peer's addresses in the cache", func() bool {
+		testkit.WaitFor(t, "the LAN peer's addresses in the cache", func() bool {
 			rec, err := tc.who.Store().Peer(tc.peer.pid().String())
 			if err != nil {
 				t.Fatal(err)
 			}
 			return len(rec.Addrs) > 0
 		})
+
 	}
 	t.Logf("mDNS: both daemons hold each other's view after %d ms", time.Since(start).Milliseconds())
 	// One query made both exchanges: only the lower peer ID asks.

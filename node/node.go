@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/owner"
+
 	"github.com/ifaced/ifaced/node/policy"
 
 	"github.com/ifaced/ifaced/node/events"
@@ -59,28 +61,25 @@ type Node struct {
 	rates      *rateLimits           // per signer, by temperature
 
 	// The components.
-	docs        *documents     // the owner's document, its seq and signed views (documents.go)
-	policy      *policy.Book   // the disclosure map and temperature caps (policy.go)
-	trust       *trust.Book    // trust records, pins, revocations, introductions (node/trust)
-	convs       *Conversations // the stream protocols and the conversation table (conversations.go)
-	invoker     *invoker       // runs admitted capability requests (invoke.go)
-	invocations *invocations   // workload per capability, answers awaited (invoke.go)
-	bridge      *bridge        // the local agent (agent.go)
-	inbox       *Inbox         // the HTTP binding's door-facing side (inbox.go)
-	mail        *Mail          // relays, mailboxes held here, the outbox, fetched mail (relay.go, mailbox.go)
-	reach       *reachState    // the relay service and this daemon's reservations (relay.go)
-	dht         *capabilityDHT // Kademlia DHT and capability provider records (dht.go)
-	gossip      *announcer     // GossipSub capabilities.update announcements (announce.go)
-	mdns        *lanDiscovery  // LAN discovery (mdns.go)
-	imports     *importer      // outside agents' documents (importer.go)
-	discovery   *Discovery     // Find and imports, for the control API (discovery.go)
-	keyNotices  *keyNotices    // the key statements this daemon gave, delivered (keyrotate.go)
+	docs        *owner.Document // the owner's document, its seq and signed views (documents.go)
+	policy      *policy.Book    // the disclosure map and temperature caps (policy.go)
+	trust       *trust.Book     // trust records, pins, revocations, introductions (node/trust)
+	convs       *Conversations  // the stream protocols and the conversation table (conversations.go)
+	invoker     *invoker        // runs admitted capability requests (invoke.go)
+	invocations *invocations    // workload per capability, answers awaited (invoke.go)
+	bridge      *bridge         // the local agent (agent.go)
+	inbox       *Inbox          // the HTTP binding's door-facing side (inbox.go)
+	mail        *Mail           // relays, mailboxes held here, the outbox, fetched mail (relay.go, mailbox.go)
+	reach       *reachState     // the relay service and this daemon's reservations (relay.go)
+	dht         *capabilityDHT  // Kademlia DHT and capability provider records (dht.go)
+	gossip      *announcer      // GossipSub capabilities.update announcements (announce.go)
+	mdns        *lanDiscovery   // LAN discovery (mdns.go)
+	imports     *importer       // outside agents' documents (importer.go)
+	discovery   *Discovery      // Find and imports, for the control API (discovery.go)
+	keyNotices  *keyNotices     // the key statements this daemon gave, delivered (keyrotate.go)
 
 	// An MCP server as the local agent (node/mcpagent); nil without agent.mcp.
 	mcp *mcpagent.Agent
-
-	// Where the owner's capabilities come from; their run-time changes (owncaps.go).
-	caps *OwnCapabilities
 
 	// Test settings (Options).
 	mailRetries   []time.Duration      // WithMailRetries
@@ -156,8 +155,6 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	if n.audit, err = gossip.OpenAuditLog(filepath.Join(home.Dir, "audit"), append(auditOpts, n.auditOpts...)...); err != nil {
 		return nil, err
 	}
-	n.docs = newDocuments(id, n.store.Own(), order, func() time.Time { return n.now() }, log)
-	n.caps = newOwnCapabilities(n.docs, n.store.Own(), log)
 	seen := n.store.Seen()
 	if cfg.Durability.Sync == config.SyncInterval {
 		n.seen = n.store.BufferedSeen()
@@ -189,24 +186,19 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 		return nil, fmt.Errorf("building capability document: %w", err)
 	}
 	doc.Relay = relayPreferences(cfg, id.PeerID())
-	layered, err := n.caps.layer(doc)
-	if err != nil {
-		return nil, err
-	}
+	var mcpTools owner.ToolServer
 	if n.mcp != nil {
 		n.onClose(n.mcp.Close)
-		if err := n.mcp.Start(n.ctx, doc); err != nil {
-			return nil, fmt.Errorf("agent.mcp: %w", err)
-		}
-		n.caps.tools = n.mcp.Handles
+		mcpTools = n.mcp
 	}
-	if err := n.docs.set(doc, layered); err != nil {
+	now := func() time.Time { return n.now() }
+	if n.docs, err = owner.New(n.ctx, owner.Deps{ID: id, Store: n.store.Own(), Order: order, Policy: n.policy, Tools: mcpTools,
+		Events: n.events, Log: log, Now: now, Spawn: n.spawn}, doc); err != nil {
 		return nil, err
 	}
 	if n.host, err = newHost(cfg, id, n.hostOptions()...); err != nil {
 		return nil, err
 	}
-	now := func() time.Time { return n.now() }
 	n.invoker = newInvoker(n.docs, order, n.invocations, n.bridge, cfg.Agent.Timeout.Duration, n.ctx, now)
 	n.convs = newConversations(conversationDeps{id: id, display: cfg.Identity.Display, streamTimeout: cfg.Limits.StreamTimeout.Duration,
 		host: n.host, door: n.door, docs: n.docs, policy: n.policy, trust: n.trust, invoker: n.invoker, invocations: n.invocations,
@@ -215,20 +207,8 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 		// peerstore (Mail owns the reach records; it is built after)
 		dialHints: func(pid peer.ID) { n.mail.dialHints(pid) },
 		handler:   n.handler})
-	// The view a stranger's first greeting is shown (a signed key, no
-	// proposal) is signed ahead of time, at start and at each document
-	// change, so that no stranger's cold greeting waits for it.
-	presign := func() {
-		f := n.policy.InForce().GrantTo(negotiate.Requester{Level: conditions.Signed}, negotiate.Proposal{}).Facts(anyRequester, 0)
-		n.spawn(func() { n.docs.presign(f) })
-	}
-	presign()
-	n.caps.changed = func(doc *negotiate.Document) {
-		n.events.Publish(events.Event{Type: events.EventDocument, At: n.now(), Detail: fmt.Sprintf("seq %d, %d capabilities", doc.Seq, len(doc.Capabilities))})
-		presign()
-		n.convs.updates.pushAll()
-		n.documentChanged()
-	}
+	n.docs.OnChange(func(*negotiate.Document) { n.convs.updates.pushAll() })
+	n.docs.OnChange(func(*negotiate.Document) { n.documentChanged() })
 	n.inbox = newInbox(n.door, n.convs, n.docs, n.policy, n.invoker, n.audit, n.commitRecords, n.spawn, now, log)
 	n.mail = newMail(mailDeps{id: id, cfg: cfg, host: n.host, store: n.store, door: n.door, mailReplay: n.mailReplay,
 		convs: n.convs, events: n.events, log: log, now: now, ctx: n.ctx, spawn: n.spawn, onClose: n.onClose,
@@ -280,13 +260,13 @@ func (n *Node) Policy() *policy.Book { return n.policy }
 // does not keep what it changes across restarts — `caps add` and `caps
 // remove` do (Capabilities).
 func (n *Node) UpdateDocument(change func(d *negotiate.Document) error) (*negotiate.Document, error) {
-	return n.caps.update(func(d *negotiate.Document) (*store.RuntimeCapabilities, error) { return nil, change(d) })
+	return n.docs.Update(change)
 }
 
 // Capabilities is where the owner's capabilities come from, and the
 // owner's run-time changes to them, kept across restarts (caps add, caps
 // remove).
-func (n *Node) Capabilities() *OwnCapabilities { return n.caps }
+func (n *Node) Capabilities() *owner.Capabilities { return n.docs.Capabilities() }
 
 // TrustBook is the daemon's trust component: trust records, pins and
 // revocations, introduction tokens and identity document checks.
@@ -354,7 +334,7 @@ func (n *Node) ID() *identity.Identity { return n.id }
 func (n *Node) Host() host.Host { return n.host }
 
 // Document returns the owner's current signed capability document.
-func (n *Node) Document() *negotiate.Document { return n.docs.current() }
+func (n *Node) Document() *negotiate.Document { return n.docs.Current() }
 
 // Audit returns the audit log.
 func (n *Node) Audit() *gossip.AuditLog { return n.audit }
@@ -508,7 +488,7 @@ func (n *Node) closeAll() error {
 		errs = append(errs, n.audit.Close())
 	}
 	if n.docs != nil && n.store != nil {
-		errs = append(errs, n.docs.saveMarks()) // the floors raised since the last change (marks.go)
+		errs = append(errs, n.docs.SaveMarks()) // the floors raised since the last change (marks.go)
 	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())

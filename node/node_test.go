@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 
 	"github.com/ifaced/ifaced/node/config"
 
@@ -119,18 +120,6 @@ func aliceConfig(bob peer.ID) *config.Config {
 	return c
 }
 
-func capNames(d *negotiate.Document) string {
-	var s []string
-	for _, c := range d.Capabilities {
-		mark := "-"
-		if c.Eligible != nil && *c.Eligible {
-			mark = "+"
-		}
-		s = append(s, mark+c.Name)
-	}
-	return strings.Join(s, " ")
-}
-
 func TestNodeStartsOnLoopback(t *testing.T) {
 	d := startDaemon(t, nil)
 	var tcp, quic bool
@@ -171,7 +160,7 @@ func TestGreetingViewsDifferPerPeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := capNames(rb.View); got != "+ping +calendar.availability" {
+	if got := testkit.CapNames(rb.View); got != "+ping +calendar.availability" {
 		t.Errorf("bob sees %q", got)
 	}
 	if rb.GrantedToUs.Disclosure != "professional" || rb.GrantedToUs.DisclosureOutcome != negotiate.OutcomeLowered || rb.GrantedToUs.Temperature != "cool" {
@@ -181,7 +170,7 @@ func TestGreetingViewsDifferPerPeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := capNames(rc.View); got != "+ping -calendar.availability" {
+	if got := testkit.CapNames(rc.View); got != "+ping -calendar.availability" {
 		t.Errorf("carol sees %q", got)
 	}
 	cal, _ := rc.View.Capability("calendar.availability")
@@ -606,8 +595,8 @@ func TestGreetAgainWithRaisedContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if capNames(first.View) != "+ping -calendar.availability" || capNames(second.View) != "+ping +calendar.availability +diary.read" {
-		t.Fatalf("views %q then %q", capNames(first.View), capNames(second.View))
+	if testkit.CapNames(first.View) != "+ping -calendar.availability" || testkit.CapNames(second.View) != "+ping +calendar.availability +diary.read" {
+		t.Fatalf("views %q then %q", testkit.CapNames(first.View), testkit.CapNames(second.View))
 	}
 	rec, err := bob.Store().Peer(alice.id.PeerID().String())
 	if err != nil || !strings.Contains(string(rec.View), "diary.read") {

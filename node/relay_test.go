@@ -5,6 +5,7 @@ import (
 	"net"
 
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 
 	"github.com/ifaced/ifaced/node/config"
 
@@ -76,18 +77,6 @@ func natConfig(relays ...*testDaemon) *config.Config {
 	return c
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // tcpOnly drops QUIC: dialling a closed QUIC port waits out the
 // handshake timeout (nothing answers UDP), which tests of peers that went
 // away would otherwise spend seconds on.
@@ -101,9 +90,10 @@ func waitGone(t *testing.T, d, gone *testDaemon) {
 	t.Helper()
 	// NotConnected, not merely not Connected: a relayed connection is
 	// Limited while it lasts.
-	waitFor(t, "the peer's connections to close", func() bool {
+	testkit.WaitFor(t, "the peer's connections to close", func() bool {
 		return d.Host().Network().Connectedness(gone.id.PeerID()) == network.NotConnected
 	})
+
 }
 
 func holdsSlots(d *testDaemon, relays ...*testDaemon) func() bool {
@@ -141,7 +131,7 @@ func TestConversationThroughRelayAndRecoveryThroughSecondRelay(t *testing.T) {
 	r1, r2 := startDaemon(t, relayConfig()), startDaemon(t, relayConfig())
 	bob := startDaemon(t, natConfig(r1, r2))
 	alice := startDaemon(t, aliceConfig(bob.id.PeerID()))
-	waitFor(t, "bob's slots on both relays", holdsSlots(bob, r1, r2))
+	testkit.WaitFor(t, "bob's slots on both relays", holdsSlots(bob, r1, r2))
 
 	// Bob listens on nothing: his addresses are his circuits, and his
 	// document names both relays.
@@ -168,7 +158,7 @@ func TestConversationThroughRelayAndRecoveryThroughSecondRelay(t *testing.T) {
 	if !limitedVia(alice, bob.id.PeerID(), r1) {
 		t.Fatal("alice's connection to bob is not relayed by r1")
 	}
-	if capNames(res.View) == "" {
+	if testkit.CapNames(res.View) == "" {
 		t.Fatal("bob's view through the relay is empty")
 	}
 	// A whole conversation: context, probe, a capability request, close.
@@ -200,8 +190,8 @@ func TestConversationThroughRelayAndRecoveryThroughSecondRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	r1.Close()
-	waitFor(t, "the conversation over r1 to end", func() bool { return alice.convs.conversation(res2.ConversationID) == nil })
-	waitFor(t, "bob to notice r1 is gone", func() bool { return !slices.Contains(bob.Mail().RelayReservations(), r1.id.PeerID()) })
+	testkit.WaitFor(t, "the conversation over r1 to end", func() bool { return alice.convs.conversation(res2.ConversationID) == nil })
+	testkit.WaitFor(t, "bob to notice r1 is gone", func() bool { return !slices.Contains(bob.Mail().RelayReservations(), r1.id.PeerID()) })
 
 	// Alice's next message finds bob through r2 with no new address.
 	sent, err := alice.Send(ctx, bob.id.PeerID(), "still there?")
@@ -229,8 +219,8 @@ func mailSetup(t *testing.T, opts ...Option) (relay, alice, bob *testDaemon) {
 	bc.Relay.Use = []string{relay.Addrs()[0].String()}
 	bob = startDaemon(t, bc)
 	alice = startWith(t, aliceConfig(bob.id.PeerID()), opts...)
-	waitFor(t, "bob's slot on the relay", holdsSlots(bob, relay))
-	waitFor(t, "bob's mailbox at the relay", mailboxOpen(relay, bob.id.PeerID()))
+	testkit.WaitFor(t, "bob's slot on the relay", holdsSlots(bob, relay))
+	testkit.WaitFor(t, "bob's mailbox at the relay", mailboxOpen(relay, bob.id.PeerID()))
 	connect(t, alice, bob)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -308,10 +298,11 @@ func TestMailboxDeliversToPeerThatWasAway(t *testing.T) {
 	if !slices.ContainsFunc(convs, func(c gossip.AuditConversation) bool { return c.ID == got.Headers.ConversationID }) {
 		t.Fatalf("bob's audit log has no conversation %s", got.Headers.ConversationID)
 	}
-	waitFor(t, "the relay to drop acknowledged mail", func() bool {
+	testkit.WaitFor(t, "the relay to drop acknowledged mail", func() bool {
 		held, _, _ := relay.Store().Mailboxes().Mail(bob.id.PeerID().String(), time.Now(), 10, 1<<20)
 		return len(held) == 0
 	})
+
 }
 
 func TestOutboxRetriesAcrossRestartUntilTheRecipientRegisters(t *testing.T) {
@@ -321,7 +312,7 @@ func TestOutboxRetriesAcrossRestartUntilTheRecipientRegisters(t *testing.T) {
 	bc.Mailbox.Poll = config.Duration{Duration: 100 * time.Millisecond}
 	bob := startDaemon(t, bc)
 	alice := startWith(t, aliceConfig(bob.id.PeerID()), WithMailRetries(50*time.Millisecond))
-	waitFor(t, "bob's slot", holdsSlots(bob, relay))
+	testkit.WaitFor(t, "bob's slot", holdsSlots(bob, relay))
 	connect(t, alice, bob)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -343,7 +334,7 @@ func TestOutboxRetriesAcrossRestartUntilTheRecipientRegisters(t *testing.T) {
 	if sent.Delivered != "queued" {
 		t.Fatalf("sent = %+v, want queued", sent)
 	}
-	waitFor(t, "two refused attempts", func() bool {
+	testkit.WaitFor(t, "two refused attempts", func() bool {
 		items, _ := alice.Mail().Outbox()
 		return len(items) == 1 && items[0].Attempts >= 2 && strings.Contains(items[0].LastError, string(wire.CodeMailboxRefused))
 	})
@@ -365,7 +356,7 @@ func TestOutboxRetriesAcrossRestartUntilTheRecipientRegisters(t *testing.T) {
 	if e.Message.Body.Text != "hello from the outbox" {
 		t.Fatalf("bob got %q", e.Message.Body.Text)
 	}
-	waitFor(t, "alice's outbox to empty", func() bool { items, _ := alice.Mail().Outbox(); return len(items) == 0 })
+	testkit.WaitFor(t, "alice's outbox to empty", func() bool { items, _ := alice.Mail().Outbox(); return len(items) == 0 })
 }
 
 func TestOutboxGivesUp(t *testing.T) {
@@ -780,9 +771,10 @@ func (s *stranger) reserve(t *testing.T, relay *testDaemon) error {
 func (s *stranger) leave(t *testing.T, relay *testDaemon) {
 	t.Helper()
 	s.h.Close()
-	waitFor(t, "the relay to see a stranger leave", func() bool {
+	testkit.WaitFor(t, "the relay to see a stranger leave", func() bool {
 		return relay.Host().Network().Connectedness(s.h.ID()) == network.NotConnected
 	})
+
 }
 
 // publish leaves text for to at relay, from s, and returns the refusal
@@ -1001,7 +993,7 @@ func TestFetchedMailIsDatedByArrival(t *testing.T) {
 	if err != nil || sent.Delivered != "queued" {
 		t.Fatalf("send: %+v, %v", sent, err)
 	}
-	waitFor(t, "the mail to leave alice's outbox", func() bool { items, _ := alice.Mail().Outbox(); return len(items) == 0 })
+	testkit.WaitFor(t, "the mail to leave alice's outbox", func() bool { items, _ := alice.Mail().Outbox(); return len(items) == 0 })
 
 	later := 3 * time.Hour
 	logs := &syncBuffer{}
@@ -1014,7 +1006,7 @@ func TestFetchedMailIsDatedByArrival(t *testing.T) {
 	t.Cleanup(func() { n.Close() })
 	bob = &testDaemon{Node: n, home: bob.home, cfg: bob.cfg, id: bob.id}
 	var conv gossip.AuditConversation
-	waitFor(t, "bob to audit the mail", func() bool {
+	testkit.WaitFor(t, "bob to audit the mail", func() bool {
 		convs, _ := bob.Audit().Conversations()
 		i := slices.IndexFunc(convs, func(c gossip.AuditConversation) bool { return c.ID == sent.ConversationID })
 		if i >= 0 {
@@ -1022,6 +1014,7 @@ func TestFetchedMailIsDatedByArrival(t *testing.T) {
 		}
 		return i >= 0
 	})
+
 	written := time.Now()
 	if conv.First.Before(written.Add(later - time.Hour)) {
 		t.Errorf("the fetched mail is listed at %s, when it was written; want when it arrived (about %s)", conv.First, written.Add(later))
@@ -1030,9 +1023,10 @@ func TestFetchedMailIsDatedByArrival(t *testing.T) {
 	if err != nil || len(entries) != 1 || entries[0].At.Before(written.Add(later-time.Hour)) {
 		t.Fatalf("entries %+v, %v; want one, dated by arrival", entries, err)
 	}
-	waitFor(t, "an info line saying mail was fetched", func() bool {
+	testkit.WaitFor(t, "an info line saying mail was fetched", func() bool {
 		return strings.Contains(logs.String(), "level=INFO msg=\"fetched mail\"")
 	})
+
 }
 
 // syncBuffer is a log sink the daemon's goroutines write while the test reads.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 
 	"github.com/ifaced/ifaced/node/config"
 
@@ -114,8 +115,8 @@ func TestRotationKeepsWhatThePeerGranted(t *testing.T) {
 		t.Errorf("how = %q, want it to say rotated from the old key", info.How)
 	}
 	r := greet(t, bob2, alice)
-	if r.GrantedToUs.Disclosure != "professional" || r.GrantedToUs.AuthLevel != conditions.Verified || !strings.Contains(capNames(r.View), "+calendar.availability") {
-		t.Fatalf("bob's new key is granted %+v, view %s; want professional at level 2 as before", r.GrantedToUs, capNames(r.View))
+	if r.GrantedToUs.Disclosure != "professional" || r.GrantedToUs.AuthLevel != conditions.Verified || !strings.Contains(testkit.CapNames(r.View), "+calendar.availability") {
+		t.Fatalf("bob's new key is granted %+v, view %s; want professional at level 2 as before", r.GrantedToUs, testkit.CapNames(r.View))
 	}
 	if got := alice.Policy().Current().MaxTemp[bob2.pid().String()]; got != "warm" {
 		t.Errorf("temperature cap of the new key %q, want warm", got)
@@ -159,15 +160,16 @@ func TestRotationReachesAPeerThatWasAway(t *testing.T) {
 	waitGone(t, alice, bob)
 	oldAlice := alice.pid()
 	alice2, _ := rotate(t, alice, time.Hour)
-	waitFor(t, "the statement at bob's mailbox", func() bool {
+	testkit.WaitFor(t, "the statement at bob's mailbox", func() bool {
 		held, _, _ := relay.Store().Mailboxes().Mail(bob.pid().String(), time.Now(), 10, 1<<20)
 		return len(held) == 1
 	})
 
 	bob = restartDaemon(t, bob)
-	waitFor(t, "bob to follow alice's rotation", func() bool {
+	testkit.WaitFor(t, "bob to follow alice's rotation", func() bool {
 		return bob.TrustBook().Peer(alice2.pid()).RotatedFrom == oldAlice.String()
 	})
+
 	if info := bob.TrustBook().Peer(alice2.pid()); info.Level != conditions.Verified {
 		t.Fatalf("bob's trust in alice's new key: %+v", info)
 	}

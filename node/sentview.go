@@ -28,7 +28,7 @@ const (
 
 // noteSent records v as the last view sent to pid, cut for g. A failure
 // to record is logged: it must not fail what was sent.
-func (cs *Conversations) noteSent(pid peer.ID, v *signedView, g negotiate.Granted, convID, via string) {
+func (cs *Conversations) noteSent(pid peer.ID, v *negotiate.SignedView, g negotiate.Granted, convID, via string) {
 	rec := store.SentView{PeerID: peerid.String(pid), At: cs.now(), Via: via, ConversationID: convID, Seq: v.Doc.Seq, Sum: v.Sum,
 		Tier: g.Disclosure, Level: int(g.AuthLevel), Temperature: g.Temperature, Persona: g.Persona,
 		Eligible: []string{}, Shown: []string{}}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/owner"
 )
 
 // standardAnswers answers the IFP-7 interoperability capabilities (IFP-7
@@ -21,10 +22,10 @@ import (
 // first, as to any capability (invoker.execute); every other name goes to
 // the agent.
 type standardAnswers struct {
-	docs *documents
+	docs *owner.Document
 }
 
-func newStandardAnswers(docs *documents) *standardAnswers { return &standardAnswers{docs: docs} }
+func newStandardAnswers(docs *owner.Document) *standardAnswers { return &standardAnswers{docs: docs} }
 
 // supportNotes say how each protocol capability is used.
 var supportNotes = map[string]string{
@@ -52,14 +53,14 @@ func (s *standardAnswers) answer(name string, g negotiate.Granted, requester str
 	case "ping":
 		return "pong", true, nil
 	case "capabilities.get":
-		v, err := s.docs.view(g.Facts(requester, 0))
+		v, err := s.docs.View(g.Facts(requester, 0))
 		if err != nil {
 			return nil, true, err
 		}
 		return toJSONValue(v.Doc), true, nil
 	}
 	if note, ok := supportNotes[name]; ok {
-		return map[string]any{"supported": true, "ifp_support": toJSONValue(s.docs.current().IFPSupport), "how": note}, true, nil
+		return map[string]any{"supported": true, "ifp_support": toJSONValue(s.docs.Current().IFPSupport), "how": note}, true, nil
 	}
 	return nil, false, nil
 }

@@ -49,7 +49,7 @@ func (up *updatePush) pushAll() {
 
 func (up *updatePush) push(ctx context.Context, c *conv) error {
 	cs := up.cs
-	v, err := cs.docs.view(c.grant().Facts(c.peer.String(), 0))
+	v, err := cs.docs.View(c.grant().Facts(c.peer.String(), 0))
 	if err != nil {
 		return err
 	}

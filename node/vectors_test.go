@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/ifaced/ifaced/node/owner"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"context"
@@ -219,9 +221,9 @@ func TestViewVectors(t *testing.T) {
 		case r.Requester != "":
 			f.Peer = key(r.Requester).PeerID().String()
 		case f.AuthLevel != conditions.NoLevel:
-			f.Peer = anyRequester // a stranger nobody remembers, as presign asks
+			f.Peer = owner.AnyRequester // a stranger nobody remembers, as presign asks
 		}
-		got, err := alice.docs.view(f)
+		got, err := alice.docs.View(f)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,23 +2,16 @@ package node
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 
-	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
-	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node/internal/costlru"
-	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // A peer asked again answers without its view when the asker holds it
@@ -38,8 +31,8 @@ func TestUnchangedViewIsNotSentAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if capNames(second.View) != capNames(first.View) || second.View.Seq != first.View.Seq {
-		t.Fatalf("second view %q seq %d, first %q seq %d", capNames(second.View), second.View.Seq, capNames(first.View), first.View.Seq)
+	if testkit.CapNames(second.View) != testkit.CapNames(first.View) || second.View.Seq != first.View.Seq {
+		t.Fatalf("second view %q seq %d, first %q seq %d", testkit.CapNames(second.View), second.View.Seq, testkit.CapNames(first.View), first.View.Seq)
 	}
 	answer := answerOf(t, bob, second.ConversationID)
 	if _, ok := answer.Body.Part(partCapabilities); ok {
@@ -86,8 +79,8 @@ func TestUnchangedViewIsNotSentAgain(t *testing.T) {
 	if _, ok := answerOf(t, bob, third.ConversationID).Body.Part(partCapabilities); !ok {
 		t.Fatal("a changed view was not sent")
 	}
-	if !strings.Contains(capNames(third.View), "weather.today") || third.View.Seq <= first.View.Seq {
-		t.Fatalf("third view %q seq %d", capNames(third.View), third.View.Seq)
+	if !strings.Contains(testkit.CapNames(third.View), "weather.today") || third.View.Seq <= first.View.Seq {
+		t.Fatalf("third view %q seq %d", testkit.CapNames(third.View), third.View.Seq)
 	}
 
 	// A greeter whose view the responder no longer holds (evicted, or a
@@ -159,134 +152,6 @@ func proposalOf(m *gossip.Message) negotiate.Proposal {
 	return g.Proposal
 }
 
-// Requesters whose facts cut the same view share one signed view, signed
-// once; a requester the owner's conditions name (an allow list) is shown
-// its own.
-func TestSignedViewsAreSharedByClass(t *testing.T) {
-	listed := newPeerID(t)
-	cfg := loopbackConfig()
-	cfg.Capabilities = []map[string]any{
-		{"name": "ping", "description": "Respond to connectivity tests"},
-		{"name": "diary.read", "description": "Read the diary", "conditions": map[string]any{"peers": []any{listed.String()}}},
-	}
-	alice := startDaemon(t, cfg)
-	facts := func(pid peer.ID) conditions.Facts {
-		return conditions.Facts{Peer: pid.String(), AuthLevel: conditions.Signed, Disclosure: "public", Temperature: conditions.Cool}
-	}
-	first, err := alice.docs.view(facts(newPeerID(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 20 {
-		v, err := alice.docs.view(facts(newPeerID(t)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if v != first {
-			t.Fatal("two strangers with the same facts were shown two signed views")
-		}
-	}
-	if n := alice.docs.views.Len(); n != 1 {
-		t.Fatalf("%d signed views for 21 requesters of one class, want 1", n)
-	}
-	own, err := alice.docs.view(facts(listed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if own == first || !strings.Contains(capNames(own.Doc), "+diary.read") {
-		t.Fatalf("the allow-listed peer's view: %s", capNames(own.Doc))
-	}
-	if strings.Contains(string(first.Content.Canonical()), listed.String()) {
-		t.Fatal("the shared view names the allow-listed peer")
-	}
-	// The shared view verifies for anyone, as it did when signed per peer.
-	if _, err := negotiate.VerifyView(alice.id.PublicKey(), first.Content.Canonical()); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// Past its byte budget the signed-view cache evicts its least recently
-// used views one by one: the views in use stay, nothing is dropped at once.
-func TestSignedViewCacheIsBoundedByBytes(t *testing.T) {
-	var allowed []any
-	for range 40 {
-		allowed = append(allowed, newPeerID(t).String())
-	}
-	cfg := loopbackConfig()
-	cfg.Capabilities = []map[string]any{
-		{"name": "diary.read", "description": "Read the diary", "conditions": map[string]any{"peers": allowed}},
-	}
-	alice := startDaemon(t, cfg)
-	facts := func(p any) conditions.Facts {
-		return conditions.Facts{Peer: p.(string), AuthLevel: conditions.Signed, Disclosure: "public", Temperature: conditions.Cool}
-	}
-	one, err := alice.docs.view(facts(allowed[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	budget := 10 * signedViewCost(one)
-	alice.docs.views = costlru.New[viewClass, *signedView](budget)
-	alice.docs.classes.Purge()
-	hot, err := alice.docs.view(facts(allowed[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range allowed[1:] {
-		if _, err := alice.docs.view(facts(p)); err != nil {
-			t.Fatal(err)
-		}
-		if again, _ := alice.docs.view(facts(allowed[0])); again != hot {
-			t.Fatal("the view in use was evicted (or re-signed)")
-		}
-		if used := alice.docs.views.Used(); used > budget {
-			t.Fatalf("signed views hold %d bytes, over the budget of %d", used, budget)
-		}
-	}
-	if n := alice.docs.views.Len(); n < 9 {
-		t.Fatalf("%d views held after filling past the budget, want the cache full (10), not emptied", n)
-	}
-}
-
-// signedViewCost does not underestimate what a signed view of the
-// 20-capability document holds, nor overestimate it more than twice.
-func TestSignedViewCost(t *testing.T) {
-	cfg := loopbackConfig()
-	cfg.Capabilities = twentyCapabilities()
-	alice := startDaemon(t, cfg)
-	doc := alice.docs.current()
-	const n = 50
-	views := make([]*signedView, n)
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for i := range views {
-		v, err := alice.docs.sign(doc.View(conditions.Facts{AuthLevel: conditions.Signed, Disclosure: "public"}, alice.docs.order))
-		if err != nil {
-			t.Fatal(err)
-		}
-		views[i] = v
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	held := float64(after.HeapAlloc-before.HeapAlloc) / n
-	cost := float64(signedViewCost(views[0]))
-	t.Logf("a signed 20-capability view holds %.1f KB; counted as %.1f KB", held/1024, cost/1024)
-	if cost < held || cost > 2*held {
-		t.Errorf("counted as %.0f bytes, holds %.0f", cost, held)
-	}
-	runtime.KeepAlive(views)
-}
-
-// newPeerID is a fresh key's peer ID.
-func newPeerID(t *testing.T) peer.ID {
-	t.Helper()
-	id, err := identity.Generate(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id.PeerID()
-}
-
 // A responder keeps of a greeter's view its bytes and the fields it reads,
 // not the decoded document; the initiator, whose caller reads the view,
 // keeps the document with it.
@@ -319,85 +184,14 @@ func TestHeldViewsKeepBytesNotDocuments(t *testing.T) {
 	}
 }
 
-// A view ordered by requested tool categories is signed once per class
-// and categories honoured, like any other view; a request that honours
-// nothing is the view itself.
-func TestOrderedViewsAreShared(t *testing.T) {
-	cfg := loopbackConfig()
-	cfg.Capabilities = []map[string]any{
-		{"name": "ping", "description": "Respond to connectivity tests", "categories": []any{"web"}},
-		{"name": "files.read", "description": "Read a file", "categories": []any{"code_exec"}},
-	}
-	alice := startDaemon(t, cfg)
-	facts := conditions.Facts{Peer: newPeerID(t).String(), AuthLevel: conditions.Signed, Disclosure: "public", Temperature: conditions.Cool}
-	v, err := alice.docs.view(facts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, honoured, err := alice.docs.ordered(v, []string{"code_exec", "unknown"})
-	if err != nil || len(honoured) != 1 || first == v || first.Doc.Capabilities[0].Name != "files.read" {
-		t.Fatalf("ordered view: %v, honoured %v", err, honoured)
-	}
-	again, _, err := alice.docs.ordered(v, []string{"unknown", "code_exec"})
-	if err != nil || again != first {
-		t.Fatal("the same class and categories honoured were signed again")
-	}
-	if same, honoured, _ := alice.docs.ordered(v, []string{"unknown"}); same != v || honoured != nil {
-		t.Fatal("a request honouring nothing did not return the view itself")
-	}
-}
-
-// A capability a requester does not reach for want of a pinned key tells
-// it how to meet the condition without quoting its own peer ID, so
-// requesters below the level still share one view.
-func TestUnmetLevelDoesNotSplitTheClass(t *testing.T) {
-	cfg := loopbackConfig()
-	cfg.Capabilities = []map[string]any{
-		{"name": "ping", "description": "Respond to connectivity tests"},
-		{"name": "ledger.read", "description": "Read the ledger", "conditions": map[string]any{"min_auth_level": 2}},
-	}
-	alice := startDaemon(t, cfg)
-	facts := func() conditions.Facts {
-		return conditions.Facts{Peer: newPeerID(t).String(), AuthLevel: conditions.Signed, Disclosure: "public", Temperature: conditions.Cool}
-	}
-	a, err := alice.docs.view(facts())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := alice.docs.view(facts())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a != b {
-		t.Fatal("two requesters below min_auth_level 2 were shown two signed views")
-	}
-	var how string
-	for _, c := range a.Doc.Capabilities {
-		if c.Name == "ledger.read" && len(c.Unmet) > 0 {
-			how = c.Unmet[0].HowToMeet
-		}
-	}
-	if !strings.Contains(how, "ifaced trust "+anyRequester+" --verify") {
-		t.Fatalf("how_to_meet %q", how)
-	}
-}
-
-// presignedView is the view documents holds once presign has run: the
-// only one in its cache, read without signing (Peek).
-func presignedView(t *testing.T, d *testDaemon) *signedView {
+// presignedView is the view the owner's document holds once it has
+// signed the view for strangers ahead of time, read without signing.
+func presignedView(t *testing.T, d *testDaemon) *negotiate.SignedView {
 	t.Helper()
-	var v *signedView
-	// Signed views outlive document changes that leave them as they are
-	// (marks.go), so the one signed ahead is the one of the document's
-	// seq (every test here changes what strangers see).
-	waitFor(t, "the view for strangers signed ahead of time", func() bool {
-		for _, k := range d.docs.views.Keys() {
-			if k.seq == d.Document().Seq {
-				v, _ = d.docs.views.Peek(k)
-				return v != nil
-			}
-		}
-		return false
+	var v *negotiate.SignedView
+	testkit.WaitFor(t, "the view for strangers signed ahead of time", func() bool {
+		v = d.docs.Presigned()
+		return v != nil && v.Doc.Seq == d.Document().Seq
 	})
 	return v
 }
@@ -409,7 +203,7 @@ func presignedView(t *testing.T, d *testDaemon) *signedView {
 func TestStrangersViewIsSignedAheadOfTime(t *testing.T) {
 	cfg := func() *config.Config {
 		c := loopbackConfig()
-		c.Capabilities = twentyCapabilities()
+		c.Capabilities = testkit.TwentyCapabilities()
 		return c
 	}
 	alice, bob := startDaemon(t, cfg()), startDaemon(t, cfg())
@@ -425,12 +219,12 @@ func TestStrangersViewIsSignedAheadOfTime(t *testing.T) {
 	}
 	for _, d := range []struct {
 		who *testDaemon
-		pre *signedView
+		pre *negotiate.SignedView
 	}{{alice, alicePre}, {bob, bobPre}} {
-		if keys := d.who.docs.views.Keys(); len(keys) != 1 {
-			t.Fatalf("%s holds %d signed views after greeting a new peer, want the one signed ahead", d.who.pid(), len(keys))
+		if held := d.who.docs.Held(); held.Views != 1 {
+			t.Fatalf("%s holds %d signed views after greeting a new peer, want the one signed ahead", d.who.pid(), held.Views)
 		}
-		if v, _ := d.who.docs.views.Peek(d.who.docs.views.Keys()[0]); v != d.pre {
+		if v := d.who.docs.Presigned(); v != d.pre {
 			t.Fatalf("%s signed its view again for the new peer", d.who.pid())
 		}
 	}
@@ -452,71 +246,4 @@ func TestStrangersViewIsSignedAheadOfTime(t *testing.T) {
 	if v := presignedView(t, alice); v.Doc.Seq != alicePre.Doc.Seq+1 || len(v.Doc.Capabilities) != len(alicePre.Doc.Capabilities)-1 {
 		t.Fatalf("after the change, signed ahead: seq %d with %d capabilities", v.Doc.Seq, len(v.Doc.Capabilities))
 	}
-}
-
-// Requesters of one class arriving together wait for one signature: while
-// the first signs (held by the test), every other requester is found
-// waiting for it in the singleflight group, and none signs again.
-func TestOneSignaturePerClassUnderConcurrency(t *testing.T) {
-	cfg := loopbackConfig()
-	cfg.Capabilities = append(twentyCapabilities(), map[string]any{"name": "diary.read", "description": "Read the diary",
-		"conditions": map[string]any{"min_auth_level": 2}})
-	alice := startDaemon(t, cfg)
-	pre := presignedView(t, alice)
-	var signs atomic.Int32
-	release := make(chan struct{})
-	alice.docs.signer = func(v *negotiate.Document, id *identity.Identity, now time.Time) (*signedView, error) {
-		signs.Add(1)
-		<-release
-		return negotiate.SignView(v, id, now)
-	}
-	// The facts of a pinned peer cut another view (diary.read eligible),
-	// which nobody has signed yet.
-	facts := conditions.Facts{Peer: anyRequester, AuthLevel: conditions.Verified, Disclosure: "public", Temperature: conditions.Cool}
-	const n = 8
-	got := make(chan *signedView, n)
-	for range n {
-		go func() {
-			v, err := alice.docs.view(facts)
-			if err != nil {
-				t.Error(err)
-			}
-			got <- v
-		}()
-	}
-	// Either all n wait in the group (one of them signing), or, were the
-	// group bypassed, more than one reaches the signer.
-	waitFor(t, "the requesters to wait for one signature or sign each", func() bool {
-		return signs.Load() > 1 || goroutinesIn("singleflight.(*Group).Do", "(*documents).view") == n
-	})
-	close(release)
-	first := <-got
-	if first == nil || first.Sum == pre.Sum {
-		t.Fatal("the pinned peer was shown the stranger's view")
-	}
-	for range n - 1 {
-		if v := <-got; v != first {
-			t.Fatal("requesters of one class arriving together were shown views signed separately")
-		}
-	}
-	if s := signs.Load(); s != 1 {
-		t.Fatalf("%d signatures for %d requesters of one class arriving together, want 1", s, n)
-	}
-}
-
-// goroutinesIn counts the goroutines whose stacks hold every one of frames.
-func goroutinesIn(frames ...string) int {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	n := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		all := true
-		for _, f := range frames {
-			all = all && strings.Contains(g, f)
-		}
-		if all {
-			n++
-		}
-	}
-	return n
 }

@@ -13,11 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/owner"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 )
 
@@ -117,10 +118,10 @@ func firstPositional(args []string) int {
 
 // originWords say where a capability comes from, in the FROM column.
 var originWords = map[string]string{
-	node.OriginConfig:  "config",
-	node.OriginRuntime: "caps add",
-	node.OriginMCP:     "mcp server",
-	node.OriginUnsaved: "unsaved",
+	owner.OriginConfig:  "config",
+	owner.OriginRuntime: "caps add",
+	owner.OriginMCP:     "mcp server",
+	owner.OriginUnsaved: "unsaved",
 }
 
 // printOwnDocument lists the own capabilities with their conditions and

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/owner"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/conditions"
@@ -261,7 +263,7 @@ func (s *Server) addCap(w http.ResponseWriter, r *http.Request) {
 	}
 	doc, err := s.n.Capabilities().Add(caps)
 	switch {
-	case errors.Is(err, node.ErrCapabilityExists):
+	case errors.Is(err, owner.ErrCapabilityExists):
 		field := "name"
 		if list {
 			cur := s.n.Document()
@@ -335,9 +337,9 @@ func (s *Server) removeCap(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	doc, err := s.n.Capabilities().Remove(name)
 	switch {
-	case errors.Is(err, node.ErrNoCapability):
+	case errors.Is(err, owner.ErrNoCapability):
 		writeError(w, notFound("%v", err))
-	case errors.Is(err, node.ErrMCPTool):
+	case errors.Is(err, owner.ErrMCPTool):
 		writeError(w, &Error{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()})
 	case err != nil:
 		writeError(w, internal(fmt.Errorf("removing capability %q: %w", name, err)))

@@ -3,6 +3,8 @@ package api
 import (
 	"time"
 
+	"github.com/ifaced/ifaced/node/owner"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
@@ -126,10 +128,10 @@ const (
 // capabilities added at run time that are kept but left out because they
 // no longer validate.
 type OwnDocument struct {
-	Document *negotiate.Document      `json:"document"`
-	Origins  []node.CapabilityOrigin  `json:"origins"`
-	Removed  []string                 `json:"removed,omitempty"`
-	LeftOut  []node.LeftOutCapability `json:"left_out,omitempty"`
+	Document *negotiate.Document       `json:"document"`
+	Origins  []owner.CapabilityOrigin  `json:"origins"`
+	Removed  []string                  `json:"removed,omitempty"`
+	LeftOut  []owner.LeftOutCapability `json:"left_out,omitempty"`
 }
 
 // PeerCaps is the view a peer showed this daemon: which of its

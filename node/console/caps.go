@@ -10,9 +10,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ifaced/ifaced/node/owner"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 )
 
@@ -51,8 +52,8 @@ func (d capsData) F(name string) string {
 }
 
 // originWords say where a capability comes from.
-var originWords = map[string]string{node.OriginConfig: "config.toml", node.OriginRuntime: "added at run time",
-	node.OriginMCP: "the MCP server", node.OriginUnsaved: "unsaved"}
+var originWords = map[string]string{owner.OriginConfig: "config.toml", owner.OriginRuntime: "added at run time",
+	owner.OriginMCP: "the MCP server", owner.OriginUnsaved: "unsaved"}
 
 func (p *capPages) list(w http.ResponseWriter, r *http.Request, v *visit) {
 	p.show(w, r, v, http.StatusOK, "", nil)
@@ -289,7 +290,7 @@ func (p *capPages) save(w http.ResponseWriter, r *http.Request, v *visit) {
 		p.c.fail(w, v, http.StatusNotFound, fmt.Sprintf("the document has no capability %q: nothing was changed", name))
 		return
 	}
-	if origin == node.OriginMCP {
+	if origin == owner.OriginMCP {
 		p.showEdit(w, r, v, http.StatusConflict, fmt.Sprintf("%s is a tool of the MCP server ([agent] mcp): change it there; nothing was changed", name), src)
 		return
 	}
@@ -334,7 +335,7 @@ func (p *capPages) save(w http.ResponseWriter, r *http.Request, v *visit) {
 		return
 	}
 	text := fmt.Sprintf("Saved %s. The document is now seq %d; peers in conversation are sent their new view.", next.Name, doc.Seq)
-	if origin == node.OriginConfig {
+	if origin == owner.OriginConfig {
 		text += " It now comes from the console (kept across restarts); config.toml's version stays removed."
 	}
 	p.c.changed(w, v, "/ui/caps", notice{Text: text})

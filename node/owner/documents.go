@@ -1,4 +1,4 @@
-package node
+package owner
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -17,6 +18,7 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/internal/costlru"
 	"github.com/ifaced/ifaced/node/store"
 	"golang.org/x/sync/singleflight"
@@ -50,7 +52,7 @@ import (
 // seq, updated or signature of its view, the well-known ETag, nor the
 // version of a projection. Signed views are kept by that seq and their
 // content, and outlive a document change that leaves them as they are.
-type documents struct {
+type Document struct {
 	id    *identity.Identity
 	store ownDocumentStore
 	order *conditions.TierOrder
@@ -70,12 +72,21 @@ type documents struct {
 	views   *costlru.Cache[viewClass, *signedView]                                        // signed views by class, bounded by bytes
 	signing singleflight.Group                                                            // by class: requesters of one class arriving together wait for one signature
 	signer  func(*negotiate.Document, *identity.Identity, time.Time) (*signedView, error) // negotiate.SignView; a test watches it
+
+	signed atomic.Uint64 // views signed by View, since the start (Held)
+
+	caps   *Capabilities     // the owner's run-time changes (owncaps.go)
+	policy Policy            // for the view signed ahead (NewOwner)
+	hub    *events.Hub       // told of every change
+	spawn  func(func()) bool // runs the signing ahead
+	subMu  sync.Mutex
+	subs   []func(*negotiate.Document) // OnChange
 }
 
 // anyRequester stands for the requester's peer ID in views cut for
 // requesters no allow list names: a how_to_meet text reads "ifaced trust
 // <your peer ID> --verify …", the same for all of them.
-const anyRequester = "<your peer ID>"
+const AnyRequester = "<your peer ID>"
 
 // viewClass names a signed view by its seq and updated (those of the
 // last change visible in it: marks.go) and its content key: requesters
@@ -99,8 +110,8 @@ type ownDocumentStore interface {
 
 var _ ownDocumentStore = (*store.Own)(nil)
 
-func newDocuments(id *identity.Identity, st ownDocumentStore, order *conditions.TierOrder, now func() time.Time, log *slog.Logger) *documents {
-	d := &documents{id: id, store: st, order: order, now: now, log: log,
+func newDocument(id *identity.Identity, st ownDocumentStore, order *conditions.TierOrder, now func() time.Time, log *slog.Logger) *Document {
+	d := &Document{id: id, store: st, order: order, now: now, log: log,
 		views: costlru.New[viewClass, *signedView](maxSignedViewBytes), signer: negotiate.SignView}
 	d.classes, _ = lru.New[string, viewClass](maxViewClasses)
 	d.marks.init()
@@ -141,7 +152,7 @@ func signedViewCost(v *signedView) int64 {
 // in the same transaction as the document, so that the seq never rises
 // for a change the store does not keep (nor a change is kept under a seq
 // the store did not take).
-func (d *documents) set(doc *negotiate.Document, rc *store.RuntimeCapabilities) error {
+func (d *Document) set(doc *negotiate.Document, rc *store.RuntimeCapabilities) error {
 	newKey, err := negotiate.ContentKey(doc)
 	if err != nil {
 		return err
@@ -207,7 +218,7 @@ func (d *documents) set(doc *negotiate.Document, rc *store.RuntimeCapabilities) 
 }
 
 // current is the owner's current signed document.
-func (d *documents) current() *negotiate.Document {
+func (d *Document) Current() *negotiate.Document {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.doc
@@ -217,10 +228,10 @@ func (d *documents) current() *negotiate.Document {
 // copy of the current document: validated, given the next seq, signed and
 // stored. change may return run-time capability changes to store with the
 // document (OwnCapabilities); nil leaves the stored ones as they are.
-func (d *documents) update(change func(doc *negotiate.Document) (*store.RuntimeCapabilities, error)) (*negotiate.Document, error) {
+func (d *Document) update(change func(doc *negotiate.Document) (*store.RuntimeCapabilities, error)) (*negotiate.Document, error) {
 	d.changeMu.Lock()
 	defer d.changeMu.Unlock()
-	cur := d.current()
+	cur := d.Current()
 	next := *cur
 	next.Capabilities = slices.Clone(cur.Capabilities)
 	next.Signature, next.Updated = nil, gossip.FormatDate(d.now())
@@ -234,14 +245,14 @@ func (d *documents) update(change func(doc *negotiate.Document) (*store.RuntimeC
 	if err := d.set(&next, rc); err != nil {
 		return nil, err
 	}
-	return d.current(), nil
+	return d.Current(), nil
 }
 
 // view returns the signed view of the owner's document for facts: the
 // one of their class when it is held, otherwise signed now and kept. Its
 // seq and updated are those of the last change visible in it (marks.go),
 // and never lower than a seq this requester (f.Peer) was shown before.
-func (d *documents) view(f conditions.Facts) (*signedView, error) {
+func (d *Document) View(f conditions.Facts) (*signedView, error) {
 	for {
 		v, err := d.viewOnce(f)
 		if !errors.Is(err, errReplaced) {
@@ -250,7 +261,7 @@ func (d *documents) view(f conditions.Facts) (*signedView, error) {
 	}
 }
 
-func (d *documents) viewOnce(f conditions.Facts) (*signedView, error) {
+func (d *Document) viewOnce(f conditions.Facts) (*signedView, error) {
 	d.mu.Lock()
 	doc, named := d.doc, d.named[f.Peer]
 	d.mu.Unlock()
@@ -259,7 +270,7 @@ func (d *documents) viewOnce(f conditions.Facts) (*signedView, error) {
 		// Only an allow list makes a view depend on who the requester is;
 		// otherwise its peer ID would only be quoted in how_to_meet texts
 		// and make each requester's view a class of its own.
-		f.Peer = anyRequester
+		f.Peer = AnyRequester
 	}
 	ck := classKey(f)
 	fk := fmt.Sprintf("%d|%s", doc.Seq, ck)
@@ -289,10 +300,11 @@ func (d *documents) viewOnce(f conditions.Facts) (*signedView, error) {
 			view = doc.View(f, d.order) // the class was known, its signed view evicted
 		}
 		view.Seq, view.Updated = class.seq, class.updated
-		v, err := d.sign(view)
+		v, err := d.Sign(view)
 		if err != nil {
 			return nil, err
 		}
+		d.signed.Add(1)
 		d.views.Add(class, v, signedViewCost(v))
 		return v, nil
 	})
@@ -300,6 +312,21 @@ func (d *documents) viewOnce(f conditions.Facts) (*signedView, error) {
 		return nil, err
 	}
 	return signed.(*signedView), nil
+}
+
+// held is the view of f's class as held, signing nothing: nil when it is
+// not (yet) held.
+func (d *Document) held(f conditions.Facts) *signedView {
+	d.mu.Lock()
+	doc := d.doc
+	d.mu.Unlock()
+	requester := f.Peer
+	class, ok := d.classes.Get(fmt.Sprintf("%d|%s", doc.Seq, classKey(f)))
+	if !ok {
+		return nil
+	}
+	v, _ := d.views.Peek(d.floored(requester, class))
+	return v
 }
 
 // presign signs the view for f ahead of the first requester who needs it,
@@ -311,14 +338,14 @@ func (d *documents) viewOnce(f conditions.Facts) (*signedView, error) {
 // stranger's cold greeting would otherwise wait for. A greeting arriving
 // while it signs waits for the same signature (signing), never makes a
 // second.
-func (d *documents) presign(f conditions.Facts) {
-	if _, err := d.view(f); err != nil {
+func (d *Document) presign(f conditions.Facts) {
+	if _, err := d.View(f); err != nil {
 		d.log.Warn("signing the view for strangers ahead of time", "err", err)
 	}
 }
 
 // sign signs view (a view cut from the owner's document) as the owner.
-func (d *documents) sign(view *negotiate.Document) (*signedView, error) {
+func (d *Document) Sign(view *negotiate.Document) (*signedView, error) {
 	return d.signer(view, d.id, d.now())
 }
 
@@ -329,7 +356,7 @@ func (d *documents) sign(view *negotiate.Document) (*signedView, error) {
 // like the others, by v and the categories honoured (owner-defined, so a
 // peer's request cannot make the key long), in the same byte-bounded
 // cache: requesters of one class asking for the same categories share it.
-func (d *documents) ordered(v *signedView, requested []string) (*signedView, []string, error) {
+func (d *Document) Ordered(v *signedView, requested []string) (*signedView, []string, error) {
 	_, honoured := negotiate.OrderByCategories(v.Doc, requested)
 	if len(honoured) == 0 {
 		return v, nil, nil
@@ -348,7 +375,7 @@ func (d *documents) ordered(v *signedView, requested []string) (*signedView, []s
 
 // withSchemas returns the current document and its compiled schemas,
 // compiling them once per seq.
-func (d *documents) withSchemas() (*negotiate.Document, *negotiate.Schemas) {
+func (d *Document) WithSchemas() (*negotiate.Document, *negotiate.Schemas) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.schemas == nil || d.schemas.Seq() != d.doc.Seq {

@@ -1,4 +1,4 @@
-package node
+package owner
 
 import (
 	"encoding/json"
@@ -52,16 +52,13 @@ import (
 //   - Node.UpdateDocument (the MCP agent's path, and programs embedding
 //     the daemon) changes the document without touching the layer: what
 //     it adds is OriginUnsaved unless it is an MCP tool.
-type OwnCapabilities struct {
-	docs  *documents
+type Capabilities struct {
+	docs  *Document
 	store runtimeCapsStore
 	log   *slog.Logger
 	// tools reports whether the MCP server offers a capability; never
 	// true without one.
 	tools func(name string) bool
-	// changed runs after every change of the document: peers in
-	// conversation are sent their new view, and it is announced.
-	changed func(*negotiate.Document)
 
 	mu      sync.Mutex // one run-time change at a time; guards what follows
 	config  map[string]bool
@@ -107,16 +104,15 @@ var (
 	ErrMCPTool = errors.New("the capability is a tool of the MCP server")
 )
 
-func newOwnCapabilities(docs *documents, st runtimeCapsStore, log *slog.Logger) *OwnCapabilities {
-	return &OwnCapabilities{docs: docs, store: st, log: log, tools: func(string) bool { return false },
-		changed: func(*negotiate.Document) {}}
+func newOwnCapabilities(docs *Document, st runtimeCapsStore, log *slog.Logger, tools func(string) bool) *Capabilities {
+	return &Capabilities{docs: docs, store: st, log: log, tools: tools}
 }
 
 // layer lays the stored run-time changes over doc, the document built
 // from the config (before the MCP server's tools are merged). When the
 // config overtook some of them, it returns the changes as they are to be
 // stored with the document, without those; otherwise nil.
-func (o *OwnCapabilities) layer(doc *negotiate.Document) (*store.RuntimeCapabilities, error) {
+func (o *Capabilities) layer(doc *negotiate.Document) (*store.RuntimeCapabilities, error) {
 	rc, err := o.store.RuntimeCapabilities()
 	if err != nil {
 		return nil, err
@@ -167,13 +163,8 @@ func (o *OwnCapabilities) layer(doc *negotiate.Document) (*store.RuntimeCapabili
 
 // update changes the document through change, which also names the
 // run-time changes to store with it (nil: none), then tells peers.
-func (o *OwnCapabilities) update(change func(*negotiate.Document) (*store.RuntimeCapabilities, error)) (*negotiate.Document, error) {
-	doc, err := o.docs.update(change)
-	if err != nil {
-		return nil, err
-	}
-	o.changed(doc)
-	return doc, nil
+func (o *Capabilities) update(change func(*negotiate.Document) (*store.RuntimeCapabilities, error)) (*negotiate.Document, error) {
+	return o.docs.change(change)
 }
 
 // Add adds capabilities to the document at run time, all or none, and
@@ -181,7 +172,7 @@ func (o *OwnCapabilities) update(change func(*negotiate.Document) (*store.Runtim
 // ErrCapabilityExists; validation problems are *negotiate.FieldErrors
 // whose fields name the capabilities as capabilities[i], i counted in
 // caps (a problem elsewhere in the document is named as it is there).
-func (o *OwnCapabilities) Add(caps []negotiate.Capability) (*negotiate.Document, error) {
+func (o *Capabilities) Add(caps []negotiate.Capability) (*negotiate.Document, error) {
 	raws := make([]json.RawMessage, len(caps))
 	for i := range caps {
 		raw, err := json.Marshal(caps[i])
@@ -224,7 +215,7 @@ func (o *OwnCapabilities) Add(caps []negotiate.Capability) (*negotiate.Document,
 // restarts: one added at run time is forgotten, one of the config is
 // recorded as removed. An MCP tool is ErrMCPTool; a name the document
 // does not have (nor a left-out run-time capability) is ErrNoCapability.
-func (o *OwnCapabilities) Remove(name string) (*negotiate.Document, error) {
+func (o *Capabilities) Remove(name string) (*negotiate.Document, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	added := slices.IndexFunc(o.rc.Added, func(raw json.RawMessage) bool { return capabilityName(raw) == name })
@@ -235,7 +226,7 @@ func (o *OwnCapabilities) Remove(name string) (*negotiate.Document, error) {
 			return nil, fmt.Errorf("removing capability %q: %w", name, err)
 		}
 		o.rc, o.leftOut = next, slices.Delete(o.leftOut, i, i+1)
-		return o.docs.current(), nil
+		return o.docs.Current(), nil
 	}
 	if added < 0 && o.tools(name) {
 		return nil, fmt.Errorf("removing capability %q: %w ([agent.mcp]), listed again at every start: restrict it with conditions or advertise = %q in [agent.mcp.tools.<tool>] instead",
@@ -269,10 +260,10 @@ func (o *OwnCapabilities) Remove(name string) (*negotiate.Document, error) {
 // Origins is the current document with where each of its capabilities
 // comes from, the config's capabilities removed at run time, and the
 // run-time ones left out.
-func (o *OwnCapabilities) Origins() (*negotiate.Document, []CapabilityOrigin, []string, []LeftOutCapability) {
+func (o *Capabilities) Origins() (*negotiate.Document, []CapabilityOrigin, []string, []LeftOutCapability) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	doc := o.docs.current()
+	doc := o.docs.Current()
 	added := map[string]bool{}
 	for _, raw := range o.rc.Added {
 		added[capabilityName(raw)] = true

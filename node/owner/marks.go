@@ -1,4 +1,4 @@
-package node
+package owner
 
 import (
 	"encoding/hex"
@@ -119,7 +119,7 @@ func (m *viewMarks) relow() {
 }
 
 // load reads the stored marks once (under mu).
-func (d *documents) loadMarks() error {
+func (d *Document) loadMarks() error {
 	m := &d.marks
 	if m.loaded {
 		return nil
@@ -155,7 +155,7 @@ func (d *documents) loadMarks() error {
 // is cut from doc with the marks of another: each class's view is cut
 // from doc, and a class whose content changed takes doc's seq and updated.
 // The marks are saved when anything changed.
-func (d *documents) remark(doc *negotiate.Document, install func()) error {
+func (d *Document) remark(doc *negotiate.Document, install func()) error {
 	d.mu.Lock()
 	if err := d.loadMarks(); err != nil {
 		d.mu.Unlock()
@@ -196,7 +196,7 @@ func (d *documents) remark(doc *negotiate.Document, install func()) error {
 	}
 	d.marks.relow()
 	d.mu.Unlock()
-	return d.saveMarks()
+	return d.SaveMarks()
 }
 
 func contentKeyHex(view *negotiate.Document) (string, error) {
@@ -210,7 +210,7 @@ func contentKeyHex(view *negotiate.Document) (string, error) {
 // mark is the class of the view cut from doc for f (class key ck,
 // content key key): its mark's seq and updated. A class first shown is
 // marked with doc's seq and updated, and the marks are saved.
-func (d *documents) mark(doc *negotiate.Document, ck string, f conditions.Facts, key []byte) (viewClass, error) {
+func (d *Document) mark(doc *negotiate.Document, ck string, f conditions.Facts, key []byte) (viewClass, error) {
 	class := viewClass{}
 	copy(class.key[:], key)
 	kh := hex.EncodeToString(key)
@@ -240,7 +240,7 @@ func (d *documents) mark(doc *negotiate.Document, ck string, f conditions.Facts,
 	dirty := d.marks.dirty
 	d.mu.Unlock()
 	if dirty {
-		if err := d.saveMarks(); err != nil {
+		if err := d.SaveMarks(); err != nil {
 			d.log.Warn("saving the view marks", "err", err)
 		}
 	}
@@ -253,8 +253,8 @@ var errReplaced = errors.New("the document changed while its view was cut")
 // floored is class as shown to requester (a peer ID; "" or anyRequester
 // for nobody in particular): never with a lower seq than it was shown
 // before. A requester shown more than the lowest mark is remembered.
-func (d *documents) floored(requester string, class viewClass) viewClass {
-	if requester == "" || requester == anyRequester {
+func (d *Document) floored(requester string, class viewClass) viewClass {
+	if requester == "" || requester == AnyRequester {
 		return class
 	}
 	d.mu.Lock()
@@ -275,7 +275,7 @@ func (d *documents) floored(requester string, class viewClass) viewClass {
 
 // saveMarks stores the marks and floors when they changed since last
 // saved (at a document change, a class first shown, and at close).
-func (d *documents) saveMarks() error {
+func (d *Document) SaveMarks() error {
 	m := &d.marks
 	m.saveMu.Lock()
 	defer m.saveMu.Unlock()
