@@ -35,10 +35,7 @@ import (
 
 // Body part names of ifaced messages.
 const (
-	partCapabilities = "capabilities" // the sender's signed view for the recipient
-	partGreeting     = "greeting"     // the proposal (temperature, ifp_support, tool categories)
-	partContext      = "context"      // the context the sender grants the recipient
-	partError        = "error"        // the error body of an error phase message
+	partError = "error" // the error body of an error phase message
 )
 
 // conv is an open conversation on a stream.
@@ -294,7 +291,7 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 			cs.unclaim(c)
 		}
 	}()
-	in, err := cs.door.admit(&arrival{via: viaLibp2p, msg: first, stream: pid, views: []gossip.Phase{gossip.PhaseGreeting}, release: release,
+	in, err := cs.door.admit(&arrival{via: ViaLibp2p, msg: first, stream: pid, views: []gossip.Phase{gossip.PhaseGreeting}, release: release,
 		validate: func() (err error) {
 			prop, err = negotiate.ReadGreeting(first)
 			return err
@@ -544,7 +541,7 @@ func (cs *Conversations) write(c *conv, m *gossip.Message, audit bool, d *gossip
 		return err
 	}
 	if audit {
-		if err := cs.recordSent(viaLibp2p, c.peer, m, "", d); err != nil {
+		if err := cs.recordSent(ViaLibp2p, c.peer, m, "", d); err != nil {
 			return err
 		}
 	}
@@ -573,11 +570,11 @@ func (cs *Conversations) receiveOnly(c *conv, expect func(m *gossip.Message) err
 		if errors.Is(err, io.EOF) || isStreamFailure(err) {
 			return nil, err
 		}
-		cs.door.refused(viaLibp2p, c.peer, false, nil, nil, err)
+		cs.door.refused(ViaLibp2p, c.peer, false, nil, nil, err)
 		cs.answerRefusal(c, err)
 		return nil, err
 	}
-	a := &arrival{via: viaLibp2p, msg: m, stream: c.peer, release: release,
+	a := &arrival{via: ViaLibp2p, msg: m, stream: c.peer, release: release,
 		temperature: func(peer.ID) string { return c.grant().Temperature },
 		// Answers to this daemon's own requests are not charged: refusing
 		// them would leave the request waiting for an answer that already
@@ -617,12 +614,6 @@ func (cs *Conversations) receiveOnly(c *conv, expect func(m *gossip.Message) err
 var errSkipped = errors.New("message refused; conversation continues")
 
 // viaLibp2p is the transport the audit log names for libp2p streams.
-const viaLibp2p = "libp2p"
-
-// seenKey is a message's entry in the seen-set.
-func seenKey(from peer.ID, m *gossip.Message) string {
-	return peerid.String(from) + " " + m.Headers.MessageID
-}
 
 // maxHeldViewBytes bounds the verified-view memory by bytes (heldCost):
 // about 550 views of 20 capabilities (14.5 KB canonical) held without
@@ -720,7 +711,7 @@ func (cs *Conversations) checkView(pid peer.ID, m *gossip.Message, said string, 
 }
 
 func (cs *Conversations) checkViewBytes(pid peer.ID, m *gossip.Message, said string, required bool, held *heldView) (pendingView, error) {
-	p, ok := m.Body.Part(partCapabilities)
+	p, ok := m.Body.Part(negotiate.PartCapabilities)
 	if !ok {
 		switch {
 		case said != "" && held != nil && said == hex.EncodeToString(held.Sum[:]):
@@ -730,7 +721,7 @@ func (cs *Conversations) checkViewBytes(pid peer.ID, m *gossip.Message, said str
 		case said != "":
 			return pendingView{}, fmt.Errorf("%w: the answer says the view is unchanged (%.16s…), but that is not the view this daemon named", gossip.ErrInvalidMessage, said)
 		case required:
-			return pendingView{}, fmt.Errorf("%w: the greeting has no %q part", gossip.ErrInvalidMessage, partCapabilities)
+			return pendingView{}, fmt.Errorf("%w: the greeting has no %q part", gossip.ErrInvalidMessage, negotiate.PartCapabilities)
 		default:
 			return pendingView{}, nil
 		}
@@ -769,7 +760,7 @@ func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView
 		cs.peerViews.Add(pid, view, heldCost(view))
 	}
 	var ctxRaw json.RawMessage
-	if cp, ok := m.Body.Part(partContext); ok {
+	if cp, ok := m.Body.Part(negotiate.PartContext); ok {
 		ctxRaw, _ = json.Marshal(cp.Content)
 	}
 	now := cs.now()
@@ -841,7 +832,7 @@ func (cs *Conversations) refuseFrame(s *wire.Stream, pid peer.ID, remote gossip.
 		s.Reset()
 		return
 	}
-	cs.door.refused(viaLibp2p, pid, false, nil, nil, cause)
+	cs.door.refused(ViaLibp2p, pid, false, nil, nil, cause)
 	c := &conv{Conversation: gossip.NewConversation(gossip.NewID("conv", cs.now()), cs.localAgent(), remote), peer: pid, stream: s}
 	cs.answerRefusal(c, cause)
 }

@@ -113,7 +113,7 @@ func TestRefusalBudget(t *testing.T) {
 	a4 := netip.MustParseAddr("192.0.2.7")
 	written := 0
 	for range 2 * refusalSourceBurst {
-		if ok, _ := b.take(t0, refusalSourcesOf(viaLibp2p, "peer-a", a4)...); ok {
+		if ok, _ := b.take(t0, refusalSourcesOf(ViaLibp2p, "peer-a", a4)...); ok {
 			written++
 		}
 	}
@@ -122,22 +122,22 @@ func TestRefusalBudget(t *testing.T) {
 	}
 	// Another key on the same address has nothing left; another address,
 	// its own budget. Two addresses in one IPv6 /64 share one.
-	if ok, _ := b.take(t0, refusalSourcesOf(viaLibp2p, "peer-b", a4)...); ok {
+	if ok, _ := b.take(t0, refusalSourcesOf(ViaLibp2p, "peer-b", a4)...); ok {
 		t.Error("a second key on a spent address wrote a refusal")
 	}
 	v6a, v6b := netip.MustParseAddr("2001:db8:1:2::1"), netip.MustParseAddr("2001:db8:1:2:ffff::9")
 	// The next one written, whoever sends it, says how many were left out.
-	if ok, left := b.take(t0, refusalSourcesOf(viaLibp2p, "peer-c", v6a)...); !ok || left != refusalSourceBurst+1 {
+	if ok, left := b.take(t0, refusalSourcesOf(ViaLibp2p, "peer-c", v6a)...); !ok || left != refusalSourceBurst+1 {
 		t.Errorf("a fresh source: written %v, %d left out before it, want %d", ok, left, refusalSourceBurst+1)
 	}
 	for range refusalSourceBurst - 1 {
-		b.take(t0, refusalSourcesOf(viaLibp2p, "peer-c", v6a)...)
+		b.take(t0, refusalSourcesOf(ViaLibp2p, "peer-c", v6a)...)
 	}
-	if ok, _ := b.take(t0, refusalSourcesOf(viaLibp2p, "peer-d", v6b)...); ok {
+	if ok, _ := b.take(t0, refusalSourcesOf(ViaLibp2p, "peer-d", v6b)...); ok {
 		t.Error("a second address in a spent IPv6 /64 wrote a refusal")
 	}
 	// Later, the spent source writes again.
-	if ok, left := b.take(t0.Add(refusalSourceEvery), refusalSourcesOf(viaLibp2p, "peer-a", a4)...); !ok || left != 1 {
+	if ok, left := b.take(t0.Add(refusalSourceEvery), refusalSourcesOf(ViaLibp2p, "peer-a", a4)...); !ok || left != 1 {
 		t.Errorf("after the wait: written %v, %d left out, want 1", ok, left)
 	}
 	// The daemon's budget bounds many sources; the table stays bounded.
@@ -145,7 +145,7 @@ func TestRefusalBudget(t *testing.T) {
 	written = 0
 	for i := range 2 * refusalSources {
 		addr := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-		if ok, _ := b.take(t0, refusalSourcesOf(viaLibp2p, peer.ID(fmt.Sprint("p", i)), addr)...); ok {
+		if ok, _ := b.take(t0, refusalSourcesOf(ViaLibp2p, peer.ID(fmt.Sprint("p", i)), addr)...); ok {
 			written++
 		}
 	}

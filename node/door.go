@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ifaced/ifaced/node/internal/ratelimit"
+
+	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/node/internal/peerid"
@@ -124,7 +127,7 @@ type door struct {
 	self    string // this daemon's did:key
 	audit   *gossip.AuditLog
 	replay  *identity.ReplayGuard
-	rates   *rateLimits
+	rates   *ratelimit.Limits
 	revoked func(peer.ID) error // the owner's revocations (trust)
 	events  *events.Hub
 	log     *slog.Logger
@@ -142,7 +145,7 @@ type door struct {
 	beforeFit func(*arrival)
 }
 
-func newDoor(self string, audit *gossip.AuditLog, replay *identity.ReplayGuard, rates *rateLimits,
+func newDoor(self string, audit *gossip.AuditLog, replay *identity.ReplayGuard, rates *ratelimit.Limits,
 	revoked func(peer.ID) error, hub *events.Hub, log *slog.Logger, now func() time.Time, remote func(peer.ID) netip.Addr) *door {
 	d := &door{self: self, audit: audit, replay: replay, rates: rates, revoked: revoked, events: hub, log: log, now: now,
 		strangers: rate.NewLimiter(rate.Every(strangerEventEvery), strangerEventBurst), refusals: newRefusalBudget(), remote: remote}
@@ -285,8 +288,8 @@ func (d *door) validate(a *arrival) error {
 			return err
 		}
 	}
-	if _, ok := a.msg.Body.Part(partCapabilities); ok && !slices.Contains(a.views, a.msg.Headers.Phase) {
-		return fmt.Errorf("%w: a %q part travels only in a greeting or an update push (a context message on %s)", gossip.ErrInvalidMessage, partCapabilities, wire.Update)
+	if _, ok := a.msg.Body.Part(negotiate.PartCapabilities); ok && !slices.Contains(a.views, a.msg.Headers.Phase) {
+		return fmt.Errorf("%w: a %q part travels only in a greeting or an update push (a context message on %s)", gossip.ErrInvalidMessage, negotiate.PartCapabilities, wire.Update)
 	}
 	return nil
 }
@@ -300,7 +303,7 @@ func (d *door) establish(a *arrival) (peer.ID, ed25519.PublicKey, error) {
 		var err error
 		if from, err = signerOf(m); err != nil {
 			if m.Security != nil && len(m.Security.Signatures) > 0 {
-				return "", nil, fmt.Errorf("%w: %v", ErrUnknownSender, err)
+				return "", nil, fmt.Errorf("%w: %v", wire.ErrUnknownSender, err)
 			}
 			return "", nil, err
 		}
@@ -388,7 +391,7 @@ func (d *door) charge(a *arrival, from peer.ID) error {
 	if a.temperature != nil {
 		t = a.temperature(from)
 	}
-	return d.rates.allow(from, t)
+	return d.rates.Allow(from, t)
 }
 
 // record writes the admitted message to the audit log.
@@ -470,7 +473,7 @@ func (d *door) refused(via string, established peer.ID, verified bool, m *gossip
 // recordRefusal writes the summary of a refusal within the refusal budget.
 func (d *door) recordRefusal(via string, established peer.ID, verified bool, m *gossip.Message, raw []byte, cause error, at time.Time) {
 	var addr netip.Addr
-	if via == viaLibp2p && d.remote != nil {
+	if via == ViaLibp2p && d.remote != nil {
 		addr = d.remote(established)
 	}
 	ok, leftOut := d.refusals.take(at, refusalSourcesOf(via, established, addr)...)
@@ -532,3 +535,13 @@ func (d *door) keepLeftOut() {
 func (d *door) publish(in admitted, convID, detail string) {
 	d.events.Publish(events.Event{Type: events.EventMessage, At: d.now(), Peer: peerid.String(in.from), ConversationID: convID, Message: in.msg, Detail: detail})
 }
+
+// seenKey is a message's entry in the seen-set.
+func seenKey(from peer.ID, m *gossip.Message) string {
+	return peerid.String(from) + " " + m.Headers.MessageID
+}
+
+// ViaLibp2p is the libp2p transport as the audit log names it: the one
+// transport whose signer the stream establishes, and whose refusals are
+// charged to the connection's address too.
+const ViaLibp2p = "libp2p"

@@ -215,7 +215,7 @@ func TestDoorGreetingWithAForeignView(t *testing.T) {
 	other, _ := identity.Generate(nil)
 
 	g := raw.greeting(alice, nil)
-	g.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: viewSignedBy(t, raw.id, other, 1)}}
+	g.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: negotiate.PartCapabilities, Content: viewSignedBy(t, raw.id, other, 1)}}
 	g.Sign(raw.id, time.Now())
 	m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, g))
 	if err != nil {
@@ -233,7 +233,7 @@ func TestDoorGreetingWithAForeignView(t *testing.T) {
 	// The same greeting with its own view is admitted afterwards: the
 	// refusal did not use up anything of the peer's.
 	g2 := raw.greeting(alice, nil)
-	g2.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: viewSignedBy(t, raw.id, raw.id, 1)}}
+	g2.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: negotiate.PartCapabilities, Content: viewSignedBy(t, raw.id, raw.id, 1)}}
 	g2.Sign(raw.id, time.Now())
 	if m, err := raw.exchange(t, alice, string(wire.Capabilities), frame(t, g2)); err != nil || m.Headers.Phase != gossip.PhaseGreeting {
 		t.Fatalf("a good greeting after the refusal: %v %v", m, err)
@@ -249,7 +249,7 @@ func TestDoorGreetingWithAStaleView(t *testing.T) {
 	raw := newRawPeer(t, alice)
 	send := func(seq uint64) (*gossip.Message, *gossip.Message) {
 		g := raw.greeting(alice, nil)
-		g.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: viewSignedBy(t, raw.id, raw.id, seq)}}
+		g.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: negotiate.PartCapabilities, Content: viewSignedBy(t, raw.id, raw.id, seq)}}
 		g.Sign(raw.id, time.Now())
 		m, err := raw.exchange(t, alice, string(wire.Capabilities), frame(t, g))
 		if err != nil {
@@ -282,7 +282,7 @@ func TestDoorRefusedUpdate(t *testing.T) {
 		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
 		From: gossip.Agent{Agent: raw.id.DID()}, To: []gossip.Agent{{Agent: alice.id.DID()}},
 		ConversationID: "conv:none", Sequence: 2, Phase: gossip.PhaseContext, ContentType: gossip.DefaultContentType,
-	}, Body: gossip.Body{Parts: []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: viewSignedBy(t, raw.id, raw.id, 2)}}}}
+	}, Body: gossip.Body{Parts: []gossip.Part{{ContentType: "application/json", Name: negotiate.PartCapabilities, Content: viewSignedBy(t, raw.id, raw.id, 2)}}}}
 	u.Sign(raw.id, now)
 	m, err := raw.exchange(t, alice, string(wire.Update), frame(t, u))
 	if err != nil {
@@ -529,7 +529,7 @@ func TestDoorUnreadableProposalIsRefused(t *testing.T) {
 	alice := startDaemon(t, aliceConfig(""))
 	raw := newRawPeer(t, alice)
 	g := raw.greeting(alice, nil)
-	g.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partGreeting, Content: map[string]any{"temperature": int64(5)}}}
+	g.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: negotiate.PartGreeting, Content: map[string]any{"temperature": int64(5)}}}
 	g.Sign(raw.id, time.Now())
 	m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, g))
 	if err != nil {
@@ -570,7 +570,7 @@ func TestDoorViewWithUnknownMembersIsKeptAsReceived(t *testing.T) {
 	}
 	view["signature"] = sigValue
 	g := raw.greeting(alice, nil)
-	g.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: view}}
+	g.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: negotiate.PartCapabilities, Content: view}}
 	g.Sign(raw.id, time.Now())
 	m, err := raw.exchange(t, alice, string(wire.Capabilities), frame(t, g))
 	if err != nil {

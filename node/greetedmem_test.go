@@ -91,7 +91,7 @@ func TestMemoryPerGreetedPeer(t *testing.T) {
 		if err := json.Unmarshal(g.canon, &content); err != nil {
 			t.Fatal(err)
 		}
-		m := &gossip.Message{Body: gossip.Body{Parts: []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: content}}}}
+		m := &gossip.Message{Body: gossip.Body{Parts: []gossip.Part{{ContentType: "application/json", Name: negotiate.PartCapabilities, Content: content}}}}
 		pv, err := alice.convs.checkView(g.pid, m, "", false, nil)
 		if err != nil {
 			t.Fatal(err)

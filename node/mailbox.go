@@ -546,7 +546,7 @@ func (mb *Mail) handleMailbox(s network.Stream) {
 		fail(err)
 		return
 	}
-	if err := mb.rates.allow(pid, ""); err != nil {
+	if err := mb.rates.Allow(pid, ""); err != nil {
 		fail(err)
 		return
 	}

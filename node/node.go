@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/internal/ratelimit"
+
 	"github.com/ifaced/ifaced/node/owner"
 
 	"github.com/ifaced/ifaced/node/policy"
@@ -58,7 +60,7 @@ type Node struct {
 	replay     *identity.ReplayGuard // message IDs and dates (the replay window)
 	mailReplay *identity.ReplayGuard // the same for fetched mail, dated within mailbox.retention
 	seen       *store.BufferedSeen   // with durability.sync = "interval"; nil when every Add commits
-	rates      *rateLimits           // per signer, by temperature
+	rates      *ratelimit.Limits     // per signer, by temperature
 
 	// The components.
 	docs        *owner.Document // the owner's document, its seq and signed views (documents.go)
@@ -121,7 +123,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 		tools = n.mcp
 	}
 	n.bridge = newBridge(cfg.Agent, tools, n.events, log)
-	n.rates = newRateLimits(cfg.Rates, n.now)
+	n.rates = ratelimit.New(cfg.Rates, n.now)
 	n.invocations = newInvocations()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
@@ -431,8 +433,8 @@ func (n *Node) pruneLoop() {
 			if err := n.replay.Prune(n.now()); err != nil {
 				n.log.Warn("pruning seen message IDs", "err", err)
 			}
-			n.rates.prune()
-			n.mail.rates.prune()
+			n.rates.Prune()
+			n.mail.rates.Prune()
 			n.door.reportLeftOut()
 			n.door.keepLeftOut()
 			if n.cfg.Relay.Service && n.cfg.Relay.Mailbox {

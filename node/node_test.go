@@ -517,7 +517,7 @@ func TestStaleUpdateRefused(t *testing.T) {
 		return toJSONValue(d)
 	}
 	g := raw.greeting(alice, nil)
-	g.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: view(5)}}
+	g.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: negotiate.PartCapabilities, Content: view(5)}}
 	g.Sign(raw.id, time.Now())
 	// The conversation stays open while the updates arrive.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -538,7 +538,7 @@ func TestStaleUpdateRefused(t *testing.T) {
 			From: gossip.Agent{Agent: raw.id.DID()}, To: []gossip.Agent{{Agent: alice.id.DID()}},
 			ConversationID: g.Headers.ConversationID, Sequence: int64(seq), Phase: gossip.PhaseContext,
 			ContentType: gossip.DefaultContentType,
-		}, Body: gossip.Body{Parts: []gossip.Part{{ContentType: "application/json", Name: partCapabilities, Content: view(seq)}}}}
+		}, Body: gossip.Body{Parts: []gossip.Part{{ContentType: "application/json", Name: negotiate.PartCapabilities, Content: view(seq)}}}}
 		m.Sign(raw.id, now)
 		return m
 	}

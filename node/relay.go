@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/internal/ratelimit"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/node/config"
@@ -61,10 +63,10 @@ import (
 type Mail struct {
 	mailDeps
 
-	kick    chan struct{}   // wakes the outbox worker
-	retries []time.Duration // IFP-6 §7 schedule
-	rates   *rateLimits     // mailbox requests per peer, at a relay
-	slots   reservationBook // who holds a slot on this relay now, at a relay
+	kick    chan struct{}     // wakes the outbox worker
+	retries []time.Duration   // IFP-6 §7 schedule
+	rates   *ratelimit.Limits // mailbox requests per peer, at a relay
+	slots   reservationBook   // who holds a slot on this relay now, at a relay
 	// One fetch at a time per relay, so two fetches never deliver one
 	// message twice; fetches from different relays run side by side (a
 	// poll of one must not make the other's fetch, on reconnecting, skip
@@ -100,7 +102,7 @@ func newMail(d mailDeps) *Mail {
 		retries = mailRetries
 	}
 	return &Mail{mailDeps: d, kick: make(chan struct{}, 1), retries: retries, fetching: map[peer.ID]bool{},
-		rates: newRateLimits(config.RatesConfig{Cool: 60, Warm: 60, Hot: 60}, d.now), slots: newReservationBook(d.host)}
+		rates: ratelimit.New(config.RatesConfig{Cool: 60, Warm: 60, Hot: 60}, d.now), slots: newReservationBook(d.host)}
 }
 
 // reachState is the relay service and this daemon's reservations.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -81,7 +82,7 @@ func (up *updatePush) push(ctx context.Context, c *conv) error {
 		s.Reset()
 		return err
 	}
-	if err := cs.recordSent(viaLibp2p, c.peer, m, "capability update", nil); err != nil {
+	if err := cs.recordSent(ViaLibp2p, c.peer, m, "capability update", nil); err != nil {
 		s.Reset()
 		return err
 	}
@@ -96,7 +97,7 @@ func (up *updatePush) push(ctx context.Context, c *conv) error {
 		s.Reset()
 		return fmt.Errorf("reading update acknowledgement: %w", err)
 	}
-	_, err = cs.door.admit(&arrival{via: viaLibp2p, msg: ack, stream: c.peer, note: "capability update answer", uncharged: true, release: release,
+	_, err = cs.door.admit(&arrival{via: ViaLibp2p, msg: ack, stream: c.peer, note: "capability update answer", uncharged: true, release: release,
 		fit: func(peer.ID) error {
 			if ack.Headers.Phase == gossip.PhaseError && ack.Headers.ConversationID == m.Headers.ConversationID {
 				return nil // a refusal of the update: reported below
@@ -137,11 +138,11 @@ func (up *updatePush) handle(s network.Stream) {
 		open = nil
 	}
 	var pv pendingView
-	_, err = cs.door.admit(&arrival{via: viaLibp2p, msg: m, stream: pid, note: "capability update", views: []gossip.Phase{gossip.PhaseContext}, release: release,
+	_, err = cs.door.admit(&arrival{via: ViaLibp2p, msg: m, stream: pid, note: "capability update", views: []gossip.Phase{gossip.PhaseContext}, release: release,
 		validate: func() error {
 			if p := m.Headers.Phase; p != gossip.PhaseContext {
 				return fmt.Errorf("%w: an update push is a context message (phase context, the new view in a %q part), not a %s; greetings and the rest of a conversation go on %s",
-					gossip.ErrUnexpectedPhase, partCapabilities, p, wire.Conversation)
+					gossip.ErrUnexpectedPhase, negotiate.PartCapabilities, p, wire.Conversation)
 			}
 			return nil
 		},

@@ -35,13 +35,13 @@ func TestUnchangedViewIsNotSentAgain(t *testing.T) {
 		t.Fatalf("second view %q seq %d, first %q seq %d", testkit.CapNames(second.View), second.View.Seq, testkit.CapNames(first.View), first.View.Seq)
 	}
 	answer := answerOf(t, bob, second.ConversationID)
-	if _, ok := answer.Body.Part(partCapabilities); ok {
+	if _, ok := answer.Body.Part(negotiate.PartCapabilities); ok {
 		t.Fatal("the view came again though bob holds it unchanged")
 	}
 	// Alice said in her first answer that she holds bob's view: his second
 	// greeting leaves it out too, and she still knows who he is.
 	entries, _ := bob.Audit().Entries(second.ConversationID)
-	if _, ok := entries[0].Message.Body.Part(partCapabilities); ok {
+	if _, ok := entries[0].Message.Body.Part(negotiate.PartCapabilities); ok {
 		t.Fatal("bob's view went again though alice said she holds it")
 	}
 	if got := proposalOf(entries[0].Message).ViewUnchanged; got == "" {
@@ -76,7 +76,7 @@ func TestUnchangedViewIsNotSentAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := answerOf(t, bob, third.ConversationID).Body.Part(partCapabilities); !ok {
+	if _, ok := answerOf(t, bob, third.ConversationID).Body.Part(negotiate.PartCapabilities); !ok {
 		t.Fatal("a changed view was not sent")
 	}
 	if !strings.Contains(testkit.CapNames(third.View), "weather.today") || third.View.Seq <= first.View.Seq {
@@ -95,7 +95,7 @@ func TestUnchangedViewIsNotSentAgain(t *testing.T) {
 	}
 	if e, _ := bob.Audit().Entries(fifth.ConversationID); len(e) != 2 {
 		t.Fatal("no audit of the fifth query")
-	} else if _, ok := e[0].Message.Body.Part(partCapabilities); !ok {
+	} else if _, ok := e[0].Message.Body.Part(negotiate.PartCapabilities); !ok {
 		t.Fatal("bob left out his view again though alice said she no longer holds it")
 	}
 }
@@ -114,7 +114,7 @@ func TestUnchangedViewClaimMustMatch(t *testing.T) {
 		t.Fatal("bob holds no view of alice after a query")
 	}
 	claim := func(hash string) *gossip.Message {
-		return &gossip.Message{Body: gossip.Body{Parts: []gossip.Part{{ContentType: "application/json", Name: partGreeting,
+		return &gossip.Message{Body: gossip.Body{Parts: []gossip.Part{{ContentType: "application/json", Name: negotiate.PartGreeting,
 			Content: toJSONValue(negotiate.Proposal{ViewUnchanged: hash})}}}}
 	}
 	for name, tc := range map[string]struct {

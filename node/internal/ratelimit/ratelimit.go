@@ -1,23 +1,25 @@
-package node
+// Package ratelimit is the per-signer rate limit of the daemon's
+// conversations and mailbox: a token bucket per peer, its rate set by the
+// temperature of the peer's conversation.
+package ratelimit
 
 import (
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/time/rate"
 )
 
-// rateLimits holds one token bucket per peer. The rate follows the
+// Limits holds one token bucket per peer. The rate follows the
 // temperature of the peer's conversation (warmer conversations may say
 // more, IFP-6 §6); the burst is one minute's worth, so a greeting and its
 // first exchanges are never delayed.
-type rateLimits struct {
+type Limits struct {
 	cfg config.RatesConfig
 	now func() time.Time
 
@@ -25,11 +27,12 @@ type rateLimits struct {
 	peers map[peer.ID]*rate.Limiter
 }
 
-func newRateLimits(cfg config.RatesConfig, now func() time.Time) *rateLimits {
-	return &rateLimits{cfg: cfg, now: now, peers: map[peer.ID]*rate.Limiter{}}
+// New returns the limits of cfg (limits.rates).
+func New(cfg config.RatesConfig, now func() time.Time) *Limits {
+	return &Limits{cfg: cfg, now: now, peers: map[peer.ID]*rate.Limiter{}}
 }
 
-func (r *rateLimits) perMinute(temperature string) int {
+func (r *Limits) perMinute(temperature string) int {
 	switch temperature {
 	case conditions.Hot:
 		return r.cfg.Hot
@@ -42,7 +45,7 @@ func (r *rateLimits) perMinute(temperature string) int {
 
 // allow takes one message from pid's bucket at temperature, or says how
 // long to wait.
-func (r *rateLimits) allow(pid peer.ID, temperature string) error {
+func (r *Limits) Allow(pid peer.ID, temperature string) error {
 	n := r.perMinute(temperature)
 	limit := rate.Limit(float64(n) / 60)
 	now := r.now()
@@ -77,7 +80,7 @@ const idleLimiter = 10 * time.Minute
 
 // prune forgets the buckets of peers that have been quiet, so memory does
 // not grow with every peer ID ever seen.
-func (r *rateLimits) prune() {
+func (r *Limits) Prune() {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
