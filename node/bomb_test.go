@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/admit"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/node/wire"
@@ -191,7 +193,7 @@ func TestFaultContainerBombs(t *testing.T) {
 		if answered.Load() == 0 {
 			t.Errorf("%s: none was answered %s", round.name, round.code)
 		}
-		if bound := base.heap + 2*uint64(BudgetSize(r.d.cfg.Limits.MaxMemoryMB)); peak.heap > bound {
+		if bound := base.heap + 2*uint64(admit.BudgetSize(r.d.cfg.Limits.MaxMemoryMB)); peak.heap > bound {
 			t.Errorf("%s: heap in use reached %.1f MiB, over the baseline %.1f MiB plus twice the decoding budget",
 				round.name, float64(peak.heap)/(1<<20), float64(base.heap)/(1<<20))
 		}

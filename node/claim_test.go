@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/admit"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/wire"
@@ -20,17 +22,12 @@ import (
 // conversation, and once the owner closes it nothing goes on serving
 // the ID.
 func TestConversationIDClaimIsAtomic(t *testing.T) {
-	alice := startDaemon(t, loopbackConfig())
-	a, b := newRawPeer(t, alice), newRawPeer(t, alice)
 	convID := gossip.NewID("conv", time.Now())
-
-	evs, stop := alice.Subscribe()
-	defer stop()
 	var mu sync.Mutex
 	arrived := 0
 	all := make(chan struct{})
-	alice.door.beforeFit = func(in *arrival) {
-		if in.msg.Headers.ConversationID != convID {
+	alice := startDaemonWith(t, loopbackConfig(), WithBeforeFit(func(in *admit.Arrival) {
+		if in.Msg.Headers.ConversationID != convID {
 			return
 		}
 		mu.Lock()
@@ -40,7 +37,11 @@ func TestConversationIDClaimIsAtomic(t *testing.T) {
 		}
 		mu.Unlock()
 		<-all // the barrier: neither goes on to fit until both are there
-	}
+	}))
+	a, b := newRawPeer(t, alice), newRawPeer(t, alice)
+
+	evs, stop := alice.Subscribe()
+	defer stop()
 
 	type answer struct {
 		peer *rawPeer

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/admit"
+
 	"github.com/ifaced/ifaced/node/owner"
 
 	"github.com/ifaced/ifaced/node/policy"
@@ -65,7 +67,7 @@ type conversationDeps struct {
 	display       string        // identity.display, for the greeting's text
 	streamTimeout time.Duration // limits.stream_timeout: each frame's read and write deadline
 	host          host.Host
-	door          *door
+	door          *admit.Door
 	docs          *owner.Document
 	policy        *policy.Book
 	trust         *trust.Book

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/ifaced/ifaced/node/admit"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/node/internal/peerid"
@@ -143,7 +145,7 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 	c := &conv{
 		Conversation: gossip.NewConversation(gossip.NewID("conv", cs.now()), cs.localAgent(), remote),
 		peer:         pid,
-		stream:       wire.NewStream(s, cs.streamTimeout).WithBudget(cs.door.budget, pid),
+		stream:       wire.NewStream(s, cs.streamTimeout).WithBudget(cs.door.Budget(), pid),
 		// What this daemon grants the peer comes from its own map, under
 		// the persona it proposes; the peer's answer can only raise the
 		// level this daemon establishes for it.
@@ -238,19 +240,11 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 	return &GreetResult{ConversationID: c.ID, Peer: peerid.String(pid), Granted: granted, GrantedToUs: theirs, View: view}, nil
 }
 
-// greetedTag marks, for the connection manager, the peers this daemon has
-// exchanged verified greetings with. When it trims connections it closes
-// those of lower value first, so strangers that never greeted (a flood of
-// fresh identities, say) go before the peers in a negotiation.
-const greetedTag = "ifaced-greeted"
-
-func (cs *Conversations) markGreeted(pid peer.ID) { cs.host.ConnManager().TagPeer(pid, greetedTag, 10) }
-
-// isGreeted reports whether pid is marked greeted (markGreeted) on its
-// current connections: the decoding budget does not count it a stranger.
-func (cs *Conversations) isGreeted(pid peer.ID) bool {
-	ti := cs.host.ConnManager().GetTagInfo(pid)
-	return ti != nil && ti.Tags[greetedTag] > 0
+// markGreeted tags pid, for the connection manager and the decoding
+// budget, as a peer this daemon exchanged verified greetings with
+// (GreetedTag).
+func (cs *Conversations) markGreeted(pid peer.ID) {
+	cs.host.ConnManager().TagPeer(pid, admit.GreetedTag, 10)
 }
 
 // handleConversation answers a greeting and serves the conversation until
@@ -291,16 +285,16 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 			cs.unclaim(c)
 		}
 	}()
-	in, err := cs.door.admit(&arrival{via: ViaLibp2p, msg: first, stream: pid, views: []gossip.Phase{gossip.PhaseGreeting}, release: release,
-		validate: func() (err error) {
+	in, err := cs.door.Admit(&admit.Arrival{Via: admit.ViaLibp2p, Msg: first, Stream: pid, Views: []gossip.Phase{gossip.PhaseGreeting}, Release: release,
+		Validate: func() (err error) {
 			prop, err = negotiate.ReadGreeting(first)
 			return err
 		},
-		verify: func(peer.ID) (err error) {
+		Verify: func(peer.ID) (err error) {
 			pv, err = cs.checkView(pid, first, prop.ViewUnchanged, false, heldView)
 			return err
 		},
-		fit: func(peer.ID) error {
+		Fit: func(peer.ID) error {
 			if first.Headers.Phase != gossip.PhaseGreeting {
 				return fmt.Errorf("%w: %s before any greeting", gossip.ErrUnexpectedPhase, first.Headers.Phase)
 			}
@@ -309,7 +303,7 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 			}
 			return cs.claim(c)
 		},
-		commit: func(peer.ID) error { return c.Accept(first) }})
+		Commit: func(peer.ID) error { return c.Accept(first) }})
 	if err != nil {
 		cs.answerRefusal(c, err)
 		return
@@ -318,7 +312,7 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 		cs.answerRefusal(c, err)
 		return
 	}
-	cs.door.publish(in, c.ID, "")
+	cs.door.Publish(in, c.ID, "")
 	cs.markGreeted(pid)
 	c.granted = cs.grant(pid, first, pv.agentID(), prop.Proposal)
 	// ReadGreeting keeps a have_view only when it names a view, and a few
@@ -362,7 +356,7 @@ func (cs *Conversations) openInbound(s network.Stream) (*wire.Stream, peer.ID, g
 		s.Reset()
 		return nil, pid, gossip.Agent{}, false
 	}
-	return wire.NewStream(s, cs.streamTimeout).WithBudget(cs.door.budget, pid), pid, remote, true
+	return wire.NewStream(s, cs.streamTimeout).WithBudget(cs.door.Budget(), pid), pid, remote, true
 }
 
 // grant computes what this daemon grants pid, on the level and agent ID it
@@ -541,7 +535,7 @@ func (cs *Conversations) write(c *conv, m *gossip.Message, audit bool, d *gossip
 		return err
 	}
 	if audit {
-		if err := cs.recordSent(ViaLibp2p, c.peer, m, "", d); err != nil {
+		if err := cs.recordSent(admit.ViaLibp2p, c.peer, m, "", d); err != nil {
 			return err
 		}
 	}
@@ -570,18 +564,18 @@ func (cs *Conversations) receiveOnly(c *conv, expect func(m *gossip.Message) err
 		if errors.Is(err, io.EOF) || isStreamFailure(err) {
 			return nil, err
 		}
-		cs.door.refused(ViaLibp2p, c.peer, false, nil, nil, err)
+		cs.door.Refused(admit.ViaLibp2p, c.peer, false, nil, nil, err)
 		cs.answerRefusal(c, err)
 		return nil, err
 	}
-	a := &arrival{via: ViaLibp2p, msg: m, stream: c.peer, release: release,
-		temperature: func(peer.ID) string { return c.grant().Temperature },
+	a := &admit.Arrival{Via: admit.ViaLibp2p, Msg: m, Stream: c.peer, Release: release,
+		Temperature: func(peer.ID) string { return c.grant().Temperature },
 		// Answers to this daemon's own requests are not charged: refusing
 		// them would leave the request waiting for an answer that already
 		// came.
-		uncharged: cs.invocations.awaits(c.ID, m),
-		views:     []gossip.Phase{gossip.PhaseGreeting},
-		fit: func(peer.ID) error {
+		Uncharged: cs.invocations.awaits(c.ID, m),
+		Views:     []gossip.Phase{gossip.PhaseGreeting},
+		Fit: func(peer.ID) error {
 			if expect != nil {
 				if err := expect(m); err != nil {
 					return err
@@ -589,11 +583,11 @@ func (cs *Conversations) receiveOnly(c *conv, expect func(m *gossip.Message) err
 			}
 			return c.Check(m)
 		},
-		commit: func(peer.ID) error { return c.Accept(m) }}
+		Commit: func(peer.ID) error { return c.Accept(m) }}
 	if verify != nil {
-		a.verify = func(peer.ID) error { return verify(m) }
+		a.Verify = func(peer.ID) error { return verify(m) }
 	}
-	in, err := cs.door.admit(a)
+	in, err := cs.door.Admit(a)
 	if errors.Is(err, wire.ErrRateLimited) {
 		// Too fast is a turn in the negotiation, not the end of it.
 		cs.requests.refuseTooFast(c, m, err)
@@ -606,7 +600,7 @@ func (cs *Conversations) receiveOnly(c *conv, expect func(m *gossip.Message) err
 	if m.Headers.Phase == gossip.PhaseError {
 		cs.log.Info("peer sent an error", "peer", cs.named(c.peer), "conversation", c.ID, "error", remoteError(c.peer, m))
 	}
-	cs.door.publish(in, c.ID, "")
+	cs.door.Publish(in, c.ID, "")
 	return m, nil
 }
 
@@ -832,7 +826,7 @@ func (cs *Conversations) refuseFrame(s *wire.Stream, pid peer.ID, remote gossip.
 		s.Reset()
 		return
 	}
-	cs.door.refused(ViaLibp2p, pid, false, nil, nil, cause)
+	cs.door.Refused(admit.ViaLibp2p, pid, false, nil, nil, cause)
 	c := &conv{Conversation: gossip.NewConversation(gossip.NewID("conv", cs.now()), cs.localAgent(), remote), peer: pid, stream: s}
 	cs.answerRefusal(c, cause)
 }
@@ -875,7 +869,7 @@ func (cs *Conversations) sendError(c *conv, cause error, audit bool) bool {
 // it leaves, with d, the decision it carries out (nil for none).
 func (cs *Conversations) recordSent(transport string, pid peer.ID, m *gossip.Message, note string, d *gossip.Decision) error {
 	err := cs.audit.Record(gossip.AuditEntry{At: cs.now().UTC(), Direction: gossip.Sent, Peer: peerid.String(pid), Transport: transport, Note: note, Message: m,
-		Decision: d, Stranger: cs.door.stranger(pid)})
+		Decision: d, Stranger: cs.door.Stranger(pid)})
 	if err != nil {
 		return fmt.Errorf("auditing a sent %s: %w", m.Headers.Phase, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ifaced/ifaced/node/admit"
 
 	"github.com/ifaced/ifaced/node/events"
 
@@ -22,7 +23,6 @@ import (
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/wire"
-	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // diskUsage is the bytes the files under dir take on disk (their sizes).
@@ -90,67 +90,17 @@ func TestDiskWrongKeyFloodIsBounded(t *testing.T) {
 	}
 	grown := diskUsage(t, dir) - before
 	t.Logf("%d wrong-key messages of 900 KiB from %d keys on one address: the audit log grew by %d bytes (%.1f KiB)", flood, len(raws), grown, float64(grown)/1024)
-	if grown > refusalSourceBurst*summaryMax {
-		t.Errorf("the audit log grew by %d bytes, want at most %d (%d summaries of at most %d bytes)", grown, refusalSourceBurst*summaryMax, refusalSourceBurst, summaryMax)
+	if grown > admit.RefusalSourceBurst*summaryMax {
+		t.Errorf("the audit log grew by %d bytes, want at most %d (%d summaries of at most %d bytes)", grown, admit.RefusalSourceBurst*summaryMax, admit.RefusalSourceBurst, summaryMax)
 	}
-	if n := len(refusalsOf(t, alice)); n != refusalSourceBurst {
-		t.Errorf("%d refusals written, want the address's budget of %d", n, refusalSourceBurst)
+	if n := len(refusalsOf(t, alice)); n != admit.RefusalSourceBurst {
+		t.Errorf("%d refusals written, want the address's budget of %d", n, admit.RefusalSourceBurst)
 	}
 	// The hourly count of those left out reaches the record.
-	alice.door.reportLeftOut()
+	alice.door.ReportLeftOut()
 	rs := refusalsOf(t, alice)
-	if last := rs[len(rs)-1]; last.Transport != leftOutTransport || last.LeftOut != flood-refusalSourceBurst {
-		t.Errorf("the last record is %+v, want the count of the %d left out", last, flood-refusalSourceBurst)
-	}
-}
-
-// The budget: per peer, per address (IPv6 by /64) and for the daemon;
-// beyond it refusals are counted and the next one written says how many;
-// the table of sources is bounded.
-func TestRefusalBudget(t *testing.T) {
-	t0 := time.Now()
-	b := newRefusalBudget()
-	a4 := netip.MustParseAddr("192.0.2.7")
-	written := 0
-	for range 2 * refusalSourceBurst {
-		if ok, _ := b.take(t0, refusalSourcesOf(ViaLibp2p, "peer-a", a4)...); ok {
-			written++
-		}
-	}
-	if written != refusalSourceBurst {
-		t.Errorf("one peer wrote %d refusals at once, want %d", written, refusalSourceBurst)
-	}
-	// Another key on the same address has nothing left; another address,
-	// its own budget. Two addresses in one IPv6 /64 share one.
-	if ok, _ := b.take(t0, refusalSourcesOf(ViaLibp2p, "peer-b", a4)...); ok {
-		t.Error("a second key on a spent address wrote a refusal")
-	}
-	v6a, v6b := netip.MustParseAddr("2001:db8:1:2::1"), netip.MustParseAddr("2001:db8:1:2:ffff::9")
-	// The next one written, whoever sends it, says how many were left out.
-	if ok, left := b.take(t0, refusalSourcesOf(ViaLibp2p, "peer-c", v6a)...); !ok || left != refusalSourceBurst+1 {
-		t.Errorf("a fresh source: written %v, %d left out before it, want %d", ok, left, refusalSourceBurst+1)
-	}
-	for range refusalSourceBurst - 1 {
-		b.take(t0, refusalSourcesOf(ViaLibp2p, "peer-c", v6a)...)
-	}
-	if ok, _ := b.take(t0, refusalSourcesOf(ViaLibp2p, "peer-d", v6b)...); ok {
-		t.Error("a second address in a spent IPv6 /64 wrote a refusal")
-	}
-	// Later, the spent source writes again.
-	if ok, left := b.take(t0.Add(refusalSourceEvery), refusalSourcesOf(ViaLibp2p, "peer-a", a4)...); !ok || left != 1 {
-		t.Errorf("after the wait: written %v, %d left out, want 1", ok, left)
-	}
-	// The daemon's budget bounds many sources; the table stays bounded.
-	b = newRefusalBudget()
-	written = 0
-	for i := range 2 * refusalSources {
-		addr := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-		if ok, _ := b.take(t0, refusalSourcesOf(ViaLibp2p, peer.ID(fmt.Sprint("p", i)), addr)...); ok {
-			written++
-		}
-	}
-	if written != refusalGlobalBurst || b.sources.Len() > refusalSources {
-		t.Errorf("%d sources wrote %d refusals at once, table of %d; want %d, at most %d", 2*refusalSources, written, b.sources.Len(), refusalGlobalBurst, refusalSources)
+	if last := rs[len(rs)-1]; last.Transport != admit.LeftOutTransport || last.LeftOut != flood-admit.RefusalSourceBurst {
+		t.Errorf("the last record is %+v, want the count of the %d left out", last, flood-admit.RefusalSourceBurst)
 	}
 }
 
@@ -347,7 +297,7 @@ func TestRefusalsLeftOutSurviveARestart(t *testing.T) {
 	// One source writes refusalSourceBurst summaries at once; the rest are
 	// left out.
 	const extra = 7
-	for range refusalSourceBurst + extra {
+	for range admit.RefusalSourceBurst + extra {
 		alice.Inbox().RecordUndecoded("https", []byte("not json"), fmt.Errorf("%w: test", gossip.ErrMalformed))
 	}
 	free.Store(1 << 20) // below the watermark: no record of the count can be written at close
@@ -360,7 +310,7 @@ func TestRefusalsLeftOutSurviveARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { again.Close() })
-	again.door.reportLeftOut()
+	again.door.ReportLeftOut()
 	var said int64
 	for _, r := range refusalsOf(t, &testDaemon{Node: again, home: alice.home}) {
 		said += r.LeftOut

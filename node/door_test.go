@@ -10,8 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ifaced/ifaced/node/admit"
 
 	"github.com/ifaced/ifaced/node/events"
 
@@ -733,16 +736,16 @@ func TestDoorStrangersCannotCrowdTheAgent(t *testing.T) {
 			done = true
 		}
 	}
-	if refusals == 0 || refusals > strangerEventBurst+1 {
-		t.Errorf("%d refusal events for %d refusals, want 1 to %d", refusals, flood, strangerEventBurst+1)
+	if refusals == 0 || refusals > admit.StrangerEventBurst+1 {
+		t.Errorf("%d refusal events for %d refusals, want 1 to %d", refusals, flood, admit.StrangerEventBurst+1)
 	}
 	written := refusalsOf(t, alice)
-	if len(written) == 0 || len(written) > refusalSourceBurst {
-		t.Errorf("the record of refusals holds %d of %d, want 1 to %d (the budget of one source)", len(written), flood, refusalSourceBurst)
+	if len(written) == 0 || len(written) > admit.RefusalSourceBurst {
+		t.Errorf("the record of refusals holds %d of %d, want 1 to %d (the budget of one source)", len(written), flood, admit.RefusalSourceBurst)
 	}
 	// Once the budget has a token again, the next record says how many
 	// were left out.
-	clock.advance(refusalSourceEvery)
+	clock.advance(admit.RefusalSourceEvery)
 	alice.Inbox().RecordUndecoded("https", []byte("junk, later"), fmt.Errorf("%w: junk", gossip.ErrInvalidMessage))
 	all := refusalsOf(t, alice)
 	accounted := int64(len(all))
@@ -833,20 +836,17 @@ func lineContaining(out, s string) string {
 // the budget must count. At the fit step, after verify and before the
 // audit, the strangers' share is not whole.
 func TestDecodingBudgetHeldThroughTheAudit(t *testing.T) {
-	alice := startDaemon(t, aliceConfig(""))
-	raw := newRawPeer(t, alice)
-	b := alice.door.budget
 	held := make(chan bool, 1)
-	alice.door.beforeFit = func(a *arrival) {
-		whole := b.strangers.TryAcquire(b.share)
-		if whole {
-			b.strangers.Release(b.share)
-		}
+	var budget atomic.Pointer[admit.Budget]
+	alice := startDaemonWith(t, aliceConfig(""), WithBeforeFit(func(a *admit.Arrival) {
+		_, strangers := budget.Load().Used()
 		select {
-		case held <- !whole:
+		case held <- strangers > 0:
 		default:
 		}
-	}
+	}))
+	budget.Store(alice.door.Budget())
+	raw := newRawPeer(t, alice)
 	g := raw.greeting(alice, raw.id)
 	m, err := raw.exchange(t, alice, string(wire.Conversation), frame(t, g))
 	if err != nil || m.Headers.Phase != gossip.PhaseGreeting {
@@ -855,8 +855,7 @@ func TestDecodingBudgetHeldThroughTheAudit(t *testing.T) {
 	if !<-held {
 		t.Fatal("at the fit step the message's share of the decoding budget was given back already")
 	}
-	if !b.strangers.TryAcquire(b.share) {
-		t.Fatal("once the message was admitted its share of the budget was not given back")
+	if _, strangers := alice.door.Budget().Used(); strangers != 0 {
+		t.Fatalf("once the message was admitted %d bytes of the strangers' share were still held", strangers)
 	}
-	b.strangers.Release(b.share)
 }

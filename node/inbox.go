@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ifaced/ifaced/node/admit"
+
 	"github.com/ifaced/ifaced/node/owner"
 
 	"github.com/ifaced/ifaced/node/policy"
@@ -52,7 +54,7 @@ import (
 // conversations. Its messages pass the same door as a stream's; only the
 // way the signer is established differs.
 type Inbox struct {
-	door    *door
+	door    *admit.Door
 	convs   *Conversations
 	docs    *owner.Document
 	policy  *policy.Book
@@ -65,7 +67,7 @@ type Inbox struct {
 	table   inboxConvs
 }
 
-func newInbox(d *door, convs *Conversations, docs *owner.Document, pb *policy.Book, inv *invoker, audit *gossip.AuditLog,
+func newInbox(d *admit.Door, convs *Conversations, docs *owner.Document, pb *policy.Book, inv *invoker, audit *gossip.AuditLog,
 	commit func() error, spawn func(func()) bool, now func() time.Time, log *slog.Logger) *Inbox {
 	return &Inbox{door: d, convs: convs, docs: docs, policy: pb, invoker: inv, audit: audit, commit: commit,
 		spawn: spawn, now: now, log: log}
@@ -157,26 +159,26 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 		}
 	)
 	var gr negotiate.Greeting
-	in, err := ib.door.admit(&arrival{via: transport, msg: m, addressed: true, views: []gossip.Phase{gossip.PhaseGreeting},
-		validate: func() (err error) {
+	in, err := ib.door.Admit(&admit.Arrival{Via: transport, Msg: m, Addressed: true, Views: []gossip.Phase{gossip.PhaseGreeting},
+		Validate: func() (err error) {
 			if m.Headers.Phase == gossip.PhaseGreeting {
 				gr, err = negotiate.ReadGreeting(m)
 			}
 			return err
 		},
-		temperature: func(from peer.ID) string {
+		Temperature: func(from peer.ID) string {
 			if c := joining(from); c != nil {
 				return c.grant().Temperature
 			}
 			return conditions.Cool
 		},
-		verify: func(from peer.ID) (err error) {
+		Verify: func(from peer.ID) (err error) {
 			if m.Headers.Phase == gossip.PhaseGreeting {
 				pv, err = ib.convs.checkView(from, m, gr.ViewUnchanged, false, nil)
 			}
 			return err
 		},
-		fit: func(from peer.ID) error {
+		Fit: func(from peer.ID) error {
 			if c = joining(from); c != nil {
 				err := c.Check(m)
 				misfit = err != nil
@@ -197,7 +199,7 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 			misfit = err != nil
 			return err
 		},
-		commit: func(peer.ID) error {
+		Commit: func(peer.ID) error {
 			if c != nil {
 				return c.Accept(m)
 			}
@@ -212,15 +214,15 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 		}
 		return nil, fmt.Errorf("%w: %s", ErrDuplicate, m.Headers.MessageID)
 	case err != nil && misfit:
-		return &Delivered{MessageID: m.Headers.MessageID, Peer: in.from, Refused: err}, nil
+		return &Delivered{MessageID: m.Headers.MessageID, Peer: in.From, Refused: err}, nil
 	case err != nil:
 		return nil, err
 	}
-	from := in.from
+	from := in.From
 	d := &Delivered{MessageID: m.Headers.MessageID, Peer: from}
 	detail := "via " + transport
 	if c != nil {
-		ib.door.publish(in, c.ID, detail)
+		ib.door.Publish(in, c.ID, detail)
 		ib.convs.act(c, m, pv, gr.Proposal)
 	} else {
 		ib.table.put(icKey, ic)
@@ -235,7 +237,7 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 		if isRequest(m) {
 			detail += "; capability requests are answered over libp2p or POST /invoke, not through the inbox"
 		}
-		ib.door.publish(in, convID, detail)
+		ib.door.Publish(in, convID, detail)
 	}
 	// The sender lets go of the message once told it was taken. The
 	// message is recorded and acted on either way; if the commit fails,
@@ -252,7 +254,7 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 // gossip.RefusalExcerpt), within the door's refusal budget. Nobody is
 // established as its sender.
 func (ib *Inbox) RecordUndecoded(transport string, raw []byte, cause error) {
-	ib.door.refused(transport, "", false, nil, raw, cause)
+	ib.door.Refused(transport, "", false, nil, raw, cause)
 }
 
 // anonymousParamsKept bounds the parameters of an anonymous request that
@@ -422,7 +424,7 @@ func (ib *Inbox) recordStranger(via, caller, ref string, m *gossip.Message, what
 	note += more
 	err := ib.audit.Record(gossip.AuditEntry{At: ib.now().UTC(), Direction: gossip.Received, Peer: anonymousPeer, Transport: via, Note: note, Message: m, Stranger: true})
 	if err != nil {
-		return fmt.Errorf("%w: recording an anonymous %s: %w", errAudit, what, err)
+		return fmt.Errorf("%w: recording an anonymous %s: %w", admit.ErrAudit, what, err)
 	}
 	return nil
 }
@@ -481,12 +483,12 @@ func (ib *Inbox) AgentTimeout() time.Duration { return ib.invoker.timeout }
 // returns the capability's name and result.
 func (ib *Inbox) ExecuteSigned(m *gossip.Message) (string, any, error) {
 	var gr negotiate.Greeting
-	in, err := ib.door.admit(&arrival{via: "https", msg: m, addressed: true, note: "capability request through POST /invoke",
-		validate: func() (err error) {
+	in, err := ib.door.Admit(&admit.Arrival{Via: "https", Msg: m, Addressed: true, Note: "capability request through POST /invoke",
+		Validate: func() (err error) {
 			gr, err = negotiate.ReadGreeting(m) // a request may propose a tier, persona or temperature, as a greeting does
 			return err
 		},
-		fit: func(peer.ID) error {
+		Fit: func(peer.ID) error {
 			if !isRequest(m) || len(m.Headers.Capabilities.Request) != 1 {
 				return fmt.Errorf("%w: a request is a probe naming exactly one capability in headers.capabilities.request", gossip.ErrInvalidMessage)
 			}
@@ -502,7 +504,7 @@ func (ib *Inbox) ExecuteSigned(m *gossip.Message) (string, any, error) {
 	}
 	// An introduction proof on the request counts as on a greeting; the
 	// door made sure the request's signer is its from.
-	g := ib.convs.grant(in.from, m, "", gr.Proposal)
+	g := ib.convs.grant(in.From, m, "", gr.Proposal)
 	// Durable before the agent acts, so that after a crash the same
 	// signed request is a replay, not a second invocation.
 	if err := ib.commit(); err != nil {
@@ -510,16 +512,16 @@ func (ib *Inbox) ExecuteSigned(m *gossip.Message) (string, any, error) {
 	}
 	// No conversation: the conversation ID the caller chose is its own,
 	// never passed on to the agent as this daemon's.
-	result, d, err := ib.invoker.execute(name, params, g, in.from.String(), "")
-	d.Facts.LevelHow = levelHow(ib.convs.trust.Peer(in.from), g.AuthLevel)
+	result, d, err := ib.invoker.execute(name, params, g, in.From.String(), "")
+	d.Facts.LevelHow = levelHow(ib.convs.trust.Peer(in.From), g.AuthLevel)
 	// The answer goes back as HTTP, not as a message of its own: what is
 	// audited of it, with its decision, is how it ended (as for an
 	// anonymous request), in reply to the request, in the signer's files.
 	// A failure to record is logged: the request was recorded before it
 	// ran.
 	reply, _, outcome := outcomeOf(m, err, ib.convs.localAgent(), ib.now())
-	if rerr := ib.convs.recordSent("https", in.from, reply, "signed request through POST /invoke: "+outcome, d); rerr != nil {
-		ib.log.Warn("recording a signed request's outcome", "peer", in.from, "capability", name, "err", rerr)
+	if rerr := ib.convs.recordSent("https", in.From, reply, "signed request through POST /invoke: "+outcome, d); rerr != nil {
+		ib.log.Warn("recording a signed request's outcome", "peer", in.From, "capability", name, "err", rerr)
 	}
 	return name, result, err
 }

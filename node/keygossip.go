@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ifaced/ifaced/node/admit"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -57,7 +59,8 @@ const (
 // the publication of this daemon's own live statements.
 type keyGossip struct {
 	self   *identity.Identity
-	door   *door
+	door   *admit.Door
+	audit  *gossip.AuditLog // records what is announced
 	keys   *keyLifecycle
 	live   func() [][]gossip.Part // the statements to publish, each one message's parts
 	log    *slog.Logger
@@ -72,9 +75,9 @@ type keyGossip struct {
 }
 
 // startKeyGossip joins keyTopic on ps (the announcer's GossipSub).
-func startKeyGossip(ctx context.Context, ps *pubsub.PubSub, self *identity.Identity, d *door, keys *keyLifecycle,
+func startKeyGossip(ctx context.Context, ps *pubsub.PubSub, self *identity.Identity, d *admit.Door, audit *gossip.AuditLog, keys *keyLifecycle,
 	live func() [][]gossip.Part, log *slog.Logger, now func() time.Time) (*keyGossip, error) {
-	g := &keyGossip{self: self, door: d, keys: keys, live: live, log: log, now: now, tasks: newTasks(ctx),
+	g := &keyGossip{self: self, door: d, audit: audit, keys: keys, live: live, log: log, now: now, tasks: newTasks(ctx),
 		limit: rate.NewLimiter(keyGossipRate, keyGossipRate)}
 	ok := false
 	defer func() {
@@ -172,8 +175,8 @@ func (g *keyGossip) receiveLoop() {
 			continue
 		}
 		g.accepted.Add(1)
-		if _, err := g.door.admit(&arrival{via: viaGossipSub, msg: msg, stream: m.GetFrom(), uncharged: true,
-			note: "key statement announced on GossipSub"}); err != nil {
+		if _, err := g.door.Admit(&admit.Arrival{Via: viaGossipSub, Msg: msg, Stream: m.GetFrom(), Uncharged: true,
+			Note: "key statement announced on GossipSub"}); err != nil {
 			g.log.Info("refused a key statement announced on GossipSub", "author", m.GetFrom(), "err", err)
 		}
 	}
@@ -262,7 +265,7 @@ func (g *keyGossip) publishOne(parts []gossip.Part) error {
 	if err != nil {
 		return err
 	}
-	if err := g.door.audit.Record(gossip.AuditEntry{At: now.UTC(), Direction: gossip.Sent, Peer: about.String(), Transport: viaGossipSub,
+	if err := g.audit.Record(gossip.AuditEntry{At: now.UTC(), Direction: gossip.Sent, Peer: about.String(), Transport: viaGossipSub,
 		Note: "key statement announced on GossipSub", Message: m}); err != nil {
 		return err
 	}

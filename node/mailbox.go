@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/admit"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -387,7 +389,7 @@ func (mb *Mail) mailExchange(ctx context.Context, relay peer.ID, req *wire.Mailb
 		s.Reset()
 		return nil, fmt.Errorf("opening mailbox at %s: %w", relay, err)
 	}
-	ws := wire.NewStream(s, mb.cfg.Limits.StreamTimeout.Duration).WithBudget(mb.door.budget, relay)
+	ws := wire.NewStream(s, mb.cfg.Limits.StreamTimeout.Duration).WithBudget(mb.door.Budget(), relay)
 	if err := ws.WriteMailbox(req); err != nil {
 		s.Reset()
 		return nil, fmt.Errorf("mailbox %s at %s: %w", req.Op, relay, err)
@@ -455,7 +457,7 @@ func (mb *Mail) fetchMail(relay peer.ID) {
 		taken := 0
 		for _, mail := range res.Messages {
 			if err := mb.acceptMail(relay, mail); err != nil {
-				if errors.Is(err, errAudit) {
+				if errors.Is(err, admit.ErrAudit) {
 					// Not acknowledged: it will come again once the
 					// audit log can be written.
 					mb.log.Error("could not audit mail; leaving it at the relay", "relay", relay, "err", err)
@@ -500,15 +502,15 @@ func (mb *Mail) fetchMail(relay peer.ID) {
 func (mb *Mail) acceptMail(relay peer.ID, mail wire.Mail) error {
 	m, err := gossip.DecodeCBOR(mail.Message)
 	if err != nil {
-		mb.door.refused(viaMailbox, "", false, nil, mail.Message, err)
+		mb.door.Refused(viaMailbox, "", false, nil, mail.Message, err)
 		return err
 	}
 	note := "delivered by the mailbox at relay " + relay.String()
-	in, err := mb.door.admit(&arrival{via: viaMailbox, msg: m, addressed: true, window: mb.mailReplay, uncharged: true, note: note})
+	in, err := mb.door.Admit(&admit.Arrival{Via: viaMailbox, Msg: m, Addressed: true, Window: mb.mailReplay, Uncharged: true, Note: note})
 	if err != nil {
 		return err
 	}
-	mb.door.publish(in, m.Headers.ConversationID, note)
+	mb.door.Publish(in, m.Headers.ConversationID, note)
 	return nil
 }
 
@@ -520,7 +522,7 @@ func (mb *Mail) handleMailbox(s network.Stream) {
 		return
 	}
 	pid := s.Conn().RemotePeer()
-	ws := wire.NewStream(s, mb.cfg.Limits.StreamTimeout.Duration).WithBudget(mb.door.budget, pid)
+	ws := wire.NewStream(s, mb.cfg.Limits.StreamTimeout.Duration).WithBudget(mb.door.Budget(), pid)
 	answer := func(res *wire.MailboxResponse) {
 		if err := ws.WriteMailbox(res); err != nil {
 			mb.log.Debug("answering a mailbox request", "peer", mb.named(pid), "err", err)

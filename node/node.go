@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/ifaced/ifaced/node/admit"
 
 	"github.com/ifaced/ifaced/node/internal/ratelimit"
 
@@ -19,8 +20,6 @@ import (
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/node/config"
-
-	"github.com/ifaced/ifaced/node/internal/peerid"
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
@@ -56,7 +55,9 @@ type Node struct {
 	started time.Time
 
 	// The admission pipeline and what it checks against.
-	door       *door                 // every inbound message passes here (door.go)
+	door       *admit.Door           // every inbound message passes here (door.go)
+	keys       *keyLifecycle         // peers' key statements, checked at the door and followed (rotation.go)
+	beforeFit  func(*admit.Arrival)  // a test seam at the door's fit step (export_test.go)
 	replay     *identity.ReplayGuard // message IDs and dates (the replay window)
 	mailReplay *identity.ReplayGuard // the same for fetched mail, dated within mailbox.retention
 	seen       *store.BufferedSeen   // with durability.sync = "interval"; nil when every Add commits
@@ -177,12 +178,16 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	} else if err := n.store.ClearSeenFlushedAt(); err != nil {
 		return nil, err
 	}
-	n.door = newDoor(id.DID(), n.audit, n.replay, n.rates, n.trust.KeyRevoked, n.events, log, func() time.Time { return n.now() },
-		func(p peer.ID) netip.Addr { return remoteAddrOf(n.host, p) })
-	n.door.budget = NewBudget(cfg.Limits.MaxMemoryMB, func(p peer.ID) bool { return n.convs != nil && n.convs.isGreeted(p) })
-	n.door.known = func(p peer.ID) bool { return n.trust.Known(peerid.String(p)) }
-	n.door.keys = newKeyLifecycle(n.trust, n.policy, n.store, alias.Open(home.Dir), n.events, log,
+	// The host listens from here on; no stream protocol is handled until
+	// the conversations register theirs.
+	if n.host, err = newHost(cfg, id, n.hostOptions()...); err != nil {
+		return nil, err
+	}
+	n.keys = newKeyLifecycle(n.trust, n.policy, n.store, alias.Open(home.Dir), n.events, log,
 		func() time.Time { return n.now() }, max(cfg.Mailbox.Retention.Duration, cfg.Replay.Window.Duration))
+	n.door = admit.New(admit.Deps{Self: id.DID(), Host: n.host, Audit: n.audit, Replay: n.replay, Rates: n.rates, Trust: n.trust,
+		Keys: n.keys, Events: n.events, MaxMemoryMB: cfg.Limits.MaxMemoryMB, Log: log, Now: func() time.Time { return n.now() },
+		BeforeFit: n.beforeFit})
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
 		return nil, fmt.Errorf("building capability document: %w", err)
@@ -196,9 +201,6 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	now := func() time.Time { return n.now() }
 	if n.docs, err = owner.New(n.ctx, owner.Deps{ID: id, Store: n.store.Own(), Order: order, Policy: n.policy, Tools: mcpTools,
 		Events: n.events, Log: log, Now: now, Spawn: n.spawn}, doc); err != nil {
-		return nil, err
-	}
-	if n.host, err = newHost(cfg, id, n.hostOptions()...); err != nil {
 		return nil, err
 	}
 	n.invoker = newInvoker(n.docs, order, n.invocations, n.bridge, cfg.Agent.Timeout.Duration, n.ctx, now)
@@ -230,7 +232,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 		return nil, err
 	}
 	if n.gossip != nil {
-		kg, err := startKeyGossip(n.ctx, n.gossip.ps, id, n.door, n.door.keys, n.keyNotices.live, log, now)
+		kg, err := startKeyGossip(n.ctx, n.gossip.ps, id, n.door, n.audit, n.keys, n.keyNotices.live, log, now)
 		if err != nil {
 			return nil, err
 		}
@@ -435,8 +437,8 @@ func (n *Node) pruneLoop() {
 			}
 			n.rates.Prune()
 			n.mail.rates.Prune()
-			n.door.reportLeftOut()
-			n.door.keepLeftOut()
+			n.door.ReportLeftOut()
+			n.door.KeepLeftOut()
 			if n.cfg.Relay.Service && n.cfg.Relay.Mailbox {
 				n.mail.pruneMail()
 			}
@@ -484,8 +486,8 @@ func (n *Node) closeAll() error {
 		if n.door != nil {
 			// The count of refusals left out goes into the record when it
 			// has room, and is kept for the next run when not.
-			n.door.reportLeftOut()
-			n.door.keepLeftOut()
+			n.door.ReportLeftOut()
+			n.door.KeepLeftOut()
 		}
 		errs = append(errs, n.audit.Close())
 	}
@@ -497,3 +499,12 @@ func (n *Node) closeAll() error {
 	}
 	return errors.Join(errs...)
 }
+
+// WithAuditOptions passes options to the audit log (tests: a free-space
+// source, a clock).
+func WithAuditOptions(opts ...gossip.AuditOption) Option {
+	return func(n *Node) { n.auditOpts = append(n.auditOpts, opts...) }
+}
+
+// Budget is the daemon's decoding budget, for the HTTP binding.
+func (n *Node) Budget() *admit.Budget { return n.door.Budget() }

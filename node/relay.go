@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/admit"
+
 	"github.com/ifaced/ifaced/node/internal/ratelimit"
 
 	"github.com/ifaced/ifaced/node/events"
@@ -81,7 +83,7 @@ type mailDeps struct {
 	cfg        *config.Config // listen, relay, mailbox and limits sections
 	host       host.Host
 	store      *store.Store
-	door       *door
+	door       *admit.Door
 	mailReplay *identity.ReplayGuard // mail is dated within mailbox.retention, not the replay window
 	convs      *Conversations        // Send says text in a conversation when the peer is reachable
 	events     *events.Hub

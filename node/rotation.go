@@ -138,7 +138,7 @@ func (k *keyLifecycle) known(pid peer.ID) bool { return k.trust.Known(pid.String
 
 // verify is the door's check of the key statements m carries (signed by
 // from, verified): each verifies, and this daemon will follow it.
-func (k *keyLifecycle) verify(m *gossip.Message, from peer.ID) error {
+func (k *keyLifecycle) Verify(m *gossip.Message, from peer.ID) error {
 	st, err := statementsOf(m)
 	if err != nil {
 		return err
@@ -172,7 +172,7 @@ func (k *keyLifecycle) verify(m *gossip.Message, from peer.ID) error {
 // the message already. A failure is logged and told to the owner: the
 // message stays admitted, and the same statement sent again is followed
 // again (every step is idempotent, the record of it written last).
-func (k *keyLifecycle) act(from peer.ID, via string, m *gossip.Message) {
+func (k *keyLifecycle) Act(from peer.ID, via string, m *gossip.Message) {
 	st, err := statementsOf(m)
 	if err != nil || st.none() {
 		return

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/admit"
+
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/internal/testkit"
 
@@ -190,7 +192,7 @@ func statementMessage(t *testing.T, from *identity.Identity, to peer.ID, parts .
 
 // admitStatement takes m through alice's door as fetched mail would come.
 func admitStatement(alice *testDaemon, m *gossip.Message) error {
-	_, err := alice.door.admit(&arrival{via: viaMailbox, msg: m, addressed: true, window: alice.mailReplay, uncharged: true})
+	_, err := alice.door.Admit(&admit.Arrival{Via: viaMailbox, Msg: m, Addressed: true, Window: alice.mailReplay, Uncharged: true})
 	return err
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/ifaced/ifaced/node/admit"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/wire"
@@ -67,7 +69,7 @@ func (up *updatePush) push(ctx context.Context, c *conv) error {
 		s.Reset()
 		return err
 	}
-	u := &conv{Conversation: c.Conversation, peer: c.peer, stream: wire.NewStream(s, cs.streamTimeout).WithBudget(cs.door.budget, c.peer)}
+	u := &conv{Conversation: c.Conversation, peer: c.peer, stream: wire.NewStream(s, cs.streamTimeout).WithBudget(cs.door.Budget(), c.peer)}
 	now := cs.now()
 	m := &gossip.Message{IFP: gossip.Version, Headers: gossip.Headers{
 		MessageID: gossip.NewID("msg", now), Date: gossip.FormatDate(now),
@@ -82,7 +84,7 @@ func (up *updatePush) push(ctx context.Context, c *conv) error {
 		s.Reset()
 		return err
 	}
-	if err := cs.recordSent(ViaLibp2p, c.peer, m, "capability update", nil); err != nil {
+	if err := cs.recordSent(admit.ViaLibp2p, c.peer, m, "capability update", nil); err != nil {
 		s.Reset()
 		return err
 	}
@@ -97,8 +99,8 @@ func (up *updatePush) push(ctx context.Context, c *conv) error {
 		s.Reset()
 		return fmt.Errorf("reading update acknowledgement: %w", err)
 	}
-	_, err = cs.door.admit(&arrival{via: ViaLibp2p, msg: ack, stream: c.peer, note: "capability update answer", uncharged: true, release: release,
-		fit: func(peer.ID) error {
+	_, err = cs.door.Admit(&admit.Arrival{Via: admit.ViaLibp2p, Msg: ack, Stream: c.peer, Note: "capability update answer", Uncharged: true, Release: release,
+		Fit: func(peer.ID) error {
 			if ack.Headers.Phase == gossip.PhaseError && ack.Headers.ConversationID == m.Headers.ConversationID {
 				return nil // a refusal of the update: reported below
 			}
@@ -138,27 +140,27 @@ func (up *updatePush) handle(s network.Stream) {
 		open = nil
 	}
 	var pv pendingView
-	_, err = cs.door.admit(&arrival{via: ViaLibp2p, msg: m, stream: pid, note: "capability update", views: []gossip.Phase{gossip.PhaseContext}, release: release,
-		validate: func() error {
+	_, err = cs.door.Admit(&admit.Arrival{Via: admit.ViaLibp2p, Msg: m, Stream: pid, Note: "capability update", Views: []gossip.Phase{gossip.PhaseContext}, Release: release,
+		Validate: func() error {
 			if p := m.Headers.Phase; p != gossip.PhaseContext {
 				return fmt.Errorf("%w: an update push is a context message (phase context, the new view in a %q part), not a %s; greetings and the rest of a conversation go on %s",
 					gossip.ErrUnexpectedPhase, negotiate.PartCapabilities, p, wire.Conversation)
 			}
 			return nil
 		},
-		temperature: func(peer.ID) string {
+		Temperature: func(peer.ID) string {
 			if open != nil {
 				return open.grant().Temperature
 			}
 			return ""
 		},
-		verify: func(peer.ID) (err error) {
+		Verify: func(peer.ID) (err error) {
 			if m.Headers.Phase == gossip.PhaseContext {
 				pv, err = cs.checkView(pid, m, "", true, nil)
 			}
 			return err
 		},
-		fit: func(peer.ID) error {
+		Fit: func(peer.ID) error {
 			if open == nil {
 				return fmt.Errorf("%w: no open conversation %s with you; greet first", gossip.ErrWrongConversation, m.Headers.ConversationID)
 			}

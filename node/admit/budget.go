@@ -1,9 +1,10 @@
-package node
+package admit
 
 import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -41,7 +42,10 @@ import (
 type Budget struct {
 	all, strangers *semaphore.Weighted
 	size, share    int64
-	known          func(peer.ID) bool
+	greeted        func(peer.ID) bool
+	// used counts what is taken, of the whole and of the strangers' share
+	// (Used): the semaphores do not say.
+	used, strangersUsed atomic.Int64
 }
 
 // minBudget is the least budget: what the costliest message within the
@@ -56,15 +60,15 @@ func strangerShare(size int64) int64 { return size / 4 * 3 }
 // least 48 MiB.
 func BudgetSize(maxMemoryMB int) int64 { return max(int64(maxMemoryMB)<<20/2, minBudget) }
 
-// NewBudget returns a budget of BudgetSize(maxMemoryMB) bytes; known
+// newBudget returns a budget of BudgetSize(maxMemoryMB) bytes; greeted
 // tells the peers that need not share the strangers' part (nil: none).
-func NewBudget(maxMemoryMB int, known func(peer.ID) bool) *Budget {
+func newBudget(maxMemoryMB int, greeted func(peer.ID) bool) *Budget {
 	size := BudgetSize(maxMemoryMB)
-	if known == nil {
-		known = func(peer.ID) bool { return false }
+	if greeted == nil {
+		greeted = func(peer.ID) bool { return false }
 	}
 	return &Budget{all: semaphore.NewWeighted(size), strangers: semaphore.NewWeighted(strangerShare(size)),
-		size: size, share: strangerShare(size), known: known}
+		size: size, share: strangerShare(size), greeted: greeted}
 }
 
 var _ wire.Budget = (*Budget)(nil)
@@ -79,7 +83,7 @@ func (b *Budget) Acquire(ctx context.Context, from peer.ID, n int64) (release fu
 		return func() {}, nil
 	}
 	n = min(max(n, 1), b.size)
-	stranger := from == "" || !b.known(from)
+	stranger := from == "" || !b.greeted(from)
 	if stranger {
 		n = min(n, b.share)
 		if err := b.strangers.Acquire(ctx, n); err != nil {
@@ -92,16 +96,28 @@ func (b *Budget) Acquire(ctx context.Context, from peer.ID, n int64) (release fu
 		}
 		return nil, fmt.Errorf("waiting for %d bytes of the decoding budget: %w", n, err)
 	}
+	b.used.Add(n)
+	if stranger {
+		b.strangersUsed.Add(n)
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			b.used.Add(-n)
 			b.all.Release(n)
 			if stranger {
+				b.strangersUsed.Add(-n)
 				b.strangers.Release(n)
 			}
 		})
 	}, nil
 }
 
-// Budget is the daemon's decoding budget, for the HTTP bindings.
-func (n *Node) Budget() *Budget { return n.door.budget }
+// Used is how many bytes of the budget messages hold now, of the whole
+// and of the strangers' share (0 for a nil Budget).
+func (b *Budget) Used() (all, strangers int64) {
+	if b == nil {
+		return 0, 0
+	}
+	return b.used.Load(), b.strangersUsed.Load()
+}

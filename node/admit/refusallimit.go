@@ -1,4 +1,4 @@
-package node
+package admit
 
 import (
 	"net/netip"
@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
-	"github.com/ifaced/ifaced/gossip"
-	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	manet "github.com/multiformats/go-multiaddr/net"
 	"golang.org/x/time/rate"
@@ -45,8 +44,8 @@ type refusalBudget struct {
 
 // The refusal budget.
 const (
-	refusalSourceBurst = 20               // refusals written at once for one peer or address
-	refusalSourceEvery = 30 * time.Second // then one per this, per source
+	RefusalSourceBurst = 20               // refusals written at once for one peer or address
+	RefusalSourceEvery = 30 * time.Second // then one per this, per source
 	refusalGlobalBurst = 200              // for the whole daemon
 	refusalGlobalEvery = 2 * time.Second
 	refusalSources     = 4096 // sources remembered (least recently used evicted)
@@ -70,7 +69,7 @@ func (b *refusalBudget) take(t time.Time, sources ...string) (ok bool, leftOut i
 	for _, s := range sources {
 		lim, found := b.sources.Get(s)
 		if !found {
-			lim = rate.NewLimiter(rate.Every(refusalSourceEvery), refusalSourceBurst)
+			lim = rate.NewLimiter(rate.Every(RefusalSourceEvery), RefusalSourceBurst)
 			b.sources.Add(s, lim)
 		}
 		lims = append(lims, lim)
@@ -112,11 +111,11 @@ func refusalSourcesOf(via string, established peer.ID, addr netip.Addr) []string
 }
 
 // remoteAddrOf is the IP address of a connection to p, if there is one.
-func remoteAddrOf(h host.Host, p peer.ID) netip.Addr {
-	if h == nil || p == "" {
+func remoteAddrOf(conns network.Network, p peer.ID) netip.Addr {
+	if p == "" {
 		return netip.Addr{}
 	}
-	for _, c := range h.Network().ConnsToPeer(p) {
+	for _, c := range conns.ConnsToPeer(p) {
 		ip, err := manet.ToIP(c.RemoteMultiaddr())
 		if err != nil {
 			continue // a relayed connection has no address of its own
@@ -126,10 +125,4 @@ func remoteAddrOf(h host.Host, p peer.ID) netip.Addr {
 		}
 	}
 	return netip.Addr{}
-}
-
-// WithAuditOptions passes options to the audit log (tests: a free-space
-// source, a clock).
-func WithAuditOptions(opts ...gossip.AuditOption) Option {
-	return func(n *Node) { n.auditOpts = append(n.auditOpts, opts...) }
 }

@@ -1,4 +1,4 @@
-package node
+package admit
 
 import (
 	"context"
@@ -20,7 +20,7 @@ func TestBudget(t *testing.T) {
 		t.Errorf("BudgetSize(16) = %d, want the minimum %d", got, minBudget)
 	}
 	const known, stranger = peer.ID("known"), peer.ID("stranger")
-	b := NewBudget(128, func(p peer.ID) bool { return p == known }) // 64 MiB, 48 for strangers
+	b := newBudget(128, func(p peer.ID) bool { return p == known }) // 64 MiB, 48 for strangers
 	// fits reports whether n bytes are free now for anyone, taking nothing.
 	fits := func(n int64) bool {
 		if !b.all.TryAcquire(n) {

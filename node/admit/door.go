@@ -1,30 +1,4 @@
-package node
-
-import (
-	"crypto/ed25519"
-	"errors"
-	"fmt"
-	"log/slog"
-	"net/netip"
-	"slices"
-	"sync/atomic"
-	"time"
-
-	"github.com/ifaced/ifaced/node/internal/ratelimit"
-
-	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node/events"
-
-	"github.com/ifaced/ifaced/node/internal/peerid"
-
-	"github.com/ifaced/ifaced/gossip"
-	"github.com/ifaced/ifaced/identity"
-	"github.com/ifaced/ifaced/node/wire"
-	"github.com/libp2p/go-libp2p/core/peer"
-	"golang.org/x/time/rate"
-)
-
-// The door: every inbound message — a libp2p conversation or capabilities
+// Package admit is the door: every inbound message — a libp2p conversation or capabilities
 // query, an update push, the HTTPS inbox, a signed POST /invoke, fetched
 // mail — passes one admission pipeline of named steps, in this order,
 // before anything acts on it (DESIGN §3):
@@ -72,161 +46,244 @@ import (
 // content. A message refused after the replay step is
 // forgotten again by the seen-set, so that a sender refused for being too
 // fast can send the same message later.
+//
+// Door is the component, New builds it; the decoding budget (budget.go)
+// and the bounds on recorded refusals (refusallimit.go) are its own.
+// Transports (node/converse, node/mail, key gossip, the HTTP binding)
+// call Admit; what they must act on after it they do themselves.
+package admit
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/ifaced/ifaced/node/internal/ratelimit"
+
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/events"
+
+	"github.com/ifaced/ifaced/node/internal/peerid"
+
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/node/wire"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/time/rate"
+)
 
 // arrival is one inbound message at the door and what its transport knows
 // about it.
-type arrival struct {
-	via       string          // the transport, as the audit log names it
-	msg       *gossip.Message // decoded and validated
-	stream    peer.ID         // libp2p: the stream's remote peer, the only signer accepted; "" elsewhere
-	addressed bool            // headers.to must name this daemon
-	window    *identity.ReplayGuard
+type Arrival struct {
+	Via       string          // the transport, as the audit log names it
+	Msg       *gossip.Message // decoded and validated
+	Stream    peer.ID         // libp2p: the stream's remote peer, the only signer accepted; "" elsewhere
+	Addressed bool            // headers.to must name this daemon
+	Window    *identity.ReplayGuard
 	// temperature is the rate's temperature for the signer ("" is cool);
 	// nil charges at cool.
-	temperature func(from peer.ID) string
+	Temperature func(from peer.ID) string
 	// validate checks the parts the transport reads (a greeting's
 	// proposal), before anything else: nil when there are none.
-	validate func() error
+	Validate func() error
 	// uncharged: the pace is bounded elsewhere (an answer to this daemon's
 	// own request, mail this daemon fetched), so no rate bucket is charged.
-	uncharged bool
+	Uncharged bool
 	// verify checks the documents the message carries, after its signature.
-	verify func(from peer.ID) error
+	Verify func(from peer.ID) error
 	// fit checks that the message fits its conversation without changing
 	// it; nil fits anywhere. commit then records it in the conversation,
 	// after the audit entry is written: nothing unadmitted changes a
 	// conversation's state.
-	fit    func(from peer.ID) error
-	commit func(from peer.ID) error
+	Fit    func(from peer.ID) error
+	Commit func(from peer.ID) error
 	// views are the phases in which this transport reads a view (part
 	// "capabilities") and checks it in verify; a view in any other
 	// message is refused, never passed on unverified.
-	views []gossip.Phase
-	note  string // for the audit entry
+	Views []gossip.Phase
+	Note  string // for the audit entry
 	// release gives back the message's share of the decoding budget
 	// (wire.Stream.ReadHeld): once the message is recorded (the audit
 	// step, which copies it twice), or refused. nil: none held.
-	release func()
+	Release func()
 }
 
-// door admits inbound messages. It holds exactly what the steps need.
-type door struct {
+// Door admits inbound messages. It holds exactly what the steps need.
+type Door struct {
 	// strangers bounds the refusal events of senders nobody established:
 	// the agent hears of some, and of how many more there were, so that
 	// no flood of junk can crowd its event stream.
 	strangers  *rate.Limiter
 	suppressed atomic.Int64
 	// refusals bounds the refusals written to the record of refusals
-	// (refusallimit.go); remote is the address of a libp2p peer's
-	// connection, a source that budget is charged to.
+	// (refusallimit.go), charged to sources among which is the address of
+	// a libp2p peer's connection (conns).
 	refusals *refusalBudget
-	remote   func(peer.ID) netip.Addr
+	conns    network.Network
 	// noRoom is set while the audit log has no room for new conversations,
 	// so that the owner is told once when it happens and once when it ends.
-	noRoom  atomic.Bool
-	self    string // this daemon's did:key
-	audit   *gossip.AuditLog
-	replay  *identity.ReplayGuard
-	rates   *ratelimit.Limits
-	revoked func(peer.ID) error // the owner's revocations (trust)
-	events  *events.Hub
-	log     *slog.Logger
-	now     func() time.Time
-	budget  *Budget // the decoding budget messages hold until verified (nil: none)
-	// known says whether the owner made a peer known (peerGate); nil
-	// knows nobody. Strangers' files share a quarter of the audit log's
-	// quota, the oldest going first (gossip.StrangerShare).
-	known func(peer.ID) bool
+	noRoom atomic.Bool
+	self   string // this daemon's did:key
+	audit  *gossip.AuditLog
+	replay *identity.ReplayGuard
+	rates  *ratelimit.Limits
+	trust  Trust
+	events *events.Hub
+	log    *slog.Logger
+	now    func() time.Time
+	budget *Budget // the decoding budget messages hold until they are recorded
 	// keys checks the key statements a message carries (in the verify
-	// step) and follows them once it is audited (rotation.go); nil: none.
-	keys *keyLifecycle
+	// step) and follows them once it is audited; nil: none.
+	keys KeyStatements
 	// beforeFit, when set (tests only), runs just before the fit step:
 	// a seam where a test holds messages to race them at that step.
-	beforeFit func(*arrival)
+	beforeFit func(*Arrival)
 }
 
-func newDoor(self string, audit *gossip.AuditLog, replay *identity.ReplayGuard, rates *ratelimit.Limits,
-	revoked func(peer.ID) error, hub *events.Hub, log *slog.Logger, now func() time.Time, remote func(peer.ID) netip.Addr) *door {
-	d := &door{self: self, audit: audit, replay: replay, rates: rates, revoked: revoked, events: hub, log: log, now: now,
-		strangers: rate.NewLimiter(rate.Every(strangerEventEvery), strangerEventBurst), refusals: newRefusalBudget(), remote: remote}
-	// Refusals the previous run counted and no record said: the next
-	// record says them (keepLeftOut).
-	d.refusals.leftOut.Add(audit.LeftOut())
-	return d
+// Trust is what the door asks of the trust book (node/trust's Book is
+// one): whether a key is refused (the owner revoked it, a statement
+// revoked or retired it), and whether the owner made a peer known.
+// Strangers' files share a quarter of the audit log's quota, the oldest
+// going first (gossip.StrangerShare), and strangers share three quarters
+// of the decoding budget.
+type Trust interface {
+	KeyRevoked(peer.ID) error
+	Known(peerID string) bool
 }
+
+// KeyStatements checks the key statements a message carries, in the
+// verify step, and follows them once the message is audited (node/keys'
+// Lifecycle is one), whichever transport brought it.
+type KeyStatements interface {
+	Verify(m *gossip.Message, from peer.ID) error
+	Act(from peer.ID, via string, m *gossip.Message)
+}
+
+// DoorDeps is what NewDoor builds the door from.
+type Deps struct {
+	Self        string    // this daemon's did:key: headers.to must name it where a message is addressed
+	Host        host.Host // its connections: a libp2p peer's address and whether it greeted (GreetedTag)
+	Audit       *gossip.AuditLog
+	Replay      *identity.ReplayGuard // the default replay window; an Arrival may name another
+	Rates       *ratelimit.Limits
+	Trust       Trust
+	Keys        KeyStatements // nil: no key statement is followed
+	Events      *events.Hub
+	MaxMemoryMB int // limits.max_memory_mb: the decoding budget is half of it (BudgetSize)
+	Log         *slog.Logger
+	Now         func() time.Time
+	// BeforeFit, when set (tests only), runs just before the fit step: a
+	// seam where a test holds messages to race them at that step.
+	BeforeFit func(*Arrival)
+}
+
+// NewDoor builds the door.
+func New(d Deps) *Door {
+	cm := d.Host.ConnManager()
+	door := &Door{self: d.Self, audit: d.Audit, replay: d.Replay, rates: d.Rates, trust: d.Trust, keys: d.Keys, events: d.Events,
+		log: d.Log, now: d.Now, conns: d.Host.Network(), beforeFit: d.BeforeFit,
+		strangers: rate.NewLimiter(rate.Every(strangerEventEvery), StrangerEventBurst), refusals: newRefusalBudget(),
+		budget: newBudget(d.MaxMemoryMB, func(p peer.ID) bool {
+			ti := cm.GetTagInfo(p)
+			return ti != nil && ti.Tags[GreetedTag] > 0
+		})}
+	// Refusals the previous run counted and no record said: the next
+	// record says them (KeepLeftOut).
+	door.refusals.leftOut.Add(d.Audit.LeftOut())
+	return door
+}
+
+// GreetedTag marks, for the connection manager, the peers this daemon has
+// exchanged verified greetings with (node/converse tags them). When it
+// trims connections it closes those of lower value first, so strangers
+// that never greeted (a flood of fresh identities, say) go before the
+// peers in a negotiation; and the decoding budget does not count a peer
+// so tagged on its current connections a stranger.
+const GreetedTag = "ifaced-greeted"
+
+// Budget is the decoding budget, for the transports that decode outside a
+// libp2p stream (the HTTP binding).
+func (d *Door) Budget() *Budget { return d.budget }
 
 // admitted is a message through the door: its signer, established. On a
 // refusal, from is the signer when the door established it.
-type admitted struct {
-	from peer.ID
-	msg  *gossip.Message
+type Admitted struct {
+	From peer.ID
+	Msg  *gossip.Message
 }
 
 // errAudit marks a failure to write the audit entry of an admitted
 // message: the daemon's own failure, after which nothing acts on it.
-var errAudit = errors.New("audit log")
+var ErrAudit = errors.New("audit log")
 
 // admit runs the pipeline on a. On refusal the refusal is recorded and the
 // error says why (wire.CodeOf names its code); the transport answers.
-func (d *door) admit(a *arrival) (admitted, error) {
-	if a.release != nil {
-		defer a.release() // a refusal before the audit step
+func (d *Door) Admit(a *Arrival) (Admitted, error) {
+	if a.Release != nil {
+		defer a.Release() // a refusal before the audit step
 	}
 	if err := d.room(a); err != nil {
-		return admitted{}, d.refuse(a, "", false, false, err)
+		return Admitted{}, d.refuse(a, "", false, false, err)
 	}
 	if err := d.validate(a); err != nil {
-		return admitted{}, d.refuse(a, "", false, false, err)
+		return Admitted{}, d.refuse(a, "", false, false, err)
 	}
 	from, pub, err := d.establish(a)
 	if err != nil {
-		return admitted{}, d.refuse(a, from, false, false, err)
+		return Admitted{}, d.refuse(a, from, false, false, err)
 	}
-	if err := a.msg.Verify(pub); err != nil {
-		return admitted{}, d.refuse(a, from, false, false, err)
+	if err := a.Msg.Verify(pub); err != nil {
+		return Admitted{}, d.refuse(a, from, false, false, err)
 	}
 	// From here on the signer is established: its signature verified.
 	if err := d.verify(a, from); err != nil {
-		return admitted{from: from}, d.refuse(a, from, true, false, err)
+		return Admitted{From: from}, d.refuse(a, from, true, false, err)
 	}
 	if err := d.strangerRoom(a, from); err != nil {
-		return admitted{from: from}, d.refuse(a, from, true, false, err)
+		return Admitted{From: from}, d.refuse(a, from, true, false, err)
 	}
 	if err := d.checkReplay(a, from); err != nil {
-		return admitted{from: from}, d.refuse(a, from, true, false, err)
+		return Admitted{From: from}, d.refuse(a, from, true, false, err)
 	}
 	if err := d.charge(a, from); err != nil {
-		return admitted{from: from}, d.refuse(a, from, true, true, err)
+		return Admitted{From: from}, d.refuse(a, from, true, true, err)
 	}
 	if d.beforeFit != nil {
 		d.beforeFit(a)
 	}
-	if a.fit != nil {
-		if err := a.fit(from); err != nil {
-			return admitted{from: from}, d.refuse(a, from, true, true, err)
+	if a.Fit != nil {
+		if err := a.Fit(from); err != nil {
+			return Admitted{From: from}, d.refuse(a, from, true, true, err)
 		}
 	}
 	err = d.record(a, from)
-	if a.release != nil {
+	if a.Release != nil {
 		// Recorded (or not): the decoded message's share of the budget,
 		// held through the audit's copies of it, goes back.
-		a.release()
+		a.Release()
 	}
 	if err != nil {
 		d.forget(a, from)
-		return admitted{from: from}, err
+		return Admitted{From: from}, err
 	}
-	if a.commit != nil {
+	if a.Commit != nil {
 		// Fitted a moment ago; only a message racing it on the same
 		// conversation can make this fail. It is audited as received,
 		// and recorded as refused too.
-		if err := a.commit(from); err != nil {
-			d.refused(a.via, from, true, a.msg, nil, err)
-			return admitted{from: from}, err
+		if err := a.Commit(from); err != nil {
+			d.Refused(a.Via, from, true, a.Msg, nil, err)
+			return Admitted{From: from}, err
 		}
 	}
 	d.followKeys(a, from)
-	return admitted{from: from, msg: a.msg}, nil
+	return Admitted{From: from, Msg: a.Msg}, nil
 }
 
 // room refuses a greeting — a new conversation — while the audit log has
@@ -236,8 +293,8 @@ func (d *door) admit(a *arrival) (admitted, error) {
 // every other message goes on, so the conversations already admitted
 // continue while the disk takes their entries. The owner is told (a
 // warning in the log) when the room runs out and when it is back.
-func (d *door) room(a *arrival) error {
-	if a.msg.Headers.Phase != gossip.PhaseGreeting {
+func (d *Door) room(a *Arrival) error {
+	if a.Msg.Headers.Phase != gossip.PhaseGreeting {
 		return nil
 	}
 	err := d.audit.Room()
@@ -252,11 +309,11 @@ func (d *door) room(a *arrival) error {
 	}
 	// errAudit too: a fetched greeting is left at its relay, to come again
 	// once there is room, as when its entry could not be written.
-	return fmt.Errorf("%w (%w): %w", wire.ErrUnavailable, errAudit, err)
+	return fmt.Errorf("%w (%w): %w", wire.ErrUnavailable, ErrAudit, err)
 }
 
 // stranger reports whether pid is a peer the owner has not made known.
-func (d *door) stranger(pid peer.ID) bool { return d.known == nil || !d.known(pid) }
+func (d *Door) Stranger(pid peer.ID) bool { return !d.trust.Known(peerid.String(pid)) }
 
 // strangerRoom makes room in the audit log for a greeting — a new
 // conversation — from a stranger: strangers' files take at most their
@@ -266,12 +323,12 @@ func (d *door) stranger(pid peer.ID) bool { return d.known == nil || !d.known(pi
 // quota with admitted greetings and shut out everyone; with it they cannot
 // shut out even each other. It refuses (wire code unavailable, and why)
 // only when no room could be made. It runs once the signer is established.
-func (d *door) strangerRoom(a *arrival, from peer.ID) error {
-	if a.msg.Headers.Phase != gossip.PhaseGreeting || !d.stranger(from) {
+func (d *Door) strangerRoom(a *Arrival, from peer.ID) error {
+	if a.Msg.Headers.Phase != gossip.PhaseGreeting || !d.Stranger(from) {
 		return nil
 	}
 	if err := d.audit.StrangerRoom(); err != nil {
-		return fmt.Errorf("%w (%w): %w", wire.ErrUnavailable, errAudit, err)
+		return fmt.Errorf("%w (%w): %w", wire.ErrUnavailable, ErrAudit, err)
 	}
 	return nil
 }
@@ -282,13 +339,13 @@ func (d *door) strangerRoom(a *arrival, from peer.ID) error {
 // first, so that a message of the wrong kind (an update push that is no
 // context message) is refused for what it is, not for the view it
 // carries.
-func (d *door) validate(a *arrival) error {
-	if a.validate != nil {
-		if err := a.validate(); err != nil {
+func (d *Door) validate(a *Arrival) error {
+	if a.Validate != nil {
+		if err := a.Validate(); err != nil {
 			return err
 		}
 	}
-	if _, ok := a.msg.Body.Part(negotiate.PartCapabilities); ok && !slices.Contains(a.views, a.msg.Headers.Phase) {
+	if _, ok := a.Msg.Body.Part(negotiate.PartCapabilities); ok && !slices.Contains(a.Views, a.Msg.Headers.Phase) {
 		return fmt.Errorf("%w: a %q part travels only in a greeting or an update push (a context message on %s)", gossip.ErrInvalidMessage, negotiate.PartCapabilities, wire.Update)
 	}
 	return nil
@@ -296,9 +353,9 @@ func (d *door) validate(a *arrival) error {
 
 // establish finds the signer: the stream's peer on libp2p, else the key
 // the message's Ed25519 signature names. headers.from must be its did:key.
-func (d *door) establish(a *arrival) (peer.ID, ed25519.PublicKey, error) {
-	m := a.msg
-	from := a.stream
+func (d *Door) establish(a *Arrival) (peer.ID, ed25519.PublicKey, error) {
+	m := a.Msg
+	from := a.Stream
 	if from == "" {
 		var err error
 		if from, err = signerOf(m); err != nil {
@@ -316,7 +373,7 @@ func (d *door) establish(a *arrival) (peer.ID, ed25519.PublicKey, error) {
 		return "", nil, fmt.Errorf("%w: headers.from is %q, but the message is signed by %s; from must name the signer",
 			gossip.ErrWrongKey, m.Headers.From.Agent, did)
 	}
-	if a.addressed && !slices.ContainsFunc(m.Headers.To, func(t gossip.Agent) bool { return t.Agent == d.self }) {
+	if a.Addressed && !slices.ContainsFunc(m.Headers.To, func(t gossip.Agent) bool { return t.Agent == d.self }) {
 		return "", nil, fmt.Errorf("%w: the message is addressed to someone else (headers.to does not name %s)", gossip.ErrInvalidMessage, d.self)
 	}
 	return from, pub, nil
@@ -344,17 +401,17 @@ var errDocument = errors.New("carried document")
 
 // verify checks, for a signer whose signature verified, that the owner
 // has not revoked its key, and the documents the message carries.
-func (d *door) verify(a *arrival, from peer.ID) error {
-	if err := d.revoked(from); err != nil {
+func (d *Door) verify(a *Arrival, from peer.ID) error {
+	if err := d.trust.KeyRevoked(from); err != nil {
 		return err
 	}
-	if a.verify != nil {
-		if err := a.verify(from); err != nil {
+	if a.Verify != nil {
+		if err := a.Verify(from); err != nil {
 			return fmt.Errorf("%w: %w", errDocument, err)
 		}
 	}
 	if d.keys != nil {
-		if err := d.keys.verify(a.msg, from); err != nil {
+		if err := d.keys.Verify(a.Msg, from); err != nil {
 			return fmt.Errorf("%w: %w", errDocument, err)
 		}
 	}
@@ -363,9 +420,9 @@ func (d *door) verify(a *arrival, from peer.ID) error {
 
 // followKeys acts on the key statements of an admitted, audited message
 // (rotation.go), whichever transport brought it.
-func (d *door) followKeys(a *arrival, from peer.ID) {
+func (d *Door) followKeys(a *Arrival, from peer.ID) {
 	if d.keys != nil {
-		d.keys.act(from, a.via, a.msg)
+		d.keys.Act(from, a.Via, a.Msg)
 	}
 }
 
@@ -374,67 +431,67 @@ func (d *door) followKeys(a *arrival, from peer.ID) {
 // use up another's message IDs before the genuine messages arrive (say,
 // through a relay), and whichever transport brings a message first, the
 // second is a replay.
-func (d *door) checkReplay(a *arrival, from peer.ID) error {
-	w := a.window
+func (d *Door) checkReplay(a *Arrival, from peer.ID) error {
+	w := a.Window
 	if w == nil {
 		w = d.replay
 	}
-	return w.Check(seenKey(from, a.msg), a.msg.Headers.Date, d.now())
+	return w.Check(seenKey(from, a.Msg), a.Msg.Headers.Date, d.now())
 }
 
 // charge takes one message from the signer's rate bucket.
-func (d *door) charge(a *arrival, from peer.ID) error {
-	if a.uncharged {
+func (d *Door) charge(a *Arrival, from peer.ID) error {
+	if a.Uncharged {
 		return nil
 	}
 	t := ""
-	if a.temperature != nil {
-		t = a.temperature(from)
+	if a.Temperature != nil {
+		t = a.Temperature(from)
 	}
 	return d.rates.Allow(from, t)
 }
 
 // record writes the admitted message to the audit log.
-func (d *door) record(a *arrival, from peer.ID) error {
+func (d *Door) record(a *Arrival, from peer.ID) error {
 	err := d.audit.Record(gossip.AuditEntry{At: d.now().UTC(), Direction: gossip.Received, Peer: peerid.String(from),
-		Transport: a.via, Note: a.note, Message: a.msg, Stranger: d.stranger(from)})
+		Transport: a.Via, Note: a.Note, Message: a.Msg, Stranger: d.Stranger(from)})
 	if err != nil {
-		return fmt.Errorf("%w: recording a received %s: %w", errAudit, a.msg.Headers.Phase, err)
+		return fmt.Errorf("%w: recording a received %s: %w", ErrAudit, a.Msg.Headers.Phase, err)
 	}
 	return nil
 }
 
 // forget takes a message out of the seen-set again: it passed the replay
 // step but was not admitted, so its sender may send it again.
-func (d *door) forget(a *arrival, from peer.ID) {
-	w := a.window
+func (d *Door) forget(a *Arrival, from peer.ID) {
+	w := a.Window
 	if w == nil {
 		w = d.replay
 	}
-	if err := w.Forget(seenKey(from, a.msg)); err != nil {
-		d.log.Warn("forgetting a message ID", "peer", from, "message", a.msg.Headers.MessageID, "err", err)
+	if err := w.Forget(seenKey(from, a.Msg)); err != nil {
+		d.log.Warn("forgetting a message ID", "peer", from, "message", a.Msg.Headers.MessageID, "err", err)
 	}
 }
 
 // refuse records a refusal once and tells the local agent; it returns
 // cause. verified says whether the signer is established (its signature
 // verified), seen whether the message passed the replay step.
-func (d *door) refuse(a *arrival, from peer.ID, verified, seen bool, cause error) error {
+func (d *Door) refuse(a *Arrival, from peer.ID, verified, seen bool, cause error) error {
 	if seen {
 		d.forget(a, from)
 	}
 	established := from
 	if !verified {
-		established = a.stream // only a secure channel vouches for an unverified message's sender
+		established = a.Stream // only a secure channel vouches for an unverified message's sender
 	}
-	d.refused(a.via, established, verified, a.msg, nil, cause)
+	d.Refused(a.Via, established, verified, a.Msg, nil, cause)
 	return cause
 }
 
 // The pace of refusal events for senders nobody established.
 const (
 	strangerEventEvery = 6 * time.Second
-	strangerEventBurst = 10
+	StrangerEventBurst = 10
 )
 
 // refused records a refusal of m (nil when nothing decoded; raw the bytes
@@ -447,7 +504,7 @@ const (
 // (and logged) as a bounded summary when the refusal budget of its
 // sources allows (refusallimit.go) and the audit log has room; any other
 // is counted, and the next one written says how many were left out.
-func (d *door) refused(via string, established peer.ID, verified bool, m *gossip.Message, raw []byte, cause error) {
+func (d *Door) Refused(via string, established peer.ID, verified bool, m *gossip.Message, raw []byte, cause error) {
 	code := wire.CodeOf(cause)
 	at := d.now().UTC()
 	d.recordRefusal(via, established, verified, m, raw, cause, at)
@@ -471,10 +528,10 @@ func (d *door) refused(via string, established peer.ID, verified bool, m *gossip
 }
 
 // recordRefusal writes the summary of a refusal within the refusal budget.
-func (d *door) recordRefusal(via string, established peer.ID, verified bool, m *gossip.Message, raw []byte, cause error, at time.Time) {
+func (d *Door) recordRefusal(via string, established peer.ID, verified bool, m *gossip.Message, raw []byte, cause error, at time.Time) {
 	var addr netip.Addr
-	if via == ViaLibp2p && d.remote != nil {
-		addr = d.remote(established)
+	if via == ViaLibp2p {
+		addr = remoteAddrOf(d.conns, established)
 	}
 	ok, leftOut := d.refusals.take(at, refusalSourcesOf(via, established, addr)...)
 	if !ok {
@@ -498,18 +555,18 @@ func (d *door) recordRefusal(via string, established peer.ID, verified bool, m *
 
 // leftOutTransport marks a record of refusals that is a count, not a
 // refusal: reportLeftOut's.
-const leftOutTransport = "-"
+const LeftOutTransport = "-"
 
 // reportLeftOut writes, when refusals were left out since the last record
 // written, a record saying how many (transport "-", no code), so that the
 // count reaches the record of refusals even when no refusal follows the
 // flood. The daemon calls it every hour.
-func (d *door) reportLeftOut() {
+func (d *Door) ReportLeftOut() {
 	n := d.refusals.leftOut.Swap(0)
 	if n == 0 {
 		return
 	}
-	r := gossip.Refusal{At: d.now().UTC(), Transport: leftOutTransport, LeftOut: n,
+	r := gossip.Refusal{At: d.now().UTC(), Transport: LeftOutTransport, LeftOut: n,
 		Reason: fmt.Sprintf("%d refusals were counted but not written (over the refusal budget, or with the audit log out of room)", n)}
 	if err := d.audit.RecordRefusal(r); err != nil {
 		d.refusals.unwritten(n)
@@ -525,15 +582,15 @@ func (d *door) reportLeftOut() {
 // said yet for the next run (gossip.AuditLog.KeepLeftOut), so that a
 // restart loses none of it. The daemon calls it with reportLeftOut every
 // hour and at close.
-func (d *door) keepLeftOut() {
+func (d *Door) KeepLeftOut() {
 	if err := d.audit.KeepLeftOut(d.refusals.leftOut.Load()); err != nil {
 		d.log.Warn("keeping the count of refusals left out for the next run", "err", err)
 	}
 }
 
 // publish tells the local agent of an admitted message (the act step).
-func (d *door) publish(in admitted, convID, detail string) {
-	d.events.Publish(events.Event{Type: events.EventMessage, At: d.now(), Peer: peerid.String(in.from), ConversationID: convID, Message: in.msg, Detail: detail})
+func (d *Door) Publish(in Admitted, convID, detail string) {
+	d.events.Publish(events.Event{Type: events.EventMessage, At: d.now(), Peer: peerid.String(in.From), ConversationID: convID, Message: in.Msg, Detail: detail})
 }
 
 // seenKey is a message's entry in the seen-set.
