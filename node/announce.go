@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ifaced/ifaced/node/internal/tasks"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/node/config"
@@ -114,7 +116,7 @@ type announcer struct {
 	deps  announcerDeps
 	now   func() time.Time
 	log   *slog.Logger
-	tasks *tasks
+	tasks *tasks.Group
 
 	ps    *pubsub.PubSub
 	topic *pubsub.Topic
@@ -266,11 +268,11 @@ func startAnnouncer(ctx context.Context, h host.Host, cfg config.DiscoveryConfig
 	ok := false
 	defer func() {
 		if !ok {
-			g.tasks.close()
+			g.tasks.Close()
 		}
 	}()
 	params, thresholds := announceScore()
-	ps, err := pubsub.NewGossipSub(g.tasks.ctx, h,
+	ps, err := pubsub.NewGossipSub(g.tasks.Context(), h,
 		// Strict signing is the default; an announcement's author must be
 		// known and proven, so it is not left to a default.
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
@@ -295,7 +297,7 @@ func startAnnouncer(ctx context.Context, h host.Host, cfg config.DiscoveryConfig
 		return nil, fmt.Errorf("subscribing to %s: %w", announceTopic, err)
 	}
 	ok = true
-	g.tasks.spawn(g.receiveLoop)
+	g.tasks.Go(g.receiveLoop)
 	g.announce()
 	return g, nil
 }
@@ -303,7 +305,7 @@ func startAnnouncer(ctx context.Context, h host.Host, cfg config.DiscoveryConfig
 // newAnnouncer is the announcer's state, before GossipSub is started.
 func newAnnouncer(ctx context.Context, h host.Host, cfg config.DiscoveryConfig, deps announcerDeps, now func() time.Time, log *slog.Logger) *announcer {
 	highWater, _ := simplelru.NewLRU[peer.ID, uint64](maxHighWater, nil)
-	g := &announcer{host: h, deps: deps, now: now, log: log, tasks: newTasks(ctx),
+	g := &announcer{host: h, deps: deps, now: now, log: log, tasks: tasks.New(ctx),
 		budget: newAnnounceBudget(cfg.GossipStrangers, now), verifying: make(chan struct{}, maxVerifying),
 		highWater: highWater, requerying: map[peer.ID]bool{}}
 	g.mesh.peers = map[peer.ID]struct{}{}
@@ -313,7 +315,7 @@ func newAnnouncer(ctx context.Context, h host.Host, cfg config.DiscoveryConfig, 
 // Close stops pubsub (by ending its context) and every task of the
 // announcer, waits for them, and releases the subscription.
 func (g *announcer) Close() error {
-	g.tasks.close()
+	g.tasks.Close()
 	g.sub.Cancel()
 	return nil
 }
@@ -335,7 +337,7 @@ func (g *announcer) announce() {
 	}
 	g.publishing = true
 	g.mu.Unlock()
-	if !g.tasks.spawn(g.publishLoop) {
+	if !g.tasks.Go(g.publishLoop) {
 		g.mu.Lock()
 		g.publishing = false
 		g.mu.Unlock()
@@ -345,7 +347,7 @@ func (g *announcer) announce() {
 func (g *announcer) publishLoop() {
 	for {
 		g.mu.Lock()
-		if !g.dirty || g.tasks.ctx.Err() != nil {
+		if !g.dirty || g.tasks.Context().Err() != nil {
 			g.publishing = false
 			g.mu.Unlock()
 			return
@@ -377,7 +379,7 @@ func (g *announcer) publish() error {
 	if err != nil {
 		return err
 	}
-	if err := g.topic.Publish(g.tasks.ctx, data); err != nil {
+	if err := g.topic.Publish(g.tasks.Context(), data); err != nil {
 		return fmt.Errorf("publishing the seq %d announcement: %w", v.Doc.Seq, err)
 	}
 	g.mu.Lock()
@@ -398,7 +400,7 @@ func (g *announcer) validate(m *pubsub.Message) pubsub.ValidationResult {
 		return pubsub.ValidationAccept // our own, checked when it was built
 	}
 	res := pubsub.ValidationIgnore
-	g.tasks.during(func() { res = g.judge(author, m) })
+	g.tasks.During(func() { res = g.judge(author, m) })
 	switch res {
 	case pubsub.ValidationAccept:
 		g.accepted.Add(1)
@@ -429,7 +431,7 @@ func (g *announcer) judge(author peer.ID, m *pubsub.Message) pubsub.ValidationRe
 	}
 	select {
 	case g.verifying <- struct{}{}:
-	case <-g.tasks.ctx.Done():
+	case <-g.tasks.Context().Done():
 		return pubsub.ValidationIgnore
 	}
 	a, err := verifyAnnouncement(author, m.Data)
@@ -465,7 +467,7 @@ func (g *announcer) judge(author peer.ID, m *pubsub.Message) pubsub.ValidationRe
 // closes.
 func (g *announcer) receiveLoop() {
 	for {
-		m, err := g.sub.Next(g.tasks.ctx)
+		m, err := g.sub.Next(g.tasks.Context())
 		if err != nil {
 			return // closing
 		}
@@ -526,16 +528,16 @@ func (g *announcer) requery(author peer.ID, prop negotiate.Proposal, a *announce
 		delete(g.requerying, author)
 		g.mu.Unlock()
 	}
-	started := g.tasks.spawn(func() {
+	started := g.tasks.Go(func() {
 		defer done()
-		ctx, cancel := context.WithTimeout(g.tasks.ctx, requeryTimeout)
+		ctx, cancel := context.WithTimeout(g.tasks.Context(), requeryTimeout)
 		defer cancel()
 		r, err := g.deps.ask.QueryCapabilities(ctx, author, prop)
 		if err == nil && r.View.Seq >= a.view.Seq {
 			return
 		}
 		if err != nil {
-			if g.tasks.ctx.Err() != nil {
+			if g.tasks.Context().Err() != nil {
 				return
 			}
 			g.log.Info("could not fetch an announcing peer's view for us; caching its public view", "peer", author, "seq", a.view.Seq, "err", err)

@@ -126,7 +126,7 @@ func benchStrangerAnnouncement(b *testing.B, shape string, size int, mode string
 	g := newAnnouncer(context.Background(), h, config.DiscoveryConfig{GossipStrangers: 30},
 		announcerDeps{peers: noPeers{}, keyRevoked: func(peer.ID) error { return nil }},
 		now, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	defer g.tasks.close()
+	defer g.tasks.Close()
 	if mode == "over-budget" {
 		for !g.budget.strangers.AllowN(clock, 1) {
 		}

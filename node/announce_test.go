@@ -867,7 +867,7 @@ func TestAnnouncementKnownByTrustOrCache(t *testing.T) {
 		announcerDeps{peers: st, keyRevoked: func(peer.ID) error { return nil },
 			trusted: func(p peer.ID) bool { return p == pinned.PeerID() }},
 		time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	defer g.tasks.close()
+	defer g.tasks.Close()
 	fwd := mustID(t).PeerID()
 	for _, c := range []struct {
 		name string

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/internal/tasks"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/negotiate"
@@ -107,7 +109,7 @@ type capabilityDHT struct {
 	reprovide time.Duration // discovery.reprovide
 	now       func() time.Time
 	log       *slog.Logger
-	tasks     *tasks
+	tasks     *tasks.Group
 	kick      chan struct{} // a document change asks for a round; one pending is enough
 
 	mu       sync.Mutex
@@ -236,14 +238,14 @@ func runCapabilityDHT(ctx context.Context, h host.Host, cfg config.DiscoveryConf
 		return nil, fmt.Errorf("starting the DHT: %w", err)
 	}
 	d := &capabilityDHT{dht: kad, host: h, names: names, boot: boot, reprovide: cfg.Reprovide.Duration, now: now, log: log,
-		tasks: newTasks(ctx), kick: make(chan struct{}, 1), provided: map[string]time.Time{}}
-	d.tasks.spawn(d.provideLoop)
+		tasks: tasks.New(ctx), kick: make(chan struct{}, 1), provided: map[string]time.Time{}}
+	d.tasks.Go(d.provideLoop)
 	return d, nil
 }
 
 // Close stops the provide loop, waits for it, and closes the DHT.
 func (d *capabilityDHT) Close() error {
-	d.tasks.close()
+	d.tasks.Close()
 	if err := d.dht.Close(); err != nil {
 		return fmt.Errorf("closing the DHT: %w", err)
 	}
@@ -314,7 +316,7 @@ func (d *capabilityDHT) hasPeers() bool { return d.dht.RoutingTable().Size() > 0
 //     and at once whenever the routing table has grown to twice its size
 //     at the last full round.
 func (d *capabilityDHT) provideLoop() {
-	ctx := d.tasks.ctx
+	ctx := d.tasks.Context()
 	d.join(joinTimeout)
 	periodic := time.NewTimer(0) // the first round sends everything
 	defer periodic.Stop()
@@ -407,7 +409,7 @@ func (d *capabilityDHT) join(timeout time.Duration) {
 	var wg sync.WaitGroup
 	for _, ai := range d.boot {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(d.tasks.ctx, timeout)
+			ctx, cancel := context.WithTimeout(d.tasks.Context(), timeout)
 			defer cancel()
 			forgetDialFailures(d.host, ai.ID)
 			if err := d.host.Connect(ctx, ai); err != nil {
@@ -416,7 +418,7 @@ func (d *capabilityDHT) join(timeout time.Duration) {
 		})
 	}
 	wg.Wait()
-	if err := d.dht.Bootstrap(d.tasks.ctx); err != nil {
+	if err := d.dht.Bootstrap(d.tasks.Context()); err != nil {
 		d.log.Warn("bootstrapping the DHT", "err", err)
 	}
 }
@@ -448,7 +450,7 @@ func (d *capabilityDHT) provideRound(full bool) error {
 	if !d.hasPeers() {
 		return errNoDHTPeers
 	}
-	done, err := provideCapabilities(d.tasks.ctx, d.dht, todo)
+	done, err := provideCapabilities(d.tasks.Context(), d.dht, todo)
 	now := d.now()
 	d.mu.Lock()
 	if full {

@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"slices"
-	"sync"
-	"time"
 
 	"github.com/ifaced/ifaced/node/events"
 
@@ -121,71 +119,4 @@ func (s strangerViews) advertised() (*negotiate.SignedView, error) {
 	doc.Capabilities = slices.DeleteFunc(slices.Clone(v.Doc.Capabilities), func(c negotiate.Capability) bool { return c.Hidden() })
 	doc.SupportedCategories = doc.SupportedToolCategories()
 	return s.sign(&doc)
-}
-
-// tasks is a component's background work: it runs under the component's
-// context, and close cancels that context and waits for all of it. Nothing
-// starts once close has begun, so no task reaches the store after the
-// component closed.
-type tasks struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-
-	mu      sync.Mutex // guards closing against wg.Add racing wg.Wait
-	closing bool
-	wg      sync.WaitGroup
-}
-
-func newTasks(parent context.Context) *tasks {
-	ctx, cancel := context.WithCancel(parent)
-	return &tasks{ctx: ctx, cancel: cancel}
-}
-
-// spawn runs f in the background unless closing, and reports whether it
-// started.
-func (t *tasks) spawn(f func()) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closing {
-		return false
-	}
-	t.wg.Go(f)
-	return true
-}
-
-// during runs f on the calling goroutine as a task close waits for, or not
-// at all once closing. It is for work that libraries start on goroutines
-// of their own (pubsub's validators).
-func (t *tasks) during(f func()) bool {
-	t.mu.Lock()
-	if t.closing {
-		t.mu.Unlock()
-		return false
-	}
-	t.wg.Add(1)
-	t.mu.Unlock()
-	defer t.wg.Done()
-	f()
-	return true
-}
-
-// sleep waits d, and reports false if the tasks closed first.
-func (t *tasks) sleep(d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-t.ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
-}
-
-// close cancels the context and waits for every task.
-func (t *tasks) close() {
-	t.mu.Lock()
-	t.closing = true
-	t.mu.Unlock()
-	t.cancel()
-	t.wg.Wait()
 }

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ifaced/ifaced/node/internal/tasks"
+
 	"github.com/ifaced/ifaced/node/admit"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -65,7 +67,7 @@ type keyGossip struct {
 	live   func() [][]gossip.Part // the statements to publish, each one message's parts
 	log    *slog.Logger
 	now    func() time.Time
-	tasks  *tasks
+	tasks  *tasks.Group
 	topic  *pubsub.Topic
 	sub    *pubsub.Subscription
 	limit  *rate.Limiter
@@ -77,17 +79,17 @@ type keyGossip struct {
 // startKeyGossip joins keyTopic on ps (the announcer's GossipSub).
 func startKeyGossip(ctx context.Context, ps *pubsub.PubSub, self *identity.Identity, d *admit.Door, audit *gossip.AuditLog, keys *keyLifecycle,
 	live func() [][]gossip.Part, log *slog.Logger, now func() time.Time) (*keyGossip, error) {
-	g := &keyGossip{self: self, door: d, audit: audit, keys: keys, live: live, log: log, now: now, tasks: newTasks(ctx),
+	g := &keyGossip{self: self, door: d, audit: audit, keys: keys, live: live, log: log, now: now, tasks: tasks.New(ctx),
 		limit: rate.NewLimiter(keyGossipRate, keyGossipRate)}
 	ok := false
 	defer func() {
 		if !ok {
-			g.tasks.close()
+			g.tasks.Close()
 		}
 	}()
 	validate := func(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
 		res := pubsub.ValidationIgnore
-		g.tasks.during(func() { res = g.validate(m) })
+		g.tasks.During(func() { res = g.validate(m) })
 		return res
 	}
 	if err := ps.RegisterTopicValidator(keyTopic, validate); err != nil {
@@ -104,8 +106,8 @@ func startKeyGossip(ctx context.Context, ps *pubsub.PubSub, self *identity.Ident
 		return nil, fmt.Errorf("watching %s: %w", keyTopic, err)
 	}
 	ok = true
-	g.tasks.spawn(g.receiveLoop)
-	g.tasks.spawn(g.joinLoop)
+	g.tasks.Go(g.receiveLoop)
+	g.tasks.Go(g.joinLoop)
 	return g, nil
 }
 
@@ -113,7 +115,7 @@ func startKeyGossip(ctx context.Context, ps *pubsub.PubSub, self *identity.Ident
 // subscription; the topic goes with pubsub, whose context the daemon's
 // closing ends (as the announcer's does).
 func (g *keyGossip) Close() error {
-	g.tasks.close()
+	g.tasks.Close()
 	g.sub.Cancel()
 	g.events.Cancel()
 	return nil
@@ -166,7 +168,7 @@ func (g *keyGossip) validate(m *pubsub.Message) pubsub.ValidationResult {
 // door.
 func (g *keyGossip) receiveLoop() {
 	for {
-		m, err := g.sub.Next(g.tasks.ctx)
+		m, err := g.sub.Next(g.tasks.Context())
 		if err != nil {
 			return // closing
 		}
@@ -189,24 +191,24 @@ func (g *keyGossip) receiveLoop() {
 // is served at its end.
 func (g *keyGossip) joinLoop() {
 	kick := make(chan struct{}, 1)
-	g.tasks.spawn(func() {
+	g.tasks.Go(func() {
 		for {
 			select {
-			case <-g.tasks.ctx.Done():
+			case <-g.tasks.Context().Done():
 				return
 			case <-kick:
 			}
-			if !g.tasks.sleep(joinSettle) {
+			if !g.tasks.Sleep(joinSettle) {
 				return
 			}
 			g.publish()
-			if !g.tasks.sleep(keyRepublishEvery) {
+			if !g.tasks.Sleep(keyRepublishEvery) {
 				return
 			}
 		}
 	})
 	for {
-		ev, err := g.events.NextPeerEvent(g.tasks.ctx)
+		ev, err := g.events.NextPeerEvent(g.tasks.Context())
 		if err != nil {
 			return
 		}
@@ -269,7 +271,7 @@ func (g *keyGossip) publishOne(parts []gossip.Part) error {
 		Note: "key statement announced on GossipSub", Message: m}); err != nil {
 		return err
 	}
-	if err := g.topic.Publish(g.tasks.ctx, raw); err != nil {
+	if err := g.topic.Publish(g.tasks.Context(), raw); err != nil {
 		return err
 	}
 	g.published.Add(1)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/internal/tasks"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/node/config"
@@ -58,7 +60,7 @@ type lanDiscovery struct {
 	now          func() time.Time
 	log          *slog.Logger
 	svc          mdns.Service
-	tasks        *tasks
+	tasks        *tasks.Group
 
 	mu    sync.Mutex
 	busy  map[peer.ID]bool      // peers being connected to and queried
@@ -76,11 +78,11 @@ func startLAN(ctx context.Context, h host.Host, cfg config.DiscoveryConfig, quer
 		return nil
 	}
 	m := &lanDiscovery{host: h, peers: peers, ask: ask, events: evs, queryTimeout: queryTimeout, now: now, log: log,
-		tasks: newTasks(ctx), busy: map[peer.ID]bool{}, found: map[peer.ID]time.Time{}}
+		tasks: tasks.New(ctx), busy: map[peer.ID]bool{}, found: map[peer.ID]time.Time{}}
 	m.svc = mdns.NewMdnsService(h, cfg.MDNSService, m)
 	if err := m.svc.Start(); err != nil {
 		m.svc.Close()
-		m.tasks.close()
+		m.tasks.Close()
 		log.Warn("LAN discovery (mDNS) is off: starting it failed", "service", cfg.MDNSService, "err", err)
 		return nil
 	}
@@ -90,7 +92,7 @@ func startLAN(ctx context.Context, h host.Host, cfg config.DiscoveryConfig, quer
 // Close stops the mDNS service and waits for the peers being handled.
 func (m *lanDiscovery) Close() error {
 	err := m.svc.Close()
-	m.tasks.close()
+	m.tasks.Close()
 	return err
 }
 
@@ -107,7 +109,7 @@ func (m *lanDiscovery) HandlePeerFound(pi peer.AddrInfo) {
 	}
 	m.busy[pi.ID] = true
 	m.mu.Unlock()
-	if !m.tasks.spawn(func() { m.peerFound(pi) }) {
+	if !m.tasks.Go(func() { m.peerFound(pi) }) {
 		m.done(pi.ID)
 	}
 }
@@ -143,7 +145,7 @@ func (m *lanDiscovery) newlyFound(pid peer.ID, now time.Time) bool {
 // it tries itself.
 func (m *lanDiscovery) peerFound(pi peer.AddrInfo) {
 	defer m.done(pi.ID)
-	ctx := m.tasks.ctx
+	ctx := m.tasks.Context()
 	if m.host.ID() > pi.ID && m.awaitQuery(pi.ID) {
 		m.peerEvent(pi)
 		return
@@ -153,7 +155,7 @@ func (m *lanDiscovery) peerFound(pi peer.AddrInfo) {
 		cctx, cancel := context.WithTimeout(ctx, mdnsConnectTimeout)
 		err = m.host.Connect(cctx, pi)
 		cancel()
-		if err == nil || ctx.Err() != nil || !m.tasks.sleep(wait) {
+		if err == nil || ctx.Err() != nil || !m.tasks.Sleep(wait) {
 			break
 		}
 	}
@@ -189,7 +191,7 @@ func (m *lanDiscovery) awaitQuery(pid peer.ID) bool {
 			return true
 		}
 		select {
-		case <-m.tasks.ctx.Done():
+		case <-m.tasks.Context().Done():
 			return false
 		case <-deadline.C:
 			return m.viewFresh(pid)
