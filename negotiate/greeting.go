@@ -211,6 +211,17 @@ func JSONValue(v any) (any, error) {
 	return out, nil
 }
 
+// MustJSONValue is JSONValue for a value that always encodes (the
+// daemon's own plain structs); a failure is a programming error, and
+// panics.
+func MustJSONValue(v any) any {
+	out, err := JSONValue(v)
+	if err != nil {
+		panic(fmt.Sprintf("encoding %T as a part's content: %v", v, err))
+	}
+	return out
+}
+
 // decodePart decodes the content of m's part name, if m has one, into v,
 // naming the member at fault in the message's own terms.
 func decodePart(m *gossip.Message, name string, v any) error {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/keys"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
@@ -62,7 +64,7 @@ func TestRetiredKeyCannotTakeFromItsSuccessor(t *testing.T) {
 
 	backdated := revocation(t, oldKey, oldKey.KeyID(), rot.Statement.DateTime().Add(-time.Hour))
 	carrier := thief2(t)
-	if err := admitStatement(alice, statementMessage(t, carrier, alice.pid(), statementPart(partKeyRevocation, backdated))); err != nil {
+	if err := admitStatement(alice, statementMessage(t, carrier, alice.pid(), keys.StatementPart(keys.PartKeyRevocation, backdated))); err != nil {
 		t.Fatalf("the back-dated revocation: %v", err)
 	}
 	e := keyEvent(t, events, oldKey.PeerID())
@@ -84,7 +86,7 @@ func TestRetiredKeyCannotTakeFromItsSuccessor(t *testing.T) {
 	}
 	// The old key cannot make another succession.
 	thief := thief2(t)
-	err := admitStatement(alice, statementMessage(t, thief, alice.pid(), statementPart(partKeySuccession, succession(t, oldKey, thief, time.Now()))))
+	err := admitStatement(alice, statementMessage(t, thief, alice.pid(), keys.StatementPart(keys.PartKeySuccession, succession(t, oldKey, thief, time.Now()))))
 	refusedWith(t, "a second succession from the retired key", err, wire.CodeKeyStatementRefused, "already succeeded by "+bob2.pid().String())
 
 	// Bob's own revocation of his old key still works: taken, and
@@ -93,7 +95,7 @@ func TestRetiredKeyCannotTakeFromItsSuccessor(t *testing.T) {
 	events, stop = alice.Subscribe()
 	defer stop()
 	bob2.Close()
-	if _, err := RevokeOldKey(bob2.home, "", "sold the old laptop", time.Now()); err != nil {
+	if _, err := keys.RevokeOldKey(bob2.home, "", "sold the old laptop", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	bob3 := restartDaemon(t, bob2)
@@ -135,7 +137,7 @@ func TestOwnerRevokedKeyPassesNothing(t *testing.T) {
 	}
 	y, _ := identity.Generate(nil)
 	for _, date := range []time.Time{revokedAt.Add(-time.Minute), revokedAt.Add(time.Second)} {
-		err := admitStatement(alice, statementMessage(t, y, alice.pid(), statementPart(partKeySuccession, succession(t, x, y, date))))
+		err := admitStatement(alice, statementMessage(t, y, alice.pid(), keys.StatementPart(keys.PartKeySuccession, succession(t, x, y, date))))
 		refusedWith(t, "a succession from a key the owner revoked, dated "+date.Format(time.RFC3339), err, wire.CodeKeyRevoked, "passes nothing to a successor")
 	}
 	if info := alice.TrustBook().Peer(y.PeerID()); info.Level != conditions.Signed || info.RotatedFrom != "" || info.PinnedKey != "" {
@@ -166,7 +168,7 @@ func TestOwnerRevocationFollowsTheIdentity(t *testing.T) {
 	if _, err := alice.TrustBook().PinKey(a.PeerID(), a.Fingerprint()); err != nil {
 		t.Fatal(err)
 	}
-	if err := admitStatement(alice, statementMessage(t, b, alice.pid(), statementPart(partKeySuccession, succession(t, a, b, time.Now())))); err != nil {
+	if err := admitStatement(alice, statementMessage(t, b, alice.pid(), keys.StatementPart(keys.PartKeySuccession, succession(t, a, b, time.Now())))); err != nil {
 		t.Fatal(err)
 	}
 	info, err := alice.TrustBook().RevokeKey(a.PeerID())
@@ -182,7 +184,7 @@ func TestOwnerRevocationFollowsTheIdentity(t *testing.T) {
 	if bi := alice.TrustBook().Peer(b.PeerID()); bi.Level != conditions.NoLevel || bi.RevokedWith != a.PeerID().String() {
 		t.Errorf("B after the owner revoked A: %s", brief(bi))
 	}
-	err = admitStatement(alice, statementMessage(t, c, alice.pid(), statementPart(partKeySuccession, succession(t, b, c, time.Now()))))
+	err = admitStatement(alice, statementMessage(t, c, alice.pid(), keys.StatementPart(keys.PartKeySuccession, succession(t, b, c, time.Now()))))
 	refusedWith(t, "a succession from B", err, wire.CodeKeyRevoked, "revoked")
 	if _, err := alice.TrustBook().PinKey(b.PeerID(), b.Fingerprint()); err != nil {
 		t.Fatal(err)
@@ -206,10 +208,10 @@ func TestRevocationOrderIsObserved(t *testing.T) {
 	if _, err := alice.TrustBook().PinKey(a.PeerID(), a.Fingerprint()); err != nil {
 		t.Fatal(err)
 	}
-	if err := admitStatement(alice, statementMessage(t, a, alice.pid(), statementPart(partKeyRevocation, revocation(t, a, a.KeyID(), now)))); err != nil {
+	if err := admitStatement(alice, statementMessage(t, a, alice.pid(), keys.StatementPart(keys.PartKeyRevocation, revocation(t, a, a.KeyID(), now)))); err != nil {
 		t.Fatal(err)
 	}
-	err := admitStatement(alice, statementMessage(t, b, alice.pid(), statementPart(partKeySuccession, succession(t, a, b, now.Add(-time.Minute)))))
+	err := admitStatement(alice, statementMessage(t, b, alice.pid(), keys.StatementPart(keys.PartKeySuccession, succession(t, a, b, now.Add(-time.Minute)))))
 	refusedWith(t, "a succession dated before a revocation observed first", err, wire.CodeKeyRevoked, "whatever the succession is dated")
 	if info := alice.TrustBook().Peer(b.PeerID()); info.Level != conditions.Signed || info.RotatedFrom != "" {
 		t.Errorf("the successor named after the revocation got %s", brief(info))
@@ -219,10 +221,10 @@ func TestRevocationOrderIsObserved(t *testing.T) {
 	if _, err := alice.TrustBook().PinKey(c.PeerID(), c.Fingerprint()); err != nil {
 		t.Fatal(err)
 	}
-	if err := admitStatement(alice, statementMessage(t, d, alice.pid(), statementPart(partKeySuccession, succession(t, c, d, now)))); err != nil {
+	if err := admitStatement(alice, statementMessage(t, d, alice.pid(), keys.StatementPart(keys.PartKeySuccession, succession(t, c, d, now)))); err != nil {
 		t.Fatal(err)
 	}
-	if err := admitStatement(alice, statementMessage(t, c, alice.pid(), statementPart(partKeyRevocation, revocation(t, c, c.KeyID(), now.Add(-24*time.Hour))))); err != nil {
+	if err := admitStatement(alice, statementMessage(t, c, alice.pid(), keys.StatementPart(keys.PartKeyRevocation, revocation(t, c, c.KeyID(), now.Add(-24*time.Hour))))); err != nil {
 		t.Fatal(err)
 	}
 	if info := alice.TrustBook().Peer(d.PeerID()); info.Level != conditions.Verified || info.RevokedBy != "" {
@@ -242,7 +244,7 @@ func TestNetworkRevocationIsNotTheOwners(t *testing.T) {
 	connect(t, stranger, alice)
 	greet(t, stranger, alice) // met: alice holds its view
 	r := revocation(t, stranger.id, stranger.id.KeyID(), time.Now())
-	if err := admitStatement(alice, statementMessage(t, stranger.id, alice.pid(), statementPart(partKeyRevocation, r))); err != nil {
+	if err := admitStatement(alice, statementMessage(t, stranger.id, alice.pid(), keys.StatementPart(keys.PartKeyRevocation, r))); err != nil {
 		t.Fatal(err)
 	}
 	info := alice.TrustBook().Peer(stranger.pid())
@@ -268,10 +270,10 @@ func TestForgetKeyRecords(t *testing.T) {
 	if _, err := alice.TrustBook().PinKey(a.PeerID(), a.Fingerprint()); err != nil {
 		t.Fatal(err)
 	}
-	if err := admitStatement(alice, statementMessage(t, b, alice.pid(), statementPart(partKeySuccession, succession(t, a, b, time.Now())))); err != nil {
+	if err := admitStatement(alice, statementMessage(t, b, alice.pid(), keys.StatementPart(keys.PartKeySuccession, succession(t, a, b, time.Now())))); err != nil {
 		t.Fatal(err)
 	}
-	if err := admitStatement(alice, statementMessage(t, a, alice.pid(), statementPart(partKeyRevocation, revocation(t, a, a.KeyID(), time.Now())))); err != nil {
+	if err := admitStatement(alice, statementMessage(t, a, alice.pid(), keys.StatementPart(keys.PartKeyRevocation, revocation(t, a, a.KeyID(), time.Now())))); err != nil {
 		t.Fatal(err)
 	}
 	info, err := alice.TrustBook().Forget(a.PeerID())
@@ -315,11 +317,11 @@ func TestPreRotation(t *testing.T) {
 	alice := startDaemon(t, aliceConfig(bob.pid()))
 	bob.Close()
 	nextFile := filepath.Join(t.TempDir(), "next.pem")
-	c, err := CommitNextKey(bob.home, nextFile, false, time.Now())
+	c, err := keys.CommitNextKey(bob.home, nextFile, false, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := CommitNextKey(bob.home, filepath.Join(t.TempDir(), "other.pem"), false, time.Now()); !errors.Is(err, ErrCommitted) {
+	if _, err := keys.CommitNextKey(bob.home, filepath.Join(t.TempDir(), "other.pem"), false, time.Now()); !errors.Is(err, keys.ErrCommitted) {
 		t.Errorf("a second commitment without --replace: %v", err)
 	}
 	bob = restartDaemon(t, bob)
@@ -334,13 +336,13 @@ func TestPreRotation(t *testing.T) {
 	// A thief of bob's current key cannot rotate it to a key of his own,
 	// nor commit it to another.
 	thief := thief2(t)
-	err = admitStatement(alice, statementMessage(t, thief, alice.pid(), statementPart(partKeySuccession, succession(t, bob.id, thief, time.Now()))))
+	err = admitStatement(alice, statementMessage(t, thief, alice.pid(), keys.StatementPart(keys.PartKeySuccession, succession(t, bob.id, thief, time.Now()))))
 	refusedWith(t, "a thief's rotation of a committed key", err, wire.CodeKeyStatementRefused, "committed to its next key")
 	other, err := identity.NewCommitment(bob.id, thief.PublicKey(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = admitStatement(alice, statementMessage(t, bob.id, alice.pid(), statementPart(partKeyCommitment, other)))
+	err = admitStatement(alice, statementMessage(t, bob.id, alice.pid(), keys.StatementPart(keys.PartKeyCommitment, other)))
 	refusedWith(t, "a second commitment", err, wire.CodeKeyStatementRefused, "observed first binds")
 	if info := alice.TrustBook().Peer(thief.PeerID()); info.Level != conditions.Signed {
 		t.Errorf("the thief got %s", brief(info))
@@ -350,18 +352,18 @@ func TestPreRotation(t *testing.T) {
 	events, stop := alice.Subscribe()
 	defer stop()
 	bob.Close()
-	if _, err := RotateKey(bob.home, time.Hour, time.Now(), RotateOptions{}); !errors.Is(err, ErrCommitted) {
+	if _, err := keys.RotateKey(bob.home, time.Hour, time.Now(), keys.RotateOptions{}); !errors.Is(err, keys.ErrCommitted) {
 		t.Fatalf("rotating to a fresh key while committed: %v", err)
 	}
 	wrong := filepath.Join(t.TempDir(), "wrong.pem")
 	if err := identity.SaveKey(wrong, thief); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := RotateKey(bob.home, time.Hour, time.Now(), RotateOptions{NextKey: wrong}); !errors.Is(err, ErrCommitted) {
+	if _, err := keys.RotateKey(bob.home, time.Hour, time.Now(), keys.RotateOptions{NextKey: wrong}); !errors.Is(err, keys.ErrCommitted) {
 		t.Fatalf("rotating to another key than the committed one: %v", err)
 	}
 	after := filepath.Join(t.TempDir(), "after.pem")
-	rot, err := RotateKey(bob.home, time.Hour, time.Now(), RotateOptions{NextKey: nextFile, CommitNext: after})
+	rot, err := keys.RotateKey(bob.home, time.Hour, time.Now(), keys.RotateOptions{NextKey: nextFile, CommitNext: after})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +380,7 @@ func TestPreRotation(t *testing.T) {
 	if info.Level != conditions.Verified || info.RotatedFrom != bob.pid().String() || info.NextKeyDigest != rot.Statement.NextKeyDigest || info.NextKeyDigest == "" {
 		t.Fatalf("alice after bob's rotation: %s", brief(info))
 	}
-	err = admitStatement(alice, statementMessage(t, thief, alice.pid(), statementPart(partKeySuccession, succession(t, bob2.id, thief, time.Now()))))
+	err = admitStatement(alice, statementMessage(t, thief, alice.pid(), keys.StatementPart(keys.PartKeySuccession, succession(t, bob2.id, thief, time.Now()))))
 	refusedWith(t, "a rotation of the new key to another key than the one its succession committed to", err, wire.CodeKeyStatementRefused, "committed to its next key")
 	greet(t, bob2, alice) // his greetings carry the same commitment: taken
 }
@@ -404,7 +406,7 @@ func TestStrangersCannotSwitchRotationOff(t *testing.T) {
 	}
 	// Dave, pinned, revokes his key before the flood: a record of a peer
 	// the owner made known.
-	if err := admitStatement(alice, statementMessage(t, dave, alice.pid(), statementPart(partKeyRevocation, revocation(t, dave, dave.KeyID(), time.Now())))); err != nil {
+	if err := admitStatement(alice, statementMessage(t, dave, alice.pid(), keys.StatementPart(keys.PartKeyRevocation, revocation(t, dave, dave.KeyID(), time.Now())))); err != nil {
 		t.Fatal(err)
 	}
 	// A few at once, as many strangers would: the first ones observed are
@@ -422,7 +424,7 @@ func TestStrangersCannotSwitchRotationOff(t *testing.T) {
 					k, _ := identity.Generate(nil)
 					strangers[i] = k.PeerID()
 					met(t, alice, k)
-					if err := admitStatement(alice, statementMessage(t, k, alice.pid(), statementPart(partKeyRevocation, revocation(t, k, k.KeyID(), time.Now())))); err != nil {
+					if err := admitStatement(alice, statementMessage(t, k, alice.pid(), keys.StatementPart(keys.PartKeyRevocation, revocation(t, k, k.KeyID(), time.Now())))); err != nil {
 						t.Errorf("a stranger's revocation of its own key: %v", err)
 					}
 				}
@@ -469,7 +471,7 @@ func TestStrangersCannotSwitchRotationOff(t *testing.T) {
 
 	// A pinned peer's rotation is followed and recorded.
 	bob2 := thief2(t)
-	if err := admitStatement(alice, statementMessage(t, bob2, alice.pid(), statementPart(partKeySuccession, succession(t, bob, bob2, time.Now())))); err != nil {
+	if err := admitStatement(alice, statementMessage(t, bob2, alice.pid(), keys.StatementPart(keys.PartKeySuccession, succession(t, bob, bob2, time.Now())))); err != nil {
 		t.Fatalf("a pinned peer's rotation after the flood: %v", err)
 	}
 	if info := alice.TrustBook().Peer(bob2.PeerID()); info.Level != conditions.Verified || info.RotatedFrom != bob.PeerID().String() {
@@ -482,7 +484,7 @@ func TestStrangersCannotSwitchRotationOff(t *testing.T) {
 	}
 	// The key the owner revoked still passes nothing.
 	y := thief2(t)
-	err = admitStatement(alice, statementMessage(t, y, alice.pid(), statementPart(partKeySuccession, succession(t, carol, y, time.Now()))))
+	err = admitStatement(alice, statementMessage(t, y, alice.pid(), keys.StatementPart(keys.PartKeySuccession, succession(t, carol, y, time.Now()))))
 	refusedWith(t, "a rotation of the key the owner revoked, after the flood", err, wire.CodeKeyRevoked, "passes nothing")
 
 	// The owner's own rotation, revocation and commitment never lack room.
@@ -492,13 +494,13 @@ func TestStrangersCannotSwitchRotationOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d strangers: %d key lifecycle records in the store, the store is %.1f MiB", flood, len(evs), float64(st.Size())/(1<<20))
-	if _, err := RotateKey(alice.home, time.Hour, time.Now(), RotateOptions{}); err != nil {
+	if _, err := keys.RotateKey(alice.home, time.Hour, time.Now(), keys.RotateOptions{}); err != nil {
 		t.Fatalf("the owner's rotation after the flood: %v", err)
 	}
-	if _, err := RevokeOldKey(alice.home, "", "rotated", time.Now()); err != nil {
+	if _, err := keys.RevokeOldKey(alice.home, "", "rotated", time.Now()); err != nil {
 		t.Fatalf("the owner's revocation after the flood: %v", err)
 	}
-	if _, err := CommitNextKey(alice.home, filepath.Join(t.TempDir(), "next.pem"), false, time.Now()); err != nil {
+	if _, err := keys.CommitNextKey(alice.home, filepath.Join(t.TempDir(), "next.pem"), false, time.Now()); err != nil {
 		t.Fatalf("the owner's commitment after the flood: %v", err)
 	}
 }
@@ -521,10 +523,10 @@ func met(t testing.TB, d *testDaemon, id *identity.Identity) {
 
 // brief is what a test failure shows of a peer's trust.
 func brief(i trust.Info) string {
-	var keys []string
+	var ks []string
 	for _, k := range i.Keys {
-		keys = append(keys, k.Kind+" "+k.Direction+" of "+k.Peer+" ["+k.Class+"]")
+		ks = append(ks, k.Kind+" "+k.Direction+" of "+k.Peer+" ["+k.Class+"]")
 	}
 	return fmt.Sprintf("{peer %s level %s class %s how %q revoked_by %q via %q with %q also %v rotated_from %q succeeded_by %q next_key %q forgot %v keys %v}",
-		i.Peer, i.Level, i.Class, i.How, i.RevokedBy, i.RevokedVia, i.RevokedWith, i.RevokedAlso, i.RotatedFrom, i.SucceededBy, i.NextKeyDigest, i.Forgot, keys)
+		i.Peer, i.Level, i.Class, i.How, i.RevokedBy, i.RevokedVia, i.RevokedWith, i.RevokedAlso, i.RotatedFrom, i.SucceededBy, i.NextKeyDigest, i.Forgot, ks)
 }

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/ifaced/ifaced/node/keys"
+
 	"github.com/ifaced/ifaced/node/admit"
 
 	"github.com/ifaced/ifaced/node/events"
@@ -504,7 +506,7 @@ func (cs *Conversations) greeting(c *conv, prop negotiate.Proposal, granted *neg
 	}
 	// This daemon's commitment to its next key, so that every peer it
 	// meets observes it before any succession (keyrotate.go).
-	m.Body.Parts = append(m.Body.Parts, commitmentParts(cs.trust, cs.id.PeerID())...)
+	m.Body.Parts = append(m.Body.Parts, keys.CommitmentParts(cs.trust, cs.id.PeerID())...)
 	// The proof covers the finished body, like the signature made in send.
 	if err := cs.trust.Held().Attach(c.peer, m); err != nil {
 		return nil, err
@@ -857,7 +859,7 @@ func (cs *Conversations) sendError(c *conv, cause error, audit bool) bool {
 	if err != nil {
 		return false
 	}
-	e.Body = gossip.Body{Text: errorText(body), Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: toJSONValue(body)}}}
+	e.Body = gossip.Body{Text: errorText(body), Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: negotiate.MustJSONValue(body)}}}
 	if err := cs.write(c, e, audit, nil); err != nil {
 		cs.log.Debug("could not send error phase message", "peer", cs.named(c.peer), "err", err)
 		return false
@@ -982,16 +984,4 @@ func decodePart(p *gossip.Part, v any) error {
 		return err
 	}
 	return json.Unmarshal(raw, v)
-}
-
-// toJSONValue turns a struct into the generic JSON value a part holds, so
-// that it signs and travels the same way on every transport.
-func toJSONValue(v any) any {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("node: encoding %T: %v", v, err)) // only our own plain structs come here
-	}
-	var out any
-	_ = json.Unmarshal(raw, &out)
-	return out
 }

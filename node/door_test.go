@@ -166,7 +166,7 @@ func viewSignedBy(t *testing.T, agent, signer *identity.Identity, seq uint64) an
 	if _, err := d.Sign(signer, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	return toJSONValue(d)
+	return negotiate.MustJSONValue(d)
 }
 
 // Libp2p: a greeting reusing another peer's open conversation ID.

@@ -184,7 +184,7 @@ func (cs *Conversations) InvokeIn(ctx context.Context, pid peer.ID, convID, capa
 	m.Headers.Capabilities = &gossip.CapabilityHeaders{Request: []string{capability}}
 	m.Body.Text = fmt.Sprintf("Request: %s.", capability)
 	if params != nil {
-		m.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partParameters, Content: toJSONValue(params)}}
+		m.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partParameters, Content: negotiate.MustJSONValue(params)}}
 	}
 	ch := make(chan *gossip.Message, 1)
 	cs.invocations.mu.Lock()
@@ -256,7 +256,7 @@ func (rd *requestDesk) handle(c *conv, req *gossip.Message) {
 	m.Headers.Thread = &gossip.Thread{InReplyTo: req.Headers.MessageID}
 	m.Headers.Capabilities = &gossip.CapabilityHeaders{Offer: []string{name}}
 	m.Body = gossip.Body{Text: fmt.Sprintf("Result of %s.", name),
-		Parts: []gossip.Part{{ContentType: "application/json", Name: partResult, Content: toJSONValue(result)}}}
+		Parts: []gossip.Part{{ContentType: "application/json", Name: partResult, Content: negotiate.MustJSONValue(result)}}}
 	if err := cs.write(c, m, true, d); err != nil {
 		cs.log.Info("answering capability request", "peer", cs.named(c.peer), "capability", name, "err", err)
 	}
@@ -514,7 +514,7 @@ func (rd *requestDesk) answerError(c *conv, req *gossip.Message, cause error, d 
 		return
 	}
 	e.Headers.Thread = &gossip.Thread{InReplyTo: req.Headers.MessageID}
-	e.Body = gossip.Body{Text: errorText(body), Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: toJSONValue(body)}}}
+	e.Body = gossip.Body{Text: errorText(body), Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: negotiate.MustJSONValue(body)}}}
 	if err := cs.write(c, e, true, d); err != nil {
 		cs.log.Debug("sending error answer", "peer", cs.named(c.peer), "err", err)
 	}

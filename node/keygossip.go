@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ifaced/ifaced/node/keys"
+
 	"github.com/ifaced/ifaced/node/internal/tasks"
 
 	"github.com/ifaced/ifaced/node/admit"
@@ -63,7 +65,7 @@ type keyGossip struct {
 	self   *identity.Identity
 	door   *admit.Door
 	audit  *gossip.AuditLog // records what is announced
-	keys   *keyLifecycle
+	keys   *keys.Lifecycle
 	live   func() [][]gossip.Part // the statements to publish, each one message's parts
 	log    *slog.Logger
 	now    func() time.Time
@@ -77,9 +79,9 @@ type keyGossip struct {
 }
 
 // startKeyGossip joins keyTopic on ps (the announcer's GossipSub).
-func startKeyGossip(ctx context.Context, ps *pubsub.PubSub, self *identity.Identity, d *admit.Door, audit *gossip.AuditLog, keys *keyLifecycle,
+func startKeyGossip(ctx context.Context, ps *pubsub.PubSub, self *identity.Identity, d *admit.Door, audit *gossip.AuditLog, ks *keys.Lifecycle,
 	live func() [][]gossip.Part, log *slog.Logger, now func() time.Time) (*keyGossip, error) {
-	g := &keyGossip{self: self, door: d, audit: audit, keys: keys, live: live, log: log, now: now, tasks: tasks.New(ctx),
+	g := &keyGossip{self: self, door: d, audit: audit, keys: ks, live: live, log: log, now: now, tasks: tasks.New(ctx),
 		limit: rate.NewLimiter(keyGossipRate, keyGossipRate)}
 	ok := false
 	defer func() {
@@ -146,18 +148,18 @@ func (g *keyGossip) validate(m *pubsub.Message) pubsub.ValidationResult {
 		g.log.Debug("rejected a key statement announcement", "author", author, "err", err)
 		return pubsub.ValidationReject
 	}
-	st, err := statementsOf(msg)
-	if err != nil || st.none() {
+	st, err := keys.StatementsOf(msg)
+	if err != nil || st.None() {
 		g.log.Debug("rejected a key statement announcement", "author", author, "err", err)
 		return pubsub.ValidationReject
 	}
-	if st.succ != nil && st.succ.Verify() != nil {
+	if st.Succession != nil && st.Succession.Verify() != nil {
 		return pubsub.ValidationReject
 	}
-	if st.com != nil && st.com.Verify() != nil {
+	if st.Commitment != nil && st.Commitment.Verify() != nil {
 		return pubsub.ValidationReject
 	}
-	if st.rev != nil && st.rev.Verify(st.succ) != nil {
+	if st.Revocation != nil && st.Revocation.Verify(st.Succession) != nil {
 		return pubsub.ValidationReject
 	}
 	m.ValidatorData = msg
@@ -173,7 +175,7 @@ func (g *keyGossip) receiveLoop() {
 			return // closing
 		}
 		msg, ok := m.ValidatorData.(*gossip.Message)
-		if m.GetFrom() == g.self.PeerID() || !ok || !g.keys.concerns(msg) {
+		if m.GetFrom() == g.self.PeerID() || !ok || !g.keys.Concerns(msg) {
 			continue
 		}
 		g.accepted.Add(1)
@@ -239,14 +241,14 @@ func (g *keyGossip) publish() {
 
 func (g *keyGossip) publishOne(parts []gossip.Part) error {
 	about := g.self.PeerID()
-	if st, err := statementsOf(&gossip.Message{Body: gossip.Body{Parts: parts}}); err == nil {
+	if st, err := keys.StatementsOf(&gossip.Message{Body: gossip.Body{Parts: parts}}); err == nil {
 		switch {
-		case st.rev != nil:
-			about, _ = st.rev.RevokedPeer()
-		case st.succ != nil:
-			about, _ = st.succ.OldPeer()
-		case st.com != nil:
-			about, _ = st.com.Peer()
+		case st.Revocation != nil:
+			about, _ = st.Revocation.RevokedPeer()
+		case st.Succession != nil:
+			about, _ = st.Succession.OldPeer()
+		case st.Commitment != nil:
+			about, _ = st.Commitment.Peer()
 		}
 	}
 	to, err := agentOf(about)
@@ -277,25 +279,4 @@ func (g *keyGossip) publishOne(parts []gossip.Part) error {
 	g.published.Add(1)
 	g.log.Info("announced a key statement on GossipSub", "about", about)
 	return nil
-}
-
-// concerns says whether m carries a statement about a key this daemon met
-// (or whose succession it followed): only those pass the door here.
-func (k *keyLifecycle) concerns(m *gossip.Message) bool {
-	st, err := statementsOf(m)
-	if err != nil {
-		return false
-	}
-	var pid peer.ID
-	switch {
-	case st.rev != nil:
-		pid, err = st.rev.RevokedPeer()
-	case st.succ != nil:
-		pid, err = st.succ.OldPeer()
-	case st.com != nil:
-		pid, err = st.com.Peer()
-	default:
-		return false
-	}
-	return err == nil && k.met(pid)
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/keys"
+
 	"github.com/ifaced/ifaced/node/admit"
 
 	"github.com/ifaced/ifaced/node/internal/ratelimit"
@@ -56,7 +58,7 @@ type Node struct {
 
 	// The admission pipeline and what it checks against.
 	door       *admit.Door           // every inbound message passes here (door.go)
-	keys       *keyLifecycle         // peers' key statements, checked at the door and followed (rotation.go)
+	keys       *keys.Lifecycle       // peers' key statements, checked at the door and followed (rotation.go)
 	beforeFit  func(*admit.Arrival)  // a test seam at the door's fit step (export_test.go)
 	replay     *identity.ReplayGuard // message IDs and dates (the replay window)
 	mailReplay *identity.ReplayGuard // the same for fetched mail, dated within mailbox.retention
@@ -183,7 +185,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	if n.host, err = newHost(cfg, id, n.hostOptions()...); err != nil {
 		return nil, err
 	}
-	n.keys = newKeyLifecycle(n.trust, n.policy, n.store, alias.Open(home.Dir), n.events, log,
+	n.keys = keys.New(n.trust, n.policy, n.store, alias.Open(home.Dir), n.events, log,
 		func() time.Time { return n.now() }, max(cfg.Mailbox.Retention.Duration, cfg.Replay.Window.Duration))
 	n.door = admit.New(admit.Deps{Self: id.DID(), Host: n.host, Audit: n.audit, Replay: n.replay, Rates: n.rates, Trust: n.trust,
 		Keys: n.keys, Events: n.events, MaxMemoryMB: cfg.Limits.MaxMemoryMB, Log: log, Now: func() time.Time { return n.now() },

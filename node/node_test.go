@@ -514,7 +514,7 @@ func TestStaleUpdateRefused(t *testing.T) {
 		if _, err := d.Sign(raw.id, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		return toJSONValue(d)
+		return negotiate.MustJSONValue(d)
 	}
 	g := raw.greeting(alice, nil)
 	g.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: negotiate.PartCapabilities, Content: view(5)}}

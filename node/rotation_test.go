@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/keys"
+
 	"github.com/ifaced/ifaced/node/admit"
 
 	"github.com/ifaced/ifaced/node/events"
@@ -36,10 +38,10 @@ func (c *offsetClock) advance(d time.Duration) { c.off.Add(int64(d)) }
 
 // rotate stops d, rotates its key (`ifaced key rotate`) and starts it
 // again on the new key.
-func rotate(t *testing.T, d *testDaemon, transition time.Duration) (*testDaemon, *Rotation) {
+func rotate(t *testing.T, d *testDaemon, transition time.Duration) (*testDaemon, *keys.Rotation) {
 	t.Helper()
 	d.Close()
-	rot, err := RotateKey(d.home, transition, time.Now(), RotateOptions{})
+	rot, err := keys.RotateKey(d.home, transition, time.Now(), keys.RotateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +73,7 @@ func keyEvent(t *testing.T, ch <-chan events.Event, pid peer.ID) events.Event {
 		if e.Type == events.EventRefused {
 			t.Fatalf("refused: %s", e.Detail)
 		}
-		return e.Type == EventKey && e.Peer == pid.String()
+		return e.Type == events.EventKey && e.Peer == pid.String()
 	})
 }
 
@@ -229,15 +231,15 @@ func TestKeyStatementsRefused(t *testing.T) {
 		code    wire.Code
 		says    string
 	}{
-		{"signed by the new key only", thief, statementPart(partKeySuccession, onlyNew), wire.CodeInvalidSignature, "sig_old"},
-		{"carried by a third key", thief, statementPart(partKeySuccession, succ(bob, carol, now)), wire.CodeWrongKey, "travels in a message signed by its old key"},
-		{"successor already someone else's", carol, statementPart(partKeySuccession, succ(bob, carol, now)), wire.CodeKeyStatementRefused, "already a peer of this daemon's owner"},
-		{"back-dated", thief, statementPart(partKeySuccession, succ(bob, thief, now.Add(-30*24*time.Hour))), wire.CodeReplay, "back-dated"},
-		{"dated ahead", thief, statementPart(partKeySuccession, succ(bob, thief, now.Add(time.Hour))), wire.CodeReplay, "ahead"},
-		{"a peer never met", never, statementPart(partKeySuccession, succ(never, thief2(t), now)), wire.CodeKeyStatementRefused, "never met"},
-		{"a revocation by a key that does not hold it", thief, statementPart(partKeyRevocation, revocation(t, thief, bob.KeyID(), now)), wire.CodeWrongKey, "revoked key itself or by its successor"},
-		{"a revocation of a key never met", never, statementPart(partKeyRevocation, revocation(t, never, never.KeyID(), now)), wire.CodeKeyStatementRefused, "never met"},
-		{"a malformed statement", thief, gossip.Part{ContentType: "application/json", Name: partKeySuccession, Content: map[string]any{"type": "key_succession", "sig": 1}}, wire.CodeInvalidFormat, "sig"},
+		{"signed by the new key only", thief, keys.StatementPart(keys.PartKeySuccession, onlyNew), wire.CodeInvalidSignature, "sig_old"},
+		{"carried by a third key", thief, keys.StatementPart(keys.PartKeySuccession, succ(bob, carol, now)), wire.CodeWrongKey, "travels in a message signed by its old key"},
+		{"successor already someone else's", carol, keys.StatementPart(keys.PartKeySuccession, succ(bob, carol, now)), wire.CodeKeyStatementRefused, "already a peer of this daemon's owner"},
+		{"back-dated", thief, keys.StatementPart(keys.PartKeySuccession, succ(bob, thief, now.Add(-30*24*time.Hour))), wire.CodeReplay, "back-dated"},
+		{"dated ahead", thief, keys.StatementPart(keys.PartKeySuccession, succ(bob, thief, now.Add(time.Hour))), wire.CodeReplay, "ahead"},
+		{"a peer never met", never, keys.StatementPart(keys.PartKeySuccession, succ(never, thief2(t), now)), wire.CodeKeyStatementRefused, "never met"},
+		{"a revocation by a key that does not hold it", thief, keys.StatementPart(keys.PartKeyRevocation, revocation(t, thief, bob.KeyID(), now)), wire.CodeWrongKey, "revoked key itself or by its successor"},
+		{"a revocation of a key never met", never, keys.StatementPart(keys.PartKeyRevocation, revocation(t, never, never.KeyID(), now)), wire.CodeKeyStatementRefused, "never met"},
+		{"a malformed statement", thief, gossip.Part{ContentType: "application/json", Name: keys.PartKeySuccession, Content: map[string]any{"type": "key_succession", "sig": 1}}, wire.CodeInvalidFormat, "sig"},
 	} {
 		err := admitStatement(alice, statementMessage(t, tc.carrier, alice.pid(), tc.part))
 		if got := wire.CodeOf(err); got != tc.code || !strings.Contains(err.Error(), tc.says) {
@@ -256,24 +258,24 @@ func TestKeyStatementsRefused(t *testing.T) {
 	next, _ := identity.Generate(nil)
 	s := succ(bob, next, now)
 	for range 2 {
-		if err := admitStatement(alice, statementMessage(t, next, alice.pid(), statementPart(partKeySuccession, s))); err != nil {
+		if err := admitStatement(alice, statementMessage(t, next, alice.pid(), keys.StatementPart(keys.PartKeySuccession, s))); err != nil {
 			t.Fatalf("a genuine succession: %v", err)
 		}
 	}
 	if info := alice.TrustBook().Peer(next.PeerID()); info.Level != conditions.Verified || info.RotatedFrom != bob.PeerID().String() {
 		t.Fatalf("after the succession: %+v", info)
 	}
-	err := admitStatement(alice, statementMessage(t, bob, alice.pid(), statementPart(partKeySuccession, succ(bob, thief, now))))
+	err := admitStatement(alice, statementMessage(t, bob, alice.pid(), keys.StatementPart(keys.PartKeySuccession, succ(bob, thief, now))))
 	if wire.CodeOf(err) != wire.CodeKeyStatementRefused || !strings.Contains(err.Error(), "already succeeded by "+next.PeerID().String()) {
 		t.Errorf("a second successor: %v", err)
 	}
-	err = admitStatement(alice, statementMessage(t, next, alice.pid(), statementPart(partKeySuccession, succ(next, bob, now))))
+	err = admitStatement(alice, statementMessage(t, next, alice.pid(), keys.StatementPart(keys.PartKeySuccession, succ(next, bob, now))))
 	if wire.CodeOf(err) != wire.CodeKeyStatementRefused || !strings.Contains(err.Error(), "was itself succeeded") {
 		t.Errorf("a chain back to the retired key: %v", err)
 	}
 	// A chain forward is followed one statement at a time.
 	third, _ := identity.Generate(nil)
-	if err := admitStatement(alice, statementMessage(t, third, alice.pid(), statementPart(partKeySuccession, succ(next, third, now)))); err != nil {
+	if err := admitStatement(alice, statementMessage(t, third, alice.pid(), keys.StatementPart(keys.PartKeySuccession, succ(next, third, now)))); err != nil {
 		t.Fatalf("the next link of the chain: %v", err)
 	}
 	if info := alice.TrustBook().Peer(third.PeerID()); info.Level != conditions.Verified || info.RotatedFrom != next.PeerID().String() {
@@ -293,12 +295,12 @@ func TestRevocationStopsAThiefsRotation(t *testing.T) {
 	alice := startDaemon(t, aliceConfig(""))
 	carol := startDaemon(t, aliceConfig(""))
 	bob := startDaemon(t, tcpOnly(loopbackConfig()))
-	prepared, err := RevocationStatement(bob.home.KeyPath(), "laptop stolen", time.Now().Add(-time.Minute))
+	prepared, err := keys.RevocationStatement(bob.home.KeyPath(), "laptop stolen", time.Now().Add(-time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	bob.Close()
-	if _, err := CommitNextKey(bob.home, filepath.Join(t.TempDir(), "next.pem"), false, time.Now()); err != nil {
+	if _, err := keys.CommitNextKey(bob.home, filepath.Join(t.TempDir(), "next.pem"), false, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	bob = restartDaemon(t, bob)
@@ -311,7 +313,7 @@ func TestRevocationStopsAThiefsRotation(t *testing.T) {
 	}
 	thief, _ := identity.Generate(nil)
 	s, _ := identity.NewSuccession(bob.id, thief, time.Now(), time.Hour)
-	err = admitStatement(alice, statementMessage(t, thief, alice.pid(), statementPart(partKeySuccession, s)))
+	err = admitStatement(alice, statementMessage(t, thief, alice.pid(), keys.StatementPart(keys.PartKeySuccession, s)))
 	if wire.CodeOf(err) != wire.CodeKeyStatementRefused || !strings.Contains(err.Error(), "committed to its next key") {
 		t.Fatalf("the thief's rotation: %v, want key_statement_refused (bob committed to another key)", err)
 	}
@@ -324,7 +326,7 @@ func TestRevocationStopsAThiefsRotation(t *testing.T) {
 	greet(t, bobNew, alice) // bob's new daemon has alice in its cache
 	bobNew.Close()
 	raw := mustJSON(t, prepared)
-	if _, err := PublishRevocation(bobNew.home, raw, time.Now()); err != nil {
+	if _, err := keys.PublishRevocation(bobNew.home, raw, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	evs, stop := alice.Subscribe()
@@ -353,11 +355,11 @@ func TestRevocationStopsAThiefsRotation(t *testing.T) {
 	}
 	// Carol hears the revocation before any succession: the thief's
 	// rotation, even one dated before the revocation, is refused.
-	if err := admitStatement(carol, statementMessage(t, thief, carol.pid(), statementPart(partKeyRevocation, prepared))); err != nil {
+	if err := admitStatement(carol, statementMessage(t, thief, carol.pid(), keys.StatementPart(keys.PartKeyRevocation, prepared))); err != nil {
 		t.Fatal(err)
 	}
 	early, _ := identity.NewSuccession(bob.id, thief, time.Now().Add(-time.Hour), time.Hour)
-	err = admitStatement(carol, statementMessage(t, thief, carol.pid(), statementPart(partKeySuccession, early)))
+	err = admitStatement(carol, statementMessage(t, thief, carol.pid(), keys.StatementPart(keys.PartKeySuccession, early)))
 	if wire.CodeOf(err) != wire.CodeKeyRevoked {
 		t.Errorf("a succession from a key revoked first: %v, want key_revoked", err)
 	}
@@ -380,10 +382,10 @@ func TestRevokeOldKeyFromTheSuccessor(t *testing.T) {
 	keyEvent(t, evs, bob2.pid())
 
 	bob2.Close()
-	if _, err := RevokeOldKey(bob2.home, "", "sold the old laptop", time.Now()); err != nil {
+	if _, err := keys.RevokeOldKey(bob2.home, "", "sold the old laptop", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := RevokeOldKey(bob2.home, alice.pid(), "", time.Now()); err == nil || !strings.Contains(err.Error(), "not its successor") {
+	if _, err := keys.RevokeOldKey(bob2.home, alice.pid(), "", time.Now()); err == nil || !strings.Contains(err.Error(), "not its successor") {
 		t.Errorf("revoking a key this daemon did not succeed: %v", err)
 	}
 	bob3 := restartDaemon(t, bob2)
@@ -436,7 +438,7 @@ func TestRevocationHonouredWithinOneAnnouncement(t *testing.T) {
 	prepared := revocation(t, lost, lost.KeyID(), time.Now().Add(-time.Hour))
 	publisher := startDaemon(t, gossipConfig())
 	publisher.Close()
-	if _, err := PublishRevocation(publisher.home, mustJSON(t, prepared), time.Now()); err != nil {
+	if _, err := keys.PublishRevocation(publisher.home, mustJSON(t, prepared), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	evs, stop := alice.Subscribe()

@@ -57,10 +57,10 @@ func (s *standardAnswers) answer(name string, g negotiate.Granted, requester str
 		if err != nil {
 			return nil, true, err
 		}
-		return toJSONValue(v.Doc), true, nil
+		return negotiate.MustJSONValue(v.Doc), true, nil
 	}
 	if note, ok := supportNotes[name]; ok {
-		return map[string]any{"supported": true, "ifp_support": toJSONValue(s.docs.Current().IFPSupport), "how": note}, true, nil
+		return map[string]any{"supported": true, "ifp_support": negotiate.MustJSONValue(s.docs.Current().IFPSupport), "how": note}, true, nil
 	}
 	return nil, false, nil
 }

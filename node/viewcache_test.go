@@ -115,7 +115,7 @@ func TestUnchangedViewClaimMustMatch(t *testing.T) {
 	}
 	claim := func(hash string) *gossip.Message {
 		return &gossip.Message{Body: gossip.Body{Parts: []gossip.Part{{ContentType: "application/json", Name: negotiate.PartGreeting,
-			Content: toJSONValue(negotiate.Proposal{ViewUnchanged: hash})}}}}
+			Content: negotiate.MustJSONValue(negotiate.Proposal{ViewUnchanged: hash})}}}}
 	}
 	for name, tc := range map[string]struct {
 		m    *gossip.Message

@@ -10,9 +10,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ifaced/ifaced/node/keys"
+
 	"github.com/ifaced/ifaced/node/config"
 
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -88,7 +89,7 @@ func runKey(_ context.Context, e *env, args []string) error {
 			}
 			*transition = cfg.Trust.KeyTransition.Duration
 		}
-		rot, err := node.RotateKey(h, *transition, now, node.RotateOptions{NextKey: *nextKey, CommitNext: *commitNext})
+		rot, err := keys.RotateKey(h, *transition, now, keys.RotateOptions{NextKey: *nextKey, CommitNext: *commitNext})
 		if err != nil {
 			return err
 		}
@@ -110,7 +111,7 @@ func runKey(_ context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "and prepare a revocation statement for the new key and keep it offline: `ifaced key revocation-statement --out FILE`\n")
 		return nil
 	case "commit-next":
-		c, err := node.CommitNextKey(h, *out, *replace, now)
+		c, err := keys.CommitNextKey(h, *out, *replace, now)
 		if err != nil {
 			return err
 		}
@@ -128,7 +129,7 @@ func runKey(_ context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			r, err := node.PublishRevocation(h, raw, now)
+			r, err := keys.PublishRevocation(h, raw, now)
 			if err != nil {
 				return err
 			}
@@ -144,7 +145,7 @@ func runKey(_ context.Context, e *env, args []string) error {
 				return usageError("key revoke %q: want the peer ID of a key this daemon's key succeeded (%v)", pos[0], err)
 			}
 		}
-		r, err := node.RevokeOldKey(h, old, *reason, now)
+		r, err := keys.RevokeOldKey(h, old, *reason, now)
 		if err != nil {
 			return err
 		}
@@ -158,7 +159,7 @@ func runKey(_ context.Context, e *env, args []string) error {
 		if path == "" {
 			path = h.KeyPath()
 		}
-		r, err := node.RevocationStatement(path, *reason, now)
+		r, err := keys.RevocationStatement(path, *reason, now)
 		if err != nil {
 			return err
 		}

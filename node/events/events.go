@@ -29,6 +29,7 @@ const (
 	EventRelay        = "relay"        // a relay slot was reserved or lost
 	EventMail         = "mail"         // a message was left at a peer's mailbox, delivered, or given up on
 	EventTrust        = "trust"        // the owner changed what it holds of a peer: a pin, a revocation, a tier, an introduction
+	EventKey          = "key"          // a key statement was given or followed: a peer's key (or this daemon's) was rotated or revoked
 )
 
 // Event is one thing the local agent may want to know, in the order the

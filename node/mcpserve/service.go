@@ -213,7 +213,7 @@ func (s *Service) followOnce(ctx context.Context, ready *chan<- struct{}) (opene
 			// The owner pinned, revoked, granted or took back: whose
 			// tools exist is decided again, at once.
 			s.peers.syncAll(ctx)
-		case node.EventKey:
+		case events.EventKey:
 			if e.Peer != "" {
 				s.peers.sync(ctx, e.Peer)
 			}

@@ -1,4 +1,4 @@
-package node
+package keys
 
 import (
 	"fmt"
@@ -39,17 +39,13 @@ import (
 
 // Part names of the key statements.
 const (
-	partKeySuccession = "key_succession"
-	partKeyRevocation = "key_revocation"
-	partKeyCommitment = "key_commitment"
+	PartKeySuccession = "key_succession"
+	PartKeyRevocation = "key_revocation"
+	PartKeyCommitment = "key_commitment"
 )
 
-// EventKey is the event type of a key statement given or followed: a
-// peer's key was rotated or revoked, or this daemon's own.
-const EventKey = "key"
-
 // keyLifecycle checks and follows the key statements messages carry.
-type keyLifecycle struct {
+type Lifecycle struct {
 	trust   *trust.Book
 	policy  *policy.Book
 	store   *store.Store
@@ -63,58 +59,60 @@ type keyLifecycle struct {
 	maxAge time.Duration
 }
 
-func newKeyLifecycle(t *trust.Book, p *policy.Book, st *store.Store, aliases *alias.File,
-	hub *events.Hub, log *slog.Logger, now func() time.Time, maxAge time.Duration) *keyLifecycle {
-	return &keyLifecycle{trust: t, policy: p, store: st, aliases: aliases, events: hub, log: log, now: now, maxAge: maxAge}
+func New(t *trust.Book, p *policy.Book, st *store.Store, aliases *alias.File,
+	hub *events.Hub, log *slog.Logger, now func() time.Time, maxAge time.Duration) *Lifecycle {
+	return &Lifecycle{trust: t, policy: p, store: st, aliases: aliases, events: hub, log: log, now: now, maxAge: maxAge}
 }
 
 // statements are the key statements one message carries.
-type statements struct {
-	succ *identity.Succession
-	rev  *identity.Revocation
-	com  *identity.Commitment
+type Statements struct {
+	Succession *identity.Succession
+	Revocation *identity.Revocation
+	Commitment *identity.Commitment
 }
 
 // none says whether the message carries no key statement.
-func (st statements) none() bool { return st.succ == nil && st.rev == nil && st.com == nil }
+func (st Statements) None() bool {
+	return st.Succession == nil && st.Revocation == nil && st.Commitment == nil
+}
 
 // statementsOf decodes the key statement parts of m: at most one of each.
-func statementsOf(m *gossip.Message) (statements, error) {
-	var st statements
+func StatementsOf(m *gossip.Message) (Statements, error) {
+	var st Statements
 	for i := range m.Body.Parts {
 		p := &m.Body.Parts[i]
 		switch p.Name {
-		case partKeySuccession:
-			if st.succ != nil {
-				return st, fmt.Errorf("%w: a message carries at most one %q part", gossip.ErrInvalidMessage, partKeySuccession)
+		case PartKeySuccession:
+			if st.Succession != nil {
+				return st, fmt.Errorf("%w: a message carries at most one %q part", gossip.ErrInvalidMessage, PartKeySuccession)
 			}
 			raw, err := p.CanonicalContent()
 			if err != nil {
 				return st, fmt.Errorf("%w: part %q: %v", gossip.ErrInvalidMessage, p.Name, err)
 			}
-			if st.succ, err = identity.DecodeSuccession(raw); err != nil {
+			if st.Succession, err = identity.DecodeSuccession(raw); err != nil {
 				return st, fmt.Errorf("part %q: %w", p.Name, err)
 			}
-		case partKeyRevocation:
-			if st.rev != nil {
-				return st, fmt.Errorf("%w: a message carries at most one %q part", gossip.ErrInvalidMessage, partKeyRevocation)
+		case PartKeyRevocation:
+			if st.Revocation != nil {
+				return st, fmt.Errorf("%w: a message carries at most one %q part", gossip.ErrInvalidMessage, PartKeyRevocation)
 			}
 			raw, err := p.CanonicalContent()
 			if err != nil {
 				return st, fmt.Errorf("%w: part %q: %v", gossip.ErrInvalidMessage, p.Name, err)
 			}
-			if st.rev, err = identity.DecodeRevocation(raw); err != nil {
+			if st.Revocation, err = identity.DecodeRevocation(raw); err != nil {
 				return st, fmt.Errorf("part %q: %w", p.Name, err)
 			}
-		case partKeyCommitment:
-			if st.com != nil {
-				return st, fmt.Errorf("%w: a message carries at most one %q part", gossip.ErrInvalidMessage, partKeyCommitment)
+		case PartKeyCommitment:
+			if st.Commitment != nil {
+				return st, fmt.Errorf("%w: a message carries at most one %q part", gossip.ErrInvalidMessage, PartKeyCommitment)
 			}
 			raw, err := p.CanonicalContent()
 			if err != nil {
 				return st, fmt.Errorf("%w: part %q: %v", gossip.ErrInvalidMessage, p.Name, err)
 			}
-			if st.com, err = identity.DecodeCommitment(raw); err != nil {
+			if st.Commitment, err = identity.DecodeCommitment(raw); err != nil {
 				return st, fmt.Errorf("part %q: %w", p.Name, err)
 			}
 		}
@@ -124,7 +122,7 @@ func statementsOf(m *gossip.Message) (statements, error) {
 
 // met says whether this daemon met pid: the owner made it known, or the
 // peer cache holds a view of it.
-func (k *keyLifecycle) met(pid peer.ID) bool {
+func (k *Lifecycle) Met(pid peer.ID) bool {
 	if k.trust.Known(pid.String()) {
 		return true
 	}
@@ -134,34 +132,34 @@ func (k *keyLifecycle) met(pid peer.ID) bool {
 
 // known says whether pid is someone the owner made known (a pin, a policy
 // entry, an admitted introduction): a peer ID that is already someone's.
-func (k *keyLifecycle) known(pid peer.ID) bool { return k.trust.Known(pid.String()) }
+func (k *Lifecycle) known(pid peer.ID) bool { return k.trust.Known(pid.String()) }
 
 // verify is the door's check of the key statements m carries (signed by
 // from, verified): each verifies, and this daemon will follow it.
-func (k *keyLifecycle) Verify(m *gossip.Message, from peer.ID) error {
-	st, err := statementsOf(m)
+func (k *Lifecycle) Verify(m *gossip.Message, from peer.ID) error {
+	st, err := StatementsOf(m)
 	if err != nil {
 		return err
 	}
-	if st.com != nil {
-		if err := k.trust.CheckCommitment(st.com, from); err != nil {
+	if st.Commitment != nil {
+		if err := k.trust.CheckCommitment(st.Commitment, from); err != nil {
 			return err
 		}
 	}
-	if st.succ != nil {
-		if err := st.succ.Verify(); err != nil {
+	if st.Succession != nil {
+		if err := st.Succession.Verify(); err != nil {
 			return err
 		}
 		// A succession that only names a revocation's signer need not be
 		// followable (it may have been followed long ago); it verified.
-		if st.rev == nil || st.rev.Signer != st.succ.NewKeyID {
-			if err := k.trust.CheckSuccession(st.succ, from, k.met, k.known, k.maxAge); err != nil {
+		if st.Revocation == nil || st.Revocation.Signer != st.Succession.NewKeyID {
+			if err := k.trust.CheckSuccession(st.Succession, from, k.Met, k.known, k.maxAge); err != nil {
 				return err
 			}
 		}
 	}
-	if st.rev != nil {
-		if err := k.trust.CheckRevocation(st.rev, st.succ, k.met); err != nil {
+	if st.Revocation != nil {
+		if err := k.trust.CheckRevocation(st.Revocation, st.Succession, k.Met); err != nil {
 			return err
 		}
 	}
@@ -172,35 +170,35 @@ func (k *keyLifecycle) Verify(m *gossip.Message, from peer.ID) error {
 // the message already. A failure is logged and told to the owner: the
 // message stays admitted, and the same statement sent again is followed
 // again (every step is idempotent, the record of it written last).
-func (k *keyLifecycle) Act(from peer.ID, via string, m *gossip.Message) {
-	st, err := statementsOf(m)
-	if err != nil || st.none() {
+func (k *Lifecycle) Act(from peer.ID, via string, m *gossip.Message) {
+	st, err := StatementsOf(m)
+	if err != nil || st.None() {
 		return
 	}
 	// A commitment first: a succession beside it is judged by it.
-	if st.com != nil {
-		if _, err := k.trust.FollowCommitment(st.com, via); err != nil {
+	if st.Commitment != nil {
+		if _, err := k.trust.FollowCommitment(st.Commitment, via); err != nil {
 			k.log.Error("recording a key commitment", "from", from, "err", err)
 		}
 	}
 	// A succession passed the verify step, unless it came only to name a
 	// revocation's signer: that one is followed only when it may be.
-	if st.succ != nil && k.trust.CheckSuccession(st.succ, from, k.met, k.known, k.maxAge) == nil {
-		if err := k.followSuccession(st.succ, via); err != nil {
-			k.tell("", fmt.Sprintf("following the key succession %s → %s failed: %v", st.succ.OldKeyID, st.succ.NewKeyID, err))
+	if st.Succession != nil && k.trust.CheckSuccession(st.Succession, from, k.Met, k.known, k.maxAge) == nil {
+		if err := k.followSuccession(st.Succession, via); err != nil {
+			k.tell("", fmt.Sprintf("following the key succession %s → %s failed: %v", st.Succession.OldKeyID, st.Succession.NewKeyID, err))
 			k.log.Error("following a key succession", "from", from, "err", err)
 		}
 	}
-	if st.rev != nil {
-		note, already, err := k.trust.FollowRevocation(st.rev, st.succ, via)
-		pid, _ := st.rev.RevokedPeer()
+	if st.Revocation != nil {
+		note, already, err := k.trust.FollowRevocation(st.Revocation, st.Succession, via)
+		pid, _ := st.Revocation.RevokedPeer()
 		switch {
 		case err != nil:
 			k.tell(pid.String(), fmt.Sprintf("following the revocation of %s failed: %v", pid, err))
 			k.log.Error("following a key revocation", "from", from, "err", err)
 		case !already:
 			k.tell(pid.String(), fmt.Sprintf("peer %s's key was revoked by a revocation statement %s, received via %s (dated %s%s): %s",
-				pid, signedBy(st.rev), via, st.rev.Date, reasonSuffix(st.rev.Reason), note))
+				pid, signedBy(st.Revocation), via, st.Revocation.Date, reasonSuffix(st.Revocation.Reason), note))
 		}
 	}
 }
@@ -222,7 +220,7 @@ func reasonSuffix(r string) string {
 
 // followSuccession moves what the owner granted s's old peer ID to its new
 // one; the trust component's part, which records the succession, last.
-func (k *keyLifecycle) followSuccession(s *identity.Succession, via string) error {
+func (k *Lifecycle) followSuccession(s *identity.Succession, via string) error {
 	old, err := s.OldPeer()
 	if err != nil {
 		return err
@@ -263,14 +261,14 @@ func (k *keyLifecycle) followSuccession(s *identity.Succession, via string) erro
 }
 
 // tell publishes a key event to the local agent.
-func (k *keyLifecycle) tell(peerID, detail string) {
-	k.events.Publish(events.Event{Type: EventKey, At: k.now(), Peer: peerID, Detail: detail})
+func (k *Lifecycle) tell(peerID, detail string) {
+	k.events.Publish(events.Event{Type: events.EventKey, At: k.now(), Peer: peerID, Detail: detail})
 }
 
 // carryCache copies the peer cache entry of old to next, when next has
 // none yet: the addresses, agent ID and the last view old showed (the
 // next greeting replaces it).
-func (k *keyLifecycle) carryCache(old, next peer.ID) bool {
+func (k *Lifecycle) carryCache(old, next peer.ID) bool {
 	rec, err := k.store.Peer(old.String())
 	if err != nil {
 		return false
@@ -287,7 +285,7 @@ func (k *keyLifecycle) carryCache(old, next peer.ID) bool {
 }
 
 // carryAliases points the owner's aliases of old at next.
-func (k *keyLifecycle) carryAliases(old, next peer.ID) ([]string, error) {
+func (k *Lifecycle) carryAliases(old, next peer.ID) ([]string, error) {
 	if k.aliases == nil {
 		return nil, nil
 	}
@@ -306,4 +304,25 @@ func (k *keyLifecycle) carryAliases(old, next peer.ID) ([]string, error) {
 		out = append(out, "alias "+name)
 	}
 	return out, nil
+}
+
+// concerns says whether m carries a statement about a key this daemon met
+// (or whose succession it followed): only those pass the door here.
+func (k *Lifecycle) Concerns(m *gossip.Message) bool {
+	st, err := StatementsOf(m)
+	if err != nil {
+		return false
+	}
+	var pid peer.ID
+	switch {
+	case st.Revocation != nil:
+		pid, err = st.Revocation.RevokedPeer()
+	case st.Succession != nil:
+		pid, err = st.Succession.OldPeer()
+	case st.Commitment != nil:
+		pid, err = st.Commitment.Peer()
+	default:
+		return false
+	}
+	return err == nil && k.Met(pid)
 }
