@@ -3,9 +3,12 @@ package gossip
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -310,5 +313,209 @@ func rebuildTree(t *testing.T, dir, day string) {
 	}
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPrunedByPolicyIsNotTampering: strangers' files pruned to make room,
+// and a day deleted by retention, leave their leaves in the trees and a
+// record of what went; the log still verifies, and says which were
+// pruned by policy and when.
+func TestPrunedByPolicyIsNotTampering(t *testing.T) {
+	owner, _ := identity.Generate(nil)
+	peer, _ := identity.Generate(nil)
+	dir := t.TempDir()
+	c := &clock{t: testNow}
+	limits := AuditLimits{MaxBytes: 2 << 20, Retention: 30 * 24 * time.Hour}
+	a, err := OpenAuditLog(dir, WithSigner(owner), WithClock(c.now), WithLimits(limits))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 24 {
+		if err := a.StrangerRoom(); err != nil {
+			t.Fatalf("stranger %d refused: %v", i, err)
+		}
+		m := auditMessage(t, peer, owner, fmt.Sprintf("conv:s%d", i), 1, "")
+		m.Body.Text = strings.Repeat("x", 48<<10)
+		m.Security = nil
+		if err := m.Sign(peer, testNow); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Record(AuditEntry{At: testNow, Direction: Received, Peer: fmt.Sprintf("stranger-%d", i), Transport: "https", Message: m, Stranger: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, testDay, "stranger-0"+auditJSONLExt)); err == nil {
+		t.Fatal("the oldest stranger's file was not pruned")
+	}
+	trusted := func(d string) bool { return d == owner.DID() }
+	rep, err := VerifyAuditLog(dir, VerifyOptions{Trusted: trusted})
+	if err != nil {
+		t.Fatalf("verify after strangers' files were pruned: %v", err)
+	}
+	if rep.Pruned == 0 || len(rep.PrunedNotes) == 0 || !strings.Contains(strings.Join(rep.PrunedNotes, "\n"), "stranger-0.jsonl pruned by policy at 2026-03-04T23:58:12Z") {
+		t.Errorf("report %+v does not say the strangers' files were pruned by policy", rep)
+	}
+
+	// Forty days on, retention deletes the day, writing it down first.
+	c.t = testNow.AddDate(0, 0, 40)
+	b, err := OpenAuditLog(dir, WithSigner(owner), WithClock(c.now), WithLimits(limits))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := auditMessage(t, peer, owner, "conv:later", 1, "")
+	if err := b.Record(AuditEntry{At: c.t, Direction: Received, Peer: peer.PeerID().String(), Transport: "libp2p", Message: m}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, testDay)); err == nil {
+		t.Fatal("retention kept the old day")
+	}
+	rep, err = VerifyAuditLog(dir, VerifyOptions{Trusted: trusted})
+	if err != nil {
+		t.Fatalf("verify after retention deleted a day: %v", err)
+	}
+	if len(rep.PrunedDays) != 1 || !strings.Contains(rep.PrunedDays[0], testDay+" pruned by policy at 2026-04-13T23:58:12Z (retention)") {
+		t.Errorf("pruned days %q, want %s pruned by retention", rep.PrunedDays, testDay)
+	}
+}
+
+// provenCrashChildEnv names the audit directory a child of
+// TestProvenLogAfterACrash records into before it kills itself.
+const provenCrashChildEnv = "IFACED_TEST_PROVEN_CRASH_DIR"
+
+// TestProvenLogCrashChild records three entries, signs a checkpoint,
+// records three more (their leaves only in memory) and kills itself.
+// Run alone it does nothing.
+func TestProvenLogCrashChild(t *testing.T) {
+	dir := os.Getenv(provenCrashChildEnv)
+	if dir == "" {
+		t.Skip("the child of TestProvenLogAfterACrash")
+	}
+	p := &provenLog{dir: dir, owner: testIdentity(t, 1), peer: testIdentity(t, 2), conv: auditConvID}
+	a := p.open(t)
+	p.record(t, a, 1, 3)
+	if err := a.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	p.record(t, a, 4, 3)
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
+}
+
+// A daemon killed with leaves not yet written: its log verifies as a log
+// that did not close (the records past the last checkpoint pending, none
+// failing), and once reopened the records are leaves again, the log
+// closes and verifies with nothing pending.
+func TestProvenLogAfterACrash(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestProvenLogCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), provenCrashChildEnv+"="+dir)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the child did not die of SIGKILL: %v\n%s", err, out)
+	}
+	p := &provenLog{dir: dir, owner: testIdentity(t, 1), peer: testIdentity(t, 2), conv: auditConvID}
+	rep, err := p.verify(t)
+	if err != nil || !rep.Open || rep.Pending == 0 || rep.Records != 4 {
+		t.Fatalf("the crashed log: %+v, %v; want it open, the 3 records and the open record checkpointed, the rest pending", rep, err)
+	}
+	a := p.open(t)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = p.verify(t)
+	if err != nil || rep.Open || rep.Pending != 0 || rep.Records != 8 || rep.Recovered != 3 {
+		t.Fatalf("reopened and closed: %+v, %v; want the 6 entries, the open and recovered records verified, 3 recovered", rep, err)
+	}
+}
+
+// largeLogChildEnv names the audit directory (and, after a space, the
+// trusted did:key) a child of TestVerifyLargeLogInBoundedMemory verifies.
+const largeLogChildEnv = "IFACED_TEST_LARGE_LOG"
+
+// TestVerifyLargeLogChild verifies the log its parent names and prints
+// what it found. Run alone it does nothing.
+func TestVerifyLargeLogChild(t *testing.T) {
+	arg := os.Getenv(largeLogChildEnv)
+	if arg == "" {
+		t.Skip("the child of TestVerifyLargeLogInBoundedMemory")
+	}
+	dir, did, _ := strings.Cut(arg, " ")
+	rep, err := VerifyAuditLog(dir, VerifyOptions{Trusted: func(d string) bool { return d == did }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("RECORDS %d RECEIVED %d\n", rep.Records, rep.Received)
+}
+
+// Verifying a log of 100,000 records (over 100 MiB of .jsonl) streams it:
+// the process that verifies it peaks far below the size of the log, as
+// its operating system counts it (the child's maximum resident set).
+func TestVerifyLargeLogInBoundedMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a log of 100,000 records")
+	}
+	const records, peers = 100_000, 20
+	owner, peer := testIdentity(t, 1), testIdentity(t, 2)
+	dir := t.TempDir()
+	a, err := OpenAuditLog(dir, WithSigner(owner), SyncEvery(time.Hour), WithClock(func() time.Time { return testNow }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []*Message
+	for i := range 64 {
+		m := auditMessage(t, peer, owner, fmt.Sprintf("conv:large-%d", i), int64(i+1), "")
+		m.Body.Text = strings.Repeat("a large log's message ", 50)
+		m.Security = nil
+		if err := m.Sign(peer, testNow); err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m)
+	}
+	for i := range records {
+		dir := Received
+		if i%2 == 1 {
+			dir = Sent
+		}
+		e := AuditEntry{At: testNow, Direction: dir, Peer: peer.PeerID().String(), Transport: "libp2p", Message: msgs[i%len(msgs)]}
+		if i%peers != 0 {
+			e.Peer = fmt.Sprintf("peer-%02d", i%peers) // an HTTP caller's name: checked under the did:key its signature names
+		}
+		if err := a.Record(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var logBytes int64
+	des, _ := os.ReadDir(filepath.Join(dir, testDay))
+	for _, de := range des {
+		if info, err := de.Info(); err == nil && strings.HasSuffix(de.Name(), auditJSONLExt) {
+			logBytes += info.Size()
+		}
+	}
+	if logBytes < 100<<20 {
+		t.Fatalf("the log's .jsonl files take %d MiB, want over 100", logBytes>>20)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestVerifyLargeLogChild$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), largeLogChildEnv+"="+dir+" "+owner.DID())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("verifying: %v\n%s", err, out)
+	}
+	if want := fmt.Sprintf("RECORDS %d RECEIVED %d", records+1, records/2); !strings.Contains(string(out), want) {
+		t.Fatalf("the child said %s, want %q", out, want)
+	}
+	maxRSS := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10 // KiB on Linux
+	t.Logf("verified %d records (%d MiB of .jsonl) in a process that peaked at %d MiB", records, logBytes>>20, maxRSS>>20)
+	if maxRSS > 64<<20 {
+		t.Errorf("verifying a log of %d MiB peaked at %d MiB resident, want at most 64 MiB", logBytes>>20, maxRSS>>20)
 	}
 }
