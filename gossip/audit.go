@@ -248,6 +248,7 @@ type AuditLog struct {
 
 	// The tamper-evident log (audit_tree.go): on with a signer.
 	signer   auditproof.Signer
+	former   []string // the signer's earlier keys (did:keys)
 	treesMu  sync.Mutex
 	trees    map[string]*dayTree // by day
 	prunedMu sync.Mutex          // appends to the record of pruning, one at a time
