@@ -63,6 +63,10 @@ import (
 //	<day>/<peer>.jsonl  the same entries for programs: one JSON AuditEntry
 //	                    per line. This file is the authoritative one;
 //	                    Entries and Conversations read it.
+//	<day>/_tree.*, _checkpoints.jsonl, _log.jsonl
+//	                    with WithSigner, the day's tamper-evident tree, its
+//	                    signed checkpoints and the log's own records
+//	                    (audit_tree.go; docs/audit.md)
 //
 // Why per peer and day rather than per conversation: a capabilities query
 // is a conversation of two messages, and a daemon that finds peers by
