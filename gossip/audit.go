@@ -322,6 +322,10 @@ func OpenAuditLog(dir string, opts ...AuditOption) (*AuditLog, error) {
 		}
 	}
 	a.readLeftOut()
+	if a.interval > 0 {
+		// Before beginRun: repairing a run that crashed writes records.
+		a.dirty, a.dirtyDirs = map[string]bool{}, map[string]bool{}
+	}
 	spares, err := openSpareFiles(filepath.Join(dir, spareDir), spareTarget)
 	if err != nil {
 		return nil, fmt.Errorf("opening audit log: %w", err)
@@ -333,7 +337,6 @@ func OpenAuditLog(dir string, opts ...AuditOption) (*AuditLog, error) {
 	}
 	a.md = newMDWriter(a)
 	if a.interval > 0 {
-		a.dirty, a.dirtyDirs = map[string]bool{}, map[string]bool{}
 		a.stop, a.stopped = make(chan struct{}), make(chan struct{})
 		go a.syncLoop()
 	}

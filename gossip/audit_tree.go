@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -393,7 +392,7 @@ func (a *AuditLog) Checkpoint() error {
 			continue
 		}
 		if dt.day < cutoff {
-			a.dropTree(dt, false)
+			a.dropTree(dt, true)
 		}
 	}
 	return errors.Join(errs...)
@@ -426,23 +425,25 @@ func (a *AuditLog) checkpoint(dt *dayTree) error {
 	return nil
 }
 
-// dropTree closes dt and forgets it (its day is old, or deleted).
-func (a *AuditLog) dropTree(dt *dayTree, deleted bool) {
+// dropTree closes dt and forgets it: its day is old (sign: a leaf a
+// record appended since its last checkpoint gets one first), or deleted.
+func (a *AuditLog) dropTree(dt *dayTree, sign bool) {
 	a.treesMu.Lock()
 	if a.trees[dt.day] == dt {
 		delete(a.trees, dt.day)
 	}
 	a.treesMu.Unlock()
 	dt.mu.Lock()
-	dt.gone = true
+	dt.gone = true // no leaf is appended to it from now on
 	dt.mu.Unlock()
-	if dt.t != nil {
-		if deleted {
-			dt.t.Close() // nothing of it is kept: its flush may fail
-		} else {
-			dt.t.Close()
-		}
+	if dt.t == nil {
+		return
 	}
+	if sign {
+		_ = a.checkpoint(dt) // a failure leaves the leaves to the next open's recovery
+	}
+	// A deleted day's flush may fail: nothing of it is kept anyway.
+	dt.t.Close()
 }
 
 func (a *AuditLog) checkpointLoop() {
@@ -476,7 +477,7 @@ func (a *AuditLog) closeTrees() error {
 	a.treesMu.Unlock()
 	for _, dt := range trees {
 		if dt.t != nil {
-			a.dropTree(dt, false)
+			a.dropTree(dt, true)
 		}
 	}
 	return err
@@ -639,13 +640,10 @@ func (a *AuditLog) forgetTree(day string) *TreeLink {
 	dt := a.trees[day]
 	a.treesMu.Unlock()
 	if dt != nil && dt.t != nil {
-		a.dropTree(dt, true)
+		a.dropTree(dt, false)
 	}
 	if link.Root == "" {
 		return &TreeLink{Day: day}
 	}
 	return link
 }
-
-// errNoTreeFile wraps a missing file of a tree.
-var errNoTreeFile = fs.ErrNotExist

@@ -392,12 +392,13 @@ const provenCrashChildEnv = "IFACED_TEST_PROVEN_CRASH_DIR"
 // records three more (their leaves only in memory) and kills itself.
 // Run alone it does nothing.
 func TestProvenLogCrashChild(t *testing.T) {
-	dir := os.Getenv(provenCrashChildEnv)
-	if dir == "" {
+	arg := os.Getenv(provenCrashChildEnv)
+	if arg == "" {
 		t.Skip("the child of TestProvenLogAfterACrash")
 	}
+	dir, policy, _ := strings.Cut(arg, "|")
 	p := &provenLog{dir: dir, owner: testIdentity(t, 1), peer: testIdentity(t, 2), conv: auditConvID}
-	a := p.open(t)
+	a := p.open(t, crashPolicy(policy)...)
 	p.record(t, a, 1, 3)
 	if err := a.Checkpoint(); err != nil {
 		t.Fatal(err)
@@ -411,10 +412,27 @@ func TestProvenLogCrashChild(t *testing.T) {
 // that did not close (the records past the last checkpoint pending, none
 // failing), and once reopened the records are leaves again, the log
 // closes and verifies with nothing pending.
+//
+// Under either sync policy: with SyncEvery, the recovery's own records
+// are made durable by the batch, before its first pass.
 func TestProvenLogAfterACrash(t *testing.T) {
+	for _, policy := range []string{"fsync", "every"} {
+		t.Run(policy, func(t *testing.T) { provenLogAfterACrash(t, policy) })
+	}
+}
+
+// crashPolicy is the sync option of a crash test's policy.
+func crashPolicy(policy string) []AuditOption {
+	if policy == "every" {
+		return []AuditOption{SyncEvery(time.Hour)}
+	}
+	return nil
+}
+
+func provenLogAfterACrash(t *testing.T, policy string) {
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestProvenLogCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), provenCrashChildEnv+"="+dir)
+	cmd.Env = append(os.Environ(), provenCrashChildEnv+"="+dir+"|"+policy)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
@@ -425,7 +443,7 @@ func TestProvenLogAfterACrash(t *testing.T) {
 	if err != nil || !rep.Open || rep.Pending == 0 || rep.Records != 4 {
 		t.Fatalf("the crashed log: %+v, %v; want it open, the 3 records and the open record checkpointed, the rest pending", rep, err)
 	}
-	a := p.open(t)
+	a := p.open(t, crashPolicy(policy)...)
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
