@@ -157,10 +157,20 @@ func (a *AuditLog) openDayTree(dt *dayTree) error {
 	if t.Size() > 0 {
 		return nil
 	}
-	rec := LogRecord{Record: LogOpen, At: a.now().UTC(), Day: dt.day}
-	rec.Previous, rec.UntrackedThrough = a.previousTree(dt.day)
 	dt.mu.Lock()
 	defer dt.mu.Unlock()
+	if st, err := os.Stat(filepath.Join(dir, logName+auditJSONLExt)); err == nil && st.Size() > 0 {
+		// The day's open record was written and the tree lost before its
+		// first write (a crash): the record is the file's first line, and
+		// becomes leaf 0 again.
+		if _, _, err := a.recoverFiles(dt, []string{logName}); err != nil {
+			t.Close()
+			return err
+		}
+		return nil
+	}
+	rec := LogRecord{Record: LogOpen, At: a.now().UTC(), Day: dt.day}
+	rec.Previous, rec.UntrackedThrough = a.previousTree(dt.day)
 	if err := a.writeLogRecord(dt, rec); err != nil {
 		t.Close()
 		return err
@@ -539,7 +549,18 @@ func (a *AuditLog) recoverTrees(since time.Time) error {
 // recoverFiles appends the leaves of the records past each file's
 // covered end. The caller holds dt.mu.
 func (a *AuditLog) recoverFiles(dt *dayTree, names []string) (leaves int64, touched int, err error) {
-	slices.Sort(names)
+	// The log's own records first: a day's open record is its leaf 0.
+	slices.SortFunc(names, func(x, y string) int {
+		switch {
+		case x == y:
+			return 0
+		case x == logName:
+			return -1
+		case y == logName:
+			return 1
+		}
+		return strings.Compare(x, y)
+	})
 	for _, name := range names {
 		end, _ := dt.t.End(name)
 		f, err := os.Open(filepath.Join(a.dir, dt.day, name+auditJSONLExt))

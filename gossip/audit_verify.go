@@ -156,7 +156,19 @@ func (v *verifier) run() error {
 		}
 		v.rep.Days++
 	}
+	newest := ""
+	for _, day := range days {
+		if _, err := os.Stat(filepath.Join(v.dir, day, auditproof.LeavesFile)); err == nil {
+			newest = day
+		}
+	}
 	for _, day := range noTree {
+		if v.rep.Open && day > newest && v.rep.Days > 0 {
+			// A daemon stopped between a day's first record and its tree's
+			// first write: pending until the next open.
+			v.rep.Pending++
+			continue
+		}
 		if v.rep.Days == 0 || day > v.untracked {
 			what := "holds records but no tree: it was deleted, or the records were written outside the daemon"
 			if v.rep.Days == 0 {
@@ -404,7 +416,11 @@ func (v *verifier) verifyDay(day string) error {
 			What: fmt.Sprintf("checkpoint says the tree has %d leaves, and it has %d: leaves were removed", next.c.Size, n)}
 	}
 	if n == 0 {
-		return &VerifyFailure{Day: day, Leaf: -1, What: "has a tree with no leaves (a tree always opens with its day's open record)"}
+		if !v.rep.Open {
+			return &VerifyFailure{Day: day, Leaf: -1, What: "has a tree with no leaves (a tree always opens with its day's open record)"}
+		}
+		// A daemon stopped before it first wrote this tree: its records
+		// are pending until the next open appends them.
 	}
 	if cps.last < n {
 		if !v.rep.Open {
