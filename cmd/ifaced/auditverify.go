@@ -189,8 +189,12 @@ func runAuditExport(_ context.Context, e *env, args []string) error {
 	if err := fd.Close(); err != nil {
 		return fmt.Errorf("writing the bundle: %w", err)
 	}
-	fmt.Fprintf(e.stderr, "wrote %s: %d records, their proofs and %d checkpoints signed by %s (`ifaced audit verify-bundle %s` checks it anywhere)\n",
-		*out, len(b.Records), len(b.Checkpoints), strings.Join(b.Keys, ", "), *out)
+	cps := "checkpoint"
+	if len(b.Checkpoints) > 1 {
+		cps = fmt.Sprintf("%d checkpoints", len(b.Checkpoints))
+	}
+	fmt.Fprintf(e.stderr, "wrote %s: %d records, their inclusion proofs and the %s signed by %s (`ifaced audit verify-bundle %s` checks it anywhere)\n",
+		*out, len(b.Records), cps, strings.Join(b.Keys, ", "), *out)
 	return nil
 }
 
@@ -246,7 +250,7 @@ func printBundleReport(w io.Writer, file string, rep *gossip.BundleReport, pinne
 		fmt.Fprintf(tw, "  signed by\t%s (compare it with the daemon's did:key, which `ifaced id` prints; or pass --key)\n", signers)
 	}
 	for _, c := range rep.Checkpoints {
-		fmt.Fprintf(tw, "  checkpoint\t%s: %d records, root %s, signed %s\n", c.Origin, c.Size, c.Root, c.Time.Format(time.RFC3339))
+		fmt.Fprintf(tw, "  checkpoint\t%s: a tree of %d records, root %s, signed %s\n", c.Origin, c.Size, c.Root, c.Time.Format(time.RFC3339))
 	}
 	fmt.Fprintf(tw, "  records\t%d, each included in its checkpoint\n", len(rep.Records))
 	tw.Flush()
