@@ -87,6 +87,9 @@
 //	GET    /v1/audit?conversation=ID  one conversation's entries and the path of its .md file
 //	GET    /v1/audit/why/{message_id} the decision on a capability request, by its ID or its answer's: the entry and why
 //	GET    /v1/audit/refusals[?day=D&at=T&peer=P&code=C&q=TEXT&limit=N] the record of refusals, newest first, searched (refusals.go)
+//	GET    /v1/audit/proof?conversation=ID | ?message=ID   how its records stand in the tamper-evident log (docs/audit.md)
+//	GET    /v1/audit/bundle?conversation=ID | ?message=ID  its evidence bundle, which verifies with nothing else
+//	GET    /v1/audit/receipt/{message_id} the receipt of a message a peer sent, to hand to that peer
 //	GET    /v1/events                 server-sent events, one per node.Event
 //	POST   /v1/invoke                 {"peer", "capability", "params"} → the peer's result (502 with its refusal)
 //	POST   /v1/invocations/{id}       the local agent's answer to an invocation event: {"result"} | {"error": {"message"}}
