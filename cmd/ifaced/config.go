@@ -30,7 +30,7 @@ import (
 //	ifaced config set KEY VALUE     change one key in config.toml
 //
 // Decisions for `config set`:
-//   - The keys and their types come from node.Config itself (its toml
+//   - The keys and their types come from config.Config itself (its toml
 //     tags, by reflection), so a key added there is settable here with no
 //     table to keep; map keys are settable by naming the entry
 //     (temperature.peers.PEER, disclosure.personas.PERSONA.PEER). Arrays of
@@ -41,7 +41,7 @@ import (
 //     version already in go.mod) locates the key, and only its `key =
 //     value` is replaced; a key not in the file is added at the end of its
 //     table, or in a new table at the end.
-//   - The edited text must load through node.ParseConfig, the daemon's own
+//   - The edited text must load through config.ParseConfig, the daemon's own
 //     loader, before anything is written; then it replaces config.toml
 //     atomically (a new file, fsynced, renamed over the old one) with the
 //     old file's mode. The running daemon reads it at its next start.
@@ -128,7 +128,7 @@ type configKey struct {
 
 var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 
-// configKeys lists the settable keys of node.Config.
+// configKeys lists the settable keys of config.Config.
 func configKeys() []configKey {
 	var out []configKey
 	var walk func(prefix string, t reflect.Type)

@@ -30,7 +30,7 @@ var keySubs = []string{"rotate", "revoke", "revocation-statement", "commit-next"
 //	ifaced key revocation-statement [--out FILE] [--reason R] [--key FILE]
 //
 // commit-next, rotate and revoke work on the data directory with the
-// daemon stopped (node.RotateKey: the key is the daemon's identity, and
+// daemon stopped (keys.RotateKey: the key is the daemon's identity, and
 // every part of a running daemon holds it); its next start delivers the
 // statement to every peer it knows. revocation-statement only reads the
 // key, so the daemon may be running: keep what it prints offline, apart

@@ -315,7 +315,7 @@ func runIntroduce(ctx context.Context, e *env, args []string) error {
 }
 
 // parseExpiry reads a lifetime with the config's duration parser
-// (node.ParseDuration): "7d", "2w", "36h", "1d12h".
+// (config.ParseDuration): "7d", "2w", "36h", "1d12h".
 func parseExpiry(s string) (time.Duration, error) {
 	d, err := config.ParseDuration(s)
 	if err != nil || d <= 0 || d > 100*365*24*time.Hour {

@@ -33,7 +33,7 @@ import (
 //go:embed capabilities.toml
 var Capabilities string
 
-// invocation and answer mirror node.Invocation and node.InvocationAnswer:
+// invocation and answer mirror events.Invocation and events.InvocationAnswer:
 // an agent needs only the JSON contract, not ifaced's packages.
 type invocation struct {
 	ID         string          `json:"invocation_id"`

@@ -26,7 +26,7 @@
 // 0600). Close removes api.addr and api.sock.
 //
 // Dial, the client, prefers the socket. The daemon refuses to start on a
-// home that group or others may write (node.Home.CheckPermissions), and
+// home that group or others may write (config.Home.CheckPermissions), and
 // Dial refuses such a home too, so a socket there was made by the owner's
 // own processes: what answers on it is the daemon. A socket where nothing
 // answers is ErrNoDaemon, and Dial does not go on to TCP: api.addr is then
@@ -87,7 +87,10 @@
 //	GET    /v1/audit?conversation=ID  one conversation's entries and the path of its .md file
 //	GET    /v1/audit/why/{message_id} the decision on a capability request, by its ID or its answer's: the entry and why
 //	GET    /v1/audit/refusals[?day=D&at=T&peer=P&code=C&q=TEXT&limit=N] the record of refusals, newest first, searched (refusals.go)
-//	GET    /v1/events                 server-sent events, one per node.Event
+//	GET    /v1/audit/proof?conversation=ID | ?message=ID   how its records stand in the tamper-evident log (docs/audit.md)
+//	GET    /v1/audit/bundle?conversation=ID | ?message=ID  its evidence bundle, which verifies with nothing else
+//	GET    /v1/audit/receipt/{message_id} the receipt of a message a peer sent, to hand to that peer
+//	GET    /v1/events                 server-sent events, one per events.Event
 //	POST   /v1/invoke                 {"peer", "capability", "params"} → the peer's result (502 with its refusal)
 //	POST   /v1/invocations/{id}       the local agent's answer to an invocation event: {"result"} | {"error": {"message"}}
 //	GET    /v1/policy                 the disclosure map and temperature caps in force
@@ -118,7 +121,7 @@
 // GET /v1/events streams what node.Node.Subscribe delivers, each event as
 //
 //	event: <type>
-//	data: <the node.Event as JSON>
+//	data: <the events.Event as JSON>
 //
 // followed by a blank line, with a comment line every 15 seconds so idle
 // connections stay open. The stream is subscribed before the response

@@ -732,6 +732,14 @@ func TestOpenAPIAgainstRealResponses(t *testing.T) {
 	must(call(alice, http.MethodGet, "/v1/audit/why/"+url.PathEscape(res.RequestID), nil))
 	apiError(t, call(alice, http.MethodGet, "/v1/audit/why/msg:nope", nil), http.StatusNotFound)
 	apiError(t, call(alice, http.MethodGet, "/v1/audit/why/"+url.PathEscape("msg nope"), nil), http.StatusBadRequest)
+	// The tamper-evident log's proofs: a conversation's state and bundle,
+	// the why page's inclusion, a receipt of what bob sent.
+	must(call(alice, http.MethodGet, "/v1/audit/proof?conversation="+url.QueryEscape(greeted.ConversationID), nil))
+	must(call(alice, http.MethodGet, "/v1/audit/proof?message="+url.QueryEscape(res.RequestID), nil))
+	must(call(alice, http.MethodGet, "/v1/audit/bundle?conversation="+url.QueryEscape(greeted.ConversationID), nil))
+	must(call(alice, http.MethodGet, "/v1/audit/receipt/"+url.PathEscape(res.RequestID), nil))
+	apiError(t, call(alice, http.MethodGet, "/v1/audit/bundle", nil), http.StatusBadRequest)
+	apiError(t, call(alice, http.MethodGet, "/v1/audit/proof?conversation=conv:nope", nil), http.StatusNotFound)
 
 	// An outside agent, imported from a card on loopback.
 	card := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

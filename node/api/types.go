@@ -123,7 +123,7 @@ const (
 
 // OwnDocument is the owner's document as the owner sees it: the signed
 // document (as GET /v1/caps serves it), where each of its capabilities
-// comes from (node.OriginConfig, OriginRuntime, OriginMCP,
+// comes from (owner.OriginConfig, OriginRuntime, OriginMCP,
 // OriginUnsaved), the config's capabilities removed at run time, and
 // capabilities added at run time that are kept but left out because they
 // no longer validate.

@@ -25,7 +25,7 @@ import (
 //
 // Decision: go-toml stops at the first value of the wrong type, and then
 // reports no unknown key at all; its messages name Go types
-// ("node.RatesConfig.Cool of type int"). So the file is first read as
+// ("config.RatesConfig.Cool of type int"). So the file is first read as
 // plain TOML (syntax errors come from there, with their line), and that
 // tree is walked against the Config type by the rules go-toml decodes
 // with (toml tags, matched exactly, then case-insensitively). Only a tree

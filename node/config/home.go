@@ -181,3 +181,22 @@ func (h Home) writeDefaultConfig() error {
 func (h Home) RetiredKeyPath(pid peer.ID) string {
 	return filepath.Join(h.Dir, "retired", pid.String()+".pem")
 }
+
+// RetiredDIDs are the did:keys of the keys this home's key retired
+// (named by their files under RetiredKeyPath's directory): the audit
+// log's checkpoints signed before a rotation are theirs.
+func (h Home) RetiredDIDs() []string {
+	des, _ := os.ReadDir(filepath.Join(h.Dir, "retired"))
+	var out []string
+	for _, de := range des {
+		name, ok := strings.CutSuffix(de.Name(), ".pem")
+		pid, err := peer.Decode(name)
+		if !ok || err != nil {
+			continue
+		}
+		if pub, err := identity.PublicKeyFromPeerID(pid); err == nil {
+			out = append(out, identity.DIDKey(pub))
+		}
+	}
+	return out
+}

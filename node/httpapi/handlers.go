@@ -264,7 +264,7 @@ const budgetWait = 5 * time.Second
 // against the container bounds of a message (gossip.MessageBounds: every
 // body these handlers read is one JSON value of about a message's shape),
 // answering 400 past them (recorded too), and takes the body's cost from
-// the daemon's decoding budget (node.Budget), waiting at most budgetWait
+// the daemon's decoding budget (admit.Budget), waiting at most budgetWait
 // (429 after). release gives the cost back; the handler calls it when it
 // is done with the request (for the inbox: the message decoded, verified
 // and admitted or refused), so the budget bounds the bodies decoding and

@@ -57,7 +57,7 @@ const ReserveFactor = 4
 var ErrOverloaded = fmt.Errorf("%w: no memory to read the frame now; send it again later", ErrRateLimited)
 
 // Budget is the daemon-wide weight inbound messages hold while they are
-// decoded and verified (node.Budget). Acquire waits for n bytes of it for
+// decoded and verified (admit.Budget). Acquire waits for n bytes of it for
 // a message from peer from, or fails when ctx ends, and returns the
 // function that gives them back (which may be called more than once).
 type Budget interface {
