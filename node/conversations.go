@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/invoke"
+
 	"github.com/ifaced/ifaced/node/admit"
 
 	"github.com/ifaced/ifaced/node/owner"
@@ -58,7 +60,8 @@ type Conversations struct {
 	peersHold *lru.Cache[peer.ID, string]       // the hash of our view each peer last said it holds
 
 	updates  *updatePush  // the capability-update push (update.go)
-	requests *requestDesk // the serving side of capability requests (invoke.go)
+	requests *requestDesk // the serving side of capability requests (desk.go)
+	awaited  *awaited     // the answers this daemon's own requests wait for (desk.go)
 }
 
 // conversationDeps is what Conversations is built from, and keeps.
@@ -71,8 +74,7 @@ type conversationDeps struct {
 	docs          *owner.Document
 	policy        *policy.Book
 	trust         *trust.Book
-	invoker       *invoker
-	invocations   *invocations // the answers this daemon's own requests wait for
+	invoker       *invoke.Invoker
 	store         *store.Store
 	audit         *gossip.AuditLog
 	events        *events.Hub
@@ -89,7 +91,7 @@ type conversationDeps struct {
 // handlers on the host.
 func newConversations(d conversationDeps) *Conversations {
 	cs := &Conversations{conversationDeps: d, convs: map[string]*conv{}, claims: map[string]*conv{}}
-	cs.updates, cs.requests = newUpdatePush(cs), newRequestDesk(cs)
+	cs.updates, cs.requests, cs.awaited = newUpdatePush(cs), newRequestDesk(cs), newAwaited()
 	cs.peerViews = costlru.New[peer.ID, heldView](maxHeldViewBytes)
 	cs.peersHold, _ = lru.New[peer.ID, string](maxPeersHold)
 	cs.host.SetStreamHandler(wire.Conversation, d.handler(cs.handleConversation))

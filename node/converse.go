@@ -392,7 +392,7 @@ func (cs *Conversations) act(c *conv, m *gossip.Message, pv pendingView, prop ne
 	if isRequest(m) {
 		return cs.spawn(func() { cs.requests.handle(c, m) }), true
 	}
-	return true, cs.invocations.deliver(c.ID, m)
+	return true, cs.awaited.deliver(c.ID, m)
 }
 
 // serve reads the rest of a conversation until close, error or EOF.
@@ -575,7 +575,7 @@ func (cs *Conversations) receiveOnly(c *conv, expect func(m *gossip.Message) err
 		// Answers to this daemon's own requests are not charged: refusing
 		// them would leave the request waiting for an answer that already
 		// came.
-		Uncharged: cs.invocations.awaits(c.ID, m),
+		Uncharged: cs.awaited.awaits(c.ID, m),
 		Views:     []gossip.Phase{gossip.PhaseGreeting},
 		Fit: func(peer.ID) error {
 			if expect != nil {

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,13 +12,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ifaced/ifaced/node/invoke"
+
 	"github.com/ifaced/ifaced/node/admit"
 
 	"github.com/ifaced/ifaced/node/owner"
 
 	"github.com/ifaced/ifaced/node/policy"
-
-	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
@@ -58,7 +57,7 @@ type Inbox struct {
 	convs   *Conversations
 	docs    *owner.Document
 	policy  *policy.Book
-	invoker *invoker
+	invoker *invoke.Invoker
 	audit   *gossip.AuditLog
 	commit  func() error // makes what was recorded durable before the sender lets go (durability.go)
 	spawn   func(func()) bool
@@ -67,7 +66,7 @@ type Inbox struct {
 	table   inboxConvs
 }
 
-func newInbox(d *admit.Door, convs *Conversations, docs *owner.Document, pb *policy.Book, inv *invoker, audit *gossip.AuditLog,
+func newInbox(d *admit.Door, convs *Conversations, docs *owner.Document, pb *policy.Book, inv *invoke.Invoker, audit *gossip.AuditLog,
 	commit func() error, spawn func(func()) bool, now func() time.Time, log *slog.Logger) *Inbox {
 	return &Inbox{door: d, convs: convs, docs: docs, policy: pb, invoker: inv, audit: audit, commit: commit,
 		spawn: spawn, now: now, log: log}
@@ -318,7 +317,7 @@ func (ib *Inbox) ExecuteAnonymous(via, caller, ref, name string, params any) (an
 	}
 	f := ib.HTTPFacts()
 	g := negotiate.Granted{Disclosure: f.Disclosure, AuthLevel: f.AuthLevel, Temperature: f.Temperature, Persona: f.Persona}
-	out, d, err := ib.invoker.execute(name, params, g, "", "")
+	out, d, err := ib.invoker.Execute(name, params, g, "", "")
 	d.Facts.LevelHow = "none: an unsigned request through " + via + " proves no key"
 	ib.recordAnonymousOutcome(via, caller, req, "request", err, d)
 	return out, err
@@ -371,13 +370,8 @@ func (ib *Inbox) AskAnonymous(via, caller, ref, convID, text string, data []any)
 	if err := ib.recordStranger(via, caller, ref, &kept, "message", "; the agent's conversation "+convID); err != nil {
 		return nil, err
 	}
-	iv := ib.invoker
 	f := ib.HTTPFacts()
-	ctx, cancel := context.WithTimeout(iv.ctx, iv.timeout)
-	defer cancel()
-	inv := events.Invocation{ID: gossip.NewID("inv", now), ConversationID: convID, Deadline: now.Add(iv.timeout), Message: m,
-		Granted: negotiate.Granted{Disclosure: f.Disclosure, AuthLevel: f.AuthLevel, Temperature: f.Temperature, Persona: f.Persona}}
-	out, err := iv.bridge.invoke(ctx, inv, now)
+	out, err := ib.invoker.Ask(convID, m, negotiate.Granted{Disclosure: f.Disclosure, AuthLevel: f.AuthLevel, Temperature: f.Temperature, Persona: f.Persona})
 	ib.recordAnonymousOutcome(via, caller, &kept, "message", err, nil)
 	return out, err
 }
@@ -406,7 +400,7 @@ func (ib *Inbox) recordAnonymous(via, caller, ref, name string, params any) (*go
 		Capabilities: &gossip.CapabilityHeaders{Request: []string{name}},
 	}, Body: gossip.Body{Text: fmt.Sprintf("Request: %s (unsigned, through %s).", name, via)}}
 	if params != nil {
-		m.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: partParameters, Content: auditedParams(params)}}
+		m.Body.Parts = []gossip.Part{{ContentType: "application/json", Name: invoke.PartParameters, Content: auditedParams(params)}}
 	}
 	if err := ib.recordStranger(via, caller, ref, m, "request", ""); err != nil {
 		return nil, err
@@ -472,7 +466,7 @@ func outcomeOf(req *gossip.Message, failed error, self gossip.Agent, now time.Ti
 func (ib *Inbox) DisplayName() string { return ib.convs.displayName() }
 
 // AgentTimeout is how long the local agent may take per invocation.
-func (ib *Inbox) AgentTimeout() time.Duration { return ib.invoker.timeout }
+func (ib *Inbox) AgentTimeout() time.Duration { return ib.invoker.AgentTimeout() }
 
 // ExecuteSigned runs the capability request m (a probe naming one
 // capability in headers.capabilities.request, its parameters in a
@@ -499,7 +493,7 @@ func (ib *Inbox) ExecuteSigned(m *gossip.Message) (string, any, error) {
 	}
 	name := m.Headers.Capabilities.Request[0]
 	var params any
-	if p, ok := m.Body.Part(partParameters); ok {
+	if p, ok := m.Body.Part(invoke.PartParameters); ok {
 		params = p.Content
 	}
 	// An introduction proof on the request counts as on a greeting; the
@@ -512,7 +506,7 @@ func (ib *Inbox) ExecuteSigned(m *gossip.Message) (string, any, error) {
 	}
 	// No conversation: the conversation ID the caller chose is its own,
 	// never passed on to the agent as this daemon's.
-	result, d, err := ib.invoker.execute(name, params, g, in.From.String(), "")
+	result, d, err := ib.invoker.Execute(name, params, g, in.From.String(), "")
 	d.Facts.LevelHow = levelHow(ib.convs.trust.Peer(in.From), g.AuthLevel)
 	// The answer goes back as HTTP, not as a message of its own: what is
 	// audited of it, with its decision, is how it ended (as for an

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/invoke"
+
 	"github.com/ifaced/ifaced/node/internal/testkit"
 	"github.com/ifaced/ifaced/node/policy"
 
@@ -214,7 +216,7 @@ func TestInvokeWithoutAgentAndThroughEvents(t *testing.T) {
 	if got := res.Result.(map[string]any)["got"].(map[string]any)["a"]; got != 1.0 {
 		t.Fatalf("result %+v", res.Result)
 	}
-	if err := alice.AnswerInvocation("inv:nope", events.InvocationAnswer{}); !errors.Is(err, ErrNoSuchInvocation) {
+	if err := alice.AnswerInvocation("inv:nope", events.InvocationAnswer{}); !errors.Is(err, invoke.ErrNoSuchInvocation) {
 		t.Fatalf("answer to nothing: %v", err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/invoke"
+
 	"github.com/ifaced/ifaced/node/keys"
 
 	"github.com/ifaced/ifaced/node/admit"
@@ -66,22 +68,20 @@ type Node struct {
 	rates      *ratelimit.Limits     // per signer, by temperature
 
 	// The components.
-	docs        *owner.Document // the owner's document, its seq and signed views (documents.go)
-	policy      *policy.Book    // the disclosure map and temperature caps (policy.go)
-	trust       *trust.Book     // trust records, pins, revocations, introductions (node/trust)
-	convs       *Conversations  // the stream protocols and the conversation table (conversations.go)
-	invoker     *invoker        // runs admitted capability requests (invoke.go)
-	invocations *invocations    // workload per capability, answers awaited (invoke.go)
-	bridge      *bridge         // the local agent (agent.go)
-	inbox       *Inbox          // the HTTP binding's door-facing side (inbox.go)
-	mail        *Mail           // relays, mailboxes held here, the outbox, fetched mail (relay.go, mailbox.go)
-	reach       *reachState     // the relay service and this daemon's reservations (relay.go)
-	dht         *capabilityDHT  // Kademlia DHT and capability provider records (dht.go)
-	gossip      *announcer      // GossipSub capabilities.update announcements (announce.go)
-	mdns        *lanDiscovery   // LAN discovery (mdns.go)
-	imports     *importer       // outside agents' documents (importer.go)
-	discovery   *Discovery      // Find and imports, for the control API (discovery.go)
-	keyNotices  *keyNotices     // the key statements this daemon gave, delivered (keyrotate.go)
+	docs       *owner.Document // the owner's document, its seq and signed views (documents.go)
+	policy     *policy.Book    // the disclosure map and temperature caps (policy.go)
+	trust      *trust.Book     // trust records, pins, revocations, introductions (node/trust)
+	convs      *Conversations  // the stream protocols and the conversation table (conversations.go)
+	invoker    *invoke.Invoker // runs admitted capability requests (invoke.go)
+	inbox      *Inbox          // the HTTP binding's door-facing side (inbox.go)
+	mail       *Mail           // relays, mailboxes held here, the outbox, fetched mail (relay.go, mailbox.go)
+	reach      *reachState     // the relay service and this daemon's reservations (relay.go)
+	dht        *capabilityDHT  // Kademlia DHT and capability provider records (dht.go)
+	gossip     *announcer      // GossipSub capabilities.update announcements (announce.go)
+	mdns       *lanDiscovery   // LAN discovery (mdns.go)
+	imports    *importer       // outside agents' documents (importer.go)
+	discovery  *Discovery      // Find and imports, for the control API (discovery.go)
+	keyNotices *keyNotices     // the key statements this daemon gave, delivered (keyrotate.go)
 
 	// An MCP server as the local agent (node/mcpagent); nil without agent.mcp.
 	mcp *mcpagent.Agent
@@ -120,14 +120,10 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 		o(n)
 	}
 	n.started = n.now()
-	var tools toolServer
 	if cfg.Agent.MCP != nil {
 		n.mcp = mcpagent.New(*cfg.Agent.MCP, order, cfg.Agent.Timeout.Duration, log.With("agent", "mcp"))
-		tools = n.mcp
 	}
-	n.bridge = newBridge(cfg.Agent, tools, n.events, log)
 	n.rates = ratelimit.New(cfg.Rates, n.now)
-	n.invocations = newInvocations()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -208,9 +204,13 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 		Events: n.events, Log: log, Now: now, Spawn: n.spawn}, doc); err != nil {
 		return nil, err
 	}
-	n.invoker = newInvoker(n.docs, order, n.invocations, n.bridge, cfg.Agent.Timeout.Duration, n.ctx, now)
+	var tools invoke.ToolServer
+	if n.mcp != nil {
+		tools = n.mcp
+	}
+	n.invoker = invoke.New(invoke.Deps{Docs: n.docs, Order: order, Agent: cfg.Agent, Tools: tools, Events: n.events, Log: log, Ctx: n.ctx, Now: now})
 	n.convs = newConversations(conversationDeps{id: id, display: cfg.Identity.Display, streamTimeout: cfg.Limits.StreamTimeout.Duration,
-		host: n.host, door: n.door, docs: n.docs, policy: n.policy, trust: n.trust, invoker: n.invoker, invocations: n.invocations,
+		host: n.host, door: n.door, docs: n.docs, policy: n.policy, trust: n.trust, invoker: n.invoker,
 		store: n.store, audit: n.audit, events: n.events, order: order, log: log, now: now, ctx: n.ctx, spawn: n.spawn,
 		// what the cache knows of how to reach a peer, given to the
 		// peerstore (Mail owns the reach records; it is built after)
@@ -513,3 +513,9 @@ func WithAuditOptions(opts ...gossip.AuditOption) Option {
 
 // Budget is the daemon's decoding budget, for the HTTP binding.
 func (n *Node) Budget() *admit.Budget { return n.door.Budget() }
+
+// AnswerInvocation delivers the local agent's answer to an invocation it
+// received as an event.
+func (n *Node) AnswerInvocation(id string, ans events.InvocationAnswer) error {
+	return n.invoker.Answer(id, ans)
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/ifaced/ifaced/node/invoke"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/node"
@@ -85,7 +87,7 @@ func (s *Server) answerInvocation(w http.ResponseWriter, r *http.Request) {
 	}
 	err := s.n.AnswerInvocation(r.PathValue("id"), ans)
 	switch {
-	case errors.Is(err, node.ErrNoSuchInvocation):
+	case errors.Is(err, invoke.ErrNoSuchInvocation):
 		writeError(w, notFound("%v (it may have timed out)", err))
 	case err != nil:
 		writeError(w, internal(err))

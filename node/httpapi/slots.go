@@ -7,9 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/invoke"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/wire"
 )
 
@@ -129,7 +130,7 @@ func signerKey(m *gossip.Message) slotKey {
 
 // needsSlot reports whether a request for capability name waits on the
 // local agent.
-func needsSlot(name string) bool { return !node.AnsweredByDaemon(name) }
+func needsSlot(name string) bool { return !invoke.AnsweredByDaemon(name) }
 
 // invocation takes a slot for keys, or answers the busy refusal.
 func (s *Binding) invocation(w http.ResponseWriter, keys ...slotKey) (release func(), ok bool) {

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/invoke"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/node/config"
-
-	"github.com/ifaced/ifaced/node"
 )
 
 // clientFrom is an HTTP client whose connections come from the loopback
@@ -246,7 +246,7 @@ func TestAnsweredByDaemonTakesNoSlot(t *testing.T) {
 		}
 	}
 	for _, n := range names {
-		if !node.AnsweredByDaemon(n) {
+		if !invoke.AnsweredByDaemon(n) {
 			t.Errorf("node.AnsweredByDaemon(%q) is false", n)
 		}
 		r := do(t, "POST", d.url+"/invoke", "application/json", []byte(`{"action": "`+n+`"}`))
@@ -254,7 +254,7 @@ func TestAnsweredByDaemonTakesNoSlot(t *testing.T) {
 			t.Errorf("%s with no agent and every slot taken: %d %s", n, r.status, r.body)
 		}
 	}
-	if node.AnsweredByDaemon("weather.forecast") {
+	if invoke.AnsweredByDaemon("weather.forecast") {
 		t.Error("weather.forecast counts as answered by the daemon")
 	}
 	if r := do(t, "POST", d.url+"/invoke", "application/json", []byte(`{"action": "weather.forecast", "input": {}}`)); r.status != http.StatusServiceUnavailable || r.errorCode(t) != "busy" {

@@ -1,4 +1,4 @@
-package node
+package invoke
 
 import (
 	"bytes"
@@ -47,7 +47,7 @@ const maxAgentAnswer = 1 << 20
 // toolServer is an MCP server acting as the local agent for the
 // capabilities it Handles (node/mcpagent.Agent). Its errors wrap the
 // wire.ErrAgent* sentinels.
-type toolServer interface {
+type ToolServer interface {
 	Handles(capability string) bool
 	Call(ctx context.Context, capability string, params any) (any, error)
 }
@@ -55,7 +55,7 @@ type toolServer interface {
 // bridge hands invocations to the local agent.
 type bridge struct {
 	log     *slog.Logger
-	tools   toolServer // nil without agent.mcp
+	tools   ToolServer // nil without agent.mcp
 	webhook string
 	client  *http.Client
 	events  *events.Hub
@@ -64,7 +64,7 @@ type bridge struct {
 	waiting map[string]chan events.InvocationAnswer
 }
 
-func newBridge(cfg config.AgentConfig, tools toolServer, hub *events.Hub, log *slog.Logger) *bridge {
+func newBridge(cfg config.AgentConfig, tools ToolServer, hub *events.Hub, log *slog.Logger) *bridge {
 	return &bridge{log: log, tools: tools, webhook: cfg.Webhook, client: &http.Client{}, events: hub, waiting: map[string]chan events.InvocationAnswer{}}
 }
 

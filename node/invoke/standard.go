@@ -1,8 +1,7 @@
-package node
+package invoke
 
 import (
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node/owner"
 )
 
 // standardAnswers answers the IFP-7 interoperability capabilities (IFP-7
@@ -22,10 +21,10 @@ import (
 // first, as to any capability (invoker.execute); every other name goes to
 // the agent.
 type standardAnswers struct {
-	docs *owner.Document
+	docs Documents
 }
 
-func newStandardAnswers(docs *owner.Document) *standardAnswers { return &standardAnswers{docs: docs} }
+func newStandardAnswers(docs Documents) *standardAnswers { return &standardAnswers{docs: docs} }
 
 // supportNotes say how each protocol capability is used.
 var supportNotes = map[string]string{
