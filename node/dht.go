@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/internal/tasks"
+	"github.com/ifaced/ifaced/node/p2phost"
 
 	"github.com/ifaced/ifaced/node/config"
 
@@ -411,7 +412,7 @@ func (d *capabilityDHT) join(timeout time.Duration) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(d.tasks.Context(), timeout)
 			defer cancel()
-			forgetDialFailures(d.host, ai.ID)
+			p2phost.ForgetDialFailures(d.host, ai.ID)
 			if err := d.host.Connect(ctx, ai); err != nil {
 				d.log.Warn("DHT bootstrap peer unreachable", "peer", ai.ID, "err", err)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/internal/testkit"
+	"github.com/ifaced/ifaced/node/p2phost"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -92,7 +93,7 @@ func TestProvidedOnceTheBootstrapServerIsUp(t *testing.T) {
 func boundListenAddr(t *testing.T, d *testDaemon) multiaddr.Multiaddr {
 	t.Helper()
 	for _, a := range d.Host().Network().ListenAddresses() {
-		if network, _, ok := boundAddr(a.String()); ok && network == "tcp" {
+		if network, _, ok := p2phost.BoundAddr(a.String()); ok && network == "tcp" {
 			return a
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/invoke"
+	"github.com/ifaced/ifaced/node/p2phost"
 
 	"github.com/ifaced/ifaced/node/keys"
 
@@ -181,7 +182,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	}
 	// The host listens from here on; no stream protocol is handled until
 	// the conversations register theirs.
-	if n.host, err = newHost(cfg, id, n.hostOptions()...); err != nil {
+	if n.host, err = p2phost.New(cfg, id, n.hostOptions()...); err != nil {
 		return nil, err
 	}
 	n.keys = keys.New(n.trust, n.policy, n.store, alias.Open(home.Dir), n.events, log,

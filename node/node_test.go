@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/p2phost"
+
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/internal/testkit"
 
@@ -656,7 +658,7 @@ func TestListenAddressInUseRefused(t *testing.T) {
 	first := startDaemon(t, nil)
 	checked := 0
 	for _, a := range first.Host().Network().ListenAddresses() {
-		if _, _, ok := boundAddr(a.String()); !ok {
+		if _, _, ok := p2phost.BoundAddr(a.String()); !ok {
 			continue // the circuit address
 		}
 		checked++
@@ -672,7 +674,7 @@ func TestListenAddressInUseRefused(t *testing.T) {
 			n.Close()
 			t.Fatalf("a second daemon started on %s, which the first holds", a)
 		}
-		if !errors.Is(err, ErrAddressInUse) || !strings.Contains(err.Error(), a.String()) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		if !errors.Is(err, p2phost.ErrAddressInUse) || !strings.Contains(err.Error(), a.String()) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
 			t.Fatalf("on %s: %v, want ErrAddressInUse naming the address and this process", a, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/admit"
+	"github.com/ifaced/ifaced/node/p2phost"
 
 	"github.com/ifaced/ifaced/node/internal/ratelimit"
 
@@ -321,7 +322,7 @@ func (mb *Mail) keepReservation(info peer.AddrInfo, lost <-chan struct{}) {
 		// Not held back by the swarm's dial backoff: this loop paces its
 		// own attempts, and a relay that restarted is to be used again at
 		// the next one.
-		forgetDialFailures(mb.host, info.ID)
+		p2phost.ForgetDialFailures(mb.host, info.ID)
 		ctx, cancel := context.WithTimeout(mb.ctx, mb.cfg.Limits.StreamTimeout.Duration)
 		res, err := client.Reserve(ctx, mb.host, info)
 		cancel()

@@ -1,4 +1,4 @@
-package node
+package p2phost
 
 import (
 	"bufio"
@@ -39,7 +39,7 @@ var ErrAddressInUse = errors.New("listen address in use")
 // it, when it can tell), when any configured listen address is taken.
 func claimListenAddrs(addrs []string) error {
 	for _, s := range addrs {
-		network, hostport, ok := boundAddr(s)
+		network, hostport, ok := BoundAddr(s)
 		if !ok {
 			continue
 		}
@@ -67,9 +67,9 @@ func claimListenAddrs(addrs []string) error {
 	return nil
 }
 
-// boundAddr reads the socket address a listen multiaddr binds: tcp or udp,
+// BoundAddr reads the socket address a listen multiaddr binds: tcp or udp,
 // and host:port, for an IP address and a port other than 0.
-func boundAddr(s string) (network, hostport string, ok bool) {
+func BoundAddr(s string) (network, hostport string, ok bool) {
 	ma, err := multiaddr.NewMultiaddr(s)
 	if err != nil || len(ma) < 2 {
 		return "", "", false

@@ -1,4 +1,4 @@
-package node
+package p2phost
 
 import (
 	"fmt"
@@ -43,7 +43,7 @@ func fdBudget(limit uint64) int {
 // handful of open conversations and the queries beside them.
 func peerStreamShare(maxStreams int) int { return max(maxStreams/8, 8) }
 
-// newHost builds the libp2p host: TCP and QUIC, Noise and TLS, yamux,
+// New builds the libp2p host: TCP and QUIC, Noise and TLS, yamux,
 // identify and ping, a resource manager scaled to limits.max_memory_mb
 // with the daemon-wide stream ceiling of limits.max_streams (of which one
 // peer may hold an eighth), and a connection manager with the configured
@@ -52,7 +52,7 @@ func peerStreamShare(maxStreams int) int { return max(maxStreams/8, 8) }
 //
 // Every configured listen address must be free (claimListenAddrs): a
 // daemon never shares a port with another.
-func newHost(cfg *config.Config, id *identity.Identity, extra ...libp2p.Option) (host.Host, error) {
+func New(cfg *config.Config, id *identity.Identity, extra ...libp2p.Option) (host.Host, error) {
 	if err := claimListenAddrs(cfg.Listen.Addresses); err != nil {
 		return nil, err
 	}
@@ -111,12 +111,12 @@ func newHost(cfg *config.Config, id *identity.Identity, extra ...libp2p.Option) 
 	return h, nil
 }
 
-// forgetDialFailures clears the swarm's dial backoff for p, which after
+// ForgetDialFailures clears the swarm's dial backoff for p, which after
 // failed dials refuses new ones for 5 s plus a second per failure
 // squared, up to 5 minutes. The loops that dial the peers the owner named
 // (bootstrap peers, relays) pace their own attempts, and a peer that came
 // back is to be used at their next one.
-func forgetDialFailures(h host.Host, p peer.ID) {
+func ForgetDialFailures(h host.Host, p peer.ID) {
 	if sw, ok := h.Network().(*swarm.Swarm); ok {
 		sw.Backoff().Clear(p)
 	}
