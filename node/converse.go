@@ -131,7 +131,7 @@ func (cs *Conversations) QueryCapabilities(ctx context.Context, pid peer.ID, pro
 }
 
 func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop negotiate.Proposal) (*GreetResult, error) {
-	remote, err := agentOf(pid)
+	remote, err := peerid.Agent(pid)
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +353,7 @@ func (cs *Conversations) openInbound(s network.Stream) (*wire.Stream, peer.ID, g
 		s.Reset()
 		return nil, pid, gossip.Agent{}, false
 	}
-	remote, err := agentOf(pid)
+	remote, err := peerid.Agent(pid)
 	if err != nil {
 		s.Reset()
 		return nil, pid, gossip.Agent{}, false
@@ -958,16 +958,6 @@ func peerAddrs(h host.Host, pid peer.ID) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-// agentOf is the IFP-4 agent of a peer: its did:key, which binds the name
-// in from/to to the key that signs.
-func agentOf(pid peer.ID) (gossip.Agent, error) {
-	pub, err := identity.PublicKeyFromPeerID(pid)
-	if err != nil {
-		return gossip.Agent{}, err
-	}
-	return gossip.Agent{Agent: identity.DIDKey(pub)}, nil
 }
 
 func remoteError(pid peer.ID, m *gossip.Message) error {

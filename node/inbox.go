@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ifaced/ifaced/node/internal/peerid"
 	"github.com/ifaced/ifaced/node/invoke"
 
 	"github.com/ifaced/ifaced/node/admit"
@@ -183,7 +184,7 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 				misfit = err != nil
 				return err
 			}
-			remote, err := agentOf(from)
+			remote, err := peerid.Agent(from)
 			if err != nil {
 				return err
 			}

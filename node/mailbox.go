@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/admit"
+	"github.com/ifaced/ifaced/node/internal/peerid"
 
 	"github.com/ifaced/ifaced/node/events"
 
@@ -119,6 +120,16 @@ func (mb *Mail) SendIn(ctx context.Context, pid peer.ID, convID, text string) (*
 }
 
 // send is SendIn with parts beside the text (a key statement, rotation.go).
+// Tell sends text with parts to pid as Send does; queued says it was left
+// in the outbox for the peer's mailbox (the key notices' Sender).
+func (mb *Mail) Tell(ctx context.Context, pid peer.ID, text string, parts ...gossip.Part) (queued bool, err error) {
+	res, err := mb.send(ctx, pid, "", text, parts...)
+	if err != nil {
+		return false, err
+	}
+	return res.Delivered == "queued", nil
+}
+
 func (mb *Mail) send(ctx context.Context, pid peer.ID, convID, text string, parts ...gossip.Part) (*SendResult, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, errors.New("sending: the text is empty")
@@ -218,7 +229,7 @@ func (mb *Mail) queueMail(pid peer.ID, text string, cause error, parts ...gossip
 	if len(mb.mailRelays(pid)) == 0 {
 		return nil, fmt.Errorf("sending to %s: %w (%v), and it names no mailbox relay: greet it once while it is reachable, or ask its owner for a relay", pid, ErrUnreachable, cause)
 	}
-	remote, err := agentOf(pid)
+	remote, err := peerid.Agent(pid)
 	if err != nil {
 		return nil, err
 	}

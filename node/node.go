@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/invoke"
+	"github.com/ifaced/ifaced/node/keys/tell"
 	"github.com/ifaced/ifaced/node/p2phost"
 
 	"github.com/ifaced/ifaced/node/keys"
@@ -82,7 +83,7 @@ type Node struct {
 	mdns       *lanDiscovery   // LAN discovery (mdns.go)
 	imports    *importer       // outside agents' documents (importer.go)
 	discovery  *Discovery      // Find and imports, for the control API (discovery.go)
-	keyNotices *keyNotices     // the key statements this daemon gave, delivered (keyrotate.go)
+	keyNotices *tell.Notices   // the key statements this daemon gave, delivered (keyrotate.go)
 
 	// An MCP server as the local agent (node/mcpagent); nil without agent.mcp.
 	mcp *mcpagent.Agent
@@ -226,8 +227,6 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	if err := n.mail.startReach(); err != nil {
 		return nil, err
 	}
-	n.keyNotices = newKeyNotices(id.PeerID(), n.trust, n.store, n.mail, n.events, log, now, 2*cfg.Limits.StreamTimeout.Duration,
-		cfg.Trust.KeyTransition.Duration)
 	follower, err := newAddrFollower(n.host, n.store, log)
 	if err != nil {
 		return nil, err
@@ -237,21 +236,22 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	if err := n.startDiscovery(); err != nil {
 		return nil, err
 	}
+	notices := tell.Deps{Self: id, Given: n.trust, Peers: n.store, Send: n.mail, Events: n.events, Log: log.With("component", "keys/tell"),
+		Now: now, Timeout: 2 * cfg.Limits.StreamTimeout.Duration, LiveFor: cfg.Trust.KeyTransition.Duration}
 	if n.gossip != nil {
-		kg, err := startKeyGossip(n.ctx, n.gossip.ps, id, n.door, n.audit, n.keys, n.keyNotices.live, log, now)
-		if err != nil {
-			return nil, err
-		}
-		n.onClose(kg.Close)
-		n.keyNotices.gossip = kg
+		notices.PubSub, notices.Door, notices.Audit, notices.Keys = n.gossip.ps, n.door, n.audit, n.keys
 	}
+	if n.keyNotices, err = tell.New(n.ctx, notices); err != nil {
+		return nil, err
+	}
+	n.onClose(n.keyNotices.Close)
 	n.spawn(n.pruneLoop)
 	if n.seen != nil {
 		n.spawn(n.flushLoop)
 	}
 	n.spawn(n.mail.outboxLoop)
 	n.spawn(n.refreshImports)
-	n.spawn(func() { n.keyNotices.run(n.ctx) })
+	n.spawn(func() { n.keyNotices.Run(n.ctx) })
 	if n.mcp != nil {
 		n.mcp.Follow(n.UpdateDocument)
 	}

@@ -238,7 +238,7 @@ func circuitThrough(info peer.AddrInfo) []multiaddr.Multiaddr {
 func (n *Node) IdentityDocument() *identity.Document {
 	doc := identity.NewDocument(n.id, n.Document().AgentID, n.cfg.Identity.Display, n.started)
 	doc.Relay = relayPreferences(n.cfg, n.id.PeerID())
-	return n.keyNotices.identityDocument(doc)
+	return n.keyNotices.IdentityDocument(doc)
 }
 
 // startReach starts the relay service when configured, and keeps a

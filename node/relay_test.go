@@ -5,6 +5,7 @@ import (
 	"net"
 
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/peerid"
 	"github.com/ifaced/ifaced/node/internal/testkit"
 
 	"github.com/ifaced/ifaced/node/config"
@@ -411,7 +412,7 @@ func TestSendWithoutRelayIsAClearError(t *testing.T) {
 func signedMail(t *testing.T, from *identity.Identity, to peer.ID, text string) *gossip.Message {
 	t.Helper()
 	local := gossip.Agent{Agent: from.DID()}
-	remote, err := agentOf(to)
+	remote, err := peerid.Agent(to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,7 +614,7 @@ func TestMailWaitsLongerThanTheReplayWindow(t *testing.T) {
 	defer stop()
 	q := store.MailQuota{MaxMessages: 10, MaxBytes: 1 << 20, MaxPerSender: 10}
 	leave := func(age time.Duration, text string) *gossip.Message {
-		remote, _ := agentOf(bob.id.PeerID())
+		remote, _ := peerid.Agent(bob.id.PeerID())
 		c := gossip.NewConversation(gossip.NewID("conv", time.Now()), gossip.Agent{Agent: alice.id.DID()}, remote)
 		m, err := c.Next(gossip.PhaseGreeting, time.Now().Add(-age))
 		if err != nil {

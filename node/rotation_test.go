@@ -452,7 +452,7 @@ func TestRevocationHonouredWithinOneAnnouncement(t *testing.T) {
 	if err := alice.trust.KeyRevoked(lost.PeerID()); !errors.Is(err, wire.ErrKeyRevoked) {
 		t.Errorf("the revoked key at alice: %v", err)
 	}
-	if got := publisher.keyNotices.gossip.published.Load(); got != 1 {
+	if got := publisher.keyNotices.Published(); got != 1 {
 		t.Errorf("the publisher announced %d times, want once", got)
 	}
 }

@@ -44,6 +44,8 @@ var layers = map[string]int{
 	"node/owner":  8,
 	"node/invoke": 8,
 	"node/keys":   8,
+	// The components built on those.
+	"node/keys/tell": 9,
 	// The assembly and its façade.
 	"node": 10,
 	// What serves the façade to people and programs.

@@ -1,4 +1,4 @@
-package node
+package tell
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/ifaced/ifaced/node/keys"
 
+	"github.com/ifaced/ifaced/node/internal/peerid"
 	"github.com/ifaced/ifaced/node/internal/tasks"
 
 	"github.com/ifaced/ifaced/node/admit"
@@ -251,7 +252,7 @@ func (g *keyGossip) publishOne(parts []gossip.Part) error {
 			about, _ = st.Commitment.Peer()
 		}
 	}
-	to, err := agentOf(about)
+	to, err := peerid.Agent(about)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package node
+package tell
 
 import (
 	"context"
@@ -7,43 +7,109 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ifaced/ifaced/node/admit"
 	"github.com/ifaced/ifaced/node/keys"
 
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/store"
-	"github.com/ifaced/ifaced/node/trust"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// keyNotices delivers the key statements this daemon gave to the peers in
+// Sender delivers one message to a peer, in a conversation or through its
+// mailbox relays (the daemon's mail component); queued says it was left
+// at a relay rather than handed to the peer.
+type Sender interface {
+	Tell(ctx context.Context, pid peer.ID, text string, parts ...gossip.Part) (queued bool, err error)
+}
+
+// KeyEvents is where the statements given here are kept (the trust
+// book), and where the peers each was delivered to are recorded.
+type KeyEvents interface {
+	KeyEvents() []store.KeyEvent
+	RecordGiven(e store.KeyEvent) error
+}
+
+// Peers lists the peers in the cache, each to be told.
+type Peers interface {
+	Peers() ([]store.PeerRecord, error)
+}
+
+// Deps is what New needs.
+type Deps struct {
+	Self    *identity.Identity
+	Given   KeyEvents
+	Peers   Peers
+	Send    Sender
+	Events  *events.Hub
+	Log     *slog.Logger
+	Now     func() time.Time
+	Timeout time.Duration // one peer's delivery
+	LiveFor time.Duration // how long after its date a revocation is announced again (trust.key_transition)
+
+	// The key statement topic, nil without [discovery] gossip: the
+	// announcer's GossipSub, the door its statements pass, the audit log
+	// that records what is published, and the key lifecycle that says
+	// which statements concern this daemon.
+	PubSub *pubsub.PubSub
+	Door   *admit.Door
+	Audit  *gossip.AuditLog
+	Keys   *keys.Lifecycle
+}
+
+// Notices delivers the key statements this daemon gave to the peers in
 // its cache, and lists its retired key in its identity document.
-type keyNotices struct {
+type Notices struct {
 	self    peer.ID
-	trust   *trust.Book
-	store   *store.Store
-	send    func(ctx context.Context, pid peer.ID, text string, parts ...gossip.Part) (*SendResult, error)
+	trust   KeyEvents
+	store   Peers
+	send    Sender
 	events  *events.Hub
 	log     *slog.Logger
 	now     func() time.Time
-	timeout time.Duration // one peer's delivery
-	liveFor time.Duration // how long after its date a revocation is announced again (trust.key_transition)
-	gossip  *keyGossip    // nil without [discovery] gossip
+	timeout time.Duration
+	liveFor time.Duration
+	gossip  *keyGossip // nil without [discovery] gossip
 }
 
-func newKeyNotices(self peer.ID, t *trust.Book, st *store.Store, mail *Mail, hub *events.Hub, log *slog.Logger,
-	now func() time.Time, timeout, liveFor time.Duration) *keyNotices {
-	return &keyNotices{self: self, trust: t, store: st, send: func(ctx context.Context, pid peer.ID, text string, parts ...gossip.Part) (*SendResult, error) {
-		return mail.send(ctx, pid, "", text, parts...)
-	}, events: hub, log: log, now: now, timeout: timeout, liveFor: liveFor}
+// New builds the notices and, when d.PubSub is set, joins the key
+// statement topic (Close leaves it). Run delivers.
+func New(ctx context.Context, d Deps) (*Notices, error) {
+	k := &Notices{self: d.Self.PeerID(), trust: d.Given, store: d.Peers, send: d.Send, events: d.Events, log: d.Log,
+		now: d.Now, timeout: d.Timeout, liveFor: d.LiveFor}
+	if d.PubSub != nil {
+		g, err := startKeyGossip(ctx, d.PubSub, d.Self, d.Door, d.Audit, d.Keys, k.live, d.Log, d.Now)
+		if err != nil {
+			return nil, err
+		}
+		k.gossip = g
+	}
+	return k, nil
+}
+
+// Close leaves the key statement topic.
+func (k *Notices) Close() error {
+	if k.gossip != nil {
+		return k.gossip.Close()
+	}
+	return nil
+}
+
+// Published counts the statements published on the key topic.
+func (k *Notices) Published() uint64 {
+	if k.gossip == nil {
+		return 0
+	}
+	return k.gossip.published.Load()
 }
 
 // live are the statements given here that are still announced: a
 // succession whose successor is this daemon's key until its transition
 // period ends, a revocation for liveFor after its date; each as the parts
 // of one message. A commitment is not announced (see the loop).
-func (k *keyNotices) live() [][]gossip.Part {
+func (k *Notices) live() [][]gossip.Part {
 	now := k.now()
 	var out [][]gossip.Part
 	for _, e := range k.trust.KeyEvents() {
@@ -70,7 +136,7 @@ func (k *keyNotices) live() [][]gossip.Part {
 }
 
 // succession is the statement whose successor is this daemon's key.
-func (k *keyNotices) succession() *identity.Succession {
+func (k *Notices) succession() *identity.Succession {
 	for _, e := range k.trust.KeyEvents() {
 		if e.Kind == store.KeySuccession && e.Direction == store.KeyGiven && e.Successor == k.self.String() {
 			if s, err := identity.DecodeSuccession(e.Statement); err == nil {
@@ -81,8 +147,8 @@ func (k *keyNotices) succession() *identity.Succession {
 	return nil
 }
 
-// identityDocument lists the key this daemon's key succeeded as retired.
-func (k *keyNotices) identityDocument(doc *identity.Document) *identity.Document {
+// IdentityDocument lists the key this daemon's key succeeded as retired.
+func (k *Notices) IdentityDocument(doc *identity.Document) *identity.Document {
 	s := k.succession()
 	if s == nil {
 		return doc
@@ -95,9 +161,9 @@ func (k *keyNotices) identityDocument(doc *identity.Document) *identity.Document
 	return d
 }
 
-// run delivers every statement given that some peer in the cache has not
+// Run delivers every statement given that some peer in the cache has not
 // had yet (the daemon spawns it at start).
-func (k *keyNotices) run(ctx context.Context) {
+func (k *Notices) Run(ctx context.Context) {
 	if k.gossip != nil {
 		k.gossip.publish()
 	}
@@ -119,7 +185,7 @@ func (k *keyNotices) run(ctx context.Context) {
 }
 
 // deliver sends one statement to every peer in the cache not reached yet.
-func (k *keyNotices) deliver(ctx context.Context, e store.KeyEvent) {
+func (k *Notices) deliver(ctx context.Context, e store.KeyEvent) {
 	parts, text, err := k.partsOf(e)
 	if err != nil {
 		k.log.Error("a key statement given here does not decode", "kind", e.Kind, "peer", e.Peer, "err", err)
@@ -143,7 +209,7 @@ func (k *keyNotices) deliver(ctx context.Context, e store.KeyEvent) {
 			break
 		}
 		c, cancel := context.WithTimeout(ctx, k.timeout)
-		res, err := k.send(c, pid, text, parts...)
+		left, err := k.send.Tell(c, pid, text, parts...)
 		cancel()
 		if err != nil {
 			k.log.Info("could not tell a peer of a key statement; trying again at the next start", "peer", pid, "kind", e.Kind, "err", err)
@@ -151,7 +217,7 @@ func (k *keyNotices) deliver(ctx context.Context, e store.KeyEvent) {
 			continue
 		}
 		e.Delivered = append(e.Delivered, r.PeerID)
-		if res.Delivered == "queued" {
+		if left {
 			queued = append(queued, r.PeerID)
 		} else {
 			reached = append(reached, r.PeerID)
@@ -169,7 +235,7 @@ func (k *keyNotices) deliver(ctx context.Context, e store.KeyEvent) {
 }
 
 // partsOf builds the parts and text of the message carrying e.
-func (k *keyNotices) partsOf(e store.KeyEvent) ([]gossip.Part, string, error) {
+func (k *Notices) partsOf(e store.KeyEvent) ([]gossip.Part, string, error) {
 	switch e.Kind {
 	case store.KeySuccession:
 		s, err := identity.DecodeSuccession(e.Statement)
