@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/ifaced/ifaced/node/internal/peerid"
+	"github.com/ifaced/ifaced/node/p2phost"
 
 	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -66,7 +67,7 @@ func (f *addrFollower) run(ctx context.Context) {
 
 // follow gives pid's cached record the addresses the peerstore now holds.
 func (f *addrFollower) follow(pid peer.ID) {
-	if _, err := f.store.SetPeerAddrs(peerid.String(pid), peerAddrs(f.host, pid)); err != nil {
+	if _, err := f.store.SetPeerAddrs(peerid.String(pid), p2phost.PeerAddrs(f.host, pid)); err != nil {
 		f.log.Warn("keeping a peer's addresses", "peer", pid, "err", err)
 	}
 }

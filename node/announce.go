@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/internal/tasks"
+	"github.com/ifaced/ifaced/node/p2phost"
 
 	"github.com/ifaced/ifaced/node/events"
 
@@ -554,7 +555,7 @@ func (g *announcer) requery(author peer.ID, prop negotiate.Proposal, a *announce
 // one) and, where this daemon has no fresher ones, the cached display
 // name and addresses: an announcement may arrive over several hops.
 func (g *announcer) cache(author peer.ID, a *announced, old store.PeerRecord) {
-	addrs := peerAddrs(g.host, author)
+	addrs := p2phost.PeerAddrs(g.host, author)
 	if len(addrs) == 0 {
 		addrs = old.Addrs
 	}

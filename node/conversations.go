@@ -83,7 +83,6 @@ type conversationDeps struct {
 	now           func() time.Time
 	ctx           context.Context
 	spawn         func(func()) bool                                 // runs a task Close waits for
-	dialHints     func(peer.ID)                                     // gives the peerstore the addresses the cache knows (reach)
 	handler       func(network.StreamHandler) network.StreamHandler // counts a stream handler among what Close waits for
 }
 

@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sync"
 
 	"github.com/ifaced/ifaced/node/keys"
+	"github.com/ifaced/ifaced/node/p2phost"
 
 	"github.com/ifaced/ifaced/node/admit"
 
@@ -27,7 +27,6 @@ import (
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/wire"
-	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -135,7 +134,7 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 	if err != nil {
 		return nil, err
 	}
-	cs.dialHints(pid)
+	p2phost.DialHints(cs.host, cs.store, pid)
 	s, err := cs.host.NewStream(network.WithAllowLimitedConn(ctx, "ifaced conversation"), pid, proto)
 	if err != nil {
 		return nil, fmt.Errorf("opening conversation with %s: %w", pid, err)
@@ -761,7 +760,7 @@ func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView
 	}
 	now := cs.now()
 	rec := store.PeerRecord{PeerID: peerid.String(pid), AgentID: view.AgentID, Display: m.Headers.From.Display,
-		Addrs: peerAddrs(cs.host, pid), Seq: view.Seq, DocHash: view.DocHash, View: view.Canon, Context: ctxRaw,
+		Addrs: p2phost.PeerAddrs(cs.host, pid), Seq: view.Seq, DocHash: view.DocHash, View: view.Canon, Context: ctxRaw,
 		FetchedAt: now, ChangedAt: now}
 	changed, err := cs.store.PutPeer(rec)
 	if errors.Is(err, store.ErrStaleSeq) {
@@ -781,7 +780,7 @@ func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView
 		// Identify may have finished since the addresses were read; if it
 		// finished before the record existed, the address follower found
 		// nothing to update, so the addresses are read again.
-		if _, err := cs.store.SetPeerAddrs(rec.PeerID, peerAddrs(cs.host, pid)); err != nil {
+		if _, err := cs.store.SetPeerAddrs(rec.PeerID, p2phost.PeerAddrs(cs.host, pid)); err != nil {
 			cs.log.Warn("keeping a peer's addresses", "peer", cs.named(pid), "err", err)
 		}
 	}
@@ -945,19 +944,6 @@ func (cs *Conversations) displayName() string {
 		return cs.display
 	}
 	return cs.id.DID()
-}
-
-// peerAddrs lists the addresses the peerstore holds for pid, sorted: the
-// peerstore returns them in no fixed order, and the peer cache compares
-// lists to decide whether a write is needed (an fsync per greeting, when
-// the order alone changed).
-func peerAddrs(h host.Host, pid peer.ID) []string {
-	var out []string
-	for _, a := range h.Peerstore().Addrs(pid) {
-		out = append(out, a.String())
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }
 
 func remoteError(pid peer.ID, m *gossip.Message) error {

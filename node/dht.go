@@ -585,7 +585,7 @@ func (d *Discovery) askProvider(ctx context.Context, ai peer.AddrInfo, capabilit
 	qctx, cancel := context.WithTimeout(ctx, findQueryTimeout)
 	defer cancel()
 	res, err := d.ask.QueryCapabilities(qctx, ai.ID, negotiate.Proposal{})
-	r.Addrs = peerAddrs(d.host, ai.ID)
+	r.Addrs = p2phost.PeerAddrs(d.host, ai.ID)
 	if err != nil {
 		r.Status, r.Error = FindUnreachable, err.Error()
 		return r

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ifaced/ifaced/node/admit"
 	"github.com/ifaced/ifaced/node/internal/peerid"
+	"github.com/ifaced/ifaced/node/p2phost"
 
 	"github.com/ifaced/ifaced/node/events"
 
@@ -759,7 +760,7 @@ func (mb *Mail) away(ctx context.Context, pid peer.ID) error {
 	if len(relays) == 0 || !ok {
 		return nil
 	}
-	mb.dialHints(pid)
+	p2phost.DialHints(mb.host, mb.store, pid)
 	ctx, cancel := context.WithTimeout(ctx, awayProbe)
 	defer cancel()
 	defer context.AfterFunc(mb.ctx, cancel)() // the dials below end with the daemon too

@@ -214,10 +214,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	n.convs = newConversations(conversationDeps{id: id, display: cfg.Identity.Display, streamTimeout: cfg.Limits.StreamTimeout.Duration,
 		host: n.host, door: n.door, docs: n.docs, policy: n.policy, trust: n.trust, invoker: n.invoker,
 		store: n.store, audit: n.audit, events: n.events, order: order, log: log, now: now, ctx: n.ctx, spawn: n.spawn,
-		// what the cache knows of how to reach a peer, given to the
-		// peerstore (Mail owns the reach records; it is built after)
-		dialHints: func(pid peer.ID) { n.mail.dialHints(pid) },
-		handler:   n.handler})
+		handler: n.handler})
 	n.docs.OnChange(func(*negotiate.Document) { n.convs.updates.pushAll() })
 	n.docs.OnChange(func(*negotiate.Document) { n.documentChanged() })
 	n.inbox = newInbox(n.door, n.convs, n.docs, n.policy, n.invoker, n.audit, n.commitRecords, n.spawn, now, log)

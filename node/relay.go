@@ -23,12 +23,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 
 	"github.com/ifaced/ifaced/identity"
-	"github.com/ifaced/ifaced/negotiate"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
@@ -428,41 +426,6 @@ func (b reservationBook) Holds(p peer.ID) bool {
 	}
 	info := b.host.ConnManager().GetTagInfo(p)
 	return info != nil && info.Tags[relayReservationTag] > 0
-}
-
-// dialHints gives the peerstore what the cache knows of how to reach pid
-// (the addresses it was last reached at, and its circuit addresses through
-// the relays its document names), so a peer met before can be greeted
-// again after restarts and relay changes without being told its address.
-func (mb *Mail) dialHints(pid peer.ID) {
-	if mb.host.Network().Connectedness(pid) == network.Connected {
-		return
-	}
-	rec, err := mb.store.Peer(pid.String())
-	if err != nil {
-		return
-	}
-	urls := slices.Clone(rec.Addrs)
-	if view, err := negotiate.DecodeView(rec.View); err == nil && view.Relay != nil {
-		urls = append(urls, view.Relay.URLs...)
-	}
-	var addrs []multiaddr.Multiaddr
-	for _, u := range urls {
-		a, err := multiaddr.NewMultiaddr(u)
-		if err != nil {
-			continue
-		}
-		if rest, last := multiaddr.SplitLast(a); last != nil && last.Code() == multiaddr.P_P2P {
-			if last.Value() != pid.String() {
-				continue
-			}
-			a = rest
-		}
-		if len(a) > 0 {
-			addrs = append(addrs, a)
-		}
-	}
-	mb.host.Peerstore().AddAddrs(pid, addrs, peerstore.TempAddrTTL)
 }
 
 // named is pid as log lines name it (peerid.Named).
