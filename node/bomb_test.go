@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/admit"
+	"github.com/ifaced/ifaced/node/converse"
 
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
@@ -220,9 +221,8 @@ func sendFrame(ctx context.Context, b bomber, to peer.ID, frame []byte) (wire.Co
 	if err != nil {
 		return "", err
 	}
-	var body wire.ErrorBody
-	p, ok := m.Body.Part(partError)
-	if m.Headers.Phase != gossip.PhaseError || !ok || decodePart(p, &body) != nil {
+	body, ok := converse.ErrorBody(m)
+	if m.Headers.Phase != gossip.PhaseError || !ok {
 		return "", fmt.Errorf("answered with a %s message", m.Headers.Phase)
 	}
 	return body.Code, nil

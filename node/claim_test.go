@@ -108,8 +108,8 @@ func TestConversationIDClaimIsAtomic(t *testing.T) {
 	if len(open) != 1 || open[0].ID != convID || open[0].Peer != won.ID().String() {
 		t.Fatalf("the owner lists %+v, want only %s with %s", open, convID, won.ID())
 	}
-	if c := alice.convs.conversation(convID); c == nil || c.peer != won.ID() {
-		t.Fatalf("the table points %s at %v, want %s", convID, c, won.ID())
+	if p, ok := alice.convs.Holds(convID); !ok || p != won.ID() {
+		t.Fatalf("the table points %s at %v (held %v), want %s", convID, p, ok, won.ID())
 	}
 	if _, err := alice.Say(convID, gossip.PhaseClose, "bye"); err != nil {
 		t.Fatal(err)

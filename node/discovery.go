@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/conditions"
@@ -59,7 +61,7 @@ func newDiscovery(dht *capabilityDHT, imports *importer, ask querier, peers peer
 // querier asks a peer for its view for this daemon with one capabilities
 // query (converse.go); the answer's view is verified and cached.
 type querier interface {
-	QueryCapabilities(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*GreetResult, error)
+	QueryCapabilities(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*converse.GreetResult, error)
 }
 
 // peerReader reads the peer cache.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/admit"
+	"github.com/ifaced/ifaced/node/converse"
 
 	"github.com/ifaced/ifaced/node/events"
 
@@ -125,9 +126,7 @@ func TestDiskLowRefusesNewConversations(t *testing.T) {
 	if code := errorCode(t, m); code != wire.CodeUnavailable {
 		t.Fatalf("a greeting below the watermark: code %s, want %s", code, wire.CodeUnavailable)
 	}
-	var body wire.ErrorBody
-	p, _ := m.Body.Part(partError)
-	decodePart(p, &body)
+	body, _ := converse.ErrorBody(m)
 	if !strings.Contains(body.Message, "free") || !strings.Contains(body.Message, "audit.min_free_mb") {
 		t.Errorf("the refusal says %q; want it to say the disk is low", body.Message)
 	}
@@ -202,7 +201,7 @@ func TestDiskAnonymousRequestIsBounded(t *testing.T) {
 	if _, err := alice.Inbox().ExecuteAnonymous("https", "192.0.2.1:4444", "", "no.such.capability", big); err == nil {
 		t.Fatal("an unknown capability ran")
 	}
-	path := filepath.Join(alice.home.Dir, "audit", time.Now().UTC().Format("2006-01-02"), anonymousPeer+".jsonl")
+	path := filepath.Join(alice.home.Dir, "audit", time.Now().UTC().Format("2006-01-02"), converse.AnonymousPeer+".jsonl")
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

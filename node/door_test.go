@@ -205,7 +205,7 @@ func TestDoorGreetingInAnotherPeersConversation(t *testing.T) {
 			t.Errorf("bob's conversation holds a %s %s of %s", e.Direction, e.Message.Headers.Phase, e.Peer)
 		}
 	}
-	if c := alice.convs.conversation(open.ConversationID); c == nil || c.peer != bob.pid() {
+	if p, ok := alice.convs.Holds(open.ConversationID); !ok || p != bob.pid() {
 		t.Errorf("bob's conversation was taken or closed")
 	}
 }
@@ -436,7 +436,7 @@ func TestDoorIdleConversationClosesQuietly(t *testing.T) {
 		}
 	}
 	// bob's side ends when alice closes; it must have received no error.
-	eventually(t, "bob's conversation to end", func() bool { return bob.convs.conversation(res.ConversationID) == nil })
+	eventually(t, "bob's conversation to end", func() bool { _, held := bob.convs.Holds(res.ConversationID); return !held })
 	entries, err := bob.Audit().Entries(res.ConversationID)
 	if err != nil {
 		t.Fatal(err)
@@ -780,7 +780,7 @@ func TestIdleConversationLogsNothingAboveDebug(t *testing.T) {
 	connect(t, bob, alice)
 	res := greet(t, bob, alice)
 	for _, d := range []*testDaemon{alice, bob} {
-		eventually(t, "the idle conversation to end", func() bool { return d.convs.conversation(res.ConversationID) == nil })
+		eventually(t, "the idle conversation to end", func() bool { _, held := d.convs.Holds(res.ConversationID); return !held })
 	}
 	for name, logs := range map[string]*syncBuffer{"alice": &aliceLogs, "bob": &bobLogs} {
 		for _, l := range strings.Split(logs.String(), "\n") {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/internal/testkit"
 
@@ -645,9 +646,8 @@ func TestFaultOversizeFrames(t *testing.T) {
 					mu.Unlock()
 					return
 				}
-				var body wire.ErrorBody
-				p, ok := m.Body.Part(partError)
-				if m.Headers.Phase != gossip.PhaseError || !ok || decodePart(p, &body) != nil || body.Code != wire.CodePayloadTooLarge {
+				body, ok := converse.ErrorBody(m)
+				if m.Headers.Phase != gossip.PhaseError || !ok || body.Code != wire.CodePayloadTooLarge {
 					mu.Lock()
 					wrong = append(wrong, fmt.Sprintf("%s %+v", m.Headers.Phase, body))
 					mu.Unlock()
@@ -783,7 +783,7 @@ func TestFaultRelayLossThenMailbox(t *testing.T) {
 func waitDisconnected(t *testing.T, d, gone *testDaemon) {
 	t.Helper()
 	testkit.WaitFor(t, "every connection to the peer to close", func() bool {
-		return d.Host().Network().Connectedness(gone.pid()) == network.NotConnected && d.convs.conversationWith(gone.pid()) == nil
+		return d.Host().Network().Connectedness(gone.pid()) == network.NotConnected && !d.convs.OpenWith(gone.pid())
 	})
 
 }

@@ -92,11 +92,7 @@ func TestMemoryPerGreetedPeer(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := &gossip.Message{Body: gossip.Body{Parts: []gossip.Part{{ContentType: "application/json", Name: negotiate.PartCapabilities, Content: content}}}}
-		pv, err := alice.convs.checkView(g.pid, m, "", false, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := alice.convs.keepView(g.pid, m, pv); err != nil {
+		if err := alice.convs.HoldView(g.pid, m); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := alice.docs.View(conditions.Facts{Peer: g.pid.String(), AuthLevel: conditions.Signed,

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/node/invoke"
 
 	"github.com/ifaced/ifaced/node/internal/testkit"
@@ -368,10 +370,10 @@ func TestInvokeUsesNewestConversation(t *testing.T) {
 	}
 	withCarol := greet(t, bob, carol).ConversationID
 	for _, id := range []string{"conv:01NOSUCHCONVERSATION000000", withCarol} {
-		if _, err := bob.Conversations().InvokeIn(ctx, pid, id, "ping", nil); !errors.Is(err, ErrNoConversation) {
+		if _, err := bob.Conversations().InvokeIn(ctx, pid, id, "ping", nil); !errors.Is(err, converse.ErrNoConversation) {
 			t.Fatalf("invoking in %s: %v, want ErrNoConversation", id, err)
 		}
-		if _, err := bob.Mail().SendIn(ctx, pid, id, "lost?"); !errors.Is(err, ErrNoConversation) {
+		if _, err := bob.Mail().SendIn(ctx, pid, id, "lost?"); !errors.Is(err, converse.ErrNoConversation) {
 			t.Fatalf("sending in %s: %v, want ErrNoConversation", id, err)
 		}
 	}

@@ -136,11 +136,11 @@ func (mb *Mail) send(ctx context.Context, pid peer.ID, convID, text string, part
 		return nil, errors.New("sending: the text is empty")
 	}
 	for attempt := 0; ; attempt++ {
-		c, err := mb.convs.pick(pid, convID)
+		id, err := mb.convs.Picked(pid, convID)
 		if err != nil {
 			return nil, fmt.Errorf("sending to %s: %w", pid, err)
 		}
-		fresh := c == nil
+		fresh := id == ""
 		if fresh && convID == "" {
 			if why := mb.away(ctx, pid); why != nil {
 				return mb.queueMail(pid, text, why, parts...)
@@ -156,13 +156,13 @@ func (mb *Mail) send(ctx context.Context, pid peer.ID, convID, text string, part
 				// Nobody answered: leave it at the peer's mailbox.
 				return mb.queueMail(pid, text, err, parts...)
 			}
-			if c = mb.convs.conversation(res.ConversationID); c == nil {
+			if id = res.ConversationID; !mb.convs.IsOpen(id) {
 				return nil, fmt.Errorf("sending to %s: the conversation closed at once", pid)
 			}
 		}
-		m, err := mb.convs.Say(c.ID, gossip.PhaseContext, text, parts...)
+		m, err := mb.convs.Say(id, gossip.PhaseContext, text, parts...)
 		if err == nil {
-			return &SendResult{ConversationID: c.ID, MessageID: m.Headers.MessageID, Delivered: "conversation"}, nil
+			return &SendResult{ConversationID: id, MessageID: m.Headers.MessageID, Delivered: "conversation"}, nil
 		}
 		if fresh || attempt > 0 || convID != "" || ctx.Err() != nil {
 			return nil, err
@@ -170,9 +170,8 @@ func (mb *Mail) send(ctx context.Context, pid peer.ID, convID, text string, part
 		// The conversation looked open but could not carry the message
 		// (its stream died with a relay, say, or the peer closed it): end
 		// it, and greet again through whatever path works now.
-		mb.log.Info("an open conversation failed; greeting again", "peer", mb.named(pid), "conversation", c.ID, "err", err)
-		c.stream.Reset()
-		mb.convs.closeConv(c)
+		mb.log.Info("an open conversation failed; greeting again", "peer", mb.named(pid), "conversation", id, "err", err)
+		mb.convs.Abandon(id)
 	}
 }
 
@@ -234,7 +233,7 @@ func (mb *Mail) queueMail(pid peer.ID, text string, cause error, parts ...gossip
 	if err != nil {
 		return nil, err
 	}
-	conv := gossip.NewConversation(gossip.NewID("conv", mb.now()), mb.convs.localAgent(), remote)
+	conv := gossip.NewConversation(gossip.NewID("conv", mb.now()), mb.convs.LocalAgent(), remote)
 	m, err := conv.Next(gossip.PhaseGreeting, mb.now())
 	if err != nil {
 		return nil, err
@@ -259,7 +258,7 @@ func (mb *Mail) queueMail(pid peer.ID, text string, cause error, parts ...gossip
 	if err := mb.store.Mailboxes().PutOutbox(item); err != nil {
 		return nil, err
 	}
-	if err := mb.convs.recordSent(viaMailbox, pid, m, "queued for the peer's mailbox: "+cause.Error(), nil); err != nil {
+	if err := mb.convs.RecordSent(viaMailbox, pid, m, "queued for the peer's mailbox: "+cause.Error(), nil); err != nil {
 		mb.store.Mailboxes().DeleteOutbox(item.ID)
 		return nil, err
 	}

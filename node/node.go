@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/node/invoke"
 	"github.com/ifaced/ifaced/node/keys/tell"
 	"github.com/ifaced/ifaced/node/p2phost"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/ifaced/ifaced/node/admit"
 
+	"github.com/ifaced/ifaced/node/internal/peerid"
 	"github.com/ifaced/ifaced/node/internal/ratelimit"
 
 	"github.com/ifaced/ifaced/node/owner"
@@ -70,20 +73,20 @@ type Node struct {
 	rates      *ratelimit.Limits     // per signer, by temperature
 
 	// The components.
-	docs       *owner.Document // the owner's document, its seq and signed views (documents.go)
-	policy     *policy.Book    // the disclosure map and temperature caps (policy.go)
-	trust      *trust.Book     // trust records, pins, revocations, introductions (node/trust)
-	convs      *Conversations  // the stream protocols and the conversation table (conversations.go)
-	invoker    *invoke.Invoker // runs admitted capability requests (invoke.go)
-	inbox      *Inbox          // the HTTP binding's door-facing side (inbox.go)
-	mail       *Mail           // relays, mailboxes held here, the outbox, fetched mail (relay.go, mailbox.go)
-	reach      *reachState     // the relay service and this daemon's reservations (relay.go)
-	dht        *capabilityDHT  // Kademlia DHT and capability provider records (dht.go)
-	gossip     *announcer      // GossipSub capabilities.update announcements (announce.go)
-	mdns       *lanDiscovery   // LAN discovery (mdns.go)
-	imports    *importer       // outside agents' documents (importer.go)
-	discovery  *Discovery      // Find and imports, for the control API (discovery.go)
-	keyNotices *tell.Notices   // the key statements this daemon gave, delivered (keyrotate.go)
+	docs       *owner.Document         // the owner's document, its seq and signed views (documents.go)
+	policy     *policy.Book            // the disclosure map and temperature caps (policy.go)
+	trust      *trust.Book             // trust records, pins, revocations, introductions (node/trust)
+	convs      *converse.Conversations // the stream protocols and the conversation table (conversations.go)
+	invoker    *invoke.Invoker         // runs admitted capability requests (invoke.go)
+	inbox      *converse.Inbox         // the HTTP binding's door-facing side (inbox.go)
+	mail       *Mail                   // relays, mailboxes held here, the outbox, fetched mail (relay.go, mailbox.go)
+	reach      *reachState             // the relay service and this daemon's reservations (relay.go)
+	dht        *capabilityDHT          // Kademlia DHT and capability provider records (dht.go)
+	gossip     *announcer              // GossipSub capabilities.update announcements (announce.go)
+	mdns       *lanDiscovery           // LAN discovery (mdns.go)
+	imports    *importer               // outside agents' documents (importer.go)
+	discovery  *Discovery              // Find and imports, for the control API (discovery.go)
+	keyNotices *tell.Notices           // the key statements this daemon gave, delivered (keyrotate.go)
 
 	// An MCP server as the local agent (node/mcpagent); nil without agent.mcp.
 	mcp *mcpagent.Agent
@@ -211,13 +214,12 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 		tools = n.mcp
 	}
 	n.invoker = invoke.New(invoke.Deps{Docs: n.docs, Order: order, Agent: cfg.Agent, Tools: tools, Events: n.events, Log: log, Ctx: n.ctx, Now: now})
-	n.convs = newConversations(conversationDeps{id: id, display: cfg.Identity.Display, streamTimeout: cfg.Limits.StreamTimeout.Duration,
-		host: n.host, door: n.door, docs: n.docs, policy: n.policy, trust: n.trust, invoker: n.invoker,
-		store: n.store, audit: n.audit, events: n.events, order: order, log: log, now: now, ctx: n.ctx, spawn: n.spawn,
-		handler: n.handler})
-	n.docs.OnChange(func(*negotiate.Document) { n.convs.updates.pushAll() })
+	n.convs = converse.New(converse.Deps{ID: id, Display: cfg.Identity.Display, StreamTimeout: cfg.Limits.StreamTimeout.Duration,
+		Host: n.host, Door: n.door, Docs: n.docs, Policy: n.policy, Trust: n.trust, Invoker: n.invoker,
+		Store: n.store, Audit: n.audit, Events: n.events, Order: order, Log: log.With("component", "converse"), Now: now, Ctx: n.ctx,
+		Spawn: n.spawn, Handler: n.handler, Commit: n.commitRecords})
+	n.inbox = n.convs.Inbox()
 	n.docs.OnChange(func(*negotiate.Document) { n.documentChanged() })
-	n.inbox = newInbox(n.door, n.convs, n.docs, n.policy, n.invoker, n.audit, n.commitRecords, n.spawn, now, log)
 	n.mail = newMail(mailDeps{id: id, cfg: cfg, host: n.host, store: n.store, door: n.door, mailReplay: n.mailReplay,
 		convs: n.convs, events: n.events, log: log, now: now, ctx: n.ctx, spawn: n.spawn, onClose: n.onClose,
 		commit: n.commitRecords, reach: n.reach, retries: n.mailRetries, handler: n.handler})
@@ -281,11 +283,11 @@ func (n *Node) TrustBook() *trust.Book { return n.trust }
 
 // Conversations is the conversations component: the stream protocols and
 // the open conversations.
-func (n *Node) Conversations() *Conversations { return n.convs }
+func (n *Node) Conversations() *converse.Conversations { return n.convs }
 
 // Inbox is the HTTP binding's door-facing side (the IFP-6 inbox, signed
 // and anonymous requests, the view an HTTP caller is shown).
-func (n *Node) Inbox() *Inbox { return n.inbox }
+func (n *Node) Inbox() *converse.Inbox { return n.inbox }
 
 // Mail is the reachability and store-and-forward component: the relay
 // service and mailboxes, reservations, the outbox.
@@ -298,13 +300,13 @@ func (n *Node) Send(ctx context.Context, pid peer.ID, text string) (*SendResult,
 }
 
 // Greet opens a conversation with pid (Conversations.Greet).
-func (n *Node) Greet(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*GreetResult, error) {
+func (n *Node) Greet(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*converse.GreetResult, error) {
 	n.trust.OwnerAsked(pid)
 	return n.convs.Greet(ctx, pid, prop)
 }
 
 // QueryCapabilities asks pid for its view (Conversations.QueryCapabilities).
-func (n *Node) QueryCapabilities(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*GreetResult, error) {
+func (n *Node) QueryCapabilities(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*converse.GreetResult, error) {
 	n.trust.OwnerAsked(pid)
 	return n.convs.QueryCapabilities(ctx, pid, prop)
 }
@@ -315,7 +317,7 @@ func (n *Node) Say(convID string, phase gossip.Phase, text string, parts ...goss
 }
 
 // Invoke asks pid to run a capability (Conversations.Invoke).
-func (n *Node) Invoke(ctx context.Context, pid peer.ID, capability string, params any) (*InvokeResult, error) {
+func (n *Node) Invoke(ctx context.Context, pid peer.ID, capability string, params any) (*converse.InvokeResult, error) {
 	return n.convs.Invoke(ctx, pid, capability, params)
 }
 
@@ -479,7 +481,7 @@ func (n *Node) closeAll() error {
 		errs = append(errs, n.host.Close())
 	}
 	if n.convs != nil {
-		n.convs.resetAll()
+		n.convs.ResetAll()
 	}
 	n.wg.Wait()
 	if n.seen != nil {
@@ -516,4 +518,18 @@ func (n *Node) Budget() *admit.Budget { return n.door.Budget() }
 // received as an event.
 func (n *Node) AnswerInvocation(id string, ans events.InvocationAnswer) error {
 	return n.invoker.Answer(id, ans)
+}
+
+// SentView is the record of the last view this daemon sent pid; false
+// when it holds none (nothing was sent since it started, for a stranger,
+// or ever, for a known peer; or a stranger's record was evicted).
+func (n *Node) SentView(pid peer.ID) (store.SentView, bool, error) {
+	v, err := n.store.SentView(peerid.String(pid))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.SentView{}, false, nil
+	case err != nil:
+		return store.SentView{}, false, fmt.Errorf("reading the view sent to %s: %w", pid, err)
+	}
+	return v, true, nil
 }

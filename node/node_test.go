@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/p2phost"
 
 	"github.com/ifaced/ifaced/node/events"
@@ -408,9 +409,8 @@ func errorCode(t *testing.T, m *gossip.Message) wire.Code {
 	if m.Headers.Phase != gossip.PhaseError {
 		t.Fatalf("answer is %s, want error", m.Headers.Phase)
 	}
-	var body wire.ErrorBody
-	p, ok := m.Body.Part(partError)
-	if !ok || decodePart(p, &body) != nil {
+	body, ok := converse.ErrorBody(m)
+	if !ok {
 		t.Fatalf("error message without an error part: %+v", m.Body)
 	}
 	if body.Hint == "" || body.Message == "" {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/node/admit"
 	"github.com/ifaced/ifaced/node/p2phost"
 
@@ -83,8 +85,8 @@ type mailDeps struct {
 	host       host.Host
 	store      *store.Store
 	door       *admit.Door
-	mailReplay *identity.ReplayGuard // mail is dated within mailbox.retention, not the replay window
-	convs      *Conversations        // Send says text in a conversation when the peer is reachable
+	mailReplay *identity.ReplayGuard   // mail is dated within mailbox.retention, not the replay window
+	convs      *converse.Conversations // Send says text in a conversation when the peer is reachable
 	events     *events.Hub
 	log        *slog.Logger
 	now        func() time.Time

@@ -191,7 +191,7 @@ func TestConversationThroughRelayAndRecoveryThroughSecondRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	r1.Close()
-	testkit.WaitFor(t, "the conversation over r1 to end", func() bool { return alice.convs.conversation(res2.ConversationID) == nil })
+	testkit.WaitFor(t, "the conversation over r1 to end", func() bool { _, held := alice.convs.Holds(res2.ConversationID); return !held })
 	testkit.WaitFor(t, "bob to notice r1 is gone", func() bool { return !slices.Contains(bob.Mail().RelayReservations(), r1.id.PeerID()) })
 
 	// Alice's next message finds bob through r2 with no new address.
@@ -665,11 +665,21 @@ func TestSendGreetsAgainWhenTheOpenConversationCannotCarryIt(t *testing.T) {
 	}
 	// The conversation is still listed, but its stream can no longer
 	// carry anything (as when a relay under it died unnoticed).
-	c := alice.convs.conversation(first.ConversationID)
-	if c == nil {
+	if _, held := alice.convs.Holds(first.ConversationID); !held {
 		t.Fatal("no open conversation after the first send")
 	}
-	if err := c.stream.CloseWrite(); err != nil {
+	var streams []network.Stream
+	for _, c := range alice.Host().Network().ConnsToPeer(bob.id.PeerID()) {
+		for _, st := range c.GetStreams() {
+			if st.Protocol() == wire.Conversation {
+				streams = append(streams, st)
+			}
+		}
+	}
+	if len(streams) != 1 {
+		t.Fatalf("%d conversation streams to bob, want the first send's one", len(streams))
+	}
+	if err := streams[0].CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
 	evs, stop := bob.Subscribe()
@@ -684,7 +694,7 @@ func TestSendGreetsAgainWhenTheOpenConversationCannotCarryIt(t *testing.T) {
 	waitEvent(t, evs, func(e events.Event) bool {
 		return e.Type == events.EventMessage && e.Message != nil && e.Message.Headers.MessageID == second.MessageID
 	})
-	if alice.convs.conversation(first.ConversationID) != nil {
+	if _, held := alice.convs.Holds(first.ConversationID); held {
 		t.Fatal("the dead conversation is still open")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -50,12 +52,14 @@ func TestSentViewIsWhatThePeerHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := waitSent(t, alice, bobID, func(v store.SentView) bool { return v.ConversationID == r.ConversationID })
-	if first.Via != SentInGreeting || first.Tier != "public" || first.Seq != alice.Document().Seq ||
+	if first.Via != converse.SentInGreeting || first.Tier != "public" || first.Seq != alice.Document().Seq ||
 		!slices.Equal(first.Eligible, []string{"ping"}) || !slices.Equal(first.Shown, []string{"calendar.availability"}) || first.Sum == "" {
 		t.Fatalf("the view sent at bob's greeting: %+v", first)
 	}
 	// Bob's own record of what he sent alice.
-	waitSent(t, bob, alice.id.PeerID(), func(v store.SentView) bool { return v.ConversationID == r.ConversationID && v.Via == SentInGreeting })
+	waitSent(t, bob, alice.id.PeerID(), func(v store.SentView) bool {
+		return v.ConversationID == r.ConversationID && v.Via == converse.SentInGreeting
+	})
 
 	// A grant changes what bob would get, not what he holds.
 	if err := alice.Policy().SetDisclosure("default", bobID.String(), "professional"); err != nil {
@@ -73,7 +77,7 @@ func TestSentViewIsWhatThePeerHolds(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	pushed := waitSent(t, alice, bobID, func(v store.SentView) bool { return v.Via == SentInUpdate })
+	pushed := waitSent(t, alice, bobID, func(v store.SentView) bool { return v.Via == converse.SentInUpdate })
 	if pushed.Tier != "public" || pushed.Seq != first.Seq+1 || !slices.Equal(pushed.Eligible, []string{"ping", "doc.summarize"}) {
 		t.Fatalf("the view pushed: %+v", pushed)
 	}
@@ -96,5 +100,5 @@ func TestSentViewIsWhatThePeerHolds(t *testing.T) {
 	if _, err := bob.QueryCapabilities(ctx, alice.id.PeerID(), negotiate.Proposal{}); err != nil {
 		t.Fatal(err)
 	}
-	waitSent(t, alice, bobID, func(v store.SentView) bool { return v.Via == SentInQuery && v.ConversationID == "" })
+	waitSent(t, alice, bobID, func(v store.SentView) bool { return v.Via == converse.SentInQuery && v.ConversationID == "" })
 }

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/conditions"
@@ -44,7 +46,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func (d *testDaemon) pid() peer.ID { return d.id.PeerID() }
 
-func greet(t *testing.T, from, to *testDaemon) *GreetResult {
+func greet(t *testing.T, from, to *testDaemon) *converse.GreetResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -58,7 +60,7 @@ func greet(t *testing.T, from, to *testDaemon) *GreetResult {
 // grantFor is what owner grants pid with the introduced tiers applied.
 func grantFor(owner *testDaemon, pid peer.ID) negotiate.Granted {
 	level, agentID := owner.trust.LevelOf(pid, nil, "")
-	return owner.policy.InForce().GrantTo(owner.convs.requester(pid, level, agentID), negotiate.Proposal{})
+	return owner.policy.InForce().GrantTo(owner.convs.Requester(pid, level, agentID), negotiate.Proposal{})
 }
 
 // introduce has alice mint a token with tier and the holders accept it.

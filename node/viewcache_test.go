@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/internal/testkit"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -50,7 +51,7 @@ func TestUnchangedViewIsNotSentAgain(t *testing.T) {
 	if rec, err := alice.store.Peer(bob.id.PeerID().String()); err != nil || rec.AgentID != bob.id.DID() {
 		t.Fatalf("alice's cache of bob after a greeting without his view: %+v, %v", rec, err)
 	}
-	held, _ := bob.convs.peerViews.Get(pid)
+	held, _ := bob.convs.HeldView(pid)
 	if got := proposalOf(answer).ViewUnchanged; got != hex.EncodeToString(held.Sum[:]) {
 		t.Fatalf("view_unchanged %q, want the hash bob holds", got)
 	}
@@ -85,7 +86,7 @@ func TestUnchangedViewIsNotSentAgain(t *testing.T) {
 
 	// A greeter whose view the responder no longer holds (evicted, or a
 	// restart) still gets an answer, and the view flows again after it.
-	alice.convs.peerViews.Remove(bob.id.PeerID())
+	alice.convs.ForgetHeldView(bob.id.PeerID())
 	if _, err := bob.QueryCapabilities(ctx, pid, negotiate.Proposal{}); err != nil {
 		t.Fatalf("a greeting whose unchanged view the responder forgot: %v", err)
 	}
@@ -109,7 +110,7 @@ func TestUnchangedViewClaimMustMatch(t *testing.T) {
 	if _, err := bob.QueryCapabilities(context.Background(), pid, negotiate.Proposal{}); err != nil {
 		t.Fatal(err)
 	}
-	held, ok := bob.convs.peerViews.Get(pid)
+	held, ok := bob.convs.HeldView(pid)
 	if !ok {
 		t.Fatal("bob holds no view of alice after a query")
 	}
@@ -119,19 +120,19 @@ func TestUnchangedViewClaimMustMatch(t *testing.T) {
 	}
 	for name, tc := range map[string]struct {
 		m    *gossip.Message
-		held *heldView
+		held *converse.HeldView
 	}{
 		"another hash":          {claim(strings.Repeat("ab", 32)), &held},
 		"not a hash":            {claim("x"), &held},
 		"nothing named":         {claim(hex.EncodeToString(held.Sum[:])), nil},
 		"no view and no claims": {claim(""), &held},
 	} {
-		if _, err := bob.convs.checkView(pid, tc.m, proposalOf(tc.m).ViewUnchanged, true, tc.held); !errors.Is(err, gossip.ErrInvalidMessage) {
+		if _, err := bob.convs.CheckView(pid, tc.m, proposalOf(tc.m).ViewUnchanged, true, tc.held); !errors.Is(err, gossip.ErrInvalidMessage) {
 			t.Errorf("%s: %v, want %v", name, err, gossip.ErrInvalidMessage)
 		}
 	}
 	matching := claim(hex.EncodeToString(held.Sum[:]))
-	if pv, err := bob.convs.checkView(pid, matching, proposalOf(matching).ViewUnchanged, true, &held); err != nil || pv.view.Doc != held.Doc {
+	if doc, err := bob.convs.CheckView(pid, matching, proposalOf(matching).ViewUnchanged, true, &held); err != nil || doc != held.Doc {
 		t.Fatalf("a matching claim: %v", err)
 	}
 }
@@ -163,14 +164,14 @@ func TestHeldViewsKeepBytesNotDocuments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	atAlice, ok := alice.convs.peerViews.Get(bob.id.PeerID())
+	atAlice, ok := alice.convs.HeldView(bob.id.PeerID())
 	if !ok {
 		t.Fatal("alice holds no view of bob")
 	}
 	if atAlice.Doc != nil || len(atAlice.Canon) == 0 || atAlice.AgentID != bob.id.DID() || atAlice.Seq == 0 || atAlice.DocHash == "" {
 		t.Fatalf("alice's held view of bob: doc %v, %d bytes, agent %q, seq %d", atAlice.Doc != nil, len(atAlice.Canon), atAlice.AgentID, atAlice.Seq)
 	}
-	atBob, ok := bob.convs.peerViews.Get(alice.id.PeerID())
+	atBob, ok := bob.convs.HeldView(alice.id.PeerID())
 	if !ok || atBob.Doc == nil || atBob.Doc != r.View {
 		t.Fatal("bob, who asked, does not hold alice's view with its document")
 	}

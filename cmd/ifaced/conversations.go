@@ -8,7 +8,8 @@ import (
 	"slices"
 	"text/tabwriter"
 
-	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/node/api"
 )
 
@@ -60,7 +61,7 @@ func runConversations(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if *peerRef != "" {
-		open = slices.DeleteFunc(open, func(cv node.ConversationInfo) bool { return cv.Peer != *peerRef })
+		open = slices.DeleteFunc(open, func(cv converse.ConversationInfo) bool { return cv.Peer != *peerRef })
 	}
 	switch sub {
 	case "show":
@@ -88,15 +89,15 @@ func runConversations(ctx context.Context, e *env, args []string) error {
 
 // conversationShow is what `conversations show --json` prints.
 type conversationShow struct {
-	ConversationID string                 `json:"conversation_id"`
-	Open           bool                   `json:"open"`
-	Info           *node.ConversationInfo `json:"info,omitempty"`
-	Audit          *api.AuditConversation `json:"audit,omitempty"`
+	ConversationID string                     `json:"conversation_id"`
+	Open           bool                       `json:"open"`
+	Info           *converse.ConversationInfo `json:"info,omitempty"`
+	Audit          *api.AuditConversation     `json:"audit,omitempty"`
 }
 
-func showConversation(ctx context.Context, e *env, f *flags, c *api.Client, open []node.ConversationInfo, id string) error {
+func showConversation(ctx context.Context, e *env, f *flags, c *api.Client, open []converse.ConversationInfo, id string) error {
 	out := conversationShow{ConversationID: id}
-	if i := slices.IndexFunc(open, func(cv node.ConversationInfo) bool { return cv.ID == id }); i >= 0 {
+	if i := slices.IndexFunc(open, func(cv converse.ConversationInfo) bool { return cv.ID == id }); i >= 0 {
 		out.Open, out.Info = true, &open[i]
 	}
 	audit, err := c.AuditEntries(ctx, id)
@@ -131,7 +132,7 @@ func showConversation(ctx context.Context, e *env, f *flags, c *api.Client, open
 	return nil
 }
 
-func closeConversations(ctx context.Context, e *env, f *flags, c *api.Client, open []node.ConversationInfo, pos []string, peer string) error {
+func closeConversations(ctx context.Context, e *env, f *flags, c *api.Client, open []converse.ConversationInfo, pos []string, peer string) error {
 	var ids []string
 	if len(pos) == 1 {
 		ids = pos

@@ -46,6 +46,7 @@ var layers = map[string]int{
 	"node/keys":   8,
 	// The components built on those.
 	"node/keys/tell": 9,
+	"node/converse":  9,
 	// The assembly and its façade.
 	"node": 10,
 	// What serves the façade to people and programs.

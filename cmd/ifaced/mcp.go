@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -157,11 +159,11 @@ func (r *redialer) PeerCapabilities(ctx context.Context, peer string, refresh bo
 func (r *redialer) Find(ctx context.Context, capability, minVersion string, limit int) (*api.FindAnswer, error) {
 	return again(r, func(c *api.Client) (*api.FindAnswer, error) { return c.Find(ctx, capability, minVersion, limit) })
 }
-func (r *redialer) Greet(ctx context.Context, req api.GreetRequest) (*node.GreetResult, error) {
-	return again(r, func(c *api.Client) (*node.GreetResult, error) { return c.Greet(ctx, req) })
+func (r *redialer) Greet(ctx context.Context, req api.GreetRequest) (*converse.GreetResult, error) {
+	return again(r, func(c *api.Client) (*converse.GreetResult, error) { return c.Greet(ctx, req) })
 }
-func (r *redialer) Invoke(ctx context.Context, req api.InvokeRequest) (*node.InvokeResult, error) {
-	return again(r, func(c *api.Client) (*node.InvokeResult, error) { return c.Invoke(ctx, req) })
+func (r *redialer) Invoke(ctx context.Context, req api.InvokeRequest) (*converse.InvokeResult, error) {
+	return again(r, func(c *api.Client) (*converse.InvokeResult, error) { return c.Invoke(ctx, req) })
 }
 func (r *redialer) Send(ctx context.Context, req api.SendRequest) (*node.SendResult, error) {
 	return again(r, func(c *api.Client) (*node.SendResult, error) { return c.Send(ctx, req) })
@@ -169,8 +171,8 @@ func (r *redialer) Send(ctx context.Context, req api.SendRequest) (*node.SendRes
 func (r *redialer) Say(ctx context.Context, req api.SayRequest) (*gossip.Message, error) {
 	return again(r, func(c *api.Client) (*gossip.Message, error) { return c.Say(ctx, req) })
 }
-func (r *redialer) Conversations(ctx context.Context) ([]node.ConversationInfo, error) {
-	return again(r, func(c *api.Client) ([]node.ConversationInfo, error) { return c.Conversations(ctx) })
+func (r *redialer) Conversations(ctx context.Context) ([]converse.ConversationInfo, error) {
+	return again(r, func(c *api.Client) ([]converse.ConversationInfo, error) { return c.Conversations(ctx) })
 }
 func (r *redialer) AuditEntries(ctx context.Context, id string) (*api.AuditConversation, error) {
 	return again(r, func(c *api.Client) (*api.AuditConversation, error) { return c.AuditEntries(ctx, id) })

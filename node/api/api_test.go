@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/node/config"
@@ -263,7 +265,7 @@ func TestTwoDaemons(t *testing.T) {
 	})
 
 	convs, err := bob.c.Conversations(ctx)
-	if err != nil || !slices.ContainsFunc(convs, func(c node.ConversationInfo) bool { return c.ID == res.ConversationID }) {
+	if err != nil || !slices.ContainsFunc(convs, func(c converse.ConversationInfo) bool { return c.ID == res.ConversationID }) {
 		t.Fatalf("conversations: %+v %v", convs, err)
 	}
 	m, err := bob.c.Say(ctx, SayRequest{ConversationID: res.ConversationID, Phase: gossip.PhaseContext, Text: "Hello Alice.\nSecond line."})

@@ -16,13 +16,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node"
 )
 
 // ErrNoDaemon means no daemon is running for a data directory: it has
@@ -197,13 +198,13 @@ func (c *Client) RemoveCapability(ctx context.Context, name string) (*negotiate.
 }
 
 // Greet opens a conversation with a peer.
-func (c *Client) Greet(ctx context.Context, req GreetRequest) (*node.GreetResult, error) {
-	var out node.GreetResult
+func (c *Client) Greet(ctx context.Context, req GreetRequest) (*converse.GreetResult, error) {
+	var out converse.GreetResult
 	return &out, c.call(ctx, http.MethodPost, "/v1/greet", req, &out)
 }
 
 // Conversations lists the open conversations.
-func (c *Client) Conversations(ctx context.Context) ([]node.ConversationInfo, error) {
+func (c *Client) Conversations(ctx context.Context) ([]converse.ConversationInfo, error) {
 	var out ConversationList
 	err := c.call(ctx, http.MethodGet, "/v1/conversations", nil, &out)
 	return out.Conversations, err

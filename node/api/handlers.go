@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/node/owner"
 
 	"github.com/ifaced/ifaced/node/events"
@@ -396,12 +398,12 @@ func (s *Server) greet(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) conversations(w http.ResponseWriter, r *http.Request) {
 	cs := s.n.Conversations().Open()
-	slices.SortFunc(cs, func(a, b node.ConversationInfo) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(cs, func(a, b converse.ConversationInfo) int { return cmp.Compare(a.ID, b.ID) })
 	writeJSON(w, http.StatusOK, ConversationList{Conversations: cs})
 }
 
 func (s *Server) open(convID string) bool {
-	return slices.ContainsFunc(s.n.Conversations().Open(), func(c node.ConversationInfo) bool { return c.ID == convID })
+	return slices.ContainsFunc(s.n.Conversations().Open(), func(c converse.ConversationInfo) bool { return c.ID == convID })
 }
 
 func (s *Server) say(w http.ResponseWriter, r *http.Request) {

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/gossip"
-	"github.com/ifaced/ifaced/node"
 )
 
 // waitHolds waits until alice's answer for peer says it holds a view
@@ -49,7 +50,7 @@ func TestSeenHoldsAndRefused(t *testing.T) {
 	if _, err := bob.c.Greet(ctx, GreetRequest{Peer: alice.peerID()}); err != nil {
 		t.Fatal(err)
 	}
-	waitHolds(t, alice, bobID, func(h *SeenHolds) bool { return h.Via == node.SentInGreeting })
+	waitHolds(t, alice, bobID, func(h *SeenHolds) bool { return h.Via == converse.SentInGreeting })
 	if _, err := alice.c.SetDisclosure(ctx, DisclosureChange{Peer: bobID, Tier: "professional"}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestSeenHoldsAndRefused(t *testing.T) {
 	if _, err := alice.c.RemoveCapability(ctx, "ping"); err != nil {
 		t.Fatal(err)
 	}
-	s = waitHolds(t, alice, bobID, func(h *SeenHolds) bool { return h.Via == node.SentInUpdate })
+	s = waitHolds(t, alice, bobID, func(h *SeenHolds) bool { return h.Via == converse.SentInUpdate })
 	if s.Holds.Tier != "public" || len(s.Holds.Gone) != 0 || slices.Contains(s.Holds.Eligible, "ping") {
 		t.Errorf("after the push in the open conversation: %+v", s.Holds)
 	}

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/node/invoke"
 
 	"github.com/ifaced/ifaced/node/events"
 
-	"github.com/ifaced/ifaced/node"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -53,7 +54,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
 	defer cancel()
 	res, err := s.n.Conversations().InvokeIn(ctx, pid, req.ConversationID, req.Capability, params)
-	if errors.Is(err, node.ErrNoConversation) {
+	if errors.Is(err, converse.ErrNoConversation) {
 		writeError(w, notFound("conversation_id: %v", err))
 		return
 	}
@@ -97,8 +98,8 @@ func (s *Server) answerInvocation(w http.ResponseWriter, r *http.Request) {
 }
 
 // Invoke asks a peer to run a capability.
-func (c *Client) Invoke(ctx context.Context, req InvokeRequest) (*node.InvokeResult, error) {
-	var out node.InvokeResult
+func (c *Client) Invoke(ctx context.Context, req InvokeRequest) (*converse.InvokeResult, error) {
+	var out converse.InvokeResult
 	return &out, c.call(ctx, http.MethodPost, "/v1/invoke", req, &out)
 }
 

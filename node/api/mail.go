@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/node"
 )
 
@@ -61,7 +63,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, res)
-	case errors.Is(err, node.ErrNoConversation):
+	case errors.Is(err, converse.ErrNoConversation):
 		writeError(w, notFound("conversation_id: %v", err))
 	case errors.Is(err, node.ErrUnreachable):
 		writeError(w, &Error{Status: http.StatusBadGateway, Code: CodePeerFailed, Message: err.Error()})

@@ -20,9 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/node/events"
 
-	"github.com/ifaced/ifaced/node"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -692,7 +693,7 @@ func TestOpenAPIAgainstRealResponses(t *testing.T) {
 	must(call(alice, http.MethodGet, "/v1/seen?tier=close&level=2&temperature=hot&persona=work", nil))
 	apiError(t, call(alice, http.MethodGet, "/v1/seen?tier=royal", nil), http.StatusBadRequest)
 
-	var greeted node.GreetResult
+	var greeted converse.GreetResult
 	must(call(bob, http.MethodPost, "/v1/greet", map[string]any{"peer": alice.peerID(), "disclosure": "professional", "temperature": "warm"}))
 	must(json.Unmarshal(out, &greeted))
 	waitFor(t, bobEvents, "alice's view", func(e events.Event) bool { return e.Type == events.EventPeerView && e.Peer == alice.peerID() })
@@ -705,7 +706,7 @@ func TestOpenAPIAgainstRealResponses(t *testing.T) {
 	must(call(bob, http.MethodGet, "/v1/outbox", nil))
 
 	must(call(bob, http.MethodPost, "/v1/invoke", map[string]any{"peer": alice.peerID(), "capability": "echo", "params": map[string]any{"say": "hi"}}))
-	var res node.InvokeResult
+	var res converse.InvokeResult
 	if must(json.Unmarshal(out, &res)); fmt.Sprint(res.Result) != "map[say:hi]" {
 		t.Errorf("echo answered %v", res.Result)
 	}

@@ -3,11 +3,12 @@ package api
 import (
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/node/owner"
 
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/wire"
 )
 
@@ -161,7 +162,7 @@ type GreetRequest struct {
 
 // ConversationList is the answer of GET /v1/conversations.
 type ConversationList struct {
-	Conversations []node.ConversationInfo `json:"conversations"`
+	Conversations []converse.ConversationInfo `json:"conversations"`
 }
 
 // SayRequest is the body of POST /v1/say.

@@ -15,9 +15,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/alias"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/trust"
@@ -41,7 +42,7 @@ type API interface {
 	Refusals(ctx context.Context, q api.RefusalQuery) (*api.RefusalList, error)
 	Introductions() api.Introductions
 	AuditConversations(ctx context.Context, peer string) (*api.AuditList, error)
-	Conversations(ctx context.Context) ([]node.ConversationInfo, error)
+	Conversations(ctx context.Context) ([]converse.ConversationInfo, error)
 	GetJSON(ctx context.Context, path string, out any) error
 	Observe(ctx context.Context) (*api.EventStream, error)
 }

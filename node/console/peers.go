@@ -7,9 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -79,7 +80,7 @@ type peerData struct {
 	Trust    *trust.Info
 	Seen     *seenView
 	Persona  string
-	Open     []node.ConversationInfo
+	Open     []converse.ConversationInfo
 	Offers   *api.PeerCaps
 	Refresh  bool   // the offers were just asked for
 	NoOffers string // why Offers is nil

@@ -13,9 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/wire"
 )
 
@@ -134,7 +135,7 @@ func (s *Binding) inbox(w http.ResponseWriter, r *http.Request) {
 	}
 	d, err := s.n.Inbox().Deliver(m, "https")
 	switch {
-	case errors.Is(err, node.ErrDuplicate):
+	case errors.Is(err, converse.ErrDuplicate):
 		writeJSON(w, http.StatusAccepted, InboxAccepted{Status: "accepted", MessageID: m.Headers.MessageID, Duplicate: true})
 	case err != nil:
 		s.refuse(w, err)

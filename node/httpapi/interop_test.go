@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/ifaced/ifaced/interop/jsdeps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ifaced/ifaced/interop/jsdeps"
 )
 
 // interopTimeout bounds each outside command: a cold npm ci, or the first

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/conditions"
@@ -85,20 +87,20 @@ func (f *fakeDaemon) PeerCapabilities(_ context.Context, peer string, _ bool) (*
 	return nil, &api.Error{Status: 404, Code: api.CodeNotFound, Message: "no peer " + peer}
 }
 
-func (f *fakeDaemon) Invoke(_ context.Context, req api.InvokeRequest) (*node.InvokeResult, error) {
+func (f *fakeDaemon) Invoke(_ context.Context, req api.InvokeRequest) (*converse.InvokeResult, error) {
 	f.invoked = append(f.invoked, req)
 	if req.Capability == "lies.about.output" {
-		return &node.InvokeResult{Result: "a string"}, nil
+		return &converse.InvokeResult{Result: "a string"}, nil
 	}
 	var params any
 	json.Unmarshal(req.Params, &params)
-	return &node.InvokeResult{ConversationID: "conv:x", RequestID: "r", Result: map[string]any{"got": params}}, nil
+	return &converse.InvokeResult{ConversationID: "conv:x", RequestID: "r", Result: map[string]any{"got": params}}, nil
 }
 
 func (f *fakeDaemon) Find(context.Context, string, string, int) (*api.FindAnswer, error) {
 	return nil, &api.Error{Status: 503, Code: api.CodeDHTUnavailable, Message: "the DHT is off"}
 }
-func (f *fakeDaemon) Greet(context.Context, api.GreetRequest) (*node.GreetResult, error) {
+func (f *fakeDaemon) Greet(context.Context, api.GreetRequest) (*converse.GreetResult, error) {
 	return nil, fmt.Errorf("not in this test")
 }
 func (f *fakeDaemon) Send(context.Context, api.SendRequest) (*node.SendResult, error) {
@@ -107,7 +109,9 @@ func (f *fakeDaemon) Send(context.Context, api.SendRequest) (*node.SendResult, e
 func (f *fakeDaemon) Say(context.Context, api.SayRequest) (*gossip.Message, error) {
 	return nil, fmt.Errorf("not in this test")
 }
-func (f *fakeDaemon) Conversations(context.Context) ([]node.ConversationInfo, error) { return nil, nil }
+func (f *fakeDaemon) Conversations(context.Context) ([]converse.ConversationInfo, error) {
+	return nil, nil
+}
 func (f *fakeDaemon) AuditEntries(context.Context, string) (*api.AuditConversation, error) {
 	return nil, fmt.Errorf("not in this test")
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -40,11 +42,11 @@ type Daemon interface {
 	Peers(ctx context.Context) ([]api.Peer, error)
 	PeerCapabilities(ctx context.Context, peer string, refresh bool) (*api.PeerCaps, error)
 	Find(ctx context.Context, capability, minVersion string, limit int) (*api.FindAnswer, error)
-	Greet(ctx context.Context, req api.GreetRequest) (*node.GreetResult, error)
-	Invoke(ctx context.Context, req api.InvokeRequest) (*node.InvokeResult, error)
+	Greet(ctx context.Context, req api.GreetRequest) (*converse.GreetResult, error)
+	Invoke(ctx context.Context, req api.InvokeRequest) (*converse.InvokeResult, error)
 	Send(ctx context.Context, req api.SendRequest) (*node.SendResult, error)
 	Say(ctx context.Context, req api.SayRequest) (*gossip.Message, error)
-	Conversations(ctx context.Context) ([]node.ConversationInfo, error)
+	Conversations(ctx context.Context) ([]converse.ConversationInfo, error)
 	AuditEntries(ctx context.Context, conversationID string) (*api.AuditConversation, error)
 	Observe(ctx context.Context) (*api.EventStream, error)
 	// What this server decides per-peer tools on: the daemon's own

@@ -1,4 +1,4 @@
-package node
+package converse
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package node
+package converse
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/invoke"
 
 	"github.com/ifaced/ifaced/node/admit"
@@ -56,12 +57,13 @@ type Conversations struct {
 	claims map[string]*conv // IDs taken by conversations being opened (claim)
 	opened uint64           // conversations opened so far: conv.order of the newest
 
-	peerViews *costlru.Cache[peer.ID, heldView] // the last view each peer sent, verified; bounded by bytes
+	peerViews *costlru.Cache[peer.ID, HeldView] // the last view each peer sent, verified; bounded by bytes
 	peersHold *lru.Cache[peer.ID, string]       // the hash of our view each peer last said it holds
 
 	updates  *updatePush  // the capability-update push (update.go)
 	requests *requestDesk // the serving side of capability requests (desk.go)
 	awaited  *awaited     // the answers this daemon's own requests wait for (desk.go)
+	inbox    *Inbox       // the HTTP binding's door-facing side (inbox.go)
 }
 
 // conversationDeps is what Conversations is built from, and keeps.
@@ -86,12 +88,50 @@ type conversationDeps struct {
 	handler       func(network.StreamHandler) network.StreamHandler // counts a stream handler among what Close waits for
 }
 
+// Deps is what New builds the conversations from.
+type Deps struct {
+	ID            *identity.Identity
+	Display       string        // identity.display, for the greeting's text
+	StreamTimeout time.Duration // limits.stream_timeout: each frame's read and write deadline
+	Host          host.Host
+	Door          *admit.Door
+	Docs          *owner.Document
+	Policy        *policy.Book
+	Trust         *trust.Book
+	Invoker       *invoke.Invoker
+	Store         *store.Store
+	Audit         *gossip.AuditLog
+	Events        *events.Hub
+	Order         *conditions.TierOrder
+	Log           *slog.Logger
+	Now           func() time.Time
+	Ctx           context.Context
+	Spawn         func(func()) bool                                 // runs a task Close waits for
+	Handler       func(network.StreamHandler) network.StreamHandler // counts a stream handler among what Close waits for
+	Commit        func() error                                      // makes what the inbox recorded durable before it answers (durability.sync)
+}
+
+// New builds the conversations and the HTTP binding's inbox, registers
+// the stream handlers on the host, and pushes each change of the owner's
+// document to the peers in open conversations.
+func New(d Deps) *Conversations {
+	cs := newConversations(conversationDeps{id: d.ID, display: d.Display, streamTimeout: d.StreamTimeout, host: d.Host,
+		door: d.Door, docs: d.Docs, policy: d.Policy, trust: d.Trust, invoker: d.Invoker, store: d.Store, audit: d.Audit,
+		events: d.Events, order: d.Order, log: d.Log, now: d.Now, ctx: d.Ctx, spawn: d.Spawn, handler: d.Handler})
+	cs.inbox = newInbox(d.Door, cs, d.Docs, d.Policy, d.Invoker, d.Audit, d.Commit, d.Spawn, d.Now, d.Log)
+	d.Docs.OnChange(func(*negotiate.Document) { cs.updates.pushAll() })
+	return cs
+}
+
+// Inbox is the HTTP binding's door-facing side.
+func (cs *Conversations) Inbox() *Inbox { return cs.inbox }
+
 // newConversations builds the component and registers its stream
 // handlers on the host.
 func newConversations(d conversationDeps) *Conversations {
 	cs := &Conversations{conversationDeps: d, convs: map[string]*conv{}, claims: map[string]*conv{}}
 	cs.updates, cs.requests, cs.awaited = newUpdatePush(cs), newRequestDesk(cs), newAwaited()
-	cs.peerViews = costlru.New[peer.ID, heldView](maxHeldViewBytes)
+	cs.peerViews = costlru.New[peer.ID, HeldView](maxHeldViewBytes)
 	cs.peersHold, _ = lru.New[peer.ID, string](maxPeersHold)
 	cs.host.SetStreamHandler(wire.Conversation, d.handler(cs.handleConversation))
 	cs.host.SetStreamHandler(wire.Capabilities, d.handler(cs.handleCapabilities))
@@ -99,8 +139,8 @@ func newConversations(d conversationDeps) *Conversations {
 	return cs
 }
 
-// resetAll resets every open conversation's stream (at Close).
-func (cs *Conversations) resetAll() {
+// ResetAll resets every open conversation's stream (at Close).
+func (cs *Conversations) ResetAll() {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	for _, c := range cs.convs {

@@ -1,9 +1,6 @@
-package node
+package converse
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/internal/peerid"
 	"github.com/ifaced/ifaced/node/store"
@@ -42,20 +39,6 @@ func (cs *Conversations) noteSent(pid peer.ID, v *negotiate.SignedView, g negoti
 	if err := cs.store.PutSentView(rec); err != nil {
 		cs.log.Warn("recording the view sent", "peer", cs.named(pid), "err", err)
 	}
-}
-
-// SentView is the record of the last view this daemon sent pid; false
-// when it holds none (nothing was sent since it started, for a stranger,
-// or ever, for a known peer; or a stranger's record was evicted).
-func (n *Node) SentView(pid peer.ID) (store.SentView, bool, error) {
-	v, err := n.store.SentView(peerid.String(pid))
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return store.SentView{}, false, nil
-	case err != nil:
-		return store.SentView{}, false, fmt.Errorf("reading the view sent to %s: %w", pid, err)
-	}
-	return v, true, nil
 }
 
 // noteGreeted records the view c's greeting carried, once it was sent on

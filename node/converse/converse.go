@@ -1,4 +1,4 @@
-package node
+package converse
 
 import (
 	"bytes"
@@ -180,9 +180,9 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 		return nil, err
 	}
 	cs.noteGreeted(c, proto)
-	var heldView *heldView
+	var HeldView *HeldView
 	if holding {
-		heldView = &held
+		HeldView = &held
 	}
 	// The answer's view is verified at the door, before the answer is
 	// admitted: an answer whose view fails is refused, never audited as
@@ -202,7 +202,7 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 		if answer, err = negotiate.ReadGreeting(m); err != nil {
 			return err
 		}
-		pv, err = cs.checkView(pid, m, answer.ViewUnchanged, true, heldView)
+		pv, err = cs.checkView(pid, m, answer.ViewUnchanged, true, HeldView)
 		return err
 	})
 	if err != nil {
@@ -271,9 +271,9 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 		peer:         pid,
 		stream:       ws,
 	}
-	var heldView *heldView
+	var HeldView *HeldView
 	if held, ok := cs.peerViews.Get(pid); ok {
-		heldView = &held
+		HeldView = &held
 	}
 	var prop negotiate.Greeting
 	var pv pendingView
@@ -292,7 +292,7 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 			return err
 		},
 		Verify: func(peer.ID) (err error) {
-			pv, err = cs.checkView(pid, first, prop.ViewUnchanged, false, heldView)
+			pv, err = cs.checkView(pid, first, prop.ViewUnchanged, false, HeldView)
 			return err
 		},
 		Fit: func(peer.ID) error {
@@ -629,14 +629,15 @@ const maxPeersHold = 1024
 // otherwise cost.
 type verifiedView = negotiate.VerifiedView
 
-// heldView is what the verified-view memory keeps of a view a peer sent:
+// HeldView is what the verified-view memory keeps of a view a peer sent:
 // its RFC 8785 bytes (what have_view names and the peer cache stores) and
 // the few fields a greeting reads, not the decoded document, which costs
 // about six times the bytes. The document is kept only with the views this
 // daemon asked for (the answers to its own greetings and update pushes,
 // whose callers read it); a responder, which most peers meet, reads only
 // the fields.
-type heldView struct {
+// HeldView is what the verified-view memory keeps of a peer's view.
+type HeldView struct {
 	Sum     [32]byte // SHA-256 of Canon
 	Canon   []byte   // shared, never to be changed
 	DocHash string   // verifiedView.DocHash
@@ -648,8 +649,8 @@ type heldView struct {
 
 // held is what the verified-view memory keeps of vv; withDoc keeps the
 // decoded document too.
-func held(vv verifiedView, withDoc bool) heldView {
-	h := heldView{Sum: vv.Sum, Canon: vv.Canon, DocHash: vv.DocHash, Seq: vv.Doc.Seq, AgentID: vv.Doc.AgentID, Caps: len(vv.Doc.Capabilities)}
+func held(vv verifiedView, withDoc bool) HeldView {
+	h := HeldView{Sum: vv.Sum, Canon: vv.Canon, DocHash: vv.DocHash, Seq: vv.Doc.Seq, AgentID: vv.Doc.AgentID, Caps: len(vv.Doc.Capabilities)}
 	if withDoc {
 		h.Doc = vv.Doc
 	}
@@ -658,7 +659,7 @@ func held(vv verifiedView, withDoc bool) heldView {
 
 // heldCost is what h is counted as in the verified-view memory: its bytes,
 // the decoded document at six times them when kept, and the entry.
-func heldCost(h heldView) int64 {
+func heldCost(h HeldView) int64 {
 	cost := len(h.Canon) + len(h.DocHash) + len(h.AgentID) + 256
 	if h.Doc != nil {
 		cost += 6 * len(h.Canon)
@@ -673,7 +674,7 @@ func (pv pendingView) agentID() string { return pv.view.AgentID }
 // keeps it once the message that carried it is admitted. A zero
 // pendingView carries no view.
 type pendingView struct {
-	view heldView // Doc set when the content arrived in this message, or when the view is wanted (want)
+	view HeldView // Doc set when the content arrived in this message, or when the view is wanted (want)
 	ok   bool     // a view is carried (or named unchanged)
 	new  bool     // the content arrived in this message (not the held one named unchanged)
 	want bool     // the caller reads the document: keep it with the view
@@ -687,7 +688,7 @@ type pendingView struct {
 // greeting without one. A view older than the one the peer cache holds is
 // refused (wire.ErrStaleSeq). When required, the view's document is at
 // hand in the result (decoded again from the held bytes if need be).
-func (cs *Conversations) checkView(pid peer.ID, m *gossip.Message, said string, required bool, held *heldView) (pendingView, error) {
+func (cs *Conversations) checkView(pid peer.ID, m *gossip.Message, said string, required bool, held *HeldView) (pendingView, error) {
 	pv, err := cs.checkViewBytes(pid, m, said, required, held)
 	if err != nil || !required || !pv.ok {
 		return pv, err
@@ -705,7 +706,7 @@ func (cs *Conversations) checkView(pid peer.ID, m *gossip.Message, said string, 
 	return pv, nil
 }
 
-func (cs *Conversations) checkViewBytes(pid peer.ID, m *gossip.Message, said string, required bool, held *heldView) (pendingView, error) {
+func (cs *Conversations) checkViewBytes(pid peer.ID, m *gossip.Message, said string, required bool, held *HeldView) (pendingView, error) {
 	p, ok := m.Body.Part(negotiate.PartCapabilities)
 	if !ok {
 		switch {
@@ -798,21 +799,21 @@ func (cs *Conversations) keepView(pid peer.ID, m *gossip.Message, pv pendingView
 // or finds it verified already (known). It keeps nothing: keepView does,
 // once the message is admitted. The result carries the decoded document
 // when it was decoded now.
-func (cs *Conversations) verifyView(pid peer.ID, canon []byte) (hv heldView, known bool, err error) {
+func (cs *Conversations) verifyView(pid peer.ID, canon []byte) (hv HeldView, known bool, err error) {
 	sum := sha256.Sum256(canon)
 	if h, ok := cs.peerViews.Get(pid); ok && h.Sum == sum {
 		return h, true, nil
 	}
 	pub, err := identity.PublicKeyFromPeerID(pid)
 	if err != nil {
-		return heldView{}, false, err
+		return HeldView{}, false, err
 	}
 	vv, err := negotiate.VerifyView(pub, canon)
 	if errors.Is(err, negotiate.ErrNotAView) {
-		return heldView{}, false, fmt.Errorf("%w: %w", gossip.ErrInvalidMessage, err)
+		return HeldView{}, false, fmt.Errorf("%w: %w", gossip.ErrInvalidMessage, err)
 	}
 	if err != nil {
-		return heldView{}, false, err
+		return HeldView{}, false, err
 	}
 	return held(vv, true), false, nil
 }
@@ -905,6 +906,40 @@ func (cs *Conversations) closeConv(c *conv) {
 	c.end()
 	c.stream.Close()
 	cs.events.Publish(events.Event{Type: events.EventConversation, At: cs.now(), Peer: peerid.String(c.peer), ConversationID: c.ID, Detail: "closed"})
+}
+
+// Picked is the open conversation a message to pid should travel in: the
+// open conversation convID when one is named (it must be with pid), else
+// the newest open one with pid; "" when there is none (the caller
+// greets).
+func (cs *Conversations) Picked(pid peer.ID, convID string) (string, error) {
+	c, err := cs.pick(pid, convID)
+	if c == nil || err != nil {
+		return "", err
+	}
+	return c.ID, nil
+}
+
+// IsOpen says whether the conversation id is in the table.
+func (cs *Conversations) IsOpen(id string) bool { return cs.conversation(id) != nil }
+
+// Abandon resets the conversation id's stream and closes it: it looked
+// open but could not carry a message (its stream died with a relay, say).
+func (cs *Conversations) Abandon(id string) {
+	if c := cs.conversation(id); c != nil {
+		c.stream.Reset()
+		cs.closeConv(c)
+	}
+}
+
+// LocalAgent is this daemon as the IFP-4 agent its messages are from.
+func (cs *Conversations) LocalAgent() gossip.Agent { return cs.localAgent() }
+
+// RecordSent writes a message this daemon sends by another way (the
+// mailbox) to the audit log before it leaves, with d, the decision it
+// carries out (nil for none).
+func (cs *Conversations) RecordSent(transport string, pid peer.ID, m *gossip.Message, note string, d *gossip.Decision) error {
+	return cs.recordSent(transport, pid, m, note, d)
 }
 
 func (cs *Conversations) conversation(id string) *conv {
