@@ -49,7 +49,7 @@ const proofUnknown = "unknown"
 func newProofView(st *gossip.ProofState, err error) *proofView {
 	if err != nil {
 		return &proofView{State: proofUnknown, Label: "Unknown",
-			Means:  "the daemon could not say how these records stand in its tamper-evident log.",
+			Means:  "The daemon could not say how these records stand in its tamper-evident log.",
 			Detail: gossip.Clip(err.Error(), maxProofDetail)}
 	}
 	v := &proofView{State: st.State, Detail: gossip.Clip(st.Detail, maxProofDetail), Records: st.Records,
@@ -58,23 +58,27 @@ func newProofView(st *gossip.ProofState, err error) *proofView {
 	switch st.State {
 	case gossip.ProofVerified:
 		v.Label = "Verified"
-		v.Means = fmt.Sprintf("each of its %d records is included in a checkpoint this daemon signed with its key: "+
+		v.Means = fmt.Sprintf("Each of its %d records is included in a checkpoint this daemon signed with its key: "+
 			"a later change, removal or reordering of any of them would show, and the evidence bundle proves them to anyone, offline.", st.Records)
+		if st.Records == 1 {
+			v.Means = "Its record is included in a checkpoint this daemon signed with its key: a later change or removal of it would show, " +
+				"and its evidence bundle proves it to anyone, offline."
+		}
 	case gossip.ProofPending:
 		v.Label = "Pending"
-		v.Means = "recorded after the newest checkpoint: pending until the next one, which the daemon signs within " + every +
+		v.Means = "Recorded after the newest checkpoint: pending until the next one, which the daemon signs within " + every +
 			" while records arrive. Reload the page to see it verified."
 	case gossip.ProofUntracked:
 		v.Label = "Untracked"
-		v.Means = "recorded before this log was tamper-evident, or its day's tree is gone: nothing proves these records, " +
+		v.Means = "Recorded before this log was tamper-evident, or its day's tree is gone: nothing proves these records, " +
 			"and a change to them would not show."
 	case gossip.ProofFailed:
 		v.Label = "Failed"
-		v.Means = "these records do not verify against the log's signed checkpoints: a record was changed, removed or reordered " +
+		v.Means = "These records do not verify against the log's signed checkpoints: a record was changed, removed or reordered " +
 			"after it was written, or a file of the log was damaged. `ifaced audit verify` names the first record that does not verify."
 	default:
 		v.State, v.Label = proofUnknown, "Unknown"
-		v.Means = "the daemon answered a state the console does not know."
+		v.Means = "The daemon answered a state the console does not know."
 	}
 	return v
 }

@@ -45,7 +45,7 @@ func TestAuditEvidence(t *testing.T) {
 	if err != nil || ps.State != gossip.ProofVerified {
 		t.Fatalf("the daemon's proof of the conversation: %+v, %v", ps, err)
 	}
-	want(t, "the conversation's evidence", st, body, http.StatusOK, "each of its "+strconv.Itoa(ps.Records)+" records")
+	want(t, "the conversation's evidence", st, body, http.StatusOK, "Each of its "+strconv.Itoa(ps.Records)+" records")
 	for _, cp := range ps.Checkpoints {
 		want(t, "the conversation's checkpoints", st, body, http.StatusOK, cp.Origin+"</code>: a tree of "+strconv.FormatInt(cp.Size, 10)+" records", cp.Signer, cp.Root)
 	}
@@ -109,7 +109,7 @@ func TestAuditEvidence(t *testing.T) {
 	cp := one.Checkpoints[0]
 	st, body = b.get("/ui/audit/why/" + url.PathEscape(p.refusal) + "?conversation=" + url.QueryEscape(p.conv))
 	want(t, "the refusal's why", st, body, http.StatusOK, `id="inclusion-state"`, `<b class="badge">Verified</b>`,
-		`<dd id="inclusion-leaf">`+strconv.FormatInt(leaf, 10)+`</dd>`, "<code>"+cp.Origin+"</code>",
+		`<dd id="inclusion-leaf">`+strconv.FormatInt(leaf, 10)+`</dd>`, "<code>"+cp.Origin+"</code>", "Its record is included in a checkpoint",
 		cp.Origin+"</code>: a tree of "+strconv.FormatInt(cp.Size, 10)+" records", cp.Signer, cp.Root)
 	if !strings.HasPrefix(cp.Origin, "ifaced-audit/") || cp.Signer != aliceDID || leaf >= cp.Size {
 		t.Errorf("the covering checkpoint %+v of leaf %d: want alice's, of the day's tree, covering the leaf", cp, leaf)
