@@ -267,15 +267,6 @@ type summary struct {
 	WhyConditions         int      `json:"whyConditions"`
 	WhyNoDecision         string   `json:"whyNoDecision"`
 	WhyEntryShown         bool     `json:"whyEntryShown"`
-	// The tamper-evident log: the conversation's state and its bundle,
-	// the decision's inclusion.
-	ProofState       string `json:"proofState"`
-	ProofCheckpoints int    `json:"proofCheckpoints"`
-	BundleName       string `json:"bundleName"`
-	BundleSaved      bool   `json:"bundleSaved"`
-	InclusionState   string `json:"inclusionState"`
-	InclusionLeaf    string `json:"inclusionLeaf"`
-	InclusionTree    string `json:"inclusionTree"`
 	AddNotice             string   `json:"addNotice"`
 	LiveEvent             string   `json:"liveEvent"`
 	EventsGrew            bool     `json:"eventsGrew"`
@@ -286,6 +277,16 @@ type summary struct {
 	NoCookiePageShowsPeer bool     `json:"noCookiePageShowsPeerID"`
 	NoCookiePostStatus    int      `json:"noCookiePostStatus"`
 	PageErrors            []string `json:"pageErrors"`
+
+	// The tamper-evident log: the conversation's state and its bundle,
+	// the decision's inclusion.
+	ProofState       string `json:"proofState"`
+	ProofCheckpoints int    `json:"proofCheckpoints"`
+	BundleName       string `json:"bundleName"`
+	BundleSaved      bool   `json:"bundleSaved"`
+	InclusionState   string `json:"inclusionState"`
+	InclusionLeaf    string `json:"inclusionLeaf"`
+	InclusionTree    string `json:"inclusionTree"`
 
 	// The forms show the state; what bob holds beside what he would get.
 	GrantTierShown string `json:"grantTierShown"`
