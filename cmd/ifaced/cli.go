@@ -241,23 +241,23 @@ func reportError(e *env, command string, err error, code int, asJSON bool) {
 	if !asJSON {
 		if pe != nil {
 			for _, p := range pe.problems {
-				fmt.Fprintln(e.stderr, p)
+				fmt.Fprintln(e.stderr, e.hint(p))
 			}
 		}
 		prefix := "ifaced"
 		if command != "" {
 			prefix += " " + command
 		}
-		fmt.Fprintln(e.stderr, prefix+": "+err.Error())
+		fmt.Fprintln(e.stderr, prefix+": "+e.hint(err.Error()))
 		return
 	}
 	out := cliError{Command: command, ExitCode: code}
-	out.Message = err.Error()
+	out.Message = e.hint(err.Error())
 	var ae *api.Error
 	switch {
 	case errors.As(err, &ae):
 		out.Error = *ae
-		out.Message = err.Error() // with the context the client added
+		out.Message = e.hint(err.Error()) // with the context the client added
 	case code == 2:
 		out.Code = codeUsage
 	default:

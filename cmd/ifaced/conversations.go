@@ -72,7 +72,7 @@ func runConversations(ctx context.Context, e *env, args []string) error {
 		return writeJSON(e.stdout, api.ConversationList{Conversations: open})
 	}
 	if len(open) == 0 {
-		fmt.Fprintln(e.stdout, "no open conversations (`ifaced greet PEER` opens one; `ifaced audit` lists past ones)")
+		fmt.Fprintln(e.stdout, e.hint("no open conversations (`ifaced greet PEER` opens one; `ifaced audit` lists past ones)"))
 		return nil
 	}
 	names := f.peerLabels(ctx, c)

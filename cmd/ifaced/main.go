@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
@@ -16,6 +17,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/ifaced/ifaced/node/api"
 )
 
 // exitError carries an exit code up to main.
@@ -47,6 +50,8 @@ type env struct {
 	// introspect, when set, receives a verb's flags at parse, and the verb
 	// stops there (shell completion reads the flags this way).
 	introspect func(*flags)
+	// home is the --home the command line gave, for hints (hints.go).
+	home string
 }
 
 func commands() []command {
@@ -126,6 +131,7 @@ func run(ctx context.Context, e *env, args []string) int {
 		args[0] = "version"
 	}
 	asJSON := wantsJSON(args)
+	e.home = explicitHome(args[1:])
 	c, ok := findCommand(args[0])
 	if !ok {
 		reportError(e, "", unknownCommand(args[0]), 2, asJSON)
@@ -140,11 +146,27 @@ func run(ctx context.Context, e *env, args []string) int {
 		return 0
 	}
 	code := 1
-	if ee != nil {
+	switch {
+	case ee != nil:
 		code = ee.code
+	case badWords(c.name, args[1:], err):
+		code = 2
 	}
 	reportError(e, c.name, err, code, asJSON)
 	return code
+}
+
+// badWords tells a mistake in the command line the daemon found from one
+// it could not have: the control API answers 400 naming the request
+// member at fault, and every such member a verb sends comes from its
+// arguments and flags; except for `caps add`, whose request is the file
+// it names (a problem in the file is the file's, exit 1).
+func badWords(verb string, args []string, err error) bool {
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field == "" {
+		return false
+	}
+	return verb != "caps" || firstPositional(args) < 0 || args[firstPositional(args)] != "add"
 }
 
 func unknownCommand(name string) error {
@@ -196,13 +218,74 @@ func runVersion(_ context.Context, e *env, args []string) error {
 	if f.NArg() > 0 {
 		return usageError("version takes no arguments, got %q", f.Args())
 	}
-	v := version
-	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		v = bi.Main.Version
-	}
+	bi, _ := debug.ReadBuildInfo()
+	v := describeBuild(version, bi)
 	if f.json {
-		return writeJSON(e.stdout, map[string]string{"version": v, "go": runtime.Version()})
+		return writeJSON(e.stdout, v)
 	}
-	fmt.Fprintln(e.stdout, "ifaced", v)
+	fmt.Fprintln(e.stdout, "ifaced", v.Version)
+	if v.Revision != "" {
+		line := "revision " + v.Revision
+		if v.Modified {
+			line += " (modified: built with uncommitted changes)"
+		}
+		if v.Time != "" {
+			line += ", committed " + v.Time
+		}
+		fmt.Fprintln(e.stdout, line)
+	}
 	return nil
+}
+
+// buildVersion is what `ifaced version` says about this binary.
+type buildVersion struct {
+	Version  string `json:"version"`
+	Revision string `json:"revision,omitempty"` // the VCS commit it was built from
+	Time     string `json:"vcs_time,omitempty"` // that commit's time
+	Modified bool   `json:"modified,omitempty"` // built with uncommitted changes
+	Go       string `json:"go"`
+}
+
+// describeBuild reads the version from the build: the -ldflags one when
+// set, else the module version (`go install …@v1.2.3` gives v1.2.3, and
+// a build in a git checkout a pseudo-version naming the commit), else
+// "dev"; and the VCS revision and dirty flag the go command stamps into a
+// build made in a checkout (-buildvcs, on by default; `go run` and `go
+// test` stamp none).
+func describeBuild(ldflags string, bi *debug.BuildInfo) buildVersion {
+	v := buildVersion{Version: ldflags, Go: runtime.Version()}
+	if bi == nil {
+		return v
+	}
+	if v.Version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v.Version = bi.Main.Version
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v.Revision = s.Value
+		case "vcs.time":
+			v.Time = s.Value
+		case "vcs.modified":
+			v.Modified = s.Value == "true"
+		}
+	}
+	return v
+}
+
+// versionString is the version in one word, as the MCP server reports it.
+func versionString() string {
+	bi, _ := debug.ReadBuildInfo()
+	v := describeBuild(version, bi)
+	if v.Version == "dev" && v.Revision != "" {
+		r := v.Revision
+		if len(r) > 12 {
+			r = r[:12]
+		}
+		v.Version += "-" + r
+		if v.Modified {
+			v.Version += "+dirty"
+		}
+	}
+	return v.Version
 }
