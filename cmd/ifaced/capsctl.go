@@ -89,7 +89,7 @@ func runCapsCommand(ctx context.Context, e *env, args []string) error {
 	if f.json {
 		return writeJSON(e.stdout, pc)
 	}
-	printPeerCaps(e.stdout, pc)
+	printPeerCaps(e, pc)
 	return nil
 }
 
@@ -163,7 +163,8 @@ func describeConditions(c negotiate.Capability) string {
 	return strings.Join(parts, " ")
 }
 
-func printPeerCaps(w io.Writer, pc *api.PeerCaps) {
+func printPeerCaps(e *env, pc *api.PeerCaps) {
+	w := e.stdout
 	who := pc.PeerID
 	if pc.Display != "" {
 		who = fmt.Sprintf("%s (%s)", pc.Display, pc.PeerID)
@@ -206,7 +207,7 @@ func printPeerCaps(w io.Writer, pc *api.PeerCaps) {
 			fmt.Fprintf(w, "    %s: required %s, have %s; %s\n", termText(string(u.Condition), 64), termText(u.Required, 64), termText(u.Have, 64), termText(u.HowToMeet, maxTermLine))
 		}
 	}
-	fmt.Fprintf(w, "(`ifaced invoke %s NAME --params JSON` runs one; --json shows the whole schemas)\n", pc.PeerID)
+	fmt.Fprint(w, e.hint(fmt.Sprintf("(`ifaced invoke %s NAME --params JSON` runs one; --json shows the whole schemas)\n", pc.PeerID)))
 }
 
 // maxParams is how many parameters describeParams names.

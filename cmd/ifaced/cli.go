@@ -238,6 +238,14 @@ const (
 func reportError(e *env, command string, err error, code int, asJSON bool) {
 	var pe *problemsError
 	errors.As(err, &pe)
+	var ae *api.Error
+	if errors.As(err, &ae) && ae.PeerError != nil {
+		// What a peer answered is the peer's words, and its hints are
+		// for the peer's owner: no --home of ours goes into them.
+		plain := *e
+		plain.home = ""
+		e = &plain
+	}
 	if !asJSON {
 		if pe != nil {
 			for _, p := range pe.problems {
@@ -253,7 +261,6 @@ func reportError(e *env, command string, err error, code int, asJSON bool) {
 	}
 	out := cliError{Command: command, ExitCode: code}
 	out.Message = e.hint(err.Error())
-	var ae *api.Error
 	switch {
 	case errors.As(err, &ae):
 		out.Error = *ae

@@ -8,137 +8,178 @@ import (
 	"strings"
 )
 
-// block is one marked fenced block of README.md.
+// block is one fenced block of a document.
 type block struct {
-	name  string // the marker's example name
-	file  string // file=FILE: the block is data, written to FILE
-	line  int    // README line of the block's first line inside the fence
-	lines []string
+	doc    string // the document's path, as named in messages
+	lang   string // the fence's info string: sh, text, json, toml
+	line   int    // the line of its first line inside the fence
+	lines  []string
+	notRun string // for sh: why it is not run (<!-- not run: REASON -->)
+	file   string // for data: the file it is written to (<!-- file: PATH -->)
 }
 
-var markerRE = regexp.MustCompile(`^<!-- example: ([a-z0-9-]+)(?: file=(\S+))? -->$`)
+func (b block) where() string { return fmt.Sprintf("%s:%d", b.doc, b.line) }
 
-// readBlocks returns README.md's marked blocks, and an error for a marker
-// not followed by a fence and for an unmarked sh block in one of the
-// sections named.
-func readBlocks(path string, sections []string) ([]block, error) {
+// Languages a fence may name: sh blocks are commands, the others data or
+// output.
+var (
+	commandLangs = map[string]bool{"sh": true}
+	dataLangs    = map[string]bool{"json": true, "toml": true, "text": true}
+)
+
+var (
+	notRunRE = regexp.MustCompile(`^<!-- not run: (.*\S) -->$`)
+	fileRE   = regexp.MustCompile(`^<!-- file: (\S+) -->$`)
+	staleRE  = regexp.MustCompile(`^<!-- (example|not run|file)\b`)
+)
+
+// readDoc reads a document's fenced blocks, with the marker that stands
+// on the line before each. The problems are every fence that names no
+// language or one this test does not know, a marker that is malformed,
+// stands before no fence or does not fit its block.
+func readDoc(path, name string) ([]block, []string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading the README: %w", err)
+		return nil, nil, fmt.Errorf("reading %s: %w", name, err)
 	}
 	defer f.Close()
 	var (
 		blocks  []block
-		pending *block // a marker waiting for its fence
-		cur     *block // inside a marked fence
-		inFence bool   // inside any fence
-		section string
 		problem []string
+		cur     *block
+		indent  string
+		marker  string // the marker on the line before, if any
+		markerN int
 	)
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
-		l := sc.Text()
-		switch {
-		case inFence && strings.HasPrefix(l, "```"):
-			inFence = false
-			if cur != nil {
+		raw := sc.Text()
+		l := strings.TrimSpace(raw)
+		if cur != nil {
+			if l == "```" {
 				blocks = append(blocks, *cur)
 				cur = nil
+				continue
 			}
-		case inFence:
-			if cur != nil {
-				cur.lines = append(cur.lines, l)
+			cur.lines = append(cur.lines, strings.TrimPrefix(raw, indent))
+			continue
+		}
+		if lang, ok := strings.CutPrefix(l, "```"); ok {
+			b := block{doc: name, lang: lang, line: n + 1}
+			indent = raw[:len(raw)-len(strings.TrimLeft(raw, " "))]
+			switch {
+			case lang == "":
+				problem = append(problem, fmt.Sprintf("%s:%d: a fence without a language: name it (sh for commands; text, json or toml otherwise)", name, n))
+			case !commandLangs[lang] && !dataLangs[lang]:
+				problem = append(problem, fmt.Sprintf("%s:%d: a fence of %q: this test knows sh (commands, run) and text, json, toml (data)", name, n, lang))
 			}
-		case strings.HasPrefix(strings.TrimSpace(l), "```"):
-			inFence = true
-			if pending != nil {
-				pending.line = n + 1
-				cur, pending = pending, nil
-			} else if strings.TrimSpace(l) == "```sh" && contains(sections, section) {
-				problem = append(problem, fmt.Sprintf("README.md:%d: an sh block in %q without an <!-- example: NAME --> marker", n, section))
+			if marker != "" && markerN == n-1 {
+				if m := notRunRE.FindStringSubmatch(marker); m != nil {
+					if lang != "sh" {
+						problem = append(problem, fmt.Sprintf("%s:%d: <!-- not run --> stands before a %s block, which is never run", name, n-1, lang))
+					}
+					b.notRun = m[1]
+				} else if m := fileRE.FindStringSubmatch(marker); m != nil {
+					if lang == "sh" || lang == "text" {
+						problem = append(problem, fmt.Sprintf("%s:%d: <!-- file: … --> stands before a %s block; it writes json or toml", name, n-1, lang))
+					}
+					b.file = m[1]
+				}
 			}
-		case pending != nil && strings.TrimSpace(l) != "":
-			problem = append(problem, fmt.Sprintf("README.md:%d: the example marker above is not followed by a fenced block", n))
-			pending = nil
-		default:
-			if m := markerRE.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
-				pending = &block{name: m[1], file: m[2]}
-			} else if strings.HasPrefix(l, "#") {
-				section = strings.TrimSpace(strings.TrimLeft(l, "#"))
+			marker = ""
+			cur = &b
+			continue
+		}
+		if marker != "" && l != "" {
+			problem = append(problem, fmt.Sprintf("%s:%d: the marker %s is not followed by a fenced block", name, markerN, marker))
+			marker = ""
+		}
+		if staleRE.MatchString(l) {
+			if !notRunRE.MatchString(l) && !fileRE.MatchString(l) {
+				problem = append(problem, fmt.Sprintf("%s:%d: %s: the markers are <!-- not run: REASON --> and <!-- file: PATH -->", name, n, l))
+				continue
 			}
+			marker, markerN = l, n
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading the README: %w", err)
+		return nil, nil, fmt.Errorf("reading %s: %w", name, err)
 	}
-	if len(problem) > 0 {
-		return blocks, fmt.Errorf("%s", strings.Join(problem, "\n"))
+	if cur != nil {
+		problem = append(problem, fmt.Sprintf("%s:%d: a fence that never closes", name, cur.line-1))
 	}
-	return blocks, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if strings.HasPrefix(s, x) {
-			return true
-		}
+	if marker != "" {
+		problem = append(problem, fmt.Sprintf("%s:%d: the marker %s is not followed by a fenced block", name, markerN, marker))
 	}
-	return false
+	return blocks, problem, nil
 }
 
 // step is one thing an sh block asks for.
 type step struct {
-	line    int      // README line
-	cmd     string   // a command, without its trailing comment; empty for narration and edits
+	line    int      // the document's line
+	cmd     string   // a command (lines joined by a trailing \ kept, a here-document whole), without its trailing comment; "" for narration
 	comment string   // its trailing comment, or the narration's text
 	expect  []string // the output shown under a command
-	edit    *edit    // a config edit
-}
-
-// edit is one "#   [section] key = value" line under "in ~/H/config.toml:".
-type edit struct {
-	file, section, key, value string
+	exit    int      // the exit status shown under it, "(exit status N)"; 0 when none is shown
+	// eventually: the output shown comes from something in the
+	// background ("(within a few seconds)" under the command), so the
+	// command is run again until it shows it.
+	eventually bool
 }
 
 var (
-	editsFollowRE = regexp.MustCompile(`in (~/\S+/config\.toml):$`)
-	editRE        = regexp.MustCompile(`^\s+\[([a-z_.]+)\]\s+([a-z_]+)\s*=\s*(.+)$`)
+	exitRE    = regexp.MustCompile(`^\(exit status (\d+)\)$`)
+	heredocRE = regexp.MustCompile(`<<-?\s*'?"?([A-Za-z_]+)'?"?\s*$`)
 )
 
-// parseSteps reads an sh block into steps.
+// parseSteps reads an sh block into steps. Comment lines right under a
+// command (no blank line between) are its output; other comment lines
+// are narration. A line ending in \ goes on; a here-document (<<'EOF')
+// runs to its terminator, both as one command.
 func parseSteps(b block) []step {
 	var (
-		steps   []step
-		cur     = -1 // index of the command whose output lines may follow
-		editing string
+		steps []step
+		cur   = -1 // index of the command whose output lines may follow
 	)
-	for i, raw := range b.lines {
+	for i := 0; i < len(b.lines); i++ {
 		n := b.line + i
-		text := strings.TrimSpace(raw)
+		text := strings.TrimSpace(b.lines[i])
 		switch {
 		case text == "":
-			cur, editing = -1, ""
+			cur = -1
 		case strings.HasPrefix(text, "#"):
-			body := strings.TrimPrefix(text, "#")
-			if m := editRE.FindStringSubmatch(body); editing != "" && m != nil {
-				steps = append(steps, step{line: n, edit: &edit{file: editing, section: m[1], key: m[2], value: strings.TrimSpace(m[3])}})
-				continue
-			}
+			body := strings.TrimSpace(strings.TrimPrefix(text, "#"))
 			if cur >= 0 {
-				steps[cur].expect = append(steps[cur].expect, strings.TrimSpace(body))
+				if m := exitRE.FindStringSubmatch(body); m != nil {
+					fmt.Sscan(m[1], &steps[cur].exit)
+					continue
+				}
+				if body == "(within a few seconds)" {
+					steps[cur].eventually = true
+					continue
+				}
+				steps[cur].expect = append(steps[cur].expect, body)
 				continue
 			}
-			steps = append(steps, step{line: n, comment: strings.TrimSpace(body)})
-			if m := editsFollowRE.FindStringSubmatch(body); m != nil {
-				editing = m[1]
-			}
+			steps = append(steps, step{line: n, comment: body})
 		default:
-			cmd, comment := splitComment(text)
-			steps = append(steps, step{line: n, cmd: cmd, comment: comment})
-			cur, editing = len(steps)-1, ""
-			if m := editsFollowRE.FindStringSubmatch(comment); m != nil {
-				cur, editing = -1, m[1]
+			cmd, comment := splitComment(b.lines[i])
+			for strings.HasSuffix(cmd, `\`) && i+1 < len(b.lines) {
+				i++
+				next, c := splitComment(b.lines[i])
+				cmd, comment = cmd+"\n"+next, c
 			}
+			if m := heredocRE.FindStringSubmatch(cmd); m != nil {
+				for i+1 < len(b.lines) {
+					i++
+					cmd += "\n" + b.lines[i]
+					if strings.TrimSpace(b.lines[i]) == m[1] {
+						break
+					}
+				}
+			}
+			steps = append(steps, step{line: n, cmd: cmd, comment: comment})
+			cur = len(steps) - 1
 		}
 	}
 	return steps
@@ -171,14 +212,14 @@ func globRE(s string, whole bool) *regexp.Regexp {
 	for i, p := range parts {
 		parts[i] = regexp.QuoteMeta(p)
 	}
-	re := strings.Join(parts, ".*")
+	re := strings.Join(parts, ".*?")
 	if whole {
 		re = "^" + re + "$"
 	}
 	return regexp.MustCompile("(?s)" + re)
 }
 
-// matchOutput checks output against the lines the README shows under its
+// matchOutput checks output against the lines a document shows under its
 // command: as JSON (white space ignored) when they start with { or [,
 // else each line in turn, found in the output after the one before it (…
 // may stand for several lines, as for an error that quotes a dial's
@@ -190,7 +231,7 @@ func matchOutput(out string, expect []string) error {
 	if strings.HasPrefix(expect[0], "{") || strings.HasPrefix(expect[0], "[") {
 		want := stripSpace(strings.Join(expect, ""))
 		if !globRE(want, true).MatchString(stripSpace(out)) {
-			return fmt.Errorf("the output does not match the README's (white space ignored, … for anything)\nREADME: %s\ngot:    %s", strings.Join(expect, "\n        "), out)
+			return fmt.Errorf("the output does not match the document's (white space ignored, … for anything)\ndocument: %s\ngot:      %s", strings.Join(expect, "\n          "), out)
 		}
 		return nil
 	}
@@ -198,7 +239,7 @@ func matchOutput(out string, expect []string) error {
 	for _, e := range expect {
 		loc := globRE(e, false).FindStringIndex(rest)
 		if loc == nil {
-			return fmt.Errorf("the output does not show the README's %q (after the lines before it)\ngot:\n%s", e, out)
+			return fmt.Errorf("the output does not show the document's %q (after the lines before it)\ngot:\n%s", e, out)
 		}
 		rest = rest[loc[1]:]
 	}

@@ -50,7 +50,7 @@ type Options struct {
 }
 
 // nextStep is the demo's last line: where a reader goes from here.
-const nextStep = `next: run two daemons yourself, in two terminals: README.md, "Two daemons, two terminals"`
+const nextStep = `next: two daemons and an agent of your own, in five minutes: README.md, "Five minutes on loopback"`
 
 type daemon struct {
 	name string
