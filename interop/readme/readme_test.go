@@ -3,6 +3,7 @@ package readme
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -70,6 +71,17 @@ const commandTimeout = 2 * time.Minute
 
 // checks are keyed by the document and the line as written.
 var checks = map[string]check{
+	`docs/tutorials/relay-mailbox.md: grep -ho '"trace":{"received":\[{"by":"[^"]*"' ~/relays/b/audit/*/*.jsonl`: {fn: func(s *session, out string) error {
+		// The hop is R's: the mail went through its mailbox.
+		pid, _, err := s.idOf("~/relays/r")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, `"by":"relay:/p2p/`+pid+`"`) {
+			return fmt.Errorf("the trace entry is not R's (relay:/p2p/%s): %s", pid, out)
+		}
+		return nil
+	}},
 	"README.md: go run ./cmd/ifaced run          # the daemon, on its embedded defaults": {fn: func(s *session, _ string) error {
 		home := filepath.Join(s.home, ".ifaced")
 		for name, mode := range map[string]os.FileMode{"": 0o700, "key.pem": 0o600, "api.token": 0o600} {
@@ -109,6 +121,20 @@ var checks = map[string]check{
 		}
 		return nil
 	}},
+}
+
+// idOf is the peer ID and did:key of the daemon of home (~/x).
+func (s *session) idOf(home string) (peerID, did string, err error) {
+	out, err := exec.Command(s.bins.ifaced, "id", "--home", s.expand(home), "--json").Output()
+	if err != nil {
+		return "", "", fmt.Errorf("ifaced id --home %s: %w", home, err)
+	}
+	var info struct {
+		PeerID string `json:"peer_id"`
+		DID    string `json:"did"`
+	}
+	err = json.Unmarshal(out, &info)
+	return info.PeerID, info.DID, err
 }
 
 // knownNarration are the comment lines a walkthrough may hold on their
@@ -399,7 +425,7 @@ func (s *session) do(b block, st step) {
 			t.Fatalf("%s: %s: %v", where, st.cmd, err)
 		}
 		if code != st.exit {
-			err = fmt.Errorf("exit status %d, the document shows %d", code, st.exit)
+			err = fmt.Errorf("exit status %d, the document shows %d; it printed:\n%s", code, st.exit, out)
 		}
 		if err == nil {
 			err = matchOutput(out, expect)
@@ -412,7 +438,7 @@ func (s *session) do(b block, st step) {
 			time.Sleep(200 * time.Millisecond) // polling a daemon in another process, as a person would
 			continue
 		case err != nil:
-			t.Errorf("%s: %s: %v\n%s", where, st.cmd, err, out)
+			t.Errorf("%s: %s: %v", where, st.cmd, err)
 		}
 		return
 	}
