@@ -159,14 +159,22 @@ func run(ctx context.Context, e *env, args []string) int {
 // badWords tells a mistake in the command line the daemon found from one
 // it could not have: the control API answers 400 naming the request
 // member at fault, and every such member a verb sends comes from its
-// arguments and flags; except for `caps add`, whose request is the file
-// it names (a problem in the file is the file's, exit 1).
+// arguments and flags; except for what a verb reads from elsewhere, a
+// problem of which is not the command line's (exit 1): `caps add` sends
+// the file it names, `accept-intro` the token on standard input or in a
+// file.
 func badWords(verb string, args []string, err error) bool {
 	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field == "" {
 		return false
 	}
-	return verb != "caps" || firstPositional(args) < 0 || args[firstPositional(args)] != "add"
+	switch verb {
+	case "accept-intro":
+		return false
+	case "caps":
+		return firstPositional(args) < 0 || args[firstPositional(args)] != "add"
+	}
+	return true
 }
 
 func unknownCommand(name string) error {
