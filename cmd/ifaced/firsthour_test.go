@@ -524,3 +524,60 @@ func cmdIn(dir, name string, args ...string) (string, error) {
 	out, err := c.CombinedOutput()
 	return string(out), err
 }
+
+// TestIDField: `ifaced id --field F` prints that field alone, for
+// scripts (ALICE=$(ifaced id --field peer_id)); a field it has not is a
+// usage error with the one meant.
+func TestIDField(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	var info idInfo
+	if err := json.Unmarshal([]byte(mustRun(t, home, "init", "--json")), &info); err != nil {
+		t.Fatal(err)
+	}
+	for field, want := range map[string]string{"peer_id": info.PeerID, "did": info.DID, "key_id": info.KeyID, "fingerprint": info.Fingerprint, "home": info.Home} {
+		if got := mustRun(t, home, "id", "--field", field); got != want+"\n" {
+			t.Errorf("id --field %s = %q, want %q", field, got, want+"\n")
+		}
+	}
+	if r := ifaced(t, home, "id", "--field", "peerid"); r.code != 2 || !strings.Contains(r.stderr, `did you mean "peer_id"?`) {
+		t.Errorf("id --field peerid: %d %q", r.code, r.stderr)
+	}
+}
+
+// TestConversationsShowPeer: `conversations show --peer P` shows the
+// newest conversation with P, open or recorded, with each message's ID.
+func TestConversationsShowPeer(t *testing.T) {
+	aliceHome, alice := startDaemon(t, aliceConfig())
+	bobHome, _ := startDaemon(t, nil)
+	b := bobHome.Dir
+	aliceID := alice.ID().PeerID().String()
+	mustRun(t, b, "connect", alice.Addrs()[0].String())
+	mustRun(t, b, "alias", "alice", aliceID)
+	mustRun(t, b, "greet", "alice")
+	newest := conversationLine.FindStringSubmatch(mustRun(t, b, "greet", "alice"))[1]
+	mustRun(t, b, "say", "alice", "--phase", "context", "--text", "the newest")
+	out := mustRun(t, b, "conversations", "show", "--peer", "alice")
+	wantLines(t, "show --peer, open", out, "conversation  "+newest, "state         open", " msg:", "context 3: the newest")
+	mustRun(t, b, "conversations", "close", "--peer", "alice")
+	wantLines(t, "show --peer, closed", mustRun(t, b, "conversations", "show", "--peer", "alice"), "state         closed", "context 3: the newest")
+	if r := ifaced(t, aliceHome.Dir, "conversations", "show", "--peer", "12D3KooWEm9qfbCB9Kmnd32XZEhqs4ewL7ty14SYVKHFwqJHpVXf"); r.code != 1 || !strings.Contains(r.stderr, "no conversation with") {
+		t.Errorf("show --peer of a peer never met: %d %q", r.code, r.stderr)
+	}
+	if r := ifaced(t, b, "conversations", "show", newest, "--peer", "alice"); r.code != 2 {
+		t.Errorf("show ID --peer P: %d %q", r.code, r.stderr)
+	}
+}
+
+// TestPeerHintsKeepTheirWords: what a peer answered is the peer's text,
+// and its hints are for the peer's owner: the command line's --home does
+// not go into them.
+func TestPeerHintsKeepTheirWords(t *testing.T) {
+	_, alice := startDaemon(t, agentConfig(t))
+	bobHome, _ := startDaemon(t, nil)
+	b := bobHome.Dir
+	mustRun(t, "", "connect", "--home", b, alice.Addrs()[0].String())
+	r := ifaced(t, "", "invoke", "--home", b, alice.ID().PeerID().String(), "calendar.availability", "--params", `{"days": 1}`)
+	if r.code != 1 || !strings.Contains(r.stderr, "`ifaced trust ") || strings.Contains(r.stderr, "--home") {
+		t.Errorf("a peer's refusal with --home %s: %d\n%s", b, r.code, r.stderr)
+	}
+}
