@@ -92,6 +92,7 @@ func TestReportJSON(t *testing.T) {
 		"a2a.full", "a2a.full_signed_per_request", "a2a.etag_304",
 		"mcp.discover", "mcp.discover_tools_list", "mcp.initialize", "mcp.initialize_tools_list",
 		"fsync.1kb", "ed25519.sign", "ed25519.verify",
+		"audit.greeting_cpu", "audit.proof_cpu", "audit.proof_cpu_ab", "audit.record_disk", "audit.proof_disk",
 		"cold.new_peer.tcp", "cold.new_peer.tcp.connect", "cold.new_peer.quic", "cold.new_peer.quic.connect",
 		"cold.known_peer.tcp", "cold.known_peer.tcp.connect", "cold.mtls_exchange", "cold.https", "cold.https_signed_per_request",
 		"load.ed25519_pairs", "load.ed25519_pair", "load.1.rate", "load.1.daemon_cpu",
@@ -172,7 +173,8 @@ func TestReportJSON(t *testing.T) {
 	for _, key := range []string{"warm.greeting/floor.long_lived", "warm.greeting/floor.new_stream", "warm.greeting/a2a.full",
 		"warm.greeting/a2a.etag_304", "warm.greeting/mcp.discover_tools_list", "warm.greeting/mcp.initialize_tools_list",
 		"cold.new_peer.tcp/cold.mtls_exchange", "cold.new_peer.tcp/cold.https", "load.1.daemon_cpu/load.ed25519_pair",
-		"memory.greeted.8/memory.bare.8", "rotation.4/rotation.one_peer"} {
+		"memory.greeted.8/memory.bare.8", "rotation.4/rotation.one_peer",
+		"audit.proof_cpu/audit.greeting_cpu", "audit.proof_disk/audit.record_disk"} {
 		if ratios[key] == nil {
 			t.Errorf("no ratio %s", key)
 		}

@@ -62,8 +62,8 @@ type daemon struct {
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// startDaemon starts a Node with cfg in a new home under root.
-func startDaemon(root string, cfg *node.Config) (*daemon, error) {
+// startDaemon starts a Node with cfg (and opts) in a new home under root.
+func startDaemon(root string, cfg *node.Config, opts ...node.Option) (*daemon, error) {
 	dir, err := os.MkdirTemp(root, "home-")
 	if err != nil {
 		return nil, fmt.Errorf("creating a daemon home: %w", err)
@@ -74,7 +74,7 @@ func startDaemon(root string, cfg *node.Config) (*daemon, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("initializing a daemon home: %w", err)
 	}
-	n, err := node.New(cfg, id, h, quietLog)
+	n, err := node.New(cfg, id, h, quietLog, opts...)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("starting a daemon: %w", err)

@@ -28,17 +28,17 @@ type warmPair struct {
 // newWarmPair starts Alice and Bob with homes under root, connects them
 // and greets twice, keeping the second greeting's two messages. sync is their
 // durability.sync.
-func newWarmPair(ctx context.Context, root, sync string) (*warmPair, error) {
+func newWarmPair(ctx context.Context, root, sync string, opts ...node.Option) (*warmPair, error) {
 	cfg := func() *node.Config {
 		c := benchConfig()
 		c.Durability.Sync = sync
 		return c
 	}
-	alice, err := startDaemon(root, cfg())
+	alice, err := startDaemon(root, cfg(), opts...)
 	if err != nil {
 		return nil, err
 	}
-	bob, err := startDaemon(root, cfg())
+	bob, err := startDaemon(root, cfg(), opts...)
 	if err != nil {
 		alice.close()
 		return nil, err
@@ -268,6 +268,10 @@ func warmSection(ctx context.Context, root string, n int, profile string) sectio
 		sec.rows = append(sec.rows,
 			latencyRow("ed25519.sign", fmt.Sprintf("Ed25519 sign, %.1f KB", float64(pair.signSize)/1024), pair.sign, "crypto/ed25519, one core"),
 			latencyRow("ed25519.verify", fmt.Sprintf("Ed25519 verify, %.1f KB", float64(pair.verSize)/1024), pair.verify, ""))
+	}
+	if ctx.Err() == nil {
+		rows, ratios := proofRows(ctx, root, n) // proofs.go
+		sec.rows, sec.ratios = append(sec.rows, rows...), append(sec.ratios, ratios...)
 	}
 	for _, den := range []string{"floor.new_stream", "a2a.full", "a2a.full_signed_per_request", "a2a.etag_304",
 		"mcp.discover_tools_list", "mcp.initialize_tools_list"} {

@@ -23,6 +23,7 @@ import (
 	"unicode"
 
 	jsonv1 "github.com/go-json-experiment/json/v1"
+	"github.com/ifaced/ifaced/gossip/auditproof"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -62,6 +63,10 @@ import (
 //	<day>/<peer>.jsonl  the same entries for programs: one JSON AuditEntry
 //	                    per line. This file is the authoritative one;
 //	                    Entries and Conversations read it.
+//	<day>/_tree.*, _checkpoints.jsonl, _log.jsonl
+//	                    with WithSigner, the day's tamper-evident tree, its
+//	                    signed checkpoints and the log's own records
+//	                    (audit_tree.go; docs/audit.md)
 //
 // Why per peer and day rather than per conversation: a capabilities query
 // is a conversation of two messages, and a daemon that finds peers by
@@ -244,6 +249,15 @@ type AuditLog struct {
 	indexMu sync.Mutex             // the days' indexes of strangers' files: appended and rewritten one at a time
 
 	leftOut int64 // refusals left out of the record, carried from the previous run (refusals.go)
+
+	// The tamper-evident log (audit_tree.go): on with a signer.
+	signer   auditproof.Signer
+	former   []string // the signer's earlier keys (did:keys)
+	treesMu  sync.Mutex
+	trees    map[string]*dayTree // by day
+	prunedMu sync.Mutex          // appends to the record of pruning, one at a time
+	cpStop   chan struct{}
+	cpDone   chan struct{}
 }
 
 // AuditOption adjusts how an audit log is written.
@@ -296,17 +310,22 @@ func OpenAuditLog(dir string, opts ...AuditOption) (*AuditLog, error) {
 		}
 	}
 	a := &AuditLog{dir: dir, files: map[string]*auditFile{}, names: map[string]string{}, now: time.Now,
-		held: map[*auditFile]struct{}{}, freeSpace: func() (uint64, error) { return freeBytes(dir) }}
+		held: map[*auditFile]struct{}{}, freeSpace: func() (uint64, error) { return freeBytes(dir) },
+		trees: map[string]*dayTree{}}
 	for _, o := range opts {
 		o(a)
 	}
-	if a.limits.MaxBytes > 0 || a.limits.Retention > 0 {
+	limited := a.limits.MaxBytes > 0 || a.limits.Retention > 0
+	if limited {
 		if err := a.measure(); err != nil {
 			return nil, fmt.Errorf("opening audit log: %w", err)
 		}
-		a.enforce()
 	}
 	a.readLeftOut()
+	if a.interval > 0 {
+		// Before beginRun: repairing a run that crashed writes records.
+		a.dirty, a.dirtyDirs = map[string]bool{}, map[string]bool{}
+	}
 	spares, err := openSpareFiles(filepath.Join(dir, spareDir), spareTarget)
 	if err != nil {
 		return nil, fmt.Errorf("opening audit log: %w", err)
@@ -318,9 +337,17 @@ func OpenAuditLog(dir string, opts ...AuditOption) (*AuditLog, error) {
 	}
 	a.md = newMDWriter(a)
 	if a.interval > 0 {
-		a.dirty, a.dirtyDirs = map[string]bool{}, map[string]bool{}
 		a.stop, a.stopped = make(chan struct{}), make(chan struct{})
 		go a.syncLoop()
+	}
+	if limited {
+		// After the tree is ready: what retention and the quota delete
+		// is recorded first (audit_tree.go).
+		a.enforce()
+	}
+	if a.proofsOn() {
+		a.cpStop, a.cpDone = make(chan struct{}), make(chan struct{})
+		go a.checkpointLoop()
 	}
 	return a, nil
 }
@@ -359,7 +386,11 @@ func (a *AuditLog) Close() error {
 		<-a.stopped
 		errs = append(errs, a.Sync())
 	}
-	if rendered {
+	// The last checkpoints; should they fail, the marker stays, and the
+	// next open appends again what the tree lacks.
+	treeErr := a.closeTrees()
+	errs = append(errs, treeErr)
+	if rendered && treeErr == nil {
 		errs = append(errs, a.endRun())
 	}
 	return errors.Join(errs...)
@@ -514,9 +545,13 @@ func (a *AuditLog) Record(e AuditEntry) error {
 			return err
 		}
 	}
-	if err := f.append(a, e, line.Bytes()); err != nil {
+	off, err := f.append(a, e, line.Bytes())
+	if err != nil {
 		f.loaded = false // the files are in an unknown state: look again next time
 		f.closeJSONL()
+		return err
+	}
+	if err := a.appendLeaf(f.day, f.name, off, line.Bytes()[:line.Len()-1]); err != nil {
 		return err
 	}
 	if f.gone.Load() {
@@ -1006,16 +1041,18 @@ func endsTorn(path string) (bool, error) {
 }
 
 // append writes one entry to the .jsonl through the handle f holds, and
-// makes it durable as the sync policy says. The .md is the writer's
-// (audit_writer.go).
-func (f *auditFile) append(a *AuditLog, e AuditEntry, line []byte) error {
+// makes it durable as the sync policy says; it returns the offset of the
+// line. The .md is the writer's (audit_writer.go).
+func (f *auditFile) append(a *AuditLog, e AuditEntry, line []byte) (int64, error) {
 	jsonl := f.path(a.dir, auditJSONLExt)
 	fd, created, err := a.jsonlHandle(f)
 	if err != nil {
-		return fmt.Errorf("recording audit entry in %s: %w", jsonl, err)
+		return 0, fmt.Errorf("recording audit entry in %s: %w", jsonl, err)
 	}
+	off := f.jsonlSize
 	if f.jsonlTorn {
 		line = append([]byte{'\n'}, line...)
+		off++
 	}
 	n, err := fd.Write(line)
 	if n > 0 {
@@ -1023,7 +1060,7 @@ func (f *auditFile) append(a *AuditLog, e AuditEntry, line []byte) error {
 		f.jsonlSize += int64(n)
 	}
 	if err != nil {
-		return fmt.Errorf("recording audit entry in %s: %w", jsonl, err)
+		return 0, fmt.Errorf("recording audit entry in %s: %w", jsonl, err)
 	}
 	f.jsonlTorn = false
 	var dirs []string
@@ -1032,13 +1069,13 @@ func (f *auditFile) append(a *AuditLog, e AuditEntry, line []byte) error {
 	}
 	if a.interval == 0 {
 		if err := fd.Sync(); err != nil {
-			return fmt.Errorf("recording audit entry: syncing %s: %w", jsonl, err)
+			return 0, fmt.Errorf("recording audit entry: syncing %s: %w", jsonl, err)
 		}
 	}
 	if err := a.durable(jsonl, false, dirs...); err != nil {
-		return fmt.Errorf("recording audit entry: %w", err)
+		return 0, fmt.Errorf("recording audit entry: %w", err)
 	}
-	return nil
+	return off, nil
 }
 
 // appendTo opens path for appending (putting a spare file in its place

@@ -172,8 +172,20 @@ func (a *AuditLog) measure() error {
 // account adds what an append of n bytes to a file of size bytes did to
 // the count, and enforces the quota or retention when due.
 func (a *AuditLog) account(path string, size, n int64) {
+	due, prune := a.count(path, size, n)
+	a.afterCount(due, prune)
+}
+
+// accountQuiet counts an append without enforcing anything: for writes
+// made inside the tamper-evident log's own locks (audit_tree.go), which
+// enforcing could wait for. The next write enforces.
+func (a *AuditLog) accountQuiet(path string, size, n int64) { a.count(path, size, n) }
+
+// count adds an append to the count, and says whether the quota or
+// retention is due, and the strangers' files are over their share.
+func (a *AuditLog) count(path string, size, n int64) (due, prune bool) {
 	if a.usage.days == nil {
-		return // no limits
+		return false, false // no limits
 	}
 	day := filepath.Base(filepath.Dir(path))
 	grown := roundBlock(size+n) - roundBlock(size)
@@ -187,7 +199,6 @@ func (a *AuditLog) account(path string, size, n int64) {
 		}
 		u.refused += grown
 	}
-	prune := false
 	if sf := u.strangerFiles[day+"/"+strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))]; sf != nil {
 		u.tick++
 		sf.bytes += grown
@@ -195,8 +206,13 @@ func (a *AuditLog) account(path string, size, n int64) {
 		u.strangers += grown
 		prune = a.limits.MaxBytes > 0 && u.strangers > a.limits.MaxBytes/StrangerShare
 	}
-	due := a.limits.MaxBytes > 0 && u.total > a.limits.MaxBytes || u.swept != a.currentDay()
+	due = a.limits.MaxBytes > 0 && u.total > a.limits.MaxBytes || u.swept != a.currentDay()
 	u.mu.Unlock()
+	return due, prune
+}
+
+// afterCount enforces what count found due.
+func (a *AuditLog) afterCount(due, prune bool) {
 	if due {
 		a.enforce()
 	}
@@ -247,6 +263,24 @@ func (a *AuditLog) enforce() {
 		u.mu.Unlock()
 		if day >= cutoff && !over {
 			break
+		}
+		if a.proofsOn() {
+			// Written down first: a day deleted by policy is told apart
+			// from one deleted by hand (audit_tree.go).
+			reason := PrunedQuota
+			if day < cutoff {
+				reason = PrunedRetention
+			}
+			u.mu.Lock()
+			bytes := u.days[day]
+			u.mu.Unlock()
+			pd := PrunedDay{Day: day, Bytes: bytes}
+			if link := a.forgetTree(day); link != nil {
+				pd.Size, pd.Root = link.Size, link.Root
+			}
+			if !a.recordPruned(Pruned{At: now, Reason: reason, Files: []PrunedFile{}, Days: []PrunedDay{pd}, Bytes: bytes}, true) {
+				return // tried again at the next write over the quota
+			}
 		}
 		if err := a.removeDay(day); err != nil {
 			return // tried again at the next write over the quota

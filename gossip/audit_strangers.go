@@ -36,23 +36,28 @@ import (
 //     deleted: it leaves the strangers' files. Nothing else is ever
 //     deleted for strangers: not the owner's peers' files, not the record
 //     of refusals, not a day.
-//   - Each such pass is written down, in <day>/_pruned.jsonl of the
-//     current day: one line {at, files: [{day, file, peer, bytes}] (at
-//     most prunedListed), more (files not listed), bytes}, within
-//     MaxBytes/PrunedShare a day (past it the pass is counted and the
-//     next line written says how many were not, unlisted_before); the
-//     daemon also logs it (WithPruned).
+//   - Each such pass is written down before any file goes, in
+//     <day>/_pruned.jsonl of the current day: one line {at, reason,
+//     files: [{day, file, peer, bytes, tree_file}], bytes} naming every
+//     file (tree_file: its number in its day's tamper-evident tree, so that
+//     its records read "pruned by policy" there; audit_tree.go), within
+//     MaxBytes/PrunedShare a day. When the day's record has no room left,
+//     nothing is pruned (StrangerRoom refuses new strangers until the next
+//     day, or until the owner raises audit.max_mb): a deletion is never
+//     left unrecorded. The daemon also logs each pass (WithPruned).
+//     Retention and the quota write the days they delete there too
+//     (reason "retention" or "quota", days: [{day, bytes, size, root}]),
+//     before deleting them.
 //
-// So new strangers are always taken (their oldest history goes instead),
-// and strangers never push the owner's peers' history out of the quota.
+// So new strangers are taken (their oldest history goes instead) while
+// the record of what went has room, and strangers never push the owner's
+// peers' history out of the quota.
 
 // PrunedShare bounds the record of pruned strangers' files of one day:
-// MaxBytes/PrunedShare.
-const PrunedShare = 256
-
-// prunedListed is how many files one line of the record of pruned files
-// names.
-const prunedListed = 32
+// MaxBytes/PrunedShare. A file named there takes about 200 bytes, and a
+// strangers' file at least two blocks (8 KiB): the record has room for
+// the strangers' share to turn over about ten times a day.
+const PrunedShare = 64
 
 // The names of a day's index of strangers' files and record of pruned
 // files (a peer's kept name never starts with '_').
@@ -74,17 +79,40 @@ type PrunedFile struct {
 	File  string `json:"file"`
 	Peer  string `json:"peer"`
 	Bytes int64  `json:"bytes"`
+	// TreeFile is the file's number in its day's tree (the generation
+	// pruned), when the log is tamper-evident and the file had a leaf.
+	TreeFile *int `json:"tree_file,omitempty"`
 }
 
-// Pruned is one pass of deleting strangers' files: what the record of
-// pruned files holds, and what WithPruned is told.
-type Pruned struct {
-	At             time.Time    `json:"at"`
-	Files          []PrunedFile `json:"files"`
-	More           int          `json:"more,omitempty"`            // files deleted and not listed in Files
-	Bytes          int64        `json:"bytes"`                     // all the files deleted, in whole blocks
-	UnlistedBefore int          `json:"unlisted_before,omitempty"` // passes of this day not written down before this one (over PrunedShare)
+// PrunedDay is one day deleted by retention or the quota.
+type PrunedDay struct {
+	Day   string `json:"day"`
+	Bytes int64  `json:"bytes"`          // its directory, in whole blocks
+	Size  int64  `json:"size,omitempty"` // the leaves of its tree
+	Root  string `json:"root,omitempty"` // its tree's root hash then (standard base64); absent: the day had no tree
 }
+
+// Pruned is one deletion by policy: a pass of deleting strangers' files,
+// or a day retention or the quota deleted. It is what the record of
+// pruning holds, and what WithPruned is told (of strangers' passes).
+type Pruned struct {
+	At     time.Time    `json:"at"`
+	Reason string       `json:"reason,omitempty"` // PrunedStrangers (also when absent, in older records), PrunedRetention or PrunedQuota
+	Files  []PrunedFile `json:"files"`
+	Days   []PrunedDay  `json:"days,omitempty"`
+	Bytes  int64        `json:"bytes"` // all that was deleted, in whole blocks
+	// Older records only: files deleted and not listed, and passes of the
+	// day not written down before this one.
+	More           int `json:"more,omitempty"`
+	UnlistedBefore int `json:"unlisted_before,omitempty"`
+}
+
+// The reasons of a Pruned.
+const (
+	PrunedStrangers = "strangers"
+	PrunedRetention = "retention"
+	PrunedQuota     = "quota"
+)
 
 // WithKnown tells the log which peers the owner has made known now: their
 // files are never deleted to make room for strangers.
@@ -204,39 +232,43 @@ func (a *AuditLog) makeStrangersRoom() bool {
 		}
 		return int(x.last) - int(y.last)
 	})
-	pass := Pruned{At: a.now().UTC()}
+	// The plan first: which files go. Then the record of them, and only
+	// then the files.
+	pass := Pruned{At: a.now().UTC(), Reason: PrunedStrangers, Files: []PrunedFile{}}
 	touched := map[string]bool{}
+	u.mu.Lock()
+	projected := u.strangers
+	u.mu.Unlock()
+	var plan []strangerFile
 	for _, sf := range queue {
-		u.mu.Lock()
-		done := u.strangers <= target
-		u.mu.Unlock()
-		if done {
+		if projected <= target {
 			break
 		}
 		touched[sf.day] = true
+		projected -= sf.bytes
 		if a.known != nil && a.known(sf.peer) {
 			a.unlistStranger(sf.day, sf.name) // an established peer's now
 			continue
 		}
-		n, err := a.removeFile(sf.day, sf.name)
-		if err != nil {
-			continue
-		}
-		if len(pass.Files) < prunedListed {
-			pass.Files = append(pass.Files, PrunedFile{Day: sf.day, File: sf.name, Peer: sf.peer, Bytes: n})
-		} else {
-			pass.More++
-		}
-		pass.Bytes += n
+		plan = append(plan, sf)
+		pass.Files = append(pass.Files, PrunedFile{Day: sf.day, File: sf.name, Peer: sf.peer, Bytes: sf.bytes,
+			TreeFile: a.treeNumber(sf.day, sf.name)})
+		pass.Bytes += sf.bytes
 	}
-	for day := range touched {
-		a.rewriteStrangersIndex(day)
-	}
-	if len(pass.Files) > 0 {
-		a.recordPruned(pass)
+	if len(plan) > 0 && a.recordPruned(pass, false) {
 		if a.pruned != nil {
 			a.pruned(pass)
 		}
+		for _, sf := range plan {
+			if _, err := a.removeFile(sf.day, sf.name); err != nil {
+				continue
+			}
+		}
+	} else {
+		pass.Bytes = 0
+	}
+	for day := range touched {
+		a.rewriteStrangersIndex(day)
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -269,6 +301,7 @@ func (a *AuditLog) removeFile(day, name string) (int64, error) {
 	delete(a.names, day+"/"+strings.ToLower(name))
 	a.mu.Unlock()
 	a.retire(dropped, true, true)
+	a.retireFile(day, name) // a file of that name written later is another generation in the tree
 	base := filepath.Join(a.dir, day, name)
 	if a.md != nil {
 		a.md.dropFile(base + auditMDExt)
@@ -369,40 +402,43 @@ func (a *AuditLog) shrink(day string, n int64) {
 	}
 }
 
-// recordPruned writes a pass to the current day's record of pruned
-// files, within its share.
-func (a *AuditLog) recordPruned(p Pruned) {
+// recordPruned writes a deletion by policy to the current day's record of
+// pruning, and reports whether it did: a pass of strangers' files only
+// within the day's share, a day always (force).
+func (a *AuditLog) recordPruned(p Pruned, force bool) bool {
 	day := a.currentDay()
+	line, err := encodeLine(&p)
+	if err != nil {
+		return false
+	}
+	a.prunedMu.Lock()
+	defer a.prunedMu.Unlock()
 	u := &a.usage
 	u.mu.Lock()
 	if u.prunedDay != day {
 		u.prunedDay, u.prunedBytes = day, 0
 	}
-	if u.prunedBytes > a.limits.MaxBytes/PrunedShare {
-		u.prunedUnlisted++
-		u.mu.Unlock()
-		return
-	}
-	p.UnlistedBefore, u.prunedUnlisted = u.prunedUnlisted, 0
+	full := a.limits.MaxBytes > 0 && u.prunedBytes+int64(len(line)) > a.limits.MaxBytes/PrunedShare
 	u.mu.Unlock()
-	var line bytes.Buffer
-	enc := jsonv1.NewEncoder(&line)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(&p); err != nil {
-		return
+	if full && !force {
+		return false
 	}
 	dayDir := filepath.Join(a.dir, day)
 	if err := os.MkdirAll(dayDir, 0o700); err != nil {
-		return
+		return false
 	}
 	path := filepath.Join(dayDir, prunedName+auditJSONLExt)
-	if err := a.appendTo(path, func(int64) []byte { return line.Bytes() }); err != nil {
-		return
+	off, err := a.appendRecordLine(path, line)
+	if err != nil {
+		return false
 	}
 	u.mu.Lock()
-	u.prunedBytes += int64(line.Len())
+	u.prunedBytes += int64(len(line))
 	u.mu.Unlock()
-	_ = a.durable(path, true, dayDir)
+	if err := a.appendLeaf(day, prunedName, off, line[:len(line)-1]); err != nil {
+		return false
+	}
+	return true
 }
 
 // PrunedOn returns the passes of deleting strangers' files recorded on

@@ -416,6 +416,11 @@ func (a *AuditLog) beginRun() error {
 		if err := a.repairSince(st.ModTime().Add(-time.Second)); err != nil {
 			return err
 		}
+		if a.proofsOn() {
+			if err := a.recoverTrees(st.ModTime().Add(-time.Second)); err != nil {
+				return err
+			}
+		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}

@@ -57,4 +57,10 @@
 // human-readable Markdown file of the same entries (marker lines followed
 // by IFP-3 renderings, and the decision on each capability request)
 // rendered by a background writer; audit.go and audit_writer.go say how.
+// With WithSigner the log is tamper-evident: every record is a leaf of its
+// day's Merkle tree, checkpoints are signed by the daemon's key, deletions
+// by policy are recorded before they happen, VerifyAuditLog checks a home
+// offline and evidence bundles verify with nothing else (audit_tree.go,
+// audit_verify.go, audit_bundle.go, package gossip/auditproof; the
+// specification, with its conformance vectors, is docs/audit.md).
 package gossip

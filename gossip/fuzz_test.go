@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -150,6 +151,25 @@ func FuzzParseIFP3(f *testing.F) {
 		c, _ := EncodeCBOR(back)
 		if !bytes.Equal(a, c) {
 			t.Fatalf("render/parse changed the message:\n%s", out)
+		}
+	})
+}
+
+// FuzzVerifyBundle: no bundle makes verification panic or hang, and a
+// bundle that does not verify says which part.
+func FuzzVerifyBundle(f *testing.F) {
+	if raw, err := os.ReadFile(auditVectorsFile); err == nil {
+		var v auditVectors
+		if json.Unmarshal(raw, &v) == nil {
+			f.Add([]byte(v.Bundle))
+		}
+	}
+	f.Add([]byte(`{"format":"ifaced-audit-bundle/1","keys":[],"conversation_id":"c","checkpoints":["x"],"records":[]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rep, err := VerifyBundle(b, nil)
+		var bf *BundleFailure
+		if err != nil && (!errors.As(err, &bf) || rep.Failure == nil) {
+			t.Fatalf("a failure without its part: %v", err)
 		}
 	})
 }

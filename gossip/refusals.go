@@ -257,10 +257,29 @@ func (a *AuditLog) RecordRefusal(r Refusal) error {
 		return fmt.Errorf("recording a refusal: %w", err)
 	}
 	jsonl := f.path(a.dir, auditJSONLExt)
+	if !f.loaded {
+		// A line a crash cut is ended before the next (its leaf, when the
+		// log is tamper-evident, is the line as it was cut).
+		torn, err := endsTorn(jsonl)
+		if err != nil {
+			return fmt.Errorf("recording a refusal in %s: %w", jsonl, err)
+		}
+		f.jsonlTorn, f.loaded = torn, true
+	}
 	created := false
-	if err := a.appendTo(jsonl, func(size int64) []byte { created = size == 0; return line.Bytes() }); err != nil {
+	var off int64
+	if err := a.appendTo(jsonl, func(size int64) []byte {
+		created, off = size == 0, size
+		if f.jsonlTorn && size > 0 {
+			off++
+			return append([]byte{'\n'}, line.Bytes()...)
+		}
+		return line.Bytes()
+	}); err != nil {
+		f.loaded = false
 		return fmt.Errorf("recording a refusal in %s: %w", jsonl, err)
 	}
+	f.jsonlTorn = false
 	md := f.path(a.dir, auditMDExt)
 	if err := a.appendTo(md, func(size int64) []byte {
 		if size == 0 {
@@ -274,7 +293,10 @@ func (a *AuditLog) RecordRefusal(r Refusal) error {
 	if created {
 		dirs = append(dirs, filepath.Join(a.dir, day))
 	}
-	return a.durable(jsonl, true, dirs...)
+	if err := a.durable(jsonl, true, dirs...); err != nil {
+		return err
+	}
+	return a.appendLeaf(day, refusedName, off, line.Bytes()[:line.Len()-1])
 }
 
 func orDash(s string) string {
@@ -361,4 +383,20 @@ func (a *AuditLog) readLeftOut() {
 	if n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64); err == nil && n > 0 {
 		a.leftOut = n
 	}
+}
+
+// RefusalDays lists the days (YYYY-MM-DD) whose record of refusals holds
+// anything, newest first.
+func (a *AuditLog) RefusalDays() ([]string, error) {
+	days, err := a.days()
+	if err != nil {
+		return nil, fmt.Errorf("listing the days of refusals: %w", err)
+	}
+	var out []string
+	for i := len(days) - 1; i >= 0; i-- {
+		if fi, err := os.Stat(filepath.Join(a.dir, days[i], refusedName+auditJSONLExt)); err == nil && fi.Size() > 0 {
+			out = append(out, days[i])
+		}
+	}
+	return out, nil
 }

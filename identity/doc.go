@@ -39,6 +39,12 @@
 //	message signatures:             "ifp/5/message-signature/v1\n"
 //	capability-document signatures: "ifp/7/capability-document-signature/v1\n"
 //
+// The same key also signs the checkpoints of the daemon's tamper-evident
+// audit log (docs/audit.md): C2SP signed notes, signed as they are, whose
+// text begins with CheckpointPrefix, "ifaced-audit/" — never "ifp/", so no
+// checkpoint signature passes for one of the signatures above, nor one of
+// them for a checkpoint's (SignCheckpoint signs nothing else).
+//
 // For a message signature, object is
 //
 //	{

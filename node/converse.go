@@ -50,6 +50,7 @@ type conv struct {
 	categories []string          // ACP tool categories the peer asked for, put first in its views
 	peerHas    string            // have_view of the peer's greeting: the hash of our view it holds
 	lastView   []byte            // content of the last view sent, without seq and signature
+	greeted    *signedView       // the view this daemon's greeting carried (noteSent)
 
 	doneOnce, endOnce sync.Once
 	done              chan struct{} // closed when the conversation ends
@@ -174,6 +175,7 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 		s.Reset()
 		return nil, err
 	}
+	cs.noteGreeted(c, proto)
 	var heldView *heldView
 	if holding {
 		heldView = &held
@@ -335,6 +337,7 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 		s.Reset()
 		return
 	}
+	cs.noteGreeted(c, s.Protocol())
 	if !conversation {
 		s.Close()
 		return
@@ -486,6 +489,9 @@ func (cs *Conversations) greeting(c *conv, prop negotiate.Proposal, granted *neg
 		}
 	}
 	c.viewChanged(v.Key)
+	c.gmu.Lock()
+	c.greeted = v
+	c.gmu.Unlock()
 	prop.IFPSupport = v.Doc.IFPSupport
 	// The view is left out only when the peer holds this very view: any
 	// change (seq, grant, order) changes the hash.

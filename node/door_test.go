@@ -711,20 +711,21 @@ func TestDoorStrangersCannotCrowdTheAgent(t *testing.T) {
 	for i := range flood {
 		alice.Inbox().RecordUndecoded("https", []byte(fmt.Sprintf("junk %d", i)), fmt.Errorf("%w: junk", gossip.ErrInvalidMessage))
 	}
+	// The hub delivers in order: every event of the flood comes before
+	// this one.
+	const sentinel = "test_flood_done"
+	alice.events.publish(Event{Type: sentinel, At: clock.now()})
 	refusals := 0
 	for done := false; !done; {
-		select {
-		case e, ok := <-agent.ch:
-			if !ok {
-				t.Fatal("the agent's event stream was dropped")
-			}
-			if e.Type == EventEventsLost {
-				t.Fatal("the agent fell behind")
-			}
-			if e.Type == EventRefused {
-				refusals++
-			}
-		default:
+		e, ok := <-agent.ch
+		switch {
+		case !ok:
+			t.Fatal("the agent's event stream was dropped")
+		case e.Type == EventEventsLost:
+			t.Fatal("the agent fell behind")
+		case e.Type == EventRefused:
+			refusals++
+		case e.Type == sentinel:
 			done = true
 		}
 	}

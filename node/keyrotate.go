@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -84,6 +85,25 @@ var ErrCommitted = errors.New("this daemon's key committed to its next key")
 
 // ErrDaemonRunning: a key command needs the daemon stopped.
 var ErrDaemonRunning = errors.New("the daemon is running")
+
+// RetiredDIDs are the did:keys of the keys this home's key retired
+// (named by their files under RetiredKeyPath's directory): the audit
+// log's checkpoints signed before a rotation are theirs.
+func (h Home) RetiredDIDs() []string {
+	des, _ := os.ReadDir(filepath.Join(h.Dir, "retired"))
+	var out []string
+	for _, de := range des {
+		name, ok := strings.CutSuffix(de.Name(), ".pem")
+		pid, err := peer.Decode(name)
+		if !ok || err != nil {
+			continue
+		}
+		if pub, err := identity.PublicKeyFromPeerID(pid); err == nil {
+			out = append(out, identity.DIDKey(pub))
+		}
+	}
+	return out
+}
 
 // RetiredKeyPath is where RotateKey keeps the key it retired: the owner
 // may still prepare a revocation statement with it (`ifaced key

@@ -139,6 +139,9 @@ func New(cfg *Config, id *identity.Identity, home Home, log *slog.Logger, opts .
 			log.Warn("deleted the oldest strangers' audit files to make room for new strangers (audit.max_mb / 4 is their share)",
 				"files", len(p.Files)+p.More, "mib", p.Bytes>>20, "listed_in", filepath.Join("audit", p.At.Format("2006-01-02"), "_pruned.jsonl"))
 		}))
+	// Tamper-evident: each record a leaf, checkpoints signed with the key
+	// (docs/audit.md).
+	auditOpts = append(auditOpts, gossip.WithSigner(id), gossip.WithFormerKeys(home.RetiredDIDs()...))
 	if n.audit, err = gossip.OpenAuditLog(filepath.Join(home.Dir, "audit"), append(auditOpts, n.auditOpts...)...); err != nil {
 		return nil, err
 	}

@@ -89,6 +89,7 @@ func (up *updatePush) push(ctx context.Context, c *conv) error {
 		s.Reset()
 		return err
 	}
+	cs.noteSent(c.peer, v, c.grant(), c.ID, SentInUpdate)
 	s.CloseWrite()
 	ack, release, err := u.stream.ReadHeld()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -297,6 +298,9 @@ func runSay(ctx context.Context, e *env, args []string) error {
 }
 
 func runAudit(ctx context.Context, e *env, args []string) error {
+	if len(args) > 0 && slices.Contains(auditSubs, args[0]) {
+		return runAuditSub(ctx, e, args[0], args[1:]) // auditverify.go
+	}
 	f := newFlags(e, "audit", "", true)
 	convID := f.String("conversation", "", "show this conversation's entries")
 	peerRef := f.String("peer", "", "list only conversations with this peer")
@@ -304,6 +308,9 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 	pos, err := f.parseInterleaved(args)
 	if err != nil {
 		return err
+	}
+	if len(pos) > 0 && slices.Contains(auditSubs, pos[0]) {
+		return usageError("audit %s: put the subcommand first (`ifaced audit %s --home DIR …`)", pos[0], pos[0])
 	}
 	if len(pos) > 0 {
 		return usageError("audit takes no arguments (use --conversation ID or --why MESSAGE_ID), got %q", pos)

@@ -350,6 +350,11 @@ func TestFaultKillDuringLoad(t *testing.T) {
 	})
 	defer stopLoad()
 
+	aKey, err := identity.LoadKey(aHome.KeyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	aDID := aKey.DID()
 	rounds, perRound := killRounds()
 	for round := 1; round <= rounds; round++ {
 		ackMu.Lock()
@@ -369,6 +374,11 @@ func TestFaultKillDuringLoad(t *testing.T) {
 		}
 		ackMu.Unlock()
 		checked := checkKilledHome(t, aHome, b, cID, ackedMail)
+		// Its tamper-evident audit log verifies as it was left: what was
+		// not yet in a checkpoint pending, nothing failing.
+		if rep, err := gossip.VerifyAuditLog(filepath.Join(aHome.Dir, "audit"), gossip.VerifyOptions{Trusted: func(d string) bool { return d == aDID }}); err != nil || !rep.Open {
+			t.Fatalf("round %d: the killed daemon's audit log: %+v, %v", round, rep, err)
+		}
 		t.Logf("round %d: %d greetings answered, %d mails queued, %d left at A; killed; %d answered conversations and %d mails checked",
 			round, greeted.Load(), mailed.Load(), len(ackedMail), checked, len(ackedMail))
 

@@ -78,7 +78,7 @@ func commands() []command {
 		{"key", "rotate this daemon's key, revoke an old one, or prepare a revocation statement to keep offline (key rotate | revoke [OLD-PEER | --statement FILE] | revocation-statement)", runKey, keySubs},
 		{"introduce", "mint an introduction token for a peer whose key you do not know yet (introduce --label NAME | --list | --revoke ID)", runIntroduce, nil},
 		{"accept-intro", "hold an introduction token another daemon minted for this one (accept-intro, the token on standard input or --secret-file FILE)", runAcceptIntro, nil},
-		{"audit", "list recorded conversations, show one, or why a request was decided (audit [--conversation ID] [--peer P] [--why MESSAGE_ID])", runAudit, nil},
+		{"audit", "list recorded conversations, show one, why a request was decided, or prove it (audit [--conversation ID] [--peer P] [--why MESSAGE_ID] | verify | export --conversation ID | verify-bundle FILE)", runAudit, auditSubs},
 		{"alias", "name peers locally: list, set or remove an alias (alias [NAME PEER | --remove NAME])", runAlias, nil},
 		{"config", "show the effective configuration, or set one key (config [show | set KEY VALUE | keys])", runConfig, configSubs},
 		{"completion", "print a shell completion script (completion bash | zsh | fish)", runCompletion, completionShells},

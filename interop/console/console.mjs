@@ -10,15 +10,20 @@
 // login page file `ifaced ui` handed a desktop opener), IFACED_BOB (bob's
 // peer ID), IFACED_BOB_FP (his key's fingerprint, as his owner would read
 // it out), IFACED_CONVERSATION (the conversation of his requests),
-// IFACED_CONSOLE_SHOTS (where screenshots go), CHROMIUM (the browser).
+// IFACED_CAROL (carol's peer ID: she greeted alice, and alice revokes
+// her), IFACED_GREET_AS_CAROL (a JSON array: the command that makes carol
+// greet alice again), IFACED_AXE (axe-core's script, loaded into each
+// page by this script, never by the console), IFACED_CONSOLE_SHOTS (where
+// screenshots go), CHROMIUM (the browser).
 //
 // Output: one JSON object on standard output saying what each scenario
 // saw; the Go test checks it, and checks the daemons' own state through
 // their control APIs. A failed step throws, and the script exits 1 with
 // the step on standard error.
 import { chromium } from "playwright-core";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { execFileSync } from "node:child_process";
 
 const env = (k) => {
   const v = process.env[k];
@@ -30,6 +35,9 @@ const loginPage = env("IFACED_UI_PAGE");
 const bob = env("IFACED_BOB");
 const bobFP = env("IFACED_BOB_FP");
 const conversation = env("IFACED_CONVERSATION");
+const carol = env("IFACED_CAROL");
+const greetAsCarol = JSON.parse(env("IFACED_GREET_AS_CAROL"));
+const axeSource = readFileSync(env("IFACED_AXE"), "utf8");
 const shots = env("IFACED_CONSOLE_SHOTS");
 mkdirSync(shots, { recursive: true });
 const origin = new URL(loginURL).origin;
@@ -104,11 +112,21 @@ try {
   await page.selectOption("#grant-tier", "professional");
   await submit(page.locator('#grant-form button[type="submit"]'));
   out.grantNotice = await text("#notice");
+  // The form shows the state: the tier just granted, the cap in force.
+  out.grantTierShown = await page.inputValue("#grant-tier");
+  out.grantPeerShown = await page.inputValue("#grant-peer");
+  out.capMaxShown = await page.inputValue("#cap-max");
   await shot("3-policy");
   await page.click("#peer-link");
   out.bobTierAfter = await text("#tier");
   out.calendarAfter = await text('#seen tr[data-cap="calendar.availability"] td.standing');
-  await page.screenshot({ path: join(shots, "console.png") }); // the README's picture: the peer's page, first screen
+
+  step = "what bob holds beside what he would get";
+  out.bobHeldTier = await text("#held-tier");
+  out.calendarHeld = await text('#seen tr[data-cap="calendar.availability"] td.held');
+  out.bobDifference = await text("#difference");
+  out.bobAdvice = (await page.locator("#seen .advice").allInnerTexts()).join(" | ");
+  await page.screenshot({ path: join(shots, "console-desktop.png") }); // the docs' picture: the peer's page, first screen
   await shot("4-peer-after");
 
   step = "pinning the peer's key by comparing fingerprints";
@@ -132,6 +150,8 @@ try {
   out.introID = await minted.getAttribute("data-intro");
   out.introStateMinted = (await minted.locator("td.state").innerText()).trim();
   await submit(minted.locator('button[type="submit"]'));
+  out.introConfirm = await text("#confirm .question");
+  await submit(page.locator("#confirm-button"));
   out.introStateRevoked = await text(`#issued tr[data-intro="${out.introID}"] td.state`);
   out.tokenShownAgain = (await page.content()).includes(out.token);
 
@@ -172,6 +192,185 @@ try {
   out.liveEvent = (await live.innerText()).trim();
   out.eventsGrew = (await page.locator("#events li").count()) > before;
   await shot("9-live");
+
+  step = "revoking carol, confirmed on a page of its own";
+  await page.goto(origin + "/ui/trust");
+  const carolRow = page.locator(`#trust tr[data-peer="${carol}"]`);
+  await submit(carolRow.locator("form.revoke button"));
+  out.revokeConfirm = await text("#confirm .question");
+  await shot("12-confirm-revoke");
+  await submit(page.locator("#confirm-button"));
+  out.revokeNotice = await text("#notice");
+  out.revokeNoticeClass = await page.locator("#notice").getAttribute("class");
+  out.carolRevokeButtons = await page.locator(`#trust tr[data-peer="${carol}"] form.revoke`).count();
+  out.carolPinButton = (await page.locator(`#trust tr[data-peer="${carol}"] form.pin button`).innerText()).trim();
+
+  step = "a revoked peer, refused everywhere";
+  await page.goto(origin + "/ui/peers");
+  out.carolPeersRow = await text(`#peers tr[data-peer="${carol}"]`);
+  out.carolPeersRowClass = await page.locator(`#peers tr[data-peer="${carol}"]`).getAttribute("class");
+  await page.goto(origin + "/ui/peers/" + encodeURIComponent(carol));
+  out.carolRefusedNotice = (await page.locator("#refused").count()) === 1 ? await text("#refused") : "";
+  out.carolSeenTables = await page.locator("#seen").count();
+  out.carolPinAgain = await page.locator("#pin-again button").count();
+  out.carolPageText = await text("main");
+  await shot("13-revoked-peer");
+
+  step = "a refused greeting, found from its event";
+  await page.goto(origin + "/ui/");
+  await page.waitForFunction(() => document.getElementById("live-state")?.textContent.startsWith("Live"), null, { timeout: 15000 });
+  let greeted = true;
+  try {
+    execFileSync(greetAsCarol[0], greetAsCarol.slice(1), { stdio: "pipe", timeout: 60000 });
+  } catch {
+    greeted = false;
+  }
+  out.carolGreetingTaken = greeted;
+  const refusedEvent = page.locator("#events li.live", { hasText: "refused" }).first();
+  await refusedEvent.waitFor({ timeout: 15000 });
+  out.refusedEvent = (await refusedEvent.innerText()).trim();
+  out.eventsLive = await page.locator("#events").getAttribute("aria-live");
+  const record = refusedEvent.locator("a.record");
+  out.refusedEventLinks = await refusedEvent.locator("a").evaluateAll((as) => as.map((a) => a.getAttribute("href")));
+  const followed = await submit(record);
+  out.refusalPageStatus = followed.status();
+  out.refusalTargets = await page.locator("#refusals li.target").count();
+  out.refusalTargetCode = out.refusalTargets ? await page.locator("#refusals li.target").first().getAttribute("data-code") : "";
+  out.refusalTargetWhy = out.refusalTargets ? await text("#refusals li.target .why") : "";
+  await shot("14-refusal");
+  // Every link of the event resolves.
+  out.eventLinkStatuses = [];
+  for (const href of out.refusedEventLinks) {
+    const r = await page.request.get(origin + href);
+    out.eventLinkStatuses.push(r.status());
+  }
+  await page.goto(origin + "/ui/audit?q=key_revoked");
+  out.auditSearchRevoked = await page.locator('#refused-messages li[data-code="key_revoked"]').count();
+  await page.goto(origin + "/ui/audit?refusals=1");
+  out.auditRefusalsOnly = await page.locator('#refused-messages li[data-code="key_revoked"]').count();
+  await page.goto(origin + "/ui/audit/refusals?code=key_revoked&peer=" + encodeURIComponent(carol));
+  out.refusalsByCode = await page.locator('#refusals li[data-code="key_revoked"]').count();
+
+  step = "seen as an unknown peer";
+  const unknown = await page.goto(origin + "/ui/caps?as=nobody");
+  out.unknownSeenStatus = unknown.status();
+  out.unknownSeenError = (await page.locator("#seen-error").count()) ? await text("#seen-error") : "";
+  out.unknownSeenTables = await page.locator("#seen").count();
+  out.unknownSeenFacts = await page.locator("#seen-facts").count();
+  out.unknownFieldError = await page.locator("#as-error").count();
+
+  step = "seen as, by keyboard only";
+  {
+    const kp = await ctx.newPage();
+    kp.on("pageerror", (e) => errors.push(String(e)));
+    await kp.goto(origin + "/ui/caps");
+    let tabs = 0;
+    let reached = false;
+    for (; tabs < 40 && !reached; ) {
+      await kp.keyboard.press("Tab");
+      tabs++;
+      const a = await kp.evaluate(() => ({ id: document.activeElement?.id, href: document.activeElement?.getAttribute("href") }));
+      if (a.id === "as") reached = true;
+      else if (a.href === "#seen-as") await kp.keyboard.press("Enter");
+    }
+    out.keyboardTabs = reached ? tabs : -1;
+    // The focus ring is visible where the focus is.
+    out.keyboardFocusRing = await kp.evaluate(() => getComputedStyle(document.activeElement).outlineStyle);
+    await kp.keyboard.type("Bob's agent"); // a display name, as the command line takes one
+    await Promise.all([kp.waitForNavigation(), kp.keyboard.press("Enter")]);
+    out.keyboardSeenAs = (await kp.locator("#seen-facts").count()) ? (await kp.locator("#seen-facts").innerText()).trim() : "";
+    await kp.close();
+  }
+
+  step = "every page at desktop and at 375 px: screenshots, overflow, axe";
+  {
+    const pages = [
+      ["overview", "/ui/"],
+      ["peers", "/ui/peers"],
+      ["peer", "/ui/peers/" + encodeURIComponent(bob)],
+      ["peer-revoked", "/ui/peers/" + encodeURIComponent(carol)],
+      ["caps", "/ui/caps"],
+      ["caps-seen-as", "/ui/caps?as=" + encodeURIComponent(bob)],
+      ["caps-seen-unknown", "/ui/caps?as=nobody"],
+      ["cap-edit", "/ui/caps/edit/ping"],
+      ["policy", "/ui/policy?peer=" + encodeURIComponent(bob)],
+      ["trust", "/ui/trust"],
+      ["audit", "/ui/audit"],
+      ["audit-search", "/ui/audit?q=key_revoked"],
+      ["conversation", "/ui/audit/c/" + encodeURIComponent(conversation)],
+      ["why", out.whyURL],
+      ["refusals", "/ui/audit/refusals"],
+      ["confirm", null], // a revocation's confirmation page: posted, not linked
+      ["login", "anon"],
+    ];
+    const wp = await ctx.newPage();
+    wp.on("pageerror", (e) => errors.push(String(e)));
+    const anon = await browser.newContext();
+    const ap = await anon.newPage();
+    out.axe = {};
+    out.overflow = {};
+    out.shots = [];
+    const open = async (p, path, name) => {
+      if (path === "anon") {
+        await ap.goto(origin + "/ui/login");
+        return ap;
+      }
+      if (path === null) {
+        await p.goto(origin + "/ui/trust");
+        await Promise.all([p.waitForNavigation(), p.locator(`#trust tr[data-peer="${bob}"] form.revoke button`).click()]);
+        return p;
+      }
+      const r = await p.goto(origin + path);
+      const want = name === "caps-seen-unknown" ? 404 : 200;
+      if (r.status() !== want) throw new Error(`${path} answered ${r.status()}, want ${want}`);
+      return p;
+    };
+    const axe = async (p) => {
+      // Loaded by the test through the DevTools protocol, which the
+      // page's Content-Security-Policy does not govern: the console
+      // itself loads nothing but its own script.
+      await p.evaluate(axeSource);
+      return p.evaluate(async () => {
+        const r = await window.axe.run(document, { resultTypes: ["violations"] });
+        return r.violations.map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).slice(0, 3).join(", ")}`);
+      });
+    };
+    const overflow = (p) =>
+      p.evaluate(() => {
+        const vw = document.documentElement.clientWidth;
+        const wide = [];
+        for (const el of document.querySelectorAll("body *")) {
+          const r = el.getBoundingClientRect();
+          if (r.width === 0 || r.height === 0 || r.right <= 0) continue; // not laid out, or off-screen on purpose (the skip links)
+          if (r.right > vw + 0.5 || r.width > vw + 0.5) {
+            wide.push(`${el.tagName.toLowerCase()}${el.id ? "#" + el.id : ""}${el.className && typeof el.className === "string" ? "." + el.className.split(" ").join(".") : ""} (${Math.round(r.left)}..${Math.round(r.right)})`);
+          }
+        }
+        const sw = document.documentElement.scrollWidth;
+        if (sw > vw) wide.unshift(`the page scrolls sideways: ${sw} px wide in ${vw}`);
+        return wide.slice(0, 8);
+      });
+    for (const [name, path] of pages) {
+      for (const [size, vp] of [["desktop", { width: 1100, height: 760 }], ["phone", { width: 375, height: 740 }]]) {
+        const p = path === "anon" ? ap : wp;
+        await p.setViewportSize(vp);
+        await open(p, path, name);
+        await p.screenshot({ path: join(shots, `${size}-${name}.png`), fullPage: true });
+        out.shots.push(`${size}-${name}.png`);
+        if (size === "phone") {
+          out.overflow[name] = await overflow(p);
+          if (name === "peer") {
+            // The docs' phone picture: what bob holds beside what he would get.
+            await p.evaluate(() => document.getElementById("holds").scrollIntoView());
+            await p.screenshot({ path: join(shots, "console-phone.png") });
+          }
+        }
+        out.axe[`${size} ${name}`] = await axe(p);
+      }
+    }
+    await anon.close();
+    await wp.close();
+  }
 
   step = "a change with a forged CSRF token";
   await page.goto(origin + "/ui/policy?peer=" + encodeURIComponent(bob));

@@ -29,7 +29,7 @@ import (
 const (
 	RequireBrowserEnv = "IFACED_REQUIRE_BROWSER" // "1": a missing Chromium or Node.js fails the test
 	ShotsEnv          = "IFACED_CONSOLE_SHOTS"   // where the screenshots go
-	DocsEnv           = "IFACED_CONSOLE_DOCS"    // a path: the README's picture is written there too
+	DocsEnv           = "IFACED_CONSOLE_DOCS"    // a directory: the docs' pictures (console-desktop.png, console-phone.png) are written there too
 	chromiumPath      = "/usr/bin/chromium"
 )
 
@@ -195,6 +195,12 @@ const bobConfig = `version = 1
 display = "Bob's agent"
 `
 
+const carolConfig = `version = 1
+
+[identity]
+display = "Carol's agent"
+`
+
 // openedPage runs `ifaced ui` for p as on a desktop, with an xdg-open
 // that records what it was given (a login page's path), and returns
 // that path.
@@ -269,6 +275,54 @@ type summary struct {
 	NoCookiePageShowsPeer bool     `json:"noCookiePageShowsPeerID"`
 	NoCookiePostStatus    int      `json:"noCookiePostStatus"`
 	PageErrors            []string `json:"pageErrors"`
+
+	// The forms show the state; what bob holds beside what he would get.
+	GrantTierShown string `json:"grantTierShown"`
+	GrantPeerShown string `json:"grantPeerShown"`
+	CapMaxShown    string `json:"capMaxShown"`
+	BobHeldTier    string `json:"bobHeldTier"`
+	CalendarHeld   string `json:"calendarHeld"`
+	BobDifference  string `json:"bobDifference"`
+	BobAdvice      string `json:"bobAdvice"`
+	IntroConfirm   string `json:"introConfirm"`
+	// Carol revoked, and refused everywhere.
+	RevokeConfirm      string `json:"revokeConfirm"`
+	RevokeNotice       string `json:"revokeNotice"`
+	RevokeNoticeClass  string `json:"revokeNoticeClass"`
+	CarolRevokeButtons int    `json:"carolRevokeButtons"`
+	CarolPinButton     string `json:"carolPinButton"`
+	CarolPeersRow      string `json:"carolPeersRow"`
+	CarolPeersRowClass string `json:"carolPeersRowClass"`
+	CarolRefusedNotice string `json:"carolRefusedNotice"`
+	CarolSeenTables    int    `json:"carolSeenTables"`
+	CarolPinAgain      int    `json:"carolPinAgain"`
+	CarolPageText      string `json:"carolPageText"`
+	// Her refused greeting, found from its event.
+	CarolGreetingTaken bool     `json:"carolGreetingTaken"`
+	RefusedEvent       string   `json:"refusedEvent"`
+	EventsLive         string   `json:"eventsLive"`
+	RefusedEventLinks  []string `json:"refusedEventLinks"`
+	EventLinkStatuses  []int    `json:"eventLinkStatuses"`
+	RefusalPageStatus  int      `json:"refusalPageStatus"`
+	RefusalTargets     int      `json:"refusalTargets"`
+	RefusalTargetCode  string   `json:"refusalTargetCode"`
+	RefusalTargetWhy   string   `json:"refusalTargetWhy"`
+	AuditSearchRevoked int      `json:"auditSearchRevoked"`
+	AuditRefusalsOnly  int      `json:"auditRefusalsOnly"`
+	RefusalsByCode     int      `json:"refusalsByCode"`
+	// Seen as an unknown peer; by keyboard.
+	UnknownSeenStatus int    `json:"unknownSeenStatus"`
+	UnknownSeenError  string `json:"unknownSeenError"`
+	UnknownSeenTables int    `json:"unknownSeenTables"`
+	UnknownSeenFacts  int    `json:"unknownSeenFacts"`
+	UnknownFieldError int    `json:"unknownFieldError"`
+	KeyboardTabs      int    `json:"keyboardTabs"`
+	KeyboardFocusRing string `json:"keyboardFocusRing"`
+	KeyboardSeenAs    string `json:"keyboardSeenAs"`
+	// Every page, at desktop and 375 px.
+	Axe      map[string][]string `json:"axe"`
+	Overflow map[string][]string `json:"overflow"`
+	Shots    []string            `json:"shots"`
 }
 
 // TestConsoleInBrowser runs the owner's scenarios in headless Chromium
@@ -286,6 +340,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	alice := start(t, bin, "alice", aliceConfig)
 	bob := start(t, bin, "bob", bobConfig)
+	carol := start(t, bin, "carol", carolConfig)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ast, err := alice.c.Status(ctx)
@@ -309,6 +364,15 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal("alice answered bob's calendar request; want a refusal")
 	}
 
+	// Carol greets alice too; alice will revoke her in the browser.
+	cst, err := carol.c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	carol.run(t, bin, "connect", ast.Addrs[0])
+	carol.run(t, bin, "greet", ast.PeerID)
+	greetAsCarol, _ := json.Marshal([]string{bin, "greet", ast.PeerID, "--home", carol.home.Dir})
+
 	before, err := alice.c.AuditEntries(ctx, g.ConversationID)
 	if err != nil {
 		t.Fatal(err)
@@ -318,7 +382,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	cmd := exec.CommandContext(ctx, "node", "console.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "IFACED_UI_URL="+loginURL, "IFACED_UI_PAGE="+loginPage, "IFACED_BOB="+bst.PeerID, "IFACED_BOB_FP="+bst.Fingerprint,
-		"IFACED_CONVERSATION="+g.ConversationID, "IFACED_CONSOLE_SHOTS="+shots, "CHROMIUM="+chromiumPath)
+		"IFACED_CONVERSATION="+g.ConversationID, "IFACED_CONSOLE_SHOTS="+shots, "CHROMIUM="+chromiumPath,
+		"IFACED_CAROL="+cst.PeerID, "IFACED_GREET_AS_CAROL="+string(greetAsCarol), "IFACED_AXE="+filepath.Join(dir, "node_modules", "axe-core", "axe.min.js"))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	started := time.Now()
@@ -332,7 +397,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("console.mjs: %v\n%s\nwhat it saw: %s", runErr, stderr.String(), out)
 	}
 	if docs := os.Getenv(DocsEnv); docs != "" {
-		writeDocsPNG(t, filepath.Join(shots, "console.png"), docs)
+		writeDocsPNG(t, filepath.Join(shots, "console-desktop.png"), filepath.Join(docs, "console-desktop.png"))
+		writeDocsPNG(t, filepath.Join(shots, "console-phone.png"), filepath.Join(docs, "console-phone.png"))
 	}
 
 	check := func(ok bool, format string, args ...any) {
@@ -408,6 +474,68 @@ func TestConsoleInBrowser(t *testing.T) {
 	check(s.NoCookieStatus == 401 && strings.Contains(s.NoCookieMessage, "Not logged in") && !s.NoCookiePageShowsPeer && s.NoCookiePostStatus == 401,
 		"without the session cookie: %d %q (shows the peer ID: %v), a POST %d", s.NoCookieStatus, s.NoCookieMessage, s.NoCookiePageShowsPeer, s.NoCookiePostStatus)
 	check(len(s.PageErrors) == 0, "script errors in the pages: %q", s.PageErrors)
+
+	// The forms show the state: after the grant, the tier granted and the
+	// cap in force, so that the next click does not downgrade bob.
+	check(s.GrantTierShown == "professional" && s.GrantPeerShown == bst.PeerID && s.CapMaxShown == "cool",
+		"the policy form after the grant shows tier %q for %q, cap %q", s.GrantTierShown, s.GrantPeerShown, s.CapMaxShown)
+	check(!strings.Contains(s.GrantNotice, "what it sees now") && strings.Contains(s.GrantNotice, "next greeting"), "the grant's notice: %q", s.GrantNotice)
+	// What bob holds (the public view of his greeting) beside what he
+	// would get, with the difference.
+	check(s.BobHeldTier == "public" && s.CalendarHeld == "shown, not eligible" && strings.Contains(s.BobDifference, "tier: holds public, would get professional") &&
+		strings.Contains(s.BobDifference, "calendar.availability: holds shown, not eligible, would get eligible"),
+		"bob's page after the grant: holds %q, calendar held %q, difference %q", s.BobHeldTier, s.CalendarHeld, s.BobDifference)
+	// Advice is the owner's, never the peer's.
+	check(strings.Contains(s.BobAdvice, "grant it close") && !strings.Contains(strings.ToLower(s.BobAdvice), "ask the owner"), "the advice on bob's page: %q", s.BobAdvice)
+	check(strings.Contains(s.IntroConfirm, "Revoke the introduction token"), "revoking a token asks first: %q", s.IntroConfirm)
+	// Carol revoked, and refused everywhere.
+	check(strings.Contains(s.RevokeConfirm, "Revoke trust in the key of Carol's agent"), "revoking carol asks first: %q", s.RevokeConfirm)
+	check(strings.Contains(s.RevokeNotice, "messages are now refused") && strings.Contains(s.RevokeNoticeClass, "warn"),
+		"the revocation's notice: %q (class %q)", s.RevokeNotice, s.RevokeNoticeClass)
+	check(s.CarolRevokeButtons == 0 && s.CarolPinButton == "Pin again", "carol's trust row: %d revoke buttons, pin button %q", s.CarolRevokeButtons, s.CarolPinButton)
+	check(strings.Contains(s.CarolPeersRow, "Refused") && !strings.Contains(s.CarolPeersRow, " of ") && strings.Contains(s.CarolPeersRowClass, "refused"),
+		"carol's row on the peers page: %q (class %q)", s.CarolPeersRow, s.CarolPeersRowClass)
+	check(strings.Contains(s.CarolRefusedNotice, "Its messages are refused") && s.CarolSeenTables == 0 && s.CarolPinAgain == 1 &&
+		!strings.Contains(s.CarolPageText, "eligible") && !strings.Contains(s.CarolPageText, "sign your messages"),
+		"carol's page: notice %q, %d tables of what she may use, %d pin-again forms\n%s", s.CarolRefusedNotice, s.CarolSeenTables, s.CarolPinAgain, s.CarolPageText)
+	if info, err := alice.c.PeerTrust(ctx, cst.PeerID); err != nil || info.RevokedKey == "" {
+		t.Errorf("carol's trust at alice after the browser revoked her: %+v, %v", info, err)
+	}
+	if info, err := alice.c.PeerTrust(ctx, bst.PeerID); err != nil || info.RevokedKey != "" {
+		t.Errorf("bob's trust at alice after an unconfirmed revocation: %+v, %v", info, err)
+	}
+	// Her refused greeting, found from its live event.
+	check(!s.CarolGreetingTaken && strings.Contains(s.RefusedEvent, "Carol's agent") && strings.Contains(s.RefusedEvent, "key_revoked") && s.EventsLive == "polite",
+		"the refused greeting's event: taken %v, %q (aria-live %q)", s.CarolGreetingTaken, s.RefusedEvent, s.EventsLive)
+	okLinks := len(s.EventLinkStatuses) > 0
+	for _, st := range s.EventLinkStatuses {
+		okLinks = okLinks && st == 200
+	}
+	check(okLinks && s.RefusalPageStatus == 200 && s.RefusalTargets == 1 && s.RefusalTargetCode == "key_revoked" && strings.Contains(s.RefusalTargetWhy, "revoked"),
+		"following the event (links %q answer %v): %d, %d records marked, code %q, why %q", s.RefusedEventLinks, s.EventLinkStatuses, s.RefusalPageStatus,
+		s.RefusalTargets, s.RefusalTargetCode, s.RefusalTargetWhy)
+	check(s.AuditSearchRevoked >= 1 && s.AuditRefusalsOnly >= 1 && s.RefusalsByCode >= 1,
+		"key_revoked found by the audit's search %d, its refusals filter %d, the refusals page by code %d", s.AuditSearchRevoked, s.AuditRefusalsOnly, s.RefusalsByCode)
+	// "Seen as" an unknown peer: the refusal only.
+	check(s.UnknownSeenStatus == 404 && strings.Contains(s.UnknownSeenError, "unknown peer") && s.UnknownSeenTables == 0 && s.UnknownSeenFacts == 0 && s.UnknownFieldError == 1,
+		"seen as nobody: %d %q, %d tables, %d facts, %d field errors", s.UnknownSeenStatus, s.UnknownSeenError, s.UnknownSeenTables, s.UnknownSeenFacts, s.UnknownFieldError)
+	// By keyboard: a few Tab presses through the skip links.
+	check(s.KeyboardTabs > 0 && s.KeyboardTabs <= 4 && s.KeyboardFocusRing != "none" && strings.Contains(s.KeyboardSeenAs, "As Bob's agent"),
+		"seen as by keyboard: %d Tab presses, focus outline %q, then %q", s.KeyboardTabs, s.KeyboardFocusRing, s.KeyboardSeenAs)
+	// Every page: nothing wider than 375 px, no axe violation at any impact.
+	for page, wide := range s.Overflow {
+		check(len(wide) == 0, "at 375 px, %s has elements wider than the screen: %q", page, wide)
+	}
+	check(len(s.Overflow) >= 17, "the 375 px run covered %d pages", len(s.Overflow))
+	for page, v := range s.Axe {
+		check(len(v) == 0, "axe on %s: %q", page, v)
+	}
+	check(len(s.Axe) >= 34, "axe ran on %d pages", len(s.Axe))
+	for _, name := range s.Shots {
+		if _, err := os.Stat(filepath.Join(shots, name)); err != nil {
+			t.Errorf("screenshot %s: %v", name, err)
+		}
+	}
 	if t.Failed() {
 		t.Logf("console.mjs saw: %s\nalice's log:\n%s", out, alice.logTail())
 	}

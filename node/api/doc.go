@@ -69,7 +69,7 @@
 //	POST   /v1/caps                   one capability object, or an array of them → the new document (409 when a name exists); kept across restarts
 //	DELETE /v1/caps/{name}            remove a capability → the new document; kept removed across restarts (409 for an MCP tool)
 //	GET    /v1/document               the owner's document with where each capability comes from (config, runtime, mcp)
-//	GET    /v1/seen[?peer=P&tier=T&level=L&temperature=X&persona=Y]  what a peer, or a hypothetical requester, is shown of the document and why (seen.go)
+//	GET    /v1/seen[?peer=P&tier=T&level=L&temperature=X&persona=Y]  what a peer, or a hypothetical requester, is shown of the document and why, and what the peer holds: the view last sent it (seen.go)
 //	POST   /v1/greet                  {"peer", "disclosure", "persona", "temperature", "tool_categories"} → the greeting's result
 //	GET    /v1/conversations          the open conversations
 //	DELETE /v1/conversations/{id}     send the close phase in one → the message sent
@@ -86,6 +86,10 @@
 //	GET    /v1/audit[?peer=P]         the recorded conversations, newest first
 //	GET    /v1/audit?conversation=ID  one conversation's entries and the path of its .md file
 //	GET    /v1/audit/why/{message_id} the decision on a capability request, by its ID or its answer's: the entry and why
+//	GET    /v1/audit/refusals[?day=D&at=T&peer=P&code=C&q=TEXT&limit=N] the record of refusals, newest first, searched (refusals.go)
+//	GET    /v1/audit/proof?conversation=ID | ?message=ID   how its records stand in the tamper-evident log (docs/audit.md)
+//	GET    /v1/audit/bundle?conversation=ID | ?message=ID  its evidence bundle, which verifies with nothing else
+//	GET    /v1/audit/receipt/{message_id} the receipt of a message a peer sent, to hand to that peer
 //	GET    /v1/events                 server-sent events, one per node.Event
 //	POST   /v1/invoke                 {"peer", "capability", "params"} → the peer's result (502 with its refusal)
 //	POST   /v1/invocations/{id}       the local agent's answer to an invocation event: {"result"} | {"error": {"message"}}

@@ -730,6 +730,14 @@ func TestOpenAPIAgainstRealResponses(t *testing.T) {
 	must(call(alice, http.MethodGet, "/v1/audit/why/"+url.PathEscape(res.RequestID), nil))
 	apiError(t, call(alice, http.MethodGet, "/v1/audit/why/msg:nope", nil), http.StatusNotFound)
 	apiError(t, call(alice, http.MethodGet, "/v1/audit/why/"+url.PathEscape("msg nope"), nil), http.StatusBadRequest)
+	// The tamper-evident log's proofs: a conversation's state and bundle,
+	// the why page's inclusion, a receipt of what bob sent.
+	must(call(alice, http.MethodGet, "/v1/audit/proof?conversation="+url.QueryEscape(greeted.ConversationID), nil))
+	must(call(alice, http.MethodGet, "/v1/audit/proof?message="+url.QueryEscape(res.RequestID), nil))
+	must(call(alice, http.MethodGet, "/v1/audit/bundle?conversation="+url.QueryEscape(greeted.ConversationID), nil))
+	must(call(alice, http.MethodGet, "/v1/audit/receipt/"+url.PathEscape(res.RequestID), nil))
+	apiError(t, call(alice, http.MethodGet, "/v1/audit/bundle", nil), http.StatusBadRequest)
+	apiError(t, call(alice, http.MethodGet, "/v1/audit/proof?conversation=conv:nope", nil), http.StatusNotFound)
 
 	// An outside agent, imported from a card on loopback.
 	card := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -775,6 +783,27 @@ func TestOpenAPIAgainstRealResponses(t *testing.T) {
 	must(call(alice, http.MethodGet, "/v1/intros", nil))
 	must(call(alice, http.MethodDelete, "/v1/intros/"+url.PathEscape(minted.ID), nil))
 	apiError(t, call(alice, http.MethodDelete, "/v1/intros/nope", nil), http.StatusNotFound)
+
+	// What bob holds beside what he would get; then, his key revoked, his
+	// greeting refused and found in the record of refusals.
+	var sees Seen
+	must(call(alice, http.MethodGet, "/v1/seen?peer="+bob.peerID(), nil))
+	if must(json.Unmarshal(out, &sees)); sees.Holds == nil || sees.Holds.Tier != "professional" || sees.Refused != nil {
+		t.Errorf("what bob holds at alice: %+v, refused %+v", sees.Holds, sees.Refused)
+	}
+	must(call(alice, http.MethodPost, "/v1/trust/"+bob.peerID(), map[string]any{"revoke": true}))
+	apiError(t, call(bob, http.MethodPost, "/v1/greet", map[string]any{"peer": alice.peerID()}), http.StatusBadGateway)
+	must(call(alice, http.MethodGet, "/v1/seen?peer="+bob.peerID(), nil))
+	if must(json.Unmarshal(out, &sees)); sees.Refused == nil || sees.Refused.Code != "key_revoked" {
+		t.Errorf("bob revoked, /v1/seen says refused %+v", sees.Refused)
+	}
+	var refused RefusalList
+	must(call(alice, http.MethodGet, "/v1/audit/refusals?code=key_revoked&peer="+bob.peerID(), nil))
+	if must(json.Unmarshal(out, &refused)); len(refused.Refusals) == 0 || refused.Refusals[0].Peer != bob.peerID() {
+		t.Errorf("the record of refusals after bob's refused greeting: %+v", refused)
+	}
+	must(call(alice, http.MethodGet, "/v1/audit/refusals?at="+url.QueryEscape(refused.Refusals[0].At.Format(time.RFC3339Nano)), nil))
+	apiError(t, call(alice, http.MethodGet, "/v1/audit/refusals?day=yesterday", nil), http.StatusBadRequest)
 
 	// Every documented operation answered with success at least once, and
 	// the event types an exchange like this one produces were seen.

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -38,6 +41,20 @@ import (
 //	hidden     not in its view: not eligible, and advertised only to those who are (advertise = "when-eligible")
 //	absent     not in its view: the capability does not exist under the persona
 //
+// For a peer, the answer also says what it holds (holds): the view this
+// daemon last sent it (node.Node.SentView) — when, how, the grant it was
+// cut for, which capabilities it showed eligible and which with their
+// conditions — and each capability's standing in that view (held):
+// eligible, shown, or none (not in the view it holds). A grant applies
+// from the peer's next greeting, so what it holds and what it would be
+// shown can differ; the owner's console shows both. holds is absent when
+// no record is held (no view was sent since the daemon started, for a
+// stranger, or ever). And when the door refuses the peer's messages (the
+// owner revoked its key, a revocation statement did, or its key was
+// retired), refused says so with the wire code: it is then shown nothing
+// at all, and the standings are what it would be shown were its key
+// trusted again.
+//
 // The answer is the owner's: hidden capabilities are listed, which no
 // peer's view ever does. An unknown peer name is a 404; a tier, level or
 // temperature that is not one is a 400 naming the parameter.
@@ -59,6 +76,38 @@ type Seen struct {
 	Facts        SeenFacts        `json:"facts"`
 	Seq          uint64           `json:"seq"` // of the owner's document
 	Capabilities []SeenCapability `json:"capabilities"`
+	Holds        *SeenHolds       `json:"holds,omitempty"`   // the view last sent the peer
+	Refused      *SeenRefused     `json:"refused,omitempty"` // the door refuses the peer's messages
+}
+
+// Held standings of a SeenCapability: its standing in the view the peer
+// holds.
+const (
+	HeldEligible = "eligible" // in the view it holds, eligible
+	HeldShown    = "shown"    // in the view it holds, with its conditions
+	HeldNone     = "none"     // not in the view it holds
+)
+
+// SeenHolds is the view this daemon last sent a peer (node.Node.SentView).
+type SeenHolds struct {
+	At             time.Time        `json:"at"`
+	Via            string           `json:"via"` // greeting, capabilities query, update
+	ConversationID string           `json:"conversation_id,omitempty"`
+	Open           bool             `json:"open"` // that conversation is still open (an update can still reach it)
+	Seq            uint64           `json:"seq"`  // of the owner's document it was cut from
+	Tier           string           `json:"tier"`
+	Level          conditions.Level `json:"level"`
+	Temperature    string           `json:"temperature"`
+	Persona        string           `json:"persona,omitempty"`
+	Eligible       []string         `json:"eligible"`
+	Shown          []string         `json:"shown"`
+	Gone           []string         `json:"gone,omitempty"` // in the view it holds, no longer in the document
+}
+
+// SeenRefused says why the door refuses a peer's messages.
+type SeenRefused struct {
+	Code   string `json:"code"` // key_revoked or key_retired
+	Reason string `json:"reason"`
 }
 
 // SeenFacts are the facts the conditions are decided on, each with how it
@@ -81,6 +130,7 @@ type SeenCapability struct {
 	Description string             `json:"description,omitempty"`
 	Standing    string             `json:"standing"`
 	Unmet       []conditions.Unmet `json:"unmet,omitempty"`
+	Held        string             `json:"held,omitempty"` // with holds: eligible, shown or none
 }
 
 // SeenQuery is what GET /v1/seen takes; every member is optional.
@@ -187,7 +237,58 @@ func (s *Server) seen(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Capabilities = append(out.Capabilities, sc)
 	}
+	if out.Peer != "" {
+		pid, _ := peer.Decode(out.Peer)
+		if e := s.holds(pid, &out); e != nil {
+			writeError(w, e)
+			return
+		}
+		if err := s.n.TrustBook().KeyRevoked(pid); err != nil {
+			out.Refused = &SeenRefused{Code: string(wire.CodeOf(err)), Reason: err.Error()}
+		}
+	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// holds fills out.Holds, and each capability's held standing, from the
+// record of the view last sent pid.
+func (s *Server) holds(pid peer.ID, out *Seen) *Error {
+	v, ok, err := s.n.SentView(pid)
+	if err != nil {
+		return internal(err)
+	}
+	if !ok {
+		return nil
+	}
+	h := &SeenHolds{At: v.At, Via: v.Via, ConversationID: v.ConversationID, Seq: v.Seq, Tier: v.Tier, Level: conditions.Level(v.Level),
+		Temperature: v.Temperature, Persona: v.Persona, Eligible: v.Eligible, Shown: v.Shown}
+	if h.Eligible == nil {
+		h.Eligible = []string{}
+	}
+	if h.Shown == nil {
+		h.Shown = []string{}
+	}
+	h.Open = h.ConversationID != "" && s.open(h.ConversationID)
+	inDoc := map[string]bool{}
+	for i := range out.Capabilities {
+		c := &out.Capabilities[i]
+		inDoc[c.Name] = true
+		switch {
+		case slices.Contains(h.Eligible, c.Name):
+			c.Held = HeldEligible
+		case slices.Contains(h.Shown, c.Name):
+			c.Held = HeldShown
+		default:
+			c.Held = HeldNone
+		}
+	}
+	for _, n := range append(slices.Clone(h.Eligible), h.Shown...) {
+		if !inDoc[n] {
+			h.Gone = append(h.Gone, n)
+		}
+	}
+	out.Holds = h
+	return nil
 }
 
 // peerFacts fills f with what was established for pid: its level as trust

@@ -287,6 +287,11 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("DELETE /v1/imports", imports.removeImport)
 	mux.HandleFunc("GET /v1/audit", s.audit)
 	mux.HandleFunc("GET /v1/audit/why/{message_id}", newWhyRoutes(s.n).why)
+	mux.HandleFunc("GET /v1/audit/refusals", s.refusals)
+	proofs := newProofRoutes(s.n) // proofs.go
+	mux.HandleFunc("GET /v1/audit/proof", proofs.proof)
+	mux.HandleFunc("GET /v1/audit/bundle", proofs.bundle)
+	mux.HandleFunc("GET /v1/audit/receipt/{message_id}", proofs.receipt)
 	mux.HandleFunc("GET /v1/events", s.events)
 	mux.HandleFunc("POST /v1/invoke", s.invoke)
 	mux.HandleFunc("POST /v1/invocations/{id}", s.answerInvocation)

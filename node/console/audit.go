@@ -81,7 +81,17 @@ type auditData struct {
 	Omitted  int // conversations a search did not read
 	Warning  string
 	Labels   labels
+	// Refused are the refused messages that match (the record of
+	// refusals: never in a conversation), with a search or the refusals
+	// filter; RefusedErr why they could not be read.
+	Refused    *api.RefusalList
+	RefusedErr string
+	RefusedAll string // the refusals page with the same filter
 }
+
+// maxRefusedListed bounds the refused messages the audit page lists; the
+// refusals page has the rest.
+const maxRefusedListed = 20
 
 func day(t time.Time) string { return t.UTC().Format("2006-01-02") }
 
@@ -114,6 +124,19 @@ func (p *auditPages) list(w http.ResponseWriter, r *http.Request, v *visit) {
 	slices.Reverse(d.AllDays)
 	if d.Query != "" || d.Refusals {
 		kept = p.search(r, &d, kept)
+		rq := api.RefusalQuery{Day: d.Day, Peer: d.Labels.resolve(d.Peer), Text: d.Query, Limit: maxRefusedListed}
+		if rl, err := p.c.api.Refusals(ctx, rq); err != nil {
+			d.RefusedErr = "reading the record of refusals: " + err.Error()
+		} else {
+			d.Refused = rl
+		}
+		all := url.Values{}
+		for k, val := range map[string]string{"day": d.Day, "peer": d.Peer, "q": d.Query} {
+			if val != "" {
+				all.Set(k, val)
+			}
+		}
+		d.RefusedAll = "/ui/audit/refusals?" + all.Encode()
 	}
 	for _, c := range kept {
 		k := day(c.Last)

@@ -33,12 +33,21 @@ type capRow struct {
 type capsData struct {
 	Own     *api.OwnDocument
 	Rows    []capRow
-	Form    url.Values // the add form, kept when it was refused
+	Form    url.Values // the add forms, kept when refused or previewed
+	JSON    string     // what the capability form wrote (a preview, or kept when refused)
 	As      url.Values // the "seen as" form
-	Seen    *api.Seen
+	Seen    *seenView  // nil when the query was refused (SeenErr) or none was asked
 	SeenErr string
 	Tiers   []string
 	Labels  labels
+}
+
+// F is a field of the add forms as it was sent, "" when none was.
+func (d capsData) F(name string) string {
+	if d.Form == nil {
+		return ""
+	}
+	return d.Form.Get(name)
 }
 
 // originWords say where a capability comes from.
@@ -52,13 +61,19 @@ func (p *capPages) list(w http.ResponseWriter, r *http.Request, v *visit) {
 // show renders the page with status and, when refused, why and the form
 // as it was sent.
 func (p *capPages) show(w http.ResponseWriter, r *http.Request, v *visit, status int, refusal string, form url.Values) {
+	p.showWith(w, r, v, status, "", refusal, form, "")
+}
+
+// showWith is show with the refusal beside the field id too, and js in
+// the capability form's JSON.
+func (p *capPages) showWith(w http.ResponseWriter, r *http.Request, v *visit, status int, id, refusal string, form url.Values, js string) {
 	ctx := r.Context()
 	own, err := p.c.api.OwnDocument(ctx)
 	if err != nil {
 		p.c.fail(w, v, apiStatus(err), "reading the document: "+err.Error())
 		return
 	}
-	d := capsData{Own: own, Form: form, As: r.URL.Query(), Labels: p.c.labels(ctx)}
+	d := capsData{Own: own, Form: form, JSON: js, As: r.URL.Query(), Labels: p.c.labels(ctx)}
 	if pol, err := p.c.api.Policy(ctx); err == nil {
 		d.Tiers = pol.Tiers
 	}
@@ -82,19 +97,42 @@ func (p *capPages) show(w http.ResponseWriter, r *http.Request, v *visit, status
 					Message: fmt.Sprintf("level: %q: want an authentication level, 0 (introduced), 1 (signed), 2 (verified) or 3 (bound), or -1 for none", l)}
 			}
 		}
+		var seen *api.Seen
 		if err == nil {
-			d.Seen, err = p.c.api.Seen(ctx, sq)
+			seen, err = p.c.api.Seen(ctx, sq)
 		}
+		// A refused query shows its refusal only: the answer of a failed
+		// call is no result.
 		if err != nil {
 			d.SeenErr = err.Error()
 			if status == http.StatusOK {
 				status = apiStatus(err)
 			}
+		} else {
+			d.Seen = makeSeenView(seen)
 		}
 	}
 	pd := p.c.data(v, "Capabilities", "caps", d)
-	pd.Error = refusal
+	pd.Skips = []skip{{"#seen-as", "Skip to Seen as"}, {"#add", "Skip to Add a capability"}}
+	pd.refuseField(id, refusal)
+	if d.SeenErr != "" {
+		if pd.Fields == nil {
+			pd.Fields = map[string]string{}
+		}
+		pd.Fields[seenField(d.SeenErr)] = d.SeenErr
+	}
 	p.c.pages.render(w, status, "caps", pd)
+}
+
+// seenField is the "seen as" form field a refusal of GET /v1/seen
+// concerns.
+func seenField(msg string) string {
+	for _, f := range []string{"tier", "level", "temperature", "persona"} {
+		if strings.HasPrefix(msg, f+":") || strings.Contains(msg, "bad_request: "+f) {
+			return "as-" + f
+		}
+	}
+	return "as"
 }
 
 func anyOf(q url.Values, keys ...string) bool {
@@ -142,14 +180,18 @@ func refusal(action string, err error) string {
 }
 
 func (p *capPages) add(w http.ResponseWriter, r *http.Request, v *visit) {
+	if r.PostFormValue("form") == "fields" {
+		p.addFields(w, r, v)
+		return
+	}
 	src := strings.TrimSpace(r.PostFormValue("capability"))
 	if src == "" {
-		p.show(w, r, v, http.StatusBadRequest, `capability: is empty: paste one capability as a JSON object, e.g. {"name": "ping", "description": "Answer pings"}, or an array of them; nothing was changed`, r.PostForm)
+		p.showWith(w, r, v, http.StatusBadRequest, "capability", `capability: is empty: paste one capability as a JSON object, e.g. {"name": "ping", "description": "Answer pings"}, or an array of them; nothing was changed`, r.PostForm, "")
 		return
 	}
 	doc, err := p.c.api.AddCapability(r.Context(), json.RawMessage(src))
 	if err != nil {
-		p.show(w, r, v, apiStatus(err), refusal("adding the capability", err), r.PostForm)
+		p.showWith(w, r, v, apiStatus(err), "capability", refusal("adding the capability", err), r.PostForm, "")
 		return
 	}
 	p.c.changed(w, v, "/ui/caps", notice{Text: fmt.Sprintf("Added. The document is now seq %d with %d capabilities; peers in conversation are sent their new view; kept across restarts.",
@@ -160,6 +202,17 @@ func (p *capPages) remove(w http.ResponseWriter, r *http.Request, v *visit) {
 	name := r.PostFormValue("name")
 	if name == "" {
 		p.show(w, r, v, http.StatusBadRequest, "name: is required: the capability to remove; nothing was changed", nil)
+		return
+	}
+	if own, err := p.c.api.OwnDocument(r.Context()); err == nil {
+		if _, _, ok := findCapability(own, name); !ok {
+			p.show(w, r, v, http.StatusNotFound, fmt.Sprintf("removing %q: the document has no such capability; nothing was changed", name), nil)
+			return
+		}
+	}
+	if !p.c.confirmed(w, r, v, confirmData{What: fmt.Sprintf("Remove the capability %s?", name),
+		Then:   "It leaves the document at once (a new seq); peers in conversation are sent their new view without it, and no one can use it. It stays removed across restarts, even when config.toml has it; adding it again brings it back.",
+		Button: "Remove " + name, Cancel: "/ui/caps", Danger: true}) {
 		return
 	}
 	doc, err := p.c.api.RemoveCapability(r.Context(), name)
@@ -285,4 +338,13 @@ func (p *capPages) save(w http.ResponseWriter, r *http.Request, v *visit) {
 		text += " It now comes from the console (kept across restarts); config.toml's version stays removed."
 	}
 	p.c.changed(w, v, "/ui/caps", notice{Text: text})
+}
+
+// apiField is the field an API refusal names, "" when none.
+func apiField(err error) string {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return ae.Field
+	}
+	return ""
 }

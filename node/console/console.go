@@ -37,6 +37,8 @@ type API interface {
 	SetTemperature(ctx context.Context, ch api.TemperatureChange) (*api.Policy, error)
 	Trust(ctx context.Context) ([]trust.Info, error)
 	TrustPeer(ctx context.Context, peer string, a api.TrustAction) (*trust.Info, error)
+	PeerTrust(ctx context.Context, peer string) (*trust.Info, error)
+	Refusals(ctx context.Context, q api.RefusalQuery) (*api.RefusalList, error)
 	Introductions() api.Introductions
 	AuditConversations(ctx context.Context, peer string) (*api.AuditList, error)
 	Conversations(ctx context.Context) ([]node.ConversationInfo, error)
@@ -116,8 +118,33 @@ func New(cfg Config) (*Console, error) {
 	c.timers = map[*time.Timer]struct{}{}
 	c.removeStalePages()
 	c.events = newRecentEvents(c.log)
+	c.events.namer = c.eventNamer()
 	c.routes()
 	return c, nil
+}
+
+// namesFresh is how long the names the live events are given are reused:
+// a flood of events must not cost a reading of the peer cache each.
+const namesFresh = 5 * time.Second
+
+// eventNamer names the peers of events as the owner does, from a copy of
+// the labels read at most every namesFresh.
+func (c *Console) eventNamer() func(string) string {
+	var (
+		mu   sync.Mutex
+		l    labels
+		read time.Time
+	)
+	return func(id string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if now := time.Now(); read.IsZero() || now.Sub(read) > namesFresh || l.peers[id] == "" && l.aliases[id] == "" && now.Sub(read) > time.Second {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			l, read = c.labels(ctx), now
+			cancel()
+		}
+		return l.Name(id)
+	}
 }
 
 // Handler serves the console's paths (api.UIPath and the login code
@@ -179,6 +206,7 @@ func (c *Console) routes() {
 	mux.Handle("GET /ui/audit", c.page(audit.list))
 	mux.Handle("GET /ui/audit/c/{id}", c.page(audit.conversation))
 	mux.Handle("GET /ui/audit/why/{id}", c.page(audit.why))
+	mux.Handle("GET /ui/audit/refusals", c.page(audit.refusals))
 	mux.Handle("/ui/", c.page(func(w http.ResponseWriter, r *http.Request, v *visit) {
 		c.fail(w, v, http.StatusNotFound, fmt.Sprintf("%s %s: the console has no such page", r.Method, r.URL.Path))
 	}))
@@ -342,6 +370,7 @@ type overviewData struct {
 	EventsStatus  string
 	Sessions      int
 	Labels        labels
+	AsOf          time.Time // the counts are as of this load
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, v *visit) {
@@ -351,7 +380,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, v *visit) {
 		c.fail(w, v, apiStatus(err), "reading the daemon's status: "+err.Error())
 		return
 	}
-	d := overviewData{Status: st, Sessions: c.auth.count(), Labels: c.labels(ctx)}
+	d := overviewData{Status: st, Sessions: c.auth.count(), Labels: c.labels(ctx), AsOf: c.now()}
 	d.Peers = len(d.Labels.peers)
 	for _, cn := range st.Connections {
 		if cn.Via == "relay" {

@@ -34,25 +34,72 @@
 // Every page has a stable URL; a page with a selection (a peer, a day, a
 // search) keeps it in the query, so any view can be bookmarked.
 //
-//	/ui/                          overview: peer ID, did:key, fingerprint, addresses, reachability, document seq, counts, recent events (live with JavaScript)
-//	/ui/peers                     peers: alias or display name, level and how it was reached, tier and temperature granted, last seen
-//	/ui/peers/{peer}[?persona=P]  one peer: what it sees of this agent (each capability eligible or not, what is unmet and how to meet it), what it offers, its conversations
-//	/ui/caps[?as=PEER&tier=&level=&temperature=&persona=]   the document; add and remove; "seen as" a peer or a hypothetical context
+//	/ui/                          overview: peer ID, did:key, fingerprint, addresses, reachability, document seq, counts (as of the page's load), recent events (live with JavaScript)
+//	/ui/peers                     peers: alias or display name, level and how it was reached, what each holds and the tier and temperature it would get, last seen; refused peers marked
+//	/ui/peers/{peer}[?persona=P]  one peer: what it holds beside what it would get at its next greeting, and the difference; what it sees of this agent (each capability eligible or not, what is unmet and what the owner can do); what it offers; its conversations
+//	/ui/caps[?as=PEER&tier=&level=&temperature=&persona=]   the document; add (a form that writes the JSON, or the JSON) and remove; "seen as" a peer or a hypothetical context
 //	/ui/caps/edit/{name}          edit one capability
-//	/ui/policy[?peer=PEER]        the disclosure map by persona and peer, temperature caps; grant and cap
-//	/ui/trust                     trust records; pin by comparing fingerprints, revoke, check; introductions: mint, list, revoke
-//	/ui/audit[?day=&peer=&q=&refusals=1]   the recorded conversations by day; by peer; search; refusals only
-//	/ui/audit/c/{conversation}    one conversation: each message in IFP-3 form and as JSON, refusals marked, a why for each decision
+//	/ui/policy[?peer=PEER&persona=&tier=&max=]  the disclosure map by persona and peer, temperature caps; grant and cap, the forms showing the peer's grant and cap
+//	/ui/trust                     trust records; pin by comparing fingerprints (pin again, for a revoked key), revoke, check; introductions: mint, list, revoke
+//	/ui/audit[?day=&peer=&q=&refusals=1]   the recorded conversations by day; by peer; search; refusals only (the refused messages that match, too)
+//	/ui/audit/c/{conversation}    one conversation: each message in IFP-3 form and as JSON, its parts (an answer, a refusal) as readable content, refusals marked, a why for each decision
 //	/ui/audit/why/{message_id}    why a capability request was answered or refused: the facts established and each condition evaluated (GET /v1/audit/why)
+//	/ui/audit/refusals[?day=&peer=&code=&q=&at=]  the record of refusals (GET /v1/audit/refusals), searched, each with why for the owner; at= (a refused event's instant) marks its record
 //	/ui/events                    the recent events as server-sent events (the overview's script follows it)
 //	/ui/login[?code=C]            exchanges a one-time login code for a session
+//
+// A peer reference (in a path, "seen as", the audit's peer) is read as the
+// command line reads it for a verb that grants nothing: the owner's alias,
+// a peer ID, did:key or agent ID, or the display name of exactly one known
+// peer; a grant takes an alias or an ID only, since a display name is the
+// peer's own claim.
 //
 // Changes are POSTs to the page's own URL family (/ui/caps/add,
 // /ui/policy/disclosure, /ui/trust/pin, /ui/intros, …); each answers with
 // a redirect to its page and a notice (post, redirect, get), or with the
-// page again, its form kept, and the refusal on it: a status of 400 (bad
-// input, naming the field), 404 (unknown peer, capability or token), 409
-// (a name in use) or what the API answered.
+// page again, its form kept, and the refusal on it, at the top and beside
+// the field it concerns (aria-invalid, aria-describedby): a status of 400
+// (bad input, naming the field), 404 (unknown peer, capability or token),
+// 409 (a name in use) or what the API answered. Revoking (a key, a token)
+// and removing (a capability, a grant, a cap) are asked twice: the form's
+// post changes nothing and answers with a page saying what will follow,
+// whose own form (the same fields, the CSRF token, confirm=yes) does it
+// (confirm.go); plain forms, so it works without JavaScript.
+//
+// # What a peer holds, and what it would get
+//
+// A grant applies from a peer's next greeting, and a conversation keeps
+// the grant it opened with, so what a peer holds and what it would be
+// shown can differ. The daemon records the last view it sent each peer
+// (node.Node.SentView), which GET /v1/seen answers as holds: the peer's
+// page shows both side by side and lists the difference. A peer whose
+// messages the door refuses (a revoked key) is shown refused on every
+// page: no capability it may use, a "pin again" form instead of Revoke.
+//
+// # Advice is the owner's
+//
+// A peer's view says how to meet a condition in words written to the
+// peer ("ask the owner to raise your tier"). The owner's pages say what
+// the owner can do instead, with a link to where it is done ("grant it
+// professional", "pin its key"; advice.go); a peer's own words, where
+// shown (what it offers this agent), are quoted as its words.
+//
+// # Events and refusals
+//
+// The overview's events name peers as the owner does (alias, else display
+// name) and are in an aria-live list. A refused message is recorded in the
+// record of refusals, never in the conversation it names, so a refused
+// event links to /ui/audit/refusals with its instant, which marks its
+// record; the audit's search and refusals filter read the record too.
+//
+// # Layout
+//
+// One style sheet: a skip link first on every page (and links to a page's
+// main forms, "Skip to Seen as"), a visible focus ring, headers on every
+// column including actions, and below 600 px tables turned into cards
+// with their actions first and no element wider than the screen
+// (interop/console checks every page at 375 px, and runs axe-core on
+// each).
 //
 // # Logging in, sessions and CSRF
 //

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -31,13 +32,25 @@ type shownEvent struct {
 	Type         string    `json:"type"`
 	At           time.Time `json:"at"`
 	Peer         string    `json:"peer,omitempty"`
+	Name         string    `json:"name,omitempty"` // how the owner calls the peer (labels.Name), when it has a name
 	Conversation string    `json:"conversation_id,omitempty"`
+	Link         string    `json:"link,omitempty"` // where the event is recorded: its conversation, or for a refusal the record of refusals
 	Detail       string    `json:"detail,omitempty"`
 	Text         string    `json:"text,omitempty"`
 }
 
+// Refused reports whether the event is a refusal, recorded in the record
+// of refusals and never in the conversation it names.
+func (s shownEvent) Refused() bool { return s.Type == node.EventRefused }
+
 func shown(e node.Event) shownEvent {
 	s := shownEvent{Type: e.Type, At: e.At, Peer: e.Peer, Conversation: e.ConversationID, Detail: gossip.Clip(e.Detail, eventTextBytes)}
+	switch {
+	case s.Refused():
+		s.Link = refusalsLink(e.At)
+	case s.Conversation != "":
+		s.Link = "/ui/audit/c/" + url.PathEscape(s.Conversation)
+	}
 	if e.Message != nil {
 		s.Text = gossip.Clip(e.Message.Body.Text, eventTextBytes)
 	}
@@ -53,7 +66,8 @@ func shown(e node.Event) shownEvent {
 // /ui/events. A page that falls liveBuffer behind is dropped; its
 // EventSource reconnects.
 type recentEvents struct {
-	log *slog.Logger
+	log   *slog.Logger
+	namer func(peer string) string // how the owner calls a peer; nil: not named
 
 	mu     sync.Mutex
 	ring   []shownEvent // oldest first
@@ -163,7 +177,11 @@ func (re *recentEvents) followOnce(ctx context.Context, observe func(context.Con
 		if err != nil {
 			return true, err
 		}
-		re.add(shown(e))
+		s := shown(e)
+		if re.namer != nil && s.Peer != "" {
+			s.Name = re.namer(s.Peer)
+		}
+		re.add(s)
 	}
 }
 

@@ -210,7 +210,13 @@ func TestPolicyPage(t *testing.T) {
 		t.Errorf("the daemon's caps: %+v, %v", pol, err)
 	}
 	// Removing the grant: the default tier again.
+	// Removing asks first, and changes nothing until confirmed.
 	st, body = b.post("/ui/policy/disclosure", url.Values{"peer": {bobID}, "tier": {""}, "persona": {"default"}})
+	want(t, "removing the grant, unconfirmed", st, body, http.StatusOK, "Remove the tier granted to", `name="confirm" value="yes"`)
+	if pol, err := p.alice.c.Policy(ctx); err != nil || pol.Disclosure["default"][bobID] != "professional" {
+		t.Errorf("the grant after an unconfirmed removal: %+v, %v", pol, err)
+	}
+	st, body = b.post("/ui/policy/disclosure", url.Values{"peer": {bobID}, "tier": {""}, "persona": {"default"}, "confirm": {"yes"}})
 	want(t, "removing the grant", st, body, http.StatusOK, "Removed the run-time grant")
 	if pol, err := p.alice.c.Policy(ctx); err != nil || pol.Disclosure["default"][bobID] != "" {
 		t.Errorf("the grant after removing it: %+v, %v", pol, err)
@@ -293,7 +299,14 @@ func TestCapsPage(t *testing.T) {
 	// A config capability edited: kept removed from config, added at run time.
 	st, body = b.post("/ui/caps/edit/ping", url.Values{"capability": {`{"name": "ping", "description": "Answer pings, please"}`}})
 	want(t, "editing ping", st, body, http.StatusOK, "Saved ping", "config.toml's version stays removed")
+	// Removing asks first, and changes nothing until confirmed.
+	seq = p.alice.n.Document().Seq
 	st, body = b.post("/ui/caps/remove", url.Values{"name": {"notes.read"}})
+	want(t, "removing notes.read, unconfirmed", st, body, http.StatusOK, "Remove the capability notes.read?", `name="confirm" value="yes"`, "Nothing has changed yet")
+	if _, ok := p.alice.n.Document().Capability("notes.read"); !ok || p.alice.n.Document().Seq != seq {
+		t.Error("removing notes.read, unconfirmed, changed the document")
+	}
+	st, body = b.post("/ui/caps/remove", url.Values{"name": {"notes.read"}, "confirm": {"yes"}})
 	want(t, "removing notes.read", st, body, http.StatusOK, "Removed notes.read")
 	if _, ok := p.alice.n.Document().Capability("notes.read"); ok {
 		t.Error("notes.read is still in the daemon's document")
@@ -369,7 +382,13 @@ func TestTrustPage(t *testing.T) {
 	}
 	st, body = b.post("/ui/trust/check", url.Values{"peer": {bobID}})
 	want(t, "checking bob", st, body, http.StatusOK)
+	// Revoking asks first, and changes nothing until confirmed.
 	st, body = b.post("/ui/trust/revoke", url.Values{"peer": {bobID}})
+	want(t, "revoking bob, unconfirmed", st, body, http.StatusOK, "Revoke trust in the key of", "refused", `name="confirm" value="yes"`)
+	if info, err := p.alice.c.PeerTrust(ctx, bobID); err != nil || info.RevokedKey != "" {
+		t.Errorf("bob's trust after an unconfirmed revocation: %+v, %v", info, err)
+	}
+	st, body = b.post("/ui/trust/revoke", url.Values{"peer": {bobID}, "confirm": {"yes"}})
 	want(t, "revoking bob", st, body, http.StatusOK, "revoked")
 	if info, err := p.alice.c.PeerTrust(ctx, bobID); err != nil || info.RevokedKey == "" {
 		t.Errorf("bob's trust after revoking: %+v, %v", info, err)
@@ -400,6 +419,8 @@ func TestTrustPage(t *testing.T) {
 		t.Errorf("the token's row: %s", pageText(r))
 	}
 	st, body = b.post("/ui/intros/revoke", url.Values{"id": {id}})
+	want(t, "revoking the token, unconfirmed", st, body, http.StatusOK, "Revoke the introduction token "+id+"?")
+	st, body = b.post("/ui/intros/revoke", url.Values{"id": {id}, "confirm": {"yes"}})
 	want(t, "revoking the token", st, body, http.StatusOK, "Revoked token "+id)
 	if r := row(t, body, "intro", id); !strings.Contains(r, "revoked") {
 		t.Errorf("the revoked token's row: %s", pageText(r))

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
@@ -27,12 +29,14 @@ type peerRow struct {
 	Name     string
 	Seen     *api.Seen
 	Eligible int
+	Held     int    // capabilities eligible in the view it holds
 	Problem  string // why Seen is missing
 }
 
 type peersData struct {
 	Rows    []peerRow
 	Omitted int
+	AsOf    time.Time // the counts are as of this load
 }
 
 func (p *peerPages) list(w http.ResponseWriter, r *http.Request, v *visit) {
@@ -43,7 +47,7 @@ func (p *peerPages) list(w http.ResponseWriter, r *http.Request, v *visit) {
 		return
 	}
 	l := p.c.labels(ctx)
-	d := peersData{}
+	d := peersData{AsOf: p.c.now()}
 	for i, pr := range ps {
 		if i == MaxListedPeers {
 			d.Omitted = len(ps) - i
@@ -59,6 +63,9 @@ func (p *peerPages) list(w http.ResponseWriter, r *http.Request, v *visit) {
 					row.Eligible++
 				}
 			}
+			if s.Holds != nil {
+				row.Held = len(s.Holds.Eligible)
+			}
 		}
 		d.Rows = append(d.Rows, row)
 	}
@@ -70,7 +77,7 @@ type peerData struct {
 	Name     string
 	Peer     *api.Peer // nil: not in the peer cache
 	Trust    *trust.Info
-	Seen     *api.Seen
+	Seen     *seenView
 	Persona  string
 	Open     []node.ConversationInfo
 	Offers   *api.PeerCaps
@@ -80,11 +87,30 @@ type peerData struct {
 	Labels   labels
 }
 
-// resolve reads a peer reference of the owner's: an alias, else what the
-// API resolves (a peer ID, a did:key, an agent ID it verified).
+// resolve reads a peer reference of the owner's as the command line does
+// for a verb that grants nothing (cmd/ifaced's peerRef): an alias; a peer
+// ID, did:key or agent ID, passed to the API as written, which resolves
+// it; or the display name of exactly one known peer. Anything else is
+// passed on, and the API says it is unknown.
 func (l labels) resolve(ref string) string {
+	ref = strings.TrimSpace(ref)
 	if id, ok := l.byAlias[ref]; ok {
 		return id
+	}
+	if _, err := peer.Decode(ref); err == nil || strings.ContainsAny(ref, ":@") {
+		return ref
+	}
+	found := ""
+	for _, id := range l.ids {
+		if l.peers[id] == ref {
+			if found != "" {
+				return ref // two peers call themselves so: the API says it does not know which
+			}
+			found = id
+		}
+	}
+	if found != "" {
+		return found
 	}
 	return ref
 }
@@ -99,7 +125,7 @@ func (p *peerPages) one(w http.ResponseWriter, r *http.Request, v *visit) {
 		p.c.fail(w, v, apiStatus(err), fmt.Sprintf("peer %q: %v", r.PathValue("peer"), err))
 		return
 	}
-	d.Seen, d.ID, d.Name = seen, seen.Peer, l.Name(seen.Peer)
+	d.Seen, d.ID, d.Name = makeSeenView(seen), seen.Peer, l.Name(seen.Peer)
 	if ps, err := p.c.api.Peers(ctx); err == nil {
 		for i := range ps {
 			if ps[i].PeerID == d.ID {

@@ -25,8 +25,27 @@ type pageData struct {
 	Nav    string // the menu entry to mark
 	CSRF   string
 	Notice notice
-	Error  string // why the request was refused; nothing was changed
-	D      any    // the page's own
+	Error  string            // why the request was refused; nothing was changed
+	Fields map[string]string // the refusal again, beside the form field it concerns (by the field's id)
+	Skips  []skip            // links to parts of the page, after "Skip to content"
+	D      any               // the page's own
+}
+
+// skip is a link from the top of a page to a part of it, for keyboards.
+type skip struct{ Href, Text string }
+
+// FieldError is the refusal that concerns the form field id, or "".
+func (p *pageData) FieldError(id string) string { return p.Fields[id] }
+
+// refuseField sets the refusal on the page, and beside the field id.
+func (p *pageData) refuseField(id, msg string) {
+	p.Error = msg
+	if id != "" {
+		if p.Fields == nil {
+			p.Fields = map[string]string{}
+		}
+		p.Fields[id] = msg
+	}
 }
 
 // renderer holds the pages: each its template in templates/, inside
@@ -104,6 +123,60 @@ var funcs = template.FuncMap{
 		return []levelOption{{"-1", "none"}, {"0", "0 (introduced)"}, {"1", "1 (signed)"}, {"2", "2 (verified)"}, {"3", "3 (bound)"}}
 	},
 	"temperatures": func() []string { return []string{conditions.Cool, conditions.Warm, conditions.Hot} },
+	"field":        func(p *pageData, id string) fieldRef { return fieldRef{P: p, ID: id} },
+	// invalid marks a form field that a refusal concerns, and ties the
+	// refusal beside it to it.
+	"invalid": func(p *pageData, id string) template.HTMLAttr {
+		if p.FieldError(id) == "" {
+			return ""
+		}
+		return template.HTMLAttr(`aria-invalid="true" aria-describedby="` + template.HTMLEscapeString(id) + `-error"`)
+	},
+	"whyRefused": whyRefused,
+	"partText":   partText,
+	"partTitle":  partTitle,
+	"codes":      refusedCodes,
+	"instant":    func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+}
+
+// partText is a message part's content as a person reads it: text as
+// it is, anything else as indented JSON.
+func partText(content any) string {
+	if s, ok := content.(string); ok {
+		return s
+	}
+	b, err := json.MarshalIndent(content, "", "  ")
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return string(b)
+}
+
+// partTitle says what a part is, by the names ifaced gives them.
+func partTitle(name string) string {
+	switch name {
+	case "result":
+		return "The answer"
+	case "error":
+		return "The refusal"
+	case "parameters":
+		return "The request's parameters"
+	case "capabilities":
+		return "A signed view of capabilities"
+	case "greeting":
+		return "The greeting's proposal"
+	case "context":
+		return "The context granted"
+	case "":
+		return "A part"
+	}
+	return "Part " + name
+}
+
+// fieldRef is a form field of a page, for the "ferr" template.
+type fieldRef struct {
+	P  *pageData
+	ID string
 }
 
 // levelOption is an authentication level in a form's choices.

@@ -53,6 +53,7 @@ type session struct {
 type notice struct {
 	Text  string
 	Token string // an introduction token just minted, shown this once
+	Warn  bool   // done, but with a consequence the owner must not miss (a revocation: its messages are now refused)
 }
 
 func newSessions(now func() time.Time) *sessions {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +38,11 @@ func (p *trustPages) show(w http.ResponseWriter, r *http.Request, v *visit) {
 }
 
 func (p *trustPages) render(w http.ResponseWriter, r *http.Request, v *visit, status int, refused string, form url.Values) {
+	p.renderField(w, r, v, status, "", refused, form)
+}
+
+// renderField is render with the refusal beside the field id too.
+func (p *trustPages) renderField(w http.ResponseWriter, r *http.Request, v *visit, status int, id, refused string, form url.Values) {
 	ctx := r.Context()
 	st, err := p.c.api.Status(ctx)
 	if err != nil {
@@ -74,7 +80,8 @@ func (p *trustPages) render(w http.ResponseWriter, r *http.Request, v *visit, st
 		d.Tiers = pol.Tiers
 	}
 	pd := p.c.data(v, "Trust", "trust", d)
-	pd.Error = refused
+	pd.Skips = []skip{{"#intros", "Skip to Introductions"}}
+	pd.refuseField(id, refused)
 	p.c.pages.render(w, status, "trust", pd)
 }
 
@@ -85,19 +92,38 @@ func (p *trustPages) act(w http.ResponseWriter, r *http.Request, v *visit, what 
 		p.render(w, r, v, http.StatusBadRequest, "peer: is required: the peer whose key to "+what+"; nothing was changed", r.PostForm)
 		return
 	}
-	info, err := p.c.api.TrustPeer(r.Context(), id, a)
-	if err != nil {
-		p.render(w, r, v, apiStatus(err), refusal(what+" "+shortID(id), err), r.PostForm)
+	l := p.c.labels(r.Context())
+	if a.Revoke {
+		if _, err := p.c.api.PeerTrust(r.Context(), id); err != nil {
+			p.renderField(w, r, v, apiStatus(err), "", refusal(what+" "+shortID(id), err), r.PostForm)
+			return
+		}
+	}
+	if a.Revoke && !p.c.confirmed(w, r, v, confirmData{What: fmt.Sprintf("Revoke trust in the key of %s?", l.Label(id)),
+		Then: "Every message it sends is refused from then on (key_revoked), in every conversation, open or not; it is shown nothing and may use nothing. " +
+			"Its pin goes. To take its messages again, compare fingerprints with its owner and pin its key again.",
+		Button: "Revoke", Cancel: "/ui/trust#peer-" + id, Danger: true}) {
 		return
 	}
-	l := p.c.labels(r.Context())
-	p.c.changed(w, v, "/ui/trust", notice{Text: fmt.Sprintf("%s: level %s (%s).", l.Label(info.Peer), info.Level, strings.Join(info.How, "; "))})
+	info, err := p.c.api.TrustPeer(r.Context(), id, a)
+	if err != nil {
+		msg := refusal(what+" "+shortID(id), err)
+		p.renderField(w, r, v, apiStatus(err), "fp-"+id, msg, r.PostForm)
+		return
+	}
+	n := notice{Text: fmt.Sprintf("%s: level %s (%s).", l.Label(info.Peer), info.Level, strings.Join(info.How, "; "))}
+	if a.Revoke {
+		n = notice{Warn: true, Text: fmt.Sprintf("Revoked trust in the key of %s: its messages are now refused (key_revoked), and it is shown nothing. "+
+			"To take them again, pin its key again below.", l.Label(info.Peer))}
+	}
+	p.c.changed(w, v, "/ui/trust#peer-"+info.Peer, n)
 }
 
 func (p *trustPages) pin(w http.ResponseWriter, r *http.Request, v *visit) {
 	fp := strings.TrimSpace(r.PostFormValue("fingerprint"))
 	if fp == "" {
-		p.render(w, r, v, http.StatusBadRequest, "fingerprint: is required: the fingerprint (SHA256:…) the peer's owner read to you from `ifaced id`; nothing was changed", r.PostForm)
+		p.renderField(w, r, v, http.StatusBadRequest, "fp-"+strings.TrimSpace(r.PostFormValue("peer")),
+			"fingerprint: is required: the fingerprint (SHA256:…) the peer's owner read to you from `ifaced id`; nothing was changed", r.PostForm)
 		return
 	}
 	p.act(w, r, v, "pin", api.TrustAction{Verify: fp})
@@ -130,18 +156,19 @@ func parseExpiry(s string) (time.Duration, error) {
 func (p *trustPages) mint(w http.ResponseWriter, r *http.Request, v *visit) {
 	label := strings.TrimSpace(r.PostFormValue("label"))
 	if label == "" {
-		p.render(w, r, v, http.StatusBadRequest, "label: is required: a name for whom the token is for, such as \"Bob\"; nothing was changed", r.PostForm)
+		p.renderField(w, r, v, http.StatusBadRequest, "intro-label", "label: is required: a name for whom the token is for, such as \"Bob\"; nothing was changed", r.PostForm)
 		return
 	}
 	ttl, err := parseExpiry(strings.TrimSpace(r.PostFormValue("expires")))
 	if err != nil {
-		p.render(w, r, v, http.StatusBadRequest, err.Error()+"; nothing was changed", r.PostForm)
+		p.renderField(w, r, v, http.StatusBadRequest, "intro-expires", err.Error()+"; nothing was changed", r.PostForm)
 		return
 	}
 	m, err := p.c.api.Introductions().Mint(r.Context(), api.IntroRequest{Label: label, ExpiresSeconds: int64(ttl / time.Second),
 		Disclosure: r.PostFormValue("tier"), Persona: strings.TrimSpace(r.PostFormValue("persona"))})
 	if err != nil {
-		p.render(w, r, v, apiStatus(err), refusal("minting a token", err), r.PostForm)
+		id := map[string]string{"disclosure": "intro-tier", "persona": "intro-persona", "label": "intro-label", "expires_seconds": "intro-expires"}[apiField(err)]
+		p.renderField(w, r, v, apiStatus(err), id, refusal("minting a token", err), r.PostForm)
 		return
 	}
 	p.c.changed(w, v, "/ui/trust", notice{Text: fmt.Sprintf("Minted token %s for %q, valid until %s. Copy it now and hand it to them (they run `ifaced accept-intro` and paste it): it is not shown again.",
@@ -152,6 +179,15 @@ func (p *trustPages) revokeIntro(w http.ResponseWriter, r *http.Request, v *visi
 	id := strings.TrimSpace(r.PostFormValue("id"))
 	if id == "" {
 		p.render(w, r, v, http.StatusBadRequest, "id: is required: the token to revoke; nothing was changed", r.PostForm)
+		return
+	}
+	if list, err := p.c.api.Introductions().List(r.Context()); err == nil && !slices.ContainsFunc(list.Issued, func(in trust.IssuedIntroInfo) bool { return in.ID == id }) {
+		p.render(w, r, v, http.StatusNotFound, fmt.Sprintf("revoking token %s: no token of that ID was minted here; nothing was changed", id), r.PostForm)
+		return
+	}
+	if !p.c.confirmed(w, r, v, confirmData{What: fmt.Sprintf("Revoke the introduction token %s?", id),
+		Then:   "It admits nobody from then on, and a peer it introduced loses what it granted (its tier, from its next greeting).",
+		Button: "Revoke the token", Cancel: "/ui/trust#intros", Danger: true}) {
 		return
 	}
 	info, err := p.c.api.Introductions().Revoke(r.Context(), id)

@@ -19,7 +19,12 @@
 //     commitments this daemon gave or followed (bucket "key_lifecycle",
 //     keys.go);
 //   - the owner's run-time policy changes: disclosure tiers and
-//     temperature caps set through the control API (bucket "policy").
+//     temperature caps set through the control API (bucket "policy");
+//   - the views sent: for each peer, a small record of the last view of
+//     the owner's document this daemon sent it (SentView: when, how, the
+//     seq, the grant, the capabilities eligible and shown), kept like the
+//     peer cache (bucket "sent" for known peers, memory for strangers;
+//     sent.go).
 //
 // The caller chooses where the file lives (normally inside the data
 // directory); the package never guesses a path. Open creates the file with
@@ -73,6 +78,9 @@
 // others grow only by the owner's acts:
 //
 //   - peers: only known peers (above); strangers' records live in memory.
+//   - sent: only known peers; strangers' records live in a memory bounded
+//     by bytes (MaxSentStrangerBytes, 4 MiB, least recently sent evicted
+//     first), which never holds a known peer's.
 //   - seen and seen_by_expiry: at most MaxSeenIDs (250,000) IDs; past it
 //     the IDs that expire first are evicted (seen.go says why).
 //   - trust: only records holding something the owner made (package

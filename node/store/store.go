@@ -50,7 +50,7 @@ var (
 // dataBuckets are created with the file alongside meta.
 var dataBuckets = [][]byte{bucketPeers, bucketSeen, bucketSeenByExpiry, bucketOwn,
 	bucketTrust, bucketIntrosIssued, bucketIntrosHeld,
-	bucketMail, bucketMailBySender, bucketMailRecipients, bucketOutbox, bucketImports, bucketMailMeta}
+	bucketMail, bucketMailBySender, bucketMailRecipients, bucketOutbox, bucketImports, bucketMailMeta, bucketSent}
 
 // Store is the open store file. It is safe for concurrent use: bbolt runs
 // one writer at a time and readers beside it.
@@ -67,6 +67,8 @@ type Store struct {
 	gate        atomic.Pointer[PeerGate]           // which peers are known (peers.go); nil: all
 	strangers   *costlru.Cache[string, PeerRecord] // strangers' records, in memory only (peers.go)
 	strangersMu sync.Mutex                         // one merge into strangers at a time
+
+	sentStrangers *costlru.Cache[string, SentView] // strangers' records of the views sent them, in memory only (sent.go)
 }
 
 // Open opens (creating with mode 0600) the store file at path. If another
@@ -84,7 +86,8 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path, maxSeen: MaxSeenIDs, strangers: costlru.New[string, PeerRecord](MaxStrangerBytes)}
+	s := &Store{db: db, path: path, maxSeen: MaxSeenIDs, strangers: costlru.New[string, PeerRecord](MaxStrangerBytes),
+		sentStrangers: newSentStrangers()}
 	db.View(func(tx *bolt.Tx) error {
 		s.seenCount.Store(int64(tx.Bucket(bucketSeen).Stats().KeyN))
 		return nil

@@ -194,6 +194,12 @@
 // invalid_signature). The vectors in testdata/conformance/signing.json
 // pin the bytes.
 //
+// What a daemon received is kept with these signatures in its audit log,
+// a tamper-evident log whose checkpoints the daemon signs; its records,
+// checkpoints and evidence bundles, which a third party verifies offline,
+// are specified in docs/audit.md (not on the wire: a bundle travels as a
+// file the owner hands over).
+//
 // # Acceptance
 //
 // Every inbound message, on every transport (these streams, the HTTPS

@@ -1,7 +1,8 @@
 // The console's one script. Every page works without it; it only adds:
-// the overview's events as they happen, copying a minted token, and a
-// login code given in the URL's fragment (#code=…), which a server never
-// sees, posted to log in.
+// the overview's events as they happen (named as the owner calls each
+// peer, linked to where each is recorded, in the list's aria-live
+// region), copying a minted token, and a login code given in the URL's
+// fragment (#code=…), which a server never sees, posted to log in.
 "use strict";
 
 document.addEventListener("DOMContentLoaded", () => {
@@ -33,12 +34,16 @@ function followEvents() {
     if (e.peer) {
       const a = document.createElement("a");
       a.href = "/ui/peers/" + encodeURIComponent(e.peer);
-      a.textContent = short(e.peer);
+      a.textContent = e.name || short(e.peer);
       li.append(" ", a);
     }
-    if (e.conversation_id) {
+    const refused = e.type === "refused";
+    if (e.conversation_id && refused) {
+      // A refused message is recorded apart, never in the conversation it names.
+      li.append(", naming " + e.conversation_id);
+    } else if (e.conversation_id) {
       const a = document.createElement("a");
-      a.href = "/ui/audit/c/" + encodeURIComponent(e.conversation_id);
+      a.href = e.link || "/ui/audit/c/" + encodeURIComponent(e.conversation_id);
       a.textContent = e.conversation_id;
       li.append(" in ", a);
     }
@@ -46,6 +51,13 @@ function followEvents() {
     if (e.detail) rest += ": " + e.detail;
     if (e.text) rest += " “" + e.text + "”";
     li.append(rest);
+    if (refused && e.link) {
+      const a = document.createElement("a");
+      a.className = "record";
+      a.href = e.link;
+      a.textContent = "the refusal's record";
+      li.append(" ", a);
+    }
     list.prepend(li);
     while (list.children.length > 50) list.lastElementChild.remove();
   };
