@@ -14,7 +14,7 @@
 // before the reader could open anything in it. Words a newcomer meets
 // here for the first time (a message's sequence, a document's seq, a
 // price in USDC) are explained where they first appear. The last line
-// points to the README's two-terminal walkthrough, the next step.
+// points to the README's five-minute walkthrough, the next step.
 package demo
 
 import (
