@@ -80,7 +80,9 @@ func TestReadDoc(t *testing.T) {
 		"<!-- example: old -->\n```sh\nx\n```\n\n" +
 		"<!-- not run: -->\n```sh\nx\n```\n\n" +
 		"<!-- not run: data is never run -->\n```json\n{}\n```\n\n" +
-		"<!-- file: ~/x -->\n\nnot a fence\n"
+		"<!-- file: ~/x -->\n\nnot a fence\n\n" +
+		"```text\nwhat it prints\n$ ifaced status\n```\n\n" +
+		"~~~sh\nifaced status\n~~~\n"
 	path := filepath.Join(t.TempDir(), "doc.md")
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
@@ -89,11 +91,12 @@ func TestReadDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(blocks) != 8 || blocks[0].notRun != "it needs the network" || blocks[1].notRun != "" || blocks[2].file != "~/cap.json" {
+	if len(blocks) != 9 || blocks[0].notRun != "it needs the network" || blocks[1].notRun != "" || blocks[2].file != "~/cap.json" {
 		t.Errorf("blocks: %+v", blocks)
 	}
 	for _, want := range []string{"doc.md:17: a fence without a language", `doc.md:21: a fence of "python"`, "doc.md:25: <!-- example: old -->",
-		"doc.md:30: <!-- not run: -->", "doc.md:35: <!-- not run --> stands before a json block", "doc.md:40: the marker <!-- file: ~/x --> is not followed"} {
+		"doc.md:30: <!-- not run: -->", "doc.md:35: <!-- not run --> stands before a json block", "doc.md:40: the marker <!-- file: ~/x --> is not followed",
+		`doc.md:46: a text block holding a command ("$ ifaced status")`, "doc.md:49: a ~~~ fence"} {
 		found := false
 		for _, p := range problems {
 			found = found || strings.HasPrefix(p, want)
