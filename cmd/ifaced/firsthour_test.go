@@ -581,3 +581,24 @@ func TestPeerHintsKeepTheirWords(t *testing.T) {
 		t.Errorf("a peer's refusal with --home %s: %d\n%s", b, r.code, r.stderr)
 	}
 }
+
+// TestKeyOutDirectoryMissing: --out in a directory that does not exist
+// yet makes it, mode 0700, for the revocation statement as for the next
+// key (before: commit-next made it, revocation-statement failed "no such
+// file or directory", and the README's command with it).
+func TestKeyOutDirectoryMissing(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	mustRun(t, home, "init")
+	for _, c := range []struct{ sub, file string }{{"revocation-statement", "revoke.json"}, {"commit-next", "next.pem"}} {
+		dir := filepath.Join(t.TempDir(), "offline", "keys")
+		out := filepath.Join(dir, c.file)
+		mustRun(t, home, "key", c.sub, "--out", out)
+		fi, err := os.Stat(dir)
+		if err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("key %s --out %s: the directory %v %v", c.sub, out, fi, err)
+		}
+		if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("key %s --out %s: %v %v", c.sub, out, fi, err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -162,6 +163,11 @@ func runKey(_ context.Context, e *env, args []string) error {
 		}
 		w := e.stdout
 		if *out != "" {
+			// Its directory is made as commit-next makes the next key's
+			// (mode 0700): the same --out, the same outcome.
+			if err := os.MkdirAll(filepath.Dir(*out), 0o700); err != nil {
+				return fmt.Errorf("--out %s: creating its directory: %w", *out, err)
+			}
 			file, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 			if errors.Is(err, fs.ErrExist) {
 				return fmt.Errorf("--out %s: the file exists; choose another (a statement is never overwritten)", *out)
