@@ -35,7 +35,7 @@ func (f *flags) offlineAudit(e *env) (auditReader, error) {
 	dir := filepath.Join(h.Dir, "audit")
 	log, err := gossip.ReadAuditLog(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w for %s, and it holds no audit log (%s) to read", api.ErrNoDaemon, h.Dir, dir)
+		return nil, fmt.Errorf("%w for %s (start one with \"ifaced run\"), and it holds no audit log (%s) to read", api.ErrNoDaemon, h.Dir, dir)
 	}
 	if err != nil {
 		return nil, err

@@ -309,7 +309,7 @@ func TestConfigVerb(t *testing.T) {
 		exit int
 		want string
 	}{
-		{[]string{"config", "set", "log.level", "loud"}, 1, "log.level"},
+		{[]string{"config", "set", "log.level", "loud"}, 2, "log.level"}, // a mistake in the command line (issue 29: exit 2)
 		{[]string{"config", "set", "rates.cool", "many"}, 2, `rates.cool: "many" is not an integer`},
 		{[]string{"config", "set", "capabilities", "x"}, 2, "not a key config set takes"},
 	} {

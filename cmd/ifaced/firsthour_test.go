@@ -115,6 +115,7 @@ func TestCommandLineMistakesExit2(t *testing.T) {
 		{[]string{"audit", "--why", "a b"}, "white space"},
 		{[]string{"import", "notaurl"}, "not an http(s) URL"},
 		{[]string{"invoke", aliceID, "Bad Name!"}, "dot notation"},
+		{[]string{"trust", aliceID, "--verify", "SHA256:nope"}, "SHA256:nope"},
 	} {
 		r := ifaced(t, b, c.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, c.says) {
@@ -131,6 +132,9 @@ func TestCommandLineMistakesExit2(t *testing.T) {
 		{[]string{"invoke", aliceID, "no.such"}, "unknown_capability"},                              // the peer refused
 		{[]string{"invoke", aliceID, "doc.summarize", "--params", `{"text": 5}`}, "invalid_params"}, // the peer's schema
 		{[]string{"caps", "remove", "no.such"}, "no capability of that name"},
+		// A well-formed fingerprint of another key is a refusal, not a
+		// mistake in the words (TestTrustVerbs holds its message).
+		{[]string{"trust", aliceID, "--verify", bobHomeFingerprint(t, b)}, "compare again"},
 	} {
 		if r := ifaced(t, b, c.args...); r.code != 1 || !strings.Contains(r.stderr, c.says) {
 			t.Errorf("%q: exit %d, want 1 saying %q\n%s", c.args, r.code, c.says, r.stderr)
@@ -601,4 +605,10 @@ func TestKeyOutDirectoryMissing(t *testing.T) {
 			t.Errorf("key %s --out %s: %v %v", c.sub, out, fi, err)
 		}
 	}
+}
+
+// bobHomeFingerprint is the key fingerprint of the daemon in home.
+func bobHomeFingerprint(t *testing.T, home string) string {
+	t.Helper()
+	return strings.TrimSpace(mustRun(t, home, "id", "--field", "fingerprint"))
 }

@@ -6,6 +6,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -162,7 +164,9 @@ func run(ctx context.Context, e *env, args []string) int {
 // arguments and flags; except for what a verb reads from elsewhere, a
 // problem of which is not the command line's (exit 1): `caps add` sends
 // the file it names, `accept-intro` the token on standard input or in a
-// file.
+// file. A fingerprint that is well formed but not the peer's key's
+// (`trust PEER --verify FP`) is a refusal, not a mistake in the words: the
+// key is not the one its owner read out, which may be an impostor's.
 func badWords(verb string, args []string, err error) bool {
 	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field == "" {
@@ -171,10 +175,39 @@ func badWords(verb string, args []string, err error) bool {
 	switch verb {
 	case "accept-intro":
 		return false
+	case "trust":
+		return ae.Field != "verify" || !wellFormedFingerprint(flagValue(args, "verify"))
 	case "caps":
 		return firstPositional(args) < 0 || args[firstPositional(args)] != "add"
 	}
 	return true
+}
+
+// flagValue is the value the command line gives flag name (--name V or
+// --name=V), "" when none.
+func flagValue(args []string, name string) string {
+	v := ""
+	for i := 0; i < len(args); i++ {
+		a := strings.TrimPrefix(strings.TrimPrefix(args[i], "-"), "-")
+		switch {
+		case args[i] == "--":
+			return v
+		case a == name && i+1 < len(args):
+			v = args[i+1]
+			i++
+		case strings.HasPrefix(a, name+"="):
+			v = strings.TrimPrefix(a, name+"=")
+		}
+	}
+	return v
+}
+
+// wellFormedFingerprint: fp has the form `ifaced id` prints a key
+// fingerprint in (SHA256: and the digest, unpadded base64).
+func wellFormedFingerprint(fp string) bool {
+	digest, ok := strings.CutPrefix(fp, "SHA256:")
+	b, err := base64.RawStdEncoding.DecodeString(digest)
+	return ok && err == nil && len(b) == sha256.Size
 }
 
 func unknownCommand(name string) error {
