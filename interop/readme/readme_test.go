@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -312,23 +313,61 @@ func (s *session) env() []string {
 		"PATH="+s.bins.dir+string(os.PathListSeparator)+os.Getenv("PATH"), "IFACED_TEST_BIN="+s.bins.ifaced)
 }
 
-// freePort finds a port free on loopback for both TCP and UDP (QUIC).
+// freePort finds a port free on loopback for both TCP and UDP (QUIC),
+// below the kernel's range of ephemeral ports: a port from that range,
+// free when chosen, can be handed to any process's outgoing connection or
+// :0 listener (a daemon's, another test's) before the walkthrough's
+// command binds it, which happened on the shared machine ("bind: address
+// already in use" for the example agent). Below the range only a process
+// that names the port takes it. No port is handed out twice in a run.
 func freePort(t *testing.T) string {
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	low := ephemeralLow()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 200 {
+		port := 0
+		if low > minPort+1000 {
+			port = minPort + rand.IntN(low-minPort)
 		}
-		port := l.Addr().(*net.TCPAddr).Port
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		port = l.Addr().(*net.TCPAddr).Port
 		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
 		l.Close()
 		if err == nil {
 			u.Close()
-			return fmt.Sprint(port)
+			if !portsGiven[port] {
+				portsGiven[port] = true
+				return fmt.Sprint(port)
+			}
 		}
 	}
 	t.Fatal("no port free for both TCP and UDP")
 	return ""
+}
+
+// minPort is the lowest port freePort hands out.
+const minPort = 20000
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux),
+// 0 when unknown (then freePort asks the kernel for a port).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	var low, high int
+	if _, err := fmt.Sscan(string(b), &low, &high); err != nil {
+		return 0
+	}
+	return low
 }
 
 // rewrite maps the documents' ports and wildcard addresses to the
