@@ -576,7 +576,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 }
 
-// writeDocsPNG writes the README's picture: the screenshot with 256
+// writeDocsPNG writes docs/console.md's pictures: the screenshot with 256
 // colours (Plan 9's palette, nearest colour, no dithering), which keeps
 // text sharp at a fraction of the size.
 func writeDocsPNG(t *testing.T, from, to string) {
