@@ -457,7 +457,7 @@ func TestParseFlags(t *testing.T) {
 
 // A child given IFACED_BENCH_CPUPROFILE and IFACED_BENCH_HEAPPROFILE
 // writes a CPU profile of its life and a heap profile at each gc, as the
-// README's commands say: each a gzipped protocol buffer, as pprof reads.
+// commands of docs/benchmarks.md say: each a gzipped protocol buffer, as pprof reads.
 func TestChildWritesProfiles(t *testing.T) {
 	dir := t.TempDir()
 	prefix := dir + "/child"

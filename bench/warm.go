@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ifaced/ifaced/node/converse"
+
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -127,7 +129,7 @@ func (p *warmPair) greet(ctx context.Context) (time.Duration, error) {
 }
 
 func open(d *daemon, convID string) bool {
-	return slices.ContainsFunc(d.Conversations().Open(), func(c node.ConversationInfo) bool { return c.ID == convID })
+	return slices.ContainsFunc(d.Conversations().Open(), func(c converse.ConversationInfo) bool { return c.ID == convID })
 }
 
 // fsyncProbe appends 1 KB to a file in dir and fsyncs it: the unit of

@@ -53,6 +53,16 @@ type Bundle struct {
 	Records        []BundleRecord `json:"records"`
 }
 
+// File is the bundle as a file: indented JSON and a newline, as `ifaced
+// audit export` writes it and the console offers it for download.
+func (b *Bundle) File() ([]byte, error) {
+	raw, err := json.MarshalIndent(b, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding the bundle: %w", err)
+	}
+	return append(raw, '\n'), nil
+}
+
 // BundleRecord is one record with its inclusion proof.
 type BundleRecord struct {
 	Checkpoint int      `json:"checkpoint"` // index in Checkpoints

@@ -9,17 +9,19 @@ import (
 	"testing"
 )
 
-// readmeCapability is the README's cap.json, as printed there; the test
-// below also reads it from README.md, so the two cannot drift.
+// readmeCapability is the tutorial's cap.json, as printed in
+// docs/tutorials/two-daemons.md (the README's, before the README moved its
+// walkthroughs to docs/); the test below also reads it from there, so the
+// two cannot drift.
 func readmeCapability(t *testing.T) []byte {
 	t.Helper()
-	src, err := os.ReadFile("../README.md")
+	src, err := os.ReadFile("../docs/tutorials/two-daemons.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?s)where `cap.json` holds one capability, for example\n\n(?:<!-- [^\n]*-->\n)?```json\n(.*?)```").FindSubmatch(src)
+	m := regexp.MustCompile("(?s)<!-- file: ~/two/cap.json -->\n```json\n(.*?)```").FindSubmatch(src)
 	if m == nil {
-		t.Fatal("README.md no longer shows cap.json after \"where `cap.json` holds one capability, for example\"")
+		t.Fatal("docs/tutorials/two-daemons.md no longer shows cap.json after <!-- file: ~/two/cap.json -->")
 	}
 	return m[1]
 }
@@ -32,7 +34,7 @@ func capNamesOf(caps []Capability) []string {
 	return out
 }
 
-// TestLoadCapabilitiesEveryShape: one capability (the README's cap.json,
+// TestLoadCapabilitiesEveryShape: one capability (the tutorial's cap.json,
 // which `caps validate` refused with "name: is not a known field"), a
 // list, a whole document (which `caps add` refused with "ifp: is not a
 // known field"), and [[capabilities]] tables (examples/agent/

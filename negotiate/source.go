@@ -67,7 +67,7 @@ func LoadDocument(src []byte, format Format, order *conditions.TierOrder) (*Docu
 }
 
 // Shape is what a capability file holds. Owners meet capabilities in
-// several forms — one in the README's cap.json, a list, a whole document
+// several forms — one in the tutorial's cap.json (docs/tutorials/two-daemons.md), a list, a whole document
 // (what `caps` --json prints), the [[capabilities]] tables of a config
 // (examples/agent/capabilities.toml) — so every one of them is read, in
 // JSON or TOML, and the reader is told which it was.

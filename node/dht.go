@@ -525,7 +525,9 @@ type FindResult struct {
 // (dotted integers, e.g. "2" or "1.3"), a provider offering a lower version
 // is still reported, as below_min_version, so the caller sees why a peer it
 // expected is not usable; a version that is not dotted integers cannot be
-// compared and counts as below.
+// compared and counts as below. When the DHT cannot be searched
+// (ErrDHTOff, ErrNoDHTPeers), the imports that list the capability are
+// returned with that error.
 func (d *Discovery) Find(ctx context.Context, capability, minVersion string, limit int) ([]FindResult, error) {
 	fail := func(err error) ([]FindResult, error) {
 		return nil, fmt.Errorf("finding providers of %q: %w", capability, err)
@@ -548,13 +550,13 @@ func (d *Discovery) Find(ctx context.Context, capability, minVersion string, lim
 	}
 	imported := d.imports.providers(capability)
 	if d.dht == nil || !d.dht.hasPeers() {
-		if len(imported) > 0 {
-			return imported, nil
+		// The imports that list the capability come with the error that
+		// says why the DHT was not searched.
+		err := ErrDHTOff
+		if d.dht != nil {
+			err = d.dht.noServer()
 		}
-		if d.dht == nil {
-			return fail(ErrDHTOff)
-		}
-		return fail(d.dht.noServer())
+		return imported, fmt.Errorf("finding providers of %q: %w", capability, err)
 	}
 	provs, err := d.dht.findProviders(ctx, capability, limit)
 	if err != nil {

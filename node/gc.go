@@ -26,7 +26,7 @@ import (
 // The limit is soft: the runtime collects harder as the memory it holds
 // nears it, but what is allocated while a collection runs, and memory not
 // yet given back to the system, go past it. Set at the bound itself
-// (twice limits.max_memory_mb, README "Bounds"), a flood of 300 fresh
+// (twice limits.max_memory_mb, docs/bounds.md), a flood of 300 fresh
 // keys greeting at once with 900 KiB views took the process to 516-541
 // MiB of a 512 MiB bound; so it is set a quarter below the bound, at
 // gcLimitFactor times max_memory_mb, which leaves that overshoot room.
@@ -38,7 +38,7 @@ const gcLimitFactor = 1.5
 
 // TuneGC sets the collector for a daemon with these limits: GOGC 200,
 // and a soft memory limit of gcLimitFactor times limits.max_memory_mb,
-// below the bound the README states for its resident memory (twice
+// below the bound docs/bounds.md states for its resident memory (twice
 // max_memory_mb). GOGC and GOMEMLIMIT set in the environment are left as
 // they are.
 func TuneGC(l config.LimitsConfig) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -170,11 +169,10 @@ func runAuditExport(_ context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	raw, err := json.MarshalIndent(b, "", "  ")
+	raw, err := b.File()
 	if err != nil {
 		return err
 	}
-	raw = append(raw, '\n')
 	if *out == "" {
 		_, err = e.stdout.Write(raw)
 		return err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -91,7 +92,7 @@ func runCapsCommand(ctx context.Context, e *env, args []string) error {
 	if f.json {
 		return writeJSON(e.stdout, pc)
 	}
-	printPeerCaps(e.stdout, pc)
+	printPeerCaps(e, pc)
 	return nil
 }
 
@@ -165,7 +166,8 @@ func describeConditions(c negotiate.Capability) string {
 	return strings.Join(parts, " ")
 }
 
-func printPeerCaps(w io.Writer, pc *api.PeerCaps) {
+func printPeerCaps(e *env, pc *api.PeerCaps) {
+	w := e.stdout
 	who := pc.PeerID
 	if pc.Display != "" {
 		who = fmt.Sprintf("%s (%s)", pc.Display, pc.PeerID)
@@ -192,11 +194,77 @@ func printPeerCaps(w io.Writer, pc *api.PeerCaps) {
 	}
 	fmt.Fprintf(w, "%-*s  ELIGIBLE\n", width, "CAPABILITY")
 	for _, c := range pc.View.Capabilities {
-		fmt.Fprintf(w, "%-*s  %s\n", width, c.Name, yesNo(isEligible(c)))
+		// Everything below the name is the peer's own words: one line
+		// each, printable, bounded.
+		fmt.Fprintf(w, "%-*s  %s\n", width, termText(c.Name, 128), yesNo(isEligible(c)))
+		if c.Description != "" {
+			fmt.Fprintf(w, "    %s\n", termText(c.Description, maxTermDesc))
+		}
+		if p := describeParams(c.Parameters); p != "" {
+			fmt.Fprintf(w, "    params: %s\n", p)
+		}
+		if c.Price != nil {
+			fmt.Fprintf(w, "    price: %s %s\n", termText(c.Price.Amount, 64), termText(c.Price.Currency, 64))
+		}
 		for _, u := range c.Unmet {
-			fmt.Fprintf(w, "    %s: required %s, have %s; %s\n", u.Condition, u.Required, u.Have, u.HowToMeet)
+			fmt.Fprintf(w, "    %s: required %s, have %s; %s\n", termText(string(u.Condition), 64), termText(u.Required, 64), termText(u.Have, 64), termText(u.HowToMeet, maxTermLine))
 		}
 	}
+	fmt.Fprint(w, e.hint(fmt.Sprintf("(`ifaced invoke %s NAME --params JSON` runs one; --json shows the whole schemas)\n", pc.PeerID)))
+}
+
+// maxParams is how many parameters describeParams names.
+const maxParams = 12
+
+// describeParams sums a JSON Schema of parameters up on one line: each
+// property with its type, required ones marked, as `days (integer,
+// required), text (string)`; "none" for an object without properties, ""
+// when there is no schema.
+func describeParams(schema any) string {
+	m, ok := schema.(map[string]any)
+	if !ok {
+		return ""
+	}
+	props, _ := m["properties"].(map[string]any)
+	if len(props) == 0 {
+		return "none"
+	}
+	required := map[string]bool{}
+	if req, ok := m["required"].([]any); ok {
+		for _, r := range req {
+			if s, ok := r.(string); ok {
+				required[s] = true
+			}
+		}
+	}
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(props)) {
+		if len(parts) == maxParams {
+			parts = append(parts, fmt.Sprintf("… (%d in all)", len(props)))
+			break
+		}
+		kind := "any"
+		if p, ok := props[name].(map[string]any); ok {
+			switch t := p["type"].(type) {
+			case string:
+				kind = t
+			case []any:
+				var ts []string
+				for _, x := range t {
+					if s, ok := x.(string); ok {
+						ts = append(ts, s)
+					}
+				}
+				kind = strings.Join(ts, "|")
+			}
+		}
+		d := termText(name, 64) + " (" + termText(kind, 64)
+		if required[name] {
+			d += ", required"
+		}
+		parts = append(parts, d+")")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // capabilityFile is a file `caps validate` and `caps add` read: a

@@ -239,26 +239,33 @@ const (
 func reportError(e *env, command string, err error, code int, asJSON bool) {
 	var pe *problemsError
 	errors.As(err, &pe)
+	var ae *api.Error
+	if errors.As(err, &ae) && ae.PeerError != nil {
+		// What a peer answered is the peer's words, and its hints are
+		// for the peer's owner: no --home of ours goes into them.
+		plain := *e
+		plain.home = ""
+		e = &plain
+	}
 	if !asJSON {
 		if pe != nil {
 			for _, p := range pe.problems {
-				fmt.Fprintln(e.stderr, p)
+				fmt.Fprintln(e.stderr, e.hint(p))
 			}
 		}
 		prefix := "ifaced"
 		if command != "" {
 			prefix += " " + command
 		}
-		fmt.Fprintln(e.stderr, prefix+": "+err.Error())
+		fmt.Fprintln(e.stderr, prefix+": "+e.hint(err.Error()))
 		return
 	}
 	out := cliError{Command: command, ExitCode: code}
-	out.Message = err.Error()
-	var ae *api.Error
+	out.Message = e.hint(err.Error())
 	switch {
 	case errors.As(err, &ae):
 		out.Error = *ae
-		out.Message = err.Error() // with the context the client added
+		out.Message = e.hint(err.Error()) // with the context the client added
 	case code == 2:
 		out.Code = codeUsage
 	default:

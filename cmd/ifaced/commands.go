@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/ifaced/ifaced/node/config"
@@ -73,11 +75,19 @@ func runInit(_ context.Context, e *env, args []string) error {
 
 func runID(_ context.Context, e *env, args []string) error {
 	f := newFlags(e, "id", "", true)
+	field := f.String("field", "", "print only this field, for scripts: peer_id, did, key_id, fingerprint or home (e.g. ALICE=$(ifaced id --field peer_id))")
 	if err := f.parse(args); err != nil {
 		return err
 	}
 	if f.NArg() > 0 {
 		return usageError("id takes no arguments, got %q", f.Args())
+	}
+	if *field != "" && !slices.Contains(idFields, *field) {
+		msg := fmt.Sprintf("--field %q: want one of %s", *field, strings.Join(idFields, ", "))
+		if s := suggest(*field, idFields); s != "" {
+			msg += fmt.Sprintf("; did you mean %q?", s)
+		}
+		return usageError("%s", msg)
 	}
 	h, err := f.homeDir(e)
 	if err != nil {
@@ -87,8 +97,17 @@ func runID(_ context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *field != "" {
+		info := idInfo{id.PeerID().String(), id.DID(), id.KeyID(), id.Fingerprint(), h.Dir}
+		fmt.Fprintln(e.stdout, map[string]string{"peer_id": info.PeerID, "did": info.DID, "key_id": info.KeyID,
+			"fingerprint": info.Fingerprint, "home": info.Home}[*field])
+		return nil
+	}
 	return printID(e.stdout, f.json, id, h)
 }
+
+// idFields are the fields `id --field` prints, as --json names them.
+var idFields = []string{"peer_id", "did", "key_id", "fingerprint", "home"}
 
 // configProblems lists the problems in a config or document error.
 func configProblems(err error) []error {

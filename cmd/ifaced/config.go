@@ -330,8 +330,9 @@ func configSet(e *env, f *flags, path, key, value string) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if _, err := config.ParseConfig(edited); err != nil {
-		// Nothing is written: the daemon could not start on it.
-		return configFailure(&config.ConfigError{File: path + " (as it would be)", Err: err})
+		// Nothing is written: the daemon could not start on it. The
+		// value given is what made it so: a command-line mistake.
+		return &exitError{code: 2, err: configFailure(&config.ConfigError{File: path + " (as it would be)", Err: err})}
 	}
 	if err := writeFileAtomic(path, edited, st.Mode().Perm()); err != nil {
 		return fmt.Errorf("writing config: %w", err)

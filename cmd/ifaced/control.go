@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -72,7 +73,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(w, "%-14s %s\n", label, r)
 	}
 	if st.Outbox > 0 {
-		fmt.Fprintf(w, "outbox         %d waiting for a peer's mailbox (`ifaced outbox`)\n", st.Outbox)
+		fmt.Fprint(w, e.hint(fmt.Sprintf("outbox         %d waiting for a peer's mailbox (`ifaced outbox`)\n", st.Outbox)))
 	}
 	for i, c := range st.Connections {
 		label := ""
@@ -82,7 +83,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(w, "%-14s %s %s, %s (%s)\n", label, c.Peer, c.Via, c.Addr, c.Direction)
 	}
 	if len(st.Connections) == api.MaxStatusConnections {
-		fmt.Fprintf(w, "%-14s … (the first %d; `ifaced peers` lists every peer)\n", "", api.MaxStatusConnections)
+		fmt.Fprint(w, e.hint(fmt.Sprintf("%-14s … (the first %d; `ifaced peers` lists every peer)\n", "", api.MaxStatusConnections)))
 	}
 	return nil
 }
@@ -109,7 +110,7 @@ func runPeers(ctx context.Context, e *env, args []string) error {
 		return writeJSON(e.stdout, api.PeerList{Peers: peers}) // the API's shape: {"peers": […]}
 	}
 	if len(peers) == 0 {
-		fmt.Fprintln(e.stdout, "no peers known (connect to one with `ifaced connect MULTIADDR`)")
+		fmt.Fprintln(e.stdout, e.hint("no peers known (connect to one with `ifaced connect MULTIADDR`)"))
 		return nil
 	}
 	// A peer's display is its own claim, and many daemons leave it unset:
@@ -244,7 +245,7 @@ func runGreet(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(w, "  - %s (%s)\n", cp.Name, strings.Join(why, "; "))
 		}
 		if eligible < len(res.View.Capabilities) {
-			fmt.Fprintf(w, "(`ifaced caps %s` shows how to meet each condition)\n", res.Peer)
+			fmt.Fprint(w, e.hint(fmt.Sprintf("(`ifaced caps %s` shows how to meet each condition)\n", res.Peer)))
 		}
 	}
 	return nil
@@ -279,6 +280,12 @@ func runSay(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
+	if req.Peer != "" {
+		// An alias or a display name, as every other verb takes.
+		if req.Peer, err = f.peerRef(ctx, c, req.Peer, false); err != nil {
+			return err
+		}
+	}
 	m, err := c.Say(ctx, req)
 	if err != nil {
 		return err
@@ -316,13 +323,22 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 	case whySet && (*convID != "" || *peerRef != ""):
 		return usageError("--why takes no --conversation or --peer: the message ID alone names the decision")
 	}
+	var r auditReader
 	c, err := f.dial(e)
-	if err != nil {
+	switch {
+	case errors.Is(err, api.ErrNoDaemon):
+		// A stopped daemon's log is read from its files (auditoffline.go).
+		if r, err = f.offlineAudit(e); err != nil {
+			return err
+		}
+	case err != nil:
 		return err
+	default:
+		defer c.Close()
+		r = apiAudit{c}
 	}
-	defer c.Close()
 	if whySet {
-		ans, err := c.AuditWhy(ctx, *why)
+		ans, err := r.AuditWhy(ctx, *why)
 		if err != nil {
 			return err
 		}
@@ -332,7 +348,7 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 		return printWhy(e.stdout, ans)
 	}
 	if *convID != "" {
-		conv, err := c.AuditEntries(ctx, *convID)
+		conv, err := r.AuditEntries(ctx, *convID)
 		if err != nil {
 			return err
 		}
@@ -346,11 +362,11 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	if *peerRef != "" {
-		if *peerRef, err = f.peerRef(ctx, c, *peerRef, false); err != nil {
+		if *peerRef, err = r.peerRef(ctx, f, *peerRef); err != nil {
 			return err
 		}
 	}
-	list, err := c.AuditConversations(ctx, *peerRef)
+	list, err := r.AuditConversations(ctx, *peerRef)
 	if err != nil {
 		return err
 	}
@@ -379,7 +395,9 @@ func printEntries(w io.Writer, conv *api.AuditConversation) {
 	for _, en := range conv.Entries {
 		h := en.Message.Headers
 		text, _, _ := strings.Cut(en.Message.Body.Text, "\n")
-		line := fmt.Sprintf("%s %s %s %s %d: %s", en.At.Format(time.RFC3339), en.Direction, en.Peer, h.Phase, h.Sequence, text)
+		// The message ID is what `ifaced audit --why` takes.
+		line := fmt.Sprintf("%s %s %s %s %s %d: %s", en.At.Format(time.RFC3339), orDash(termText(h.MessageID, 128)), en.Direction, en.Peer, h.Phase, h.Sequence,
+			termText(text, maxTermLine))
 		if en.Note != "" {
 			line += " [" + en.Note + "]"
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/ifaced/ifaced/node/converse"
@@ -23,7 +24,7 @@ var conversationSubs = []string{"list", "show", "close"}
 //	ifaced conversations close ID | --peer P send the close phase (all of P's open ones with --peer)
 func runConversations(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "conversations", "[list | show ID | close ID]", true)
-	peerRef := f.String("peer", "", "only the conversations with this PEER (list, close)")
+	peerRef := f.String("peer", "", "only the conversations with this PEER (list, close); show: the newest with PEER")
 	pos, err := f.parseInterleaved(args)
 	if err != nil {
 		return err
@@ -41,8 +42,8 @@ func runConversations(ctx context.Context, e *env, args []string) error {
 		return usageError("%s", msg)
 	case sub == "list" && len(pos) > 0:
 		return usageError("conversations list takes no arguments (use --peer P), got %q", pos)
-	case sub == "show" && (len(pos) != 1 || *peerRef != ""):
-		return usageError("conversations show takes one conversation ID (`ifaced conversations` lists them)")
+	case sub == "show" && (len(pos) == 1) == (*peerRef != "") || sub == "show" && len(pos) > 1:
+		return usageError("conversations show takes one conversation ID (`ifaced conversations` lists them), or --peer P for the newest open one with P")
 	case sub == "close" && (len(pos) == 1) == (*peerRef != "") || len(pos) > 1:
 		return usageError("conversations close takes one conversation ID, or --peer P to close every open one with P")
 	}
@@ -65,6 +66,23 @@ func runConversations(ctx context.Context, e *env, args []string) error {
 	}
 	switch sub {
 	case "show":
+		if len(pos) == 0 {
+			// --peer P: its newest open conversation (IDs are ULIDs: the
+			// greatest is the newest), else the one recorded last.
+			if len(open) > 0 {
+				newest := slices.MaxFunc(open, func(a, b converse.ConversationInfo) int { return strings.Compare(a.ID, b.ID) })
+				pos = []string{newest.ID}
+			} else {
+				past, err := c.AuditConversations(ctx, *peerRef)
+				if err != nil {
+					return err
+				}
+				if len(past.Conversations) == 0 {
+					return fmt.Errorf("no conversation with %s open or recorded (%s)", *peerRef, e.hint("`ifaced greet PEER` opens one"))
+				}
+				pos = []string{past.Conversations[0].ID} // newest activity first
+			}
+		}
 		return showConversation(ctx, e, f, c, open, pos[0])
 	case "close":
 		return closeConversations(ctx, e, f, c, open, pos, *peerRef)
@@ -73,7 +91,7 @@ func runConversations(ctx context.Context, e *env, args []string) error {
 		return writeJSON(e.stdout, api.ConversationList{Conversations: open})
 	}
 	if len(open) == 0 {
-		fmt.Fprintln(e.stdout, "no open conversations (`ifaced greet PEER` opens one; `ifaced audit` lists past ones)")
+		fmt.Fprintln(e.stdout, e.hint("no open conversations (`ifaced greet PEER` opens one; `ifaced audit` lists past ones)"))
 		return nil
 	}
 	names := f.peerLabels(ctx, c)

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ifaced/ifaced/node/config"
@@ -15,7 +19,6 @@ import (
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/httpapi"
-	"github.com/libp2p/go-libp2p/gologshim"
 )
 
 func runDaemon(ctx context.Context, e *env, args []string) error {
@@ -46,6 +49,8 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	// The first run sets up the data directory, key and config by itself.
+	_, keyErr := os.Stat(h.KeyPath())
+	first := errors.Is(keyErr, fs.ErrNotExist)
 	id, cfg, err := h.Open(true, time.Now())
 	if err != nil {
 		return err
@@ -59,22 +64,36 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	if *logLevel != "" {
 		cfg.Log.Level = *logLevel
 	}
+	// The control API's port is claimed before the host starts, so that a
+	// port in use stops the daemon before it says it started.
+	if err := claimAPIAddr(cfg.API.Listen, *apiAddr != ""); err != nil {
+		return err
+	}
 	log, err := newLogger(e.stderr, cfg.Log)
 	if err != nil {
 		return err
 	}
-	// go-libp2p logs through a process-wide slog handler; route it into
-	// ours once, before the host exists.
-	gologshim.SetDefaultHandler(log.Handler())
+	// Libraries log through process-wide loggers; route them into ours
+	// once, before the host exists (logging.go).
+	routeLibraryLogs(log)
 	log.Info("data directory", "home", h.Dir)
+	if first {
+		log.Info("first run: created a new key and config.toml (every default, commented)", "key", h.KeyPath(), "config", h.ConfigPath(), "peer", id.PeerID())
+	}
 	node.TuneGC(cfg.Limits)
+	log.Info("starting: opening the store and audit log, then the libp2p host", "listen", cfg.Listen.Addresses)
+	stopProgress := progress(log, startProgressEvery, "still starting: opening the store and audit log (a large log is measured at start), then the libp2p host")
 	n, err := node.New(cfg, id, h, log)
+	stopProgress()
 	if err != nil {
 		return err
 	}
 	srv, err := api.Listen(n, h, cfg.API.Listen, log)
 	if err != nil {
 		n.Close()
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return apiAddrInUse(cfg.API.Listen, *apiAddr != "") // taken since claimAPIAddr looked
+		}
 		return err
 	}
 	log.Info("control API listening", "addr", srv.Addr(), "socket", srv.Socket(), "token", api.TokenFile(h), "console", "http://"+srv.Addr()+api.UIPath)
@@ -155,4 +174,56 @@ func newLogger(w io.Writer, c config.LogConfig) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// claimAPIAddr refuses an api.listen address another process holds,
+// saying what to do; the check binds and closes at once, before anything
+// starts (the API binds it again once the node runs).
+func claimAPIAddr(addr string, fromFlag bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "0" || net.ParseIP(host) == nil {
+		return nil // the API's own checks name what is wrong
+	}
+	l, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return apiAddrInUse(addr, fromFlag)
+	}
+	if err == nil {
+		l.Close()
+	}
+	return nil
+}
+
+func apiAddrInUse(addr string, fromFlag bool) error {
+	where := "api.listen in config.toml"
+	if fromFlag {
+		where = "--api"
+	}
+	return fmt.Errorf("the control API address %s (%s) is in use by another process, another ifaced perhaps: "+
+		"give each daemon its own port (--api 127.0.0.1:PORT, or 127.0.0.1:0 for any free one); nothing was started", addr, where)
+}
+
+// startProgressEvery is how long a start may be silent before the daemon
+// says it is still at it.
+const startProgressEvery = 5 * time.Second
+
+// progress logs msg every interval until stop is called, so a slow step
+// is never silent.
+func progress(log *slog.Logger, every time.Duration, msg string) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for waited := every; ; waited += every {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				log.Info(msg, "waited", waited)
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }

@@ -48,18 +48,42 @@ func killRounds() (rounds, greetings int) {
 	return 1, 20
 }
 
-// buildIfaced builds this command into a temporary directory.
+// buildIfaced builds this command into a temporary directory, once for
+// every test of the package (linking it takes tens of seconds on two
+// cores); TestMain removes it.
 func buildIfaced(t *testing.T) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build the binary with")
+	built.once.Do(func() {
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			built.skip = "no go command to build the binary with"
+			return
+		}
+		if built.dir, err = os.MkdirTemp("", "ifaced-bin-"); err != nil {
+			built.err = err.Error()
+			return
+		}
+		bin := filepath.Join(built.dir, "ifaced")
+		if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Sprintf("building: %v\n%s", err, out)
+			return
+		}
+		built.bin = bin
+	})
+	switch {
+	case built.skip != "":
+		t.Skip(built.skip)
+	case built.err != "":
+		t.Fatal(built.err)
 	}
-	bin := filepath.Join(t.TempDir(), "ifaced")
-	if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building: %v\n%s", err, out)
-	}
-	return bin
+	return built.bin
+}
+
+// built is the binary buildIfaced built.
+var built struct {
+	once      sync.Once
+	dir, bin  string
+	skip, err string
 }
 
 // daemonProc is an `ifaced run` process; its log goes to a file.

@@ -2,13 +2,40 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/api"
 )
+
+// `ifaced find` asks the daemon to search the DHT (GET /v1/find), which
+// also lists the imported agents that offer the capability, and then
+// looks at the peers the daemon already knows: each cached view that
+// lists the capability is a provider too, judged as that view judged this
+// daemon (as the MCP tool find_agents does). When the DHT cannot be
+// searched, the answer says why, and still lists imports and known peers.
+
+// maxKnownLooked bounds the cached peers find looks at.
+const maxKnownLooked = 256
+
+// findOutput is what `find --json` prints: the daemon's answer, and the
+// known peers whose cached view lists the capability.
+type findOutput struct {
+	api.FindAnswer
+	Known []knownProvider `json:"known"`
+}
+
+// knownProvider is a provider from the peer cache: its view as cached,
+// AgeSeconds old.
+type knownProvider struct {
+	node.FindResult
+	AgeSeconds int64 `json:"age_seconds"`
+}
 
 func runFind(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "find", "CAPABILITY", true)
@@ -26,8 +53,9 @@ func runFind(ctx context.Context, e *env, args []string) error {
 	if err := negotiate.CheckName(name); err != nil {
 		return usageError("%v", err)
 	}
+	var atLeast []int
 	if *minVersion != "" {
-		if _, err := negotiate.ParseVersion(*minVersion); err != nil {
+		if atLeast, err = negotiate.ParseVersion(*minVersion); err != nil {
 			return usageError("--min-version: %v", err)
 		}
 	}
@@ -39,52 +67,131 @@ func runFind(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
-	ans, err := c.Find(ctx, name, *minVersion, *limit)
-	if err != nil {
+	ans, findErr := c.Find(ctx, name, *minVersion, *limit)
+	var ae *api.Error
+	switch {
+	case errors.As(findErr, &ae) && ae.Code == api.CodeDHTUnavailable:
+		ans = &api.FindAnswer{Capability: name, MinVersion: *minVersion, Providers: []node.FindResult{}, DHT: ae.Message}
+	case findErr != nil:
+		return findErr
+	}
+	out := findOutput{FindAnswer: *ans, Known: []knownProvider{}}
+	seen := map[string]bool{}
+	for _, p := range ans.Providers {
+		seen[p.PeerID] = true
+	}
+	if out.Known, err = knownProviders(ctx, c, name, atLeast, seen); err != nil {
 		return err
 	}
-	if f.json {
-		return writeJSON(e.stdout, ans)
+	if findErr != nil && len(out.Known) == 0 {
+		return findErr // the DHT could not be searched, and nothing else offers it
 	}
+	if f.json {
+		return writeJSON(e.stdout, out)
+	}
+	return printFound(e, name, out)
+}
+
+// knownProviders are the peers the daemon knows whose cached view lists
+// capability and that are not in seen.
+func knownProviders(ctx context.Context, c *api.Client, capability string, atLeast []int, seen map[string]bool) ([]knownProvider, error) {
+	peers, err := c.Peers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []knownProvider{}
+	looked := 0
+	for _, pr := range peers {
+		if !pr.Cached || seen[pr.PeerID] {
+			continue
+		}
+		if looked++; looked > maxKnownLooked {
+			break
+		}
+		pc, err := c.PeerCapabilities(ctx, pr.PeerID, false)
+		if err != nil || pc.View == nil {
+			continue
+		}
+		cp, ok := pc.View.Capability(capability)
+		if !ok {
+			continue
+		}
+		r := knownProvider{FindResult: node.FindResult{PeerID: pc.PeerID, AgentID: pc.AgentID, Display: pc.Display, Capability: cp,
+			GrantedToUs: pc.GrantedToUs, Status: node.FindEligible}, AgeSeconds: pc.AgeSeconds}
+		switch {
+		case atLeast != nil && !negotiate.VersionAtLeast(cp.VersionOrDefault(), atLeast):
+			r.Status, r.Why = node.FindBelowMinVersion, []string{fmt.Sprintf("offers version %s, below %s", cp.VersionOrDefault(), negotiate.FormatVersion(atLeast))}
+		case cp.Eligible == nil || !*cp.Eligible:
+			r.Status = node.FindIneligible
+			for _, u := range cp.Unmet {
+				r.Why = append(r.Why, fmt.Sprintf("needs %s %s, you have %s", u.Condition, u.Required, u.Have))
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func printFound(e *env, name string, out findOutput) error {
 	w := e.stdout
-	if len(ans.Providers) == 0 {
+	all := len(out.Providers) + len(out.Known)
+	if all == 0 {
 		fmt.Fprintf(w, "no providers of %s found (a capability offered only to eligible peers is never advertised)\n", name)
+		if out.DHT != "" {
+			fmt.Fprintf(w, "the DHT was not searched: %s\n", out.DHT)
+		}
 		return nil
 	}
-	usable := 0
-	for _, p := range ans.Providers {
-		if p.Status == node.FindEligible {
-			usable++
-		}
+	usable, ineligible := 0, false
+	for _, p := range out.Providers {
+		usable += btoi(p.Status == node.FindEligible)
+		ineligible = ineligible || p.Status == node.FindIneligible
+	}
+	for _, p := range out.Known {
+		usable += btoi(p.Status == node.FindEligible)
+		ineligible = ineligible || p.Status == node.FindIneligible
 	}
 	noun := "providers"
-	if len(ans.Providers) == 1 {
+	if all == 1 {
 		noun = "provider"
 	}
-	fmt.Fprintf(w, "%s: %d %s, %d you may use now\n\n", name, len(ans.Providers), noun, usable)
+	fmt.Fprintf(w, "%s: %d %s, %d you may use now\n\n", name, all, noun, usable)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PEER\tDISPLAY\tVERSION\tSTATUS")
-	for _, p := range ans.Providers {
+	row := func(p node.FindResult, status string) {
 		version := "-"
 		if p.Capability != nil {
-			version = p.Capability.VersionOrDefault()
+			version = termText(p.Capability.VersionOrDefault(), 32)
 		}
 		who := p.PeerID
 		if p.Status == node.FindImported {
 			who = p.Source
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", who, orDash(p.Display), version, describeFound(p))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", who, orDash(termText(p.Display, 64)), version, status)
+	}
+	for _, p := range out.Providers {
+		row(p, describeFound(p))
+	}
+	for _, p := range out.Known {
+		row(p.FindResult, describeFound(p.FindResult)+fmt.Sprintf(" (known peer: its view of %s ago)", time.Duration(p.AgeSeconds)*time.Second))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, p := range ans.Providers {
-		if p.Status == node.FindIneligible {
-			fmt.Fprintf(w, "\n(`ifaced caps PEER` shows how to meet each condition)\n")
-			break
-		}
+	if out.DHT != "" {
+		fmt.Fprintf(w, "\nthe DHT was not searched: %s\n", out.DHT)
+	}
+	if ineligible {
+		fmt.Fprint(w, e.hint("\n(`ifaced caps PEER` shows how to meet each condition)\n"))
 	}
 	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // describeFound is a provider's status with its reasons, on one line.
@@ -95,7 +202,7 @@ func describeFound(p node.FindResult) string {
 	case node.FindNotOffered:
 		return "not offered to you"
 	case node.FindUnreachable:
-		return "unreachable: " + p.Error
+		return "unreachable: " + termText(p.Error, maxTermLine)
 	case node.FindImported:
 		s := fmt.Sprintf("imported %s, ", p.Format)
 		if p.Signed {
@@ -104,13 +211,13 @@ func describeFound(p node.FindResult) string {
 			s += "unsigned"
 		}
 		if len(p.Why) > 0 {
-			s += " (" + strings.Join(p.Why, "; ") + ")"
+			s += " (" + termText(strings.Join(p.Why, "; "), maxTermLine) + ")"
 		}
 		return s + "; conditions unknown"
 	}
 	s := strings.ReplaceAll(p.Status, "_", " ")
 	if len(p.Why) > 0 {
-		s += ": " + strings.Join(p.Why, "; ")
+		s += ": " + termText(strings.Join(p.Why, "; "), maxTermLine)
 	}
 	return s
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/wire"
 )
@@ -30,21 +31,29 @@ func runInvoke(ctx context.Context, e *env, args []string) error {
 		}
 		req.Params = json.RawMessage(*params)
 	}
+	if err := negotiate.CheckName(req.Capability); err != nil {
+		return usageError("%v", err)
+	}
 	c, err := f.dial(e)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if isURL(req.Peer) {
+		// An outside agent the owner imported (`ifaced find` lists it by
+		// its URL): not a peer, so not a conversation.
+		return invokeImported(ctx, e, f, c, req)
+	}
 	if req.Peer, err = f.peerRef(ctx, c, req.Peer, false); err != nil {
 		return err
 	}
 	res, err := c.Invoke(ctx, req)
 	var ae *api.Error
 	if errors.As(err, &ae) && ae.PeerError != nil {
-		if f.json {
-			writeJSON(e.stdout, ae.PeerError)
-		}
-		return fmt.Errorf("%s refused %s:\n%s", req.Peer, req.Capability, describeRefusal(*ae.PeerError))
+		// The refusal is the command's error: on standard error, and with
+		// --json as the error object (code peer_error, the peer's answer
+		// in peer_error); standard output stays empty.
+		return &wrapped{fmt.Sprintf("%s refused %s:\n%s", req.Peer, req.Capability, describeRefusal(*ae.PeerError)), ae}
 	}
 	if err != nil {
 		return err
@@ -83,3 +92,13 @@ func describeRefusal(b wire.ErrorBody) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// wrapped is an error with a message of its own that still unwraps to
+// the error it explains (an *api.Error, for --json).
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (w *wrapped) Error() string { return w.msg }
+func (w *wrapped) Unwrap() error { return w.err }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -101,14 +102,14 @@ func runKey(_ context.Context, e *env, args []string) error {
 		if *nextKey != "" {
 			fmt.Fprintf(e.stdout, "the daemon's key is now the one from %s (a copy is in the data directory); that file may go\n", *nextKey)
 		}
-		fmt.Fprintf(e.stdout, "start the daemon (`ifaced run`): it runs on the new key and sends the signed statement to every peer it knows\n")
+		fmt.Fprint(e.stdout, e.hint("start the daemon (`ifaced run`): it runs on the new key and sends the signed statement to every peer it knows\n"))
 		if rot.Committed != "" {
 			fmt.Fprintf(e.stdout, "the statement commits to the key after it (next_key_digest %s), written to %s: keep it offline, apart from the daemon's key\n",
 				rot.Statement.NextKeyDigest, rot.Committed)
 		} else {
-			fmt.Fprintf(e.stdout, "then commit to the next key (`ifaced key commit-next --out FILE`), so that no thief of this key can rotate it away\n")
+			fmt.Fprint(e.stdout, e.hint("then commit to the next key (`ifaced key commit-next --out FILE`), so that no thief of this key can rotate it away\n"))
 		}
-		fmt.Fprintf(e.stdout, "and prepare a revocation statement for the new key and keep it offline: `ifaced key revocation-statement --out FILE`\n")
+		fmt.Fprint(e.stdout, e.hint("and prepare a revocation statement for the new key and keep it offline: `ifaced key revocation-statement --out FILE`\n"))
 		return nil
 	case "commit-next":
 		c, err := keys.CommitNextKey(h, *out, *replace, now)
@@ -120,8 +121,8 @@ func runKey(_ context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintf(e.stdout, "the next key is written to %s: keep it offline, apart from the daemon's key\n", *out)
 		fmt.Fprintf(e.stdout, "this key (%s) commits to it: next_key_digest %s\n", c.KeyID, c.NextKeyDigest)
-		fmt.Fprintf(e.stdout, "start the daemon (`ifaced run`): it sends the commitment to every peer it knows and in every greeting; a peer that saw it refuses a rotation to any other key\n")
-		fmt.Fprintf(e.stdout, "to rotate, stop the daemon and run `ifaced key rotate --next-key %s`\n", *out)
+		fmt.Fprint(e.stdout, e.hint("start the daemon (`ifaced run`): it sends the commitment to every peer it knows and in every greeting; a peer that saw it refuses a rotation to any other key\n"))
+		fmt.Fprint(e.stdout, e.hint(fmt.Sprintf("to rotate, stop the daemon and run `ifaced key rotate --next-key %s`\n", *out)))
 		return nil
 	case "revoke":
 		if *statement != "" {
@@ -136,7 +137,7 @@ func runKey(_ context.Context, e *env, args []string) error {
 			if f.json {
 				return writeJSON(e.stdout, r)
 			}
-			fmt.Fprintf(e.stdout, "revocation of %s recorded; start the daemon (`ifaced run`) to send it to every peer it knows\n", r.KeyID)
+			fmt.Fprint(e.stdout, e.hint(fmt.Sprintf("revocation of %s recorded; start the daemon (`ifaced run`) to send it to every peer it knows\n", r.KeyID)))
 			return nil
 		}
 		var old peer.ID
@@ -152,7 +153,7 @@ func runKey(_ context.Context, e *env, args []string) error {
 		if f.json {
 			return writeJSON(e.stdout, r)
 		}
-		fmt.Fprintf(e.stdout, "revocation of %s signed by its successor and recorded; start the daemon (`ifaced run`) to send it to every peer it knows\n", r.KeyID)
+		fmt.Fprint(e.stdout, e.hint(fmt.Sprintf("revocation of %s signed by its successor and recorded; start the daemon (`ifaced run`) to send it to every peer it knows\n", r.KeyID)))
 		return nil
 	default: // revocation-statement
 		path := *keyFile
@@ -165,6 +166,11 @@ func runKey(_ context.Context, e *env, args []string) error {
 		}
 		w := e.stdout
 		if *out != "" {
+			// Its directory is made as commit-next makes the next key's
+			// (mode 0700): the same --out, the same outcome.
+			if err := os.MkdirAll(filepath.Dir(*out), 0o700); err != nil {
+				return fmt.Errorf("--out %s: creating its directory: %w", *out, err)
+			}
 			file, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 			if errors.Is(err, fs.ErrExist) {
 				return fmt.Errorf("--out %s: the file exists; choose another (a statement is never overwritten)", *out)
@@ -179,7 +185,7 @@ func runKey(_ context.Context, e *env, args []string) error {
 			return err
 		}
 		if *out != "" && !f.json {
-			fmt.Fprintf(e.stdout, "revocation statement for %s written to %s: keep it offline; `ifaced key revoke --statement %s` publishes it\n", r.KeyID, *out, *out)
+			fmt.Fprint(e.stdout, e.hint(fmt.Sprintf("revocation statement for %s written to %s: keep it offline; `ifaced key revoke --statement %s` publishes it\n", r.KeyID, *out, *out)))
 		}
 		return nil
 	}

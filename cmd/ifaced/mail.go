@@ -44,7 +44,7 @@ func runSend(ctx context.Context, e *env, args []string) error {
 	}
 	switch res.Delivered {
 	case "queued":
-		fmt.Fprintf(e.stdout, "queued %s for %s's mailbox relays (`ifaced outbox` shows its progress)\n%s\n", res.MessageID, pos[0], res.Detail)
+		fmt.Fprint(e.stdout, e.hint(fmt.Sprintf("queued %s for %s's mailbox relays (`ifaced outbox` shows its progress)\n%s\n", res.MessageID, pos[0], res.Detail)))
 	default:
 		fmt.Fprintf(e.stdout, "sent %s in %s\n", res.MessageID, res.ConversationID)
 	}
@@ -99,6 +99,8 @@ func runImport(ctx context.Context, e *env, args []string) error {
 		return usageError("import --list takes no URL")
 	case !*list && len(pos) != 1:
 		return usageError("import takes one URL: an AG-UI /capabilities, an A2A agent card, or an orchestrator /capabilities")
+	case !*list && !*remove && !isURL(pos[0]):
+		return usageError("import %q: not an http(s) URL; give an AG-UI /capabilities, an A2A agent card, or an orchestrator /capabilities", pos[0])
 	}
 	c, err := f.dial(e)
 	if err != nil {
@@ -115,7 +117,7 @@ func runImport(ctx context.Context, e *env, args []string) error {
 			return writeJSON(e.stdout, out)
 		}
 		if len(out.Imports) == 0 {
-			fmt.Fprintln(e.stdout, "nothing imported (`ifaced import URL` adds an outside agent)")
+			fmt.Fprintln(e.stdout, e.hint("nothing imported (`ifaced import URL` adds an outside agent)"))
 		}
 		// One column for the capability names of every import.
 		width := 0
@@ -164,7 +166,7 @@ func printImport(e *env, r *store.ImportRecord, width int) {
 	if r.Signed {
 		signed = "JWS verified, self-signed"
 	}
-	fmt.Fprintf(e.stdout, "%s: %s (%s, %s), %d capabilities, fetched %s\n", r.URL, orDash(r.Name), r.Format, signed,
+	fmt.Fprintf(e.stdout, "%s: %s (%s, %s), %d capabilities, fetched %s\n", r.URL, orDash(termText(r.Name, 128)), r.Format, signed,
 		len(doc.Capabilities), r.FetchedAt.Local().Format(time.DateTime))
 	if r.Note != "" {
 		fmt.Fprintf(e.stdout, "    note: %s\n", r.Note)
@@ -173,6 +175,6 @@ func printImport(e *env, r *store.ImportRecord, width int) {
 		fmt.Fprintf(e.stdout, "    last refresh failed: %s\n", r.LastError)
 	}
 	for _, c := range doc.Capabilities {
-		fmt.Fprintf(e.stdout, "    %-*s  %s\n", width, c.Name, c.Description)
+		fmt.Fprintf(e.stdout, "    %-*s  %s\n", width, termText(c.Name, 128), termText(c.Description, maxTermDesc))
 	}
 }

@@ -77,7 +77,9 @@ func TestImportCommand(t *testing.T) {
 			t.Errorf("%q: exit %d, want 2\n%s", args, r.code, r.stderr)
 		}
 	}
-	if r := ifaced(t, a, "import", "ftp://example.invalid"); r.code != 1 || !strings.Contains(r.stderr, "not an http(s) URL") {
+	// A URL that is not http(s) is a mistake in the command line: exit 2,
+	// as every such mistake (it was 1, issue 29).
+	if r := ifaced(t, a, "import", "ftp://example.invalid"); r.code != 2 || !strings.Contains(r.stderr, "not an http(s) URL") {
 		t.Errorf("import of an ftp URL: %d %q", r.code, r.stderr)
 	}
 }

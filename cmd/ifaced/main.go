@@ -6,9 +6,12 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
@@ -16,6 +19,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/ifaced/ifaced/node/api"
 )
 
 // exitError carries an exit code up to main.
@@ -47,6 +52,8 @@ type env struct {
 	// introspect, when set, receives a verb's flags at parse, and the verb
 	// stops there (shell completion reads the flags this way).
 	introspect func(*flags)
+	// home is the --home the command line gave, for hints (hints.go).
+	home string
 }
 
 func commands() []command {
@@ -58,9 +65,9 @@ func commands() []command {
 		{"peers", "list the peers the daemon knows, with the age of their views", runPeers, nil},
 		{"connect", "connect to a peer by multiaddr (connect MULTIADDR)", runConnect, nil},
 		{"greet", "open a conversation with a peer and show what each side granted (greet PEER)", runGreet, nil},
-		{"conversations", "list the open conversations, show one, or close one (conversations [list | show ID | close ID])", runConversations, conversationSubs},
+		{"conversations", "list the open conversations, show one, or close one (conversations [list | show ID|--peer P | close ID|--peer P])", runConversations, conversationSubs},
 		{"caps", "show, add, remove or validate capabilities (caps [PEER] | add FILE | remove NAME | validate FILE)", runCapsCommand, []string{"add", "remove", "validate"}},
-		{"say", "send a message in an open conversation (say CONVERSATION --phase P --text TEXT)", runSay, nil},
+		{"say", "send a message in an open conversation (say CONVERSATION|PEER --phase P --text TEXT)", runSay, nil},
 		{"send", "say something to a peer, through its mailbox relay if it is away (send PEER --text TEXT)", runSend, nil},
 		{"outbox", "list messages waiting to be left at a peer's mailbox", runOutbox, nil},
 		{"import", "bring in an outside agent: AG-UI /capabilities, A2A agent card or orchestrator /capabilities (import URL | --list | --remove URL)", runImport, nil},
@@ -126,6 +133,7 @@ func run(ctx context.Context, e *env, args []string) int {
 		args[0] = "version"
 	}
 	asJSON := wantsJSON(args)
+	e.home = explicitHome(args[1:])
 	c, ok := findCommand(args[0])
 	if !ok {
 		reportError(e, "", unknownCommand(args[0]), 2, asJSON)
@@ -140,11 +148,66 @@ func run(ctx context.Context, e *env, args []string) int {
 		return 0
 	}
 	code := 1
-	if ee != nil {
+	switch {
+	case ee != nil:
 		code = ee.code
+	case badWords(c.name, args[1:], err):
+		code = 2
 	}
 	reportError(e, c.name, err, code, asJSON)
 	return code
+}
+
+// badWords tells a mistake in the command line the daemon found from one
+// it could not have: the control API answers 400 naming the request
+// member at fault, and every such member a verb sends comes from its
+// arguments and flags; except for what a verb reads from elsewhere, a
+// problem of which is not the command line's (exit 1): `caps add` sends
+// the file it names, `accept-intro` the token on standard input or in a
+// file. A fingerprint that is well formed but not the peer's key's
+// (`trust PEER --verify FP`) is a refusal, not a mistake in the words: the
+// key is not the one its owner read out, which may be an impostor's.
+func badWords(verb string, args []string, err error) bool {
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field == "" {
+		return false
+	}
+	switch verb {
+	case "accept-intro":
+		return false
+	case "trust":
+		return ae.Field != "verify" || !wellFormedFingerprint(flagValue(args, "verify"))
+	case "caps":
+		return firstPositional(args) < 0 || args[firstPositional(args)] != "add"
+	}
+	return true
+}
+
+// flagValue is the value the command line gives flag name (--name V or
+// --name=V), "" when none.
+func flagValue(args []string, name string) string {
+	v := ""
+	for i := 0; i < len(args); i++ {
+		a := strings.TrimPrefix(strings.TrimPrefix(args[i], "-"), "-")
+		switch {
+		case args[i] == "--":
+			return v
+		case a == name && i+1 < len(args):
+			v = args[i+1]
+			i++
+		case strings.HasPrefix(a, name+"="):
+			v = strings.TrimPrefix(a, name+"=")
+		}
+	}
+	return v
+}
+
+// wellFormedFingerprint: fp has the form `ifaced id` prints a key
+// fingerprint in (SHA256: and the digest, unpadded base64).
+func wellFormedFingerprint(fp string) bool {
+	digest, ok := strings.CutPrefix(fp, "SHA256:")
+	b, err := base64.RawStdEncoding.DecodeString(digest)
+	return ok && err == nil && len(b) == sha256.Size
 }
 
 func unknownCommand(name string) error {
@@ -196,13 +259,74 @@ func runVersion(_ context.Context, e *env, args []string) error {
 	if f.NArg() > 0 {
 		return usageError("version takes no arguments, got %q", f.Args())
 	}
-	v := version
-	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		v = bi.Main.Version
-	}
+	bi, _ := debug.ReadBuildInfo()
+	v := describeBuild(version, bi)
 	if f.json {
-		return writeJSON(e.stdout, map[string]string{"version": v, "go": runtime.Version()})
+		return writeJSON(e.stdout, v)
 	}
-	fmt.Fprintln(e.stdout, "ifaced", v)
+	fmt.Fprintln(e.stdout, "ifaced", v.Version)
+	if v.Revision != "" {
+		line := "revision " + v.Revision
+		if v.Modified {
+			line += " (modified: built with uncommitted changes)"
+		}
+		if v.Time != "" {
+			line += ", committed " + v.Time
+		}
+		fmt.Fprintln(e.stdout, line)
+	}
 	return nil
+}
+
+// buildVersion is what `ifaced version` says about this binary.
+type buildVersion struct {
+	Version  string `json:"version"`
+	Revision string `json:"revision,omitempty"` // the VCS commit it was built from
+	Time     string `json:"vcs_time,omitempty"` // that commit's time
+	Modified bool   `json:"modified,omitempty"` // built with uncommitted changes
+	Go       string `json:"go"`
+}
+
+// describeBuild reads the version from the build: the -ldflags one when
+// set, else the module version (`go install …@v1.2.3` gives v1.2.3, and
+// a build in a git checkout a pseudo-version naming the commit), else
+// "dev"; and the VCS revision and dirty flag the go command stamps into a
+// build made in a checkout (-buildvcs, on by default; `go run` and `go
+// test` stamp none).
+func describeBuild(ldflags string, bi *debug.BuildInfo) buildVersion {
+	v := buildVersion{Version: ldflags, Go: runtime.Version()}
+	if bi == nil {
+		return v
+	}
+	if v.Version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v.Version = bi.Main.Version
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v.Revision = s.Value
+		case "vcs.time":
+			v.Time = s.Value
+		case "vcs.modified":
+			v.Modified = s.Value == "true"
+		}
+	}
+	return v
+}
+
+// versionString is the version in one word, as the MCP server reports it.
+func versionString() string {
+	bi, _ := debug.ReadBuildInfo()
+	v := describeBuild(version, bi)
+	if v.Version == "dev" && v.Revision != "" {
+		r := v.Revision
+		if len(r) > 12 {
+			r = r[:12]
+		}
+		v.Version += "-" + r
+		if v.Modified {
+			v.Version += "+dirty"
+		}
+	}
+	return v.Version
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/ifaced/ifaced/node/converse"
 
@@ -37,23 +38,37 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := newRedialer(h)
-	if err != nil {
-		return err
-	}
+	c := newRedialer(h)
 	defer c.Close()
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
-	svc := mcpserve.New(c, version, log)
+	svc := mcpserve.New(c, versionString(), log)
 	ctx, cancel := context.WithCancel(ctx)
 	followed := make(chan struct{})
+	ready := make(chan struct{})
 	go func() {
 		defer close(followed)
-		svc.Follow(ctx, nil)
+		svc.Follow(ctx, ready)
 	}()
+	// An MCP host starts this server once and may list the tools only
+	// once: with a daemon running, the peers' tools are in place before
+	// the first request is read. Without one, the server serves at once
+	// (every tool says no daemon runs, and how to start it), follows the
+	// daemon when it starts, and tells the client its tools changed.
+	if c.running() {
+		select {
+		case <-ready:
+		case <-time.After(mcpReadyWait):
+			log.Warn("the daemon's peers are not all read yet; serving, and adding their tools as they come", "waited", mcpReadyWait)
+		case <-ctx.Done():
+		}
+	} else {
+		log.Warn("no ifaced is running for this data directory yet: serving, and waiting for it (tools say so until it starts)",
+			"home", h.Dir, "start", e.hint("`ifaced run`"))
+	}
 	err = svc.Server().Run(ctx, &mcp.StdioTransport{})
 	cancel()
 	<-followed
@@ -72,7 +87,7 @@ func mountMCP(srv *api.Server, h config.Home, log *slog.Logger) (stop func(), er
 	if err != nil {
 		return nil, fmt.Errorf("starting the MCP endpoint: %w", err)
 	}
-	svc := mcpserve.New(c, version, log.With("component", "mcp"))
+	svc := mcpserve.New(c, versionString(), log.With("component", "mcp"))
 	srv.MountMCP(svc.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
 	followed := make(chan struct{})
@@ -98,18 +113,29 @@ type redialer struct {
 	c    *api.Client
 }
 
-func newRedialer(h config.Home) (*redialer, error) {
-	c, err := api.Dial(h)
-	if err != nil {
-		return nil, err
+// mcpReadyWait bounds how long `ifaced mcp` waits for the peers' tools
+// before it serves its first request.
+const mcpReadyWait = 10 * time.Second
+
+// newRedialer is a client of the daemon of h, which need not run yet: the
+// first call finds it.
+func newRedialer(h config.Home) *redialer {
+	r := &redialer{home: h}
+	if c, err := api.Dial(h); err == nil {
+		r.c = c
 	}
-	return &redialer{home: h, c: c}, nil
+	return r
 }
+
+// running tells whether the daemon answered when the client was made.
+func (r *redialer) running() bool { return r.client() != nil }
 
 func (r *redialer) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.c.Close()
+	if r.c != nil {
+		r.c.Close()
+	}
 }
 
 func (r *redialer) client() *api.Client {
@@ -130,24 +156,44 @@ func unsent(err error) bool {
 // when the first attempt was not handled.
 func again[T any](r *redialer, call func(*api.Client) (T, error)) (T, error) {
 	old := r.client()
-	out, err := call(old)
-	if err == nil || !unsent(err) {
-		return out, err
+	var out T
+	if old != nil {
+		var err error
+		out, err = call(old)
+		if err == nil || !unsent(err) {
+			return out, err
+		}
+		c, derr := r.redial(old)
+		if derr != nil {
+			return out, fmt.Errorf("%w (finding the daemon again: %w)", err, derr)
+		}
+		return call(c)
 	}
-	c, derr := api.Dial(r.home)
-	if derr != nil {
-		return out, fmt.Errorf("%w (finding the daemon again: %w)", err, derr)
+	c, err := r.redial(nil)
+	if err != nil {
+		return out, err // no daemon yet: ErrNoDaemon, saying how to start one
+	}
+	return call(c)
+}
+
+// redial finds the daemon again, replacing old unless another call did
+// first.
+func (r *redialer) redial(old *api.Client) (*api.Client, error) {
+	c, err := api.Dial(r.home)
+	if err != nil {
+		return nil, err
 	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.c == old {
 		r.c = c
-		old.Close()
-	} else {
-		c.Close()
-		c = r.c
+		if old != nil {
+			old.Close()
+		}
+		return c, nil
 	}
-	r.mu.Unlock()
-	return call(c)
+	c.Close()
+	return r.c, nil
 }
 
 func (r *redialer) Peers(ctx context.Context) ([]api.Peer, error) {

@@ -212,7 +212,7 @@ func runAlias(ctx context.Context, e *env, args []string) error {
 		return writeJSON(e.stdout, aliasList{list})
 	}
 	if len(list) == 0 {
-		fmt.Fprintln(e.stdout, "no aliases (name a peer with `ifaced alias NAME PEER`)")
+		fmt.Fprintln(e.stdout, e.hint("no aliases (name a peer with `ifaced alias NAME PEER`)"))
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)

@@ -13,5 +13,8 @@ func TestMain(m *testing.M) {
 	otheruser.Main()
 	code := m.Run()
 	otheruser.Cleanup()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
 	os.Exit(code)
 }

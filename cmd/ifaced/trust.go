@@ -394,8 +394,8 @@ func runAcceptIntro(ctx context.Context, e *env, args []string) error {
 	if f.json {
 		return writeJSON(e.stdout, h)
 	}
-	fmt.Fprintf(e.stdout, "holding introduction token %s (%q) from %s, valid until %s;\ngreetings to that peer now carry its proof (greet it: ifaced greet %s)\n",
-		h.ID, h.Label, h.IssuerPeer, formatTime(h.Expires), h.IssuerPeer)
+	fmt.Fprint(e.stdout, e.hint(fmt.Sprintf("holding introduction token %s (%q) from %s, valid until %s;\ngreetings to that peer now carry its proof (greet it: `ifaced greet %s`)\n",
+		h.ID, h.Label, h.IssuerPeer, formatTime(h.Expires), h.IssuerPeer)))
 	return nil
 }
 

@@ -90,7 +90,7 @@ func TestTrustVerbs(t *testing.T) {
 		{[]string{"trust", "--check"}, 2, "need a PEER"},
 		{[]string{"introduce"}, 2, "--label"},
 		{[]string{"introduce", "--label", "x", "--expires", "soon"}, 2, "--expires"},
-		{[]string{"introduce", "--label", "x", "--disclosure", "bestie"}, 1, "not a known tier"},
+		{[]string{"introduce", "--label", "x", "--disclosure", "bestie"}, 2, "not a known tier"}, // a mistake in the command line (issue 29: exit 2)
 		{[]string{"introduce", "--revoke", "0123456789abcdef"}, 1, "no introduction token"},
 		{[]string{"accept-intro"}, 2, "no introduction token"},
 		{[]string{"accept-intro", "ifintro1garbage"}, 2, "does not take the token on the command line"},

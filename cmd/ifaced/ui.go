@@ -170,5 +170,5 @@ func mountUI(srv *api.Server, h config.Home, cfg *config.Config, log *slog.Logge
 }
 
 // uiURLPattern is the shape of the login URL `ifaced ui` prints (for
-// tests and the README).
+// tests and docs/console.md).
 var uiURLPattern = strings.Join([]string{`^http://(127\.0\.0\.1|\[::1\]|localhost):[0-9]+`, `/ui/login\?code=[A-Za-z0-9_-]{43}$`}, "")

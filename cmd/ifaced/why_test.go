@@ -82,7 +82,9 @@ func TestAuditWhy(t *testing.T) {
 		says string
 	}{
 		{[]string{"--why", "msg:01NOSUCHMESSAGE0000000000"}, 1, `no decision for message "msg:01NOSUCHMESSAGE0000000000"`},
-		{[]string{"--why", "not an id"}, 1, "message_id \"not an id\" holds white space"},
+		// A malformed ID is a mistake in the command line: exit 2, as
+		// every such mistake (it was 1, issue 29).
+		{[]string{"--why", "not an id"}, 2, "message_id \"not an id\" holds white space"},
 		{[]string{"--why", ""}, 2, "--why takes the message ID"},
 		{[]string{"--why", calendar, "--conversation", res.ConversationID}, 2, "--why takes no --conversation"},
 		{[]string{"--why", calendar, "--peer", bobID}, 2, "--why takes no --conversation or --peer"},

@@ -1,6 +1,6 @@
 // Package agent is a small example of a local agent behind ifaced: an
 // HTTP webhook that answers the invocations ifaced forwards to it
-// (README, "The local agent"). It offers three capabilities, described
+// (docs/agents.md). It offers three capabilities, described
 // for the daemon's config in capabilities.toml beside this file:
 //
 //	doc.summarize          the first words of a text (priced)

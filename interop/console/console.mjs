@@ -14,7 +14,8 @@
 // her), IFACED_GREET_AS_CAROL (a JSON array: the command that makes carol
 // greet alice again), IFACED_AXE (axe-core's script, loaded into each
 // page by this script, never by the console), IFACED_CONSOLE_SHOTS (where
-// screenshots go), CHROMIUM (the browser).
+// screenshots go), IFACED_BUNDLE_OUT (where the conversation's evidence
+// bundle, downloaded from its page, is saved), CHROMIUM (the browser).
 //
 // Output: one JSON object on standard output saying what each scenario
 // saw; the Go test checks it, and checks the daemons' own state through
@@ -39,6 +40,7 @@ const carol = env("IFACED_CAROL");
 const greetAsCarol = JSON.parse(env("IFACED_GREET_AS_CAROL"));
 const axeSource = readFileSync(env("IFACED_AXE"), "utf8");
 const shots = env("IFACED_CONSOLE_SHOTS");
+const bundleOut = env("IFACED_BUNDLE_OUT");
 mkdirSync(shots, { recursive: true });
 const origin = new URL(loginURL).origin;
 const out = {};
@@ -164,6 +166,22 @@ try {
   await page.locator("li.entry details summary").first().click();
   out.ifp3Start = (await ifp3.innerText()).split("\n")[0];
   await shot("7-conversation");
+
+  step = "seeing the conversation verified and downloading its evidence bundle";
+  // A record made between the checkpoint the page's load signs and its
+  // export is pending (the conversation goes on while the browser looks):
+  // the page says to reload, and each load signs a checkpoint first.
+  for (let i = 0; i < 5 && (await text("#proof-state .badge")) === "Pending"; i++) {
+    await page.reload();
+  }
+  out.proofState = await text("#proof-state .badge");
+  out.proofCheckpoints = await page.locator("#proof-checkpoints li").count();
+  if ((await page.locator("#bundle-link").count()) === 1) {
+    const [dl] = await Promise.all([page.waitForEvent("download"), page.click("#bundle-link")]);
+    out.bundleName = dl.suggestedFilename();
+    await dl.saveAs(bundleOut);
+    out.bundleSaved = true;
+  }
   await page.locator("li.entry.refusal a.why").first().click();
   out.whyURL = new URL(page.url()).pathname;
   out.whyDecision = (await page.locator("#decision").count()) === 1 ? "recorded" : "none";
@@ -174,6 +192,9 @@ try {
     out.whyNoDecision = await text("#no-decision");
   }
   out.whyEntryShown = (await page.locator("#why-entry").count()) === 1;
+  out.inclusionState = (await page.locator("#inclusion-state .badge").count()) ? await text("#inclusion-state .badge") : "";
+  out.inclusionLeaf = (await page.locator("#inclusion-leaf").count()) ? await text("#inclusion-leaf") : "";
+  out.inclusionTree = (await page.locator("#inclusion-tree code").count()) ? await text("#inclusion-tree code") : "";
   await shot("8-why");
 
   step = "watching an event arrive live";

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/interop/jsdeps"
 	"github.com/ifaced/ifaced/node/api"
 )
@@ -277,6 +279,16 @@ type summary struct {
 	NoCookiePostStatus    int      `json:"noCookiePostStatus"`
 	PageErrors            []string `json:"pageErrors"`
 
+	// The tamper-evident log: the conversation's state and its bundle,
+	// the decision's inclusion.
+	ProofState       string `json:"proofState"`
+	ProofCheckpoints int    `json:"proofCheckpoints"`
+	BundleName       string `json:"bundleName"`
+	BundleSaved      bool   `json:"bundleSaved"`
+	InclusionState   string `json:"inclusionState"`
+	InclusionLeaf    string `json:"inclusionLeaf"`
+	InclusionTree    string `json:"inclusionTree"`
+
 	// The forms show the state; what bob holds beside what he would get.
 	GrantTierShown string `json:"grantTierShown"`
 	GrantPeerShown string `json:"grantPeerShown"`
@@ -382,7 +394,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	loginPage := openedPage(t, bin, alice)
 	cmd := exec.CommandContext(ctx, "node", "console.mjs")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "IFACED_UI_URL="+loginURL, "IFACED_UI_PAGE="+loginPage, "IFACED_BOB="+bst.PeerID, "IFACED_BOB_FP="+bst.Fingerprint,
+	bundleOut := filepath.Join(t.TempDir(), "bundle.json")
+	cmd.Env = append(os.Environ(), "IFACED_BUNDLE_OUT="+bundleOut, "IFACED_UI_URL="+loginURL, "IFACED_UI_PAGE="+loginPage, "IFACED_BOB="+bst.PeerID, "IFACED_BOB_FP="+bst.Fingerprint,
 		"IFACED_CONVERSATION="+g.ConversationID, "IFACED_CONSOLE_SHOTS="+shots, "CHROMIUM="+chromiumPath,
 		"IFACED_CAROL="+cst.PeerID, "IFACED_GREET_AS_CAROL="+string(greetAsCarol), "IFACED_AXE="+filepath.Join(dir, "node_modules", "axe-core", "axe.min.js"))
 	var stderr strings.Builder
@@ -466,6 +479,28 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	check(s.WhyDecision == "recorded" && s.WhyOutcome == why.Decision.Outcome && s.WhyConditions == max(1, len(why.Decision.Conditions)),
 		"the why page shows %q %q with %d conditions (no-decision text %q); the daemon recorded %+v", s.WhyDecision, s.WhyOutcome, s.WhyConditions, s.WhyNoDecision, why.Decision)
+	// The tamper-evident log: the conversation verified, its bundle
+	// downloaded by the browser verifying with alice's did:key alone, and
+	// the refusal's record at the leaf the bundle proves.
+	check(s.ProofState == "Verified" && s.ProofCheckpoints >= 1 && s.BundleSaved && strings.HasPrefix(s.BundleName, "ifaced-audit-bundle-") && strings.HasSuffix(s.BundleName, ".json"),
+		"the conversation's evidence: %q, %d checkpoints, bundle saved %v as %q", s.ProofState, s.ProofCheckpoints, s.BundleSaved, s.BundleName)
+	if raw, err := os.ReadFile(bundleOut); err != nil {
+		t.Errorf("the bundle the browser saved: %v", err)
+	} else {
+		rep, err := gossip.VerifyBundle(raw, func(d string) bool { return d == ast.DID })
+		leaf := ""
+		if err == nil {
+			for _, r := range rep.Records {
+				if r.MessageID == refusal {
+					leaf = strconv.FormatInt(r.Leaf, 10)
+				}
+			}
+		}
+		check(err == nil && rep.ConversationID == g.ConversationID && len(rep.Records) >= len(before.Entries) && leaf != "",
+			"the bundle the browser saved, verified with alice's did:key alone: %+v, %v (the refusal at leaf %q)", rep, err, leaf)
+		check(s.InclusionState == "Verified" && s.InclusionLeaf == leaf && strings.HasPrefix(s.InclusionTree, "ifaced-audit/"),
+			"the why page's inclusion: %q, leaf %q (the bundle proves %q), tree %q", s.InclusionState, s.InclusionLeaf, leaf, s.InclusionTree)
+	}
 	// Live events.
 	check(strings.HasPrefix(s.AddNotice, "Added") && strings.Contains(s.LiveEvent, "document") && strings.Contains(s.LiveEvent, "seq ") && s.EventsGrew,
 		"the live event: added %q, the overview showed %q (the list grew: %v)", s.AddNotice, s.LiveEvent, s.EventsGrew)
@@ -542,7 +577,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 }
 
-// writeDocsPNG writes the README's picture: the screenshot with 256
+// writeDocsPNG writes docs/console.md's pictures: the screenshot with 256
 // colours (Plan 9's palette, nearest colour, no dithering), which keeps
 // text sharp at a fraction of the size.
 func writeDocsPNG(t *testing.T, from, to string) {

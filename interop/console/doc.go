@@ -12,10 +12,13 @@
 // introduction (confirmed on a page of its own), revoke carol (confirmed)
 // and see her refused on every page, have her greet again and follow the
 // refused event to its record, find key_revoked by the audit's search and
-// its refusals filter, open the conversation's audit and its why, watch an
-// event arrive, ask "seen as" for an unknown peer (its refusal only) and
-// by keyboard alone (a few Tab presses through the skip links), and be
-// refused without a session and with a forged CSRF token. Then every page
+// its refusals filter, open the conversation's audit (verified in the
+// tamper-evident log; its evidence bundle downloaded, and verified by the
+// test with alice's did:key alone) and its why (the decision's record at
+// the leaf the bundle proves), watch an event arrive, ask "seen as" for
+// an unknown peer (its refusal only) and by keyboard alone (a few Tab
+// presses through the skip links), and be refused without a session and
+// with a forged CSRF token. Then every page
 // is opened at 1100 px and at 375 px: a screenshot of each, no element
 // wider than the phone's screen, and axe-core (pinned in the lock file,
 // loaded into each page by the script through the DevTools protocol, never

@@ -18,7 +18,7 @@
 //	TestHTTPManySourceAddresses       HTTP clients from thousands of addresses, then a new one
 //	TestDNSRebindingHost              a web page's requests to the loopback binding under its own Host
 //
-// and asserts the bound README.md "Bounds" states for it: peak RSS within
+// and asserts the bound docs/bounds.md states for it: peak RSS within
 // memoryFactor × limits.max_memory_mb (short and long forms), the disk
 // and store bounds, the record of refusals' (an excerpt within 2 KiB as
 // written, every refusal written or counted), the strangers' share (new

@@ -45,7 +45,7 @@ func scale(short, long int) int {
 	return short
 }
 
-// The bounds every test holds the daemon to (README "Bounds").
+// The bounds every test holds the daemon to (docs/bounds.md).
 const (
 	// memoryFactor: peak resident memory stays within this multiple of
 	// limits.max_memory_mb, whatever strangers send.

@@ -92,8 +92,8 @@ func keyPart(name string, v any) gossip.Part {
 
 // Fresh keys each greet the daemon and then revoke themselves: every
 // revocation is about a key the daemon met, so it is followed. The key
-// records strangers cause are held in memory, at most 4,096 (README
-// "Bounds"; `ifaced trust` shows them, asked from outside): none reaches
+// records strangers cause are held in memory, at most 4,096
+// (docs/bounds.md; `ifaced trust` shows them, asked from outside): none reaches
 // the store, no trust record is made, the home grows by the strangers'
 // share of the audit log at most, and afterwards a pinned peer's rotation
 // is recorded and the owner's own rotation and revocation work. The long
@@ -210,7 +210,7 @@ func TestSelfRevokingKeyFlood(t *testing.T) {
 	}
 }
 
-// maxStrangerKeyRecords is the bound README "Bounds" states on the key
+// maxStrangerKeyRecords is the bound docs/bounds.md states on the key
 // records held for strangers (trust.MaxStrangerKeyRecords).
 const maxStrangerKeyRecords = 4096
 

@@ -81,7 +81,7 @@ func TestDHTProcessesAtScale(t *testing.T) {
 	Require(t)
 	n := dhtLabSize()
 	// Private memory measured 24 MB a node (38 at most) at the end of a
-	// 500-node run (README), plus the shared executable once.
+	// 500-node run (docs/netlab.md), plus the shared executable once.
 	const perNodeMB = 30
 	if avail := memAvailableMB(); avail > 0 && n*perNodeMB > avail*8/10 {
 		t.Skipf("netlab: %d DHT nodes need about %d MB, %d MB available: set IFACED_LAB_DHT_NODES to at most %d",

@@ -1,68 +1,70 @@
-// Package readme runs the examples of README.md against the code, so the
-// README cannot drift from what the daemon does: the walkthroughs (two
-// daemons; a relay and its mailbox), the HTTP binding's curl examples,
-// `caps validate` and `caps add` with the README's own file, the quick
-// start, the demo and the systemd unit. It holds only tests.
+// Package readme runs the documents against the code, so that neither
+// README.md nor anything under docs/ can drift from what the daemon does.
+// It holds only tests.
 //
-// # Which examples run
+// # Every command block runs
 //
-// A fenced block is an example when the line before it is a marker:
+// Each document (README.md, then every .md file under docs/) is one
+// walkthrough, run in order as a user would run it (TestDocuments):
 //
-//	<!-- example: NAME -->             an sh block, run as described below
-//	<!-- example: NAME file=FILE -->   a data block, written to FILE first
+//   - The commands of every sh block go, one at a time, to one bash
+//     process, so what a command sets (a variable, the working directory,
+//     PATH, an alias the daemon keeps) holds for the next block. $HOME is
+//     a fresh directory per document (~/tutorial is the test's), the
+//     working directory is a clone's top level (the repository's entries
+//     linked into a fresh directory, so a command that writes there
+//     writes in the test's), ifaced and the example agent, built once,
+//     are on PATH, and GOPATH is under $HOME.
+//   - `go run ./cmd/ifaced ARGS` runs the built ifaced, `go install
+//     ./cmd/ifaced` puts it in $GOPATH/bin; any other go command fails,
+//     saying to mark its block.
+//   - A command that runs until it is stopped (`ifaced run`, `go run
+//     ./cmd/ifaced run`, the Go and Python example agents) runs in a
+//     terminal of its own, the one the last "# terminal N" line named;
+//     the walkthrough goes on once it is ready (a daemon when `ifaced
+//     status` answers, an agent when its log shows what the document
+//     shows under it, or says it listens). "# stop it (Ctrl-C in terminal
+//     N)" interrupts what runs there; "# start it again in terminal N"
+//     runs its command again. Any other comment line on its own is an
+//     error: an instruction the test would skip fails it instead.
+//   - Comment lines right under a command are its output: each must be
+//     found in the output, in order, … standing for anything (lazily);
+//     output shown as JSON ({ or [ first) is compared whole without white
+//     space. "(exit status N)" is the exit status shown (0 when none is);
+//     "(within a few seconds)" says the output comes from something in
+//     the background, and the command runs again until it shows it, for
+//     up to a minute.
+//   - <!-- file: PATH --> before a json or toml block writes it to PATH
+//     (~ the session's $HOME) when the walkthrough reaches it.
+//   - <!-- not run: REASON --> before an sh block keeps it from running;
+//     the reason is logged. Every other fence names its language (text,
+//     json, toml): a fence that names none or another fails the test, as
+//     does a marker that is malformed or stands before no fence.
 //
-// Every marker needs a runner here and every runner a marker, and in the
-// sections that are walkthroughs (readme_test.go, walkthroughSections)
-// every sh block must be marked: a new example cannot be left out by
-// accident.
-//
-// # How an sh block is read
-//
-// The block stays literal for people; the test reads it as one would who
-// had three terminals:
-//   - A command runs with sh in a working directory holding the ifaced
-//     binary (built once, for `go build ./cmd/ifaced`; `go run
-//     ./cmd/ifaced` runs it too) and the block's files, with $HOME a fresh
-//     temporary directory, so `~/alice` is the test's. It must exit 0.
-//   - `ifaced run` starts a daemon in the background (another terminal)
-//     and waits until `ifaced status` answers; the block's daemons stop at
-//     its end.
-//   - Comment lines right under a command (no blank line between) are its
-//     output as the README shows it: each must match, in order, with …
-//     standing for anything; output shown as JSON is compared without
-//     white space.
-//   - A command whose comment ends "in ~/H/config.toml:" is followed by
-//     lines "#   [section] key = value": the test sets them in that file.
-//   - Placeholders (<Alice's peer ID>, <R>, <B>) are the peer IDs of those
-//     homes; any other <…> left in a command is an error.
-//   - Other comment lines are narration; each must be one the test knows
-//     ("terminal 2: …", "stop B …", "start B again …"), so an instruction
-//     the test would skip fails it instead.
-//
-// Some lines carry claims the output format cannot show (the data
-// directory's modes, a view at the next seq, mail delivered): the checks
-// table holds them, keyed by the README line, and a check whose line is
+// Some lines carry claims the output cannot show (the data directory's
+// modes after the first run, the demo's last line naming a section, a
+// relay's trace entry naming the relay): the checks table holds them,
+// keyed by the document and the line as written; a check whose line is
 // gone fails the test.
 //
 // # What the test changes, and why
 //
-// The README's ports (4817, 4818, 4819, 4827, 4828, 4837, 4838) are taken
-// on a shared machine by other tests and other daemons, so each block maps
-// each of them to a free port, in commands, config edits and expected
-// output alike; a daemon whose home has no config yet gets --listen and
-// --api on those ports. Tests run only on loopback, so 0.0.0.0 and :: are
-// rewritten to 127.0.0.1 and ::1, and mDNS is off (--no-mdns, or
-// discovery.mdns = false in an existing config) so no daemon multicasts
-// on the machine's networks. `go test ./...` is what CI runs around this
-// test, so it is not run again; systemctl needs a user manager, which a
-// test does not have, so the unit is checked with `systemd-analyze --user
-// verify` instead (skipped, with the reason, where systemd-analyze is
-// missing).
+// The documents' ports (48xx for daemons, 808x for agents) are taken on a
+// shared machine by other tests and daemons, so each walkthrough maps each
+// of them to a free port, in commands, files and expected output alike;
+// a daemon whose home has no config yet gets --listen and --api on those
+// ports, and one with a config has its ports mapped in the file. Tests
+// run only on loopback, so 0.0.0.0 and :: are rewritten to 127.0.0.1 and
+// ::1, and mDNS is off (--no-mdns, or discovery.mdns = false) so no
+// daemon multicasts on the machine's networks.
 //
-// # Known failures
+// # Beside the walkthroughs
 //
-// Some examples fail today because of bugs being fixed elsewhere (issue
-// 19). They are listed in expectedFailures with the issue item; the test
-// fails when one of them passes, so an entry cannot outlive its fix:
-// delete it when the fix merges.
+// TestDocumentsHaveNoDeadEnds follows every relative link;
+// TestREADMEIsAFrontPage keeps README.md within 250 lines, naming the
+// setup command, the test command and docs/; TestSystemdUnit verifies the
+// user unit docs/operations.md installs (its systemctl block needs a user
+// manager, which a test has not). The references in docs/reference are
+// generated from the code, and cmd/ifaced's TestReferenceDocs fails when
+// they differ.
 package readme

@@ -1,6 +1,8 @@
 package readme
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -30,32 +32,77 @@ func TestMatchOutput(t *testing.T) {
 }
 
 func TestParseSteps(t *testing.T) {
-	b := block{line: 10, lines: strings.Split(`go build ./cmd/ifaced
-
-# terminal 1: R
-./ifaced init --home ~/relay      # then, in ~/relay/config.toml:
-                                  #   [relay] service = true
-./ifaced send --home ~/alice <B> --text "a # b"
+	b := block{line: 10, lines: strings.Split(`# terminal 1: R
+ifaced init --home ~/relay        # its own home
+ifaced send --home ~/alice "$B" --text "a # b"
 #   sent msg:… in conv:…
+ifaced invoke bob calendar.availability
+# refused
+# (exit status 1)
+cat > ~/cap.json <<'EOF'
+{"name": "x",
+ "description": "# not a comment"}
+EOF
+curl -s 127.0.0.1:4819/a2a \
+  -d '{}'     # two lines
 
-# stop B (Ctrl-C in terminal 2), then:`, "\n")}
+# stop it (Ctrl-C in terminal 2), then:`, "\n")}
 	steps := parseSteps(b)
 	want := []step{
-		{line: 10, cmd: "go build ./cmd/ifaced"},
-		{line: 12, comment: "terminal 1: R"},
-		{line: 13, cmd: "./ifaced init --home ~/relay", comment: "then, in ~/relay/config.toml:"},
-		{line: 14, edit: &edit{file: "~/relay/config.toml", section: "relay", key: "service", value: "true"}},
-		{line: 15, cmd: `./ifaced send --home ~/alice <B> --text "a # b"`, expect: []string{"sent msg:… in conv:…"}},
-		{line: 18, comment: "stop B (Ctrl-C in terminal 2), then:"},
+		{line: 10, comment: "terminal 1: R"},
+		{line: 11, cmd: "ifaced init --home ~/relay", comment: "its own home"},
+		{line: 12, cmd: `ifaced send --home ~/alice "$B" --text "a # b"`, expect: []string{"sent msg:… in conv:…"}},
+		{line: 14, cmd: "ifaced invoke bob calendar.availability", expect: []string{"refused"}, exit: 1},
+		{line: 17, cmd: "cat > ~/cap.json <<'EOF'\n{\"name\": \"x\",\n \"description\": \"# not a comment\"}\nEOF"},
+		{line: 21, cmd: "curl -s 127.0.0.1:4819/a2a \\\n-d '{}'", comment: "two lines"},
+		{line: 24, comment: "stop it (Ctrl-C in terminal 2), then:"},
 	}
 	if len(steps) != len(want) {
 		t.Fatalf("got %d steps, want %d: %+v", len(steps), len(want), steps)
 	}
 	for i, w := range want {
 		g := steps[i]
-		if g.line != w.line || g.cmd != w.cmd || g.comment != w.comment || strings.Join(g.expect, "|") != strings.Join(w.expect, "|") ||
-			(g.edit == nil) != (w.edit == nil) || (g.edit != nil && *g.edit != *w.edit) {
-			t.Errorf("step %d = %+v (edit %+v), want %+v (edit %+v)", i, g, g.edit, w, w.edit)
+		if g.line != w.line || g.cmd != w.cmd || g.comment != w.comment || strings.Join(g.expect, "|") != strings.Join(w.expect, "|") || g.exit != w.exit {
+			t.Errorf("step %d = %+v, want %+v", i, g, w)
+		}
+	}
+}
+
+// TestReadDoc: what a document's markers and fences may be, and what is
+// refused.
+func TestReadDoc(t *testing.T) {
+	doc := "# Title\n\n" +
+		"<!-- not run: it needs the network -->\n```sh\ngo install x@latest\n```\n\n" +
+		"```sh\nifaced version\n```\n\n" +
+		"<!-- file: ~/cap.json -->\n```json\n{}\n```\n\n" +
+		"```\nno language\n```\n\n" +
+		"```python\nprint()\n```\n\n" +
+		"<!-- example: old -->\n```sh\nx\n```\n\n" +
+		"<!-- not run: -->\n```sh\nx\n```\n\n" +
+		"<!-- not run: data is never run -->\n```json\n{}\n```\n\n" +
+		"<!-- file: ~/x -->\n\nnot a fence\n\n" +
+		"```text\nwhat it prints\n$ ifaced status\n```\n\n" +
+		"~~~sh\nifaced status\n~~~\n"
+	path := filepath.Join(t.TempDir(), "doc.md")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	blocks, problems, err := readDoc(path, "doc.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) != 9 || blocks[0].notRun != "it needs the network" || blocks[1].notRun != "" || blocks[2].file != "~/cap.json" {
+		t.Errorf("blocks: %+v", blocks)
+	}
+	for _, want := range []string{"doc.md:17: a fence without a language", `doc.md:21: a fence of "python"`, "doc.md:25: <!-- example: old -->",
+		"doc.md:30: <!-- not run: -->", "doc.md:35: <!-- not run --> stands before a json block", "doc.md:40: the marker <!-- file: ~/x --> is not followed",
+		`doc.md:46: a text block holding a command ("$ ifaced status")`, "doc.md:49: a ~~~ fence"} {
+		found := false
+		for _, p := range problems {
+			found = found || strings.HasPrefix(p, want)
+		}
+		if !found {
+			t.Errorf("no problem %q in %q", want, problems)
 		}
 	}
 }

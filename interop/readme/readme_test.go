@@ -1,16 +1,21 @@
 package readme
 
 import (
+	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,26 +25,35 @@ import (
 	"github.com/pelletier/go-toml/v2"
 )
 
-const readmePath = "../../README.md"
+// root is the repository, from this package's directory.
+const root = "../.."
 
-// walkthroughSections are the README sections whose every sh block must be
-// a marked example.
-var walkthroughSections = []string{
-	"Quick start",
-	"Running it as a service",
-	"See it work",
-	"Two daemons, two terminals",
-	"Reaching peers behind NATs",
-	"The HTTP binding",
+// documents are README.md and every Markdown file under docs/, as paths
+// from the root.
+func documents(t *testing.T) []string {
+	t.Helper()
+	docs := []string{"README.md"}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".md") {
+			rel, err := filepath.Rel(root, path)
+			if err != nil {
+				return err
+			}
+			docs = append(docs, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(docs[1:])
+	return docs
 }
 
-// expectedFailures are README lines that fail today, each with the issue
-// item whose fix makes it pass. The test fails when one passes: delete the
-// entry then.
-var expectedFailures = map[string]string{}
-
-// check is a claim a README line makes beyond its exit status and shown
-// output.
+// check is a claim a line makes beyond its exit status and shown output.
 type check struct {
 	// eventually: the claim is about something the daemons do in the
 	// background (a push, a mailbox fetch), so the command is run again
@@ -53,9 +67,23 @@ type check struct {
 // well under a second.
 const settle = 60 * time.Second
 
-// checks are keyed by the README line as written.
+// commandTimeout bounds one command of a walkthrough.
+const commandTimeout = 2 * time.Minute
+
+// checks are keyed by the document and the line as written.
 var checks = map[string]check{
-	"go run ./cmd/ifaced run         # the daemon, on its embedded defaults": {fn: func(s *session, _ string) error {
+	`docs/tutorials/relay-mailbox.md: grep -ho '"trace":{"received":\[{"by":"[^"]*"' ~/relays/b/audit/*/*.jsonl`: {fn: func(s *session, out string) error {
+		// The hop is R's: the mail went through its mailbox.
+		pid, _, err := s.idOf("~/relays/r")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, `"by":"relay:/p2p/`+pid+`"`) {
+			return fmt.Errorf("the trace entry is not R's (relay:/p2p/%s): %s", pid, out)
+		}
+		return nil
+	}},
+	"README.md: go run ./cmd/ifaced run          # the daemon, on its embedded defaults": {fn: func(s *session, _ string) error {
 		home := filepath.Join(s.home, ".ifaced")
 		for name, mode := range map[string]os.FileMode{"": 0o700, "key.pem": 0o600, "api.token": 0o600} {
 			fi, err := os.Stat(filepath.Join(home, name))
@@ -73,239 +101,277 @@ var checks = map[string]check{
 		}
 		return nil
 	}},
-	"go run ./cmd/ifaced demo": {fn: func(s *session, out string) error {
+	"README.md: go run ./cmd/ifaced demo         # three daemons in this process, narrated": {fn: func(s *session, out string) error {
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		last := lines[len(lines)-1]
-		if !strings.HasPrefix(last, "next: ") {
+		next, ok := strings.CutPrefix(last, "next: ")
+		if !ok {
 			return fmt.Errorf("the demo does not end with where to go next: %q", last)
 		}
-		heading := "Two daemons, two terminals"
-		if !strings.Contains(last, heading) || !bytes.Contains(s.readme, []byte("\n## "+heading+"\n")) {
-			return fmt.Errorf("the demo's next step %q does not name a section of the README (%q)", last, heading)
+		// It names a document and a section of it that exist.
+		m := regexp.MustCompile(`((?:docs/[a-z/-]+|README)\.md)(?:, "([^"]+)")?`).FindStringSubmatch(next)
+		if m == nil {
+			return fmt.Errorf("the demo's next step %q names no document", next)
 		}
-		return nil
-	}},
-	"./ifaced caps --home ~/bob <Alice's peer ID>    # what Alice offers Bob, and why not the rest": {fn: func(s *session, out string) error {
-		seq, err := viewSeq(out)
-		s.seq = seq
-		return err
-	}},
-	"./ifaced caps --home ~/bob <Alice's peer ID>    # now at the next seq": {eventually: true, fn: func(s *session, out string) error {
-		seq, err := viewSeq(out)
+		b, err := os.ReadFile(filepath.Join(root, m[1]))
 		if err != nil {
-			return err
+			return fmt.Errorf("the demo's next step names %s: %w", m[1], err)
 		}
-		if seq != s.seq+1 || !strings.Contains(out, "calendar.availability") {
-			return fmt.Errorf("Bob's view of Alice is at seq %d (was %d) and shows calendar.availability: %v; want the next seq, with it:\n%s",
-				seq, s.seq, strings.Contains(out, "calendar.availability"), out)
-		}
-		return nil
-	}},
-	"./ifaced status --home ~/bob      # addresses: …/p2p/<R>/p2p-circuit/p2p/<B>; relay slots: <R>": {eventually: true, fn: func(s *session, out string) error {
-		circuit := "/p2p/" + s.peerID("~/relay") + "/p2p-circuit/p2p/" + s.peerID("~/bob")
-		if !strings.Contains(out, circuit) {
-			return fmt.Errorf("B's status does not show its circuit address %s:\n%s", circuit, out)
+		if m[2] != "" && !bytes.Contains(b, []byte("\n## "+m[2]+"\n")) {
+			return fmt.Errorf("the demo's next step names the section %q, which %s has not", m[2], m[1])
 		}
 		return nil
 	}},
-	"./ifaced outbox --home ~/alice                          # empty once R holds it": {eventually: true, fn: func(s *session, out string) error {
-		if !strings.Contains(out, "empty") {
-			return fmt.Errorf("the outbox is not empty:\n%s", out)
+}
+
+// idOf is the peer ID and did:key of the daemon of home (~/x).
+func (s *session) idOf(home string) (peerID, did string, err error) {
+	out, err := exec.Command(s.bins.ifaced, "id", "--home", s.expand(home), "--json").Output()
+	if err != nil {
+		return "", "", fmt.Errorf("ifaced id --home %s: %w", home, err)
+	}
+	var info struct {
+		PeerID string `json:"peer_id"`
+		DID    string `json:"did"`
+	}
+	err = json.Unmarshal(out, &info)
+	return info.PeerID, info.DID, err
+}
+
+// knownNarration are the comment lines a walkthrough may hold on their
+// own; each says what a person does that is not a command.
+var knownNarration = []*regexp.Regexp{
+	regexp.MustCompile(`^terminal (\d+)\b`),
+	regexp.MustCompile(`^stop it \(Ctrl-C in terminal (\d+)\)`),
+	regexp.MustCompile(`^start it again in terminal (\d+)`),
+}
+
+// docPorts are the ports the documents use; each walkthrough maps them to
+// free ones, in commands, files and expected output alike.
+var portRE = regexp.MustCompile(`(:|/tcp/|/udp/)(48\d\d|808\d)\b`)
+
+// TestDocuments runs every document's commands as one walkthrough, in
+// order, as a user would: README.md and each file under docs/.
+func TestDocuments(t *testing.T) {
+	docs := documents(t)
+	all := map[string][]block{}
+	var problems []string
+	for _, d := range docs {
+		bs, p, err := readDoc(filepath.Join(root, d), d)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	}},
-	"./ifaced audit --home ~/bob                             # the message, dated when it arrived, with R's trace entry": {eventually: true, fn: func(s *session, out string) error {
-		// The listing names conversations; the message itself is in the
-		// files it names, with the relay's trace entry.
-		files, _ := filepath.Glob(filepath.Join(s.home, "bob", "audit", "*", s.peerID("~/alice")+".jsonl"))
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				return err
+		all[d] = bs
+		problems = append(problems, p...)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+	// Every check names a line still in its document.
+	for key := range checks {
+		d, line, _ := strings.Cut(key, ": ")
+		b, err := os.ReadFile(filepath.Join(root, d))
+		if err != nil || !bytes.Contains(b, []byte(line)) {
+			t.Errorf("checks names a line no longer in %s: %q", d, line)
+		}
+	}
+	ran, notRun := 0, 0
+	for _, d := range docs {
+		for _, b := range all[d] {
+			if b.lang == "sh" && b.notRun == "" {
+				ran++
+			} else if b.lang == "sh" {
+				notRun++
 			}
-			for _, l := range bytes.Split(b, []byte("\n")) {
-				if bytes.Contains(l, []byte("Call me when you are back.")) && bytes.Contains(l, []byte(s.peerID("~/relay"))) &&
-					bytes.Contains(l, []byte(`"transport":"ifp-8-mailbox"`)) {
-					return nil
+		}
+	}
+	t.Logf("%d documents: %d command blocks run, %d not run (each says why)", len(docs), ran, notRun)
+	if testing.Short() {
+		t.Skip("runs the documents' walkthroughs with real daemons; not in -short")
+	}
+	bins := buildBinaries(t)
+	for _, d := range docs {
+		t.Run(strings.ReplaceAll(d, "/", "_"), func(t *testing.T) {
+			runs := false
+			for _, b := range all[d] {
+				runs = runs || b.lang == "sh" && b.notRun == "" || b.file != ""
+			}
+			if !runs {
+				t.Logf("%s has no command to run", d)
+				return
+			}
+			s := newSession(t, d, bins)
+			for _, b := range all[d] {
+				switch {
+				case b.lang == "sh" && b.notRun != "":
+					t.Logf("%s: not run: %s", b.where(), b.notRun)
+				case b.lang == "sh":
+					for _, st := range parseSteps(b) {
+						if t.Failed() {
+							return // a walkthrough stops at its first failure, as a person would
+						}
+						s.do(b, st)
+					}
+				case b.file != "":
+					s.writeFile(b)
 				}
 			}
-		}
-		return fmt.Errorf("B's audit log does not hold the mail with R's trace entry (in %v); audit printed:\n%s", files, out)
-	}},
-}
-
-// placeholders are the README's names for peer IDs, by home.
-var placeholders = map[string]string{
-	"<Alice's peer ID>": "~/alice",
-	"<R>":               "~/relay",
-	"<B>":               "~/bob",
-}
-
-// narrations are the comment lines the test knows how to act on.
-var narrations = []struct {
-	re  *regexp.Regexp
-	act func(s *session) error
-}{
-	{regexp.MustCompile(`^terminal \d+`), nil},
-	{regexp.MustCompile(`^another terminal$`), nil},
-	{regexp.MustCompile(`^stop B \(Ctrl-C in terminal 2\), then:$`), func(s *session) error { return s.stop("~/bob") }},
-	{regexp.MustCompile(`^start B again: it reserves its slot, fetches its mail`), func(s *session) error { return s.restart("~/bob") }},
-}
-
-// readmePorts are the ports the README uses; each block maps them to free ones.
-var portRE = regexp.MustCompile(`(:|/tcp/|/udp/)(48\d\d)\b`)
-
-func TestREADMEExamples(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the README's walkthroughs with real daemons; not in -short")
-	}
-	readme, err := os.ReadFile(readmePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks, err := readBlocks(readmePath, walkthroughSections)
-	if err != nil {
-		t.Error(err)
-	}
-	byName := map[string][]block{}
-	for _, b := range blocks {
-		byName[b.name] = append(byName[b.name], b)
-	}
-	runners := map[string]func(*testing.T, *session, []block){
-		"quick-start":   runShell,
-		"demo":          runShell,
-		"two-daemons":   runShell,
-		"relay-mailbox": runShell,
-		"http-binding":  runShell,
-		"systemd":       runSystemd,
-	}
-	for name := range byName {
-		if runners[name] == nil {
-			t.Errorf("README.md has an example %q that no runner here runs", name)
-		}
-	}
-	// Every check and expected failure must name a line still in the README.
-	for line := range checks {
-		if !bytes.Contains(readme, []byte(line)) {
-			t.Errorf("checks names a line no longer in README.md: %q", line)
-		}
-	}
-	for line, why := range expectedFailures {
-		if !bytes.Contains(readme, []byte(line)) {
-			t.Errorf("expectedFailures names a line no longer in README.md (%s): %q", why, line)
-		}
-	}
-	bin := buildIfaced(t)
-	for name, run := range runners {
-		t.Run(name, func(t *testing.T) {
-			if len(byName[name]) == 0 {
-				t.Fatalf("no <!-- example: %s --> block in README.md", name)
-			}
-			s := newSession(t, bin, readme)
-			run(t, s, byName[name])
 		})
 	}
 }
 
-// buildIfaced builds the command line once for every example.
-func buildIfaced(t *testing.T) string {
+// binaries are the programs a walkthrough runs, built once.
+type binaries struct {
+	dir     string // on PATH: ifaced, example-agent
+	ifaced  string
+	example string
+}
+
+func buildBinaries(t *testing.T) binaries {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the go tool, to build ifaced: %v", err)
 	}
-	bin := filepath.Join(t.TempDir(), "ifaced")
-	if out, err := exec.Command(goTool, "build", "-o", bin, "github.com/ifaced/ifaced/cmd/ifaced").CombinedOutput(); err != nil {
-		t.Fatalf("building ifaced: %v\n%s", err, out)
+	dir := t.TempDir()
+	b := binaries{dir: dir, ifaced: filepath.Join(dir, "ifaced"), example: filepath.Join(dir, "example-agent")}
+	for pkg, out := range map[string]string{"./cmd/ifaced": b.ifaced, "./examples/agent/cmd/example-agent": b.example} {
+		c := exec.Command(goTool, "build", "-o", out, pkg)
+		c.Dir = root
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
 	}
-	return bin
+	return b
 }
 
-// session is one example's world: its own $HOME, working directory, free
-// ports and daemons.
+// session is one document's world: its $HOME, its working directory (the
+// repository's top level, linked), its shell, its free ports and the
+// programs running in its other terminals.
 type session struct {
-	t       *testing.T
-	bin     string
-	readme  []byte
-	home    string            // $HOME: ~ in the README
-	work    string            // the working directory: ./ifaced and the block's files
-	ports   map[string]string // README port → free port
-	daemons map[string]*daemon
-	ids     map[string]string // home → peer ID
-	history []string          // the `ifaced run` lines started, in order
-	seq     int               // a view's seq, remembered by one check for a later one
+	t        *testing.T
+	doc      string
+	bins     binaries
+	home     string            // $HOME: ~ in the documents
+	work     string            // the working directory
+	ports    map[string]string // document port → free port
+	sh       *shell
+	terms    map[int]*proc // terminal → what runs there
+	terminal int           // the terminal the walkthrough is in
+	lastLine map[int]string
 }
 
-var seqRE = regexp.MustCompile(`: seq (\d+),`)
-
-// viewSeq is the seq `ifaced caps PEER` shows.
-func viewSeq(out string) (int, error) {
-	m := seqRE.FindStringSubmatch(out)
-	if m == nil {
-		return 0, fmt.Errorf("no seq in:\n%s", out)
+func newSession(t *testing.T, doc string, bins binaries) *session {
+	s := &session{t: t, doc: doc, bins: bins, home: t.TempDir(), work: t.TempDir(), ports: map[string]string{},
+		terms: map[int]*proc{}, lastLine: map[int]string{}}
+	// The working directory is a clone's top level, its entries linked, so
+	// that what a command writes there stays in the test's directory.
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var n int
-	_, err := fmt.Sscan(m[1], &n)
-	return n, err
-}
-
-func newSession(t *testing.T, bin string, readme []byte) *session {
-	s := &session{t: t, bin: bin, readme: readme, home: t.TempDir(), work: t.TempDir(),
-		ports: map[string]string{}, daemons: map[string]*daemon{}, ids: map[string]string{}}
-	if err := os.Symlink(bin, filepath.Join(s.work, "ifaced")); err != nil {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() == ".git" {
+			continue
+		}
+		if err := os.Symlink(filepath.Join(abs, e.Name()), filepath.Join(s.work, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.sh, err = startShell(s); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for h := range s.daemons {
-			if err := s.stop(h); err != nil {
-				t.Errorf("stopping the daemon of %s: %v", h, err)
+		for n := range s.terms {
+			if err := s.stop(n); err != nil {
+				t.Errorf("stopping what runs in terminal %d: %v", n, err)
 			}
 		}
+		s.sh.close()
 	})
 	return s
 }
 
+// env is the environment of the walkthrough's shell and terminals: the
+// session's $HOME, the built programs on PATH, Go's caches as they are
+// (the walkthroughs build nothing), and no IFACED_ variable.
 func (s *session) env() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "IFACED_") {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "HOME" || k == "PATH" || k == "GOPATH" || strings.HasPrefix(k, "IFACED_"):
+		default:
 			env = append(env, kv)
 		}
 	}
-	return append(env, "HOME="+s.home)
+	return append(env, "HOME="+s.home, "GOPATH="+filepath.Join(s.home, "go"),
+		"PATH="+s.bins.dir+string(os.PathListSeparator)+os.Getenv("PATH"), "IFACED_TEST_BIN="+s.bins.ifaced)
 }
 
-// expand turns a README path (~/x) into the session's.
-func (s *session) expand(p string) string {
-	if p == "~" {
-		return s.home
-	}
-	if rest, ok := strings.CutPrefix(p, "~/"); ok {
-		return filepath.Join(s.home, rest)
-	}
-	return p
-}
-
-// freePort finds a port free on loopback for both TCP and UDP (QUIC).
+// freePort finds a port free on loopback for both TCP and UDP (QUIC),
+// below the kernel's range of ephemeral ports: a port from that range,
+// free when chosen, can be handed to any process's outgoing connection or
+// :0 listener (a daemon's, another test's) before the walkthrough's
+// command binds it, which happened on the shared machine ("bind: address
+// already in use" for the example agent). Below the range only a process
+// that names the port takes it. No port is handed out twice in a run.
 func freePort(t *testing.T) string {
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	low := ephemeralLow()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 200 {
+		port := 0
+		if low > minPort+1000 {
+			port = minPort + rand.IntN(low-minPort)
 		}
-		port := l.Addr().(*net.TCPAddr).Port
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		port = l.Addr().(*net.TCPAddr).Port
 		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
 		l.Close()
 		if err == nil {
 			u.Close()
-			return fmt.Sprint(port)
+			if !portsGiven[port] {
+				portsGiven[port] = true
+				return fmt.Sprint(port)
+			}
 		}
 	}
 	t.Fatal("no port free for both TCP and UDP")
 	return ""
 }
 
-// rewrite maps the README's ports and wildcard addresses to the session's.
+// minPort is the lowest port freePort hands out.
+const minPort = 20000
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux),
+// 0 when unknown (then freePort asks the kernel for a port).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	var low, high int
+	if _, err := fmt.Sscan(string(b), &low, &high); err != nil {
+		return 0
+	}
+	return low
+}
+
+// rewrite maps the documents' ports and wildcard addresses to the
+// session's: tests run on loopback only, on ports nothing else holds.
 func (s *session) rewrite(text string) string {
 	text = portRE.ReplaceAllStringFunc(text, func(m string) string {
 		sub := portRE.FindStringSubmatch(m)
@@ -320,137 +386,87 @@ func (s *session) rewrite(text string) string {
 	return strings.ReplaceAll(text, "/ip6/::/", "/ip6/::1/")
 }
 
-// substitute fills in the placeholders, ports and addresses.
-func (s *session) substitute(text string) (string, error) {
-	for ph, home := range placeholders {
-		if strings.Contains(text, ph) {
-			text = strings.ReplaceAll(text, ph, s.peerID(home))
-		}
-	}
-	if m := regexp.MustCompile(`<[A-Z][^<>]*>`).FindString(text); m != "" {
-		return "", fmt.Errorf("the placeholder %s is not one the test knows (%v)", m, placeholders)
-	}
-	return s.rewrite(text), nil
-}
+func (s *session) where(st step) string { return fmt.Sprintf("%s:%d", s.doc, st.line) }
 
-// peerID is the peer ID of the daemon whose home is h (~/x).
-func (s *session) peerID(h string) string {
-	if id, ok := s.ids[h]; ok {
-		return id
+// writeFile writes a data block where its marker says.
+func (s *session) writeFile(b block) {
+	path := s.expand(b.file)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		s.t.Fatalf("%s: %v", b.where(), err)
 	}
-	out, err := exec.Command(s.bin, "id", "--home", s.expand(h), "--json").Output()
-	if err != nil {
-		s.t.Fatalf("the peer ID of %s (for the README's placeholder): %v", h, err)
-	}
-	var info struct {
-		PeerID string `json:"peer_id"`
-	}
-	if err := json.Unmarshal(out, &info); err != nil || info.PeerID == "" {
-		s.t.Fatalf("the peer ID of %s: %v in %s", h, err, out)
-	}
-	s.ids[h] = info.PeerID
-	return info.PeerID
-}
-
-// runShell runs an example's data blocks (writing their files) and its sh
-// block.
-func runShell(t *testing.T, s *session, bs []block) {
-	var sh []block
-	for _, b := range bs {
-		if b.file != "" {
-			if err := os.WriteFile(filepath.Join(s.work, b.file), []byte(strings.Join(b.lines, "\n")+"\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		sh = append(sh, b)
-	}
-	for _, b := range sh {
-		for _, st := range parseSteps(b) {
-			s.do(st)
-		}
+	if err := os.WriteFile(path, []byte(s.rewrite(strings.Join(b.lines, "\n")+"\n")), 0o600); err != nil {
+		s.t.Fatalf("%s: %v", b.where(), err)
 	}
 }
 
-func (s *session) do(st step) {
-	t := s.t
-	where := fmt.Sprintf("README.md:%d", st.line)
+// expand turns a document's path (~/x, or relative to the working
+// directory) into the session's.
+func (s *session) expand(p string) string {
 	switch {
-	case st.edit != nil:
-		if err := s.applyEdit(*st.edit); err != nil {
-			t.Fatalf("%s: %v", where, err)
-		}
-	case st.cmd == "":
-		for _, n := range narrations {
-			if n.re.MatchString(st.comment) {
-				if n.act != nil {
-					if err := n.act(s); err != nil {
-						t.Fatalf("%s: %s: %v", where, st.comment, err)
-					}
-				}
-				return
-			}
-		}
-		t.Errorf("%s: the test does not know what to do with %q (add it to narrations)", where, st.comment)
-	default:
-		s.command(where, st)
+	case p == "~":
+		return s.home
+	case strings.HasPrefix(p, "~/"):
+		return filepath.Join(s.home, p[2:])
+	case filepath.IsAbs(p):
+		return p
 	}
+	return filepath.Join(s.work, p)
 }
 
-func (s *session) command(where string, st step) {
+func (s *session) do(b block, st step) {
 	t := s.t
-	key := st.cmd
-	if st.comment != "" {
-		// checks are keyed by the whole line as written
-		for line := range checks {
-			if strings.HasPrefix(line, st.cmd+" ") && strings.HasSuffix(line, "# "+st.comment) {
-				key = line
+	where := s.where(st)
+	if st.cmd == "" {
+		for _, re := range knownNarration {
+			m := re.FindStringSubmatch(st.comment)
+			if m == nil {
+				continue
 			}
+			n, _ := strconv.Atoi(m[1])
+			var err error
+			switch {
+			case strings.HasPrefix(st.comment, "terminal"):
+				s.terminal = n
+			case strings.HasPrefix(st.comment, "stop it"):
+				err = s.stop(n)
+			default:
+				err = s.restart(n)
+			}
+			if err != nil {
+				t.Fatalf("%s: %s: %v", where, st.comment, err)
+			}
+			return
 		}
+		t.Fatalf("%s: the test does not know what to do with the comment %q: a walkthrough's own lines are commands, their output under them, "+
+			"or one of %v", where, st.comment, knownNarration)
 	}
-	cmd := st.cmd
-	switch {
-	case cmd == "go build ./cmd/ifaced":
-		return // built once for every example: ./ifaced is in the working directory
-	case cmd == "go test ./...":
-		t.Logf("%s: %s: not run here, CI (.ci/run) runs it around this test", where, cmd)
-		return
-	case strings.HasPrefix(cmd, "go run ./cmd/ifaced "):
-		cmd = "./ifaced " + strings.TrimPrefix(cmd, "go run ./cmd/ifaced ")
-	}
-	if strings.HasPrefix(cmd, "curl ") {
-		if _, err := exec.LookPath("curl"); err != nil {
-			t.Skipf("%s: curl is not installed (.ci/run installs it)", where)
-		}
-	} else if !strings.HasPrefix(cmd, "./ifaced ") {
-		t.Fatalf("%s: the test does not know how to run %q", where, st.cmd)
-	}
-	line, err := s.substitute(cmd)
-	if err != nil {
-		t.Fatalf("%s: %v", where, err)
-	}
+	cmd := s.rewrite(st.cmd)
 	expect := make([]string, len(st.expect))
 	for i, e := range st.expect {
-		if expect[i], err = s.substitute(e); err != nil {
-			t.Fatalf("%s: %v", where, err)
-		}
+		expect[i] = s.rewrite(e)
 	}
-	if f := strings.Fields(line); len(f) > 1 && f[1] == "run" {
-		if err := s.start(line); err != nil {
+	key := s.doc + ": " + strings.TrimSpace(b.lines[st.line-b.line])
+	c, hasCheck := checks[key]
+	if isLongRunning(cmd) {
+		if err := s.startTerminal(cmd, expect); err != nil {
 			t.Fatalf("%s: %s: %v", where, st.cmd, err)
 		}
-		if c, ok := checks[key]; ok {
+		if hasCheck {
 			if err := c.fn(s, ""); err != nil {
 				t.Errorf("%s: %s: %v", where, st.cmd, err)
 			}
 		}
 		return
 	}
-	why, xfail := expectedFailures[st.cmd]
-	c, hasCheck := checks[key]
 	deadline := time.Now().Add(settle)
 	for {
-		out, err := s.sh(line)
+		out, code, err := s.sh.run(cmd)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", where, st.cmd, err)
+		}
+		if code != st.exit {
+			err = fmt.Errorf("exit status %d, the document shows %d; it printed:\n%s", code, st.exit, out)
+		}
 		if err == nil {
 			err = matchOutput(out, expect)
 		}
@@ -458,75 +474,38 @@ func (s *session) command(where string, st step) {
 			err = c.fn(s, out)
 		}
 		switch {
-		case xfail && err == nil:
-			t.Errorf("%s: %s passes now (%s): delete its entry from expectedFailures", where, st.cmd, why)
-		case xfail:
-			t.Logf("%s: %s fails as expected (%s): %v", where, st.cmd, why, err)
-		case err != nil && hasCheck && c.eventually && time.Now().Before(deadline):
+		case err != nil && (st.eventually || hasCheck && c.eventually) && time.Now().Before(deadline):
 			time.Sleep(200 * time.Millisecond) // polling a daemon in another process, as a person would
 			continue
 		case err != nil:
-			t.Errorf("%s: %s: %v\n%s", where, st.cmd, err, out)
+			t.Errorf("%s: %s: %v", where, st.cmd, err)
 		}
 		return
 	}
 }
 
-// sh runs one command line as a person would in the working directory.
-func (s *session) sh(line string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c := exec.CommandContext(ctx, "sh", "-c", line)
-	c.Dir, c.Env = s.work, s.env()
-	out, err := c.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("%w: %s", err, bytes.TrimSpace(out))
+// isLongRunning tells a command that runs until stopped, which a person
+// runs in a terminal of its own: the daemon and the example agents.
+func isLongRunning(cmd string) bool {
+	f := strings.Fields(cmd)
+	switch {
+	case len(f) >= 2 && f[0] == "ifaced" && f[1] == "run",
+		len(f) >= 4 && f[0] == "go" && f[1] == "run" && f[2] == "./cmd/ifaced" && f[3] == "run",
+		len(f) >= 3 && f[0] == "go" && f[1] == "run" && f[2] == "./examples/agent/cmd/example-agent",
+		len(f) >= 2 && f[0] == "python3" && f[1] == "examples/python/agent.py":
+		return true
 	}
-	return string(out), nil
+	return false
 }
 
-// applyEdit sets one key in a home's config.toml.
-func (s *session) applyEdit(e edit) error {
-	val, err := s.substitute(e.value)
-	if err != nil {
-		return err
-	}
-	var v map[string]any
-	if err := toml.Unmarshal([]byte("v = "+val), &v); err != nil {
-		return fmt.Errorf("the README's value for %s.%s: %w", e.section, e.key, err)
-	}
-	return s.setConfig(s.expand(e.file), e.section, e.key, v["v"])
-}
-
-func (s *session) setConfig(file, section, key string, val any) error {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return fmt.Errorf("the config the README edits: %w", err)
-	}
-	var cfg map[string]any
-	if err := toml.Unmarshal(b, &cfg); err != nil {
-		return fmt.Errorf("%s: %w", file, err)
-	}
-	sec, _ := cfg[section].(map[string]any)
-	if sec == nil {
-		sec = map[string]any{}
-		cfg[section] = sec
-	}
-	sec[key] = val
-	out, err := toml.Marshal(cfg)
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", file, err)
-	}
-	return os.WriteFile(file, out, 0o600)
-}
-
-// daemon is an `ifaced run` in the background.
-type daemon struct {
-	line string // the command line as run
+// proc is what runs in a terminal of its own.
+type proc struct {
+	line string // the command as run
 	cmd  *exec.Cmd
 	log  *lockedBuffer
 	done chan struct{}
 	err  error
+	home string // for a daemon, its home
 }
 
 type lockedBuffer struct {
@@ -547,108 +526,309 @@ func (l *lockedBuffer) String() string {
 }
 
 // homeOf is the data directory an ifaced command line names.
-func (s *session) homeOf(line string) string {
-	f := strings.Fields(line)
+func (s *session) homeOf(f []string) string {
 	for i := range f {
 		if f[i] == "--home" && i+1 < len(f) {
-			return f[i+1]
+			return s.expand(f[i+1])
 		}
 	}
-	return "~/.ifaced"
+	return filepath.Join(s.home, ".ifaced")
 }
 
-// start runs `ifaced run` in the background and waits until it answers.
-func (s *session) start(line string) error {
-	h := s.homeOf(line)
-	dir := s.expand(h)
-	args := strings.Fields(line)[1:]
-	if _, err := os.Stat(filepath.Join(dir, "config.toml")); err == nil {
-		// an existing config: its ports and addresses as the session's, and no mDNS
-		b, err := os.ReadFile(filepath.Join(dir, "config.toml"))
+// startTerminal runs a long-running command in the current terminal and
+// waits until it is ready: a daemon until `ifaced status` answers, an
+// agent until it says it listens; then, until its log shows what the
+// document shows under it.
+func (s *session) startTerminal(line string, expect []string) error {
+	if old := s.terms[s.terminal]; old != nil {
+		return fmt.Errorf("terminal %d still runs %q (say where this one runs: # terminal N)", s.terminal, old.line)
+	}
+	f := strings.Fields(line)
+	args := slices.Clone(f)
+	p := &proc{line: line, log: &lockedBuffer{}, done: make(chan struct{})}
+	switch {
+	case f[0] == "ifaced" || f[0] == "go" && f[2] == "./cmd/ifaced":
+		if f[0] == "go" {
+			args = append([]string{"ifaced"}, f[3:]...)
+		}
+		p.home = s.homeOf(args)
+		extra, err := s.prepareDaemon(p.home, line)
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(s.rewrite(string(b))), 0o600); err != nil {
-			return err
-		}
-		if err := s.setConfig(filepath.Join(dir, "config.toml"), "discovery", "mdns", false); err != nil {
-			return err
-		}
-	} else {
-		args = append(args, "--no-mdns")
-		if !strings.Contains(line, "--listen") {
-			args = append(args, "--listen", s.rewrite("/ip4/127.0.0.1/tcp/4817,/ip4/127.0.0.1/udp/4817/quic-v1"))
-		}
-		if !strings.Contains(line, "--api") {
-			args = append(args, "--api", s.rewrite("127.0.0.1:4818"))
-		}
+		args = append(args, extra...)
+		args[0] = s.bins.ifaced
+	case f[0] == "go":
+		args = append([]string{s.bins.example}, f[3:]...)
 	}
 	for i, a := range args {
-		args[i] = s.expand(a)
+		if strings.HasPrefix(a, "~") {
+			args[i] = s.expand(a)
+		}
 	}
-	d := &daemon{line: line, log: &lockedBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command(s.bin, args...)
-	d.cmd.Dir, d.cmd.Env, d.cmd.Stdout, d.cmd.Stderr = s.work, s.env(), d.log, d.log
-	if err := d.cmd.Start(); err != nil {
+	p.cmd = exec.Command(args[0], args[1:]...)
+	p.cmd.Dir, p.cmd.Env, p.cmd.Stdout, p.cmd.Stderr = s.work, s.env(), p.log, p.log
+	if err := p.cmd.Start(); err != nil {
 		return err
 	}
-	s.daemons[h] = d
-	s.history = append(s.history, line)
-	go func() { d.err = d.cmd.Wait(); close(d.done) }()
+	s.terms[s.terminal] = p
+	s.lastLine[s.terminal] = line
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	deadline := time.Now().Add(settle)
-	for {
-		if out, err := exec.Command(s.bin, "status", "--home", dir).CombinedOutput(); err == nil {
-			return nil
-		} else if time.Now().After(deadline) {
-			return fmt.Errorf("the daemon did not answer `ifaced status` within %v: %v %s\nits log:\n%s", settle, err, out, d.log.String())
+	ready := func() bool {
+		switch {
+		case p.home != "":
+			return exec.Command(s.bins.ifaced, "status", "--home", p.home).Run() == nil
+		case len(expect) > 0:
+			return true // what the document shows under it says it is ready
+		}
+		return strings.Contains(p.log.String(), "listening")
+	}
+	for !ready() || matchOutput(p.log.String(), expect) != nil {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready within %v (or its log does not show what the document shows: %v)\nits log:\n%s",
+				settle, matchOutput(p.log.String(), expect), p.log.String())
 		}
 		select {
-		case <-d.done:
-			return fmt.Errorf("the daemon exited: %v\nits log:\n%s", d.err, d.log.String())
+		case <-p.done:
+			return fmt.Errorf("it exited: %v\nits log:\n%s", p.err, p.log.String())
 		case <-time.After(100 * time.Millisecond): // polling another process until it answers
-		}
-	}
-}
-
-// stop does what Ctrl-C in the daemon's terminal does.
-func (s *session) stop(h string) error {
-	d := s.daemons[h]
-	if d == nil {
-		return fmt.Errorf("no daemon runs for %s", h)
-	}
-	delete(s.daemons, h)
-	if err := d.cmd.Process.Signal(os.Interrupt); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	select {
-	case <-d.done:
-	case <-time.After(30 * time.Second):
-		d.cmd.Process.Kill()
-		<-d.done
-		return fmt.Errorf("the daemon did not stop within 30 s of Ctrl-C\nits log:\n%s", d.log.String())
-	}
-	var ee *exec.ExitError
-	if d.err != nil && !(errors.As(d.err, &ee) && ee.Sys().(syscall.WaitStatus).Signaled()) {
-		if s.t.Failed() || testing.Verbose() {
-			s.t.Logf("the daemon of %s exited with %v; its log:\n%s", h, d.err, d.log.String())
 		}
 	}
 	return nil
 }
 
-// restart starts a stopped daemon again with the command it last ran.
-func (s *session) restart(h string) error {
-	line := ""
-	if d := s.daemons[h]; d != nil {
-		return fmt.Errorf("the daemon of %s is still running", h)
+// prepareDaemon makes a daemon's start the session's: an existing
+// config's ports and addresses mapped and mDNS off (no daemon here
+// multicasts on the machine's networks), or for a home with no config
+// yet, the flags that do the same.
+func (s *session) prepareDaemon(home, line string) ([]string, error) {
+	cfgPath := filepath.Join(home, "config.toml")
+	b, err := os.ReadFile(cfgPath)
+	switch {
+	case err == nil:
+		if err := os.WriteFile(cfgPath, []byte(s.rewrite(string(b))), 0o600); err != nil {
+			return nil, err
+		}
+		return nil, s.setConfig(cfgPath, "discovery", "mdns", false)
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
 	}
-	for _, l := range s.history {
-		if s.homeOf(l) == h {
-			line = l
+	extra := []string{"--no-mdns"}
+	if !strings.Contains(line, "--listen") {
+		extra = append(extra, "--listen", s.rewrite("/ip4/127.0.0.1/tcp/4817,/ip4/127.0.0.1/udp/4817/quic-v1"))
+	}
+	if !strings.Contains(line, "--api") {
+		extra = append(extra, "--api", s.rewrite("127.0.0.1:4818"))
+	}
+	return extra, nil
+}
+
+func (s *session) setConfig(file, section, key string, val any) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	var cfg map[string]any
+	if err := toml.Unmarshal(b, &cfg); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	sec, _ := cfg[section].(map[string]any)
+	if sec == nil {
+		sec = map[string]any{}
+		cfg[section] = sec
+	}
+	sec[key] = val
+	out, err := toml.Marshal(cfg)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", file, err)
+	}
+	return os.WriteFile(file, out, 0o600)
+}
+
+// stop does what Ctrl-C in terminal n does.
+func (s *session) stop(n int) error {
+	p := s.terms[n]
+	if p == nil {
+		return fmt.Errorf("nothing runs in terminal %d", n)
+	}
+	delete(s.terms, n)
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("%q did not stop within 30 s of Ctrl-C\nits log:\n%s", p.line, p.log.String())
+	}
+	var ee *exec.ExitError
+	if p.err != nil && !(errors.As(p.err, &ee) && ee.Sys().(syscall.WaitStatus).Signaled()) && (s.t.Failed() || testing.Verbose()) {
+		s.t.Logf("%q exited with %v; its log:\n%s", p.line, p.err, p.log.String())
+	}
+	return nil
+}
+
+// restart runs terminal n's last command again there.
+func (s *session) restart(n int) error {
+	if s.terms[n] != nil {
+		return fmt.Errorf("terminal %d still runs %q", n, s.terms[n].line)
+	}
+	line := s.lastLine[n]
+	if line == "" {
+		return fmt.Errorf("nothing ran in terminal %d", n)
+	}
+	was := s.terminal
+	s.terminal = n
+	defer func() { s.terminal = was }()
+	return s.startTerminal(line, nil)
+}
+
+// shell is the walkthrough's shell: one bash process that runs each
+// command in turn, so that what a command sets (a variable, the working
+// directory, PATH) holds for the next, as in a person's terminal.
+type shell struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Reader
+	dir  string // where each command's output goes
+	n    int
+	done chan struct{}
+}
+
+// shellPrelude is read by the shell first. Commands that would build
+// from source run the programs already built instead: `go run
+// ./cmd/ifaced ARGS` is `ifaced ARGS`, `go install ./cmd/ifaced` puts
+// ifaced in $GOPATH/bin; any other go command fails, saying that a
+// document marks such a block <!-- not run: … -->.
+const shellPrelude = `
+go() {
+	case "$1 $2" in
+	"run ./cmd/ifaced") shift 2; ifaced "$@" ;;
+	"install ./cmd/ifaced") mkdir -p "$GOPATH/bin" && ln -sf "$IFACED_TEST_BIN" "$GOPATH/bin/ifaced" ;;
+	"env GOPATH") echo "$GOPATH" ;;
+	*) echo "interop/readme does not run 'go $*' in a walkthrough: mark its block <!-- not run: REASON -->" >&2; return 97 ;;
+	esac
+}
+`
+
+func startShell(s *session) (*shell, error) {
+	sh := &shell{dir: s.t.TempDir(), done: make(chan struct{})}
+	sh.cmd = exec.Command("bash", "--noprofile", "--norc")
+	sh.cmd.Dir, sh.cmd.Env = s.work, s.env()
+	sh.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var err error
+	if sh.in, err = sh.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	stdout, err := sh.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	sh.out = bufio.NewReader(stdout)
+	sh.cmd.Stderr = os.Stderr
+	if err := sh.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { sh.cmd.Wait(); close(sh.done) }()
+	if _, err := io.WriteString(sh.in, shellPrelude); err != nil {
+		return nil, err
+	}
+	return sh, nil
+}
+
+// run runs one command in the shell and returns what it printed
+// (standard output and error together) and its exit status.
+func (sh *shell) run(cmd string) (string, int, error) {
+	sh.n++
+	outFile := filepath.Join(sh.dir, fmt.Sprintf("out.%d", sh.n))
+	marker := fmt.Sprintf("__done_%d__", sh.n)
+	script := fmt.Sprintf("{\n%s\n} >%s 2>&1 </dev/null; printf '\\n%s %%d\\n' $?\n", cmd, outFile, marker)
+	if _, err := io.WriteString(sh.in, script); err != nil {
+		return "", 0, fmt.Errorf("the shell: %w", err)
+	}
+	type result struct {
+		code int
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		for {
+			l, err := sh.out.ReadString('\n')
+			if err != nil {
+				got <- result{0, fmt.Errorf("the shell ended: %w", err)}
+				return
+			}
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(l), marker+" "); ok {
+				code, err := strconv.Atoi(rest)
+				got <- result{code, err}
+				return
+			}
+		}
+	}()
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(commandTimeout):
+		syscall.Kill(-sh.cmd.Process.Pid, syscall.SIGKILL)
+		return "", 0, fmt.Errorf("no end within %v (the shell was killed)", commandTimeout)
+	}
+	if r.err != nil {
+		return "", 0, r.err
+	}
+	out, err := os.ReadFile(outFile)
+	return string(out), r.code, err
+}
+
+func (sh *shell) close() {
+	sh.in.Close()
+	select {
+	case <-sh.done:
+	case <-time.After(10 * time.Second):
+		syscall.Kill(-sh.cmd.Process.Pid, syscall.SIGKILL)
+		<-sh.done
+	}
+}
+
+// TestDocumentsHaveNoDeadEnds: every relative link in README.md and docs/
+// names a file of the repository.
+func TestDocumentsHaveNoDeadEnds(t *testing.T) {
+	linkRE := regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
+	for _, d := range documents(t) {
+		b, err := os.ReadFile(filepath.Join(root, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range linkRE.FindAllStringSubmatch(string(b), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			path := filepath.Join(root, filepath.Dir(d), target)
+			if _, err := os.Stat(path); err != nil {
+				t.Errorf("%s links to %s, which is not there", d, target)
+			}
 		}
 	}
-	if line == "" {
-		return fmt.Errorf("no daemon ran for %s", h)
+}
+
+// readmeLines is the longest the front page may be.
+const readmeLines = 250
+
+// TestREADMEIsAFrontPage: README.md stays a front page; the rest is in
+// docs/.
+func TestREADMEIsAFrontPage(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return s.start(line)
+	if n := bytes.Count(b, []byte("\n")); n > readmeLines {
+		t.Errorf("README.md has %d lines; a front page has at most %d (the rest goes to docs/)", n, readmeLines)
+	}
+	for _, want := range []string{"go run ./cmd/ifaced run", "go test ./...", "docs/"} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("README.md does not say %q", want)
+		}
+	}
 }

@@ -23,8 +23,10 @@ import (
 // listed with a status (eligible, ineligible with why, below_min_version,
 // not_offered, unreachable), eligible ones first. A malformed capability
 // name, min_version or limit is a 400 naming it; a daemon with the DHT
-// off, or with no DHT peer yet, answers 503 dht_unavailable; a lookup that
-// ran out of time is a 504.
+// off, or with no DHT peer yet, answers 503 dht_unavailable, unless an
+// imported agent lists the capability: then the answer lists the imports
+// and says in dht why the DHT was not searched. A lookup that ran out of
+// time is a 504.
 
 // CodeDHTUnavailable: the daemon cannot search the DHT (it is off, or no
 // DHT peer is known yet); the message says which.
@@ -35,6 +37,9 @@ type FindAnswer struct {
 	Capability string            `json:"capability"`
 	MinVersion string            `json:"min_version,omitempty"`
 	Providers  []node.FindResult `json:"providers"`
+	// DHT says why the DHT was not searched, when providers found
+	// elsewhere (imports) are listed all the same.
+	DHT string `json:"dht,omitempty"`
 }
 
 // find handles GET /v1/find/{capability}.
@@ -52,7 +57,10 @@ func (s *Server) find(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
 	defer cancel()
 	found, err := s.n.Discovery().Find(ctx, name, ans.MinVersion, limit)
-	if err != nil {
+	switch {
+	case err != nil && len(found) > 0 && (errors.Is(err, node.ErrDHTOff) || errors.Is(err, node.ErrNoDHTPeers)):
+		ans.DHT = err.Error()
+	case err != nil:
 		writeError(w, findFailure(err))
 		return
 	}

@@ -243,6 +243,7 @@ type conversationData struct {
 	Warning string
 	Entries []entryView
 	Labels  labels
+	Proof   *proofView // how its records stand in the tamper-evident log
 }
 
 func (p *auditPages) conversation(w http.ResponseWriter, r *http.Request, v *visit) {
@@ -259,7 +260,8 @@ func (p *auditPages) conversation(w http.ResponseWriter, r *http.Request, v *vis
 		}
 	}
 	seqOf := func(mid string) (int64, bool) { s, ok := seq[mid]; return s, ok }
-	d := conversationData{ID: id, File: ac.File, Warning: ac.Warning, Labels: p.c.labels(r.Context())}
+	d := conversationData{ID: id, File: ac.File, Warning: ac.Warning, Labels: p.c.labels(r.Context()),
+		Proof: p.proof(r, "proof", gossip.BundleSelect{ConversationID: id})}
 	for i := range ac.Entries {
 		e := &ac.Entries[i]
 		ev := entryView{auditEntry: e, Refusal: isRefusal(&e.AuditEntry), Why: decides(e)}
@@ -288,6 +290,7 @@ type whyData struct {
 	Facts        []fact
 	NoDecision   string // why none is shown
 	Labels       labels
+	Inclusion    *proofView // the decision's record in the tamper-evident log; nil without a decision
 }
 
 // factOrder is the order the facts are shown in; members the daemon adds
@@ -309,6 +312,7 @@ func (p *auditPages) why(w http.ResponseWriter, r *http.Request, v *visit) {
 			break
 		}
 		d.Decision = &dec
+		d.Inclusion = p.proof(r, "inclusion", gossip.BundleSelect{MessageID: d.MessageID})
 		for _, k := range factOrder {
 			if v, ok := dec.Facts[k]; ok {
 				d.Facts = append(d.Facts, fact{k, factString(v)})

@@ -18,6 +18,7 @@ import (
 	"github.com/ifaced/ifaced/node/converse"
 
 	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/alias"
 	"github.com/ifaced/ifaced/node/api"
@@ -43,6 +44,8 @@ type API interface {
 	Introductions() api.Introductions
 	AuditConversations(ctx context.Context, peer string) (*api.AuditList, error)
 	Conversations(ctx context.Context) ([]converse.ConversationInfo, error)
+	AuditProof(ctx context.Context, sel gossip.BundleSelect) (*gossip.ProofState, error)
+	AuditBundle(ctx context.Context, sel gossip.BundleSelect) (*gossip.Bundle, error)
 	GetJSON(ctx context.Context, path string, out any) error
 	Observe(ctx context.Context) (*api.EventStream, error)
 }
@@ -206,6 +209,7 @@ func (c *Console) routes() {
 	audit := &auditPages{c: c}
 	mux.Handle("GET /ui/audit", c.page(audit.list))
 	mux.Handle("GET /ui/audit/c/{id}", c.page(audit.conversation))
+	mux.Handle("GET /ui/audit/c/{id}/bundle", c.page(audit.bundle))
 	mux.Handle("GET /ui/audit/why/{id}", c.page(audit.why))
 	mux.Handle("GET /ui/audit/refusals", c.page(audit.refusals))
 	mux.Handle("/ui/", c.page(func(w http.ResponseWriter, r *http.Request, v *visit) {

@@ -440,7 +440,7 @@ func TestRefusals(t *testing.T) {
 		{"/ui/logout", func() url.Values { return url.Values{} }},
 	}
 	pages := []string{"/ui/", "/ui/peers", "/ui/peers/" + bobID, "/ui/caps", "/ui/caps/edit/ping", "/ui/policy", "/ui/trust",
-		"/ui/audit", "/ui/audit/c/conv:x", "/ui/audit/why/msg:x", "/ui/events", "/ui/nowhere"}
+		"/ui/audit", "/ui/audit/c/conv:x", "/ui/audit/c/conv:x/bundle", "/ui/audit/why/msg:x", "/ui/events", "/ui/nowhere"}
 
 	// No session.
 	anon := newBrowser(t, alice)

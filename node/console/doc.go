@@ -42,8 +42,9 @@
 //	/ui/policy[?peer=PEER&persona=&tier=&max=]  the disclosure map by persona and peer, temperature caps; grant and cap, the forms showing the peer's grant and cap
 //	/ui/trust                     trust records; pin by comparing fingerprints (pin again, for a revoked key), revoke, check; introductions: mint, list, revoke
 //	/ui/audit[?day=&peer=&q=&refusals=1]   the recorded conversations by day; by peer; search; refusals only (the refused messages that match, too)
-//	/ui/audit/c/{conversation}    one conversation: each message in IFP-3 form and as JSON, its parts (an answer, a refusal) as readable content, refusals marked, a why for each decision
-//	/ui/audit/why/{message_id}    why a capability request was answered or refused: the facts established and each condition evaluated (GET /v1/audit/why)
+//	/ui/audit/c/{conversation}    one conversation: how its records stand in the tamper-evident log (verified, pending, untracked or failed, and what that means; the checkpoints that include them); each message in IFP-3 form and as JSON, its parts (an answer, a refusal) as readable content, refusals marked, a why for each decision
+//	/ui/audit/c/{conversation}/bundle  its evidence bundle, to save: the file `ifaced audit export --conversation` writes (offered once verified)
+//	/ui/audit/why/{message_id}    why a capability request was answered or refused: the facts established and each condition evaluated (GET /v1/audit/why), and the decision's record in the tamper-evident log: its leaf, the day's tree and the checkpoint that includes it, or pending until the next checkpoint
 //	/ui/audit/refusals[?day=&peer=&code=&q=&at=]  the record of refusals (GET /v1/audit/refusals), searched, each with why for the owner; at= (a refused event's instant) marks its record
 //	/ui/events                    the recent events as server-sent events (the overview's script follows it)
 //	/ui/login[?code=C]            exchanges a one-time login code for a session
@@ -147,6 +148,17 @@
 // style, no framing, and a referrer for the console's own pages only
 // (Referrer-Policy: same-origin; with no-referrer, Chromium sends the
 // Origin of a form post as "null", which the guard refuses).
+//
+// # The tamper-evident log
+//
+// A conversation's page and a decision's why page read GET
+// /v1/audit/proof, which exports the records' evidence bundle and
+// verifies it as a third party would (proofs.go): the state is shown as a
+// word in a box (not by colour alone) with what it means to the owner,
+// and the daemon's own words when it is not verified, quoted and bounded
+// (they may quote an ID a peer chose). The bundle is the owner's evidence
+// (it holds the daemon's decisions), downloaded behind the session like
+// every page, under a file name made of the ID's safe characters only.
 //
 // # What the console shows that peers never see
 //

@@ -14,7 +14,7 @@
 // before the reader could open anything in it. Words a newcomer meets
 // here for the first time (a message's sequence, a document's seq, a
 // price in USDC) are explained where they first appear. The last line
-// points to the README's two-terminal walkthrough, the next step.
+// points to the README's five-minute walkthrough, the next step.
 package demo
 
 import (
@@ -54,7 +54,7 @@ type Options struct {
 }
 
 // nextStep is the demo's last line: where a reader goes from here.
-const nextStep = `next: run two daemons yourself, in two terminals: README.md, "Two daemons, two terminals"`
+const nextStep = `next: two daemons and an agent of your own, in five minutes: README.md, "Five minutes on loopback"`
 
 type daemon struct {
 	name string

@@ -153,17 +153,34 @@ func (s *Service) Handler() http.Handler {
 // are brought up to date, so nothing missed while it was down stays
 // stale. ready, when not nil, is closed once the first stream is open and
 // the peers synced. A stream that ends is reopened after a pause that
-// grows to 30 s.
+// grows to 30 s; while no daemon runs at all (api.ErrNoDaemon), it is
+// looked for every second, and said once, so that a daemon started later
+// is followed at once.
 func (s *Service) Follow(ctx context.Context, ready chan<- struct{}) error {
 	const firstPause = time.Second
 	pause := firstPause
+	waiting := false
 	for {
 		opened, err := s.followOnce(ctx, &ready)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if opened {
-			pause = firstPause // it ran: a new failure starts the backoff over
+			pause, waiting = firstPause, false // it ran: a new failure starts the backoff over
+		}
+		if errors.Is(err, api.ErrNoDaemon) {
+			if !waiting {
+				s.log.Warn("no daemon is running; waiting for it", "err", err)
+				waiting = true
+			}
+			t := time.NewTimer(firstPause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+			continue
 		}
 		s.log.Warn("daemon event stream ended; reopening", "err", err, "in", pause)
 		t := time.NewTimer(pause)

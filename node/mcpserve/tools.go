@@ -283,6 +283,7 @@ func (s *Service) find(ctx context.Context, _ *mcp.CallToolRequest, in FindInput
 	case err != nil:
 		return nil, out, explain(err, "")
 	default:
+		out.DHT = ans.DHT // imports listed, the DHT not searched: why
 		for _, f := range ans.Providers {
 			p := Provider{Source: "dht", PeerID: f.PeerID, AgentID: quoteOrEmpty(f.PeerID, f.AgentID, MaxPeerName),
 				Display: quoteOrEmpty(f.PeerID, f.Display, MaxPeerName), Status: f.Status}
