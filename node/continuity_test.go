@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/keys"
+	"github.com/ifaced/ifaced/node/mail"
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/identity"
@@ -230,7 +231,7 @@ func TestRevocationOrderIsObserved(t *testing.T) {
 	if info := alice.TrustBook().Peer(d.PeerID()); info.Level != conditions.Verified || info.RevokedBy != "" {
 		t.Errorf("the successor after a revocation of its old key observed later: %s", brief(info))
 	}
-	if info := alice.TrustBook().Peer(c.PeerID()); info.Level != conditions.NoLevel || info.RevokedBy != store.KeySignedBySelf || info.RevokedVia != viaMailbox {
+	if info := alice.TrustBook().Peer(c.PeerID()); info.Level != conditions.NoLevel || info.RevokedBy != store.KeySignedBySelf || info.RevokedVia != mail.ViaMailbox {
 		t.Errorf("the old key: level %s, revoked by %q via %q", info.Level, info.RevokedBy, info.RevokedVia)
 	}
 }
@@ -249,7 +250,7 @@ func TestNetworkRevocationIsNotTheOwners(t *testing.T) {
 	}
 	info := alice.TrustBook().Peer(stranger.pid())
 	how := strings.Join(info.How, "; ")
-	if info.Level != conditions.NoLevel || info.RevokedBy != store.KeySignedBySelf || info.RevokedVia != viaMailbox || info.RevokedKey != "" ||
+	if info.Level != conditions.NoLevel || info.RevokedBy != store.KeySignedBySelf || info.RevokedVia != mail.ViaMailbox || info.RevokedKey != "" ||
 		strings.Contains(how, "by the owner") || !strings.Contains(how, "signed by the key itself") || info.Class != trust.ClassStranger {
 		t.Errorf("a stranger's own revocation shows as %s", brief(info))
 	}

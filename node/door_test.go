@@ -406,7 +406,7 @@ func TestDoorMailFromMustBeTheSigner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := alice.mail.acceptMail(relay.PeerID(), wire.Mail{ID: "mail:1", Message: raw}); wire.CodeOf(err) != tc.code {
+		if err := alice.mail.Accept(relay.PeerID(), wire.Mail{ID: "mail:1", Message: raw}); wire.CodeOf(err) != tc.code {
 			t.Fatalf("%s: %v, want code %s", name, err, tc.code)
 		}
 		agent.nothingAbout(t, tc.m.Headers.MessageID)

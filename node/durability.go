@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/node/mail"
 )
 
 // Durability. Every message is recorded twice before the daemon acts on
@@ -59,7 +60,7 @@ func (n *Node) recoverSeen() error {
 			return // never acted on: a redelivery may be accepted
 		}
 		guard := n.replay
-		if e.Transport == viaMailbox {
+		if e.Transport == mail.ViaMailbox {
 			guard = n.mailReplay
 		}
 		added, err := guard.Recall(e.Peer+" "+e.Message.Headers.MessageID, e.Message.Headers.Date)

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/mail"
+
 	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/internal/testkit"
@@ -702,7 +704,7 @@ func TestFaultRelayLossThenMailbox(t *testing.T) {
 	testkit.WaitFor(t, "bob to notice r1 is gone", func() bool { return !slices.Contains(bob.Mail().RelayReservations(), r1.pid()) })
 	waitGone(t, alice, r1)
 	waitDisconnected(t, alice, bob)
-	var sent []*SendResult
+	var sent []*mail.SendResult
 	res, err := alice.Send(ctx, bob.pid(), "r1 is gone; this goes through r2")
 	if err != nil {
 		t.Fatalf("sending after r1 died: %v", err)
@@ -721,7 +723,7 @@ func TestFaultRelayLossThenMailbox(t *testing.T) {
 		// Bob goes away; alice's messages wait at r2.
 		bob.Close()
 		waitDisconnected(t, alice, bob)
-		var queued []*SendResult
+		var queued []*mail.SendResult
 		for i := range 3 {
 			res, err := alice.Send(ctx, bob.pid(), fmt.Sprintf("while you were away (%d.%d)", cycle, i))
 			if err != nil {
@@ -790,7 +792,7 @@ func waitDisconnected(t *testing.T, d, gone *testDaemon) {
 
 // received counts the messages of sent that d audited as received and
 // accepted.
-func received(d *testDaemon, sent []*SendResult) int {
+func received(d *testDaemon, sent []*mail.SendResult) int {
 	n := 0
 	for _, s := range sent {
 		entries, _ := d.Audit().Entries(s.ConversationID)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/mail"
+
 	"github.com/ifaced/ifaced/node/converse"
 
 	"github.com/ifaced/ifaced/node/invoke"
@@ -79,8 +81,8 @@ type Node struct {
 	convs      *converse.Conversations // the stream protocols and the conversation table (conversations.go)
 	invoker    *invoke.Invoker         // runs admitted capability requests (invoke.go)
 	inbox      *converse.Inbox         // the HTTP binding's door-facing side (inbox.go)
-	mail       *Mail                   // relays, mailboxes held here, the outbox, fetched mail (relay.go, mailbox.go)
-	reach      *reachState             // the relay service and this daemon's reservations (relay.go)
+	mail       *mail.Mail              // relays, mailboxes held here, the outbox, fetched mail (relay.go, mailbox.go)
+	reach      *mail.Reach             // the relay service and this daemon's reservations (relay.go)
 	dht        *capabilityDHT          // Kademlia DHT and capability provider records (dht.go)
 	gossip     *announcer              // GossipSub capabilities.update announcements (announce.go)
 	mdns       *lanDiscovery           // LAN discovery (mdns.go)
@@ -106,6 +108,11 @@ type Node struct {
 
 // Option adjusts a Node for tests.
 type Option func(*Node)
+
+// WithMailRetries replaces the IFP-6 retry schedule (tests).
+func WithMailRetries(d ...time.Duration) Option {
+	return func(n *Node) { n.mailRetries = d }
+}
 
 // WithClock replaces the clock.
 func WithClock(now func() time.Time) Option { return func(n *Node) { n.now = now } }
@@ -186,7 +193,8 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	}
 	// The host listens from here on; no stream protocol is handled until
 	// the conversations register theirs.
-	if n.host, err = p2phost.New(cfg, id, n.hostOptions()...); err != nil {
+	n.reach = mail.NewReach()
+	if n.host, err = p2phost.New(cfg, id, n.reach.HostOptions(cfg)...); err != nil {
 		return nil, err
 	}
 	n.keys = keys.New(n.trust, n.policy, n.store, alias.Open(home.Dir), n.events, log,
@@ -198,7 +206,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	if err != nil {
 		return nil, fmt.Errorf("building capability document: %w", err)
 	}
-	doc.Relay = relayPreferences(cfg, id.PeerID())
+	doc.Relay = mail.RelayPreferences(cfg, id.PeerID())
 	var mcpTools owner.ToolServer
 	if n.mcp != nil {
 		n.onClose(n.mcp.Close)
@@ -220,10 +228,9 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 		Spawn: n.spawn, Handler: n.handler, Commit: n.commitRecords})
 	n.inbox = n.convs.Inbox()
 	n.docs.OnChange(func(*negotiate.Document) { n.documentChanged() })
-	n.mail = newMail(mailDeps{id: id, cfg: cfg, host: n.host, store: n.store, door: n.door, mailReplay: n.mailReplay,
-		convs: n.convs, events: n.events, log: log, now: now, ctx: n.ctx, spawn: n.spawn, onClose: n.onClose,
-		commit: n.commitRecords, reach: n.reach, retries: n.mailRetries, handler: n.handler})
-	if err := n.mail.startReach(); err != nil {
+	if n.mail, err = mail.New(mail.Deps{ID: id, Config: cfg, Host: n.host, Store: n.store, Door: n.door, MailReplay: n.mailReplay,
+		Convs: n.convs, Events: n.events, Log: log.With("component", "mail"), Now: now, Ctx: n.ctx, Spawn: n.spawn, OnClose: n.onClose,
+		Commit: n.commitRecords, Reach: n.reach, Retries: n.mailRetries, Handler: n.handler}); err != nil {
 		return nil, err
 	}
 	follower, err := newAddrFollower(n.host, n.store, log)
@@ -248,7 +255,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	if n.seen != nil {
 		n.spawn(n.flushLoop)
 	}
-	n.spawn(n.mail.outboxLoop)
+	n.spawn(n.mail.RunOutbox)
 	n.spawn(n.refreshImports)
 	n.spawn(func() { n.keyNotices.Run(n.ctx) })
 	if n.mcp != nil {
@@ -291,11 +298,11 @@ func (n *Node) Inbox() *converse.Inbox { return n.inbox }
 
 // Mail is the reachability and store-and-forward component: the relay
 // service and mailboxes, reservations, the outbox.
-func (n *Node) Mail() *Mail { return n.mail }
+func (n *Node) Mail() *mail.Mail { return n.mail }
 
 // Send says text to pid, in a conversation or through its mailbox
 // (Mail.Send).
-func (n *Node) Send(ctx context.Context, pid peer.ID, text string) (*SendResult, error) {
+func (n *Node) Send(ctx context.Context, pid peer.ID, text string) (*mail.SendResult, error) {
 	return n.mail.Send(ctx, pid, text)
 }
 
@@ -441,11 +448,11 @@ func (n *Node) pruneLoop() {
 				n.log.Warn("pruning seen message IDs", "err", err)
 			}
 			n.rates.Prune()
-			n.mail.rates.Prune()
+			n.mail.PruneRates()
 			n.door.ReportLeftOut()
 			n.door.KeepLeftOut()
 			if n.cfg.Relay.Service && n.cfg.Relay.Mailbox {
-				n.mail.pruneMail()
+				n.mail.Prune()
 			}
 		}
 	}
@@ -532,4 +539,13 @@ func (n *Node) SentView(pid peer.ID) (store.SentView, bool, error) {
 		return store.SentView{}, false, fmt.Errorf("reading the view sent to %s: %w", pid, err)
 	}
 	return v, true, nil
+}
+
+// IdentityDocument is this daemon's IFP-5 identity document: its key,
+// agent ID, display name and relay preferences, and the key its key
+// succeeded listed as retired (keyrotate.go).
+func (n *Node) IdentityDocument() *identity.Document {
+	doc := identity.NewDocument(n.id, n.Document().AgentID, n.cfg.Identity.Display, n.started)
+	doc.Relay = mail.RelayPreferences(n.cfg, n.id.PeerID())
+	return n.keyNotices.IdentityDocument(doc)
 }

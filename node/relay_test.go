@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/ifaced/ifaced/node/mail"
+
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/internal/peerid"
 	"github.com/ifaced/ifaced/node/internal/testkit"
@@ -235,7 +237,7 @@ func mailSetup(t *testing.T, opts ...Option) (relay, alice, bob *testDaemon) {
 // by its fetch once it held a slot).
 func mailboxOpen(relay *testDaemon, pid peer.ID) func() bool {
 	return func() bool {
-		ok, _ := relay.Store().Mailboxes().MailboxOpen(pid.String(), relay.mail.now().Add(-relay.cfg.Mailbox.Idle.Duration))
+		ok, _ := relay.Store().Mailboxes().MailboxOpen(pid.String(), relay.now().Add(-relay.cfg.Mailbox.Idle.Duration))
 		return ok
 	}
 }
@@ -397,7 +399,7 @@ func TestSendWithoutRelayIsAClearError(t *testing.T) {
 	bob.Close()
 	waitGone(t, alice, bob)
 	_, err := alice.Send(ctx, bob.id.PeerID(), "hi")
-	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "names no mailbox relay") {
+	if !errors.Is(err, mail.ErrUnreachable) || !strings.Contains(err.Error(), "names no mailbox relay") {
 		t.Fatalf("send to an unreachable peer without relays: %v", err)
 	}
 	if items, _ := alice.Mail().Outbox(); len(items) != 0 {
@@ -454,7 +456,7 @@ func TestMailboxRefusals(t *testing.T) {
 	rid := relay.id.PeerID()
 	ask := func(d *testDaemon, req *wire.MailboxRequest) (*wire.MailboxResponse, wire.Code) {
 		t.Helper()
-		res, err := d.mail.mailExchange(ctx, rid, req)
+		res, err := d.mail.Exchange(ctx, rid, req)
 		var remote *wire.RemoteError
 		if errors.As(err, &remote) {
 			return nil, remote.Body.Code
@@ -573,7 +575,7 @@ func TestFetchedMailIsVerifiedBeforeItIsAccepted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bob.mail.fetchMail(relay.id.PeerID())
+	bob.mail.Fetch(relay.id.PeerID())
 	var refused, accepted []string
 	for len(refused)+len(accepted) < 3 {
 		e := waitEvent(t, bobEvents, func(e events.Event) bool { return e.Type == events.EventMessage || e.Type == events.EventRefused })
@@ -601,7 +603,7 @@ func TestFetchedMailIsVerifiedBeforeItIsAccepted(t *testing.T) {
 		Expires: time.Now().Add(time.Hour), Message: encodeMail(t, good)}, q); err != nil {
 		t.Fatal(err)
 	}
-	bob.mail.fetchMail(relay.id.PeerID())
+	bob.mail.Fetch(relay.id.PeerID())
 	e := waitEvent(t, bobEvents, func(e events.Event) bool { return e.Type == events.EventMessage || e.Type == events.EventRefused })
 	if e.Type != events.EventRefused || !strings.Contains(e.Detail, "replay") && !strings.Contains(e.Detail, "seen") {
 		t.Fatalf("second delivery: %s %q, want refused as a replay", e.Type, e.Detail)
@@ -635,7 +637,7 @@ func TestMailWaitsLongerThanTheReplayWindow(t *testing.T) {
 	// 7-day retention. Eight days: past both.
 	fresh := leave(72*time.Hour, "three days old")
 	leave(8*24*time.Hour, "eight days old")
-	bob.mail.fetchMail(relay.id.PeerID())
+	bob.mail.Fetch(relay.id.PeerID())
 	var accepted, refused []string
 	for len(accepted)+len(refused) < 2 {
 		e := waitEvent(t, evs, func(e events.Event) bool { return e.Type == events.EventMessage || e.Type == events.EventRefused })
@@ -744,7 +746,7 @@ func (s *stranger) ask(t *testing.T, relay *testDaemon, req *wire.MailboxRequest
 	if err := s.h.Connect(ctx, peer.AddrInfo{ID: relay.id.PeerID(), Addrs: relay.Addrs()}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := s.h.NewStream(ctx, relay.id.PeerID(), mailboxProtocol)
+	st, err := s.h.NewStream(ctx, relay.id.PeerID(), wire.Mailbox)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -876,13 +878,13 @@ func TestReservationBookFollowsTheRelay(t *testing.T) {
 	if _, code := a.ask(t, relay, &wire.MailboxRequest{Op: wire.OpRetrieve}); code != "" {
 		t.Fatal(code)
 	}
-	if relay.mail.slots.Holds(a.h.ID()) {
+	if relay.mail.HoldsSlot(a.h.ID()) {
 		t.Fatal("a connected peer without a slot counts as holding one")
 	}
 	if err := a.reserve(t, relay); err != nil {
 		t.Fatal(err)
 	}
-	if !relay.mail.slots.Holds(a.h.ID()) {
+	if !relay.mail.HoldsSlot(a.h.ID()) {
 		t.Fatal("a peer holding a slot does not count as holding one")
 	}
 	// The relay is full: b is refused its slot, and so its mailbox (the
@@ -893,19 +895,19 @@ func TestReservationBookFollowsTheRelay(t *testing.T) {
 	if _, code := b.ask(t, relay, &wire.MailboxRequest{Op: wire.OpRetrieve}); code != "" {
 		t.Fatal(code)
 	}
-	if relay.mail.slots.Holds(b.h.ID()) || mailboxOpen(relay, b.h.ID())() {
+	if relay.mail.HoldsSlot(b.h.ID()) || mailboxOpen(relay, b.h.ID())() {
 		t.Fatal("a peer refused its slot counts as holding one")
 	}
 	// A peer that leaves loses its slot, and comes back without one.
 	a.leave(t, relay)
-	if relay.mail.slots.Holds(a.h.ID()) {
+	if relay.mail.HoldsSlot(a.h.ID()) {
 		t.Fatal("a peer that left still holds its slot")
 	}
 	back := strangerWith(t, a.id)
 	if _, code := back.ask(t, relay, &wire.MailboxRequest{Op: wire.OpRetrieve}); code != "" {
 		t.Fatal(code)
 	}
-	if relay.mail.slots.Holds(back.h.ID()) {
+	if relay.mail.HoldsSlot(back.h.ID()) {
 		t.Fatal("a peer back without reserving counts as holding a slot")
 	}
 }
@@ -948,7 +950,7 @@ func TestEmptyMailboxesLapseAndQuotasHoldPerAddress(t *testing.T) {
 	if code := alice.publish(t, relay, kept.h.ID(), "still open"); code != "" {
 		t.Fatalf("mail for a mailbox holding mail after the idle period: %q", code)
 	}
-	relay.mail.pruneMail()
+	relay.mail.Prune()
 	if n, _ := relay.Store().Mailboxes().Registrations(); n != 1 {
 		t.Fatalf("%d registrations after pruning, want the one holding mail", n)
 	}

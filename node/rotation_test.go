@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/keys"
+	"github.com/ifaced/ifaced/node/mail"
 
 	"github.com/ifaced/ifaced/node/admit"
 
@@ -194,7 +195,7 @@ func statementMessage(t *testing.T, from *identity.Identity, to peer.ID, parts .
 
 // admitStatement takes m through alice's door as fetched mail would come.
 func admitStatement(alice *testDaemon, m *gossip.Message) error {
-	_, err := alice.door.Admit(&admit.Arrival{Via: viaMailbox, Msg: m, Addressed: true, Window: alice.mailReplay, Uncharged: true})
+	_, err := alice.door.Admit(&admit.Arrival{Via: mail.ViaMailbox, Msg: m, Addressed: true, Window: alice.mailReplay, Uncharged: true})
 	return err
 }
 

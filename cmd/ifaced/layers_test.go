@@ -44,27 +44,28 @@ var layers = map[string]int{
 	"node/owner":  8,
 	"node/invoke": 8,
 	"node/keys":   8,
-	// The components built on those.
+	// The components built on those (mail sends in conversations).
 	"node/keys/tell": 9,
 	"node/converse":  9,
+	"node/mail":      10,
 	// The assembly and its façade.
-	"node": 10,
+	"node": 20,
 	// What serves the façade to people and programs.
-	"node/api":      11,
-	"node/httpapi":  11,
-	"node/mcpserve": 12,
-	"node/console":  12,
-	"node/demo":     12,
+	"node/api":      21,
+	"node/httpapi":  21,
+	"node/mcpserve": 22,
+	"node/console":  22,
+	"node/demo":     22,
 	// Programs and the tests that drive them from outside.
-	"cmd/ifaced":                       13,
-	"examples/agent/cmd/example-agent": 13,
-	"interop/netlab":                   13,
-	"interop/netlab/dhtnode":           13,
-	"interop/hostile":                  14,
-	"interop/console":                  14,
-	"interop/readme":                   14,
-	"interop/jsdeps":                   14,
-	"interop/otheruser":                14,
+	"cmd/ifaced":                       23,
+	"examples/agent/cmd/example-agent": 23,
+	"interop/netlab":                   23,
+	"interop/netlab/dhtnode":           23,
+	"interop/hostile":                  24,
+	"interop/console":                  24,
+	"interop/readme":                   24,
+	"interop/jsdeps":                   24,
+	"interop/otheruser":                24,
 }
 
 const module = "github.com/ifaced/ifaced"

@@ -10,12 +10,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/mail"
+
 	"github.com/ifaced/ifaced/node/converse"
 
 	"github.com/ifaced/ifaced/node/config"
 
 	"github.com/ifaced/ifaced/gossip"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/mcpserve"
 	"github.com/ifaced/ifaced/node/trust"
@@ -211,8 +212,8 @@ func (r *redialer) Greet(ctx context.Context, req api.GreetRequest) (*converse.G
 func (r *redialer) Invoke(ctx context.Context, req api.InvokeRequest) (*converse.InvokeResult, error) {
 	return again(r, func(c *api.Client) (*converse.InvokeResult, error) { return c.Invoke(ctx, req) })
 }
-func (r *redialer) Send(ctx context.Context, req api.SendRequest) (*node.SendResult, error) {
-	return again(r, func(c *api.Client) (*node.SendResult, error) { return c.Send(ctx, req) })
+func (r *redialer) Send(ctx context.Context, req api.SendRequest) (*mail.SendResult, error) {
+	return again(r, func(c *api.Client) (*mail.SendResult, error) { return c.Send(ctx, req) })
 }
 func (r *redialer) Say(ctx context.Context, req api.SayRequest) (*gossip.Message, error) {
 	return again(r, func(c *api.Client) (*gossip.Message, error) { return c.Say(ctx, req) })

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ifaced/ifaced/node/converse"
+	"github.com/ifaced/ifaced/node/mail"
 
-	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/converse"
 )
 
 // SendRequest is the body of POST /v1/send.
@@ -65,7 +65,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, res)
 	case errors.Is(err, converse.ErrNoConversation):
 		writeError(w, notFound("conversation_id: %v", err))
-	case errors.Is(err, node.ErrUnreachable):
+	case errors.Is(err, mail.ErrUnreachable):
 		writeError(w, &Error{Status: http.StatusBadGateway, Code: CodePeerFailed, Message: err.Error()})
 	default:
 		writeError(w, peerFailure(err))
@@ -88,8 +88,8 @@ func (s *Server) outbox(w http.ResponseWriter, r *http.Request) {
 }
 
 // Send says text to a peer, or queues it for the peer's mailbox.
-func (c *Client) Send(ctx context.Context, req SendRequest) (*node.SendResult, error) {
-	var out node.SendResult
+func (c *Client) Send(ctx context.Context, req SendRequest) (*mail.SendResult, error) {
+	var out mail.SendResult
 	return &out, c.call(ctx, http.MethodPost, "/v1/send", req, &out)
 }
 

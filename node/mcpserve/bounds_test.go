@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/mail"
+
 	"github.com/ifaced/ifaced/node/converse"
 
 	"github.com/ifaced/ifaced/node/events"
@@ -20,7 +22,6 @@ import (
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -103,7 +104,7 @@ func (f *fakeDaemon) Find(context.Context, string, string, int) (*api.FindAnswer
 func (f *fakeDaemon) Greet(context.Context, api.GreetRequest) (*converse.GreetResult, error) {
 	return nil, fmt.Errorf("not in this test")
 }
-func (f *fakeDaemon) Send(context.Context, api.SendRequest) (*node.SendResult, error) {
+func (f *fakeDaemon) Send(context.Context, api.SendRequest) (*mail.SendResult, error) {
 	return nil, fmt.Errorf("not in this test")
 }
 func (f *fakeDaemon) Say(context.Context, api.SayRequest) (*gossip.Message, error) {

@@ -12,12 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/node/mail"
+
 	"github.com/ifaced/ifaced/node/converse"
 
 	"github.com/ifaced/ifaced/node/events"
 
 	"github.com/ifaced/ifaced/gossip"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -44,7 +45,7 @@ type Daemon interface {
 	Find(ctx context.Context, capability, minVersion string, limit int) (*api.FindAnswer, error)
 	Greet(ctx context.Context, req api.GreetRequest) (*converse.GreetResult, error)
 	Invoke(ctx context.Context, req api.InvokeRequest) (*converse.InvokeResult, error)
-	Send(ctx context.Context, req api.SendRequest) (*node.SendResult, error)
+	Send(ctx context.Context, req api.SendRequest) (*mail.SendResult, error)
 	Say(ctx context.Context, req api.SayRequest) (*gossip.Message, error)
 	Conversations(ctx context.Context) ([]converse.ConversationInfo, error)
 	AuditEntries(ctx context.Context, conversationID string) (*api.AuditConversation, error)

@@ -1,4 +1,4 @@
-package node
+package mail
 
 import (
 	"context"
@@ -63,7 +63,7 @@ import (
 //     hourly (IFP-6 §7), until mailbox.give_up, when the owner is told.
 //     Errors that resending cannot fix (a malformed or unsigned message)
 //     are not retried.
-//   - A recipient (fetchMail) fetches its mail each time it reserves a slot
+//   - A recipient (Fetch) fetches its mail each time it reserves a slot
 //     on one of its relays and every mailbox.poll after: each message's
 //     signature must verify under the key its signature names, it must be
 //     addressed to this daemon and pass the replay window; it is audited
@@ -76,8 +76,8 @@ import (
 
 const mailboxProtocol = wire.Mailbox
 
-// viaMailbox is the transport the audit log names for mailbox mail.
-const viaMailbox = "ifp-8-mailbox"
+// ViaMailbox is the transport the audit log names for mailbox mail.
+const ViaMailbox = "ifp-8-mailbox"
 
 // mailBudget is how many message bytes one retrieve answer carries, so
 // the answer fits in a frame.
@@ -86,11 +86,6 @@ const mailBudget = wire.MaxMailMessage
 // mailRetries is the IFP-6 §7 schedule: the wait before each retry; the
 // last one repeats until mailbox.give_up.
 var mailRetries = []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, time.Hour}
-
-// WithMailRetries replaces the IFP-6 retry schedule (tests).
-func WithMailRetries(d ...time.Duration) Option {
-	return func(n *Node) { n.mailRetries = d }
-}
 
 // ErrUnreachable: a peer could not be reached directly and no mailbox
 // relay is known for it.
@@ -258,7 +253,7 @@ func (mb *Mail) queueMail(pid peer.ID, text string, cause error, parts ...gossip
 	if err := mb.store.Mailboxes().PutOutbox(item); err != nil {
 		return nil, err
 	}
-	if err := mb.convs.RecordSent(viaMailbox, pid, m, "queued for the peer's mailbox: "+cause.Error(), nil); err != nil {
+	if err := mb.convs.RecordSent(ViaMailbox, pid, m, "queued for the peer's mailbox: "+cause.Error(), nil); err != nil {
 		mb.store.Mailboxes().DeleteOutbox(item.ID)
 		return nil, err
 	}
@@ -277,8 +272,8 @@ func (mb *Mail) kickOutbox() {
 // Outbox lists the messages waiting to be left at a mailbox.
 func (mb *Mail) Outbox() ([]store.OutboxItem, error) { return mb.store.Mailboxes().Outbox() }
 
-// outboxLoop delivers queued messages when they are due.
-func (mb *Mail) outboxLoop() {
+// RunOutbox delivers queued messages when they are due.
+func (mb *Mail) RunOutbox() {
 	for {
 		next := mb.deliverDue()
 		wait := time.Hour
@@ -389,8 +384,8 @@ func (mb *Mail) abandonMail(item store.OutboxItem, why string) {
 		Detail: fmt.Sprintf("gave up on message %s after %d attempts: %s", item.ID, item.Attempts, why)})
 }
 
-// mailExchange sends one request to a relay and reads its answer.
-func (mb *Mail) mailExchange(ctx context.Context, relay peer.ID, req *wire.MailboxRequest) (*wire.MailboxResponse, error) {
+// Exchange sends one request to a relay and reads its answer.
+func (mb *Mail) Exchange(ctx context.Context, relay peer.ID, req *wire.MailboxRequest) (*wire.MailboxResponse, error) {
 	s, err := mb.host.NewStream(network.WithAllowLimitedConn(ctx, "mailbox"), relay, mailboxProtocol)
 	if err != nil {
 		return nil, fmt.Errorf("opening mailbox at %s: %w", relay, err)
@@ -428,16 +423,16 @@ func (mb *Mail) publishMail(relay peer.AddrInfo, to peer.ID, msg []byte) (id, ex
 	if err := mb.host.Connect(ctx, relay); err != nil {
 		return "", "", fmt.Errorf("connecting to relay %s: %w", relay.ID, err)
 	}
-	res, err := mb.mailExchange(ctx, relay.ID, &wire.MailboxRequest{Op: wire.OpPublish, To: to.String(), Message: msg})
+	res, err := mb.Exchange(ctx, relay.ID, &wire.MailboxRequest{Op: wire.OpPublish, To: to.String(), Message: msg})
 	if err != nil {
 		return "", "", err
 	}
 	return res.ID, res.Expires, nil
 }
 
-// fetchMail fetches, checks, audits and acknowledges the mail waiting at
+// Fetch fetches, checks, audits and acknowledges the mail waiting at
 // relay, until none is left.
-func (mb *Mail) fetchMail(relay peer.ID) {
+func (mb *Mail) Fetch(relay peer.ID) {
 	// One fetch per relay at a time; a poll that finds one running there has
 	// nothing to add.
 	mb.fetchMu.Lock()
@@ -454,7 +449,7 @@ func (mb *Mail) fetchMail(relay peer.ID) {
 	}()
 	for mb.ctx.Err() == nil {
 		ctx, cancel := context.WithTimeout(mb.ctx, mb.cfg.Limits.StreamTimeout.Duration)
-		res, err := mb.mailExchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpRetrieve, Limit: wire.MaxMailBatch})
+		res, err := mb.Exchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpRetrieve, Limit: wire.MaxMailBatch})
 		cancel()
 		if err != nil {
 			if errors.Is(err, network.ErrReset) || strings.Contains(err.Error(), "protocols not supported") {
@@ -467,7 +462,7 @@ func (mb *Mail) fetchMail(relay peer.ID) {
 		var done []string
 		taken := 0
 		for _, mail := range res.Messages {
-			if err := mb.acceptMail(relay, mail); err != nil {
+			if err := mb.Accept(relay, mail); err != nil {
 				if errors.Is(err, admit.ErrAudit) {
 					// Not acknowledged: it will come again once the
 					// audit log can be written.
@@ -490,7 +485,7 @@ func (mb *Mail) fetchMail(relay peer.ID) {
 				return
 			}
 			ctx, cancel := context.WithTimeout(mb.ctx, mb.cfg.Limits.StreamTimeout.Duration)
-			_, err := mb.mailExchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpAck, IDs: done})
+			_, err := mb.Exchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpAck, IDs: done})
 			cancel()
 			if err != nil {
 				mb.log.Info("acknowledging mail", "relay", relay, "err", err)
@@ -503,21 +498,21 @@ func (mb *Mail) fetchMail(relay peer.ID) {
 	}
 }
 
-// acceptMail takes one fetched message through the door: the sender is
+// Accept takes one fetched message through the door: the sender is
 // whoever holds the key its signature names (and headers.from must be
 // that key), not whoever relayed it; it must be addressed to this daemon
 // and pass the mail replay window (mailbox.retention). Fetched mail is not
 // rate limited here: this daemon fetched it at its own pace, and the
 // relay's quotas bound what a sender can leave. An error wrapping errAudit
 // means the message could not be recorded and must not be acknowledged.
-func (mb *Mail) acceptMail(relay peer.ID, mail wire.Mail) error {
+func (mb *Mail) Accept(relay peer.ID, mail wire.Mail) error {
 	m, err := gossip.DecodeCBOR(mail.Message)
 	if err != nil {
-		mb.door.Refused(viaMailbox, "", false, nil, mail.Message, err)
+		mb.door.Refused(ViaMailbox, "", false, nil, mail.Message, err)
 		return err
 	}
 	note := "delivered by the mailbox at relay " + relay.String()
-	in, err := mb.door.Admit(&admit.Arrival{Via: viaMailbox, Msg: m, Addressed: true, Window: mb.mailReplay, Uncharged: true, Note: note})
+	in, err := mb.door.Admit(&admit.Arrival{Via: ViaMailbox, Msg: m, Addressed: true, Window: mb.mailReplay, Uncharged: true, Note: note})
 	if err != nil {
 		return err
 	}
@@ -717,8 +712,8 @@ func addressClass(a multiaddr.Multiaddr) string {
 	return (&net.IPNet{IP: ip.Mask(net.CIDRMask(64, 128)), Mask: net.CIDRMask(64, 128)}).String()
 }
 
-// pruneMail drops expired mail and lapsed registrations.
-func (mb *Mail) pruneMail() {
+// Prune drops expired mail and lapsed registrations.
+func (mb *Mail) Prune() {
 	now := mb.now()
 	dropped, err := mb.store.Mailboxes().PruneMail(now, now.Add(-mb.cfg.Mailbox.Idle.Duration))
 	if err != nil {
@@ -818,3 +813,9 @@ func (mb *Mail) probeCircuit(ctx context.Context, sw *swarm.Swarm, relay peer.Ad
 	}
 	return false
 }
+
+// PruneRates forgets the mailbox request rates of peers idle long enough.
+func (mb *Mail) PruneRates() { mb.rates.Prune() }
+
+// HoldsSlot says whether pid holds a reservation slot on this relay.
+func (mb *Mail) HoldsSlot(pid peer.ID) bool { return mb.slots.Holds(pid) }

@@ -1,4 +1,4 @@
-package node
+package mail
 
 import (
 	"context"
@@ -94,9 +94,43 @@ type mailDeps struct {
 	spawn      func(func()) bool
 	onClose    func(func() error)
 	commit     func() error // durable before a relay is told to let go of mail
-	reach      *reachState
+	reach      *Reach
 	retries    []time.Duration                                   // nil: the IFP-6 §7 schedule
 	handler    func(network.StreamHandler) network.StreamHandler // counts a stream handler among what Close waits for
+}
+
+// Deps is what New builds the mail component from.
+type Deps struct {
+	ID         *identity.Identity
+	Config     *config.Config // listen, relay, mailbox and limits sections
+	Host       host.Host
+	Store      *store.Store
+	Door       *admit.Door
+	MailReplay *identity.ReplayGuard   // mail is dated within mailbox.retention, not the replay window
+	Convs      *converse.Conversations // Send says text in a conversation when the peer is reachable
+	Events     *events.Hub
+	Log        *slog.Logger
+	Now        func() time.Time
+	Ctx        context.Context
+	Spawn      func(func()) bool
+	OnClose    func(func() error)
+	Commit     func() error                                      // durable before a relay is told to let go of mail
+	Reach      *Reach                                            // built before the host (NewReach)
+	Retries    []time.Duration                                   // nil: the IFP-6 §7 schedule
+	Handler    func(network.StreamHandler) network.StreamHandler // counts a stream handler among what Close waits for
+}
+
+// New builds the mail component and starts reachability: the relay
+// service when configured, and a reservation kept on each configured
+// relay. RunOutbox delivers what waits for peers that are away.
+func New(d Deps) (*Mail, error) {
+	mb := newMail(mailDeps{id: d.ID, cfg: d.Config, host: d.Host, store: d.Store, door: d.Door, mailReplay: d.MailReplay,
+		convs: d.Convs, events: d.Events, log: d.Log, now: d.Now, ctx: d.Ctx, spawn: d.Spawn, onClose: d.OnClose,
+		commit: d.Commit, reach: d.Reach, retries: d.Retries, handler: d.Handler})
+	if err := mb.startReach(); err != nil {
+		return nil, err
+	}
+	return mb, nil
 }
 
 func newMail(d mailDeps) *Mail {
@@ -108,8 +142,9 @@ func newMail(d mailDeps) *Mail {
 		rates: ratelimit.New(config.RatesConfig{Cool: 60, Warm: 60, Hot: 60}, d.now), slots: newReservationBook(d.host)}
 }
 
-// reachState is the relay service and this daemon's reservations.
-type reachState struct {
+// Reach is the relay service and this daemon's reservations, shared by
+// the host (its addresses) and the mail component.
+type Reach struct {
 	service *relayv2.Relay // nil unless relay.service
 
 	mu       sync.Mutex
@@ -128,9 +163,13 @@ const (
 	relayRetryMax = time.Minute
 )
 
-// hostOptions are the libp2p options reachability adds to the host.
-func (n *Node) hostOptions() []libp2p.Option {
-	n.reach = &reachState{circuits: map[peer.ID][]multiaddr.Multiaddr{}}
+// NewReach is the reachability state the host is built with: HostOptions
+// are the libp2p options it adds, and the mail component (New) keeps the
+// reservations in it.
+func NewReach() *Reach { return &Reach{circuits: map[peer.ID][]multiaddr.Multiaddr{}} }
+
+// HostOptions are the libp2p options reachability adds to the host.
+func (r *Reach) HostOptions(cfg *config.Config) []libp2p.Option {
 	opts := []libp2p.Option{
 		libp2p.EnableRelay(), // the circuit transport: dial through relays, and be dialled through ours
 		libp2p.EnableHolePunching(),
@@ -139,7 +178,7 @@ func (n *Node) hostOptions() []libp2p.Option {
 		libp2p.AddrsFactory(func(addrs []multiaddr.Multiaddr) []multiaddr.Multiaddr {
 			// The host may list the circuits already (when it thinks itself
 			// private, from the relay address event): each once.
-			for _, c := range n.reach.circuitAddrs() {
+			for _, c := range r.circuitAddrs() {
 				if !slices.ContainsFunc(addrs, c.Equal) {
 					addrs = append(addrs, c)
 				}
@@ -147,7 +186,7 @@ func (n *Node) hostOptions() []libp2p.Option {
 			return addrs
 		}),
 	}
-	if len(n.cfg.Listen.Addresses) == 0 {
+	if len(cfg.Listen.Addresses) == 0 {
 		// Reachable only through relays (a daemon behind a NAT that
 		// accepts nothing directly).
 		opts = append(opts, libp2p.NoListenAddrs)
@@ -156,7 +195,7 @@ func (n *Node) hostOptions() []libp2p.Option {
 }
 
 // circuitAddrs are this daemon's addresses through its live reservations.
-func (r *reachState) circuitAddrs() []multiaddr.Multiaddr {
+func (r *Reach) circuitAddrs() []multiaddr.Multiaddr {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []multiaddr.Multiaddr
@@ -166,7 +205,7 @@ func (r *reachState) circuitAddrs() []multiaddr.Multiaddr {
 	return out
 }
 
-func (r *reachState) setCircuits(relay peer.ID, addrs []multiaddr.Multiaddr) {
+func (r *Reach) setCircuits(relay peer.ID, addrs []multiaddr.Multiaddr) {
 	r.mu.Lock()
 	if addrs == nil {
 		delete(r.circuits, relay)
@@ -203,9 +242,9 @@ func configuredRelays(cfg *config.Config, self peer.ID) []peer.AddrInfo {
 	return out
 }
 
-// relayPreferences are the IFP-8 §2.3 relay preferences for this daemon:
+// RelayPreferences are the IFP-8 §2.3 relay preferences for this daemon:
 // its circuit address through each configured relay.
-func relayPreferences(cfg *config.Config, self peer.ID) *identity.Relay {
+func RelayPreferences(cfg *config.Config, self peer.ID) *identity.Relay {
 	var urls []string
 	for _, info := range configuredRelays(cfg, self) {
 		for _, a := range circuitThrough(info) {
@@ -230,15 +269,6 @@ func circuitThrough(info peer.AddrInfo) []multiaddr.Multiaddr {
 		out = append(out, a.Encapsulate(suffix))
 	}
 	return out
-}
-
-// IdentityDocument is this daemon's IFP-5 identity document: its key,
-// agent ID, display name and relay preferences, and the key its key
-// succeeded listed as retired (keyrotate.go).
-func (n *Node) IdentityDocument() *identity.Document {
-	doc := identity.NewDocument(n.id, n.Document().AgentID, n.cfg.Identity.Display, n.started)
-	doc.Relay = relayPreferences(n.cfg, n.id.PeerID())
-	return n.keyNotices.IdentityDocument(doc)
 }
 
 // startReach starts the relay service when configured, and keeps a
@@ -346,7 +376,7 @@ func (mb *Mail) keepReservation(info peer.AddrInfo, lost <-chan struct{}) {
 			Detail: "reserved a slot until " + res.Expiration.UTC().Format(time.RFC3339)})
 		// The mail waiting at a relay is fetched each time this daemon is
 		// back on it, and then every mailbox.poll.
-		mb.spawn(func() { mb.fetchMail(info.ID) })
+		mb.spawn(func() { mb.Fetch(info.ID) })
 		// Renew when three quarters of the reservation are gone, or at
 		// once when the relay goes away.
 		renew := time.NewTimer(max(time.Until(res.Expiration)*3/4, time.Second))
@@ -362,7 +392,7 @@ func (mb *Mail) keepReservation(info peer.AddrInfo, lost <-chan struct{}) {
 			case <-renew.C:
 				break held
 			case <-poll.C:
-				mb.spawn(func() { mb.fetchMail(info.ID) })
+				mb.spawn(func() { mb.Fetch(info.ID) })
 			case <-lost:
 				if mb.host.Network().Connectedness(info.ID) != network.Connected {
 					drop = true
