@@ -192,7 +192,7 @@ func TestGossipFloodCostPerHop(t *testing.T) {
 			runtime.ReadMemStats(&m1)
 			cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
 			t.Logf("%s: %d announcements of %d bytes from fresh keys: %d verified; per announcement %.1f ms CPU, %.1f MiB allocated",
-				budget, n, len(msgs[0].Data), n-int(r.gossip.throttled.Load()),
+				budget, n, len(msgs[0].Data), n-int(r.discovery.gossip.throttled.Load()),
 				float64(cpu.Microseconds())/1000/n, float64(m1.TotalAlloc-m0.TotalAlloc)/(1<<20)/n)
 		})
 	}

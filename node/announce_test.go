@@ -47,7 +47,7 @@ func gossipConfig() *config.Config {
 // inMesh reports whether d forwards announcements to every one of peers.
 func inMesh(d *testDaemon, peers ...peer.ID) func() bool {
 	return func() bool {
-		mesh := d.gossip.meshPeers()
+		mesh := d.discovery.gossip.meshPeers()
 		for _, p := range peers {
 			if !slices.Contains(mesh, p) {
 				return false
@@ -184,7 +184,7 @@ func knows(t *testing.T, d *testDaemon, author peer.ID, doc *negotiate.Document)
 // knowsDaemon seeds d's cache with author's current public view.
 func knowsDaemon(t *testing.T, d, author *testDaemon) {
 	t.Helper()
-	v, err := author.strangerViews().public()
+	v, err := author.discovery.views.public()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func TestGossipAnnouncesNothingHidden(t *testing.T) {
 	sub := newRawGossip(t)
 	sub.connect(t, alice)
 	testkit.WaitFor(t, "alice's mesh to hold the subscriber", inMesh(alice, sub.ID()))
-	testkit.WaitFor(t, "alice's first announcement", func() bool { return alice.gossip.published.Load() == 1 })
+	testkit.WaitFor(t, "alice's first announcement", func() bool { return alice.discovery.gossip.published.Load() == 1 })
 
 	hidden, err := alice.UpdateDocument(func(d *negotiate.Document) error {
 		d.Capabilities = append(d.Capabilities, negotiate.Capability{Name: "vault.open", Description: "Open the vault",
@@ -293,13 +293,13 @@ func TestGossipAnnouncesNothingHidden(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "alice's announcer to settle", func() bool {
-		g := alice.gossip
+		g := alice.discovery.gossip
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return !g.publishing
 	})
 
-	if n := alice.gossip.published.Load(); n != 1 {
+	if n := alice.discovery.gossip.published.Load(); n != 1 {
 		t.Fatalf("a hidden change was announced: %d announcements", n)
 	}
 
@@ -326,7 +326,7 @@ func TestGossipAnnouncesNothingHidden(t *testing.T) {
 			t.Errorf("announced view: %v", err)
 		}
 	}
-	if n := alice.gossip.published.Load(); n != 2 {
+	if n := alice.discovery.gossip.published.Load(); n != 2 {
 		t.Errorf("%d announcements, want the first and the visible change's", n)
 	}
 }
@@ -341,7 +341,7 @@ func TestGossipDropsForgedAndStaleAnnouncements(t *testing.T) {
 	s.connect(t, r)
 	testkit.WaitFor(t, "R's mesh to hold P and S", inMesh(r, p.ID(), s.ID()))
 	testkit.WaitFor(t, "P to see R on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), r.pid()) })
-	g := r.gossip
+	g := r.discovery.gossip
 	knows(t, r, p.ID(), signedDoc(t, p.id, p.id, 1, "ping"))
 
 	// A genuine announcement goes through.
@@ -595,7 +595,7 @@ func TestAnnouncementLeavesOutHiddenEvenWhenStrangersAreEligible(t *testing.T) {
 		{"name": "secret.door", "description": "Only for those who know", "advertise": "when-eligible"},
 	}
 	a := startDaemon(t, cfg)
-	v, err := a.strangerViews().advertised()
+	v, err := a.discovery.views.advertised()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -686,7 +686,7 @@ func (f *gossipFlooder) freshAnnouncement(tb testing.TB, viewBytes int) *pb.Mess
 
 // judged is how many announcements d's validator has decided.
 func judged(d *testDaemon) uint64 {
-	g := d.gossip
+	g := d.discovery.gossip
 	return g.accepted.Load() + g.rejected.Load() + g.ignored.Load()
 }
 
@@ -710,7 +710,7 @@ func TestGossipStrangerFloodIgnoredBeyondBudget(t *testing.T) {
 	// validation queue drops what overflows it, which would make the
 	// count depend on timing.
 	const each = 20
-	g := r.gossip
+	g := r.discovery.gossip
 	for i := range each {
 		for j, f := range floods {
 			f.write(t, &pb.RPC{Publish: []*pb.Message{f.freshAnnouncement(t, 0)}})

@@ -101,9 +101,9 @@ func waitProvided(t testing.TB, d *testDaemon, names ...string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		d.dht.mu.Lock()
-		missing := slices.DeleteFunc(slices.Clone(names), func(n string) bool { _, ok := d.dht.provided[n]; return ok })
-		d.dht.mu.Unlock()
+		d.discovery.dht.mu.Lock()
+		missing := slices.DeleteFunc(slices.Clone(names), func(n string) bool { _, ok := d.discovery.dht.provided[n]; return ok })
+		d.discovery.dht.mu.Unlock()
 		if len(missing) == 0 {
 			return
 		}
@@ -119,7 +119,7 @@ func waitProvided(t testing.TB, d *testDaemon, names ...string) {
 func waitDHTPeers(t testing.TB, d *testDaemon) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for d.dht.dht.RoutingTable().Size() == 0 {
+	for d.discovery.dht.dht.RoutingTable().Size() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: no DHT peer after 30 s", d.id.PeerID())
 		}
@@ -178,7 +178,7 @@ func TestDHTFindEndToEnd(t *testing.T) {
 	waitProvided(t, carol, "calendar.availability")
 	waitProvided(t, dave, "ping")
 	waitDHTPeers(t, bob)
-	if v, _ := dave.strangerViews().public(); !slices.ContainsFunc(v.Doc.Capabilities, func(c negotiate.Capability) bool { return c.Name == "diary.read" }) {
+	if v, _ := dave.discovery.views.public(); !slices.ContainsFunc(v.Doc.Capabilities, func(c negotiate.Capability) bool { return c.Name == "diary.read" }) {
 		t.Fatal("dave's public view lacks diary.read; the test no longer covers a hidden capability a stranger may see")
 	}
 
@@ -211,7 +211,7 @@ func TestDHTFindEndToEnd(t *testing.T) {
 	}
 
 	// Hidden capabilities: found by nobody, held by nobody.
-	dhts := []*dht.IpfsDHT{alice.dht.dht, carol.dht.dht, dave.dht.dht, bob.dht.dht}
+	dhts := []*dht.IpfsDHT{alice.discovery.dht.dht, carol.discovery.dht.dht, dave.discovery.dht.dht, bob.discovery.dht.dht}
 	for _, name := range []string{"diary.read"} {
 		if res, err := bob.Discovery().Find(ctx, name, "", 0); err != nil || len(res) != 0 {
 			t.Errorf("find %s: %+v %v, want nothing", name, res, err)
@@ -283,7 +283,7 @@ func TestDHTLeavesNoGoroutine(t *testing.T) {
 	if res, err := bob.Discovery().Find(context.Background(), "ping", "", 0); err != nil || len(res) != 1 {
 		t.Fatalf("find ping: %+v %v", res, err)
 	}
-	bob.dht.changed()
+	bob.discovery.dht.changed()
 	bob.Close()
 	alice.Close()
 }
@@ -542,7 +542,7 @@ func testDHTAt(t *testing.T, bucket, nodes int) {
 	waitProvided(t, dave, "ping") // the round that left out his hidden ones
 	all := slices.Clone(dhts)
 	for _, d := range daemons {
-		all = append(all, d.dht.dht)
+		all = append(all, d.discovery.dht.dht)
 	}
 	calProviders := []peer.ID{alice.id.PeerID(), carol.id.PeerID()}
 	slices.Sort(calProviders)

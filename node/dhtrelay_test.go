@@ -84,7 +84,7 @@ func TestProvidedOnceTheBootstrapServerIsUp(t *testing.T) {
 	}
 	server = restartDaemon(t, server)
 	waitProvided(t, early, "lab.early")
-	if h := holders(t, []*dht.IpfsDHT{server.dht.dht}, "lab.early"); !h[server.id.PeerID()] {
+	if h := holders(t, []*dht.IpfsDHT{server.discovery.dht.dht}, "lab.early"); !h[server.id.PeerID()] {
 		t.Fatalf("the server holds no record of lab.early")
 	}
 }

@@ -46,16 +46,15 @@ import (
 // the state; building one is cheap.
 type Discovery struct {
 	dht     *capabilityDHT // nil when discovery.dht is off
+	gossip  *announcer     // nil when discovery.gossip is off
+	mdns    *lanDiscovery  // nil when discovery.mdns is off
 	imports *importer
 	ask     querier
 	peers   peerReader
 	host    host.Host // whose peerstore holds the providers' addresses
-}
 
-// newDiscovery is the façade over dht (nil when off) and imports on h; Find
-// asks providers through ask and reads their display names from peers.
-func newDiscovery(dht *capabilityDHT, imports *importer, ask querier, peers peerReader, h host.Host) *Discovery {
-	return &Discovery{dht: dht, imports: imports, ask: ask, peers: peers, host: h}
+	views   strangerViews  // what the mechanisms publish
+	closers []func() error // the mechanisms, in the order started
 }
 
 // querier asks a peer for its view for this daemon with one capabilities

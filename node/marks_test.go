@@ -148,10 +148,10 @@ func TestHiddenChangeSendsNoProviderRecords(t *testing.T) {
 	waitDHTPeers(t, bob)
 	waitProvided(t, alice, "calendar.availability", "ping")
 	snapshot := func() map[string]int64 {
-		alice.dht.mu.Lock()
-		defer alice.dht.mu.Unlock()
+		alice.discovery.dht.mu.Lock()
+		defer alice.discovery.dht.mu.Unlock()
 		out := map[string]int64{}
-		for name, at := range alice.dht.provided {
+		for name, at := range alice.discovery.dht.provided {
 			out[name] = at.UnixNano()
 		}
 		return out
@@ -163,7 +163,7 @@ func TestHiddenChangeSendsNoProviderRecords(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := alice.dht.provideRound(false); err != nil {
+	if err := alice.discovery.dht.provideRound(false); err != nil {
 		t.Fatal(err)
 	}
 	if after := snapshot(); !maps.Equal(before, after) {

@@ -83,11 +83,7 @@ type Node struct {
 	inbox      *converse.Inbox         // the HTTP binding's door-facing side (inbox.go)
 	mail       *mail.Mail              // relays, mailboxes held here, the outbox, fetched mail (relay.go, mailbox.go)
 	reach      *mail.Reach             // the relay service and this daemon's reservations (relay.go)
-	dht        *capabilityDHT          // Kademlia DHT and capability provider records (dht.go)
-	gossip     *announcer              // GossipSub capabilities.update announcements (announce.go)
-	mdns       *lanDiscovery           // LAN discovery (mdns.go)
-	imports    *importer               // outside agents' documents (importer.go)
-	discovery  *Discovery              // Find and imports, for the control API (discovery.go)
+	discovery  *Discovery              // the DHT, announcements, LAN discovery, imports (discovery.go)
 	keyNotices *tell.Notices           // the key statements this daemon gave, delivered (keyrotate.go)
 
 	// An MCP server as the local agent (node/mcpagent); nil without agent.mcp.
@@ -127,7 +123,6 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 		return nil, err
 	}
 	n := &Node{id: id, cfg: cfg, home: home, log: log, order: order, events: events.NewHub(), now: time.Now}
-	n.importTimeout = defaultImportTimeout
 	for _, o := range opts {
 		o(n)
 	}
@@ -227,25 +222,22 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 		Store: n.store, Audit: n.audit, Events: n.events, Order: order, Log: log.With("component", "converse"), Now: now, Ctx: n.ctx,
 		Spawn: n.spawn, Handler: n.handler, Commit: n.commitRecords})
 	n.inbox = n.convs.Inbox()
-	n.docs.OnChange(func(*negotiate.Document) { n.documentChanged() })
 	if n.mail, err = mail.New(mail.Deps{ID: id, Config: cfg, Host: n.host, Store: n.store, Door: n.door, MailReplay: n.mailReplay,
 		Convs: n.convs, Events: n.events, Log: log.With("component", "mail"), Now: now, Ctx: n.ctx, Spawn: n.spawn, OnClose: n.onClose,
 		Commit: n.commitRecords, Reach: n.reach, Retries: n.mailRetries, Handler: n.handler}); err != nil {
 		return nil, err
 	}
-	follower, err := newAddrFollower(n.host, n.store, log)
-	if err != nil {
+	if n.discovery, err = newDiscovery(discoveryDeps{Ctx: n.ctx, Host: n.host, Config: cfg.Discovery,
+		StreamTimeout: cfg.Limits.StreamTimeout.Duration, Store: n.store, Convs: n.convs, Docs: n.docs, Policy: n.policy,
+		Trust: n.trust, Events: n.events, Log: log.With("component", "discovery"), Now: now, ImportTimeout: n.importTimeout,
+		Spawn: n.spawn}); err != nil {
 		return nil, err
 	}
-	n.onClose(follower.Close)
-	n.spawn(func() { follower.run(n.ctx) })
-	if err := n.startDiscovery(); err != nil {
-		return nil, err
-	}
+	n.onClose(n.discovery.Close)
 	notices := tell.Deps{Self: id, Given: n.trust, Peers: n.store, Send: n.mail, Events: n.events, Log: log.With("component", "keys/tell"),
 		Now: now, Timeout: 2 * cfg.Limits.StreamTimeout.Duration, LiveFor: cfg.Trust.KeyTransition.Duration}
-	if n.gossip != nil {
-		notices.PubSub, notices.Door, notices.Audit, notices.Keys = n.gossip.ps, n.door, n.audit, n.keys
+	if ps := n.discovery.PubSub(); ps != nil {
+		notices.PubSub, notices.Door, notices.Audit, notices.Keys = ps, n.door, n.audit, n.keys
 	}
 	if n.keyNotices, err = tell.New(n.ctx, notices); err != nil {
 		return nil, err
@@ -256,7 +248,6 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 		n.spawn(n.flushLoop)
 	}
 	n.spawn(n.mail.RunOutbox)
-	n.spawn(n.refreshImports)
 	n.spawn(func() { n.keyNotices.Run(n.ctx) })
 	if n.mcp != nil {
 		n.mcp.Follow(n.UpdateDocument)
