@@ -7,13 +7,11 @@ import (
 
 	"github.com/ifaced/ifaced/node/internal/peerid"
 	"github.com/ifaced/ifaced/node/p2phost"
-
+	"github.com/ifaced/ifaced/node/store"
 	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
-
-	"github.com/ifaced/ifaced/node/store"
 )
 
 // addrFollower keeps the peer cache's addresses in step with libp2p's

@@ -7,12 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/internal/testkit"
+	"github.com/ifaced/ifaced/node/store"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
-
-	"github.com/ifaced/ifaced/node/internal/testkit"
-	"github.com/ifaced/ifaced/node/store"
 )
 
 // A peer whose view was cached before the daemon knew where it listens

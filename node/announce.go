@@ -13,18 +13,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ifaced/ifaced/node/internal/tasks"
-	"github.com/ifaced/ifaced/node/p2phost"
-
-	"github.com/ifaced/ifaced/node/events"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/fxamacker/cbor/v2"
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/tasks"
+	"github.com/ifaced/ifaced/node/p2phost"
 	"github.com/ifaced/ifaced/node/store"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"

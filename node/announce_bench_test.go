@@ -14,11 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-	"github.com/ifaced/ifaced/node/internal/testkit"
-
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"

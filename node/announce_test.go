@@ -16,16 +16,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/events"
-	"github.com/ifaced/ifaced/node/internal/testkit"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/fxamacker/cbor/v2"
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"

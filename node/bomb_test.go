@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/admit"
-	"github.com/ifaced/ifaced/node/converse"
-
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/node/admit"
+	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/admit"
-
 	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/node/admit"
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/wire"
 )

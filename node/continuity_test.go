@@ -11,13 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/keys"
-	"github.com/ifaced/ifaced/node/mail"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/alias"
+	"github.com/ifaced/ifaced/node/keys"
+	"github.com/ifaced/ifaced/node/mail"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/ifaced/ifaced/node/wire"

@@ -14,12 +14,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/internal/tasks"
 	"github.com/ifaced/ifaced/node/p2phost"
-
-	"github.com/ifaced/ifaced/node/config"
-
-	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ipfs/go-cid"
 	ds "github.com/ipfs/go-datastore"
 	dsq "github.com/ipfs/go-datastore/query"

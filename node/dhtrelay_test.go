@@ -10,7 +10,6 @@ import (
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/internal/testkit"
 	"github.com/ifaced/ifaced/node/p2phost"
-
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"

@@ -13,16 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/admit"
-	"github.com/ifaced/ifaced/node/converse"
-
-	"github.com/ifaced/ifaced/node/events"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/admit"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/converse"
+	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/wire"
 )
 

@@ -14,15 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/admit"
-
-	"github.com/ifaced/ifaced/node/events"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/admit"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/ifaced/ifaced/node/wire"

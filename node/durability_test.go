@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
 )

@@ -15,17 +15,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/mail"
-
-	"github.com/ifaced/ifaced/node/converse"
-	"github.com/ifaced/ifaced/node/events"
-	"github.com/ifaced/ifaced/node/internal/testkit"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/converse"
+	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/testkit"
+	"github.com/ifaced/ifaced/node/mail"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"

@@ -15,10 +15,9 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/ifaced/ifaced/node/events"
-
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/store"
 )
 

@@ -10,20 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/converse"
-
-	"github.com/ifaced/ifaced/node/invoke"
-
-	"github.com/ifaced/ifaced/node/internal/testkit"
-	"github.com/ifaced/ifaced/node/policy"
-
-	"github.com/ifaced/ifaced/node/events"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/examples/agent"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/converse"
+	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/testkit"
+	"github.com/ifaced/ifaced/node/invoke"
+	"github.com/ifaced/ifaced/node/policy"
 	"github.com/ifaced/ifaced/node/wire"
 )
 

@@ -5,11 +5,10 @@ import (
 	"maps"
 	"testing"
 
-	"github.com/ifaced/ifaced/node/owner"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/internal/testkit"
+	"github.com/ifaced/ifaced/node/owner"
 )
 
 // hiddenCapability is one no stranger qualifies for, and which is shown

@@ -14,13 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/interop/jsdeps"
+	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/internal/testkit"
-
-	"github.com/ifaced/ifaced/interop/jsdeps"
-
-	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/mcpagent"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"

@@ -7,13 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ifaced/ifaced/node/internal/tasks"
-
-	"github.com/ifaced/ifaced/node/events"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/tasks"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"

@@ -8,11 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/internal/testkit"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"go.uber.org/goleak"
 )
 

@@ -9,35 +9,25 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ifaced/ifaced/node/mail"
-
-	"github.com/ifaced/ifaced/node/converse"
-
-	"github.com/ifaced/ifaced/node/invoke"
-	"github.com/ifaced/ifaced/node/keys/tell"
-	"github.com/ifaced/ifaced/node/p2phost"
-
-	"github.com/ifaced/ifaced/node/keys"
-
-	"github.com/ifaced/ifaced/node/admit"
-
-	"github.com/ifaced/ifaced/node/internal/peerid"
-	"github.com/ifaced/ifaced/node/internal/ratelimit"
-
-	"github.com/ifaced/ifaced/node/owner"
-
-	"github.com/ifaced/ifaced/node/policy"
-
-	"github.com/ifaced/ifaced/node/events"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/admit"
 	"github.com/ifaced/ifaced/node/alias"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/converse"
+	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/peerid"
+	"github.com/ifaced/ifaced/node/internal/ratelimit"
+	"github.com/ifaced/ifaced/node/invoke"
+	"github.com/ifaced/ifaced/node/keys"
+	"github.com/ifaced/ifaced/node/keys/tell"
+	"github.com/ifaced/ifaced/node/mail"
 	"github.com/ifaced/ifaced/node/mcpagent"
+	"github.com/ifaced/ifaced/node/owner"
+	"github.com/ifaced/ifaced/node/p2phost"
+	"github.com/ifaced/ifaced/node/policy"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -146,7 +136,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	}
 	n.trust = trust.New(n.ctx, n.store, trust.Config{KeyTransition: cfg.Trust.KeyTransition.Duration,
 		IntroExpiry: cfg.Trust.IntroExpiry.Duration, CAFile: cfg.Trust.CAFile, FetchPrivate: cfg.Trust.FetchPrivate},
-		order, n.policy, id.DID(), n.now, log, n.spawn)
+		order, n.policy, id.DID(), n.now, log.With("component", "trust"), n.spawn)
 	n.store.SetPeerGate(n.trust.Known)
 	var auditOpts []gossip.AuditOption
 	if cfg.Durability.Sync == config.SyncInterval {
@@ -192,10 +182,10 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	if n.host, err = p2phost.New(cfg, id, n.reach.HostOptions(cfg)...); err != nil {
 		return nil, err
 	}
-	n.keys = keys.New(n.trust, n.policy, n.store, alias.Open(home.Dir), n.events, log,
+	n.keys = keys.New(n.trust, n.policy, n.store, alias.Open(home.Dir), n.events, log.With("component", "keys"),
 		func() time.Time { return n.now() }, max(cfg.Mailbox.Retention.Duration, cfg.Replay.Window.Duration))
 	n.door = admit.New(admit.Deps{Self: id.DID(), Host: n.host, Audit: n.audit, Replay: n.replay, Rates: n.rates, Trust: n.trust,
-		Keys: n.keys, Events: n.events, MaxMemoryMB: cfg.Limits.MaxMemoryMB, Log: log, Now: func() time.Time { return n.now() },
+		Keys: n.keys, Events: n.events, MaxMemoryMB: cfg.Limits.MaxMemoryMB, Log: log.With("component", "admit"), Now: func() time.Time { return n.now() },
 		BeforeFit: n.beforeFit})
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
@@ -209,14 +199,14 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	}
 	now := func() time.Time { return n.now() }
 	if n.docs, err = owner.New(n.ctx, owner.Deps{ID: id, Store: n.store.Own(), Order: order, Policy: n.policy, Tools: mcpTools,
-		Events: n.events, Log: log, Now: now, Spawn: n.spawn}, doc); err != nil {
+		Events: n.events, Log: log.With("component", "owner"), Now: now, Spawn: n.spawn}, doc); err != nil {
 		return nil, err
 	}
 	var tools invoke.ToolServer
 	if n.mcp != nil {
 		tools = n.mcp
 	}
-	n.invoker = invoke.New(invoke.Deps{Docs: n.docs, Order: order, Agent: cfg.Agent, Tools: tools, Events: n.events, Log: log, Ctx: n.ctx, Now: now})
+	n.invoker = invoke.New(invoke.Deps{Docs: n.docs, Order: order, Agent: cfg.Agent, Tools: tools, Events: n.events, Log: log.With("component", "invoke"), Ctx: n.ctx, Now: now})
 	n.convs = converse.New(converse.Deps{ID: id, Display: cfg.Identity.Display, StreamTimeout: cfg.Limits.StreamTimeout.Duration,
 		Host: n.host, Door: n.door, Docs: n.docs, Policy: n.policy, Trust: n.trust, Invoker: n.invoker,
 		Store: n.store, Audit: n.audit, Events: n.events, Order: order, Log: log.With("component", "converse"), Now: now, Ctx: n.ctx,

@@ -13,18 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/converse"
-	"github.com/ifaced/ifaced/node/p2phost"
-
-	"github.com/ifaced/ifaced/node/events"
-	"github.com/ifaced/ifaced/node/internal/testkit"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/converse"
+	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/testkit"
+	"github.com/ifaced/ifaced/node/p2phost"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"

@@ -8,12 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ifaced/ifaced/node/owner"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/mcpagent"
+	"github.com/ifaced/ifaced/node/owner"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

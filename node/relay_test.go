@@ -1,21 +1,12 @@
 package node
 
 import (
-	"log/slog"
-	"net"
-
-	"github.com/ifaced/ifaced/node/mail"
-
-	"github.com/ifaced/ifaced/node/events"
-	"github.com/ifaced/ifaced/node/internal/peerid"
-	"github.com/ifaced/ifaced/node/internal/testkit"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,11 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/multiformats/go-multiaddr"
-
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/peerid"
+	"github.com/ifaced/ifaced/node/internal/testkit"
+	"github.com/ifaced/ifaced/node/mail"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p"
@@ -38,6 +32,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	"github.com/multiformats/go-multiaddr"
 )
 
 // startWith starts a daemon in a fresh home with options.

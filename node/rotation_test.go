@@ -11,21 +11,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/keys"
-	"github.com/ifaced/ifaced/node/mail"
-
-	"github.com/ifaced/ifaced/node/admit"
-
-	"github.com/ifaced/ifaced/node/events"
-	"github.com/ifaced/ifaced/node/internal/testkit"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/admit"
 	"github.com/ifaced/ifaced/node/alias"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/testkit"
+	"github.com/ifaced/ifaced/node/keys"
+	"github.com/ifaced/ifaced/node/mail"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"

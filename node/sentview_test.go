@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/converse"
-
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/libp2p/go-libp2p/core/peer"
 )

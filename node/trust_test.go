@@ -19,13 +19,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/converse"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"

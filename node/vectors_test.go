@@ -2,26 +2,22 @@ package node
 
 import (
 	"bytes"
-	"slices"
-	"sync/atomic"
-
-	"github.com/ifaced/ifaced/node/owner"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ifaced/ifaced/conditions"
-	"github.com/ifaced/ifaced/negotiate"
-
 	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/owner"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"

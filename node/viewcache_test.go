@@ -7,12 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/internal/testkit"
-
-	"github.com/ifaced/ifaced/gossip"
-	"github.com/ifaced/ifaced/negotiate"
 )
 
 // A peer asked again answers without its view when the asker holds it

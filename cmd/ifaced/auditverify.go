@@ -12,10 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/node/config"
 )
 
 // The audit log's proofs on the command line (docs/audit.md): `audit

@@ -14,13 +14,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ifaced/ifaced/node/owner"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/owner"
 )
 
 // runCapsCommand is `caps`: the own document with no arguments, a peer's

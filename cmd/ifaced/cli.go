@@ -8,9 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/config"
 )
 
 // The generic command line: one flag parser for every verb, with flags

@@ -13,9 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/config"
 )
 
 // TestVersion: --version and `version` print the version; --json too.

@@ -10,10 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/config"
 )
 
 func (f *flags) homeDir(e *env) (config.Home, error) {

@@ -16,9 +16,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/google/renameio/v2"
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/config"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
 )

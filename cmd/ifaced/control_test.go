@@ -16,11 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-	"github.com/ifaced/ifaced/node/events"
-
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/events"
 )
 
 // openDaemon runs a daemon and its control API in this process, in a

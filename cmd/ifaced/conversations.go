@@ -9,9 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/ifaced/ifaced/node/converse"
-
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/converse"
 )
 
 // conversationSubs are the subcommands of `conversations`.

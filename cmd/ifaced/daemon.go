@@ -13,11 +13,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/httpapi"
 )
 

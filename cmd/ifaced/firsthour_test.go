@@ -17,13 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-
-	golog "github.com/ipfs/go-log/v2"
-
 	"github.com/ifaced/ifaced/examples/agent"
 	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/httpapi"
+	golog "github.com/ipfs/go-log/v2"
 )
 
 // The tests of issue 29: what a newcomer met in the first hour.

@@ -5,12 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/conditions"
-	"github.com/ifaced/ifaced/node/wire"
-
 	"github.com/ifaced/ifaced/examples/agent"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/wire"
 )
 
 func TestInvokeVerb(t *testing.T) {

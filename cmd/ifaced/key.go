@@ -11,10 +11,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ifaced/ifaced/node/keys"
-
 	"github.com/ifaced/ifaced/node/config"
-
+	"github.com/ifaced/ifaced/node/keys"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/peer"
 )

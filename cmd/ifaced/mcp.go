@@ -10,14 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ifaced/ifaced/node/mail"
-
-	"github.com/ifaced/ifaced/node/converse"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/converse"
+	"github.com/ifaced/ifaced/node/mail"
 	"github.com/ifaced/ifaced/node/mcpserve"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/modelcontextprotocol/go-sdk/mcp"

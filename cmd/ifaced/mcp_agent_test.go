@@ -15,9 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/httpapi"
 	"github.com/ifaced/ifaced/node/mcpagent"
 	"github.com/ifaced/ifaced/node/wire"

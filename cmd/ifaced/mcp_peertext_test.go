@@ -13,14 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/interop/hostile"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/mcpserve"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"

@@ -16,12 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/interop/jsdeps"
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/examples/agent"
+	"github.com/ifaced/ifaced/interop/jsdeps"
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/mcpserve"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"

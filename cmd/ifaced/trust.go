@@ -10,10 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/trust"
 )

@@ -11,9 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/console"
 )
 

@@ -22,13 +22,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/events"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/events"
 )
 
 // python3 finds the interpreter. Without one the test is skipped, unless

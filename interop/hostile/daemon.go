@@ -16,10 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/interop/netlab"
+	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-multiaddr"

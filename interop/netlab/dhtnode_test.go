@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/config"
 	"github.com/libp2p/go-libp2p"
 )
 

@@ -15,9 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/events"
-
 	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/events"
 )
 
 // The discovery lab: every daemon in a namespace of its own, each its own

@@ -19,15 +19,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/converse"
-
-	"github.com/ifaced/ifaced/node/events"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/converse"
+	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/wire"
 	"go.uber.org/goleak"
 )

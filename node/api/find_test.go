@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/config"
 )
 
 // inDHT puts the daemon of c in the DHT as a server, bootstrapping from boot.

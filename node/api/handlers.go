@@ -17,17 +17,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ifaced/ifaced/node/converse"
-
-	"github.com/ifaced/ifaced/node/owner"
-
-	"github.com/ifaced/ifaced/node/events"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/converse"
+	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/owner"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/network"

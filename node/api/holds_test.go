@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/converse"
-
 	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/node/converse"
 )
 
 // waitHolds waits until alice's answer for peer says it holds a view

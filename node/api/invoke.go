@@ -8,11 +8,8 @@ import (
 	"net/http"
 
 	"github.com/ifaced/ifaced/node/converse"
-
-	"github.com/ifaced/ifaced/node/invoke"
-
 	"github.com/ifaced/ifaced/node/events"
-
+	"github.com/ifaced/ifaced/node/invoke"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 

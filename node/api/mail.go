@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ifaced/ifaced/node/mail"
-
 	"github.com/ifaced/ifaced/node/converse"
+	"github.com/ifaced/ifaced/node/mail"
 )
 
 // SendRequest is the body of POST /v1/send.

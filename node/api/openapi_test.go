@@ -21,9 +21,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/converse"
-
 	"github.com/ifaced/ifaced/node/events"
-
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 

@@ -5,9 +5,8 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/ifaced/ifaced/node/policy"
-
 	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/policy"
 )
 
 // Policy is the disclosure map and temperature caps in force: config.toml

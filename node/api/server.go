@@ -18,9 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/config"
 )
 
 // MaxBody bounds a request body.

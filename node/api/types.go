@@ -3,12 +3,10 @@ package api
 import (
 	"time"
 
-	"github.com/ifaced/ifaced/node/converse"
-
-	"github.com/ifaced/ifaced/node/owner"
-
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/converse"
+	"github.com/ifaced/ifaced/node/owner"
 	"github.com/ifaced/ifaced/node/wire"
 )
 

@@ -10,11 +10,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ifaced/ifaced/node/owner"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/owner"
 )
 
 // capPages are /ui/caps and /ui/caps/edit/{name}: the owner's document,

@@ -15,13 +15,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ifaced/ifaced/node/converse"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/alias"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/trust"
 )
 

@@ -17,12 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/events"
-
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/events"
 )
 
 // The console's tests run real daemons (node.Node with its api.Server on

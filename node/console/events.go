@@ -12,10 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ifaced/ifaced/node/events"
-
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/events"
 )
 
 // Bounds of the live events.

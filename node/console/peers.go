@@ -7,11 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ifaced/ifaced/node/converse"
-
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/peer"
 )

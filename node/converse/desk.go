@@ -7,11 +7,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ifaced/ifaced/node/invoke"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/invoke"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"

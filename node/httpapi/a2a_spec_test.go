@@ -16,10 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/events"
-
 	"github.com/ifaced/ifaced/node/config"
-
+	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/wire"
 )
 

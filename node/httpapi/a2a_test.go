@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/events"
-
 	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/wire"
 )
 

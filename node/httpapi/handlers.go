@@ -13,10 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ifaced/ifaced/node/converse"
-
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/wire"
 )
 

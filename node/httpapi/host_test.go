@@ -9,9 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/ifaced/ifaced/node/events"
-
 	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/node/events"
 )
 
 // withHost sends a request to d naming host in its Host header (what a

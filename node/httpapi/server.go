@@ -48,10 +48,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/config"
 )
 
 // MaxBody is the IFP-6 §5 message size limit.

@@ -7,10 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ifaced/ifaced/node/invoke"
-
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/node/invoke"
 	"github.com/ifaced/ifaced/node/wire"
 )
 

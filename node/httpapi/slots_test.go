@@ -12,11 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node/invoke"
-
-	"github.com/ifaced/ifaced/node/events"
-
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/invoke"
 )
 
 // clientFrom is an HTTP client whose connections come from the loopback

@@ -12,14 +12,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ifaced/ifaced/node/mail"
-
-	"github.com/ifaced/ifaced/node/converse"
-
-	"github.com/ifaced/ifaced/node/events"
-
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/converse"
+	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/mail"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )

@@ -7,12 +7,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ifaced/ifaced/node/admit"
-	"github.com/ifaced/ifaced/node/keys"
-
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
+	"github.com/ifaced/ifaced/node/admit"
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/keys"
 	"github.com/ifaced/ifaced/node/store"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"

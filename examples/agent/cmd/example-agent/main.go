@@ -33,12 +33,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ifaced/ifaced/node/config"
-	"github.com/ifaced/ifaced/node/events"
-
 	"github.com/ifaced/ifaced/examples/agent"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/events"
 )
 
 func main() {
