@@ -15,6 +15,7 @@ import (
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/nodetest"
 )
 
 // runDaemonIn runs a daemon and its control API in home (initialized
@@ -104,7 +105,7 @@ func TestCapsFiles(t *testing.T) {
 		typo+`:4: conditions.min_disclosur: is not a known condition; did you mean "min_disclosure"?`)
 
 	home := filepath.Join(t.TempDir(), "alice")
-	cfg := loopbackConfig()
+	cfg := nodetest.LoopbackConfig()
 	cfg.Capabilities = []map[string]any{{"name": "ping", "description": "Respond to connectivity tests"}}
 	runDaemonIn(t, config.Home{Dir: home}, cfg)
 	wantLines(t, "caps add a document", mustRun(t, home, "caps", "add", document),
@@ -125,7 +126,7 @@ func TestCapsFiles(t *testing.T) {
 	}
 
 	bob := filepath.Join(t.TempDir(), "bob")
-	runDaemonIn(t, config.Home{Dir: bob}, loopbackConfig())
+	runDaemonIn(t, config.Home{Dir: bob}, nodetest.LoopbackConfig())
 	wantLines(t, "caps add examples/agent/capabilities.toml", mustRun(t, bob, "caps", "add", example),
 		"read as 3 capabilities in [[capabilities]] tables (TOML)", "added doc.summarize, calendar.availability, echo: the document is now seq 2 with 9 capabilities")
 }
@@ -138,7 +139,7 @@ func TestCapsKeptAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	capJSON := readmeCapFile(t, dir)
 	h := config.Home{Dir: filepath.Join(dir, "alice")}
-	stop := runDaemonIn(t, h, loopbackConfig())
+	stop := runDaemonIn(t, h, nodetest.LoopbackConfig())
 	a := h.Dir
 	mustRun(t, a, "caps", "add", capJSON)
 	mustRun(t, a, "caps", "remove", "capabilities.get")
@@ -180,13 +181,13 @@ func TestCapsKeptAcrossRestart(t *testing.T) {
 	}
 
 	stop()
-	stop = runDaemonIn(t, h, loopbackConfig())
+	stop = runDaemonIn(t, h, nodetest.LoopbackConfig())
 	wantLines(t, "caps after a restart", mustRun(t, a, "caps"), lines...)
 	wantLines(t, "status after a restart", mustRun(t, a, "status"), "document       seq 3, 6 capabilities")
 	// Removing what was added is kept too.
 	mustRun(t, a, "caps", "remove", "calendar.availability")
 	stop()
-	runDaemonIn(t, h, loopbackConfig())
+	runDaemonIn(t, h, nodetest.LoopbackConfig())
 	if out := mustRun(t, a, "caps"); strings.Contains(out, "calendar.availability") || !strings.Contains(out, "seq 4, 5 capabilities") {
 		t.Errorf("after removing and a restart:\n%s", out)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/nodetest"
 )
 
 // TestVersion: --version and `version` print the version; --json too.
@@ -328,7 +329,7 @@ func TestConfigVerb(t *testing.T) {
 // or a display name one known peer uses; output names peers by alias;
 // conversations are listed, shown and closed; policy prints words.
 func TestAliasesAndDisplayNames(t *testing.T) {
-	aliceHome, alice := startDaemon(t, aliceConfig())
+	aliceHome, alice := startDaemon(t, nodetest.AliceConfig())
 	bobHome, bob := startDaemon(t, nil)
 	a, b := aliceHome.Dir, bobHome.Dir
 	aliceID, bobID := alice.ID().PeerID().String(), bob.ID().PeerID().String()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/nodetest"
 )
 
 // openDaemon runs a daemon and its control API in this process, in a
@@ -28,14 +28,10 @@ import (
 func openDaemon(t *testing.T, cfg *config.Config) (config.Home, *node.Node, *api.Server, *slog.Logger) {
 	t.Helper()
 	if cfg == nil {
-		cfg = loopbackConfig()
+		cfg = nodetest.LoopbackConfig()
 	}
-	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
-	id, err := h.Init(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h, id := nodetest.Home(t)
+	log := nodetest.Logger()
 	n, err := node.New(cfg, id, h, log)
 	if err != nil {
 		t.Fatal(err)
@@ -65,28 +61,6 @@ func startDaemon(t *testing.T, cfg *config.Config) (config.Home, *node.Node) {
 	return h, n
 }
 
-func loopbackConfig() *config.Config {
-	c := config.DefaultConfig()
-	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
-	c.API.Listen = "127.0.0.1:0"
-	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, config.DHTOff, false
-	return c
-}
-
-// aliceConfig offers ping, a calendar for professionals and a hidden diary.
-func aliceConfig() *config.Config {
-	c := loopbackConfig()
-	c.Identity.Display = "Alice's agent"
-	c.Capabilities = []map[string]any{
-		{"name": "ping", "description": "Respond to connectivity tests"},
-		{"name": "calendar.availability", "description": "Share calendar availability windows",
-			"conditions": map[string]any{"min_disclosure": "professional", "min_auth_level": 1}},
-		{"name": "diary.read", "description": "Read the diary", "advertise": "when-eligible",
-			"conditions": map[string]any{"min_disclosure": "close"}},
-	}
-	return c
-}
-
 func mustRun(t *testing.T, home string, args ...string) string {
 	t.Helper()
 	r := ifaced(t, home, args...)
@@ -110,7 +84,7 @@ var conversationLine = regexp.MustCompile(`(?m)^conversation\s+(\S+)$`)
 // TestControlVerbs runs every verb that talks to a daemon against two
 // daemons in this process.
 func TestControlVerbs(t *testing.T) {
-	aliceHome, alice := startDaemon(t, aliceConfig())
+	aliceHome, alice := startDaemon(t, nodetest.AliceConfig())
 	bobHome, bob := startDaemon(t, nil)
 	a, b := aliceHome.Dir, bobHome.Dir
 	aliceID, bobID := alice.ID().PeerID().String(), bob.ID().PeerID().String()

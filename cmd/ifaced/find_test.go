@@ -8,6 +8,7 @@ import (
 
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/nodetest"
 )
 
 func TestFindVerb(t *testing.T) {
@@ -24,10 +25,10 @@ func TestFindVerb(t *testing.T) {
 		}
 	}
 
-	aliceCfg := aliceConfig()
+	aliceCfg := nodetest.AliceConfig()
 	aliceCfg.Discovery.DHT = config.DHTServer
 	_, alice := startDaemon(t, aliceCfg)
-	bobCfg := loopbackConfig()
+	bobCfg := nodetest.LoopbackConfig()
 	bobCfg.Discovery.DHT = config.DHTServer
 	bobCfg.Discovery.Bootstrap = []string{alice.Addrs()[0].String()}
 	bobHome, _ := startDaemon(t, bobCfg)

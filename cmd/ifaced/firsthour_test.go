@@ -21,6 +21,7 @@ import (
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/httpapi"
+	"github.com/ifaced/ifaced/node/nodetest"
 	golog "github.com/ipfs/go-log/v2"
 )
 
@@ -47,7 +48,7 @@ func agentConfig(t *testing.T) *config.Config {
 // other verb does (before, an alias or a display name was passed to the
 // daemon as written and refused as an unknown peer).
 func TestSayTakesAliasesAndDisplayNames(t *testing.T) {
-	_, alice := startDaemon(t, aliceConfig())
+	_, alice := startDaemon(t, nodetest.AliceConfig())
 	bobHome, _ := startDaemon(t, nil)
 	b := bobHome.Dir
 	mustRun(t, b, "connect", alice.Addrs()[0].String())
@@ -551,7 +552,7 @@ func TestIDField(t *testing.T) {
 // TestConversationsShowPeer: `conversations show --peer P` shows the
 // newest conversation with P, open or recorded, with each message's ID.
 func TestConversationsShowPeer(t *testing.T) {
-	aliceHome, alice := startDaemon(t, aliceConfig())
+	aliceHome, alice := startDaemon(t, nodetest.AliceConfig())
 	bobHome, _ := startDaemon(t, nil)
 	b := bobHome.Dir
 	aliceID := alice.ID().PeerID().String()

@@ -52,6 +52,7 @@ var layers = map[string]int{
 	"node": 20,
 	// What serves the façade to people and programs.
 	"node/api":      21,
+	"node/nodetest": 21,
 	"node/httpapi":  21,
 	"node/mcpserve": 22,
 	"node/console":  22,

@@ -9,14 +9,15 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/nodetest"
 )
 
 func TestSendAndOutbox(t *testing.T) {
-	relayCfg := loopbackConfig()
+	relayCfg := nodetest.LoopbackConfig()
 	relayCfg.Relay.Service = true
 	_, relay := startDaemon(t, relayCfg)
 
-	bobCfg := loopbackConfig()
+	bobCfg := nodetest.LoopbackConfig()
 	bobCfg.Relay.Use = []string{relay.Addrs()[0].String()}
 	_, bob := startDaemon(t, bobCfg)
 	home, alice := startDaemon(t, nil)

@@ -19,6 +19,7 @@ import (
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/httpapi"
 	"github.com/ifaced/ifaced/node/mcpagent"
+	"github.com/ifaced/ifaced/node/nodetest"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -73,7 +74,7 @@ func filesServer(t *testing.T) string {
 // the binding's URL and the daemon's log.
 func startAgentDaemon(t *testing.T, m *mcpagent.Config) (*node.Node, string, *syncBuffer) {
 	t.Helper()
-	cfg := loopbackConfig()
+	cfg := nodetest.LoopbackConfig()
 	cfg.HTTP.Listen = "127.0.0.1:0"
 	cfg.Agent.MCP = m
 	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}

@@ -15,6 +15,7 @@ import (
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/mcpserve"
+	"github.com/ifaced/ifaced/node/nodetest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -87,7 +88,7 @@ func TestMCPWaitsForTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := node.New(loopbackConfig(), id, h, quiet)
+	n, err := node.New(nodetest.LoopbackConfig(), id, h, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/mcpserve"
+	"github.com/ifaced/ifaced/node/nodetest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 )
@@ -53,7 +54,7 @@ func startMCPPair(t *testing.T) *mcpPair {
 	p := &mcpPair{}
 	p.aliceHome, p.alice = startDaemon(t, cfg)
 	p.aliceID = p.alice.ID().PeerID().String()
-	bobCfg := loopbackConfig()
+	bobCfg := nodetest.LoopbackConfig()
 	bobCfg.Discovery.DHT = config.DHTServer
 	bobCfg.Discovery.Bootstrap = []string{p.alice.Addrs()[0].String()}
 	p.bobHome, p.bob, p.bobAPI = startMCPDaemon(t, bobCfg)
@@ -635,7 +636,7 @@ func TestMCPSurvivesADaemonRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := loopbackConfig()
+		cfg := nodetest.LoopbackConfig()
 		n, err := node.New(cfg, id, h, log)
 		if err != nil {
 			t.Fatal(err)

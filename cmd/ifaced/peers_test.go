@@ -10,16 +10,17 @@ import (
 
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/nodetest"
 )
 
 // A peer reached only through a relay: `peers` shows it connected, via
 // relay, at its circuit address, and `peers --json` has the API's shape;
 // `status` lists the live connections.
 func TestPeersThroughARelay(t *testing.T) {
-	rc := loopbackConfig()
+	rc := nodetest.LoopbackConfig()
 	rc.Relay.Service = true
 	_, relay := startDaemon(t, rc)
-	bc := loopbackConfig()
+	bc := nodetest.LoopbackConfig()
 	bc.Listen.Addresses = nil // behind its NAT: only the relay reaches it
 	bc.Relay.Use = []string{relay.Addrs()[0].String()}
 	_, bob := startDaemon(t, bc)
@@ -29,7 +30,7 @@ func TestPeersThroughARelay(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling observable state
 	}
-	aliceHome, alice := startDaemon(t, aliceConfig())
+	aliceHome, alice := startDaemon(t, nodetest.AliceConfig())
 	circuit := fmt.Sprintf("%s/p2p-circuit/p2p/%s", relay.Addrs()[0], bob.ID().PeerID())
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

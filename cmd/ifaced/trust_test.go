@@ -15,13 +15,14 @@ import (
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/nodetest"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 func TestTrustVerbs(t *testing.T) {
-	aliceHome, alice := startDaemon(t, aliceConfig())
+	aliceHome, alice := startDaemon(t, nodetest.AliceConfig())
 	bobHome, bob := startDaemon(t, nil)
 	a, b := aliceHome.Dir, bobHome.Dir
 	aliceID, bobID := alice.ID().PeerID().String(), bob.ID().PeerID().String()
@@ -131,7 +132,7 @@ func mustRunIn(t *testing.T, home, stdin string, args ...string) string {
 // the token was an argument: readable by every local user in
 // /proc/PID/cmdline and kept in shell history).
 func TestAcceptIntroSecretNotOnCommandLine(t *testing.T) {
-	aliceHome, alice := startDaemon(t, aliceConfig())
+	aliceHome, alice := startDaemon(t, nodetest.AliceConfig())
 	bobHome, _ := startDaemon(t, nil)
 	a, b := aliceHome.Dir, bobHome.Dir
 	mint := func(label string) trust.MintedIntro {
@@ -265,7 +266,7 @@ func TestTrustShowsCheckFailure(t *testing.T) {
 // revocation names the keys of the same identity revoked with it; --forget
 // forgets.
 func TestTrustShowsKeyRecords(t *testing.T) {
-	h, alice := startDaemon(t, aliceConfig())
+	h, alice := startDaemon(t, nodetest.AliceConfig())
 	a := h.Dir
 	book := alice.TrustBook()
 	met := func(peer.ID) bool { return true }

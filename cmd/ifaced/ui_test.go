@@ -21,6 +21,7 @@ import (
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/nodetest"
 	"go.uber.org/goleak"
 )
 
@@ -29,7 +30,7 @@ import (
 func startUIDaemon(t *testing.T, cfg *config.Config) (config.Home, *node.Node, *api.Server) {
 	t.Helper()
 	if cfg == nil {
-		cfg = loopbackConfig()
+		cfg = nodetest.LoopbackConfig()
 	}
 	h, n, srv, log := startServer(t, cfg)
 	stop, err := mountUI(srv, h, cfg, log)
@@ -242,7 +243,7 @@ func loginFromPage(t *testing.T, addr, code string) *http.Cookie {
 // nothing running: its event follower, the page's stream, its client.
 func TestUILeavesNoGoroutine(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	cfg := loopbackConfig()
+	cfg := nodetest.LoopbackConfig()
 	h, n, srv, log := openDaemon(t, cfg)
 	stop, err := mountUI(srv, h, cfg, log)
 	if err != nil {

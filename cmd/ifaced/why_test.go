@@ -13,6 +13,7 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/nodetest"
 	"github.com/ifaced/ifaced/node/wire"
 )
 
@@ -21,7 +22,7 @@ import (
 // as JSON; an unknown ID, a malformed one, and --why used wrongly are
 // refused.
 func TestAuditWhy(t *testing.T) {
-	aliceHome, alice := startDaemon(t, aliceConfig())
+	aliceHome, alice := startDaemon(t, nodetest.AliceConfig())
 	_, bob := startDaemon(t, nil)
 	a := aliceHome.Dir
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

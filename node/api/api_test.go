@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,6 +24,7 @@ import (
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/nodetest"
 	"github.com/ifaced/ifaced/node/wire"
 	"go.uber.org/goleak"
 )
@@ -37,22 +37,6 @@ type daemon struct {
 	c    *Client
 }
 
-func testLogger() *slog.Logger {
-	if os.Getenv("IFACED_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-// loopbackConfig listens on loopback only, on ports the system picks.
-func loopbackConfig() *config.Config {
-	c := config.DefaultConfig()
-	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
-	c.API.Listen = "127.0.0.1:0"
-	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, config.DHTOff, false
-	return c
-}
-
 func startDaemon(t *testing.T, cfg *config.Config) *daemon {
 	t.Helper()
 	return startDaemonWith(t, cfg, defaultTimeouts())
@@ -61,19 +45,11 @@ func startDaemon(t *testing.T, cfg *config.Config) *daemon {
 func startDaemonWith(t *testing.T, cfg *config.Config, to timeouts) *daemon {
 	t.Helper()
 	if cfg == nil {
-		cfg = loopbackConfig()
+		cfg = nodetest.LoopbackConfig()
 	}
-	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
-	id, err := h.Init(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.New(cfg, id, h, testLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	srv, err := listen(n, h, cfg.API.Listen, testLogger(), to)
+	h, id := nodetest.Home(t)
+	n := nodetest.StartIn(t, cfg, h, id)
+	srv, err := listen(n, h, cfg.API.Listen, nodetest.Logger(), to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +83,7 @@ func apiError(t *testing.T, err error, status int) *Error {
 // aliceConfig offers ping, a capability for professionals and a hidden
 // one; bob, once known, may be granted professional.
 func aliceConfig(bob string) *config.Config {
-	c := loopbackConfig()
+	c := nodetest.LoopbackConfig()
 	c.Identity.Display = "Alice's agent"
 	c.Capabilities = []map[string]any{
 		{"name": "ping", "description": "Respond to connectivity tests"},
@@ -426,7 +402,7 @@ func TestTokenRequired(t *testing.T) {
 func TestLoopbackOnly(t *testing.T) {
 	d := startDaemon(t, nil)
 	for _, addr := range []string{"0.0.0.0:0", "192.0.2.1:0", "[::]:0", "example.com:0", "127.0.0.1"} {
-		if s, err := Listen(d.n, d.home, addr, testLogger()); err == nil {
+		if s, err := Listen(d.n, d.home, addr, nodetest.Logger()); err == nil {
 			s.Close()
 			t.Errorf("Listen(%q) succeeded", addr)
 		}
@@ -465,7 +441,7 @@ func TestFiles(t *testing.T) {
 	}
 	// A second server in the same home, while the first answers on the
 	// socket, is refused.
-	if s2, err := Listen(d.n, d.home, "127.0.0.1:0", testLogger()); !errors.Is(err, errDaemonRunning) {
+	if s2, err := Listen(d.n, d.home, "127.0.0.1:0", nodetest.Logger()); !errors.Is(err, errDaemonRunning) {
 		if s2 != nil {
 			s2.Close()
 		}
@@ -484,7 +460,7 @@ func TestFiles(t *testing.T) {
 		}
 	}
 	// A restart makes a new token, and the old one opens nothing.
-	s2, err := Listen(d.n, d.home, "127.0.0.1:0", testLogger())
+	s2, err := Listen(d.n, d.home, "127.0.0.1:0", nodetest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -656,7 +632,7 @@ func TestStaleSocketReplaced(t *testing.T) {
 	for _, ln := range d.srv.listeners {
 		ln.Close()
 	}
-	s, err := Listen(d.n, d.home, "127.0.0.1:0", testLogger())
+	s, err := Listen(d.n, d.home, "127.0.0.1:0", nodetest.Logger())
 	if err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
@@ -672,7 +648,7 @@ func TestStaleSocketReplaced(t *testing.T) {
 	// Something else than a socket there is not replaced.
 	s.Close()
 	os.WriteFile(SocketFile(d.home), []byte("x"), 0o600)
-	if s, err := Listen(d.n, d.home, "127.0.0.1:0", testLogger()); err == nil || !strings.Contains(err.Error(), "is not a socket") {
+	if s, err := Listen(d.n, d.home, "127.0.0.1:0", nodetest.Logger()); err == nil || !strings.Contains(err.Error(), "is not a socket") {
 		if s != nil {
 			s.Close()
 		}
@@ -853,7 +829,7 @@ func TestLongHomeTCPOnly(t *testing.T) {
 	if err := os.MkdirAll(long.Dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Listen(d.n, long, "127.0.0.1:0", testLogger())
+	s, err := Listen(d.n, long, "127.0.0.1:0", nodetest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}

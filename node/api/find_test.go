@@ -9,6 +9,7 @@ import (
 
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/nodetest"
 )
 
 // inDHT puts the daemon of c in the DHT as a server, bootstrapping from boot.
@@ -21,7 +22,7 @@ func inDHT(c *config.Config, boot ...string) *config.Config {
 func TestFind(t *testing.T) {
 	ctx := testContext(t)
 	alice := startDaemon(t, inDHT(aliceConfig("")))
-	bob := startDaemon(t, inDHT(loopbackConfig(), alice.n.Addrs()[0].String()))
+	bob := startDaemon(t, inDHT(nodetest.LoopbackConfig(), alice.n.Addrs()[0].String()))
 
 	// Bob knows no DHT peer until his bootstrap dial completes, and alice's
 	// records go out once she has met one (bob): poll.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/nodetest"
 	"github.com/ifaced/ifaced/node/wire"
 )
 
@@ -14,7 +15,7 @@ import (
 // answers through her API.
 func TestInvokeAnsweredByAnEventStreamAgent(t *testing.T) {
 	bob := startDaemon(t, nil)
-	cfg := loopbackConfig()
+	cfg := nodetest.LoopbackConfig()
 	cfg.Capabilities = append(cfg.Capabilities, map[string]any{"name": "echo", "description": "Send the parameters back",
 		"parameters": map[string]any{"type": "object", "required": []any{"say"}}})
 	alice := startDaemon(t, cfg)

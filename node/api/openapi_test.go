@@ -22,6 +22,7 @@ import (
 
 	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/nodetest"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -596,7 +597,7 @@ func TestOpenAPIAgainstRealResponses(t *testing.T) {
 
 	// In the DHT, so that find has providers to show.
 	alice := startDaemon(t, inDHT(aliceConfig("")))
-	bob := startDaemon(t, inDHT(loopbackConfig(), alice.n.Addrs()[0].String()))
+	bob := startDaemon(t, inDHT(nodetest.LoopbackConfig(), alice.n.Addrs()[0].String()))
 	rec.wrap(alice.c)
 	rec.wrap(bob.c)
 	var out json.RawMessage

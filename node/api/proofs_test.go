@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/node/nodetest"
 )
 
 // What the console shows of the tamper-evident log, through the control
@@ -16,7 +17,7 @@ import (
 func TestAuditProofsThroughTheAPI(t *testing.T) {
 	ctx := testContext(t)
 	alice := startDaemon(t, aliceConfig(""))
-	bob := startDaemon(t, loopbackConfig())
+	bob := startDaemon(t, nodetest.LoopbackConfig())
 	if _, err := bob.c.Connect(ctx, alice.n.Addrs()[0].String()); err != nil {
 		t.Fatal(err)
 	}

@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"html"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -21,6 +18,7 @@ import (
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/nodetest"
 )
 
 // The console's tests run real daemons (node.Node with its api.Server on
@@ -60,25 +58,10 @@ type daemon struct {
 	base  string // http://127.0.0.1:port
 }
 
-func testLogger() *slog.Logger {
-	if os.Getenv("IFACED_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
-func loopbackConfig() *config.Config {
-	c := config.DefaultConfig()
-	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
-	c.API.Listen = "127.0.0.1:0"
-	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, config.DHTOff, false
-	return c
-}
-
 // aliceConfig offers ping (answered by the daemon itself), a calendar for
 // professionals and a diary hidden from anyone below close.
 func aliceConfig() *config.Config {
-	c := loopbackConfig()
+	c := nodetest.LoopbackConfig()
 	c.Identity.Display = "Alice's agent"
 	c.Capabilities = []map[string]any{
 		{"name": "ping", "description": "Respond to connectivity tests"},
@@ -93,19 +76,11 @@ func aliceConfig() *config.Config {
 func startDaemon(t *testing.T, cfg *config.Config) *daemon {
 	t.Helper()
 	if cfg == nil {
-		cfg = loopbackConfig()
+		cfg = nodetest.LoopbackConfig()
 	}
-	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
-	id, err := h.Init(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.New(cfg, id, h, testLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	srv, err := api.Listen(n, h, cfg.API.Listen, testLogger())
+	h, id := nodetest.Home(t)
+	n := nodetest.StartIn(t, cfg, h, id)
+	srv, err := api.Listen(n, h, cfg.API.Listen, nodetest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +95,7 @@ func startDaemon(t *testing.T, cfg *config.Config) *daemon {
 		t.Fatal(err)
 	}
 	clock := &testClock{t: time.Now()}
-	con, err := New(Config{API: c, Addr: srv.Addr(), Home: h.Dir, Tiers: order, Log: testLogger(), Now: clock.now})
+	con, err := New(Config{API: c, Addr: srv.Addr(), Home: h.Dir, Tiers: order, Log: nodetest.Logger(), Now: clock.now})
 	if err != nil {
 		t.Fatal(err)
 	}

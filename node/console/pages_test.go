@@ -14,6 +14,7 @@ import (
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/nodetest"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -32,7 +33,7 @@ type greetedPair struct {
 func greet(t *testing.T) *greetedPair {
 	t.Helper()
 	ctx := testContext(t)
-	bobCfg := loopbackConfig()
+	bobCfg := nodetest.LoopbackConfig()
 	bobCfg.Identity.Display = bobDisplay
 	p := &greetedPair{alice: startDaemon(t, aliceConfig()), bob: startDaemon(t, bobCfg)}
 	if _, err := p.bob.c.Connect(ctx, p.alice.n.Addrs()[0].String()); err != nil {

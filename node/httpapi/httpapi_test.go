@@ -7,10 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/nodetest"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -34,11 +33,8 @@ type daemon struct {
 }
 
 func testConfig() *config.Config {
-	c := config.DefaultConfig()
-	c.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
-	c.API.Listen = "127.0.0.1:0"
+	c := nodetest.LoopbackConfig()
 	c.HTTP.Listen = "127.0.0.1:0"
-	c.Discovery.MDNS, c.Discovery.DHT, c.Discovery.Gossip = false, config.DHTOff, false
 	c.Identity.Display = "Alice's agent"
 	c.Capabilities = []map[string]any{
 		{"name": "ping", "description": "Respond to connectivity tests"},
@@ -55,18 +51,9 @@ func testConfig() *config.Config {
 
 func start(t *testing.T, cfg *config.Config) *daemon {
 	t.Helper()
-	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
-	id, err := h.Init(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := node.New(cfg, id, h, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	s, err := Listen(n, cfg.HTTP, log)
+	h, id := nodetest.Home(t)
+	n := nodetest.StartIn(t, cfg, h, id)
+	s, err := Listen(n, cfg.HTTP, nodetest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}

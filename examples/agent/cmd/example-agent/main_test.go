@@ -3,10 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
 	"log"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,32 +14,19 @@ import (
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/nodetest"
 )
 
 // startDaemon runs a daemon and its control API in this process, in a
 // fresh home on loopback, until the test ends.
 func startDaemon(t *testing.T) (config.Home, *node.Node) {
 	t.Helper()
-	cfg := config.DefaultConfig()
-	cfg.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
-	cfg.API.Listen = "127.0.0.1:0"
-	cfg.Discovery.MDNS, cfg.Discovery.DHT, cfg.Discovery.Gossip = false, config.DHTOff, false
-	h := config.Home{Dir: filepath.Join(t.TempDir(), "home")}
-	id, err := h.Init(time.Now())
+	cfg := nodetest.LoopbackConfig()
+	n, h := nodetest.Start(t, cfg)
+	srv, err := api.Listen(n, h, cfg.API.Listen, nodetest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := node.New(cfg, id, h, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := api.Listen(n, h, cfg.API.Listen, quiet)
-	if err != nil {
-		n.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
 	t.Cleanup(func() { srv.Close() })
 	return h, n
 }
