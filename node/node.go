@@ -327,8 +327,32 @@ func (n *Node) Started() time.Time { return n.started }
 // ID returns the daemon's identity.
 func (n *Node) ID() *identity.Identity { return n.id }
 
-// Host exposes the libp2p host.
+// Host exposes the libp2p host (tests; the packages that serve the
+// daemon use Network, Reachable and the peer cache's methods).
 func (n *Node) Host() host.Host { return n.host }
+
+// Network is the host's connections.
+func (n *Node) Network() network.Network { return n.host.Network() }
+
+// CachedPeers lists the peer cache: every peer whose view this daemon
+// verified, with the addresses it was reached at.
+func (n *Node) CachedPeers() ([]store.PeerRecord, error) { return n.store.Peers() }
+
+// CachedPeer is pid's record in the peer cache (store.ErrNotFound when it
+// has none).
+func (n *Node) CachedPeer(pid peer.ID) (store.PeerRecord, error) { return n.store.Peer(pid.String()) }
+
+// Reachable says whether the daemon has a way to reach pid: a connection
+// (direct or through a relay), addresses in the peerstore, or addresses
+// in the peer cache, which it hands the peerstore so that a peer greeted
+// before a restart can be reached by its ID alone.
+func (n *Node) Reachable(pid peer.ID) bool {
+	if c := n.host.Network().Connectedness(pid); c == network.Connected || c == network.Limited {
+		return true
+	}
+	p2phost.DialHints(n.host, n.store, pid)
+	return len(n.host.Peerstore().Addrs(pid)) > 0
+}
 
 // Document returns the owner's current signed capability document.
 func (n *Node) Document() *negotiate.Document { return n.docs.Current() }
@@ -336,7 +360,8 @@ func (n *Node) Document() *negotiate.Document { return n.docs.Current() }
 // Audit returns the audit log.
 func (n *Node) Audit() *gossip.AuditLog { return n.audit }
 
-// Store returns the store.
+// Store returns the store (tests and the demo's checks; the packages
+// that serve the daemon use the façade's methods).
 func (n *Node) Store() *store.Store { return n.store }
 
 // Subscribe returns the event stream: for the local agent, unless

@@ -29,7 +29,6 @@ import (
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/multiformats/go-multiaddr"
 )
 
@@ -37,7 +36,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	id, doc := s.n.ID(), s.n.Document()
 	st := Status{PeerID: id.PeerID().String(), DID: id.DID(), Fingerprint: id.Fingerprint(), Home: s.home.Dir,
 		API: s.addr, Addrs: []string{}, Seq: doc.Seq, Capabilities: len(doc.Capabilities),
-		Conversations: len(s.n.Conversations().Open()), ConnectedPeers: len(s.n.Host().Network().Peers()),
+		Conversations: len(s.n.Conversations().Open()), ConnectedPeers: len(s.n.Network().Peers()),
 		UptimeSeconds: int64(time.Since(s.n.Started()) / time.Second)}
 	for _, a := range s.n.Addrs() {
 		st.Addrs = append(st.Addrs, a.String())
@@ -50,7 +49,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		st.Outbox = len(items)
 	}
 	st.Connections = []Connection{}
-	for _, c := range s.n.Host().Network().Conns() {
+	for _, c := range s.n.Network().Conns() {
 		if len(st.Connections) == MaxStatusConnections {
 			break
 		}
@@ -85,12 +84,12 @@ func live(p *Peer, nw network.Network, pid peer.ID) {
 }
 
 func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
-	recs, err := s.n.Store().Peers()
+	recs, err := s.n.CachedPeers()
 	if err != nil {
 		writeError(w, internal(err))
 		return
 	}
-	now, nw := time.Now(), s.n.Host().Network()
+	now, nw := time.Now(), s.n.Network()
 	out := PeerList{Peers: []Peer{}}
 	cached := map[peer.ID]bool{}
 	for _, rec := range recs {
@@ -170,7 +169,7 @@ func (s *Server) peerCaps(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rec, err := s.n.Store().Peer(pid.String())
+	rec, err := s.n.CachedPeer(pid)
 	cached := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrCorrupt) {
 		writeError(w, internal(err))
@@ -195,7 +194,7 @@ func (s *Server) peerCaps(w http.ResponseWriter, r *http.Request) {
 			writeError(w, peerFailure(fmt.Errorf("asking %s for its capabilities: %w", pid, err)))
 			return
 		}
-		if rec, err = s.n.Store().Peer(pid.String()); err != nil {
+		if rec, err = s.n.CachedPeer(pid); err != nil {
 			writeError(w, internal(err))
 			return
 		}
@@ -595,7 +594,7 @@ func resolvePeer(n *node.Node, ref string) (peer.ID, *Error) {
 		}
 		return pid, nil
 	}
-	recs, err := n.Store().Peers()
+	recs, err := n.CachedPeers()
 	if err != nil {
 		return "", internal(err)
 	}
@@ -626,23 +625,8 @@ func resolvePeer(n *node.Node, ref string) (peer.ID, *Error) {
 // hands the peerstore, so a peer greeted before a restart can be reached
 // by its ID alone).
 func (s *Server) reachable(pid peer.ID) *Error {
-	h := s.n.Host()
-	// Limited is a connection through a relay: as good as any for a
-	// conversation (streams are opened with WithAllowLimitedConn).
-	if c := h.Network().Connectedness(pid); c == network.Connected || c == network.Limited || len(h.Peerstore().Addrs(pid)) > 0 {
+	if s.n.Reachable(pid) {
 		return nil
-	}
-	if rec, err := s.n.Store().Peer(pid.String()); err == nil {
-		var addrs []multiaddr.Multiaddr
-		for _, a := range rec.Addrs {
-			if ma, err := multiaddr.NewMultiaddr(a); err == nil {
-				addrs = append(addrs, ma)
-			}
-		}
-		if len(addrs) > 0 {
-			h.Peerstore().AddAddrs(pid, addrs, peerstore.TempAddrTTL)
-			return nil
-		}
 	}
 	return notFound("unknown peer %s: not connected and no address known (connect to it first: ifaced connect MULTIADDR)", pid)
 }
