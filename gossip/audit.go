@@ -217,6 +217,10 @@ type AuditLog struct {
 	files  map[string]*auditFile // by day + "/" + name
 	names  map[string]string     // day + "/" + lower-cased name → the peer it belongs to
 	today  string                // the newest day recorded; older days' state is dropped
+	// Files being deleted (audit_strangers.go removeFile), by day + "/" +
+	// lower-cased name: closed once they are gone. A Record for that name
+	// waits, then starts a new file.
+	removing map[string]chan struct{}
 
 	// With SyncEvery: the files and directories written and not yet fsynced.
 	interval  time.Duration
@@ -585,8 +589,23 @@ func (a *AuditLog) lockedFile(day, peer string) (*auditFile, error) {
 }
 
 // file returns the state of peer's files of day, choosing their name on
-// first use and creating the day's directory.
+// first use and creating the day's directory. While files of the name
+// it chooses are being deleted, it waits until they are gone: a new file
+// of that name is never opened before then, so no write goes into the
+// files being deleted by way of their path.
 func (a *AuditLog) file(day, peer string) (*auditFile, error) {
+	for {
+		f, removing, err := a.fileOnce(day, peer)
+		if removing == nil {
+			return f, err
+		}
+		<-removing
+	}
+}
+
+// fileOnce is file, or the channel to wait on while the files of the
+// name it chose are being deleted.
+func (a *AuditLog) fileOnce(day, peer string) (*auditFile, <-chan struct{}, error) {
 	var dropped []*auditFile
 	defer func() {
 		if len(dropped) > 0 {
@@ -596,7 +615,7 @@ func (a *AuditLog) file(day, peer string) (*auditFile, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
-		return nil, ErrAuditLogClosed
+		return nil, nil, ErrAuditLogClosed
 	}
 	a.tick++
 	if day > a.today {
@@ -620,24 +639,27 @@ func (a *AuditLog) file(day, peer string) (*auditFile, error) {
 	key := day + "/" + peer
 	if f := a.files[key]; f != nil {
 		f.used = a.tick
-		return f, nil
+		return f, nil, nil
 	}
 	if _, err := os.Stat(dayDir); errors.Is(err, fs.ErrNotExist) {
 		if err := os.Mkdir(dayDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("recording audit entry: %w", err)
+			return nil, nil, fmt.Errorf("recording audit entry: %w", err)
 		}
 		if err := a.durable("", false, a.dir); err != nil {
-			return nil, fmt.Errorf("recording audit entry: %w", err)
+			return nil, nil, fmt.Errorf("recording audit entry: %w", err)
 		}
 	}
 	name := refusedName // not a name any peer's file can have (auditNames)
 	if peer != refusedName {
 		name = a.chooseName(day, peer)
 	}
+	if removing := a.removing[day+"/"+strings.ToLower(name)]; removing != nil {
+		return nil, removing, nil
+	}
 	f := &auditFile{day: day, name: name, peer: peer, used: a.tick}
 	a.files[key] = f
 	a.names[day+"/"+strings.ToLower(name)] = peer
-	return f, nil
+	return f, nil, nil
 }
 
 func dayBefore(day string) string {

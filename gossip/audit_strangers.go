@@ -287,10 +287,16 @@ func (a *AuditLog) unlistStranger(day, name string) {
 }
 
 // removeFile deletes one peer's files of a day (a strangers' file) and
-// forgets their state, after any Record writing into them is done. It
-// returns the bytes they took, in whole blocks.
+// forgets their state, after any Record writing into them is done and
+// the .md writer has rendered or given up every entry queued for them.
+// Until the files are gone and taken off the count, a Record for their
+// name waits (file): what is written into a file is what is counted,
+// and what goes is what was counted. It returns the bytes they took, in
+// whole blocks.
 func (a *AuditLog) removeFile(day, name string) (int64, error) {
 	var dropped []*auditFile
+	key := day + "/" + strings.ToLower(name)
+	done := make(chan struct{})
 	a.mu.Lock()
 	for k, f := range a.files {
 		if f.day == day && f.name == name {
@@ -298,8 +304,18 @@ func (a *AuditLog) removeFile(day, name string) (int64, error) {
 			dropped = append(dropped, f)
 		}
 	}
-	delete(a.names, day+"/"+strings.ToLower(name))
+	delete(a.names, key)
+	if a.removing == nil {
+		a.removing = map[string]chan struct{}{}
+	}
+	a.removing[key] = done
 	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.removing, key)
+		a.mu.Unlock()
+		close(done)
+	}()
 	a.retire(dropped, true, true)
 	a.retireFile(day, name) // a file of that name written later is another generation in the tree
 	base := filepath.Join(a.dir, day, name)

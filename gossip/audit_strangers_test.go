@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ifaced/ifaced/identity"
@@ -114,5 +115,84 @@ func TestStrangersFilesMakeRoomOldestFirst(t *testing.T) {
 	defer b.Close()
 	if b.usage.strangers != before {
 		t.Errorf("reopened, the strangers' files take %d bytes; before, %d", b.usage.strangers, before)
+	}
+}
+
+// TestStrangersFilePrunedWhileWritten: a strangers' file that is pruned
+// while its peer goes on writing into it (every anonymous caller writes
+// into the one "anonymous" file of the day, and the pass a write starts
+// runs beside the next writes) is deleted whole, and a write after the
+// pass goes into a new file: the count of the log is what its day
+// directory takes on disk, and the strangers' files stay within their
+// share and the entries written while a pass ran. Before, a write racing
+// the pass could reopen the file by its path between the pass dropping
+// its state and deleting it, and went on into the deleted file (the .md
+// writer likewise): counted, but never taken off the count, so the count
+// of the log grew by megabytes the disk did not hold, and the disk held
+// the deleted files' blocks while their handles stayed open.
+func TestStrangersFilePrunedWhileWritten(t *testing.T) {
+	a, err := OpenAuditLog(t.TempDir(), WithLimits(AuditLimits{MaxBytes: 1 << 20}), WithClock((&clock{t: testNow}).now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	alice, bob := testIdentity(t, 1), testIdentity(t, 2)
+	const writers, each = 4, 60
+	share := a.limits.MaxBytes / StrangerShare
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if err := a.StrangerRoom(); err != nil {
+					errs <- fmt.Errorf("writer %d, entry %d: %w", w, i, err)
+					return
+				}
+				m := auditMessage(t, alice, bob, fmt.Sprintf("conv:w%d-%d", w, i), 1, "")
+				m.Body.Text = strings.Repeat("x", 16<<10)
+				if err := a.Record(AuditEntry{At: testNow, Direction: Received, Peer: "anonymous", Transport: "http", Message: m, Stranger: true}); err != nil {
+					errs <- fmt.Errorf("writer %d, entry %d: %w", w, i, err)
+					return
+				}
+				// Each writer has at most this entry's .jsonl and .md
+				// written past a pass, and a pass may be under way.
+				a.usage.mu.Lock()
+				used := a.usage.strangers
+				a.usage.mu.Unlock()
+				if used > 2*share {
+					errs <- fmt.Errorf("writer %d, entry %d: the strangers' files take %d KiB, over twice their share (%d KiB)", w, i, used>>10, share>>10)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// Every entry rendered, and no pass under way (Close waits for one):
+	// the count is settled.
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	passes, err := a.PrunedOn(testNow.Format(auditDayLayout))
+	if err != nil || len(passes) == 0 {
+		t.Fatalf("no pass pruned the strangers' file (%v)", err)
+	}
+	day := filepath.Join(a.dir, testNow.Format(auditDayLayout))
+	if counted, disk := a.Usage(), dirBytes(t, day); counted != disk {
+		t.Errorf("the log counts %d KiB; its day directory takes %d KiB", counted>>10, disk>>10)
+	}
+	var files int64
+	for _, ext := range []string{auditJSONLExt, auditMDExt} {
+		if st, err := os.Stat(filepath.Join(day, "anonymous"+ext)); err == nil {
+			files += roundBlock(st.Size())
+		}
+	}
+	if a.usage.strangers != files {
+		t.Errorf("the strangers' files are counted as %d KiB; on disk they take %d KiB", a.usage.strangers>>10, files>>10)
 	}
 }

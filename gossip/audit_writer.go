@@ -138,13 +138,23 @@ func (w *mdWriter) dropDay(day string) {
 }
 
 // dropFile has the writer close its handle of the .md at path, without
-// waiting for room in the queue.
+// waiting for room in the queue, and waits until it has: every entry
+// queued before is then written or given up (those of a file retired as
+// deleted are given up), so nothing writes into the .md any more, by its
+// handle or its path, until a new Record queues an entry for it. The
+// writer never waits for the caller (removeFile), and is not closed
+// while it waits: removeFile runs under pruneMu, which Close takes
+// before it closes the writer.
 func (w *mdWriter) dropFile(path string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.queue = append(w.queue, mdJob{dropFile: path})
 	w.queued++
+	target := w.queued
 	w.cond.Broadcast()
+	for w.written < target {
+		w.cond.Wait()
+	}
 }
 
 // flush waits until every entry queued before it was called is in its
