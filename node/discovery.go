@@ -56,7 +56,7 @@ type Discovery struct {
 }
 
 // querier asks a peer for its view for this daemon with one capabilities
-// query (converse.go); the answer's view is verified and cached.
+// query (node/converse); the answer's view is verified and cached.
 type querier interface {
 	QueryCapabilities(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*converse.GreetResult, error)
 }

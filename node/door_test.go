@@ -26,7 +26,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// These tests hold the door (door.go) on every inbound path: a refused
+// These tests hold the door (node/admit) on every inbound path: a refused
 // message reaches neither the local agent nor any store, is recorded once
 // as a refusal and never in the conversation it claims.
 

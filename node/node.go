@@ -56,8 +56,8 @@ type Node struct {
 	started time.Time
 
 	// The admission pipeline and what it checks against.
-	door       *admit.Door           // every inbound message passes here (door.go)
-	keys       *keys.Lifecycle       // peers' key statements, checked at the door and followed (rotation.go)
+	door       *admit.Door           // every inbound message passes here (node/admit)
+	keys       *keys.Lifecycle       // peers' key statements, checked at the door and followed (node/keys)
 	beforeFit  func(*admit.Arrival)  // a test seam at the door's fit step (export_test.go)
 	replay     *identity.ReplayGuard // message IDs and dates (the replay window)
 	mailReplay *identity.ReplayGuard // the same for fetched mail, dated within mailbox.retention
@@ -65,16 +65,16 @@ type Node struct {
 	rates      *ratelimit.Limits     // per signer, by temperature
 
 	// The components.
-	docs       *owner.Document         // the owner's document, its seq and signed views (documents.go)
+	docs       *owner.Document         // the owner's document, its seq and signed views (node/owner)
 	policy     *policy.Book            // the disclosure map and temperature caps (policy.go)
 	trust      *trust.Book             // trust records, pins, revocations, introductions (node/trust)
 	convs      *converse.Conversations // the stream protocols and the conversation table (conversations.go)
 	invoker    *invoke.Invoker         // runs admitted capability requests (invoke.go)
 	inbox      *converse.Inbox         // the HTTP binding's door-facing side (inbox.go)
-	mail       *mail.Mail              // relays, mailboxes held here, the outbox, fetched mail (relay.go, mailbox.go)
-	reach      *mail.Reach             // the relay service and this daemon's reservations (relay.go)
+	mail       *mail.Mail              // relays, mailboxes held here, the outbox, fetched mail (node/mail)
+	reach      *mail.Reach             // the relay service and this daemon's reservations (node/mail)
 	discovery  *Discovery              // the DHT, announcements, LAN discovery, imports (discovery.go)
-	keyNotices *tell.Notices           // the key statements this daemon gave, delivered (keyrotate.go)
+	keyNotices *tell.Notices           // the key statements this daemon gave, delivered (node/keys/tell)
 
 	// An MCP server as the local agent (node/mcpagent); nil without agent.mcp.
 	mcp *mcpagent.Agent
@@ -549,7 +549,7 @@ func (n *Node) SentView(pid peer.ID) (store.SentView, bool, error) {
 
 // IdentityDocument is this daemon's IFP-5 identity document: its key,
 // agent ID, display name and relay preferences, and the key its key
-// succeeded listed as retired (keyrotate.go).
+// succeeded listed as retired (node/keys/tell).
 func (n *Node) IdentityDocument() *identity.Document {
 	doc := identity.NewDocument(n.id, n.Document().AgentID, n.cfg.Identity.Display, n.started)
 	doc.Relay = mail.RelayPreferences(n.cfg, n.id.PeerID())

@@ -46,7 +46,7 @@ func TestTrustVerbs(t *testing.T) {
 	wantLines(t, "accept-intro", mustRunIn(t, b, m.Token+"\n", "accept-intro"), "holding introduction token "+m.ID+` ("Bob") from `+aliceID)
 	mustRun(t, b, "connect", alice.Addrs()[0].String())
 	out = mustRun(t, b, "greet", aliceID)
-	// Alice's grant follows the introduction once converse.go asks policyFor;
+	// Alice's grant follows the introduction once node/converse asks policyFor;
 	// her trust record shows it already.
 	wantLines(t, "greet", out, "granted you")
 

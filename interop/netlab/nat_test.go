@@ -227,7 +227,7 @@ func waitAudit(ctx context.Context, t *testing.T, d *Daemon, peer, token string,
 // before (known, see issue 19): b's circuit address is not yet in what
 // identify tells a, because go-libp2p's address manager recomputes the
 // host's addresses (and the AddrsFactory that adds circuits) on a 5 s
-// ticker or on events, and node/relay.go signals none when a reservation
+// ticker or on events, and node/mail/relay.go signals none when a reservation
 // is made; identify then replaces the circuit address a dialled by b's
 // advertised ones, which over a connection whose remote address is public
 // keep only public addresses: none. With the connection Limited (relayed)
@@ -395,7 +395,7 @@ func TestNATTraversal(t *testing.T) {
 		// A relayed connection is Limited, and the circuit addresses are
 		// announced as soon as a reservation holds them: the first
 		// greeting through a fresh circuit is taken (it was refused as
-		// "unknown peer" before node/relay.go and node/api told both).
+		// "unknown peer" before node/mail/relay.go and node/api told both).
 		if failed > 0 {
 			t.Errorf("%d first greetings refused right after connecting through a relay", failed)
 		}

@@ -48,7 +48,7 @@ func peerStreamShare(maxStreams int) int { return max(maxStreams/8, 8) }
 // with the daemon-wide stream ceiling of limits.max_streams (of which one
 // peer may hold an eighth), and a connection manager with the configured
 // water marks. Metrics stay off. extra adds what reachability needs
-// (relay.go).
+// (node/mail: mail.Reach.HostOptions).
 //
 // Every configured listen address must be free (claimListenAddrs): a
 // daemon never shares a port with another.

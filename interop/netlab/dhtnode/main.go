@@ -211,7 +211,7 @@ func splitList(s string) []string {
 
 // newHost is a TCP-only libp2p host with a resource manager scaled to
 // -max-memory-mb and room for every connection the connection manager
-// may keep, as the daemon sizes its own (node/host.go).
+// may keep, as the daemon sizes its own (node/p2phost/host.go).
 func newHost(c flags) (host.Host, error) {
 	key, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {

@@ -39,7 +39,7 @@ import (
 // forwarded nor held against the forwarder). A hop that met the key the
 // statement is about then takes the message through the door like any
 // other (transport "gossipsub", the author as the signer): audited, and
-// followed (rotation.go); any other hop only forwards it.
+// followed (node/keys); any other hop only forwards it.
 //
 // The publisher sends each live statement when it starts (if the topic
 // has peers), and again a second after a peer joins the topic (at most
