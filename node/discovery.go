@@ -36,12 +36,12 @@ import (
 // The components never hold the Node. Each takes what it needs in its
 // constructor: the host, a narrow part of the store, a logger, a clock,
 // its config values and the few things it asks of the rest of the daemon
-// (strangerViews, querier, eventSink). discovery_delegate.go builds them
-// from the Node's fields.
+// (strangerViews, querier, eventSink). newDiscovery (discovery_new.go)
+// builds them from what the assembly gives it, owns them and closes them.
 
 // Discovery is what the control API calls of discovery: Find, and the
-// imports of outside agents. It is a façade over the components, which own
-// the state; building one is cheap.
+// imports of outside agents. It owns the mechanisms it started
+// (newDiscovery) and is the façade over them.
 type Discovery struct {
 	dht     *capabilityDHT // nil when discovery.dht is off
 	gossip  *announcer     // nil when discovery.gossip is off
@@ -72,7 +72,7 @@ type viewSource interface {
 	advertised() (*negotiate.SignedView, error)
 }
 
-// eventSink tells the local agent what happened (events.go).
+// eventSink tells the local agent what happened (node/events).
 type eventSink interface {
 	Publish(events.Event)
 }

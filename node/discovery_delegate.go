@@ -4,10 +4,9 @@ import (
 	"time"
 )
 
-// The Node's side of discovery: the one place that reaches into the Node
-// to build the discovery components from its fields, and the few methods
-// New and UpdateDocument call. The components themselves never hold the
-// Node.
+// The Node's side of discovery: its test option and its accessor. The
+// components are built by newDiscovery (discovery_new.go) and never hold
+// the Node.
 
 // WithImportTimeout shortens the fetch timeout of imports (tests).
 func WithImportTimeout(d time.Duration) Option { return func(n *Node) { n.importTimeout = d } }

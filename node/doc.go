@@ -6,12 +6,12 @@
 // them in reverse. The components, lowest first (cmd/ifaced's layer test
 // holds the imports to this order):
 //
+//	node/trust     levels, pins, revocations, introductions, who is known
 //	node/config    the configuration, its strict decoding, the data
 //	               directory (Home)
 //	node/events    the event hub the local agent and the console follow
 //	node/policy    the disclosure map and temperature caps, with the
 //	               owner's run-time changes
-//	node/trust     levels, pins, revocations, introductions, who is known
 //	node/p2phost   the libp2p host: transports, security, the resource
 //	               and connection managers, the listen addresses claimed
 //	node/admit     the door: every inbound message passes one admission

@@ -837,8 +837,9 @@ func TestDecodingBudgetHeldThroughTheAudit(t *testing.T) {
 	var budget atomic.Pointer[admit.Budget]
 	alice := startDaemonWith(t, aliceConfig(""), WithBeforeFit(func(a *admit.Arrival) {
 		_, strangers := budget.Load().Used()
+		_, whole := budget.Load().Whole()
 		select {
-		case held <- strangers > 0:
+		case held <- strangers > 0 && !whole:
 		default:
 		}
 	}))
@@ -854,5 +855,8 @@ func TestDecodingBudgetHeldThroughTheAudit(t *testing.T) {
 	}
 	if _, strangers := alice.door.Budget().Used(); strangers != 0 {
 		t.Fatalf("once the message was admitted %d bytes of the strangers' share were still held", strangers)
+	}
+	if _, whole := alice.door.Budget().Whole(); !whole {
+		t.Fatal("once the message was admitted the strangers' share of the decoding budget was not whole")
 	}
 }

@@ -66,11 +66,11 @@ type Node struct {
 
 	// The components.
 	docs       *owner.Document         // the owner's document, its seq and signed views (node/owner)
-	policy     *policy.Book            // the disclosure map and temperature caps (policy.go)
+	policy     *policy.Book            // the disclosure map and temperature caps (node/policy)
 	trust      *trust.Book             // trust records, pins, revocations, introductions (node/trust)
-	convs      *converse.Conversations // the stream protocols and the conversation table (conversations.go)
-	invoker    *invoke.Invoker         // runs admitted capability requests (invoke.go)
-	inbox      *converse.Inbox         // the HTTP binding's door-facing side (inbox.go)
+	convs      *converse.Conversations // the stream protocols and the conversation table (node/converse)
+	invoker    *invoke.Invoker         // runs admitted capability requests (node/invoke)
+	inbox      *converse.Inbox         // the HTTP binding's door-facing side (node/converse)
 	mail       *mail.Mail              // relays, mailboxes held here, the outbox, fetched mail (node/mail)
 	reach      *mail.Reach             // the relay service and this daemon's reservations (node/mail)
 	discovery  *Discovery              // the DHT, announcements, LAN discovery, imports (discovery.go)
@@ -176,17 +176,6 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	} else if err := n.store.ClearSeenFlushedAt(); err != nil {
 		return nil, err
 	}
-	// The host listens from here on; no stream protocol is handled until
-	// the conversations register theirs.
-	n.reach = mail.NewReach()
-	if n.host, err = p2phost.New(cfg, id, n.reach.HostOptions(cfg)...); err != nil {
-		return nil, err
-	}
-	n.keys = keys.New(n.trust, n.policy, n.store, alias.Open(home.Dir), n.events, log.With("component", "keys"),
-		func() time.Time { return n.now() }, max(cfg.Mailbox.Retention.Duration, cfg.Replay.Window.Duration))
-	n.door = admit.New(admit.Deps{Self: id.DID(), Host: n.host, Audit: n.audit, Replay: n.replay, Rates: n.rates, Trust: n.trust,
-		Keys: n.keys, Events: n.events, MaxMemoryMB: cfg.Limits.MaxMemoryMB, Log: log.With("component", "admit"), Now: func() time.Time { return n.now() },
-		BeforeFit: n.beforeFit})
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
 		return nil, fmt.Errorf("building capability document: %w", err)
@@ -202,6 +191,17 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 		Events: n.events, Log: log.With("component", "owner"), Now: now, Spawn: n.spawn}, doc); err != nil {
 		return nil, err
 	}
+	// The host listens from here on; no stream protocol is handled until
+	// the conversations register theirs.
+	n.reach = mail.NewReach()
+	if n.host, err = p2phost.New(cfg, id, n.reach.HostOptions(cfg)...); err != nil {
+		return nil, err
+	}
+	n.keys = keys.New(n.trust, n.policy, n.store, alias.Open(home.Dir), n.events, log.With("component", "keys"),
+		func() time.Time { return n.now() }, max(cfg.Mailbox.Retention.Duration, cfg.Replay.Window.Duration))
+	n.door = admit.New(admit.Deps{Self: id.DID(), Host: n.host, Audit: n.audit, Replay: n.replay, Rates: n.rates, Trust: n.trust,
+		Keys: n.keys, Events: n.events, MaxMemoryMB: cfg.Limits.MaxMemoryMB, Log: log.With("component", "admit"), Now: func() time.Time { return n.now() },
+		BeforeFit: n.beforeFit})
 	var tools invoke.ToolServer
 	if n.mcp != nil {
 		tools = n.mcp
@@ -347,11 +347,25 @@ func (n *Node) CachedPeer(pid peer.ID) (store.PeerRecord, error) { return n.stor
 // in the peer cache, which it hands the peerstore so that a peer greeted
 // before a restart can be reached by its ID alone.
 func (n *Node) Reachable(pid peer.ID) bool {
-	if c := n.host.Network().Connectedness(pid); c == network.Connected || c == network.Limited {
+	h := n.host
+	if c := h.Network().Connectedness(pid); c == network.Connected || c == network.Limited || len(h.Peerstore().Addrs(pid)) > 0 {
 		return true
 	}
-	p2phost.DialHints(n.host, n.store, pid)
-	return len(n.host.Peerstore().Addrs(pid)) > 0
+	rec, err := n.store.Peer(pid.String())
+	if err != nil {
+		return false
+	}
+	var addrs []multiaddr.Multiaddr
+	for _, a := range rec.Addrs {
+		if ma, err := multiaddr.NewMultiaddr(a); err == nil {
+			addrs = append(addrs, ma)
+		}
+	}
+	if len(addrs) == 0 {
+		return false
+	}
+	h.Peerstore().AddAddrs(pid, addrs, peerstore.TempAddrTTL)
+	return true
 }
 
 // Document returns the owner's current signed capability document.
@@ -510,7 +524,7 @@ func (n *Node) closeAll() error {
 		errs = append(errs, n.audit.Close())
 	}
 	if n.docs != nil && n.store != nil {
-		errs = append(errs, n.docs.SaveMarks()) // the floors raised since the last change (marks.go)
+		errs = append(errs, n.docs.SaveMarks()) // the floors raised since the last change (node/owner)
 	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())

@@ -451,13 +451,28 @@ func TestMailboxRefusals(t *testing.T) {
 	rid := relay.id.PeerID()
 	ask := func(d *testDaemon, req *wire.MailboxRequest) (*wire.MailboxResponse, wire.Code) {
 		t.Helper()
-		res, err := d.mail.Exchange(ctx, rid, req)
-		var remote *wire.RemoteError
-		if errors.As(err, &remote) {
-			return nil, remote.Body.Code
-		}
+		// A mailbox request as any client sends it: one stream on the
+		// daemon's host, the request, the answer.
+		st, err := d.Host().NewStream(ctx, rid, wire.Mailbox)
 		if err != nil {
 			t.Fatalf("%s: %v", req.Op, err)
+		}
+		defer st.Close()
+		ws := wire.NewStream(st, 10*time.Second)
+		if err := ws.WriteMailbox(req); err != nil {
+			t.Fatalf("%s: %v", req.Op, err)
+		}
+		st.CloseWrite()
+		raw, err := ws.ReadMailbox()
+		if err != nil {
+			t.Fatalf("%s: reading the answer: %v", req.Op, err)
+		}
+		res, err := wire.DecodeMailboxResponse(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", req.Op, err)
+		}
+		if !res.OK {
+			return nil, res.Error.Code
 		}
 		return res, ""
 	}

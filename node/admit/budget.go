@@ -113,6 +113,23 @@ func (b *Budget) Acquire(ctx context.Context, from peer.ID, n int64) (release fu
 	}, nil
 }
 
+// Whole says whether the budget and the strangers' share are whole, as
+// the semaphores themselves say (each taken whole for an instant and given
+// back): what a lost release would leave short, Used's counters cannot
+// show.
+func (b *Budget) Whole() (all, strangers bool) {
+	if b == nil {
+		return true, true
+	}
+	if all = b.all.TryAcquire(b.size); all {
+		b.all.Release(b.size)
+	}
+	if strangers = b.strangers.TryAcquire(b.share); strangers {
+		b.strangers.Release(b.share)
+	}
+	return all, strangers
+}
+
 // Used is how many bytes of the budget messages hold now, of the whole
 // and of the strangers' share (0 for a nil Budget).
 func (b *Budget) Used() (all, strangers int64) {

@@ -17,7 +17,7 @@
 //	                 not revoked by the owner or a revocation statement,
 //	                 not retired past its transition period; the documents
 //	                 the message carries (a greeting's or an update's view,
-//	                 key statements: rotation.go) verified too
+//	                 key statements: node/keys) verified too
 //	strangers' room  a greeting from a peer the owner has not made known:
 //	                 strangers' files are within their share of the audit
 //	                 log, the oldest of them deleted to make room when
@@ -79,7 +79,7 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// arrival is one inbound message at the door and what its transport knows
+// Arrival is one inbound message at the door and what its transport knows
 // about it.
 type Arrival struct {
 	Via       string          // the transport, as the audit log names it
@@ -166,7 +166,7 @@ type KeyStatements interface {
 	Act(from peer.ID, via string, m *gossip.Message)
 }
 
-// DoorDeps is what NewDoor builds the door from.
+// Deps is what NewDoor builds the door from.
 type Deps struct {
 	Self        string    // this daemon's did:key: headers.to must name it where a message is addressed
 	Host        host.Host // its connections: a libp2p peer's address and whether it greeted (GreetedTag)
@@ -184,7 +184,7 @@ type Deps struct {
 	BeforeFit func(*Arrival)
 }
 
-// NewDoor builds the door.
+// New builds the door.
 func New(d Deps) *Door {
 	cm := d.Host.ConnManager()
 	door := &Door{self: d.Self, audit: d.Audit, replay: d.Replay, rates: d.Rates, trust: d.Trust, keys: d.Keys, events: d.Events,
@@ -212,7 +212,7 @@ const GreetedTag = "ifaced-greeted"
 // libp2p stream (the HTTP binding).
 func (d *Door) Budget() *Budget { return d.budget }
 
-// admitted is a message through the door: its signer, established. On a
+// Admitted is a message through the door: its signer, established. On a
 // refusal, from is the signer when the door established it.
 type Admitted struct {
 	From peer.ID
@@ -223,7 +223,7 @@ type Admitted struct {
 // message: the daemon's own failure, after which nothing acts on it.
 var ErrAudit = errors.New("audit log")
 
-// admit runs the pipeline on a. On refusal the refusal is recorded and the
+// Admit runs the pipeline on a. On refusal the refusal is recorded and the
 // error says why (wire.CodeOf names its code); the transport answers.
 func (d *Door) Admit(a *Arrival) (Admitted, error) {
 	if a.Release != nil {
@@ -312,7 +312,7 @@ func (d *Door) room(a *Arrival) error {
 	return fmt.Errorf("%w (%w): %w", wire.ErrUnavailable, ErrAudit, err)
 }
 
-// stranger reports whether pid is a peer the owner has not made known.
+// Stranger reports whether pid is a peer the owner has not made known.
 func (d *Door) Stranger(pid peer.ID) bool { return !d.trust.Known(peerid.String(pid)) }
 
 // strangerRoom makes room in the audit log for a greeting — a new
@@ -419,7 +419,7 @@ func (d *Door) verify(a *Arrival, from peer.ID) error {
 }
 
 // followKeys acts on the key statements of an admitted, audited message
-// (rotation.go), whichever transport brought it.
+// (node/keys), whichever transport brought it.
 func (d *Door) followKeys(a *Arrival, from peer.ID) {
 	if d.keys != nil {
 		d.keys.Act(from, a.Via, a.Msg)
@@ -494,7 +494,7 @@ const (
 	StrangerEventBurst = 10
 )
 
-// refused records a refusal of m (nil when nothing decoded; raw the bytes
+// Refused records a refusal of m (nil when nothing decoded; raw the bytes
 // as received when known). The local agent is told of refusals whose
 // sender is established (the stream's peer, or a verified signer), with
 // the code and a reason cut short; of the others it hears at most one every
@@ -557,7 +557,7 @@ func (d *Door) recordRefusal(via string, established peer.ID, verified bool, m *
 // refusal: reportLeftOut's.
 const LeftOutTransport = "-"
 
-// reportLeftOut writes, when refusals were left out since the last record
+// ReportLeftOut writes, when refusals were left out since the last record
 // written, a record saying how many (transport "-", no code), so that the
 // count reaches the record of refusals even when no refusal follows the
 // flood. The daemon calls it every hour.
@@ -578,7 +578,7 @@ func (d *Door) ReportLeftOut() {
 	d.log.Info("refusals left out of the record of refusals", "count", n)
 }
 
-// keepLeftOut keeps the count of refusals left out that no record has
+// KeepLeftOut keeps the count of refusals left out that no record has
 // said yet for the next run (gossip.AuditLog.KeepLeftOut), so that a
 // restart loses none of it. The daemon calls it with reportLeftOut every
 // hour and at close.
@@ -588,7 +588,7 @@ func (d *Door) KeepLeftOut() {
 	}
 }
 
-// publish tells the local agent of an admitted message (the act step).
+// Publish tells the local agent of an admitted message (the act step).
 func (d *Door) Publish(in Admitted, convID, detail string) {
 	d.events.Publish(events.Event{Type: events.EventMessage, At: d.now(), Peer: peerid.String(in.From), ConversationID: convID, Message: in.Msg, Detail: detail})
 }

@@ -1,6 +1,9 @@
 // Package config is the daemon's configuration and the data directory
-// that holds it. It imports no component of the daemon: every component
-// is given the part of Config it reads.
+// that holds it. Of the daemon's components it imports only two below it:
+// node/mcpagent, whose section ([agent.mcp]) it carries as that package
+// declares it, and node/trust, to check trust.ca_file when the file is
+// read rather than at start. Every component is given the part of Config
+// it reads.
 //
 // Config mirrors config.toml; DefaultConfig is what a daemon runs with
 // when the file sets nothing, and config.example.toml documents the same

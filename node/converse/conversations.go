@@ -39,7 +39,7 @@ import (
 // ways), the messages of open conversations, capability requests and their
 // answers, and the update push (/ifp/7/update) of a changed document to
 // every peer in conversation. Every message it receives passes the door
-// (door.go) before anything acts on it; what a peer is granted comes from
+// (node/admit) before anything acts on it; what a peer is granted comes from
 // the policy with the requester the daemon established (trust), and what
 // it is shown from the owner's documents.
 //

@@ -34,7 +34,7 @@ import (
 
 // The path of a greeting through these functions is in the comment of
 // Conversations (conversations.go); the admission steps are the door's
-// (door.go).
+// (node/admit).
 
 // Body part names of ifaced messages.
 const (
@@ -180,9 +180,9 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 		return nil, err
 	}
 	cs.noteGreeted(c, proto)
-	var HeldView *HeldView
+	var heldView *HeldView
 	if holding {
-		HeldView = &held
+		heldView = &held
 	}
 	// The answer's view is verified at the door, before the answer is
 	// admitted: an answer whose view fails is refused, never audited as
@@ -202,7 +202,7 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 		if answer, err = negotiate.ReadGreeting(m); err != nil {
 			return err
 		}
-		pv, err = cs.checkView(pid, m, answer.ViewUnchanged, true, HeldView)
+		pv, err = cs.checkView(pid, m, answer.ViewUnchanged, true, heldView)
 		return err
 	})
 	if err != nil {
@@ -271,9 +271,9 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 		peer:         pid,
 		stream:       ws,
 	}
-	var HeldView *HeldView
+	var heldView *HeldView
 	if held, ok := cs.peerViews.Get(pid); ok {
-		HeldView = &held
+		heldView = &held
 	}
 	var prop negotiate.Greeting
 	var pv pendingView
@@ -292,7 +292,7 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 			return err
 		},
 		Verify: func(peer.ID) (err error) {
-			pv, err = cs.checkView(pid, first, prop.ViewUnchanged, false, HeldView)
+			pv, err = cs.checkView(pid, first, prop.ViewUnchanged, false, heldView)
 			return err
 		},
 		Fit: func(peer.ID) error {
@@ -504,7 +504,7 @@ func (cs *Conversations) greeting(c *conv, prop negotiate.Proposal, granted *neg
 			granted.Disclosure, granted.DisclosureOutcome, granted.AuthLevel, granted.Temperature)
 	}
 	// This daemon's commitment to its next key, so that every peer it
-	// meets observes it before any succession (keyrotate.go).
+	// meets observes it before any succession (node/keys).
 	m.Body.Parts = append(m.Body.Parts, keys.CommitmentParts(cs.trust, cs.id.PeerID())...)
 	// The proof covers the finished body, like the signature made in send.
 	if err := cs.trust.Held().Attach(c.peer, m); err != nil {

@@ -60,7 +60,7 @@ type Inbox struct {
 	policy  *policy.Book
 	invoker *invoke.Invoker
 	audit   *gossip.AuditLog
-	commit  func() error // makes what was recorded durable before the sender lets go (durability.go)
+	commit  func() error // makes what was recorded durable before the sender lets go (node: durability.go)
 	spawn   func(func()) bool
 	now     func() time.Time
 	log     *slog.Logger
@@ -327,7 +327,7 @@ func (ib *Inbox) ExecuteAnonymous(via, caller, ref, name string, params any) (an
 // AskAnonymous hands a message from an HTTP caller that proved nothing
 // to the local agent and returns the agent's reply: a plain A2A text
 // message, which names no capability. It reaches the agent as an
-// Invocation that carries the message and no capability (agent.go), on
+// Invocation that carries the message and no capability (node/invoke: agent.go), on
 // the event stream as a "message" event, and the agent's answer is the
 // reply. text is the message's text, data its data parts; ref is the
 // caller's reference for the audit (its messageId) and convID the

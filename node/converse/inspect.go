@@ -8,8 +8,12 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// What the conversations hold, read from outside: the daemon's tests and
-// diagnostics use these; none of them changes what a peer is shown.
+// What the conversations hold, for the daemon's tests: Holds, OpenWith,
+// HeldView, CheckView and Requester only read. ForgetHeldView drops a
+// cached view as eviction would. HoldView keeps a view the way an
+// admitted greeting's is kept, without the door: only the memory test of
+// package node calls it, to fill the cache without thousands of
+// greetings, and it is to move into this package's own tests.
 
 // Holds says whether the conversation id is in the table (open, or closed
 // by one side and waiting for the other), and with which peer.

@@ -44,7 +44,7 @@ type Event struct {
 	Detail         string          `json:"detail,omitempty"`
 }
 
-// hub fans events out to subscribers. A subscriber that falls more than
+// Hub fans events out to subscribers. A subscriber that falls more than
 // its buffer behind — subscriberBuffer events, or events holding more
 // than subscriberBytes between them (a message event holds the decoded
 // message: a greeting with a large view holds megabytes) — is sent
@@ -89,7 +89,7 @@ func eventCost(e Event) int64 {
 
 func NewHub() *Hub { return &Hub{subs: map[*subscriber]bool{}} }
 
-// subscribe returns a channel of events and a function to stop. The
+// Subscribe returns a channel of events and a function to stop. The
 // subscriber is the local agent (it answers invocations) unless an option
 // says it only observes (AsObserver).
 func (h *Hub) Subscribe(opts ...SubscribeOption) (<-chan Event, func()) {
@@ -131,7 +131,7 @@ func (s *subscriber) forward() {
 	}
 }
 
-// agents is the number of subscribers that answer invocations.
+// Agents is the number of subscribers that answer invocations.
 func (h *Hub) Agents() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()

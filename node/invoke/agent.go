@@ -44,7 +44,7 @@ var ErrNoSuchInvocation = errors.New("no invocation is waiting under that ID")
 // maxAgentAnswer bounds what the agent may return, like any message.
 const maxAgentAnswer = 1 << 20
 
-// toolServer is an MCP server acting as the local agent for the
+// ToolServer is an MCP server acting as the local agent for the
 // capabilities it Handles (node/mcpagent.Agent). Its errors wrap the
 // wire.ErrAgent* sentinels.
 type ToolServer interface {

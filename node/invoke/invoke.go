@@ -59,7 +59,7 @@ func (w *workload) running(name string) int {
 	return w.inFlight[name]
 }
 
-// invoker runs capabilities for requesters the door admitted: it decides
+// Invoker runs capabilities for requesters the door admitted: it decides
 // on the facts the daemon established (conditions, parameter schema,
 // workload), asks the local agent through the bridge, and checks the
 // output. Every transport's requests come through execute, so none can
@@ -102,7 +102,7 @@ func New(d Deps) *Invoker {
 		bridge: newBridge(d.Agent, d.Tools, d.Events, d.Log), timeout: d.Agent.Timeout.Duration, ctx: d.Ctx, now: d.Now}
 }
 
-// execute runs capability name for a requester the daemon granted g: the
+// Execute runs capability name for a requester the daemon granted g: the
 // conditions on those facts, the parameters against the schema, the
 // workload limit, the local agent (or the daemon itself, for the standard
 // capabilities it answers: standardAnswers), and the output against its
@@ -177,7 +177,7 @@ func (iv *Invoker) Execute(name string, params any, g negotiate.Granted, request
 	return checkOutput(result)
 }
 
-// ask hands the local agent m, a message that asks for a reply (an
+// Ask hands the local agent m, a message that asks for a reply (an
 // Invocation with no capability, in conversation convID, for a requester
 // granted g), and waits for its answer within agent.timeout.
 func (iv *Invoker) Ask(convID string, m *gossip.Message, g negotiate.Granted) (any, error) {
@@ -188,10 +188,10 @@ func (iv *Invoker) Ask(convID string, m *gossip.Message, g negotiate.Granted) (a
 	return iv.bridge.invoke(ctx, inv, now)
 }
 
-// agentTimeout is agent.timeout: how long the local agent has to answer.
+// AgentTimeout is agent.timeout: how long the local agent has to answer.
 func (iv *Invoker) AgentTimeout() time.Duration { return iv.timeout }
 
-// answer delivers the local agent's answer to an invocation it received
+// Answer delivers the local agent's answer to an invocation it received
 // as an event.
 func (iv *Invoker) Answer(id string, ans events.InvocationAnswer) error {
 	return iv.bridge.answer(id, ans)
@@ -219,7 +219,7 @@ func (iv *Invoker) explain(d *gossip.Decision, doc *negotiate.Document, name str
 	d.Note = `hidden from requesters who do not meet its conditions (advertise = "when-eligible"): refused as an unknown capability, so the requester learns nothing of it`
 }
 
-// newDecision starts the owner's record of how a request for name is
+// NewDecision starts the owner's record of how a request for name is
 // decided on facts f, the requester's level established as levelHow.
 func NewDecision(name string, f conditions.Facts, levelHow string) *gossip.Decision {
 	return &gossip.Decision{Capability: name, Conditions: []gossip.DecisionCondition{}, Facts: gossip.DecisionFacts{
@@ -227,7 +227,7 @@ func NewDecision(name string, f conditions.Facts, levelHow string) *gossip.Decis
 		Temperature: cmp.Or(f.Temperature, conditions.Cool), Persona: cmp.Or(f.Persona, negotiate.DefaultPersona)}}
 }
 
-// settle sets d's outcome from how the request ended: answered, or
+// Settle sets d's outcome from how the request ended: answered, or
 // refused with the wire code the requester is sent.
 func Settle(d *gossip.Decision, err error) {
 	if err == nil {

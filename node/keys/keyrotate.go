@@ -354,7 +354,7 @@ func StatementPart(name string, v any) gossip.Part {
 	return gossip.Part{ContentType: "application/json", Name: name, Content: negotiate.MustJSONValue(v)}
 }
 
-// commitmentParts are the parts every greeting this daemon sends carries:
+// CommitmentParts are the parts every greeting this daemon sends carries:
 // its key's commitment to its next key, when it made one (pre-rotation),
 // so that every peer it meets observes it before any succession.
 func CommitmentParts(t *trust.Book, self peer.ID) []gossip.Part {

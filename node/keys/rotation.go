@@ -44,7 +44,7 @@ const (
 	PartKeyCommitment = "key_commitment"
 )
 
-// keyLifecycle checks and follows the key statements messages carry.
+// Lifecycle checks and follows the key statements messages carry.
 type Lifecycle struct {
 	trust   *trust.Book
 	policy  *policy.Book
@@ -64,19 +64,19 @@ func New(t *trust.Book, p *policy.Book, st *store.Store, aliases *alias.File,
 	return &Lifecycle{trust: t, policy: p, store: st, aliases: aliases, events: hub, log: log, now: now, maxAge: maxAge}
 }
 
-// statements are the key statements one message carries.
+// Statements are the key statements one message carries.
 type Statements struct {
 	Succession *identity.Succession
 	Revocation *identity.Revocation
 	Commitment *identity.Commitment
 }
 
-// none says whether the message carries no key statement.
+// None says whether the message carries no key statement.
 func (st Statements) None() bool {
 	return st.Succession == nil && st.Revocation == nil && st.Commitment == nil
 }
 
-// statementsOf decodes the key statement parts of m: at most one of each.
+// StatementsOf decodes the key statement parts of m: at most one of each.
 func StatementsOf(m *gossip.Message) (Statements, error) {
 	var st Statements
 	for i := range m.Body.Parts {
@@ -120,7 +120,7 @@ func StatementsOf(m *gossip.Message) (Statements, error) {
 	return st, nil
 }
 
-// met says whether this daemon met pid: the owner made it known, or the
+// Met says whether this daemon met pid: the owner made it known, or the
 // peer cache holds a view of it.
 func (k *Lifecycle) Met(pid peer.ID) bool {
 	if k.trust.Known(pid.String()) {
@@ -134,7 +134,7 @@ func (k *Lifecycle) Met(pid peer.ID) bool {
 // entry, an admitted introduction): a peer ID that is already someone's.
 func (k *Lifecycle) known(pid peer.ID) bool { return k.trust.Known(pid.String()) }
 
-// verify is the door's check of the key statements m carries (signed by
+// Verify is the door's check of the key statements m carries (signed by
 // from, verified): each verifies, and this daemon will follow it.
 func (k *Lifecycle) Verify(m *gossip.Message, from peer.ID) error {
 	st, err := StatementsOf(m)
@@ -166,7 +166,7 @@ func (k *Lifecycle) Verify(m *gossip.Message, from peer.ID) error {
 	return nil
 }
 
-// act follows the statements of an admitted message; the audit log holds
+// Act follows the statements of an admitted message; the audit log holds
 // the message already. A failure is logged and told to the owner: the
 // message stays admitted, and the same statement sent again is followed
 // again (every step is idempotent, the record of it written last).
@@ -306,7 +306,7 @@ func (k *Lifecycle) carryAliases(old, next peer.ID) ([]string, error) {
 	return out, nil
 }
 
-// concerns says whether m carries a statement about a key this daemon met
+// Concerns says whether m carries a statement about a key this daemon met
 // (or whose succession it followed): only those pass the door here.
 func (k *Lifecycle) Concerns(m *gossip.Message) bool {
 	st, err := StatementsOf(m)

@@ -115,7 +115,7 @@ func (mb *Mail) SendIn(ctx context.Context, pid peer.ID, convID, text string) (*
 	return mb.send(ctx, pid, convID, text)
 }
 
-// send is SendIn with parts beside the text (a key statement, rotation.go).
+// send is SendIn with parts beside the text (a key statement, node/keys/tell).
 // Tell sends text with parts to pid as Send does; queued says it was left
 // in the outbox for the peer's mailbox (the key notices' Sender).
 func (mb *Mail) Tell(ctx context.Context, pid peer.ID, text string, parts ...gossip.Part) (queued bool, err error) {
@@ -384,8 +384,8 @@ func (mb *Mail) abandonMail(item store.OutboxItem, why string) {
 		Detail: fmt.Sprintf("gave up on message %s after %d attempts: %s", item.ID, item.Attempts, why)})
 }
 
-// Exchange sends one request to a relay and reads its answer.
-func (mb *Mail) Exchange(ctx context.Context, relay peer.ID, req *wire.MailboxRequest) (*wire.MailboxResponse, error) {
+// exchange sends one request to a relay and reads its answer.
+func (mb *Mail) exchange(ctx context.Context, relay peer.ID, req *wire.MailboxRequest) (*wire.MailboxResponse, error) {
 	s, err := mb.host.NewStream(network.WithAllowLimitedConn(ctx, "mailbox"), relay, mailboxProtocol)
 	if err != nil {
 		return nil, fmt.Errorf("opening mailbox at %s: %w", relay, err)
@@ -423,7 +423,7 @@ func (mb *Mail) publishMail(relay peer.AddrInfo, to peer.ID, msg []byte) (id, ex
 	if err := mb.host.Connect(ctx, relay); err != nil {
 		return "", "", fmt.Errorf("connecting to relay %s: %w", relay.ID, err)
 	}
-	res, err := mb.Exchange(ctx, relay.ID, &wire.MailboxRequest{Op: wire.OpPublish, To: to.String(), Message: msg})
+	res, err := mb.exchange(ctx, relay.ID, &wire.MailboxRequest{Op: wire.OpPublish, To: to.String(), Message: msg})
 	if err != nil {
 		return "", "", err
 	}
@@ -449,7 +449,7 @@ func (mb *Mail) Fetch(relay peer.ID) {
 	}()
 	for mb.ctx.Err() == nil {
 		ctx, cancel := context.WithTimeout(mb.ctx, mb.cfg.Limits.StreamTimeout.Duration)
-		res, err := mb.Exchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpRetrieve, Limit: wire.MaxMailBatch})
+		res, err := mb.exchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpRetrieve, Limit: wire.MaxMailBatch})
 		cancel()
 		if err != nil {
 			if errors.Is(err, network.ErrReset) || strings.Contains(err.Error(), "protocols not supported") {
@@ -485,7 +485,7 @@ func (mb *Mail) Fetch(relay peer.ID) {
 				return
 			}
 			ctx, cancel := context.WithTimeout(mb.ctx, mb.cfg.Limits.StreamTimeout.Duration)
-			_, err := mb.Exchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpAck, IDs: done})
+			_, err := mb.exchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpAck, IDs: done})
 			cancel()
 			if err != nil {
 				mb.log.Info("acknowledging mail", "relay", relay, "err", err)

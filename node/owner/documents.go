@@ -217,7 +217,7 @@ func (d *Document) set(doc *negotiate.Document, rc *store.RuntimeCapabilities) e
 	return nil
 }
 
-// current is the owner's current signed document.
+// Current is the owner's current signed document.
 func (d *Document) Current() *negotiate.Document {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -248,7 +248,7 @@ func (d *Document) update(change func(doc *negotiate.Document) (*store.RuntimeCa
 	return d.Current(), nil
 }
 
-// view returns the signed view of the owner's document for facts: the
+// View returns the signed view of the owner's document for facts: the
 // one of their class when it is held, otherwise signed now and kept. Its
 // seq and updated are those of the last change visible in it (marks.go),
 // and never lower than a seq this requester (f.Peer) was shown before.
@@ -344,12 +344,12 @@ func (d *Document) presign(f conditions.Facts) {
 	}
 }
 
-// sign signs view (a view cut from the owner's document) as the owner.
+// Sign signs view (a view cut from the owner's document) as the owner.
 func (d *Document) Sign(view *negotiate.Document) (*signedView, error) {
 	return d.signer(view, d.id, d.now())
 }
 
-// ordered is v with the capabilities of the requested ACP tool categories
+// Ordered is v with the capabilities of the requested ACP tool categories
 // first, signed, and the requested categories it supports (v itself when
 // the request changes nothing). It keeps v's content key: the order is the
 // peer's request, not a change of what it may see. An ordered view is kept
@@ -373,7 +373,7 @@ func (d *Document) Ordered(v *signedView, requested []string) (*signedView, []st
 	return o, honoured, nil
 }
 
-// withSchemas returns the current document and its compiled schemas,
+// WithSchemas returns the current document and its compiled schemas,
 // compiling them once per seq.
 func (d *Document) WithSchemas() (*negotiate.Document, *negotiate.Schemas) {
 	d.mu.Lock()

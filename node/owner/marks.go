@@ -19,8 +19,8 @@ import (
 // may see (advertise = "when-eligible") changes no stranger's view, so
 // the stranger's view keeps its seq, updated and signature, the
 // well-known ETag stays, and so do the projections' versions, the update
-// pushes (update.go), the announcements (announce.go) and the DHT
-// records (dht.go), which are all cut from those views.
+// pushes (node/converse: update.go), the announcements (node: announce.go)
+// and the DHT records (node: dht.go), which are all cut from those views.
 //
 // The rule, per class of requester (the facts a view is cut for: the
 // requester's peer ID when an allow list names it, its level, tier,
@@ -273,7 +273,7 @@ func (d *Document) floored(requester string, class viewClass) viewClass {
 	return class
 }
 
-// saveMarks stores the marks and floors when they changed since last
+// SaveMarks stores the marks and floors when they changed since last
 // saved (at a document change, a class first shown, and at close).
 func (d *Document) SaveMarks() error {
 	m := &d.marks

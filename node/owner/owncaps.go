@@ -14,7 +14,7 @@ import (
 	"github.com/ifaced/ifaced/node/store"
 )
 
-// OwnCapabilities owns where the owner's capabilities come from, and the
+// Capabilities owns where the owner's capabilities come from, and the
 // owner's changes to them at run time:
 //
 //   - config.toml's [[capabilities]] (OriginConfig), read at start;

@@ -38,7 +38,7 @@ type Policy interface {
 	InForce() *negotiate.Policy
 }
 
-// OwnerStore is what the owner's document keeps in the store
+// Store is what the owner's document keeps in the store
 // (*store.Own is one): the document, its view marks and the owner's
 // run-time capability changes.
 type Store interface {
@@ -48,7 +48,7 @@ type Store interface {
 
 var _ Store = (*store.Own)(nil)
 
-// OwnerDeps is what New builds the owner's document from.
+// Deps is what New builds the owner's document from.
 type Deps struct {
 	ID     *identity.Identity
 	Store  Store
@@ -61,7 +61,7 @@ type Deps struct {
 	Spawn  func(func()) bool // runs a background task the daemon's Close waits for
 }
 
-// NewOwner builds the owner's document from doc, the document the
+// New builds the owner's document from doc, the document the
 // configuration describes: the run-time changes stored are laid over it,
 // the MCP server's tools merged in (Tools.Start), and the result signed
 // and stored with its seq (raised only when its content changed since the

@@ -43,7 +43,7 @@ func (r *Limits) perMinute(temperature string) int {
 	}
 }
 
-// allow takes one message from pid's bucket at temperature, or says how
+// Allow takes one message from pid's bucket at temperature, or says how
 // long to wait.
 func (r *Limits) Allow(pid peer.ID, temperature string) error {
 	n := r.perMinute(temperature)
@@ -78,7 +78,7 @@ func orCool(t string) string {
 // completely: a quiet peer costs nothing, and a returning one starts full.
 const idleLimiter = 10 * time.Minute
 
-// prune forgets the buckets of peers that have been quiet, so memory does
+// Prune forgets the buckets of peers that have been quiet, so memory does
 // not grow with every peer ID ever seen.
 func (r *Limits) Prune() {
 	now := r.now()

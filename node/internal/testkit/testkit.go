@@ -1,8 +1,8 @@
 // Package testkit holds the small helpers the daemon's component tests
 // share: fresh peer IDs, a document of twenty realistic capabilities, a
 // readable list of a view's capabilities, and polling until a condition
-// holds. It is imported by tests only; daemon-level helpers (starting a
-// daemon, connecting two) are node/internal/nodetest's.
+// holds. It is imported by tests only; starting a daemon is
+// node/nodetest's.
 package testkit
 
 import (
