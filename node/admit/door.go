@@ -215,9 +215,15 @@ func (d *Door) Budget() *Budget { return d.budget }
 // Admitted is a message through the door: its signer, established. On a
 // refusal, from is the signer when the door established it.
 type Admitted struct {
-	From peer.ID
-	Msg  *gossip.Message
+	from peer.ID
+	msg  *gossip.Message
 }
+
+// From is the signer the door established.
+func (in Admitted) From() peer.ID { return in.from }
+
+// Msg is the message admitted.
+func (in Admitted) Msg() *gossip.Message { return in.msg }
 
 // errAudit marks a failure to write the audit entry of an admitted
 // message: the daemon's own failure, after which nothing acts on it.
@@ -244,23 +250,23 @@ func (d *Door) Admit(a *Arrival) (Admitted, error) {
 	}
 	// From here on the signer is established: its signature verified.
 	if err := d.verify(a, from); err != nil {
-		return Admitted{From: from}, d.refuse(a, from, true, false, err)
+		return Admitted{from: from}, d.refuse(a, from, true, false, err)
 	}
 	if err := d.strangerRoom(a, from); err != nil {
-		return Admitted{From: from}, d.refuse(a, from, true, false, err)
+		return Admitted{from: from}, d.refuse(a, from, true, false, err)
 	}
 	if err := d.checkReplay(a, from); err != nil {
-		return Admitted{From: from}, d.refuse(a, from, true, false, err)
+		return Admitted{from: from}, d.refuse(a, from, true, false, err)
 	}
 	if err := d.charge(a, from); err != nil {
-		return Admitted{From: from}, d.refuse(a, from, true, true, err)
+		return Admitted{from: from}, d.refuse(a, from, true, true, err)
 	}
 	if d.beforeFit != nil {
 		d.beforeFit(a)
 	}
 	if a.Fit != nil {
 		if err := a.Fit(from); err != nil {
-			return Admitted{From: from}, d.refuse(a, from, true, true, err)
+			return Admitted{from: from}, d.refuse(a, from, true, true, err)
 		}
 	}
 	err = d.record(a, from)
@@ -271,7 +277,7 @@ func (d *Door) Admit(a *Arrival) (Admitted, error) {
 	}
 	if err != nil {
 		d.forget(a, from)
-		return Admitted{From: from}, err
+		return Admitted{from: from}, err
 	}
 	if a.Commit != nil {
 		// Fitted a moment ago; only a message racing it on the same
@@ -279,11 +285,11 @@ func (d *Door) Admit(a *Arrival) (Admitted, error) {
 		// and recorded as refused too.
 		if err := a.Commit(from); err != nil {
 			d.Refused(a.Via, from, true, a.Msg, nil, err)
-			return Admitted{From: from}, err
+			return Admitted{from: from}, err
 		}
 	}
 	d.followKeys(a, from)
-	return Admitted{From: from, Msg: a.Msg}, nil
+	return Admitted{from: from, msg: a.Msg}, nil
 }
 
 // room refuses a greeting — a new conversation — while the audit log has
@@ -590,7 +596,7 @@ func (d *Door) KeepLeftOut() {
 
 // Publish tells the local agent of an admitted message (the act step).
 func (d *Door) Publish(in Admitted, convID, detail string) {
-	d.events.Publish(events.Event{Type: events.EventMessage, At: d.now(), Peer: peerid.String(in.From), ConversationID: convID, Message: in.Msg, Detail: detail})
+	d.events.Publish(events.Event{Type: events.EventMessage, At: d.now(), Peer: peerid.String(in.from), ConversationID: convID, Message: in.msg, Detail: detail})
 }
 
 // seenKey is a message's entry in the seen-set.

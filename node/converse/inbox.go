@@ -214,11 +214,11 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 		}
 		return nil, fmt.Errorf("%w: %s", ErrDuplicate, m.Headers.MessageID)
 	case err != nil && misfit:
-		return &Delivered{MessageID: m.Headers.MessageID, Peer: in.From, Refused: err}, nil
+		return &Delivered{MessageID: m.Headers.MessageID, Peer: in.From(), Refused: err}, nil
 	case err != nil:
 		return nil, err
 	}
-	from := in.From
+	from := in.From()
 	d := &Delivered{MessageID: m.Headers.MessageID, Peer: from}
 	detail := "via " + transport
 	if c != nil {
@@ -499,7 +499,7 @@ func (ib *Inbox) ExecuteSigned(m *gossip.Message) (string, any, error) {
 	}
 	// An introduction proof on the request counts as on a greeting; the
 	// door made sure the request's signer is its from.
-	g := ib.convs.grant(in.From, m, "", gr.Proposal)
+	g := ib.convs.grant(in.From(), m, "", gr.Proposal)
 	// Durable before the agent acts, so that after a crash the same
 	// signed request is a replay, not a second invocation.
 	if err := ib.commit(); err != nil {
@@ -507,16 +507,16 @@ func (ib *Inbox) ExecuteSigned(m *gossip.Message) (string, any, error) {
 	}
 	// No conversation: the conversation ID the caller chose is its own,
 	// never passed on to the agent as this daemon's.
-	result, d, err := ib.invoker.Execute(name, params, g, in.From.String(), "")
-	d.Facts.LevelHow = levelHow(ib.convs.trust.Peer(in.From), g.AuthLevel)
+	result, d, err := ib.invoker.Execute(name, params, g, in.From().String(), "")
+	d.Facts.LevelHow = levelHow(ib.convs.trust.Peer(in.From()), g.AuthLevel)
 	// The answer goes back as HTTP, not as a message of its own: what is
 	// audited of it, with its decision, is how it ended (as for an
 	// anonymous request), in reply to the request, in the signer's files.
 	// A failure to record is logged: the request was recorded before it
 	// ran.
 	reply, _, outcome := outcomeOf(m, err, ib.convs.localAgent(), ib.now())
-	if rerr := ib.convs.recordSent("https", in.From, reply, "signed request through POST /invoke: "+outcome, d); rerr != nil {
-		ib.log.Warn("recording a signed request's outcome", "peer", in.From, "capability", name, "err", rerr)
+	if rerr := ib.convs.recordSent("https", in.From(), reply, "signed request through POST /invoke: "+outcome, d); rerr != nil {
+		ib.log.Warn("recording a signed request's outcome", "peer", in.From(), "capability", name, "err", rerr)
 	}
 	return name, result, err
 }
