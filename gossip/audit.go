@@ -909,20 +909,7 @@ func (a *AuditLog) entryFiles(day string) ([]string, error) {
 }
 
 // days lists the day directories, oldest first.
-func (a *AuditLog) days() ([]string, error) {
-	des, err := os.ReadDir(a.dir)
-	if err != nil {
-		return nil, fmt.Errorf("reading audit log: %w", err)
-	}
-	var days []string
-	for _, de := range des {
-		if de.IsDir() && auditDayName.MatchString(de.Name()) {
-			days = append(days, de.Name())
-		}
-	}
-	slices.Sort(days)
-	return days, nil
-}
+func (a *AuditLog) days() ([]string, error) { return listDays(a.dir) }
 
 // Conversations lists the recorded conversations, newest activity first.
 // Torn lines are left out of the counts. A file that cannot be read is

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/examples/agent"
 	"github.com/ifaced/ifaced/interop/jsdeps"
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
@@ -40,17 +38,8 @@ type mcpPair struct {
 
 func startMCPPair(t *testing.T) *mcpPair {
 	t.Helper()
-	hook := httptest.NewServer(agent.Handler(nil))
-	t.Cleanup(hook.Close)
-	cfg, err := config.ParseConfig([]byte("version = 1\n" + agent.Capabilities))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Identity.Display = "Alice's agent"
-	cfg.Listen.Addresses = []string{"/ip4/127.0.0.1/tcp/0"}
-	cfg.API.Listen = "127.0.0.1:0"
-	cfg.Discovery.MDNS, cfg.Discovery.DHT, cfg.Discovery.Gossip = false, config.DHTServer, false
-	cfg.Agent.Webhook = hook.URL
+	cfg := agentConfig(t)
+	cfg.Discovery.DHT = config.DHTServer
 	p := &mcpPair{}
 	p.aliceHome, p.alice = startDaemon(t, cfg)
 	p.aliceID = p.alice.ID().PeerID().String()
