@@ -448,7 +448,9 @@ func TestParseFlags(t *testing.T) {
 	if !s.quick || s.warmN != 40 || s.coldN != 10 || len(s.rows) != 2 || s.rows[1] != 3 || !s.json || s.rotate != 500 {
 		t.Errorf("parsed %+v", s)
 	}
-	for _, bad := range [][]string{{"-n", "-1"}, {"-rows", "6"}, {"-idle", "x"}, {"-rotate", "-2"}, {"extra"}} {
+	for _, bad := range [][]string{{"-n", "-1"}, {"-rows", "7"}, {"-idle", "x"}, {"-rotate", "-2"}, {"extra"},
+		{"-latency", "50"}, {"-latency", "1ms"}, {"-latency", "1500us"}, {"-latency", "3s"}, {"-loss", "60"}, {"-loss", "x"},
+		{"-rows", "1", "-loss", "1"}, {"-quick", "-trace"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

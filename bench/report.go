@@ -29,6 +29,9 @@ type section struct {
 	rows     []row
 	ratios   []ratioSpec // ratios beyond each row's against its baseline
 	notes    []string
+	// ratioUnit, when set, names what a ratio against the baseline counts
+	// ("RTT": the latency section's rows ÷ the round-trip time).
+	ratioUnit string
 }
 
 // A unit says what a row's value measures.
@@ -40,6 +43,7 @@ const (
 	unitKB     unit = "KB"   // kibibytes per peer
 	unitNone   unit = ""     // a ratio's target; a row that failed
 	unitTest   unit = "test" // a pointer to a test that logs the figure: no figure here
+	unitRTT    unit = "RTT"  // a ratio's target counted in round trips (a figure ÷ the RTT)
 )
 
 // A row is one measured figure.
@@ -56,6 +60,9 @@ type row struct {
 	note    string
 	failure string  // why the row has no figure ("failed: …", "not measured: …")
 	target  *target // an absolute target of issue 16 (CPU, memory)
+	// floorRTT is the physical floor of a latency row, in round trips
+	// (0: none stated).
+	floorRTT float64
 }
 
 func (r row) measured() bool { return r.failure == "" && r.unit != unitNone && r.unit != unitTest }
@@ -117,6 +124,8 @@ func (t *target) String() string {
 		return fmt.Sprintf("%s %s µs", op, trimFloat(t.limit))
 	case unitNone:
 		return fmt.Sprintf("%s %s×", op, trimFloat(t.limit))
+	case unitRTT:
+		return fmt.Sprintf("%s %s RTT", op, trimFloat(t.limit))
 	}
 	return fmt.Sprintf("%s %s %s", op, trimFloat(t.limit), t.unit)
 }
@@ -203,6 +212,9 @@ func (r *report) print(w io.Writer) {
 			if b := s.baseOf(x); b != "" {
 				if rq, ok := byKey[x.key+"/"+b]; ok {
 					q = fmtRatio(rq.value)
+					if b == s.baseline && s.ratioUnit != "" {
+						q = fmt.Sprintf("%.2f %s", rq.value, s.ratioUnit)
+					}
 					if b != s.baseline {
 						q += " vs " + b
 					}
@@ -231,7 +243,7 @@ func (r *report) print(w io.Writer) {
 		}
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Targets of issue 16 (computed from this run's figures)")
+	fmt.Fprintln(w, "Targets of issues 16, 26 and 30 (computed from this run's figures)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  target\tkey\tvalue\tbar\tverdict")
 	for _, j := range r.judgements(ratios) {
@@ -314,6 +326,9 @@ func (x row) fullNote() string {
 	if x.note != "" {
 		parts = append(parts, x.note)
 	}
+	if x.floorRTT > 0 {
+		parts = append(parts, fmt.Sprintf("floor %s RTT", trimFloat(x.floorRTT)))
+	}
 	if x.target != nil && x.measured() {
 		parts = append(parts, fmt.Sprintf("target %s: %s", x.target, x.target.verdict(x.value)))
 	}
@@ -359,6 +374,7 @@ type jsonRow struct {
 	Note     string   `json:"note,omitempty"`
 	Error    string   `json:"error,omitempty"`
 	Target   *jsonBar `json:"target,omitempty"`
+	FloorRTT float64  `json:"floor_rtt,omitempty"`
 }
 
 type jsonRatio struct {
@@ -408,7 +424,7 @@ func (r *report) toJSON() jsonReport {
 				continue // pointers to tests carry no figure
 			}
 			j := jsonRow{Key: x.key, Section: num, Name: x.name, Unit: string(x.unit), Held: x.held, Asked: x.asked, Greeted: x.greeted,
-				Note: x.note, Error: x.failure, Target: barOf(x.target, x.value, x.measured())}
+				Note: x.note, Error: x.failure, Target: barOf(x.target, x.value, x.measured()), FloorRTT: x.floorRTT}
 			if x.measured() {
 				v := round3(x.value)
 				j.Value = &v
