@@ -167,6 +167,18 @@ func TestRoundTripRows(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, text)
 		}
 	}
+	judged := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, k("cold.new_peer.quic")+"/"+k("rtt")) {
+			judged = true
+			if !strings.HasSuffix(strings.TrimSpace(line), "3.50 RTT  ≤ 2.5 RTT  NOT MET") {
+				t.Errorf("the target's line: %q", line)
+			}
+		}
+	}
+	if !judged {
+		t.Errorf("no target line for %s:\n%s", k("cold.new_peer.quic"), text)
+	}
 	j := r.toJSON()
 	for _, row := range j.Rows {
 		if row.Key == k("cold.new_peer.quic") && row.FloorRTT != 2 {

@@ -267,6 +267,9 @@ func (r *report) judgements(ratios []ratio) []judgement {
 			for _, q := range ratios {
 				if q.key == key {
 					j.value, j.verdict = fmtRatio(q.value), q.target.verdict(q.value)
+					if t.unit == unitRTT {
+						j.value = fmt.Sprintf("%.2f RTT", q.value)
+					}
 				}
 			}
 			out = append(out, j)
