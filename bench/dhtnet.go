@@ -28,12 +28,12 @@ import (
 	"github.com/multiformats/go-multiaddr"
 )
 
-// A DHT of dhtNodes nodes for the latency section's lookup row, every node
-// reached only through a delaying proxy of its own: dhtNodes-2 bare DHT
-// servers (libp2p hosts running kad-dht as the daemon configures it:
-// /ifaced/kad/1.0.0, server mode, no values), one daemon offering the
-// capability looked up (a DHT server), and the daemon that looks it up
-// (a DHT client, so no one needs to dial it).
+// A DHT of dhtNodes nodes for the latency section's lookup row: dhtNodes-2
+// bare DHT servers (libp2p hosts running kad-dht as the daemon configures
+// it: /ifaced/kad/1.0.0, server mode, no values) and one daemon offering
+// the capability looked up (a DHT server), each reached only through a
+// delaying proxy of its own, and the daemon that looks it up (a DHT
+// client, so no one needs to dial it).
 //
 // A daemon announces its own listen addresses (it has no setting for
 // addresses to announce instead), and every node learns them by identify
@@ -44,7 +44,7 @@ import (
 // announce only their own proxy's address, and they dial nothing else
 // (proxyBook as a connection gater). Every address the searching daemon
 // is handed is then a proxy's, and after each lookup every connection it
-// holds is checked to run through one (viaProxies): a lookup that went
+// holds is checked to run through one (checkPaths): a lookup that went
 // around them fails its row.
 const dhtNodes = 20
 

@@ -318,7 +318,7 @@ func latencySection(ctx context.Context, root string, b latencyBlock, n int, tra
 		}
 		return latencyRow(key, name, s[warmup:], "")
 	}
-	dhtNote := fmt.Sprintf("%d bare DHT servers, the provider (a daemon) and this daemon (a client), each behind a proxy; connections open (its join done)", dhtNodes-2)
+	dhtNote := fmt.Sprintf("%d bare DHT servers and the provider (a daemon), each behind a proxy, and the searching daemon (a client), its connections open", dhtNodes-2)
 	sec.rows = append(sec.rows,
 		rowOf(rtt, "the round trips below are figures ÷ this"),
 		rowOf(rttUDP, ""),

@@ -1,8 +1,8 @@
 // Command bench measures ifaced against its floor and its alternatives,
 // side by side in one run on one machine, and prints the figures of
-// DESIGN.md §8 (and the targets of issue 16) as a table of absolute
-// medians and of ratios against baselines measured in the same run
-// (never against constants):
+// DESIGN.md §8 (and the targets of issues 16, 26 and 30) as a table of
+// absolute medians and of ratios against baselines measured in the same
+// run (never against constants):
 //
 //  1. A warm greeting on an open connection, 20-capability documents each
 //     way (Node.QueryCapabilities and Node.Greet), against two floors on
