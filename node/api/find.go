@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
@@ -42,8 +43,20 @@ type FindAnswer struct {
 	DHT string `json:"dht,omitempty"`
 }
 
+// findRoutes answer GET /v1/find/{capability}.
+type findRoutes struct {
+	finder  providerFinder
+	timeout time.Duration // the whole lookup
+}
+
+// providerFinder looks up a capability's providers and what each offers
+// this daemon (the daemon's discovery).
+type providerFinder interface {
+	Find(ctx context.Context, capability, minVersion string, limit int) ([]node.FindResult, error)
+}
+
 // find handles GET /v1/find/{capability}.
-func (s *Server) find(w http.ResponseWriter, r *http.Request) {
+func (g *findRoutes) find(w http.ResponseWriter, r *http.Request) {
 	name, q := r.PathValue("capability"), r.URL.Query()
 	ans := FindAnswer{Capability: name, MinVersion: q.Get("min_version"), Providers: []node.FindResult{}}
 	limit := 0
@@ -54,9 +67,9 @@ func (s *Server) find(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
+	ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
 	defer cancel()
-	found, err := s.n.Discovery().Find(ctx, name, ans.MinVersion, limit)
+	found, err := g.finder.Find(ctx, name, ans.MinVersion, limit)
 	switch {
 	case err != nil && len(found) > 0 && (errors.Is(err, node.ErrDHTOff) || errors.Is(err, node.ErrNoDHTPeers)):
 		ans.DHT = err.Error()
