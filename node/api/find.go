@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/discovery"
 )
 
 // Finding agents by capability:
@@ -19,7 +19,7 @@ import (
 //	GET /v1/find/{capability}[?min_version=V&limit=N]   → FindAnswer
 //
 // The daemon looks up the capability's provider records in the DHT (at
-// most limit, default node.DefaultFindLimit, at most node.MaxFindLimit)
+// most limit, default discovery.DefaultFindLimit, at most discovery.MaxFindLimit)
 // and asks each provider for its view for this daemon; every provider is
 // listed with a status (eligible, ineligible with why, below_min_version,
 // not_offered, unreachable), eligible ones first. A malformed capability
@@ -35,9 +35,9 @@ const CodeDHTUnavailable = "dht_unavailable"
 
 // FindAnswer is the answer of GET /v1/find/{capability}.
 type FindAnswer struct {
-	Capability string            `json:"capability"`
-	MinVersion string            `json:"min_version,omitempty"`
-	Providers  []node.FindResult `json:"providers"`
+	Capability string                 `json:"capability"`
+	MinVersion string                 `json:"min_version,omitempty"`
+	Providers  []discovery.FindResult `json:"providers"`
 	// DHT says why the DHT was not searched, when providers found
 	// elsewhere (imports) are listed all the same.
 	DHT string `json:"dht,omitempty"`
@@ -58,12 +58,12 @@ type providerFinder interface {
 // find handles GET /v1/find/{capability}.
 func (g *findRoutes) find(w http.ResponseWriter, r *http.Request) {
 	name, q := r.PathValue("capability"), r.URL.Query()
-	ans := FindAnswer{Capability: name, MinVersion: q.Get("min_version"), Providers: []node.FindResult{}}
+	ans := FindAnswer{Capability: name, MinVersion: q.Get("min_version"), Providers: []discovery.FindResult{}}
 	limit := 0
 	if v := q.Get("limit"); v != "" {
 		var err error
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > node.MaxFindLimit {
-			writeError(w, badField("limit", "%q: want a number from 1 to %d", v, node.MaxFindLimit))
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > discovery.MaxFindLimit {
+			writeError(w, badField("limit", "%q: want a number from 1 to %d", v, discovery.MaxFindLimit))
 			return
 		}
 	}
@@ -71,7 +71,7 @@ func (g *findRoutes) find(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	found, err := g.finder.Find(ctx, name, ans.MinVersion, limit)
 	switch {
-	case err != nil && len(found) > 0 && (errors.Is(err, node.ErrDHTOff) || errors.Is(err, node.ErrNoDHTPeers)):
+	case err != nil && len(found) > 0 && (errors.Is(err, discovery.ErrDHTOff) || errors.Is(err, discovery.ErrNoDHTPeers)):
 		ans.DHT = err.Error()
 	case err != nil:
 		writeError(w, findFailure(err))
@@ -91,7 +91,7 @@ func findFailure(err error) *Error {
 		return bad("capability")
 	case errors.Is(err, negotiate.ErrInvalidVersion):
 		return bad("min_version")
-	case errors.Is(err, node.ErrDHTOff), errors.Is(err, node.ErrNoDHTPeers):
+	case errors.Is(err, discovery.ErrDHTOff), errors.Is(err, discovery.ErrNoDHTPeers):
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeDHTUnavailable, Message: err.Error()}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return &Error{Status: http.StatusGatewayTimeout, Code: CodePeerTimeout, Message: err.Error()}

@@ -1,11 +1,13 @@
-package node
+package discovery
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/capdht"
 	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/store"
@@ -13,39 +15,13 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// Discovery is three independent mechanisms, each a component in its own
-// file and each switched by [discovery] in the config:
-//
-//   - mdns.go, lanDiscovery: daemons on one LAN find each other by
-//     multicast DNS and exchange views with no configuration;
-//   - dht.go, capabilityDHT: the Kademlia DHT under ifaced's own protocol
-//     prefix, with a provider record per advertised capability name, so
-//     peers are found by what they can do (`ifaced find`);
-//   - announce.go, announcer: signed capabilities.update announcements on
-//     GossipSub, so peers that cached a view learn when a newer one exists.
-//
-// A fourth, importer.go, is not a network mechanism: it keeps the documents
-// of outside agents the owner imported, which Find reports beside the
-// providers the DHT knows.
-//
-// None of them carries anything a stranger could not already see in the
-// daemon's public view: provider records and announcements are built from
-// the view for an unknown peer (strangerViews), so a capability with
-// advertise = "when-eligible" never appears in them.
-//
-// The components never hold the Node. Each takes what it needs in its
-// constructor: the host, a narrow part of the store, a logger, a clock,
-// its config values and the few things it asks of the rest of the daemon
-// (strangerViews, querier, eventSink). newDiscovery (discovery_new.go)
-// builds them from what the assembly gives it, owns them and closes them.
-
 // Discovery is what the control API calls of discovery: Find, and the
 // imports of outside agents. It owns the mechanisms it started
-// (newDiscovery) and is the façade over them.
+// (New) and is the façade over them.
 type Discovery struct {
-	dht     *capabilityDHT // nil when discovery.dht is off
-	gossip  *announcer     // nil when discovery.gossip is off
-	mdns    *lanDiscovery  // nil when discovery.mdns is off
+	dht     *capdht.DHT   // nil when discovery.dht is off
+	gossip  *announcer    // nil when discovery.gossip is off
+	mdns    *lanDiscovery // nil when discovery.mdns is off
 	imports *importer
 	ask     querier
 	peers   peerReader
@@ -119,3 +95,30 @@ func (s strangerViews) advertised() (*negotiate.SignedView, error) {
 	doc.SupportedCategories = doc.SupportedToolCategories()
 	return s.sign(&doc)
 }
+
+// advertisedNames are the names that go into provider records: those in
+// the public view, less any marked when-eligible (a stranger may happen to
+// be eligible for one; it is still not announced).
+func (s strangerViews) advertisedNames() ([]string, error) {
+	view, err := s.public()
+	if err != nil {
+		return nil, fmt.Errorf("building the public view: %w", err)
+	}
+	return AdvertisedNames(view.Doc), nil
+}
+
+// AdvertisedNames are the names of a public view that may go into
+// provider records: all but those marked when-eligible.
+func AdvertisedNames(public *negotiate.Document) []string {
+	var names []string
+	for i := range public.Capabilities {
+		if c := &public.Capabilities[i]; !c.Hidden() {
+			names = append(names, c.Name)
+		}
+	}
+	return names
+}
+
+// DHT is the capability DHT, for its status (the routing table, the
+// names provided); nil when discovery.dht is off.
+func (d *Discovery) DHT() *capdht.DHT { return d.dht }
