@@ -52,7 +52,7 @@ type findRoutes struct {
 // providerFinder looks up a capability's providers and what each offers
 // this daemon (the daemon's discovery).
 type providerFinder interface {
-	Find(ctx context.Context, capability, minVersion string, limit int) ([]node.FindResult, error)
+	Find(ctx context.Context, capability, minVersion string, limit int) ([]discovery.FindResult, error)
 }
 
 // find handles GET /v1/find/{capability}.
