@@ -3,7 +3,6 @@ package discovery
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
@@ -45,7 +44,7 @@ type peerReader interface {
 // viewSource is the views discovery publishes (strangerViews).
 type viewSource interface {
 	public() (*negotiate.SignedView, error)
-	advertised() (*negotiate.SignedView, error)
+	announced() (*negotiate.SignedView, error)
 }
 
 // eventSink tells the local agent what happened (node/events).
@@ -53,13 +52,13 @@ type eventSink interface {
 	Publish(events.Event)
 }
 
-// strangerViews cuts the views discovery publishes from the owner's
-// signed views: the view for a stranger, and that view less what is
-// advertised only when eligible.
+// strangerViews are the views discovery publishes, cut by the owner's
+// documents (node/owner): the view for a stranger, and that view less
+// what is advertised only when eligible.
 type strangerViews struct {
-	view   func(conditions.Facts) (*negotiate.SignedView, error)    // the owner's signed view for facts
-	sign   func(*negotiate.Document) (*negotiate.SignedView, error) // signs a view cut here
-	policy func() *negotiate.Policy                                 // the policy in force
+	view       func(conditions.Facts) (*negotiate.SignedView, error) // the owner's signed view for facts
+	advertised func(conditions.Facts) (*negotiate.SignedView, error) // the same less what is advertised only when eligible
+	policy     func() *negotiate.Policy                              // the policy in force
 }
 
 // facts are what this daemon knows of a stranger: a peer whose messages
@@ -76,25 +75,10 @@ func (s strangerViews) facts() conditions.Facts {
 // by greeting.
 func (s strangerViews) public() (*negotiate.SignedView, error) { return s.view(s.facts()) }
 
-// advertised is the public view without the capabilities marked
-// when-eligible, even those a stranger happens to be eligible for: an
-// announcement reaches peers this daemon grants less than a stranger (a
-// lower tier in the disclosure map, a revoked key), and a hidden
-// capability must never reach anyone not eligible for it.
-func (s strangerViews) advertised() (*negotiate.SignedView, error) {
-	v, err := s.public()
-	if err != nil {
-		return nil, err
-	}
-	if !slices.ContainsFunc(v.Doc.Capabilities, func(c negotiate.Capability) bool { return c.Hidden() }) {
-		return v, nil
-	}
-	doc := *v.Doc
-	doc.Signature = nil
-	doc.Capabilities = slices.DeleteFunc(slices.Clone(v.Doc.Capabilities), func(c negotiate.Capability) bool { return c.Hidden() })
-	doc.SupportedCategories = doc.SupportedToolCategories()
-	return s.sign(&doc)
-}
+// announced is the public view without the capabilities marked
+// when-eligible, even those a stranger happens to be eligible for
+// (owner.Document.Advertised says why).
+func (s strangerViews) announced() (*negotiate.SignedView, error) { return s.advertised(s.facts()) }
 
 // advertisedNames are the names that go into provider records: those in
 // the public view, less any marked when-eligible (a stranger may happen to

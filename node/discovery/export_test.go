@@ -48,7 +48,7 @@ func (d *Discovery) PublicView() (*negotiate.SignedView, error) { return d.views
 
 // AdvertisedView is the public view less what is advertised only when
 // eligible.
-func (d *Discovery) AdvertisedView() (*negotiate.SignedView, error) { return d.views.advertised() }
+func (d *Discovery) AdvertisedView() (*negotiate.SignedView, error) { return d.views.announced() }
 
 // RefreshImports runs one refresh of the imported documents.
 func (d *Discovery) RefreshImports(ctx context.Context) { d.imports.refresh(ctx) }

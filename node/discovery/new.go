@@ -44,7 +44,7 @@ type Deps struct {
 // peers' addresses; it follows the owner's document (provider records and
 // announcements follow what is advertised). Close stops them.
 func New(d Deps) (*Discovery, error) {
-	views := strangerViews{view: d.Docs.View, sign: d.Docs.Sign, policy: d.Policy.InForce}
+	views := strangerViews{view: d.Docs.View, advertised: d.Docs.Advertised, policy: d.Policy.InForce}
 	timeout := d.ImportTimeout
 	if timeout == 0 {
 		timeout = defaultImportTimeout
