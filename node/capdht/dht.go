@@ -340,8 +340,8 @@ func (d *DHT) provideLoop() {
 	var retry <-chan time.Time // set while records could not go out
 	backoff := retryFirst
 	full := false
-	renewal := 0   // early renewals made so far
-	lastSize := -1 // routing table size at the last full round that went out
+	renewal := 0                    // early renewals made so far
+	lastSize := -1                  // routing table size at the last full round that went out
 	seenSize, seenAt := -1, d.now() // the routing table's size when last looked at, and since when
 	sentGrowing := false            // the last full round went out while the table was still growing
 	peers := time.NewTicker(peerCheck)
