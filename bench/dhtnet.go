@@ -12,6 +12,7 @@ import (
 
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/discovery"
 	"github.com/libp2p/go-libp2p"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/control"
@@ -283,7 +284,7 @@ func newDHTNet(ctx context.Context, root string, m pathModel) (*dhtNet, error) {
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, errNotFound) && !errors.Is(err, node.ErrNoDHTPeers) {
+		if !errors.Is(err, errNotFound) && !errors.Is(err, discovery.ErrNoDHTPeers) {
 			return nil, err // a path around the proxies, say: waiting mends nothing
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
@@ -326,7 +327,7 @@ func (n *dhtNet) findOnce(ctx context.Context) error {
 		}
 		return fmt.Errorf("%w: found %v, want %s", errNotFound, got, want)
 	}
-	if res[0].Status != node.FindEligible {
+	if res[0].Status != discovery.FindEligible {
 		return fmt.Errorf("the provider found was %s: %s %v", res[0].Status, res[0].Error, res[0].Why)
 	}
 	return n.checkPaths()

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/discovery"
 	"github.com/ifaced/ifaced/node/internal/testkit"
 	"github.com/ifaced/ifaced/node/p2phost"
-	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	"github.com/multiformats/go-multiaddr"
@@ -38,7 +38,7 @@ func TestFindAfterTheRelayBecomesADHTServer(t *testing.T) {
 	testkit.WaitFor(t, "bob's slot", holdsSlots(bob, relay))
 	ctx := context.Background()
 	_, err := alice.Discovery().Find(ctx, "lab.bob", "", 3)
-	if !errors.Is(err, ErrNoDHTPeers) || !strings.Contains(err.Error(), "no DHT server reachable") || !strings.Contains(err.Error(), "discovery.dht = \"server\"") {
+	if !errors.Is(err, discovery.ErrNoDHTPeers) || !strings.Contains(err.Error(), "no DHT server reachable") || !strings.Contains(err.Error(), "discovery.dht = \"server\"") {
 		t.Fatalf("find connected to a relay that is no DHT server: %v", err)
 	}
 
@@ -56,7 +56,9 @@ func TestFindAfterTheRelayBecomesADHTServer(t *testing.T) {
 	found := func(d *testDaemon, name string, want peer.ID) func() bool {
 		return func() bool {
 			res, err := d.Discovery().Find(ctx, name, "", 3)
-			return err == nil && slices.ContainsFunc(res, func(r FindResult) bool { return r.PeerID == want.String() && r.Status == FindEligible })
+			return err == nil && slices.ContainsFunc(res, func(r discovery.FindResult) bool {
+				return r.PeerID == want.String() && r.Status == discovery.FindEligible
+			})
 		}
 	}
 	testkit.WaitFor(t, "alice to find bob", found(alice, "lab.bob", bob.id.PeerID()))
@@ -67,12 +69,13 @@ func TestFindAfterTheRelayBecomesADHTServer(t *testing.T) {
 // peer, a DHT server, is down when it starts (its swarm holding a long
 // dial backoff for it) sends its provider records once the server is up.
 func TestProvidedOnceTheBootstrapServerIsUp(t *testing.T) {
-	sc := tcpOnly(dhtConfig(nil))
+	sc := tcpOnly(loopbackConfig())
+	sc.Discovery.DHT = config.DHTServer
 	server := startDaemon(t, sc)
 	addr := boundListenAddr(t, server)
 	sc.Listen.Addresses = []string{addr.String()}
 	server.Close()
-	c := tcpOnly(loopbackConfig())
+	c := loopbackConfig()
 	c.Discovery.DHT = config.DHTAuto
 	c.Discovery.Bootstrap = []string{addr.String() + "/p2p/" + server.id.PeerID().String()}
 	c.Capabilities = []map[string]any{{"name": "lab.early", "description": "started before the server"}}
@@ -82,9 +85,12 @@ func TestProvidedOnceTheBootstrapServerIsUp(t *testing.T) {
 		bo.AddBackoff(server.id.PeerID(), addr)
 	}
 	server = restartDaemon(t, server)
-	waitProvided(t, early, "lab.early")
-	if h := holders(t, []*dht.IpfsDHT{server.discovery.dht.dht}, "lab.early"); !h[server.id.PeerID()] {
-		t.Fatalf("the server holds no record of lab.early")
+	testkit.WaitFor(t, "early's provider record of lab.early", func() bool {
+		_, sent := early.Discovery().DHT().Provided()["lab.early"]
+		return sent
+	})
+	if held, err := server.Discovery().DHT().Holds(context.Background(), "lab.early"); err != nil || !held {
+		t.Fatalf("the server holds no record of lab.early (%v)", err)
 	}
 }
 

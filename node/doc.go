@@ -31,11 +31,10 @@
 //	               and the HTTP binding's door-facing side (Inbox)
 //	node/mail      the relay service and the mailboxes it holds,
 //	               reservations, the outbox, fetched mail
-//
-// Discovery (discovery.go, in this package until its tests run over
-// mocknet) is capabilityDHT, announcer (GossipSub), lanDiscovery (mDNS),
-// the importer and the follower of peers' addresses, built by one
-// constructor (newDiscovery) that owns them.
+//	node/capdht    the capability DHT: kad-dht under /ifaced, the bounded
+//	               store of others' provider records, the provide loop
+//	node/discovery Find, the GossipSub announcements, mDNS, the imports
+//	               of outside agents and the follower of peers' addresses
 //
 // Node owns the store, the audit log and the replay window, assembles the
 // components (New, Close), and is the façade the control API (node/api),

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"maps"
 	"testing"
 
 	"github.com/ifaced/ifaced/conditions"
@@ -135,37 +134,5 @@ func TestViewSeqNeverGoesDownForAPeer(t *testing.T) {
 	connect(t, bob, alice)
 	if again := greet("after a restart"); again.Seq < professional.Seq {
 		t.Fatalf("after a restart bob was shown seq %d after seq %d", again.Seq, professional.Seq)
-	}
-}
-
-// TestHiddenChangeSendsNoProviderRecords: after a change only close
-// friends can see, the DHT's provide round sends no provider record: the
-// names a stranger's view advertises are the ones already sent.
-func TestHiddenChangeSendsNoProviderRecords(t *testing.T) {
-	alice := startDaemon(t, inDHT(aliceConfig("")))
-	bob := startDaemon(t, dhtConfig(nil, alice.Addrs()[0].String()))
-	waitDHTPeers(t, bob)
-	waitProvided(t, alice, "calendar.availability", "ping")
-	snapshot := func() map[string]int64 {
-		alice.discovery.dht.mu.Lock()
-		defer alice.discovery.dht.mu.Unlock()
-		out := map[string]int64{}
-		for name, at := range alice.discovery.dht.provided {
-			out[name] = at.UnixNano()
-		}
-		return out
-	}
-	before := snapshot()
-	if _, err := alice.UpdateDocument(func(d *negotiate.Document) error {
-		d.Capabilities = append(d.Capabilities, hiddenCapability("vault.open", "close"))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := alice.discovery.dht.provideRound(false); err != nil {
-		t.Fatal(err)
-	}
-	if after := snapshot(); !maps.Equal(before, after) {
-		t.Fatalf("a hidden change sent provider records: %v → %v", before, after)
 	}
 }

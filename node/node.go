@@ -17,6 +17,7 @@ import (
 	"github.com/ifaced/ifaced/node/alias"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/converse"
+	"github.com/ifaced/ifaced/node/discovery"
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/internal/peerid"
 	"github.com/ifaced/ifaced/node/internal/ratelimit"
@@ -73,7 +74,7 @@ type Node struct {
 	inbox      *converse.Inbox         // the HTTP binding's door-facing side (node/converse)
 	mail       *mail.Mail              // relays, mailboxes held here, the outbox, fetched mail (node/mail)
 	reach      *mail.Reach             // the relay service and this daemon's reservations (node/mail)
-	discovery  *Discovery              // the DHT, announcements, LAN discovery, imports (discovery.go)
+	discovery  *discovery.Discovery    // the DHT, announcements, LAN discovery, imports (node/discovery)
 	keyNotices *tell.Notices           // the key statements this daemon gave, delivered (node/keys/tell)
 
 	// An MCP server as the local agent (node/mcpagent); nil without agent.mcp.
@@ -102,6 +103,9 @@ func WithMailRetries(d ...time.Duration) Option {
 
 // WithClock replaces the clock.
 func WithClock(now func() time.Time) Option { return func(n *Node) { n.now = now } }
+
+// WithImportTimeout shortens the fetch timeout of imports (tests).
+func WithImportTimeout(d time.Duration) Option { return func(n *Node) { n.importTimeout = d } }
 
 // New starts a daemon in home: it opens the store and audit log, builds
 // and signs the owner's capability document (its seq persisted and raised
@@ -217,7 +221,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 		Commit: n.commitRecords, Reach: n.reach, Retries: n.mailRetries, Handler: n.handler}); err != nil {
 		return nil, err
 	}
-	if n.discovery, err = newDiscovery(discoveryDeps{Ctx: n.ctx, Host: n.host, Config: cfg.Discovery,
+	if n.discovery, err = discovery.New(discovery.Deps{Ctx: n.ctx, Host: n.host, Config: cfg.Discovery,
 		StreamTimeout: cfg.Limits.StreamTimeout.Duration, Store: n.store, Convs: n.convs, Docs: n.docs, Policy: n.policy,
 		Trust: n.trust, Events: n.events, Log: log.With("component", "discovery"), Now: now, ImportTimeout: n.importTimeout,
 		Spawn: n.spawn}); err != nil {
@@ -373,6 +377,10 @@ func (n *Node) Document() *negotiate.Document { return n.docs.Current() }
 
 // Audit returns the audit log.
 func (n *Node) Audit() *gossip.AuditLog { return n.audit }
+
+// Discovery is the daemon's discovery: Find, and the imports of outside
+// agents.
+func (n *Node) Discovery() *discovery.Discovery { return n.discovery }
 
 // Store returns the store (tests and the demo's checks; the packages
 // that serve the daemon use the façade's methods).

@@ -427,6 +427,11 @@ func revocation(t *testing.T, signer *identity.Identity, keyID string, date time
 // pinned; alice hears it on GossipSub as soon as the two share the topic,
 // and refuses the key.
 func TestRevocationHonouredWithinOneAnnouncement(t *testing.T) {
+	gossipConfig := func() *config.Config {
+		c := tcpOnly(loopbackConfig())
+		c.Discovery.Gossip = true
+		return c
+	}
 	alice := startDaemon(t, gossipConfig())
 	lost, _ := identity.Generate(nil)
 	if _, err := alice.TrustBook().PinKey(lost.PeerID(), lost.Fingerprint()); err != nil {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/discovery"
 )
 
 // `ifaced find` asks the daemon to search the DHT (GET /v1/find), which
@@ -33,14 +33,14 @@ type findOutput struct {
 // knownProvider is a provider from the peer cache: its view as cached,
 // AgeSeconds old.
 type knownProvider struct {
-	node.FindResult
+	discovery.FindResult
 	AgeSeconds int64 `json:"age_seconds"`
 }
 
 func runFind(ctx context.Context, e *env, args []string) error {
 	f := newFlags(e, "find", "CAPABILITY", true)
 	minVersion := f.String("min-version", "", "the lowest version wanted, dotted integers (e.g. 2 or 1.3); lower ones are listed as such")
-	limit := f.Int("limit", node.DefaultFindLimit, fmt.Sprintf("the most providers to look up (1 to %d)", node.MaxFindLimit))
+	limit := f.Int("limit", discovery.DefaultFindLimit, fmt.Sprintf("the most providers to look up (1 to %d)", discovery.MaxFindLimit))
 	pos, err := f.parseInterleaved(args)
 	if err != nil {
 		return err
@@ -59,8 +59,8 @@ func runFind(ctx context.Context, e *env, args []string) error {
 			return usageError("--min-version: %v", err)
 		}
 	}
-	if *limit < 1 || *limit > node.MaxFindLimit {
-		return usageError("--limit %d: want 1 to %d", *limit, node.MaxFindLimit)
+	if *limit < 1 || *limit > discovery.MaxFindLimit {
+		return usageError("--limit %d: want 1 to %d", *limit, discovery.MaxFindLimit)
 	}
 	c, err := f.dial(e)
 	if err != nil {
@@ -71,7 +71,7 @@ func runFind(ctx context.Context, e *env, args []string) error {
 	var ae *api.Error
 	switch {
 	case errors.As(findErr, &ae) && ae.Code == api.CodeDHTUnavailable:
-		ans = &api.FindAnswer{Capability: name, MinVersion: *minVersion, Providers: []node.FindResult{}, DHT: ae.Message}
+		ans = &api.FindAnswer{Capability: name, MinVersion: *minVersion, Providers: []discovery.FindResult{}, DHT: ae.Message}
 	case findErr != nil:
 		return findErr
 	}
@@ -116,13 +116,13 @@ func knownProviders(ctx context.Context, c *api.Client, capability string, atLea
 		if !ok {
 			continue
 		}
-		r := knownProvider{FindResult: node.FindResult{PeerID: pc.PeerID, AgentID: pc.AgentID, Display: pc.Display, Capability: cp,
-			GrantedToUs: pc.GrantedToUs, Status: node.FindEligible}, AgeSeconds: pc.AgeSeconds}
+		r := knownProvider{FindResult: discovery.FindResult{PeerID: pc.PeerID, AgentID: pc.AgentID, Display: pc.Display, Capability: cp,
+			GrantedToUs: pc.GrantedToUs, Status: discovery.FindEligible}, AgeSeconds: pc.AgeSeconds}
 		switch {
 		case atLeast != nil && !negotiate.VersionAtLeast(cp.VersionOrDefault(), atLeast):
-			r.Status, r.Why = node.FindBelowMinVersion, []string{fmt.Sprintf("offers version %s, below %s", cp.VersionOrDefault(), negotiate.FormatVersion(atLeast))}
+			r.Status, r.Why = discovery.FindBelowMinVersion, []string{fmt.Sprintf("offers version %s, below %s", cp.VersionOrDefault(), negotiate.FormatVersion(atLeast))}
 		case cp.Eligible == nil || !*cp.Eligible:
-			r.Status = node.FindIneligible
+			r.Status = discovery.FindIneligible
 			for _, u := range cp.Unmet {
 				r.Why = append(r.Why, fmt.Sprintf("needs %s %s, you have %s", u.Condition, u.Required, u.Have))
 			}
@@ -144,12 +144,12 @@ func printFound(e *env, name string, out findOutput) error {
 	}
 	usable, ineligible := 0, false
 	for _, p := range out.Providers {
-		usable += btoi(p.Status == node.FindEligible)
-		ineligible = ineligible || p.Status == node.FindIneligible
+		usable += btoi(p.Status == discovery.FindEligible)
+		ineligible = ineligible || p.Status == discovery.FindIneligible
 	}
 	for _, p := range out.Known {
-		usable += btoi(p.Status == node.FindEligible)
-		ineligible = ineligible || p.Status == node.FindIneligible
+		usable += btoi(p.Status == discovery.FindEligible)
+		ineligible = ineligible || p.Status == discovery.FindIneligible
 	}
 	noun := "providers"
 	if all == 1 {
@@ -158,13 +158,13 @@ func printFound(e *env, name string, out findOutput) error {
 	fmt.Fprintf(w, "%s: %d %s, %d you may use now\n\n", name, all, noun, usable)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PEER\tDISPLAY\tVERSION\tSTATUS")
-	row := func(p node.FindResult, status string) {
+	row := func(p discovery.FindResult, status string) {
 		version := "-"
 		if p.Capability != nil {
 			version = termText(p.Capability.VersionOrDefault(), 32)
 		}
 		who := p.PeerID
-		if p.Status == node.FindImported {
+		if p.Status == discovery.FindImported {
 			who = p.Source
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", who, orDash(termText(p.Display, 64)), version, status)
@@ -195,15 +195,15 @@ func btoi(b bool) int {
 }
 
 // describeFound is a provider's status with its reasons, on one line.
-func describeFound(p node.FindResult) string {
+func describeFound(p discovery.FindResult) string {
 	switch p.Status {
-	case node.FindEligible:
+	case discovery.FindEligible:
 		return "eligible"
-	case node.FindNotOffered:
+	case discovery.FindNotOffered:
 		return "not offered to you"
-	case node.FindUnreachable:
+	case discovery.FindUnreachable:
 		return "unreachable: " + termText(p.Error, maxTermLine)
-	case node.FindImported:
+	case discovery.FindImported:
 		s := fmt.Sprintf("imported %s, ", p.Format)
 		if p.Signed {
 			s += "JWS verified, self-signed"

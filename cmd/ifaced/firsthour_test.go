@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/examples/agent"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/discovery"
 	"github.com/ifaced/ifaced/node/httpapi"
 	"github.com/ifaced/ifaced/node/nodetest"
 	golog "github.com/ipfs/go-log/v2"
@@ -377,7 +377,7 @@ func TestFindKnownPeersAndDHTFailure(t *testing.T) {
 		"eligible (known peer: its view of", "the DHT was not searched: ", "the DHT is off")
 	var js findOutput
 	if err := json.Unmarshal([]byte(mustRun(t, b, "find", "calendar.availability", "--json")), &js); err != nil ||
-		len(js.Known) != 1 || js.Known[0].PeerID != aliceID || js.Known[0].Status != node.FindIneligible || js.DHT == "" {
+		len(js.Known) != 1 || js.Known[0].PeerID != aliceID || js.Known[0].Status != discovery.FindIneligible || js.DHT == "" {
 		t.Errorf("find --json: %+v %v", js, err)
 	}
 

@@ -44,10 +44,13 @@ var layers = map[string]int{
 	"node/owner":  8,
 	"node/invoke": 8,
 	"node/keys":   8,
+	"node/capdht": 8,
 	// The components built on those (mail sends in conversations).
 	"node/keys/tell": 9,
 	"node/converse":  9,
 	"node/mail":      10,
+	// Discovery asks the peers it finds for their views (converse).
+	"node/discovery": 11,
 	// The assembly and its façade.
 	"node": 20,
 	// What serves the façade to people and programs.

@@ -19,6 +19,7 @@ import (
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/discovery"
 	"github.com/ifaced/ifaced/node/mcpserve"
 	"github.com/ifaced/ifaced/node/nodetest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -159,14 +160,14 @@ func (p *mcpPair) exercise(t *testing.T, ctx context.Context, cs *mcp.ClientSess
 	if len(found.Providers) != 1 {
 		t.Fatalf("find_agents: %+v", found)
 	}
-	if pr := found.Providers[0]; pr.Source != "dht" || pr.PeerID != p.aliceID || pr.Status != node.FindIneligible ||
+	if pr := found.Providers[0]; pr.Source != "dht" || pr.PeerID != p.aliceID || pr.Status != discovery.FindIneligible ||
 		len(pr.Why) == 0 || !strings.Contains(strings.Join(pr.Why, "\n"), "min_disclosure") {
 		t.Errorf("find_agents calendar.availability: %+v", pr)
 	}
 	// doc.summarize: from the cache now (the DHT asked her), eligible, with its tool.
 	found = mcpserve.FindOutput{}
 	call(t, ctx, cs, "find_agents", map[string]any{"capability": "doc.summarize"}, &found)
-	if len(found.Providers) != 1 || found.Providers[0].Status != node.FindEligible || found.Providers[0].PeerID != p.aliceID {
+	if len(found.Providers) != 1 || found.Providers[0].Status != discovery.FindEligible || found.Providers[0].PeerID != p.aliceID {
 		t.Errorf("find_agents doc.summarize: %+v", found)
 	}
 

@@ -19,7 +19,7 @@ import (
 )
 
 // announceTopic is the daemon's GossipSub topic of capability
-// announcements (node/announce.go).
+// announcements (node/discovery/announce.go).
 const announceTopic = "/ifaced/capabilities.update/1"
 
 // announcement is one announcement's payload: CBOR {seq, view}, the view

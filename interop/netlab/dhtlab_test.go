@@ -20,7 +20,7 @@ import (
 // 500 separately running nodes fit on one of these machines (the private
 // memory of a dhtnode is some 10 to 25 MB, its executable's pages being
 // shared by all of them; a daemon's resident memory is 40 to 55 MB). Each
-// node runs the daemon's DHT code (node.CapabilityDHT) as a server and
+// node runs the daemon's DHT code (capdht.DHT) as a server and
 // provides one capability of its own; three of them are everyone's
 // bootstrap peers. What the full-daemon lab adds to a find (asking the
 // provider for its view) is replaced by a connection to the provider at
@@ -95,7 +95,7 @@ func TestDHTProcessesAtScale(t *testing.T) {
 	l.Sysctl(sw, "net.ipv6.conf.all.forwarding", "1")
 	setup := time.Now()
 	nss := routeNodes(l, sw, 0, n)
-	fig := map[string]any{"nodes": n, "processes": n, "namespaces": n, "program": "interop/netlab/dhtnode (node.CapabilityDHT, DHT server, TCP only)",
+	fig := map[string]any{"nodes": n, "processes": n, "namespaces": n, "program": "interop/netlab/dhtnode (capdht.DHT, DHT server, TCP only)",
 		"segment": "one routed link per node, 2001:1ff::/32 (a /48 per node)", "network_setup_s": time.Since(setup).Seconds()}
 	if err := netemDelay(l, nss, "20ms"); err != nil {
 		fig["link_latency"] = "none added: " + err.Error()

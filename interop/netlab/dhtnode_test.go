@@ -3,7 +3,6 @@ package netlab
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -11,12 +10,10 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node"
-	"github.com/ifaced/ifaced/node/config"
-	"github.com/libp2p/go-libp2p"
+	"github.com/ifaced/ifaced/node/discovery"
 )
 
-// TestDHTNodeControlChannel runs dhtnode (node.CapabilityDHT as its own
+// TestDHTNodeControlChannel runs dhtnode (capdht.DHT as its own
 // process) three times on loopback and drives it as the DHT lab does:
 // provide, status and find, and every refusal of its flags and its
 // control channel. It is not opt-in: no root, no namespaces.
@@ -48,8 +45,8 @@ func TestDHTNodeControlChannel(t *testing.T) {
 		t.Fatalf("a alone: status %+v, want an empty routing table", st)
 	}
 	// Alone, a find says why it cannot look anything up.
-	if f := call(a, map[string]any{"op": "find", "name": "lab.b"}); !strings.Contains(f.Error, node.ErrNoDHTPeers.Error()) {
-		t.Fatalf("find with nobody to ask: %+v, want %q", f, node.ErrNoDHTPeers)
+	if f := call(a, map[string]any{"op": "find", "name": "lab.b"}); !strings.Contains(f.Error, discovery.ErrNoDHTPeers.Error()) {
+		t.Fatalf("find with nobody to ask: %+v, want %q", f, discovery.ErrNoDHTPeers)
 	}
 
 	b := start("b", "-bootstrap", a.Addrs[0], "-provide", "lab.b")
@@ -109,7 +106,7 @@ func TestDHTNodeControlChannel(t *testing.T) {
 		{map[string]any{"op": "dance"}, `op "dance": want provide, status or find`},
 		{map[string]any{"op": "provide", "names": []string{"Bad Name"}}, negotiate.ErrInvalidName.Error()},
 		{map[string]any{"op": "find", "name": "Bad Name"}, negotiate.ErrInvalidName.Error()},
-		{map[string]any{"op": "find", "name": "lab.b", "limit": node.MaxFindLimit + 1}, "limit 101: want 1 to 100"},
+		{map[string]any{"op": "find", "name": "lab.b", "limit": discovery.MaxFindLimit + 1}, "limit 101: want 1 to 100"},
 		{map[string]any{"op": "find", "name": "lab.b", "want": "nobody"}, `want "nobody": not a peer ID`},
 	} {
 		if got := call(c, tc.req); !strings.Contains(got.Error, tc.want) {
@@ -155,7 +152,7 @@ func TestDHTNodeRefusesBadConfig(t *testing.T) {
 		env  string
 		want string
 	}{
-		{[]string{"-dht", "off"}, "", node.ErrDHTOff.Error()},
+		{[]string{"-dht", "off"}, "", discovery.ErrDHTOff.Error()},
 		{[]string{"-dht", "sometimes"}, "", `discovery.dht: "sometimes": want "auto", "server" or "client"`},
 		{nil, "IFACED_DHTNODE_DHT=sometimes", `discovery.dht: "sometimes"`},
 		{nil, "IFACED_DHTNODE_CONNS_LOW=many", `IFACED_DHTNODE_CONNS_LOW="many"`},
@@ -178,50 +175,5 @@ func TestDHTNodeRefusesBadConfig(t *testing.T) {
 		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), tc.want) {
 			t.Errorf("dhtnode %v %s: %v, %q; want exit 1 saying %q", tc.args, tc.env, err, out, tc.want)
 		}
-	}
-}
-
-// TestCapabilityDHTRefusesBadConfig: node.NewCapabilityDHT on a real host
-// refuses what dhtnode's flags cannot express, naming the field.
-func TestCapabilityDHTRefusesBadConfig(t *testing.T) {
-	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	log := slog.New(slog.DiscardHandler)
-	for _, tc := range []struct {
-		edit func(*config.DiscoveryConfig)
-		want string
-	}{
-		{func(c *config.DiscoveryConfig) { c.MaxProviderRecords = 0 }, "discovery.max_provider_records 0, max_providers_per_key 500: want both positive"},
-		{func(c *config.DiscoveryConfig) { c.MaxProvidersPerKey = -1 }, "max_providers_per_key -1: want both positive"},
-	} {
-		cfg := config.DefaultConfig().Discovery
-		cfg.DHT = config.DHTServer
-		tc.edit(&cfg)
-		d, err := node.NewCapabilityDHT(context.Background(), h, cfg, nil, log)
-		if err == nil {
-			d.Close()
-		}
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("NewCapabilityDHT: %v, want %q", err, tc.want)
-		}
-	}
-	cfg := config.DefaultConfig().Discovery
-	cfg.DHT = config.DHTServer
-	d, err := node.NewCapabilityDHT(context.Background(), h, cfg, []string{"lab.x"}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if err := d.Provide([]string{"ok.name", "Not OK"}); !errors.Is(err, negotiate.ErrInvalidName) {
-		t.Errorf("Provide with an invalid name: %v, want negotiate.ErrInvalidName", err)
-	}
-	if _, err := d.FindProviders(context.Background(), "lab.x", 0); !errors.Is(err, node.ErrNoDHTPeers) {
-		t.Errorf("FindProviders with an empty routing table: %v, want node.ErrNoDHTPeers", err)
-	}
-	if _, err := d.FindProviders(context.Background(), "lab.x", -1); err == nil || !strings.Contains(err.Error(), "limit -1: want 1 to 100") {
-		t.Errorf("FindProviders with limit -1: %v", err)
 	}
 }

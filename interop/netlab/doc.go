@@ -7,7 +7,7 @@
 // churn, late joiners, mDNS across a bridge). Where full daemons are too
 // heavy for the count (500 of them need some 25 GB), the DHT lab runs one
 // dhtnode process per namespace instead (interop/netlab/dhtnode: the
-// daemon's DHT component, node.CapabilityDHT, alone on a TCP-only host),
+// daemon's DHT component, capdht.DHT, alone on a TCP-only host),
 // driven over its stdin and stdout.
 //
 // Addresses. go-libp2p starts hole punching only once a host has an

@@ -143,7 +143,7 @@ func TestFindBeforeServer(t *testing.T) {
 	if err != nil {
 		var ae *api.Error
 		noPeers := errors.As(last, &ae) && strings.Contains(ae.Message, "no DHT server reachable")
-		// node/dht.go retries the bootstrap peers every few seconds while
+		// node/capdht retries the bootstrap peers every few seconds while
 		// it knows no DHT peer, so the records go out soon after the
 		// server is reachable (before, only minutes later: issue 19).
 		t.Fatalf("d1 not findable %s after the DHT server came up (last: %v; the finder %s)",

@@ -6,14 +6,15 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/ipfs/go-cid"
-	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/ifaced/ifaced/node/capdht"
+	"github.com/ifaced/ifaced/node/config"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -22,19 +23,18 @@ import (
 	"github.com/libp2p/go-libp2p/core/routing"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	"github.com/multiformats/go-multiaddr"
-	"github.com/multiformats/go-multihash"
 )
 
 // The in-process form of the latency scenarios. tc netem is missing from
 // the CI machines' kernels, so links with 20 ms of latency are go-libp2p's
-// mocknet links. These tests run the daemon's configuration of the
-// libraries, not the daemon (whose GossipSub and DHT are not reachable from
-// outside node/): GossipSub with the options of node/announce.go
-// (StrictSign, 1 MiB messages, the announcement topic, a validator that
-// verifies an Ed25519 signature per hop as the daemon verifies the view's),
-// kad-dht with those of node/dht.go (protocol prefix /ifaced, values off,
-// capability keys derived the same way). If either file changes them, these
-// tests must follow.
+// mocknet links. The DHT test runs the daemon's DHT component itself
+// (node/capdht) on each mocknet host. The GossipSub test runs the
+// daemon's configuration of the library, not its announcer (which lives
+// inside node/discovery with the peer cache it feeds): the options of
+// node/discovery/announce.go (StrictSign, 1 MiB messages, the
+// announcement topic, a validator that verifies an Ed25519 signature per
+// hop as the daemon verifies the view's). If that file changes them, this
+// test must follow.
 
 const linkLatency = 20 * time.Millisecond
 
@@ -98,7 +98,7 @@ func TestGossipPropagation20ms(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hosts, connect := mockHosts(t, n, 6, linkLatency, false)
-	const topic = "/ifaced/capabilities.update/1" // node/announce.go announceTopic
+	const topic = "/ifaced/capabilities.update/1" // node/discovery/announce.go announceTopic
 	arrived := make([][]time.Time, rounds+1)      // round 0 is the warm-up
 	for r := range arrived {
 		arrived[r] = make([]time.Time, n)
@@ -235,18 +235,12 @@ func TestGossipPropagation20ms(t *testing.T) {
 	}
 }
 
-// capabilityKey is node/dht.go's key of a capability name.
-func capabilityKey(name string) cid.Cid {
-	mh, _ := multihash.Sum([]byte("ifaced/capability/v1\n"+name), multihash.SHA2_256, -1)
-	return cid.NewCidV1(cid.Raw, mh)
-}
-
 // TestDHTHops20ms: capability lookups across a DHT of separately keyed
 // servers over 20 ms links: success, hops and latency. Hops are counted
 // from kad-dht's query events: a peer taken from the routing table is one
 // hop away, a peer learned from a hop-h peer's answer is h+1, and a lookup
 // takes the hops of the shallowest peer it asked that answered with the
-// record instead of closer peers.
+// record (the shallowest peer asked whose provider store holds it).
 func TestDHTHops20ms(t *testing.T) {
 	OptIn(t)
 	n, lookups := 200, 300
@@ -256,9 +250,15 @@ func TestDHTHops20ms(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hosts, connect := mockHosts(t, n, 4, linkLatency, true)
-	dhts := make([]*dht.IpfsDHT, n)
+	// The daemon's DHT component itself (node/capdht), each node a
+	// server providing one name of its own; its provide loop sends the
+	// record once the node has DHT peers.
+	dhts := make([]*capdht.DHT, n)
+	cfg := config.DefaultConfig().Discovery
+	cfg.DHT = config.DHTServer
+	log := slog.New(slog.DiscardHandler)
 	for i, h := range hosts {
-		d, err := dht.New(h, dht.ProtocolPrefix("/ifaced"), dht.Mode(dht.ModeServer), dht.DisableValues())
+		d, err := capdht.New(ctx, h, cfg, func() ([]string, error) { return []string{capOf(i)}, nil }, time.Now, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -272,7 +272,7 @@ func TestDHTHops20ms(t *testing.T) {
 	defer rcancel()
 	if err := Poll(rctx, 100*time.Millisecond, func() error {
 		for i, d := range dhts {
-			if d.RoutingTable().Size() == 0 {
+			if d.RoutingTableSize() == 0 {
 				return fmt.Errorf("node %d has an empty routing table", i)
 			}
 		}
@@ -287,28 +287,28 @@ func TestDHTHops20ms(t *testing.T) {
 			wg.Go(func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				<-d.ForceRefresh()
+				<-d.Refresh()
 			})
 		}
 		wg.Wait()
 	}
 	sizes := make([]int, n)
 	for i, d := range dhts {
-		sizes[i] = d.RoutingTable().Size()
+		sizes[i] = d.RoutingTableSize()
 	}
 	slices.Sort(sizes)
-	for i, d := range dhts {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			pctx, pcancel := context.WithTimeout(ctx, time.Minute)
-			defer pcancel()
-			if err := d.Provide(pctx, capabilityKey(capOf(i)), true); err != nil {
-				t.Errorf("node %d: providing: %v", i, err)
+	pctx, pcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer pcancel()
+	if err := Poll(pctx, 100*time.Millisecond, func() error {
+		for i, d := range dhts {
+			if _, sent := d.Provided()[capOf(i)]; !sent {
+				return fmt.Errorf("node %d has not sent its provider record", i)
 			}
-		})
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
 	type res struct {
 		ok   bool
 		hops int
@@ -352,7 +352,11 @@ func TestDHTHops20ms(t *testing.T) {
 				}()
 				start := time.Now()
 				found := false
-				for p := range dhts[src].FindProvidersAsync(qctx, capabilityKey(capOf(dst)), 1) {
+				provs, err := dhts[src].FindProviders(qctx, capOf(dst), 1)
+				if err != nil {
+					t.Logf("node %d finding %s: %v", src, capOf(dst), err)
+				}
+				for _, p := range provs {
 					if p.ID == hosts[dst].ID() {
 						found = true
 					}
@@ -360,9 +364,19 @@ func TestDHTHops20ms(t *testing.T) {
 				took := time.Since(start)
 				qcancel()
 				<-done
-				hops := 0
+				// The record travels in the answer of a peer that holds
+				// it: the lookup's hops are the depth of the shallowest
+				// holder it asked (0 when the finder holds it itself).
+				hops := -1
+				if held, _ := dhts[src].Holds(ctx, capOf(dst)); held {
+					hops = 0
+				}
 				for _, p := range asked {
-					if !answered[p] && (hops == 0 || depth[p] < hops) {
+					i := slices.IndexFunc(hosts, func(h host.Host) bool { return h.ID() == p })
+					if i < 0 || (hops >= 0 && depth[p] >= hops) {
+						continue
+					}
+					if held, _ := dhts[i].Holds(ctx, capOf(dst)); held {
 						hops = depth[p]
 					}
 				}

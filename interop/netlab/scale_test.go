@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/discovery"
 	"github.com/ifaced/ifaced/node/events"
 )
 
@@ -179,7 +179,7 @@ func (l *scaleLab) find(ctx context.Context, src, dst int) lookup {
 		return r
 	}
 	for _, p := range ans.Providers {
-		if p.PeerID == l.nodes[dst].PeerID() && p.Status == node.FindEligible {
+		if p.PeerID == l.nodes[dst].PeerID() && p.Status == discovery.FindEligible {
 			r.ok = true
 			return r
 		}
@@ -355,7 +355,7 @@ func TestDiscoveryAtScale(t *testing.T) {
 		if !sweep.noProviders {
 			t.Fatalf("%d daemons not findable; failures other than no provider: %v", len(sweep.missing), sweep.others)
 		}
-		// node/dht.go sends every record again a minute after the first
+		// node/capdht sends every record again a minute after the first
 		// full round (and when the routing table has doubled): the records
 		// sent while the DHT was forming reach the servers that are
 		// closest now. Wait for that before calling anything astray.
@@ -376,7 +376,7 @@ func TestDiscoveryAtScale(t *testing.T) {
 			return
 		}
 		t.Skipf("known: %d of %d daemons still not findable 150 s after the DHT formed (no provider at all: %v), "+
-			"though node/dht.go renews every record a minute after its first full round and when the routing table doubles. "+
+			"though node/capdht renews every record a minute after its first full round and when the routing table doubles. "+
 			"A restart sends them again, which the lab applies next. See issue 19",
 			len(sweep.missing), n, sweep.names(l))
 	})
@@ -656,7 +656,7 @@ func (l *scaleLab) lateJoiners(t *testing.T, joined []int, author int, name stri
 					return err
 				}
 				for _, p := range ans.Providers {
-					if p.PeerID == l.nodes[author].PeerID() && p.Status == node.FindEligible {
+					if p.PeerID == l.nodes[author].PeerID() && p.Status == discovery.FindEligible {
 						return nil
 					}
 				}

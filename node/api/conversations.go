@@ -13,19 +13,19 @@ import (
 // IFP-3 close phase in an open conversation and answers with the message
 // sent. The conversation leaves the list once the peer has closed its
 // side too (it answers a close by closing), or when it goes idle.
-func (s *Server) closeConversation(w http.ResponseWriter, r *http.Request) {
+func (g *conversationRoutes) closeConversation(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if !s.open(id) {
+	if !g.open(id) {
 		writeError(w, notFound("no open conversation %q (`GET /v1/conversations` lists them; `ifaced audit` lists past ones)", id))
 		return
 	}
-	m, err := s.n.Say(id, gossip.PhaseClose, "")
+	m, err := g.talk.Say(id, gossip.PhaseClose, "")
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, m)
 	case errors.Is(err, gossip.ErrConversationClosed):
 		writeError(w, &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "conversation " + id + " is closing already: " + err.Error()})
-	case !s.open(id):
+	case !g.open(id):
 		writeError(w, notFound("conversation %q ended: %v", id, err))
 	default:
 		writeError(w, peerFailure(err))

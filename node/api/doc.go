@@ -133,4 +133,22 @@
 // it asks for ?role=observer (Client.Observe): the MCP endpoint follows
 // events that way, so that its presence alone does not make a peer's
 // invocation wait agent.timeout for an answer nobody gives.
+//
+// # What the API holds of the daemon
+//
+// Listen takes the concrete *node.Node, which cmd/ifaced builds, and
+// groupsFor (groups.go), the one place in this package that holds it,
+// hands each route group (the trust endpoints, the proofs, the event
+// stream, ...) only what the group uses, typed as small interfaces the
+// group declares beside its handlers. Most are the methods used on one
+// component (trust.Book, trust.Held, gossip.AuditLog,
+// converse.Conversations, policy.Book, owner.Capabilities, mail.Mail, the
+// discovery), so a test can hand a group the real component or a real
+// daemon's node (node/nodetest); the rest are the node's own façade:
+// greeting and capability queries (which also mark the peer as one the
+// owner asked for), the peer cache, the record of views sent, the event
+// stream. Listen keeps the concrete node rather than an interface of its
+// own: the API as a whole uses some twenty of the node's methods, and one
+// interface holding them all would mirror Node instead of saying what
+// any endpoint needs.
 package api

@@ -8,9 +8,10 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/discovery"
 )
 
 // Finding agents by capability:
@@ -18,7 +19,7 @@ import (
 //	GET /v1/find/{capability}[?min_version=V&limit=N]   → FindAnswer
 //
 // The daemon looks up the capability's provider records in the DHT (at
-// most limit, default node.DefaultFindLimit, at most node.MaxFindLimit)
+// most limit, default discovery.DefaultFindLimit, at most discovery.MaxFindLimit)
 // and asks each provider for its view for this daemon; every provider is
 // listed with a status (eligible, ineligible with why, below_min_version,
 // not_offered, unreachable), eligible ones first. A malformed capability
@@ -34,31 +35,43 @@ const CodeDHTUnavailable = "dht_unavailable"
 
 // FindAnswer is the answer of GET /v1/find/{capability}.
 type FindAnswer struct {
-	Capability string            `json:"capability"`
-	MinVersion string            `json:"min_version,omitempty"`
-	Providers  []node.FindResult `json:"providers"`
+	Capability string                 `json:"capability"`
+	MinVersion string                 `json:"min_version,omitempty"`
+	Providers  []discovery.FindResult `json:"providers"`
 	// DHT says why the DHT was not searched, when providers found
 	// elsewhere (imports) are listed all the same.
 	DHT string `json:"dht,omitempty"`
 }
 
+// findRoutes answer GET /v1/find/{capability}.
+type findRoutes struct {
+	finder  providerFinder
+	timeout time.Duration // the whole lookup
+}
+
+// providerFinder looks up a capability's providers and what each offers
+// this daemon (the daemon's discovery).
+type providerFinder interface {
+	Find(ctx context.Context, capability, minVersion string, limit int) ([]discovery.FindResult, error)
+}
+
 // find handles GET /v1/find/{capability}.
-func (s *Server) find(w http.ResponseWriter, r *http.Request) {
+func (g *findRoutes) find(w http.ResponseWriter, r *http.Request) {
 	name, q := r.PathValue("capability"), r.URL.Query()
-	ans := FindAnswer{Capability: name, MinVersion: q.Get("min_version"), Providers: []node.FindResult{}}
+	ans := FindAnswer{Capability: name, MinVersion: q.Get("min_version"), Providers: []discovery.FindResult{}}
 	limit := 0
 	if v := q.Get("limit"); v != "" {
 		var err error
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > node.MaxFindLimit {
-			writeError(w, badField("limit", "%q: want a number from 1 to %d", v, node.MaxFindLimit))
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > discovery.MaxFindLimit {
+			writeError(w, badField("limit", "%q: want a number from 1 to %d", v, discovery.MaxFindLimit))
 			return
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
+	ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
 	defer cancel()
-	found, err := s.n.Discovery().Find(ctx, name, ans.MinVersion, limit)
+	found, err := g.finder.Find(ctx, name, ans.MinVersion, limit)
 	switch {
-	case err != nil && len(found) > 0 && (errors.Is(err, node.ErrDHTOff) || errors.Is(err, node.ErrNoDHTPeers)):
+	case err != nil && len(found) > 0 && (errors.Is(err, discovery.ErrDHTOff) || errors.Is(err, discovery.ErrNoDHTPeers)):
 		ans.DHT = err.Error()
 	case err != nil:
 		writeError(w, findFailure(err))
@@ -78,7 +91,7 @@ func findFailure(err error) *Error {
 		return bad("capability")
 	case errors.Is(err, negotiate.ErrInvalidVersion):
 		return bad("min_version")
-	case errors.Is(err, node.ErrDHTOff), errors.Is(err, node.ErrNoDHTPeers):
+	case errors.Is(err, discovery.ErrDHTOff), errors.Is(err, discovery.ErrNoDHTPeers):
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeDHTUnavailable, Message: err.Error()}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return &Error{Status: http.StatusGatewayTimeout, Code: CodePeerTimeout, Message: err.Error()}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/discovery"
 	"github.com/ifaced/ifaced/node/nodetest"
 )
 
@@ -47,12 +47,12 @@ func TestFind(t *testing.T) {
 		t.Fatalf("find: %+v", ans)
 	}
 	p := ans.Providers[0]
-	if p.PeerID != alice.peerID() || p.Status != node.FindIneligible || p.Display != "Alice's agent" ||
+	if p.PeerID != alice.peerID() || p.Status != discovery.FindIneligible || p.Display != "Alice's agent" ||
 		len(p.Why) != 1 || p.Why[0] != "needs min_disclosure professional, you have public" {
 		t.Errorf("alice: %+v", p)
 	}
 	ans, err := bob.c.Find(ctx, "calendar.availability", "1.1", 5)
-	if err != nil || ans.MinVersion != "1.1" || len(ans.Providers) != 1 || ans.Providers[0].Status != node.FindBelowMinVersion {
+	if err != nil || ans.MinVersion != "1.1" || len(ans.Providers) != 1 || ans.Providers[0].Status != discovery.FindBelowMinVersion {
 		t.Errorf("find at min version 1.1: %+v %v", ans, err)
 	}
 	if ans, err := bob.c.Find(ctx, "diary.read", "", 0); err != nil || len(ans.Providers) != 0 || ans.Providers == nil {
@@ -66,7 +66,7 @@ func TestFind(t *testing.T) {
 	}{
 		{"Bad.Name", "", 0, "capability"},
 		{"ping", "v2", 0, "min_version"},
-		{"ping", "", node.MaxFindLimit + 1, "limit"},
+		{"ping", "", discovery.MaxFindLimit + 1, "limit"},
 		{"ping", "", -1, "limit"},
 	} {
 		_, err := bob.c.Find(ctx, tc.name, tc.version, tc.limit)

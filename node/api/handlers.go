@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -21,35 +22,61 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/owner"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/wire"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-multiaddr"
 )
 
-func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	id, doc := s.n.ID(), s.n.Document()
-	st := Status{PeerID: id.PeerID().String(), DID: id.DID(), Fingerprint: id.Fingerprint(), Home: s.home.Dir,
-		API: s.addr, Addrs: []string{}, Seq: doc.Seq, Capabilities: len(doc.Capabilities),
-		Conversations: len(s.n.Conversations().Open()), ConnectedPeers: len(s.n.Network().Peers()),
-		UptimeSeconds: int64(time.Since(s.n.Started()) / time.Second)}
-	for _, a := range s.n.Addrs() {
+// statusRoutes answers GET /v1/status: what this daemon is, where it
+// listens and how busy it is.
+type statusRoutes struct {
+	self  selfReport
+	conns connections
+	convs openConversations
+	relay relayState
+	home  string // the data directory
+	addr  string // the API's TCP address
+}
+
+// selfReport is what the daemon says of itself (node.Node).
+type selfReport interface {
+	documentSource
+	ID() *identity.Identity
+	Addrs() []multiaddr.Multiaddr
+	Started() time.Time
+}
+
+// relayState is how the daemon is reached: the relay service it runs,
+// the relays it holds a slot on, what waits for a peer's mailbox
+// (mail.Mail).
+type relayState interface {
+	RelayService() bool
+	RelayReservations() []peer.ID
+	Outbox() ([]store.OutboxItem, error)
+}
+
+func (g *statusRoutes) status(w http.ResponseWriter, r *http.Request) {
+	id, doc := g.self.ID(), g.self.Document()
+	st := Status{PeerID: id.PeerID().String(), DID: id.DID(), Fingerprint: id.Fingerprint(), Home: g.home,
+		API: g.addr, Addrs: []string{}, Seq: doc.Seq, Capabilities: len(doc.Capabilities),
+		Conversations: len(g.convs.Open()), ConnectedPeers: len(g.conns.Peers()),
+		UptimeSeconds: int64(time.Since(g.self.Started()) / time.Second)}
+	for _, a := range g.self.Addrs() {
 		st.Addrs = append(st.Addrs, a.String())
 	}
-	st.RelayService, st.RelaySlots = s.n.Mail().RelayService(), []string{}
-	for _, r := range s.n.Mail().RelayReservations() {
+	st.RelayService, st.RelaySlots = g.relay.RelayService(), []string{}
+	for _, r := range g.relay.RelayReservations() {
 		st.RelaySlots = append(st.RelaySlots, r.String())
 	}
-	if items, err := s.n.Mail().Outbox(); err == nil {
+	if items, err := g.relay.Outbox(); err == nil {
 		st.Outbox = len(items)
 	}
 	st.Connections = []Connection{}
-	for _, c := range s.n.Network().Conns() {
+	for _, c := range g.conns.Conns() {
 		if len(st.Connections) == MaxStatusConnections {
 			break
 		}
@@ -71,7 +98,7 @@ func via(limited bool) string {
 
 // live fills p's connection members from the host's open connections to
 // pid: a peer reached only through a relay is connected, via relay.
-func live(p *Peer, nw network.Network, pid peer.ID) {
+func live(p *Peer, nw connections, pid peer.ID) {
 	direct := false
 	for _, c := range nw.ConnsToPeer(pid) {
 		p.LiveAddrs = append(p.LiveAddrs, c.RemoteMultiaddr().String())
@@ -83,13 +110,33 @@ func live(p *Peer, nw network.Network, pid peer.ID) {
 	}
 }
 
-func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
-	recs, err := s.n.CachedPeers()
+// peerRoutes serve the peers this daemon knows or is connected to (GET
+// /v1/peers), connecting to one (POST /v1/connect), and the view one
+// showed this daemon (GET /v1/caps/{peer}).
+type peerRoutes struct {
+	cache   peerCache
+	conns   connections
+	dial    dialer
+	names   peerNames
+	timeout time.Duration // one exchange with a peer
+}
+
+// dialer reaches peers: a connection by address, and a capabilities
+// query, which also marks the peer as one the owner asked for
+// (node.Node).
+type dialer interface {
+	reacher
+	Connect(ctx context.Context, addr string) (peer.ID, error)
+	QueryCapabilities(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*converse.GreetResult, error)
+}
+
+func (g *peerRoutes) peers(w http.ResponseWriter, r *http.Request) {
+	recs, err := g.cache.CachedPeers()
 	if err != nil {
 		writeError(w, internal(err))
 		return
 	}
-	now, nw := time.Now(), s.n.Network()
+	now, nw := time.Now(), g.conns
 	out := PeerList{Peers: []Peer{}}
 	cached := map[peer.ID]bool{}
 	for _, rec := range recs {
@@ -118,7 +165,7 @@ func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
+func (g *peerRoutes) connect(w http.ResponseWriter, r *http.Request) {
 	var req ConnectRequest
 	if e := decodeBody(r, &req); e != nil {
 		writeError(w, e)
@@ -137,9 +184,9 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("addr", "%q must end in /p2p/<peer ID>", req.Addr))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
+	ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
 	defer cancel()
-	pid, err := s.n.Connect(ctx, req.Addr)
+	pid, err := g.dial.Connect(ctx, req.Addr)
 	if err != nil {
 		e := peerFailure(err)
 		if e.Code == CodePeerFailed {
@@ -151,12 +198,8 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ConnectResult{Peer: pid.String()})
 }
 
-func (s *Server) ownCaps(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.n.Document())
-}
-
-func (s *Server) peerCaps(w http.ResponseWriter, r *http.Request) {
-	pid, e := resolvePeer(s.n, r.PathValue("peer"))
+func (g *peerRoutes) peerCaps(w http.ResponseWriter, r *http.Request) {
+	pid, e := g.names.resolve(r.PathValue("peer"))
 	if e != nil {
 		writeError(w, e)
 		return
@@ -169,7 +212,7 @@ func (s *Server) peerCaps(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rec, err := s.n.CachedPeer(pid)
+	rec, err := g.cache.CachedPeer(pid)
 	cached := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrCorrupt) {
 		writeError(w, internal(err))
@@ -177,7 +220,7 @@ func (s *Server) peerCaps(w http.ResponseWriter, r *http.Request) {
 	}
 	source := SourceCache
 	if refresh || !cached {
-		if e := s.reachable(pid); e != nil {
+		if e := reachable(g.dial, pid); e != nil {
 			writeError(w, e)
 			return
 		}
@@ -188,13 +231,13 @@ func (s *Server) peerCaps(w http.ResponseWriter, r *http.Request) {
 		if g := grantedIn(rec); cached && g != nil {
 			prop = negotiate.Proposal{Disclosure: g.Disclosure, Persona: g.Persona, Temperature: g.Temperature}
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
+		ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
 		defer cancel()
-		if _, err := s.n.QueryCapabilities(ctx, pid, prop); err != nil {
+		if _, err := g.dial.QueryCapabilities(ctx, pid, prop); err != nil {
 			writeError(w, peerFailure(fmt.Errorf("asking %s for its capabilities: %w", pid, err)))
 			return
 		}
-		if rec, err = s.n.CachedPeer(pid); err != nil {
+		if rec, err = g.cache.CachedPeer(pid); err != nil {
 			writeError(w, internal(err))
 			return
 		}
@@ -223,9 +266,30 @@ func grantedIn(rec store.PeerRecord) *negotiate.Granted {
 	return &g
 }
 
+// capRoutes serve the owner's capabilities: the signed document (GET
+// /v1/caps), the run-time additions and removals kept across restarts
+// (POST /v1/caps, DELETE /v1/caps/{name}), and where each capability comes
+// from (GET /v1/document).
+type capRoutes struct {
+	doc documentSource
+	own ownCapabilities
+}
+
+// ownCapabilities is where the owner's capabilities come from, and its
+// run-time changes to them (owner.Capabilities).
+type ownCapabilities interface {
+	Add(caps []negotiate.Capability) (*negotiate.Document, error)
+	Remove(name string) (*negotiate.Document, error)
+	Origins() (*negotiate.Document, []owner.CapabilityOrigin, []string, []owner.LeftOutCapability)
+}
+
+func (g *capRoutes) ownCaps(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, g.doc.Document())
+}
+
 // addCap adds one capability (an object) or several (an array of them),
-// all or none, kept across restarts (node.OwnCapabilities).
-func (s *Server) addCap(w http.ResponseWriter, r *http.Request) {
+// all or none, kept across restarts (owner.Capabilities).
+func (g *capRoutes) addCap(w http.ResponseWriter, r *http.Request) {
 	raw, err := io.ReadAll(r.Body)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
@@ -259,12 +323,12 @@ func (s *Server) addCap(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("the list holds %d capabilities, a document at most %d", len(caps), negotiate.MaxCapabilities)})
 		return
 	}
-	doc, err := s.n.Capabilities().Add(caps)
+	doc, err := g.own.Add(caps)
 	switch {
 	case errors.Is(err, owner.ErrCapabilityExists):
 		field := "name"
 		if list {
-			cur := s.n.Document()
+			cur := g.doc.Document()
 			for i, c := range caps {
 				if _, ok := cur.Capability(c.Name); ok {
 					field = fmt.Sprintf("[%d].name", i)
@@ -331,9 +395,9 @@ func capabilityError(err error, at func(i int) string) *Error {
 
 // removeCap removes a capability, kept removed across restarts; a tool
 // of the MCP server is a 409 that says how to restrict it instead.
-func (s *Server) removeCap(w http.ResponseWriter, r *http.Request) {
+func (g *capRoutes) removeCap(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	doc, err := s.n.Capabilities().Remove(name)
+	doc, err := g.own.Remove(name)
 	switch {
 	case errors.Is(err, owner.ErrNoCapability):
 		writeError(w, notFound("%v", err))
@@ -348,12 +412,38 @@ func (s *Server) removeCap(w http.ResponseWriter, r *http.Request) {
 
 // ownDocument is the owner's document with where each capability comes
 // from.
-func (s *Server) ownDocument(w http.ResponseWriter, r *http.Request) {
-	doc, origins, removed, leftOut := s.n.Capabilities().Origins()
+func (g *capRoutes) ownDocument(w http.ResponseWriter, r *http.Request) {
+	doc, origins, removed, leftOut := g.own.Origins()
 	writeJSON(w, http.StatusOK, OwnDocument{Document: doc, Origins: origins, Removed: removed, LeftOut: leftOut})
 }
 
-func (s *Server) greet(w http.ResponseWriter, r *http.Request) {
+// conversationRoutes serve the owner's side of conversations: greeting a
+// peer, the open conversations, saying something in one or closing it
+// (conversations.go), and invoking a peer's capability (invoke.go).
+type conversationRoutes struct {
+	talk    talker
+	table   conversationTable
+	names   peerNames
+	timeout time.Duration // one exchange with a peer
+}
+
+// talker greets peers and speaks in open conversations (node.Node, whose
+// Greet also marks the peer as one the owner asked for).
+type talker interface {
+	reacher
+	Greet(ctx context.Context, pid peer.ID, prop negotiate.Proposal) (*converse.GreetResult, error)
+	Say(convID string, phase gossip.Phase, text string, parts ...gossip.Part) (*gossip.Message, error)
+}
+
+// conversationTable is the open conversations and the requests made in
+// them (converse.Conversations).
+type conversationTable interface {
+	openConversations
+	Newest(pid peer.ID) string
+	InvokeIn(ctx context.Context, pid peer.ID, convID, capability string, params any) (*converse.InvokeResult, error)
+}
+
+func (g *conversationRoutes) greet(w http.ResponseWriter, r *http.Request) {
 	var req GreetRequest
 	if e := decodeBody(r, &req); e != nil {
 		writeError(w, e)
@@ -376,14 +466,14 @@ func (s *Server) greet(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	pid, e := s.livePeer(req.Peer)
+	pid, e := g.livePeer(req.Peer)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
+	ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
 	defer cancel()
-	res, err := s.n.Greet(ctx, pid, negotiate.Proposal{Disclosure: req.Disclosure, Persona: req.Persona,
+	res, err := g.talk.Greet(ctx, pid, negotiate.Proposal{Disclosure: req.Disclosure, Persona: req.Persona,
 		Temperature: req.Temperature, ToolCategories: req.ToolCategories})
 	if err != nil {
 		writeError(w, peerFailure(err))
@@ -392,29 +482,27 @@ func (s *Server) greet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-func (s *Server) conversations(w http.ResponseWriter, r *http.Request) {
-	cs := s.n.Conversations().Open()
+func (g *conversationRoutes) conversations(w http.ResponseWriter, r *http.Request) {
+	cs := g.table.Open()
 	slices.SortFunc(cs, func(a, b converse.ConversationInfo) int { return cmp.Compare(a.ID, b.ID) })
 	writeJSON(w, http.StatusOK, ConversationList{Conversations: cs})
 }
 
-func (s *Server) open(convID string) bool {
-	return slices.ContainsFunc(s.n.Conversations().Open(), func(c converse.ConversationInfo) bool { return c.ID == convID })
-}
+func (g *conversationRoutes) open(convID string) bool { return isOpen(g.table, convID) }
 
-func (s *Server) say(w http.ResponseWriter, r *http.Request) {
+func (g *conversationRoutes) say(w http.ResponseWriter, r *http.Request) {
 	var req SayRequest
 	if e := decodeBody(r, &req); e != nil {
 		writeError(w, e)
 		return
 	}
 	if req.ConversationID == "" && req.Peer != "" {
-		pid, e := resolvePeer(s.n, req.Peer)
+		pid, e := g.names.resolve(req.Peer)
 		if e != nil {
 			writeError(w, e)
 			return
 		}
-		if req.ConversationID = s.n.Conversations().Newest(pid); req.ConversationID == "" {
+		if req.ConversationID = g.table.Newest(pid); req.ConversationID == "" {
 			writeError(w, notFound("no open conversation with %s (greet it first; `ifaced conversations` lists the open ones)", req.Peer))
 			return
 		}
@@ -436,32 +524,47 @@ func (s *Server) say(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("text", "is required"))
 		return
 	}
-	if !s.open(req.ConversationID) {
+	if !g.open(req.ConversationID) {
 		writeError(w, notFound("no open conversation %q (greet the peer first; `ifaced audit` lists past ones)", req.ConversationID))
 		return
 	}
-	m, err := s.n.Say(req.ConversationID, req.Phase, req.Text)
+	m, err := g.talk.Say(req.ConversationID, req.Phase, req.Text)
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, m)
 	case errors.Is(err, gossip.ErrConversationClosed), errors.Is(err, gossip.ErrUnexpectedPhase), errors.Is(err, gossip.ErrOutOfSequence):
 		writeError(w, &Error{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()})
-	case !s.open(req.ConversationID):
+	case !g.open(req.ConversationID):
 		writeError(w, notFound("conversation %q ended: %v", req.ConversationID, err))
 	default:
 		writeError(w, peerFailure(err))
 	}
 }
 
-func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
+// auditRoutes list the conversations the audit log recorded, and one
+// conversation's entries (GET /v1/audit).
+type auditRoutes struct {
+	log   conversationLog
+	names peerNames
+	warn  *slog.Logger
+}
+
+// conversationLog is the audit log read by conversation (gossip.AuditLog).
+type conversationLog interface {
+	Flush() error
+	Conversations() ([]gossip.AuditConversation, error)
+	Entries(conversationID string) ([]gossip.AuditEntry, error)
+}
+
+func (g *auditRoutes) audit(w http.ResponseWriter, r *http.Request) {
 	// The .md files named in the answer hold everything recorded so far.
-	if err := s.n.Audit().Flush(); err != nil {
-		s.log.Warn("rendering the audit log's .md files", "err", err)
+	if err := g.log.Flush(); err != nil {
+		g.warn.Warn("rendering the audit log's .md files", "err", err)
 	}
 	q := r.URL.Query()
-	list, listErr := s.n.Audit().Conversations()
+	list, listErr := g.log.Conversations()
 	if id := q.Get("conversation"); id != "" {
-		entries, err := s.n.Audit().Entries(id)
+		entries, err := g.log.Entries(id)
 		if errors.Is(err, fs.ErrNotExist) {
 			writeError(w, notFound("the audit log has no conversation %q", id))
 			return
@@ -497,7 +600,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 	if want != "" {
 		// A name the cache knows stands for its peer ID; anything else is
 		// matched as written (an HTTP caller, say).
-		if pid, e := resolvePeer(s.n, want); e == nil {
+		if pid, e := g.names.resolve(want); e == nil {
 			want = pid.String()
 		}
 	}
@@ -509,7 +612,24 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+// eventRoutes serve the local agent: the event stream (GET /v1/events)
+// and its answers to the invocations on it (invoke.go).
+type eventRoutes struct {
+	hub       eventHub
+	done      <-chan struct{} // closed when the server closes
+	write     time.Duration   // bounds each write to the stream
+	heartbeat time.Duration   // between comment lines on an idle stream
+	log       *slog.Logger
+}
+
+// eventHub is the daemon's event stream, and the answers the local agent
+// gives to the invocations on it (node.Node).
+type eventHub interface {
+	Subscribe(opts ...events.SubscribeOption) (<-chan events.Event, func())
+	AnswerInvocation(id string, ans events.InvocationAnswer) error
+}
+
+func (g *eventRoutes) events(w http.ResponseWriter, r *http.Request) {
 	// Subscribe before the headers go out: a client that has them misses
 	// nothing from then on.
 	var opts []events.SubscribeOption
@@ -521,7 +641,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("role", "%q is not a role: want agent (the default: invocations wait for its answer) or observer (follows events only)", role))
 		return
 	}
-	ch, stop := s.n.Subscribe(opts...)
+	ch, stop := g.hub.Subscribe(opts...)
 	defer stop()
 	rc := http.NewResponseController(w)
 	// The stream outlives the server's read and write timeouts by design;
@@ -532,7 +652,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	write := func(format string, args ...any) bool {
-		if err := rc.SetWriteDeadline(time.Now().Add(s.t.write)); err != nil {
+		if err := rc.SetWriteDeadline(time.Now().Add(g.write)); err != nil {
 			return false
 		}
 		if _, err := fmt.Fprintf(w, format, args...); err != nil {
@@ -548,13 +668,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if !write(": subscribed\n\n") {
 		return
 	}
-	tick := time.NewTicker(s.t.heartbeat)
+	tick := time.NewTicker(g.heartbeat)
 	defer tick.Stop()
 	for {
 		select {
 		case <-r.Context().Done():
 			return
-		case <-s.done:
+		case <-g.done:
 			return
 		case <-tick.C:
 			if !write(": heartbeat\n\n") {
@@ -566,7 +686,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 			data, err := json.Marshal(ev)
 			if err != nil {
-				s.log.Warn("encoding event", "type", ev.Type, "err", err)
+				g.log.Warn("encoding event", "type", ev.Type, "err", err)
 				continue
 			}
 			if !write("event: %s\ndata: %s\n\n", ev.Type, data) {
@@ -576,10 +696,16 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// resolvePeer reads a peer reference: a peer ID, a did:key (which is the
+// peerNames reads the peer references requests carry (resolve).
+type peerNames struct {
+	cache peerCache
+	trust trustLevels
+}
+
+// resolve reads a peer reference: a peer ID, a did:key (which is the
 // peer's key, so names its peer ID), or an agent ID or display name the
 // peer cache holds for exactly one peer.
-func resolvePeer(n *node.Node, ref string) (peer.ID, *Error) {
+func (pn peerNames) resolve(ref string) (peer.ID, *Error) {
 	if pid, err := peer.Decode(ref); err == nil {
 		return pid, nil
 	}
@@ -594,7 +720,7 @@ func resolvePeer(n *node.Node, ref string) (peer.ID, *Error) {
 		}
 		return pid, nil
 	}
-	recs, err := n.CachedPeers()
+	recs, err := pn.cache.CachedPeers()
 	if err != nil {
 		return "", internal(err)
 	}
@@ -606,7 +732,7 @@ func resolvePeer(n *node.Node, ref string) (peer.ID, *Error) {
 			continue
 		}
 		pid, err := peer.Decode(rec.PeerID)
-		if err == nil && n.TrustBook().Peer(pid).AgentID == ref {
+		if err == nil && pn.trust.Peer(pid).AgentID == ref {
 			found = append(found, pid)
 		}
 	}
@@ -624,8 +750,8 @@ func resolvePeer(n *node.Node, ref string) (peer.ID, *Error) {
 // addresses in the peerstore, or addresses in the peer cache (which it
 // hands the peerstore, so a peer greeted before a restart can be reached
 // by its ID alone).
-func (s *Server) reachable(pid peer.ID) *Error {
-	if s.n.Reachable(pid) {
+func reachable(r reacher, pid peer.ID) *Error {
+	if r.Reachable(pid) {
 		return nil
 	}
 	return notFound("unknown peer %s: not connected and no address known (connect to it first: ifaced connect MULTIADDR)", pid)

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/store"
 )
 
@@ -21,10 +20,16 @@ type ImportList struct {
 }
 
 // importRoutes serves the outside agents the owner imported (POST, GET
-// and DELETE /v1/imports), through the daemon's Discovery.
-type importRoutes struct{ n *node.Node }
+// and DELETE /v1/imports), through the daemon's discovery.
+type importRoutes struct{ agents agentImports }
 
-func newImportRoutes(n *node.Node) *importRoutes { return &importRoutes{n: n} }
+// agentImports are the outside agents the owner imported (the daemon's
+// discovery).
+type agentImports interface {
+	Import(ctx context.Context, rawURL string) (store.ImportRecord, error)
+	Imports() ([]store.ImportRecord, error)
+	RemoveImport(u string) error
+}
 
 // importAgent handles POST /v1/imports: fetch an outside agent's
 // document and keep it (again, to refresh it).
@@ -38,7 +43,7 @@ func (s *importRoutes) importAgent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("url", "is required"))
 		return
 	}
-	rec, err := s.n.Discovery().Import(r.Context(), req.URL)
+	rec, err := s.agents.Import(r.Context(), req.URL)
 	if err != nil {
 		writeError(w, &Error{Status: http.StatusBadGateway, Code: CodePeerFailed, Message: err.Error()})
 		return
@@ -47,7 +52,7 @@ func (s *importRoutes) importAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *importRoutes) imports(w http.ResponseWriter, r *http.Request) {
-	recs, err := s.n.Discovery().Imports()
+	recs, err := s.agents.Imports()
 	if err != nil {
 		writeError(w, internal(err))
 		return
@@ -64,7 +69,7 @@ func (s *importRoutes) removeImport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("url", "is required (DELETE /v1/imports?url=…)"))
 		return
 	}
-	err := s.n.Discovery().RemoveImport(u)
+	err := s.agents.RemoveImport(u)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, notFound("%s was not imported", u))

@@ -26,7 +26,7 @@ type InvokeRequest struct {
 // invoke handles POST /v1/invoke: the request goes to the peer in the
 // conversation named, or the newest open one (or a new one) and the peer's answer comes back; a refusal
 // is a 502 carrying the peer's explanation.
-func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
+func (g *conversationRoutes) invoke(w http.ResponseWriter, r *http.Request) {
 	var req InvokeRequest
 	if e := decodeBody(r, &req); e != nil {
 		writeError(w, e)
@@ -43,14 +43,14 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	pid, e := s.livePeer(req.Peer)
+	pid, e := g.livePeer(req.Peer)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
+	ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
 	defer cancel()
-	res, err := s.n.Conversations().InvokeIn(ctx, pid, req.ConversationID, req.Capability, params)
+	res, err := g.table.InvokeIn(ctx, pid, req.ConversationID, req.Capability, params)
 	if errors.Is(err, converse.ErrNoConversation) {
 		writeError(w, notFound("conversation_id: %v", err))
 		return
@@ -63,17 +63,17 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request) {
 }
 
 // livePeer resolves a peer reference and checks that it can be reached.
-func (s *Server) livePeer(ref string) (peer.ID, *Error) {
-	pid, e := resolvePeer(s.n, ref)
+func (g *conversationRoutes) livePeer(ref string) (peer.ID, *Error) {
+	pid, e := g.names.resolve(ref)
 	if e == nil {
-		e = s.reachable(pid)
+		e = reachable(g.talk, pid)
 	}
 	return pid, e
 }
 
 // answerInvocation handles POST /v1/invocations/{id}: the local agent's
 // answer to an invocation it received on the event stream.
-func (s *Server) answerInvocation(w http.ResponseWriter, r *http.Request) {
+func (g *eventRoutes) answerInvocation(w http.ResponseWriter, r *http.Request) {
 	var ans events.InvocationAnswer
 	if e := decodeBody(r, &ans); e != nil {
 		writeError(w, e)
@@ -83,7 +83,7 @@ func (s *Server) answerInvocation(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("error.message", "is required when answering with an error"))
 		return
 	}
-	err := s.n.AnswerInvocation(r.PathValue("id"), ans)
+	err := g.hub.AnswerInvocation(r.PathValue("id"), ans)
 	switch {
 	case errors.Is(err, invoke.ErrNoSuchInvocation):
 		writeError(w, notFound("%v (it may have timed out)", err))

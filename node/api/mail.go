@@ -9,6 +9,8 @@ import (
 
 	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/mail"
+	"github.com/ifaced/ifaced/node/store"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // SendRequest is the body of POST /v1/send.
@@ -35,9 +37,24 @@ type Outbox struct {
 	Messages []OutboxItem `json:"messages"`
 }
 
+// mailRoutes serve text to a peer, said in a conversation or left at its
+// mailbox (POST /v1/send), and what waits for a mailbox (GET /v1/outbox).
+type mailRoutes struct {
+	mail    mailer
+	names   peerNames
+	timeout time.Duration // one exchange with a peer
+}
+
+// mailer says text to a peer, or queues it for the peer's mailbox relays
+// (mail.Mail).
+type mailer interface {
+	SendIn(ctx context.Context, pid peer.ID, convID, text string) (*mail.SendResult, error)
+	Outbox() ([]store.OutboxItem, error)
+}
+
 // send handles POST /v1/send: text to a peer, in a conversation if it can
 // be reached, else queued for its mailbox relays.
-func (s *Server) send(w http.ResponseWriter, r *http.Request) {
+func (g *mailRoutes) send(w http.ResponseWriter, r *http.Request) {
 	var req SendRequest
 	if e := decodeBody(r, &req); e != nil {
 		writeError(w, e)
@@ -51,14 +68,14 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("text", "is required"))
 		return
 	}
-	pid, e := resolvePeer(s.n, req.Peer)
+	pid, e := g.names.resolve(req.Peer)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.t.peer)
+	ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
 	defer cancel()
-	res, err := s.n.Mail().SendIn(ctx, pid, req.ConversationID, req.Text)
+	res, err := g.mail.SendIn(ctx, pid, req.ConversationID, req.Text)
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, res)
@@ -72,8 +89,8 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 }
 
 // outbox handles GET /v1/outbox.
-func (s *Server) outbox(w http.ResponseWriter, r *http.Request) {
-	items, err := s.n.Mail().Outbox()
+func (g *mailRoutes) outbox(w http.ResponseWriter, r *http.Request) {
+	items, err := g.mail.Outbox()
 	if err != nil {
 		writeError(w, internal(err))
 		return

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/policy"
 )
 
@@ -35,13 +35,27 @@ type TemperatureChange struct {
 
 // policyRoutes serves the owner's policy: the disclosure map and the
 // temperature caps (GET /v1/policy, PUT /v1/policy/disclosure and
-// /v1/policy/temperature), through the daemon's PolicyBook.
-type policyRoutes struct{ n *node.Node }
+// /v1/policy/temperature), through the daemon's policy.Book; a change
+// is told to the event stream.
+type policyRoutes struct {
+	book     policyBook
+	standing standingNotifier
+}
 
-func newPolicyRoutes(n *node.Node) *policyRoutes { return &policyRoutes{n: n} }
+// policyBook is the owner's policy and its run-time changes (policy.Book).
+type policyBook interface {
+	policyReader
+	SetDisclosure(persona, peer, tier string) error
+	SetMaxTemperature(peer, max string) error
+}
+
+// policyReader is the owner's policy in force (policy.Book).
+type policyReader interface {
+	Current() negotiate.Policy
+}
 
 func (s *policyRoutes) policy(w http.ResponseWriter, r *http.Request) {
-	p := s.n.Policy().Current()
+	p := s.book.Current()
 	writeJSON(w, http.StatusOK, Policy{DefaultTier: p.DefaultTier, Tiers: p.Order.Tiers(), Disclosure: p.Map,
 		DefaultMaxTemperature: p.DefaultMaxTemp, MaxTemperature: p.MaxTemp})
 }
@@ -56,8 +70,8 @@ func (s *policyRoutes) setDisclosure(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("peer", "is required: a peer ID or agent ID"))
 		return
 	}
-	if s.policyChanged(w, "tier", s.n.Policy().SetDisclosure(c.Persona, c.Peer, c.Tier)) {
-		s.n.StandingChanged(c.Peer, "the owner changed its disclosure tier")
+	if s.policyChanged(w, "tier", s.book.SetDisclosure(c.Persona, c.Peer, c.Tier)) {
+		s.standing.StandingChanged(c.Peer, "the owner changed its disclosure tier")
 	}
 }
 
@@ -71,8 +85,8 @@ func (s *policyRoutes) setTemperature(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("peer", "is required: a peer ID or agent ID"))
 		return
 	}
-	if s.policyChanged(w, "max", s.n.Policy().SetMaxTemperature(c.Peer, c.Max)) {
-		s.n.StandingChanged(c.Peer, "the owner changed its temperature cap")
+	if s.policyChanged(w, "max", s.book.SetMaxTemperature(c.Peer, c.Max)) {
+		s.standing.StandingChanged(c.Peer, "the owner changed its temperature cap")
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"net/url"
 
 	"github.com/ifaced/ifaced/gossip"
-	"github.com/ifaced/ifaced/node"
 )
 
 // proofRoutes serve the tamper-evident audit log's proofs (docs/audit.md):
@@ -20,9 +19,14 @@ import (
 //
 // Each signs a checkpoint of what was recorded first, so a record made a
 // moment ago is covered.
-type proofRoutes struct{ n *node.Node }
+type proofRoutes struct{ log proofLog }
 
-func newProofRoutes(n *node.Node) *proofRoutes { return &proofRoutes{n: n} }
+// proofLog is the tamper-evident audit log's proofs (gossip.AuditLog).
+type proofLog interface {
+	Proof(sel gossip.BundleSelect) (*gossip.ProofState, error)
+	Bundle(sel gossip.BundleSelect) (*gossip.Bundle, error)
+	Receipt(messageID string) (*gossip.Bundle, error)
+}
 
 // selection reads ?conversation= or ?message= (exactly one).
 func selection(r *http.Request) (gossip.BundleSelect, *Error) {
@@ -57,7 +61,7 @@ func (p *proofRoutes) proof(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	st, err := p.n.Audit().Proof(sel)
+	st, err := p.log.Proof(sel)
 	if err != nil {
 		writeError(w, proofError(err))
 		return
@@ -71,7 +75,7 @@ func (p *proofRoutes) bundle(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	b, err := p.n.Audit().Bundle(sel)
+	b, err := p.log.Bundle(sel)
 	if err != nil {
 		writeError(w, proofError(err))
 		return
@@ -86,7 +90,7 @@ func (p *proofRoutes) receipt(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Field: "message_id", Message: err.Error()})
 		return
 	}
-	b, err := p.n.Audit().Receipt(id)
+	b, err := p.log.Receipt(id)
 	if err != nil {
 		writeError(w, proofError(err))
 		return

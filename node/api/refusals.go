@@ -74,7 +74,20 @@ func (q RefusalQuery) values() url.Values {
 	return v
 }
 
-func (s *Server) refusals(w http.ResponseWriter, r *http.Request) {
+// refusalRoutes search the record of refusals (GET /v1/audit/refusals).
+type refusalRoutes struct {
+	log   refusalLog
+	names peerNames
+}
+
+// refusalLog is the audit log's record of refusals, by day
+// (gossip.AuditLog).
+type refusalLog interface {
+	RefusalDays() ([]string, error)
+	Refusals(day string) ([]gossip.Refusal, error)
+}
+
+func (s *refusalRoutes) refusals(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	day := q.Get("day")
 	if day != "" {
@@ -108,12 +121,12 @@ func (s *Server) refusals(w http.ResponseWriter, r *http.Request) {
 	}
 	peerRef := q.Get("peer")
 	if peerRef != "" {
-		if pid, e := resolvePeer(s.n, peerRef); e == nil {
+		if pid, e := s.names.resolve(peerRef); e == nil {
 			peerRef = pid.String()
 		}
 	}
 	code, needle := q.Get("code"), strings.ToLower(q.Get("q"))
-	days, err := s.n.Audit().RefusalDays()
+	days, err := s.log.RefusalDays()
 	if err != nil {
 		writeError(w, internal(err))
 		return
@@ -128,7 +141,7 @@ func (s *Server) refusals(w http.ResponseWriter, r *http.Request) {
 	}
 	var warnings []string
 	for _, d := range read {
-		rs, err := s.n.Audit().Refusals(d)
+		rs, err := s.log.Refusals(d)
 		if err != nil {
 			if !errors.Is(err, gossip.ErrTornAuditLine) {
 				writeError(w, internal(err))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/store"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -158,9 +159,34 @@ func (q SeenQuery) values() url.Values {
 // maxSeenPersona bounds the persona parameter, as a greeting's is.
 const maxSeenPersona = 128
 
-func (s *Server) seen(w http.ResponseWriter, r *http.Request) {
+// seenRoutes answer GET /v1/seen: what a peer, or a hypothetical
+// requester, is shown of the owner's document and why, and what the peer
+// holds.
+type seenRoutes struct {
+	policy policyReader
+	doc    documentSource
+	trust  standingReader
+	sent   sentViews
+	convs  openConversations
+	names  peerNames
+}
+
+// standingReader is what the trust book holds of a peer that its
+// standing is decided on (trust.Book).
+type standingReader interface {
+	trustLevels
+	Introductions(pid peer.ID) []negotiate.Introduction
+	KeyRevoked(pid peer.ID) error
+}
+
+// sentViews is the record of the views this daemon sent (node.Node).
+type sentViews interface {
+	SentView(pid peer.ID) (store.SentView, bool, error)
+}
+
+func (s *seenRoutes) seen(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	pol := s.n.Policy().Current()
+	pol := s.policy.Current()
 	order := pol.Order
 	persona := q.Get("persona")
 	if persona == negotiate.DefaultPersona {
@@ -181,7 +207,7 @@ func (s *Server) seen(w http.ResponseWriter, r *http.Request) {
 	}
 	var facts conditions.Facts
 	if ref := q.Get("peer"); ref != "" {
-		pid, e := resolvePeer(s.n, ref)
+		pid, e := s.names.resolve(ref)
 		if e != nil {
 			writeError(w, e)
 			return
@@ -216,7 +242,7 @@ func (s *Server) seen(w http.ResponseWriter, r *http.Request) {
 		out.Hypothetical = true
 	}
 	facts.AuthLevel, facts.Disclosure, facts.Temperature, facts.Persona = f.Level, f.Tier, f.Temperature, f.Persona
-	doc := s.n.Document()
+	doc := s.doc.Document()
 	out.Seq = doc.Seq
 	shown := map[string]negotiate.Capability{}
 	for _, c := range doc.View(facts, order).Capabilities {
@@ -243,7 +269,7 @@ func (s *Server) seen(w http.ResponseWriter, r *http.Request) {
 			writeError(w, e)
 			return
 		}
-		if err := s.n.TrustBook().KeyRevoked(pid); err != nil {
+		if err := s.trust.KeyRevoked(pid); err != nil {
 			out.Refused = &SeenRefused{Code: string(wire.CodeOf(err)), Reason: err.Error()}
 		}
 	}
@@ -252,8 +278,8 @@ func (s *Server) seen(w http.ResponseWriter, r *http.Request) {
 
 // holds fills out.Holds, and each capability's held standing, from the
 // record of the view last sent pid.
-func (s *Server) holds(pid peer.ID, out *Seen) *Error {
-	v, ok, err := s.n.SentView(pid)
+func (s *seenRoutes) holds(pid peer.ID, out *Seen) *Error {
+	v, ok, err := s.sent.SentView(pid)
 	if err != nil {
 		return internal(err)
 	}
@@ -268,7 +294,7 @@ func (s *Server) holds(pid peer.ID, out *Seen) *Error {
 	if h.Shown == nil {
 		h.Shown = []string{}
 	}
-	h.Open = h.ConversationID != "" && s.open(h.ConversationID)
+	h.Open = h.ConversationID != "" && isOpen(s.convs, h.ConversationID)
 	inDoc := map[string]bool{}
 	for i := range out.Capabilities {
 		c := &out.Capabilities[i]
@@ -293,11 +319,11 @@ func (s *Server) holds(pid peer.ID, out *Seen) *Error {
 
 // peerFacts fills f with what was established for pid: its level as trust
 // holds it, and what the policy grants it proposing the most it may.
-func (s *Server) peerFacts(pid peer.ID, persona string, pol *negotiate.Policy, f *SeenFacts) {
-	info := s.n.TrustBook().Peer(pid)
+func (s *seenRoutes) peerFacts(pid peer.ID, persona string, pol *negotiate.Policy, f *SeenFacts) {
+	info := s.trust.Peer(pid)
 	f.Level, f.LevelHow = info.Level, info.How
 	req := negotiate.Requester{PeerID: pid.String(), AgentID: info.AgentID, Level: info.Level,
-		Introductions: s.n.TrustBook().Introductions(pid)}
+		Introductions: s.trust.Introductions(pid)}
 	g := pol.GrantTo(req, negotiate.Proposal{Persona: persona, Temperature: conditions.Hot})
 	key := negotiate.DefaultPersona
 	if g.Persona != "" {

@@ -45,14 +45,13 @@ func defaultTimeouts() timeouts {
 
 // Server is a running control API.
 type Server struct {
-	n       *node.Node
+	groups  routeGroups // the endpoints, by what they need of the daemon (groups.go)
 	home    config.Home
 	log     *slog.Logger
 	token   []byte
 	addr    string
 	sock    string // the Unix socket's path; "" when the API listens on TCP only
 	uid     uint32 // the user whose processes may connect over TCP (peeruid.go)
-	t       timeouts
 	srv     *http.Server
 	handler http.Handler
 	// listeners are what srv serves (TCP, and the socket when there is
@@ -118,8 +117,9 @@ func listen(n *node.Node, home config.Home, addr string, log *slog.Logger, t tim
 		closeUnix()
 		return nil, fmt.Errorf("starting control API: %s bound to %s, which is not loopback", addr, bound)
 	}
-	s := &Server{n: n, home: home, log: log, token: token, addr: bound, sock: sockPath, uid: daemonUID(), t: t,
+	s := &Server{home: home, log: log, token: token, addr: bound, sock: sockPath, uid: daemonUID(),
 		done: make(chan struct{})}
+	s.groups = groupsFor(n, home.Dir, bound, log, t, s.done)
 	if !ownerCheck {
 		log.Info("control API: this system does not say which local user opens a TCP connection, so any local user's process may reach the loopback listener (the token and the console's session cookie still apply)")
 	}
@@ -267,48 +267,45 @@ func (s *Server) uiHosts() []string {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	s.mux = mux
-	mux.HandleFunc("GET /v1/status", s.status)
-	mux.HandleFunc("GET /v1/peers", s.peers)
-	mux.HandleFunc("POST /v1/connect", s.connect)
-	mux.HandleFunc("GET /v1/caps", s.ownCaps)
-	mux.HandleFunc("GET /v1/caps/{peer}", s.peerCaps)
-	mux.HandleFunc("POST /v1/caps", s.addCap)
-	mux.HandleFunc("DELETE /v1/caps/{name}", s.removeCap)
-	mux.HandleFunc("GET /v1/document", s.ownDocument)
-	mux.HandleFunc("GET /v1/seen", s.seen)
-	mux.HandleFunc("POST /v1/greet", s.greet)
-	mux.HandleFunc("GET /v1/conversations", s.conversations)
-	mux.HandleFunc("DELETE /v1/conversations/{id}", s.closeConversation)
-	mux.HandleFunc("POST /v1/say", s.say)
-	mux.HandleFunc("POST /v1/send", s.send)
-	mux.HandleFunc("GET /v1/outbox", s.outbox)
-	imports := newImportRoutes(s.n)
-	mux.HandleFunc("POST /v1/imports", imports.importAgent)
-	mux.HandleFunc("GET /v1/imports", imports.imports)
-	mux.HandleFunc("DELETE /v1/imports", imports.removeImport)
-	mux.HandleFunc("GET /v1/audit", s.audit)
-	mux.HandleFunc("GET /v1/audit/why/{message_id}", newWhyRoutes(s.n).why)
-	mux.HandleFunc("GET /v1/audit/refusals", s.refusals)
-	proofs := newProofRoutes(s.n) // proofs.go
-	mux.HandleFunc("GET /v1/audit/proof", proofs.proof)
-	mux.HandleFunc("GET /v1/audit/bundle", proofs.bundle)
-	mux.HandleFunc("GET /v1/audit/receipt/{message_id}", proofs.receipt)
-	mux.HandleFunc("GET /v1/events", s.events)
-	mux.HandleFunc("POST /v1/invoke", s.invoke)
-	mux.HandleFunc("POST /v1/invocations/{id}", s.answerInvocation)
-	policy := newPolicyRoutes(s.n)
-	mux.HandleFunc("GET /v1/policy", policy.policy)
-	mux.HandleFunc("PUT /v1/policy/disclosure", policy.setDisclosure)
-	mux.HandleFunc("PUT /v1/policy/temperature", policy.setTemperature)
-	trusts := newTrustRoutes(s.n, s.t.peer)
-	mux.HandleFunc("GET /v1/trust", trusts.trustList)
-	mux.HandleFunc("GET /v1/trust/{peer}", trusts.peerTrust)
-	mux.HandleFunc("POST /v1/trust/{peer}", trusts.trustPeer)
-	mux.HandleFunc("POST /v1/intros", trusts.introduce)
-	mux.HandleFunc("GET /v1/intros", trusts.intros)
-	mux.HandleFunc("DELETE /v1/intros/{id}", trusts.revokeIntro)
-	mux.HandleFunc("POST /v1/intros/accept", trusts.acceptIntro)
-	mux.HandleFunc("GET /v1/find/{capability}", s.find)
+	g := s.groups
+	mux.HandleFunc("GET /v1/status", g.status.status)
+	mux.HandleFunc("GET /v1/peers", g.peers.peers)
+	mux.HandleFunc("POST /v1/connect", g.peers.connect)
+	mux.HandleFunc("GET /v1/caps", g.caps.ownCaps)
+	mux.HandleFunc("GET /v1/caps/{peer}", g.peers.peerCaps)
+	mux.HandleFunc("POST /v1/caps", g.caps.addCap)
+	mux.HandleFunc("DELETE /v1/caps/{name}", g.caps.removeCap)
+	mux.HandleFunc("GET /v1/document", g.caps.ownDocument)
+	mux.HandleFunc("GET /v1/seen", g.seen.seen)
+	mux.HandleFunc("POST /v1/greet", g.convs.greet)
+	mux.HandleFunc("GET /v1/conversations", g.convs.conversations)
+	mux.HandleFunc("DELETE /v1/conversations/{id}", g.convs.closeConversation)
+	mux.HandleFunc("POST /v1/say", g.convs.say)
+	mux.HandleFunc("POST /v1/send", g.mail.send)
+	mux.HandleFunc("GET /v1/outbox", g.mail.outbox)
+	mux.HandleFunc("POST /v1/imports", g.imports.importAgent)
+	mux.HandleFunc("GET /v1/imports", g.imports.imports)
+	mux.HandleFunc("DELETE /v1/imports", g.imports.removeImport)
+	mux.HandleFunc("GET /v1/audit", g.audit.audit)
+	mux.HandleFunc("GET /v1/audit/why/{message_id}", g.why.why)
+	mux.HandleFunc("GET /v1/audit/refusals", g.refusals.refusals)
+	mux.HandleFunc("GET /v1/audit/proof", g.proofs.proof)
+	mux.HandleFunc("GET /v1/audit/bundle", g.proofs.bundle)
+	mux.HandleFunc("GET /v1/audit/receipt/{message_id}", g.proofs.receipt)
+	mux.HandleFunc("GET /v1/events", g.events.events)
+	mux.HandleFunc("POST /v1/invoke", g.convs.invoke)
+	mux.HandleFunc("POST /v1/invocations/{id}", g.events.answerInvocation)
+	mux.HandleFunc("GET /v1/policy", g.policy.policy)
+	mux.HandleFunc("PUT /v1/policy/disclosure", g.policy.setDisclosure)
+	mux.HandleFunc("PUT /v1/policy/temperature", g.policy.setTemperature)
+	mux.HandleFunc("GET /v1/trust", g.trust.trustList)
+	mux.HandleFunc("GET /v1/trust/{peer}", g.trust.peerTrust)
+	mux.HandleFunc("POST /v1/trust/{peer}", g.trust.trustPeer)
+	mux.HandleFunc("POST /v1/intros", g.intros.introduce)
+	mux.HandleFunc("GET /v1/intros", g.intros.intros)
+	mux.HandleFunc("DELETE /v1/intros/{id}", g.intros.revokeIntro)
+	mux.HandleFunc("POST /v1/intros/accept", g.intros.acceptIntro)
+	mux.HandleFunc("GET /v1/find/{capability}", g.find.find)
 	mux.HandleFunc("GET /v1/openapi.json", s.openapi)
 	// Everything else, including a known path with the wrong method, lands
 	// here, so that those answers are JSON too.

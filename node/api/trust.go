@@ -8,8 +8,8 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/trust"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // Trust and introductions:
@@ -72,29 +72,66 @@ type AcceptIntroRequest struct {
 	Token string `json:"token"`
 }
 
-// trustRoutes serves the owner's trust decisions: trust records, pins,
-// revocations and document checks, and introduction tokens, minted and
-// held.
+// trustRoutes serves the owner's trust decisions on keys: trust records,
+// pins, revocations, forgetting and document checks (GET and POST
+// /v1/trust). A pin or a revocation is told to the event stream.
 type trustRoutes struct {
-	n           *node.Node
+	book        trustBook
+	standing    standingNotifier
+	names       peerNames
 	peerTimeout time.Duration // a document check is one exchange with a peer
 }
 
-func newTrustRoutes(n *node.Node, peerTimeout time.Duration) *trustRoutes {
-	return &trustRoutes{n: n, peerTimeout: peerTimeout}
+// trustBook is the trust records and the owner's decisions on keys
+// (trust.Book).
+type trustBook interface {
+	trustLevels
+	List() []trust.Info
+	keyDecisions
+}
+
+// keyDecisions are what the owner decides of a peer's key (trust.Book).
+type keyDecisions interface {
+	PinKey(pid peer.ID, fingerprint string) (trust.Info, error)
+	RevokeKey(pid peer.ID) (trust.Info, error)
+	Forget(pid peer.ID) (trust.Info, error)
+	Check(ctx context.Context, pid peer.ID) (trust.Info, error)
+}
+
+// introRoutes serves introduction tokens: minted here (POST and GET
+// /v1/intros, DELETE /v1/intros/{id}) and held from other daemons (POST
+// /v1/intros/accept). A revocation is told to the event stream.
+type introRoutes struct {
+	book     introBook
+	held     heldIntros
+	standing standingNotifier
+}
+
+// introBook is the introduction tokens this daemon minted (trust.Book).
+type introBook interface {
+	Introduce(req trust.IntroRequest) (trust.MintedIntro, error)
+	IssuedIntros() ([]trust.IssuedIntroInfo, error)
+	RevokeIntro(id string) (trust.IssuedIntroInfo, error)
+}
+
+// heldIntros are the tokens other daemons minted for this one
+// (trust.Held).
+type heldIntros interface {
+	List() []trust.HeldIntroInfo
+	Accept(token string) (trust.HeldIntroInfo, error)
 }
 
 func (s *trustRoutes) trustList(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, TrustList{Peers: s.n.TrustBook().List()})
+	writeJSON(w, http.StatusOK, TrustList{Peers: s.book.List()})
 }
 
 func (s *trustRoutes) peerTrust(w http.ResponseWriter, r *http.Request) {
-	pid, e := resolvePeer(s.n, r.PathValue("peer"))
+	pid, e := s.names.resolve(r.PathValue("peer"))
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.n.TrustBook().Peer(pid))
+	writeJSON(w, http.StatusOK, s.book.Peer(pid))
 }
 
 func (s *trustRoutes) trustPeer(w http.ResponseWriter, r *http.Request) {
@@ -114,7 +151,7 @@ func (s *trustRoutes) trustPeer(w http.ResponseWriter, r *http.Request) {
 			Message: `send exactly one of {"verify": fingerprint}, {"revoke": true}, {"check": true} or {"forget": true}`})
 		return
 	}
-	pid, e := resolvePeer(s.n, r.PathValue("peer"))
+	pid, e := s.names.resolve(r.PathValue("peer"))
 	if e != nil {
 		writeError(w, e)
 		return
@@ -123,15 +160,15 @@ func (s *trustRoutes) trustPeer(w http.ResponseWriter, r *http.Request) {
 	var err error
 	switch {
 	case req.Verify != "":
-		info, err = s.n.TrustBook().PinKey(pid, req.Verify)
+		info, err = s.book.PinKey(pid, req.Verify)
 	case req.Revoke:
-		info, err = s.n.TrustBook().RevokeKey(pid)
+		info, err = s.book.RevokeKey(pid)
 	case req.Forget:
-		info, err = s.n.TrustBook().Forget(pid)
+		info, err = s.book.Forget(pid)
 	default:
 		ctx, cancel := context.WithTimeout(r.Context(), s.peerTimeout)
 		defer cancel()
-		info, err = s.n.TrustBook().Check(ctx, pid)
+		info, err = s.book.Check(ctx, pid)
 	}
 	if err != nil {
 		writeError(w, trustError(err))
@@ -139,14 +176,14 @@ func (s *trustRoutes) trustPeer(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case req.Verify != "":
-		s.n.StandingChanged(pid.String(), "the owner pinned its key")
+		s.standing.StandingChanged(pid.String(), "the owner pinned its key")
 	case req.Revoke:
-		s.n.StandingChanged(pid.String(), "the owner revoked its key")
+		s.standing.StandingChanged(pid.String(), "the owner revoked its key")
 	}
 	writeJSON(w, http.StatusOK, info)
 }
 
-func (s *trustRoutes) introduce(w http.ResponseWriter, r *http.Request) {
+func (s *introRoutes) introduce(w http.ResponseWriter, r *http.Request) {
 	var req IntroRequest
 	if e := decodeBody(r, &req); e != nil {
 		writeError(w, e)
@@ -156,7 +193,7 @@ func (s *trustRoutes) introduce(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("expires_seconds", "%d: want a positive number of seconds (0 for the default)", req.ExpiresSeconds))
 		return
 	}
-	m, err := s.n.TrustBook().Introduce(trust.IntroRequest{Label: req.Label, TTL: time.Duration(req.ExpiresSeconds) * time.Second,
+	m, err := s.book.Introduce(trust.IntroRequest{Label: req.Label, TTL: time.Duration(req.ExpiresSeconds) * time.Second,
 		Disclosure: req.Disclosure, Persona: req.Persona})
 	if err != nil {
 		writeError(w, trustError(err))
@@ -165,30 +202,30 @@ func (s *trustRoutes) introduce(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, m)
 }
 
-func (s *trustRoutes) intros(w http.ResponseWriter, r *http.Request) {
-	issued, err := s.n.TrustBook().IssuedIntros()
+func (s *introRoutes) intros(w http.ResponseWriter, r *http.Request) {
+	issued, err := s.book.IssuedIntros()
 	if err != nil {
 		writeError(w, internal(err))
 		return
 	}
-	held := s.n.TrustBook().Held().List()
+	held := s.held.List()
 	if held == nil {
 		held = []trust.HeldIntroInfo{}
 	}
 	writeJSON(w, http.StatusOK, IntroList{Issued: issued, Held: held})
 }
 
-func (s *trustRoutes) revokeIntro(w http.ResponseWriter, r *http.Request) {
-	info, err := s.n.TrustBook().RevokeIntro(r.PathValue("id"))
+func (s *introRoutes) revokeIntro(w http.ResponseWriter, r *http.Request) {
+	info, err := s.book.RevokeIntro(r.PathValue("id"))
 	if err != nil {
 		writeError(w, trustError(err))
 		return
 	}
-	s.n.StandingChanged("", "the owner revoked an introduction token")
+	s.standing.StandingChanged("", "the owner revoked an introduction token")
 	writeJSON(w, http.StatusOK, info)
 }
 
-func (s *trustRoutes) acceptIntro(w http.ResponseWriter, r *http.Request) {
+func (s *introRoutes) acceptIntro(w http.ResponseWriter, r *http.Request) {
 	var req AcceptIntroRequest
 	if e := decodeBody(r, &req); e != nil {
 		writeError(w, e)
@@ -198,7 +235,7 @@ func (s *trustRoutes) acceptIntro(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badField("token", "is required: the string `ifaced introduce` printed on the issuer's side"))
 		return
 	}
-	info, err := s.n.TrustBook().Held().Accept(req.Token)
+	info, err := s.held.Accept(req.Token)
 	if err != nil {
 		writeError(w, trustError(err))
 		return

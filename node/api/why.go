@@ -11,7 +11,6 @@ import (
 	"unicode"
 
 	"github.com/ifaced/ifaced/gossip"
-	"github.com/ifaced/ifaced/node"
 )
 
 // AuditWhy is the answer of GET /v1/audit/why/{message_id}: the audit
@@ -26,9 +25,13 @@ type AuditWhy struct {
 // whyRoutes answers why a capability request was answered or refused
 // (GET /v1/audit/why/{message_id}), from the decisions the audit log
 // records (gossip.AuditLog.Decided).
-type whyRoutes struct{ n *node.Node }
+type whyRoutes struct{ log decisionLog }
 
-func newWhyRoutes(n *node.Node) *whyRoutes { return &whyRoutes{n: n} }
+// decisionLog finds the decision on a capability request in the audit
+// log (gossip.AuditLog).
+type decisionLog interface {
+	Decided(messageID string) (gossip.AuditEntry, error)
+}
 
 func (wr *whyRoutes) why(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("message_id")
@@ -36,7 +39,7 @@ func (wr *whyRoutes) why(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Field: "message_id", Message: err.Error()})
 		return
 	}
-	e, err := wr.n.Audit().Decided(id)
+	e, err := wr.log.Decided(id)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		writeError(w, notFound("no decision for message %q: %v (look up the ID of a capability request, or of the answer or refusal to one; "+

@@ -10,10 +10,9 @@ import (
 
 // What the conversations hold, for the daemon's tests: Holds, OpenWith,
 // HeldView, CheckView and Requester only read. ForgetHeldView drops a
-// cached view as eviction would. HoldView keeps a view the way an
-// admitted greeting's is kept, without the door: only the memory test of
-// package node calls it, to fill the cache without thousands of
-// greetings, and it is to move into this package's own tests.
+// cached view as eviction would. Nothing here lets a view in without the
+// door: the memory a greeting keeps is measured in this package's own
+// tests (greetedmem_test.go), over the real components below it.
 
 // Holds says whether the conversation id is in the table (open, or closed
 // by one side and waiting for the other), and with which peer.
@@ -45,17 +44,6 @@ func (cs *Conversations) CheckView(pid peer.ID, m *gossip.Message, said string, 
 		return nil, err
 	}
 	return pv.view.Doc, nil
-}
-
-// HoldView checks the view m carries and keeps it in memory, as a
-// greeting's view is kept.
-func (cs *Conversations) HoldView(pid peer.ID, m *gossip.Message) error {
-	pv, err := cs.checkView(pid, m, "", false, nil)
-	if err != nil {
-		return err
-	}
-	_, err = cs.keepView(pid, m, pv)
-	return err
 }
 
 // Requester is pid, at level under agentID, as a capability's conditions

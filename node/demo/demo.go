@@ -351,7 +351,7 @@ func printView(w io.Writer, title string, v *negotiate.Document) {
 }
 
 func mustCached(d *daemon, pid peer.ID) *negotiate.Document {
-	rec, err := d.n.Store().Peer(pid.String())
+	rec, err := d.n.CachedPeer(pid)
 	if err != nil {
 		return nil
 	}

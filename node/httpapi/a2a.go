@@ -820,13 +820,13 @@ func (s *Binding) startTask(who caller, req *a2aRequest, release func()) (*a2aTa
 // a2aRun runs what a message asks, for the caller who.
 func (s *Binding) a2aRun(who caller, req *a2aRequest) (any, error) {
 	if req.skill != "" {
-		out, err := s.n.Inbox().ExecuteAnonymous("a2a", who.audit, req.messageID, req.skill, req.input)
+		out, err := s.agent.ExecuteAnonymous("a2a", who.audit, req.messageID, req.skill, req.input)
 		if err != nil {
 			return nil, err
 		}
 		return map[string]any{"skill": req.skill, "output": out}, nil
 	}
-	return s.n.Inbox().AskAnonymous("a2a", who.audit, req.messageID, conversationOf(who.remote, req.contextID), req.text, req.data)
+	return s.agent.AskAnonymous("a2a", who.audit, req.messageID, conversationOf(who.remote, req.contextID), req.text, req.data)
 }
 
 // conversationOf is the conversation ID the local agent and the audit
@@ -888,7 +888,7 @@ func (s *Binding) a2aCancelTask(v a2aVersion, raw json.RawMessage) (any, *a2aErr
 	if t.state.terminal() {
 		return nil, rpcErr(a2aTaskNotCancelable, "task %s is %s already", id, t.state.name(v))
 	}
-	return nil, rpcErr(a2aTaskNotCancelable, "task %s cannot be canceled: the local agent has it and cannot be interrupted; it ends when the agent answers or in at most %s", id, s.n.Inbox().AgentTimeout())
+	return nil, rpcErr(a2aTaskNotCancelable, "task %s cannot be canceled: the local agent has it and cannot be interrupted; it ends when the agent answers or in at most %s", id, s.agent.AgentTimeout())
 }
 
 // taskID reads the params of the methods naming one task (GetTask,

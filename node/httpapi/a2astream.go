@@ -188,7 +188,7 @@ func (s *sse) heartbeat() error {
 }
 
 // streamLifetime is how long a stream may live.
-func (s *Binding) streamLifetime() time.Duration { return s.n.Inbox().AgentTimeout() + s.streamGrace }
+func (s *Binding) streamLifetime() time.Duration { return s.agent.AgentTimeout() + s.streamGrace }
 
 // a2aStream answers SendStreamingMessage and message/stream.
 func (s *Binding) a2aStream(w http.ResponseWriter, r *http.Request, v a2aVersion, req jsonrpcRequest, decoded func()) {

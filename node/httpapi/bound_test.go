@@ -65,7 +65,7 @@ func TestInboxContainerBomb(t *testing.T) {
 // the budget free it is read, and its cost given back when released.
 func TestBodyWaitsForTheBudget(t *testing.T) {
 	d := start(t, testConfig())
-	s := &Binding{n: d.n}
+	s := &Binding{door: d.n.Inbox(), budget: d.n.Budget()}
 	body := []byte(`{"action":"ping","input":{}}`)
 	read := func(ctx context.Context) (*httptest.ResponseRecorder, func(), bool) {
 		w := httptest.NewRecorder()

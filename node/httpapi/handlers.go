@@ -25,14 +25,14 @@ const viewMaxAge = 60 * time.Second
 
 func (s *Binding) identity(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(viewMaxAge/time.Second)))
-	writeJSON(w, http.StatusOK, s.n.IdentityDocument())
+	writeJSON(w, http.StatusOK, s.self.IdentityDocument())
 }
 
 // view is the signed view for an HTTP caller, with its ETag. The caller
 // proved nothing, so every caller gets the same view, and shared caches
 // may keep it.
 func (s *Binding) view(w http.ResponseWriter, r *http.Request) (*negotiate.Document, bool) {
-	doc, tag, err := s.n.Inbox().ViewFor(s.n.Inbox().HTTPFacts())
+	doc, tag, err := s.views.ViewFor(s.views.HTTPFacts())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, CodeInternal, "building the view failed")
 		s.log.Error("building the HTTP view", "err", err)
@@ -57,7 +57,7 @@ func (s *Binding) wellKnownCapabilities(w http.ResponseWriter, r *http.Request) 
 
 // aguiIdentity is what the projections say of the agent.
 func (s *Binding) aguiIdentity() negotiate.AGUIIdentity {
-	return negotiate.AGUIIdentity{DisplayName: s.n.Inbox().DisplayName()}
+	return negotiate.AGUIIdentity{DisplayName: s.views.DisplayName()}
 }
 
 func (s *Binding) capabilities(w http.ResponseWriter, r *http.Request) {
@@ -84,7 +84,7 @@ func (s *Binding) agentCard(w http.ResponseWriter, r *http.Request) {
 	defer s.cardMu.Unlock()
 	if s.cardTag != tag {
 		card := doc.AgentCard(negotiate.A2AOptions{Identity: s.aguiIdentity(), URL: s.url + "/a2a"})
-		if err := card.Sign(s.n.ID()); err != nil {
+		if err := card.Sign(s.self.ID()); err != nil {
 			writeError(w, http.StatusInternalServerError, CodeInternal, "signing the agent card failed")
 			s.log.Error("signing the agent card", "err", err)
 			return
@@ -119,7 +119,7 @@ func (s *Binding) inbox(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// The code of what failed (unsupported_version for an ifp other
 		// than 4, else invalid_format), as over libp2p and in the vectors.
-		s.n.Inbox().RecordUndecoded("https", body, err)
+		s.door.RecordUndecoded("https", body, err)
 		s.refuse(w, err)
 		return
 	}
@@ -128,11 +128,11 @@ func (s *Binding) inbox(w http.ResponseWriter, r *http.Request) {
 		// recommends as the key; another key would promise a second,
 		// different deduplication this daemon does not keep.
 		err := fmt.Errorf("%w: Idempotency-Key %q differs from the message_id %q; use the message_id", gossip.ErrInvalidMessage, key, m.Headers.MessageID)
-		s.n.Inbox().RecordUndecoded("https", body, err)
+		s.door.RecordUndecoded("https", body, err)
 		writeError(w, http.StatusBadRequest, CodeInvalidFormat, err.Error())
 		return
 	}
-	d, err := s.n.Inbox().Deliver(m, "https")
+	d, err := s.door.Deliver(m, "https")
 	switch {
 	case errors.Is(err, converse.ErrDuplicate):
 		writeJSON(w, http.StatusAccepted, InboxAccepted{Status: "accepted", MessageID: m.Headers.MessageID, Duplicate: true})
@@ -196,7 +196,7 @@ func (s *Binding) invoke(w http.ResponseWriter, r *http.Request) {
 		}
 		defer release()
 	}
-	out, err := s.n.Inbox().ExecuteAnonymous("https", who.audit, "", req.Action, req.Input)
+	out, err := s.agent.ExecuteAnonymous("https", who.audit, "", req.Action, req.Input)
 	if err != nil {
 		s.refuse(w, err)
 		return
@@ -211,7 +211,7 @@ func (s *Binding) invokeSigned(w http.ResponseWriter, who caller, body []byte) {
 	if err != nil {
 		// The code of what failed (unsupported_version for an ifp other
 		// than 4, else invalid_format), as over libp2p and in the vectors.
-		s.n.Inbox().RecordUndecoded("https", body, err)
+		s.door.RecordUndecoded("https", body, err)
 		s.refuse(w, err)
 		return
 	}
@@ -224,7 +224,7 @@ func (s *Binding) invokeSigned(w http.ResponseWriter, who caller, body []byte) {
 		}
 		defer release()
 	}
-	name, out, err := s.n.Inbox().ExecuteSigned(m)
+	name, out, err := s.door.ExecuteSigned(m)
 	if err != nil {
 		s.refuse(w, err)
 		return
@@ -270,7 +270,7 @@ const budgetWait = 5 * time.Second
 // and admitted or refused), so the budget bounds the bodies decoding and
 // being verified at once, whatever their number.
 func (s *Binding) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), ok bool) {
-	in := s.n.Inbox()
+	in := s.door
 	b, err := io.ReadAll(r.Body)
 	var tooBig *http.MaxBytesError
 	switch {
@@ -291,7 +291,7 @@ func (s *Binding) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), budgetWait)
 	defer cancel()
-	release, err = s.n.Budget().Acquire(ctx, "", counts.Cost(len(b)))
+	release, err = s.budget.Acquire(ctx, "", counts.Cost(len(b)))
 	if err != nil {
 		s.refuse(w, fmt.Errorf("reading the body: %w: the daemon-wide decoding budget stayed full for %s (%v)", wire.ErrOverloaded, budgetWait, err))
 		return nil, nil, false

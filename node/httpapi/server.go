@@ -32,6 +32,16 @@
 // agent share bounded slots that no one client can fill (slots.go), and
 // invocations, signed or anonymous, are audited with the caller, the
 // capability and the outcome with its decision.
+//
+// Listen takes the daemon (a *node.Node, which cmd/ifaced builds) and
+// keeps only what the binding uses, as small interfaces declared here:
+// the daemon's key and identity document (self); of the HTTP inbox
+// (converse.Inbox), the view a caller is shown (viewSource), the door its
+// messages enter (door) and what a caller that proved nothing may run
+// (anonymousAgent); and the decoding budget (decodingBudget, admit.Budget).
+// The concrete node stays in Listen's signature because its caller holds
+// it and the binding needs few of its methods; a test can build a Binding
+// from a real daemon's components.
 package httpapi
 
 import (
@@ -48,9 +58,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ifaced/ifaced/conditions"
+	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/converse"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // MaxBody is the IFP-6 §5 message size limit.
@@ -58,7 +73,12 @@ const MaxBody = 1 << 20
 
 // Binding is a running HTTP binding.
 type Binding struct {
-	n    *node.Node
+	self   self           // the daemon's key and identity document
+	views  viewSource     // the view an HTTP caller is shown
+	door   door           // where what a caller sends enters the daemon
+	agent  anonymousAgent // what a caller that proved nothing may run
+	budget decodingBudget // bounds the bodies decoding at once
+
 	cfg  config.HTTPConfig
 	log  *slog.Logger
 	srv  *http.Server
@@ -84,6 +104,45 @@ type Binding struct {
 	cardTag string
 }
 
+// self is this daemon's key, which signs the agent card, and its IFP-5
+// identity document (node.Node).
+type self interface {
+	ID() *identity.Identity
+	IdentityDocument() *identity.Document
+}
+
+// viewSource is the view an HTTP caller is shown, and the agent's name in
+// the projections (converse.Inbox).
+type viewSource interface {
+	HTTPFacts() conditions.Facts
+	ViewFor(f conditions.Facts) (*negotiate.Document, string, error)
+	DisplayName() string
+}
+
+// door is where a message an HTTP caller sends enters the daemon: the
+// one admission pipeline, which also records what could not be decoded
+// (converse.Inbox).
+type door interface {
+	Deliver(m *gossip.Message, transport string) (*converse.Delivered, error)
+	ExecuteSigned(m *gossip.Message) (name string, out any, err error)
+	RecordUndecoded(transport string, raw []byte, cause error)
+}
+
+// anonymousAgent runs what a caller that proved nothing asks: a
+// capability, or text for the local agent, each audited, and how long the
+// local agent may take (converse.Inbox).
+type anonymousAgent interface {
+	ExecuteAnonymous(via, caller, ref, name string, params any) (any, error)
+	AskAnonymous(via, caller, ref, convID, text string, data []any) (any, error)
+	AgentTimeout() time.Duration
+}
+
+// decodingBudget is the daemon-wide budget of bodies decoding at once
+// (admit.Budget).
+type decodingBudget interface {
+	Acquire(ctx context.Context, from peer.ID, n int64) (release func(), err error)
+}
+
 // Listen serves the binding of n as cfg says. cfg.Listen must be set.
 func Listen(n *node.Node, cfg config.HTTPConfig, log *slog.Logger) (*Binding, error) {
 	var tlsCfg *tls.Config
@@ -106,7 +165,8 @@ func Listen(n *node.Node, cfg config.HTTPConfig, log *slog.Logger) (*Binding, er
 	if err != nil {
 		return nil, fmt.Errorf("starting HTTP binding on %s: %w", cfg.Listen, err)
 	}
-	s := &Binding{n: n, cfg: cfg, log: log, addr: ln.Addr().String(), tls: tlsCfg != nil,
+	inbox := n.Inbox()
+	s := &Binding{self: n, views: inbox, door: inbox, agent: inbox, budget: n.Budget(), cfg: cfg, log: log, addr: ln.Addr().String(), tls: tlsCfg != nil,
 		limit: newLimiter(), now: time.Now, slots: newSlots(), proxies: proxies}
 	s.url = cfg.URL
 	s.hosts = newHostGuard(s.addr, cfg.URL, cfg.AllowedHosts)
@@ -124,7 +184,7 @@ func Listen(n *node.Node, cfg config.HTTPConfig, log *slog.Logger) (*Binding, er
 		Handler:           s.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      n.Inbox().AgentTimeout() + 30*time.Second, // /invoke waits for the local agent
+		WriteTimeout:      s.agent.AgentTimeout() + 30*time.Second, // /invoke waits for the local agent
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    32 << 10,
 		TLSConfig:         tlsCfg,

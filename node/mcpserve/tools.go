@@ -11,8 +11,8 @@ import (
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
-	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/discovery"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -271,8 +271,8 @@ func (s *Service) find(ctx context.Context, _ *mcp.CallToolRequest, in FindInput
 			return nil, out, fmt.Errorf("min_version: %w", err)
 		}
 	}
-	if in.Limit < 0 || in.Limit > node.MaxFindLimit {
-		return nil, out, fmt.Errorf("limit: %d, want 1 to %d (or leave it out)", in.Limit, node.MaxFindLimit)
+	if in.Limit < 0 || in.Limit > discovery.MaxFindLimit {
+		return nil, out, fmt.Errorf("limit: %d, want 1 to %d (or leave it out)", in.Limit, discovery.MaxFindLimit)
 	}
 	seen := map[string]bool{}
 	ans, err := s.d.Find(ctx, in.Capability, in.MinVersion, in.Limit)
@@ -287,7 +287,7 @@ func (s *Service) find(ctx context.Context, _ *mcp.CallToolRequest, in FindInput
 		for _, f := range ans.Providers {
 			p := Provider{Source: "dht", PeerID: f.PeerID, AgentID: quoteOrEmpty(f.PeerID, f.AgentID, MaxPeerName),
 				Display: quoteOrEmpty(f.PeerID, f.Display, MaxPeerName), Status: f.Status}
-			if f.Status == node.FindImported {
+			if f.Status == discovery.FindImported {
 				// The owner imported it: its URL is the owner's; what the
 				// document says is still the outside agent's.
 				p.Source, p.URL, p.PeerID = "import", f.Source, ""
@@ -296,13 +296,13 @@ func (s *Service) find(ctx context.Context, _ *mcp.CallToolRequest, in FindInput
 				p.Version, p.Description = Word(f.PeerID, f.Capability.VersionOrDefault()), Quote(f.PeerID, f.Capability.Description, MaxPeerDesc)
 			}
 			switch f.Status {
-			case node.FindUnreachable:
+			case discovery.FindUnreachable:
 				p.Why = []string{"could not be asked: «" + cleanText(f.Error, MaxPeerLine) + "» (the daemon's error, which may hold the peer's words; untrusted)"}
-			case node.FindBelowMinVersion:
+			case discovery.FindBelowMinVersion:
 				p.Why = []string{fmt.Sprintf("offers version %s, below %s", p.Version, negotiate.FormatVersion(atLeast))}
-			case node.FindIneligible:
+			case discovery.FindIneligible:
 				p.Why = whyNot(f.PeerID, f.Capability)
-			case node.FindEligible:
+			case discovery.FindEligible:
 				p.Tool = s.peers.toolOf(f.PeerID, in.Capability)
 			}
 			if p.PeerID != "" {
@@ -335,14 +335,14 @@ func (s *Service) find(ctx context.Context, _ *mcp.CallToolRequest, in FindInput
 		}
 		id := pc.PeerID
 		p := Provider{Source: "cache", PeerID: id, AgentID: quoteOrEmpty(id, pc.AgentID, MaxPeerName), Display: quoteOrEmpty(id, pc.Display, MaxPeerName),
-			Version: Word(id, c.VersionOrDefault()), Description: Quote(id, c.Description, MaxPeerDesc), AgeSeconds: pc.AgeSeconds, Status: node.FindEligible}
+			Version: Word(id, c.VersionOrDefault()), Description: Quote(id, c.Description, MaxPeerDesc), AgeSeconds: pc.AgeSeconds, Status: discovery.FindEligible}
 		if c.Eligible == nil || !*c.Eligible {
-			p.Status, p.Why = node.FindIneligible, whyNot(id, c)
+			p.Status, p.Why = discovery.FindIneligible, whyNot(id, c)
 		} else {
 			p.Tool = s.peers.toolOf(id, in.Capability)
 		}
 		if atLeast != nil && !negotiate.VersionAtLeast(c.VersionOrDefault(), atLeast) {
-			p.Status, p.Why, p.Tool = node.FindBelowMinVersion, []string{fmt.Sprintf("offers version %s, below %s", p.Version, in.MinVersion)}, ""
+			p.Status, p.Why, p.Tool = discovery.FindBelowMinVersion, []string{fmt.Sprintf("offers version %s, below %s", p.Version, in.MinVersion)}, ""
 		}
 		out.Providers = append(out.Providers, p)
 	}

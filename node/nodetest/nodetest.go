@@ -19,6 +19,7 @@ import (
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/events"
 )
 
 // EnvLog set to anything makes Logger write debug lines to stderr.
@@ -93,4 +94,29 @@ func StartIn(t testing.TB, cfg *config.Config, h config.Home, id *identity.Ident
 	}
 	t.Cleanup(func() { n.Close() })
 	return n
+}
+
+// WaitEvent reads ch until an event matches, for at most 10 s.
+func WaitEvent(t testing.TB, ch <-chan events.Event, match func(events.Event) bool) events.Event {
+	t.Helper()
+	return WaitEventFor(t, 10*time.Second, ch, match)
+}
+
+// WaitEventFor reads ch until an event matches, for at most d.
+func WaitEventFor(t testing.TB, d time.Duration, ch <-chan events.Event, match func(events.Event) bool) events.Event {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				t.Fatal("event stream closed")
+			}
+			if match(e) {
+				return e
+			}
+		case <-timeout:
+			t.Fatal("timed out waiting for an event")
+		}
+	}
 }

@@ -300,7 +300,7 @@ func (d *Document) viewOnce(f conditions.Facts) (*signedView, error) {
 			view = doc.View(f, d.order) // the class was known, its signed view evicted
 		}
 		view.Seq, view.Updated = class.seq, class.updated
-		v, err := d.Sign(view)
+		v, err := d.sign(view)
 		if err != nil {
 			return nil, err
 		}
@@ -344,8 +344,29 @@ func (d *Document) presign(f conditions.Facts) {
 	}
 }
 
-// Sign signs view (a view cut from the owner's document) as the owner.
-func (d *Document) Sign(view *negotiate.Document) (*signedView, error) {
+// Advertised is the view for f without the capabilities marked
+// advertise = "when-eligible", even those f is eligible for, signed: what
+// goes into announcements, which reach peers this daemon grants less than
+// f (a lower tier in the disclosure map, a revoked key), so that a hidden
+// capability never reaches anyone not eligible for it. It is the view
+// for f itself when that has none.
+func (d *Document) Advertised(f conditions.Facts) (*signedView, error) {
+	v, err := d.View(f)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.ContainsFunc(v.Doc.Capabilities, func(c negotiate.Capability) bool { return c.Hidden() }) {
+		return v, nil
+	}
+	doc := *v.Doc
+	doc.Signature = nil
+	doc.Capabilities = slices.DeleteFunc(slices.Clone(v.Doc.Capabilities), func(c negotiate.Capability) bool { return c.Hidden() })
+	doc.SupportedCategories = doc.SupportedToolCategories()
+	return d.sign(&doc)
+}
+
+// sign signs view (a view cut from the owner's document) as the owner.
+func (d *Document) sign(view *negotiate.Document) (*signedView, error) {
 	return d.signer(view, d.id, d.now())
 }
 

@@ -19,7 +19,7 @@ import (
 // may see (advertise = "when-eligible") changes no stranger's view, so
 // the stranger's view keeps its seq, updated and signature, the
 // well-known ETag stays, and so do the projections' versions, the update
-// pushes (node/converse: update.go), the announcements (node: announce.go)
+// pushes (node/converse: update.go), the announcements (node/discovery: announce.go)
 // and the DHT records (node: dht.go), which are all cut from those views.
 //
 // The rule, per class of requester (the facts a view is cut for: the

@@ -182,7 +182,7 @@ func TestSignedViewCost(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for i := range views {
-		v, err := alice.Sign(doc.View(conditions.Facts{AuthLevel: conditions.Signed, Disclosure: "public"}, alice.order))
+		v, err := alice.sign(doc.View(conditions.Facts{AuthLevel: conditions.Signed, Disclosure: "public"}, alice.order))
 		if err != nil {
 			t.Fatal(err)
 		}

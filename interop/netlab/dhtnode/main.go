@@ -1,5 +1,5 @@
 // Command dhtnode is one node of the network lab's DHT: ifaced's capability
-// DHT (node.CapabilityDHT: the daemon's own kad-dht configuration, bounded
+// DHT (capdht.DHT: the daemon's own kad-dht configuration, bounded
 // provider store, provide loop and provider lookup) on a libp2p host of its
 // own, and nothing else of the daemon — no documents, conversations,
 // store, GossipSub or mDNS. It lets interop/netlab run 500 DHT nodes as
@@ -30,7 +30,7 @@
 //	{"id": 3, "op": "find", "name": "a.b", "want": "12D3…", "limit": 3}
 //	  → {"id": 3, "providers": ["12D3…"], "found": true, "hops": 2, "lookup_ms": 41.2, "dial_ms": 0.3}
 //
-// A find runs node.CapabilityDHT.FindProviders (the lookup of `ifaced
+// A find runs capdht.DHT.FindProviders (the lookup of `ifaced
 // find`); when want is among the providers it then connects to want at the
 // record's addresses, and found is true only if that worked. hops is the
 // depth, in the lookup, of the peer whose answer carried want's record:
@@ -51,14 +51,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/capdht"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -115,7 +118,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	disc := config.DefaultConfig().Discovery
 	disc.DHT, disc.Reprovide.Duration = cfg.dht, cfg.reprovide
 	disc.Bootstrap = splitList(cfg.bootstrap)
-	d, err := node.NewCapabilityDHT(ctx, h, disc, splitList(cfg.provide), log)
+	names := &provided{}
+	if err := names.set(splitList(cfg.provide)); err != nil {
+		return err
+	}
+	d, err := capdht.New(ctx, h, disc, names.get, time.Now, log)
 	if err != nil {
 		return err
 	}
@@ -132,7 +139,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := out.write(ready); err != nil {
 		return err
 	}
-	s := &server{h: h, d: d, out: out}
+	s := &server{h: h, d: d, names: names, out: out}
 	lines := make(chan []byte)
 	go func() {
 		defer close(lines)
@@ -300,9 +307,10 @@ type answer struct {
 
 // server answers the control channel's requests.
 type server struct {
-	h   host.Host
-	d   *node.CapabilityDHT
-	out *lineWriter
+	h     host.Host
+	d     *capdht.DHT
+	names *provided
+	out   *lineWriter
 }
 
 // dialTimeout bounds the connection to a found provider.
@@ -319,12 +327,14 @@ func (s *server) handle(ctx context.Context, line []byte) {
 	a.ID = req.ID
 	switch req.Op {
 	case "provide":
-		if err := s.d.Provide(req.Names); err != nil {
+		if err := s.names.set(req.Names); err != nil {
 			a.Error = err.Error()
+			break
 		}
+		s.d.Changed()
 	case "status":
 		rt, conns := s.d.RoutingTableSize(), len(s.h.Network().Conns())
-		a.RoutingTable, a.Conns, a.Provided = &rt, &conns, s.d.Provided()
+		a.RoutingTable, a.Conns, a.Provided = &rt, &conns, slices.Sorted(maps.Keys(s.d.Provided()))
 	case "find":
 		s.find(ctx, req, &a)
 	default:
@@ -404,3 +414,31 @@ func (s *server) find(ctx context.Context, req request, a *answer) {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// provided are the names this node announces: those of -provide, then
+// each "provide" request's (which replaces them). The DHT asks for them
+// at every provide round.
+type provided struct {
+	mu    sync.Mutex
+	names []string
+}
+
+// set replaces the names; a name that is not a valid capability name is
+// refused (negotiate.ErrInvalidName) and nothing changes.
+func (p *provided) set(names []string) error {
+	for _, n := range names {
+		if err := negotiate.CheckName(n); err != nil {
+			return fmt.Errorf("providing %q: %w", n, err)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.names = slices.Sorted(slices.Values(names))
+	return nil
+}
+
+func (p *provided) get() ([]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.names), nil
+}

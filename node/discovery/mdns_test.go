@@ -1,4 +1,4 @@
-package node
+package discovery_test
 
 import (
 	"net"
@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/discovery"
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/internal/testkit"
+	"github.com/ifaced/ifaced/node/nodetest"
 	"go.uber.org/goleak"
 )
 
@@ -46,7 +48,7 @@ func TestMDNSFindsPeersOnTheLAN(t *testing.T) {
 
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	lan := func() *config.Config {
-		c := tcpOnly(loopbackConfig())
+		c := nodetest.LoopbackConfig()
 		c.Discovery.MDNS = true
 		return c
 	}
@@ -57,7 +59,7 @@ func TestMDNSFindsPeersOnTheLAN(t *testing.T) {
 	defer stopA()
 	start := time.Now()
 	b := startDaemon(t, lan())
-	waitEventFor(t, 45*time.Second, aEvents, func(e events.Event) bool { return e.Type == EventLANPeer && e.Peer == b.pid().String() })
+	nodetest.WaitEventFor(t, 45*time.Second, aEvents, func(e events.Event) bool { return e.Type == discovery.EventLANPeer && e.Peer == b.pid().String() })
 	for _, tc := range []struct{ who, peer *testDaemon }{{a, b}, {b, a}} {
 		testkit.WaitFor(t, "the LAN peer's view in the cache", func() bool { return cachedSeq(tc.who, tc.peer.pid()) == tc.peer.Document().Seq })
 		// The side that answered may have kept the view before identify

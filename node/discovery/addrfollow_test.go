@@ -1,4 +1,4 @@
-package node
+package discovery_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/internal/testkit"
+	"github.com/ifaced/ifaced/node/nodetest"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -19,7 +20,7 @@ import (
 // yet) gets its listen addresses in the cache once it connects and
 // identify completes; the cached view itself is left as it was.
 func TestCachedPeerGetsItsAddressesFromIdentify(t *testing.T) {
-	d := startDaemon(t, tcpOnly(loopbackConfig()))
+	d := startDaemon(t, nodetest.LoopbackConfig())
 	defer d.Close()
 	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
 	if err != nil {
@@ -67,7 +68,7 @@ func TestCachedPeerGetsItsAddressesFromIdentify(t *testing.T) {
 // as the bench's reconnecting peer once did. Here the clean-up is made to
 // run right after Connect added the address (a dial that fails leaves it).
 func TestConnectAddressOutlivesIdentifysCleanup(t *testing.T) {
-	bob := startDaemon(t, tcpOnly(loopbackConfig()))
+	bob := startDaemon(t, nodetest.LoopbackConfig())
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package node
+package discovery
 
 import (
 	"bytes"
@@ -363,7 +363,7 @@ func (g *announcer) publishLoop() {
 // announces nothing, which would otherwise tell everyone that something
 // hidden changed.
 func (g *announcer) publish() error {
-	v, err := g.deps.views.advertised()
+	v, err := g.deps.views.announced()
 	if err != nil {
 		return err
 	}

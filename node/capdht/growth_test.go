@@ -1,4 +1,4 @@
-package node
+package capdht
 
 import (
 	"bytes"
@@ -45,13 +45,13 @@ func TestProviderRecordsFollowTheGrowingNetwork(t *testing.T) {
 	cfg.DHT = config.DHTServer
 	cfg.Bootstrap = []string{bootInfo.Addrs[0].String() + "/p2p/" + bootInfo.ID.String()}
 	rounds := &fullRounds{}
-	p, err := runCapabilityDHT(ctx, bareHost(t), cfg, func() ([]string, error) { return []string{name}, nil }, time.Now, slog.New(rounds))
+	p, err := New(ctx, bareHost(t), cfg, func() ([]string, error) { return []string{name}, nil }, time.Now, slog.New(rounds))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
 	waitFor(t, 30*time.Second, "the first round", func() bool { return rounds.count.Load() > 0 })
-	if h := holders(t, []*dht.IpfsDHT{boot}, name); !h[boot.Host().ID()] {
+	if h := Holders(t, []*dht.IpfsDHT{boot}, name); !h[boot.Host().ID()] {
 		t.Fatal("the bootstrap server holds no record after the first round")
 	}
 
@@ -95,7 +95,7 @@ func TestProviderRecordsFollowTheGrowingNetwork(t *testing.T) {
 	closest := all[:20]
 	held := 0
 	waitFor(t, renewals[0]/2, "half the 20 servers closest to the name to hold its record", func() bool {
-		held = len(holders(t, closest, name))
+		held = len(Holders(t, closest, name))
 		return held >= len(closest)/2
 	})
 	size := p.dht.RoutingTable().Size()

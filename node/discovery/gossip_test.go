@@ -1,14 +1,12 @@
-package node
+package discovery_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,14 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fxamacker/cbor/v2"
 	"github.com/ifaced/ifaced/conditions"
-	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/discovery"
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/internal/testkit"
+	"github.com/ifaced/ifaced/node/nodetest"
 	"github.com/ifaced/ifaced/node/store"
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -37,7 +35,7 @@ import (
 
 // gossipConfig is the loopback config with GossipSub on.
 func gossipConfig() *config.Config {
-	c := tcpOnly(loopbackConfig())
+	c := nodetest.LoopbackConfig()
 	c.Discovery.Gossip = true
 	return c
 }
@@ -45,7 +43,7 @@ func gossipConfig() *config.Config {
 // inMesh reports whether d forwards announcements to every one of peers.
 func inMesh(d *testDaemon, peers ...peer.ID) func() bool {
 	return func() bool {
-		mesh := d.discovery.gossip.meshPeers()
+		mesh := d.Discovery().GossipMeshPeers()
 		for _, p := range peers {
 			if !slices.Contains(mesh, p) {
 				return false
@@ -80,7 +78,7 @@ func newRawGossip(t *testing.T) *rawGossip {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topic, err := ps.Join(announceTopic)
+	topic, err := ps.Join(discovery.AnnounceTopic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +124,7 @@ func (r *rawGossip) seqs(t *testing.T) []uint64 {
 	t.Helper()
 	var out []uint64
 	for _, b := range r.received() {
-		v, err := decodeAnnouncement(b)
+		v, err := discovery.DecodeAnnouncement(b)
 		if err != nil {
 			t.Fatalf("a raw subscriber received an announcement that does not decode: %v", err)
 		}
@@ -142,39 +140,17 @@ func (r *rawGossip) publish(t *testing.T, payload []byte) {
 	}
 }
 
-// signedDoc is a minimal capability view of id at seq, signed by signer.
-func signedDoc(t testing.TB, id, signer *identity.Identity, seq uint64, caps ...string) *negotiate.Document {
-	t.Helper()
-	d := &negotiate.Document{IFP: negotiate.Version, AgentID: id.DID(), Seq: seq}
-	for _, c := range caps {
-		d.Capabilities = append(d.Capabilities, negotiate.Capability{Name: c, Description: "does " + c})
-	}
-	if _, err := d.Sign(signer, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-func payload(t testing.TB, d *negotiate.Document) []byte {
-	t.Helper()
-	b, err := encodeAnnouncement(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // knows seeds d's cache with doc, signed by its author, as an earlier
 // greeting would have: announcements refresh only what a daemon knows.
 func knows(t *testing.T, d *testDaemon, author peer.ID, doc *negotiate.Document) {
 	t.Helper()
-	a, err := verifyAnnouncement(author, payload(t, doc))
+	a, err := discovery.VerifyAnnouncement(author, discovery.Payload(t, doc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
 	if _, err := d.Store().PutPeer(store.PeerRecord{PeerID: author.String(), AgentID: doc.AgentID, Seq: doc.Seq,
-		DocHash: a.hash, View: a.raw, FetchedAt: now, ChangedAt: now}); err != nil {
+		DocHash: a.Hash, View: a.Raw, FetchedAt: now, ChangedAt: now}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -182,7 +158,7 @@ func knows(t *testing.T, d *testDaemon, author peer.ID, doc *negotiate.Document)
 // knowsDaemon seeds d's cache with author's current public view.
 func knowsDaemon(t *testing.T, d, author *testDaemon) {
 	t.Helper()
-	v, err := author.discovery.views.public()
+	v, err := author.Discovery().PublicView()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +218,7 @@ func TestGossipUpdateReachesEverySubscriber(t *testing.T) {
 	}
 	var last time.Time
 	for i, d := range receivers {
-		e := waitEvent(t, evs[i], func(e events.Event) bool {
+		e := nodetest.WaitEvent(t, evs[i], func(e events.Event) bool {
 			return e.Type == events.EventPeerView && e.Peer == author.pid().String() && strings.HasPrefix(e.Detail, fmt.Sprintf("seq %d,", doc.Seq))
 		})
 		if e.At.After(last) {
@@ -280,7 +256,7 @@ func TestGossipAnnouncesNothingHidden(t *testing.T) {
 	sub := newRawGossip(t)
 	sub.connect(t, alice)
 	testkit.WaitFor(t, "alice's mesh to hold the subscriber", inMesh(alice, sub.ID()))
-	testkit.WaitFor(t, "alice's first announcement", func() bool { return alice.discovery.gossip.published.Load() == 1 })
+	testkit.WaitFor(t, "alice's first announcement", func() bool { return alice.Discovery().GossipCounts().Published == 1 })
 
 	hidden, err := alice.UpdateDocument(func(d *negotiate.Document) error {
 		d.Capabilities = append(d.Capabilities, negotiate.Capability{Name: "vault.open", Description: "Open the vault",
@@ -291,13 +267,10 @@ func TestGossipAnnouncesNothingHidden(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "alice's announcer to settle", func() bool {
-		g := alice.discovery.gossip
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return !g.publishing
+		return alice.Discovery().GossipSettled()
 	})
 
-	if n := alice.discovery.gossip.published.Load(); n != 1 {
+	if n := alice.Discovery().GossipCounts().Published; n != 1 {
 		t.Fatalf("a hidden change was announced: %d announcements", n)
 	}
 
@@ -316,7 +289,7 @@ func TestGossipAnnouncesNothingHidden(t *testing.T) {
 		if bytes.Contains(b, []byte("diary")) || bytes.Contains(b, []byte("vault")) {
 			t.Errorf("an announcement names a hidden capability: %q", b)
 		}
-		v, _ := decodeAnnouncement(b)
+		v, _ := discovery.DecodeAnnouncement(b)
 		if got := testkit.CapNames(v); got != "+ping -calendar.availability +weather.now" {
 			t.Errorf("announced view %q", got)
 		}
@@ -324,7 +297,7 @@ func TestGossipAnnouncesNothingHidden(t *testing.T) {
 			t.Errorf("announced view: %v", err)
 		}
 	}
-	if n := alice.discovery.gossip.published.Load(); n != 2 {
+	if n := alice.Discovery().GossipCounts().Published; n != 2 {
 		t.Errorf("%d announcements, want the first and the visible change's", n)
 	}
 }
@@ -339,33 +312,33 @@ func TestGossipDropsForgedAndStaleAnnouncements(t *testing.T) {
 	s.connect(t, r)
 	testkit.WaitFor(t, "R's mesh to hold P and S", inMesh(r, p.ID(), s.ID()))
 	testkit.WaitFor(t, "P to see R on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), r.pid()) })
-	g := r.discovery.gossip
-	knows(t, r, p.ID(), signedDoc(t, p.id, p.id, 1, "ping"))
+	g := r.Discovery()
+	knows(t, r, p.ID(), discovery.SignedDoc(t, p.id, p.id, 1, "ping"))
 
 	// A genuine announcement goes through.
-	p.publish(t, payload(t, signedDoc(t, p.id, p.id, 2, "ping")))
+	p.publish(t, discovery.Payload(t, discovery.SignedDoc(t, p.id, p.id, 2, "ping")))
 	testkit.WaitFor(t, "R to cache P's seq 2", func() bool { return cachedSeq(r, p.ID()) == 2 })
 	testkit.WaitFor(t, "S to receive P's seq 2", func() bool { return slices.Equal(s.seqs(t), []uint64{2}) })
 
 	// An older one, validly signed, is ignored.
-	p.publish(t, payload(t, signedDoc(t, p.id, p.id, 1, "ping", "old.thing")))
-	testkit.WaitFor(t, "R to ignore the older announcement", func() bool { return g.ignored.Load() == 1 })
+	p.publish(t, discovery.Payload(t, discovery.SignedDoc(t, p.id, p.id, 1, "ping", "old.thing")))
+	testkit.WaitFor(t, "R to ignore the older announcement", func() bool { return g.GossipCounts().Ignored == 1 })
 
 	// Forged: another key's view, published by P.
 	other, _ := identity.Generate(nil)
-	p.publish(t, payload(t, signedDoc(t, other, other, 7, "forged.thing")))
+	p.publish(t, discovery.Payload(t, discovery.SignedDoc(t, other, other, 7, "forged.thing")))
 	// P's own view claiming P's agent ID, signed by another key.
-	p.publish(t, payload(t, signedDoc(t, p.id, other, 8, "forged.thing")))
+	p.publish(t, discovery.Payload(t, discovery.SignedDoc(t, p.id, other, 8, "forged.thing")))
 	// Tampered after signing.
-	tampered := signedDoc(t, p.id, p.id, 9, "ping")
+	tampered := discovery.SignedDoc(t, p.id, p.id, 9, "ping")
 	tampered.Capabilities = append(tampered.Capabilities, negotiate.Capability{Name: "tampered.thing", Description: "x"})
-	p.publish(t, payload(t, tampered))
+	p.publish(t, discovery.Payload(t, tampered))
 	// Not an announcement at all.
 	p.publish(t, []byte("not an announcement"))
-	testkit.WaitFor(t, "R to reject the four bad announcements", func() bool { return g.rejected.Load() == 4 })
+	testkit.WaitFor(t, "R to reject the four bad announcements", func() bool { return g.GossipCounts().Rejected == 4 })
 
 	// A newer genuine one still goes through, after all of them.
-	p.publish(t, payload(t, signedDoc(t, p.id, p.id, 3, "ping", "new.thing")))
+	p.publish(t, discovery.Payload(t, discovery.SignedDoc(t, p.id, p.id, 3, "ping", "new.thing")))
 	testkit.WaitFor(t, "S to receive P's seq 3", func() bool { return slices.Contains(s.seqs(t), 3) })
 
 	if got := s.seqs(t); !slices.Equal(got, []uint64{2, 3}) {
@@ -376,8 +349,8 @@ func TestGossipDropsForgedAndStaleAnnouncements(t *testing.T) {
 			t.Errorf("S received a refused announcement: %q", b)
 		}
 	}
-	if g.accepted.Load() != 2 || g.rejected.Load() != 4 || g.ignored.Load() != 1 {
-		t.Errorf("R accepted %d, rejected %d, ignored %d; want 2, 4, 1", g.accepted.Load(), g.rejected.Load(), g.ignored.Load())
+	if g.GossipCounts().Accepted != 2 || g.GossipCounts().Rejected != 4 || g.GossipCounts().Ignored != 1 {
+		t.Errorf("R accepted %d, rejected %d, ignored %d; want 2, 4, 1", g.GossipCounts().Accepted, g.GossipCounts().Rejected, g.GossipCounts().Ignored)
 	}
 	rec, err := r.Store().Peer(p.ID().String())
 	if err != nil {
@@ -435,18 +408,18 @@ func TestGossipForwardsWhatAPushAlreadyBrought(t *testing.T) {
 	connect(t, c, b)
 	testkit.WaitFor(t, "B's mesh to hold P and C", inMesh(b, p.ID(), c.pid()))
 	testkit.WaitFor(t, "P to see B on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), b.pid()) })
-	knows(t, c, p.ID(), signedDoc(t, p.id, p.id, 1, "ping"))
-	doc := signedDoc(t, p.id, p.id, 2, "ping", "weather.now")
-	a, err := verifyAnnouncement(p.ID(), payload(t, doc))
+	knows(t, c, p.ID(), discovery.SignedDoc(t, p.id, p.id, 1, "ping"))
+	doc := discovery.SignedDoc(t, p.id, p.id, 2, "ping", "weather.now")
+	a, err := discovery.VerifyAnnouncement(p.ID(), discovery.Payload(t, doc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := b.Store().PutPeer(store.PeerRecord{PeerID: p.ID().String(), AgentID: doc.AgentID, Seq: 2, DocHash: a.hash, View: a.raw,
+	if _, err := b.Store().PutPeer(store.PeerRecord{PeerID: p.ID().String(), AgentID: doc.AgentID, Seq: 2, DocHash: a.Hash, View: a.Raw,
 		Context: []byte(`{"disclosure":"public"}`), FetchedAt: now, ChangedAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	p.publish(t, payload(t, doc))
+	p.publish(t, discovery.Payload(t, doc))
 	testkit.WaitFor(t, "C to hold P's seq 2", func() bool { return cachedSeq(c, p.ID()) == 2 })
 }
 
@@ -479,94 +452,6 @@ func TestGossipLeavesNoGoroutine(t *testing.T) {
 	b.Close()
 }
 
-func TestAnnouncementDecoderRefuses(t *testing.T) {
-	id, _ := identity.Generate(nil)
-	good := payload(t, signedDoc(t, id, id, 4, "ping"))
-	enc, _ := cbor.CoreDetEncOptions().EncMode()
-	mk := func(v any) []byte {
-		b, err := enc.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	view := func(d *negotiate.Document) []byte { b, _ := json.Marshal(d); return b }
-	unsigned := &negotiate.Document{IFP: negotiate.Version, AgentID: id.DID(), Seq: 4,
-		Capabilities: []negotiate.Capability{{Name: "ping", Description: "x"}}}
-	for _, tc := range []struct {
-		name string
-		in   []byte
-		want error
-	}{
-		{"empty", nil, gossip.ErrMalformed},
-		{"garbage", []byte("\xff\xfe not cbor"), gossip.ErrMalformed},
-		{"truncated", good[:len(good)/2], gossip.ErrMalformed},
-		{"one byte short", good[:len(good)-1], gossip.ErrMalformed},
-		{"trailing bytes", append(slices.Clone(good), 0x00), gossip.ErrMalformed},
-		{"oversized", make([]byte, maxAnnouncementSize+1), gossip.ErrTooLarge},
-		{"not a map", mk([]any{4, "x"}), gossip.ErrMalformed},
-		{"unknown key", mk(map[string]any{"seq": 4, "view": view(unsigned), "extra": 1}), gossip.ErrMalformed},
-		{"no view", mk(map[string]any{"seq": 4}), gossip.ErrMalformed},
-		{"seq zero", mk(map[string]any{"seq": 0, "view": view(unsigned)}), gossip.ErrMalformed},
-		{"view not JSON", mk(map[string]any{"seq": 4, "view": []byte("{nope")}), negotiate.ErrNotAView},
-		{"view not IFP-7", mk(map[string]any{"seq": 4, "view": []byte(`{"ifp":6,"agent_id":"x","seq":4,"capabilities":[]}`)}), negotiate.ErrNotAView},
-		{"seq differs from the view's", mk(map[string]any{"seq": 5, "view": view(unsigned)}), gossip.ErrMalformed},
-		{"unsigned view", mk(map[string]any{"seq": 4, "view": view(unsigned)}), gossip.ErrMalformed},
-		{"indefinite length", append([]byte{0xbf}, append(good[1:], 0xff)...), gossip.ErrMalformed},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := decodeAnnouncement(tc.in)
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("got %v, want %v", err, tc.want)
-			}
-			if !strings.HasPrefix(err.Error(), "decoding announcement: ") {
-				t.Errorf("error %q does not say what failed", err)
-			}
-		})
-	}
-	if v, err := decodeAnnouncement(good); err != nil || v.Seq != 4 {
-		t.Fatalf("a good payload: %v", err)
-	}
-	if _, err := verifyAnnouncement(id.PeerID(), good); err != nil {
-		t.Fatalf("verifying a good payload: %v", err)
-	}
-	other, _ := identity.Generate(nil)
-	if _, err := verifyAnnouncement(other.PeerID(), good); err == nil {
-		t.Fatal("a view verified under another author's key")
-	}
-}
-
-func FuzzDecodeAnnouncement(f *testing.F) {
-	id, _ := identity.Generate(nil)
-	d := &negotiate.Document{IFP: negotiate.Version, AgentID: id.DID(), Seq: 3,
-		Capabilities: []negotiate.Capability{{Name: "ping", Description: "x"}}}
-	if _, err := d.Sign(id, time.Now()); err != nil {
-		f.Fatal(err)
-	}
-	good, err := encodeAnnouncement(d)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(good)
-	f.Add(good[:len(good)/3])
-	f.Add([]byte{0xa0})
-	f.Add([]byte{0xbf, 0xff})
-	f.Add([]byte("garbage"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		v, err := decodeAnnouncement(b)
-		if err != nil {
-			if v != nil {
-				t.Fatal("a view with an error")
-			}
-			return
-		}
-		if v.Seq == 0 || v.Signature == nil {
-			t.Fatalf("accepted an unsigned or seq-less view: %+v", v)
-		}
-		_, _ = verifyAnnouncement(id.PeerID(), b)
-	})
-}
-
 // TestGossipForwardsButDoesNotCacheStrangers: an announcement by a key R
 // never met reaches S through R, but R does not cache it (anyone can mint
 // keys; caching every one would let them fill every disk of the mesh).
@@ -577,7 +462,7 @@ func TestGossipForwardsButDoesNotCacheStrangers(t *testing.T) {
 	s.connect(t, r)
 	testkit.WaitFor(t, "R's mesh to hold P and S", inMesh(r, p.ID(), s.ID()))
 	testkit.WaitFor(t, "P to see R on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), r.pid()) })
-	p.publish(t, payload(t, signedDoc(t, p.id, p.id, 3, "ping")))
+	p.publish(t, discovery.Payload(t, discovery.SignedDoc(t, p.id, p.id, 3, "ping")))
 	testkit.WaitFor(t, "S to receive the stranger's announcement", func() bool { return slices.Equal(s.seqs(t), []uint64{3}) })
 	if _, err := r.Store().Peer(p.ID().String()); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("R cached a stranger's announced view: %v", err)
@@ -593,7 +478,7 @@ func TestAnnouncementLeavesOutHiddenEvenWhenStrangersAreEligible(t *testing.T) {
 		{"name": "secret.door", "description": "Only for those who know", "advertise": "when-eligible"},
 	}
 	a := startDaemon(t, cfg)
-	v, err := a.discovery.views.advertised()
+	v, err := a.Discovery().AdvertisedView()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -632,7 +517,7 @@ func newGossipFlooder(tb testing.TB, d *testDaemon) *gossipFlooder {
 		tb.Fatal(err)
 	}
 	f := &gossipFlooder{Host: h, s: s}
-	sub, topic := true, announceTopic
+	sub, topic := true, discovery.AnnounceTopic
 	f.write(tb, &pb.RPC{Subscriptions: []*pb.RPC_SubOpts{{Subscribe: &sub, Topicid: &topic}}})
 	return f
 }
@@ -652,7 +537,7 @@ func (f *gossipFlooder) write(tb testing.TB, rpc *pb.RPC) {
 func (f *gossipFlooder) signed(tb testing.TB, author *identity.Identity, payload []byte) *pb.Message {
 	tb.Helper()
 	f.seqno++
-	topic := announceTopic
+	topic := discovery.AnnounceTopic
 	m := &pb.Message{From: []byte(author.PeerID()), Data: payload, Seqno: binary.BigEndian.AppendUint64(nil, f.seqno), Topic: &topic}
 	b, err := proto.Marshal(m)
 	if err != nil {
@@ -670,22 +555,17 @@ func (f *gossipFlooder) freshAnnouncement(tb testing.TB, viewBytes int) *pb.Mess
 	id, _ := identity.Generate(nil)
 	var doc *negotiate.Document
 	if viewBytes > 0 {
-		doc = bigView(tb, id, 1, viewBytes, "schemas")
+		doc = discovery.BigView(tb, id, 1, viewBytes, "schemas")
 	} else {
-		doc = signedDoc(tb, id, id, 1, "ping")
+		doc = discovery.SignedDoc(tb, id, id, 1, "ping")
 	}
-	raw, _ := json.Marshal(doc)
-	p, err := announceEnc.Marshal(announcement{Seq: 1, View: raw})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return f.signed(tb, id, p)
+	return f.signed(tb, id, discovery.Payload(tb, doc))
 }
 
 // judged is how many announcements d's validator has decided.
 func judged(d *testDaemon) uint64 {
-	g := d.discovery.gossip
-	return g.accepted.Load() + g.rejected.Load() + g.ignored.Load()
+	g := d.Discovery()
+	return g.GossipCounts().Accepted + g.GossipCounts().Rejected + g.GossipCounts().Ignored
 }
 
 // TestGossipStrangerFloodIgnoredBeyondBudget: two peers flood a daemon R
@@ -701,28 +581,28 @@ func TestGossipStrangerFloodIgnoredBeyondBudget(t *testing.T) {
 	s.connect(t, r)
 	testkit.WaitFor(t, "R's mesh to hold P and S", inMesh(r, p.ID(), s.ID()))
 	testkit.WaitFor(t, "P to see R on the topic", func() bool { return slices.Contains(p.topic.ListPeers(), r.pid()) })
-	knows(t, r, p.ID(), signedDoc(t, p.id, p.id, 1, "ping"))
+	knows(t, r, p.ID(), discovery.SignedDoc(t, p.id, p.id, 1, "ping"))
 	floods := []*gossipFlooder{newGossipFlooder(t, r), newGossipFlooder(t, r)}
 
 	// One at a time, each judged before the next is sent: pubsub's own
 	// validation queue drops what overflows it, which would make the
 	// count depend on timing.
 	const each = 20
-	g := r.discovery.gossip
+	g := r.Discovery()
 	for i := range each {
 		for j, f := range floods {
 			f.write(t, &pb.RPC{Publish: []*pb.Message{f.freshAnnouncement(t, 0)}})
 			testkit.WaitFor(t, "R to judge the announcement", func() bool { return judged(r) == uint64(2*i+j+1) })
 		}
 	}
-	if g.accepted.Load() != 4 || g.throttled.Load() != 2*each-4 || g.rejected.Load() != 0 {
+	if g.GossipCounts().Accepted != 4 || g.GossipCounts().Throttled != 2*each-4 || g.GossipCounts().Rejected != 0 {
 		t.Fatalf("R accepted %d, throttled %d, rejected %d of %d; want 4 (2 per forwarder), %d, 0",
-			g.accepted.Load(), g.throttled.Load(), g.rejected.Load(), 2*each, 2*each-4)
+			g.GossipCounts().Accepted, g.GossipCounts().Throttled, g.GossipCounts().Rejected, 2*each, 2*each-4)
 	}
 	testkit.WaitFor(t, "S to receive the 4 accepted", func() bool { return len(s.received()) == 4 })
 
 	// A known author is not a stranger: its announcement goes through.
-	p.publish(t, payload(t, signedDoc(t, p.id, p.id, 2, "ping", "weather.now")))
+	p.publish(t, discovery.Payload(t, discovery.SignedDoc(t, p.id, p.id, 2, "ping", "weather.now")))
 	testkit.WaitFor(t, "S to receive P's seq 2", func() bool { return slices.Contains(s.seqs(t), 2) })
 	testkit.WaitFor(t, "R to cache P's seq 2", func() bool { return cachedSeq(r, p.ID()) == 2 })
 	if got := len(s.received()); got != 5 {
@@ -735,173 +615,4 @@ func TestGossipStrangerFloodIgnoredBeyondBudget(t *testing.T) {
 			t.Errorf("R dropped forwarder %s", f.ID())
 		}
 	}
-}
-
-// TestAnnounceBudget: the budget's buckets with an injected clock.
-func TestAnnounceBudget(t *testing.T) {
-	clock := time.Now()
-	b := newAnnounceBudget(30, func() time.Time { return clock })
-	key := func() peer.ID { id, _ := identity.Generate(nil); return id.PeerID() }
-	fwds := make([]peer.ID, 10)
-	for i := range fwds {
-		fwds[i] = key()
-	}
-	// Fresh authors through ten forwarders: each forwarder's share (6),
-	// all of them together 30.
-	allowed := map[peer.ID]int{}
-	total := 0
-	for i := range 200 {
-		if b.allow(key(), fwds[i%len(fwds)], false) {
-			allowed[fwds[i%len(fwds)]]++
-			total++
-		}
-	}
-	if total != 30 {
-		t.Errorf("%d strangers' announcements allowed at once, want 30", total)
-	}
-	for f, n := range allowed {
-		if n > 6 {
-			t.Errorf("forwarder %s got %d, its share is 6", f, n)
-		}
-	}
-	// One stranger: two, then one per five minutes, whatever the forwarders.
-	clock = clock.Add(time.Hour)
-	author := key()
-	n := 0
-	for i := range 10 {
-		if b.allow(author, fwds[i], false) {
-			n++
-		}
-	}
-	if n != strangerAuthorBurst {
-		t.Errorf("one stranger got %d, want %d", n, strangerAuthorBurst)
-	}
-	// A refused stranger gave back what the shared buckets reserved.
-	if got := b.strangers.TokensAt(clock); got < 30-strangerAuthorBurst-0.5 {
-		t.Errorf("refusals spent the shared bucket: %.1f tokens left", got)
-	}
-	clock = clock.Add(strangerAuthorEvery)
-	if !b.allow(author, fwds[0], false) {
-		t.Error("the stranger's bucket did not refill")
-	}
-	// A known author is not charged to the strangers' buckets.
-	known := key()
-	for range 40 {
-		b.allow(key(), fwds[1], false) // spend forwarder 1's share
-	}
-	n = 0
-	for range 100 {
-		if b.allow(known, fwds[1], true) {
-			n++
-		}
-	}
-	if n != knownAuthorBurst {
-		t.Errorf("a known author got %d through a spent forwarder, want its own burst %d", n, knownAuthorBurst)
-	}
-	// The tables are bounded.
-	for range maxBudgetAuthors + 100 {
-		clock = clock.Add(time.Second)
-		b.allow(key(), key(), false)
-	}
-	if b.authors.Len() > maxBudgetAuthors || b.forwarders.Len() > maxBudgetForwarders {
-		t.Errorf("tables grew to %d authors and %d forwarders", b.authors.Len(), b.forwarders.Len())
-	}
-	// gossip_strangers = 0: no stranger at all, known authors still.
-	none := newAnnounceBudget(0, func() time.Time { return clock })
-	if none.allow(key(), key(), false) || !none.allow(known, key(), true) {
-		t.Error("gossip_strangers = 0 let a stranger through, or stopped a known author")
-	}
-}
-
-// TestAnnounceScoreParamsValid: pubsub accepts the score parameters (it
-// validates them only when a router starts).
-func TestAnnounceScoreParamsValid(t *testing.T) {
-	h, err := libp2p.New(libp2p.NoListenAddrs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	params, thresholds := announceScore()
-	if _, err := pubsub.NewGossipSub(ctx, h, pubsub.WithPeerScore(params, thresholds)); err != nil {
-		t.Fatal(err)
-	}
-	// The thresholds in announceScore's comment: 4, 5 and 9 invalid
-	// announcements cross them (-1 × n²).
-	for _, c := range []struct {
-		n         float64
-		threshold float64
-	}{{4, thresholds.GossipThreshold}, {5, thresholds.PublishThreshold}, {9, thresholds.GraylistThreshold}} {
-		w := params.Topics[announceTopic].InvalidMessageDeliveriesWeight
-		if w*c.n*c.n >= c.threshold || w*(c.n-1)*(c.n-1) < c.threshold {
-			t.Errorf("%v invalid announcements do not first cross %v", c.n, c.threshold)
-		}
-	}
-}
-
-// TestAnnouncementKnownByTrustOrCache: with no budget for strangers at
-// all, an author the peer cache holds, or one the trust book holds above
-// signed (pinned, introduced, document-checked), is still verified; any
-// other is ignored before its announcement is decoded.
-func TestAnnouncementKnownByTrustOrCache(t *testing.T) {
-	h, err := libp2p.New(libp2p.NoListenAddrs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	pinned, cachedID, stranger := mustID(t), mustID(t), mustID(t)
-	st := openTestStore(t)
-	knownDoc := signedDoc(t, cachedID, cachedID, 1, "ping")
-	a, err := verifyAnnouncement(cachedID.PeerID(), payload(t, knownDoc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.PutPeer(store.PeerRecord{PeerID: cachedID.PeerID().String(), AgentID: knownDoc.AgentID, Seq: 1,
-		DocHash: a.hash, View: a.raw, FetchedAt: time.Now(), ChangedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	g := newAnnouncer(context.Background(), h, config.DiscoveryConfig{GossipStrangers: 0},
-		announcerDeps{peers: st, keyRevoked: func(peer.ID) error { return nil },
-			trusted: func(p peer.ID) bool { return p == pinned.PeerID() }},
-		time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	defer g.tasks.Close()
-	fwd := mustID(t).PeerID()
-	for _, c := range []struct {
-		name string
-		id   *identity.Identity
-		seq  uint64
-		want pubsub.ValidationResult
-	}{
-		{"pinned", pinned, 1, pubsub.ValidationAccept},
-		{"cached", cachedID, 2, pubsub.ValidationAccept},
-		{"stranger", stranger, 1, pubsub.ValidationIgnore},
-	} {
-		m := strangerMessage(c.id.PeerID(), fwd, payload(t, signedDoc(t, c.id, c.id, c.seq, "ping")))
-		if got := g.validate(m); got != c.want {
-			t.Errorf("%s: %v, want %v", c.name, got, c.want)
-		}
-	}
-	if g.throttled.Load() != 1 {
-		t.Errorf("throttled %d, want the stranger's only", g.throttled.Load())
-	}
-}
-
-func mustID(t *testing.T) *identity.Identity {
-	t.Helper()
-	id, err := identity.Generate(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
-func openTestStore(t *testing.T) *store.Store {
-	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "ifaced.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
 }

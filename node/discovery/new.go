@@ -1,4 +1,4 @@
-package node
+package discovery
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/capdht"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/events"
@@ -20,8 +21,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// discoveryDeps is what newDiscovery builds discovery from.
-type discoveryDeps struct {
+// Deps is what New builds discovery from.
+type Deps struct {
 	Ctx           context.Context // ends when the daemon closes; bounds the loops
 	Host          host.Host
 	Config        config.DiscoveryConfig
@@ -38,12 +39,12 @@ type discoveryDeps struct {
 	Spawn         func(func()) bool // runs a loop Close of the daemon waits for
 }
 
-// newDiscovery starts the configured discovery mechanisms (the DHT first, so the
+// New starts the configured discovery mechanisms (the DHT first, so the
 // others can use it as a router), the importer, and the follower of
 // peers' addresses; it follows the owner's document (provider records and
 // announcements follow what is advertised). Close stops them.
-func newDiscovery(d discoveryDeps) (*Discovery, error) {
-	views := strangerViews{view: d.Docs.View, sign: d.Docs.Sign, policy: d.Policy.InForce}
+func New(d Deps) (*Discovery, error) {
+	views := strangerViews{view: d.Docs.View, advertised: d.Docs.Advertised, policy: d.Policy.InForce}
 	timeout := d.ImportTimeout
 	if timeout == 0 {
 		timeout = defaultImportTimeout
@@ -61,10 +62,10 @@ func newDiscovery(d discoveryDeps) (*Discovery, error) {
 	}
 	disc.closers = append(disc.closers, follower.Close)
 	d.Spawn(func() { follower.run(d.Ctx) })
-	if disc.dht, err = startDHT(d.Ctx, d.Host, d.Config, views, d.Now, d.Log); err != nil {
-		return nil, err
-	}
-	if disc.dht != nil {
+	if d.Config.DHT != config.DHTOff {
+		if disc.dht, err = capdht.New(d.Ctx, d.Host, d.Config, views.advertisedNames, d.Now, d.Log); err != nil {
+			return nil, err
+		}
 		disc.closers = append(disc.closers, disc.dht.Close)
 	}
 	if disc.gossip, err = startAnnouncer(d.Ctx, d.Host, d.Config, announcerDeps{views: views, peers: d.Store, ask: d.Convs,
@@ -81,7 +82,7 @@ func newDiscovery(d discoveryDeps) (*Discovery, error) {
 	disc.imports = newImporter(d.Store.Imports(), timeout, d.Events, d.Now, d.Log)
 	d.Spawn(func() { disc.imports.refreshLoop(d.Ctx, d.Config.ImportRefresh.Duration) })
 	d.Docs.OnChange(func(*negotiate.Document) {
-		disc.dht.changed()
+		disc.dht.Changed()
 		disc.gossip.announce()
 	})
 	ok = true

@@ -1,9 +1,12 @@
-package node
+package converse
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"testing"
@@ -13,8 +16,16 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/internal/testkit"
+	"github.com/ifaced/ifaced/node/owner"
+	"github.com/ifaced/ifaced/node/policy"
+	"github.com/ifaced/ifaced/node/store"
+	"github.com/ifaced/ifaced/node/trust"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 )
 
 // maxGreetedPeerBytes is what the daemon may hold per greeted peer in the
@@ -37,16 +48,74 @@ func greetedPeers(t *testing.T) int {
 	return 2000
 }
 
+// components are the real components below the conversations that what a
+// greeting keeps touches: the store (with the trust book's gate, so a
+// stranger's view is not written), the policy, the trust book and the
+// owner's documents, on a mocknet host.
+type components struct {
+	cs    *Conversations
+	docs  *owner.Document
+	store *store.Store
+}
+
+func newComponents(t *testing.T, caps []map[string]any) components {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	log := slog.New(slog.DiscardHandler)
+	spawn := func(f func()) bool { go f(); return true }
+	id, err := identity.Generate(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.DefaultConfig()
+	cfg.Capabilities = caps
+	order, err := cfg.TierOrder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(t.TempDir(), "ifaced.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	pol, err := policy.New(cfg, order, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := trust.New(ctx, st, trust.Config{KeyTransition: cfg.Trust.KeyTransition.Duration, IntroExpiry: cfg.Trust.IntroExpiry.Duration},
+		order, pol, id.DID(), time.Now, log, spawn)
+	st.SetPeerGate(tr.Known)
+	doc, err := cfg.Document(id.DID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := events.NewHub()
+	docs, err := owner.New(ctx, owner.Deps{ID: id, Store: st.Own(), Order: order, Policy: pol, Events: hub, Log: log, Now: time.Now, Spawn: spawn}, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	net := mocknet.New()
+	t.Cleanup(func() { net.Close() })
+	h, err := net.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := newConversations(conversationDeps{id: id, host: h, docs: docs, policy: pol, trust: tr, store: st, events: hub,
+		order: order, log: log, now: time.Now, ctx: ctx, spawn: spawn, handler: func(f network.StreamHandler) network.StreamHandler { return f }})
+	return components{cs: cs, docs: docs, store: st}
+}
+
 // Greetings from many fresh peers, each with its own 20-capability view,
 // leave at most maxGreetedPeerBytes of heap per peer: what each greeting
 // keeps (the verified view, the signed view for the peer, the peer cache)
 // is bounded by bytes, and peers with the same facts share one signed view.
+// Each view is checked and kept as an admitted greeting's is (checkView,
+// keepView), without thousands of greetings on the wire.
 func TestMemoryPerGreetedPeer(t *testing.T) {
 	n := greetedPeers(t)
-	cfg := loopbackConfig()
-	cfg.Capabilities = testkit.TwentyCapabilities()
-	alice := startDaemon(t, cfg)
-	template := alice.docs.Current()
+	c := newComponents(t, testkit.TwentyCapabilities())
+	template := c.docs.Current()
 	now := time.Now()
 
 	// Each peer's signed view, as canonical JSON; the greeting that
@@ -78,7 +147,7 @@ func TestMemoryPerGreetedPeer(t *testing.T) {
 		return ms.HeapAlloc
 	}
 	fileSize := func() int64 {
-		fi, err := os.Stat(alice.Store().Path())
+		fi, err := os.Stat(c.store.Path())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,10 +161,14 @@ func TestMemoryPerGreetedPeer(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := &gossip.Message{Body: gossip.Body{Parts: []gossip.Part{{ContentType: "application/json", Name: negotiate.PartCapabilities, Content: content}}}}
-		if err := alice.convs.HoldView(g.pid, m); err != nil {
+		pv, err := c.cs.checkView(g.pid, m, "", false, nil)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := alice.docs.View(conditions.Facts{Peer: g.pid.String(), AuthLevel: conditions.Signed,
+		if _, err := c.cs.keepView(g.pid, m, pv); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.docs.View(conditions.Facts{Peer: g.pid.String(), AuthLevel: conditions.Signed,
 			Disclosure: "public", Temperature: conditions.Cool}); err != nil {
 			t.Fatal(err)
 		}
@@ -106,6 +179,9 @@ func TestMemoryPerGreetedPeer(t *testing.T) {
 		n, float64(before)/(1<<20), float64(after)/(1<<20), perPeer/1024, len(greeters[0].canon))
 	if perPeer > maxGreetedPeerBytes {
 		t.Errorf("%.1f KB of heap per greeted peer, want at most %d KB", perPeer/1024, maxGreetedPeerBytes>>10)
+	}
+	if held := c.cs.peerViews.Len(); held == 0 {
+		t.Error("no view was held: the measure is of nothing")
 	}
 	// Strangers' views are not written to the store.
 	sizeAfter := fileSize()

@@ -1,7 +1,16 @@
-package node
+// Package capdht is ifaced's capability DHT: Kademlia (go-libp2p-kad-dht)
+// under ifaced's own protocol prefix, holding provider records "this peer
+// offers capability X" under a key derived from the capability name. It
+// owns the kad-dht instance, the bounded store of other peers' provider
+// records a DHT server keeps (providerRecords), and the loop that joins
+// the DHT and sends this node's own records. Which names a node announces
+// is the caller's: the daemon's discovery (node/discovery) passes the
+// names of its public view; the network lab (interop/netlab/dhtnode) runs
+// it alone, on hosts that are only DHT nodes. Asking a provider for its
+// view is not here: that is a conversation (node/discovery's Find).
+package capdht
 
 import (
-	"cmp"
 	"container/heap"
 	"context"
 	"encoding/binary"
@@ -42,10 +51,11 @@ import (
 // relays) and never the public bootstrap nodes (DefaultBootstrapPeers is
 // used only when passed in, which this file never does).
 //
-// A record says no more than a stranger could learn by greeting: names come
-// from the public view (strangerViews.public), less any capability marked
-// advertise = "when-eligible", so a hidden capability is never announced,
-// whoever might be eligible for it. Finding a provider then means asking it
+// A record says no more than a stranger could learn by greeting: the daemon
+// announces the names of its public view less any capability marked
+// advertise = "when-eligible" (node/discovery decides the names; this
+// package sends what it is given), so a hidden capability is never
+// announced, whoever might be eligible for it. Finding a provider then means asking it
 // for its view for us (QueryCapabilities), which its own daemon decides on
 // facts it established itself; the record is only a pointer.
 
@@ -66,21 +76,18 @@ const (
 	retryMax        = 5 * time.Minute  // the retry backoff's ceiling
 	retryNoPeers    = 5 * time.Second  // its ceiling while no DHT peer is known at all
 	peerCheck       = time.Second      // how often the routing table is looked at: for its growth, and while records are owed, for new DHT peers
+	settled         = 5 * time.Second  // a routing table unchanged this long has stopped growing (see provideLoop)
 	joinTimeout     = 30 * time.Second // dialing one bootstrap peer
 )
 
-// Limits of Find.
+// Limits of a lookup of providers.
 const (
 	DefaultFindLimit  = 20               // providers looked up when the caller says 0
-	MaxFindLimit      = 100              // the most one Find looks up
-	findLookupTimeout = 30 * time.Second // the DHT lookup; asking the providers comes after
-	findQueryTimeout  = 20 * time.Second // opening the capabilities query with one provider
-	findParallel      = 8                // providers asked at once
+	MaxFindLimit      = 100              // the most one lookup returns
+	findLookupTimeout = 30 * time.Second // the DHT lookup; asking the providers comes after (the caller's)
 )
 
-// Errors of Find; each is wrapped with the capability asked for. A name
-// or version Find cannot read is negotiate.ErrInvalidName or
-// negotiate.ErrInvalidVersion.
+// Errors of a lookup (FindProviders) and of New.
 var (
 	ErrDHTOff     = errors.New("the DHT is off (discovery.dht = \"off\"); set it to auto, server or client")
 	ErrNoDHTPeers = errors.New("no DHT server reachable")
@@ -93,13 +100,19 @@ var errNoDHTPeers = errors.New("no DHT peers to send provider records to")
 // discovery.reprovide period takes over (see provideLoop).
 var renewals = []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute}
 
-// capabilityDHT is the Kademlia DHT and the provider records sent from
+// DHT is the Kademlia DHT and the provider records sent from
 // it: it owns the kad-dht instance, the loop that joins the DHT and sends
 // provider records (all names every discovery.reprovide, new names when the
 // document changes, again with backoff while no DHT peer is known), and
-// the record of which names went out. A nil *capabilityDHT is the DHT
+// the record of which names went out. A nil *DHT is the DHT
 // switched off.
-type capabilityDHT struct {
+//
+// It is a component of its own (not part of node/discovery) because it is
+// run alone too: the network lab starts hundreds of DHT-only processes
+// with it, the daemon's own provide and find code rather than a copy, and
+// a program that only serves ifaced's DHT (a bootstrap server, a crawler)
+// would build on it the same way.
+type DHT struct {
 	dht       *dht.IpfsDHT
 	host      host.Host
 	names     func() ([]string, error) // the names to advertise now
@@ -121,7 +134,7 @@ var dhtModes = map[string]dht.ModeOpt{config.DHTAuto: dht.ModeAuto, config.DHTSe
 func capabilityKey(name string) cid.Cid {
 	mh, err := multihash.Sum([]byte(capabilityKeyDomain+name), multihash.SHA2_256, -1)
 	if err != nil {
-		panic(fmt.Sprintf("node: hashing a capability name: %v", err)) // SHA2_256 is always registered
+		panic(fmt.Sprintf("capdht: hashing a capability name: %v", err)) // SHA2_256 is always registered
 	}
 	return cid.NewCidV1(cid.Raw, mh)
 }
@@ -137,19 +150,6 @@ func newCapabilityDHT(h host.Host, mode dht.ModeOpt, bootstrap []peer.AddrInfo, 
 		opts = append(opts, dht.BootstrapPeers(bootstrap...))
 	}
 	return dht.New(h, append(opts, extra...)...)
-}
-
-// advertisedNames are the names that may go into provider records: those
-// in a public view, less any marked when-eligible (a stranger may happen to
-// be eligible for one; it is still not announced).
-func advertisedNames(public *negotiate.Document) []string {
-	var names []string
-	for i := range public.Capabilities {
-		if c := &public.Capabilities[i]; !c.Hidden() {
-			names = append(names, c.Name)
-		}
-	}
-	return names
 }
 
 // provideCapabilities announces this peer as a provider of each name and
@@ -207,42 +207,44 @@ func findCapabilityProviders(ctx context.Context, r routing.ContentRouting, name
 	return out
 }
 
-// startDHT starts the DHT on h unless cfg.DHT is off (then it returns
-// nil, the DHT switched off), and the loop that sends provider records of
-// the names in views' public view. The loop runs until ctx ends or Close.
-func startDHT(ctx context.Context, h host.Host, cfg config.DiscoveryConfig, views viewSource, now func() time.Time, log *slog.Logger) (*capabilityDHT, error) {
-	return runCapabilityDHT(ctx, h, cfg, func() ([]string, error) {
-		view, err := views.public()
-		if err != nil {
-			return nil, fmt.Errorf("building the public view: %w", err)
-		}
-		return advertisedNames(view.Doc), nil
-	}, now, log)
-}
-
-// runCapabilityDHT is startDHT over any source of the names to advertise
-// (names is asked at every provide round).
-func runCapabilityDHT(ctx context.Context, h host.Host, cfg config.DiscoveryConfig, names func() ([]string, error), now func() time.Time, log *slog.Logger) (*capabilityDHT, error) {
+// New starts the DHT on h as a daemon with cfg runs it (discovery.dht,
+// bootstrap, reprovide, max_provider_records, max_providers_per_key; the
+// other fields are not used) and the loop that sends provider records of
+// the names names returns (asked at every provide round; Changed asks for
+// a round now). It runs until ctx ends or Close. cfg.DHT "off" is
+// ErrDHTOff: a caller with the DHT switched off does not build one.
+func New(ctx context.Context, h host.Host, cfg config.DiscoveryConfig, names func() ([]string, error), now func() time.Time, log *slog.Logger) (*DHT, error) {
+	fail := func(err error) (*DHT, error) {
+		return nil, fmt.Errorf("starting the capability DHT: %w", err)
+	}
 	mode, on := dhtModes[cfg.DHT]
-	if !on {
-		return nil, nil
+	switch {
+	case cfg.DHT == config.DHTOff:
+		return fail(ErrDHTOff)
+	case !on:
+		return fail(fmt.Errorf("discovery.dht: %q: want %q, %q or %q", cfg.DHT, config.DHTAuto, config.DHTServer, config.DHTClient))
+	case cfg.Reprovide.Duration <= 0:
+		return fail(fmt.Errorf("discovery.reprovide: %v: want a positive duration, e.g. 12h", cfg.Reprovide.Duration))
+	case cfg.MaxProviderRecords <= 0 || cfg.MaxProvidersPerKey <= 0:
+		return fail(fmt.Errorf("discovery.max_provider_records %d, max_providers_per_key %d: want both positive, e.g. %d and %d",
+			cfg.MaxProviderRecords, cfg.MaxProvidersPerKey, config.DefaultMaxProviderRecords, config.DefaultMaxProvidersPerKey))
 	}
 	boot, err := bootstrapPeers(cfg.Bootstrap, h.ID())
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	kad, err := newCapabilityDHT(h, mode, boot, newProviderRecords(cfg.MaxProviderRecords, cfg.MaxProvidersPerKey))
 	if err != nil {
-		return nil, fmt.Errorf("starting the DHT: %w", err)
+		return fail(err)
 	}
-	d := &capabilityDHT{dht: kad, host: h, names: names, boot: boot, reprovide: cfg.Reprovide.Duration, now: now, log: log,
+	d := &DHT{dht: kad, host: h, names: names, boot: boot, reprovide: cfg.Reprovide.Duration, now: now, log: log,
 		tasks: tasks.New(ctx), kick: make(chan struct{}, 1), provided: map[string]time.Time{}}
 	d.tasks.Go(d.provideLoop)
 	return d, nil
 }
 
 // Close stops the provide loop, waits for it, and closes the DHT.
-func (d *capabilityDHT) Close() error {
+func (d *DHT) Close() error {
 	d.tasks.Close()
 	if err := d.dht.Close(); err != nil {
 		return fmt.Errorf("closing the DHT: %w", err)
@@ -268,9 +270,10 @@ func bootstrapPeers(addrs []string, self peer.ID) ([]peer.AddrInfo, error) {
 	return slices.DeleteFunc(infos, func(ai peer.AddrInfo) bool { return ai.ID == self }), nil
 }
 
-// changed asks the provide loop for a round because the document changed.
-// It never blocks: a round already pending covers this change too.
-func (d *capabilityDHT) changed() {
+// Changed asks the provide loop for a round because the document changed.
+// It never blocks: a round already pending covers this change too. A nil
+// *DHT (the DHT switched off) ignores it.
+func (d *DHT) Changed() {
 	if d == nil {
 		return
 	}
@@ -280,11 +283,11 @@ func (d *capabilityDHT) changed() {
 	}
 }
 
-// noServer is ErrNoDHTPeers with what this daemon is connected to and
+// NoServer is ErrNoDHTPeers with what this daemon is connected to and
 // what would help: only DHT servers enter the routing table, and a
 // daemon on auto behind a NAT is a client, so daemons that all run auto
 // behind NATs find nobody however connected they are.
-func (d *capabilityDHT) noServer() error {
+func (d *DHT) NoServer() error {
 	n := len(d.host.Network().Peers())
 	if n == 0 {
 		return fmt.Errorf("%w: this daemon is connected to no peer; list a DHT server in discovery.bootstrap, or connect to one", ErrNoDHTPeers)
@@ -293,8 +296,8 @@ func (d *capabilityDHT) noServer() error {
 		"set discovery.dht = \"server\" on a daemon the others can reach (a relay, say) and list it in discovery.bootstrap", ErrNoDHTPeers, n)
 }
 
-// hasPeers reports whether the routing table holds anyone to ask.
-func (d *capabilityDHT) hasPeers() bool { return d.dht.RoutingTable().Size() > 0 }
+// HasPeers reports whether the routing table holds anyone to ask.
+func (d *DHT) HasPeers() bool { return d.dht.RoutingTable().Size() > 0 }
 
 // provideLoop joins the DHT, then sends provider records: all names at
 // once, again early (renewals, below) and every discovery.reprovide, the
@@ -321,7 +324,15 @@ func (d *capabilityDHT) hasPeers() bool { return d.dht.RoutingTable().Size() > 0
 //     later, and lookups failing meanwhile). Doubling bounds these rounds
 //     to one per doubling of the table since the last full round: a
 //     handful while a network forms, none in a settled one.
-func (d *capabilityDHT) provideLoop() {
+//   - A round that went out while the table was still growing gets one
+//     more once the table has been still for `settled`: a network that
+//     formed from 16 servers to 30 never doubles again, yet the records
+//     sent at 16 sit on servers of which only about half are still the
+//     closest (TestProviderRecordsFollowTheGrowingNetwork failed 1 run in 4
+//     on a loaded machine before this). At most one such round follows a
+//     growth spurt, so a table grown from 1 to s peers costs at most
+//     1 + bits.Len(s) full rounds: the first, one per doubling, and this.
+func (d *DHT) provideLoop() {
 	ctx := d.tasks.Context()
 	d.join(joinTimeout)
 	periodic := time.NewTimer(0) // the first round sends everything
@@ -329,8 +340,10 @@ func (d *capabilityDHT) provideLoop() {
 	var retry <-chan time.Time // set while records could not go out
 	backoff := retryFirst
 	full := false
-	renewal := 0   // early renewals made so far
-	lastSize := -1 // routing table size at the last full round that went out
+	renewal := 0                    // early renewals made so far
+	lastSize := -1                  // routing table size at the last full round that went out
+	seenSize, seenAt := -1, d.now() // the routing table's size when last looked at, and since when
+	sentGrowing := false            // the last full round went out while the table was still growing
 	peers := time.NewTicker(peerCheck)
 	defer peers.Stop()
 	var tried map[peer.ID]bool // the DHT peers a round that failed was sent to
@@ -343,9 +356,15 @@ func (d *capabilityDHT) provideLoop() {
 		case <-d.kick:
 		case <-retry:
 		case <-peers.C:
+			size := d.dht.RoutingTable().Size()
+			if size != seenSize {
+				seenSize, seenAt = size, d.now()
+			}
 			switch {
-			case retry == nil && lastSize >= 0 && d.dht.RoutingTable().Size() >= 2*max(lastSize, 1):
+			case retry == nil && lastSize >= 0 && size >= 2*max(lastSize, 1):
 				full = true // the network has grown: the servers closest to each name may be others now
+			case retry == nil && sentGrowing && size > lastSize && d.now().Sub(seenAt) >= settled:
+				full = true // the growth the last round went out in has come to rest: send to the servers closest now
 			case retry != nil && d.newPeer(tried):
 				// While records are owed, a DHT peer not there at the last
 				// attempt is worth one now, not at the end of the backoff.
@@ -361,6 +380,7 @@ func (d *capabilityDHT) provideLoop() {
 		case err == nil:
 			if full {
 				lastSize = d.dht.RoutingTable().Size()
+				sentGrowing = seenSize >= 0 && (lastSize != seenSize || d.now().Sub(seenAt) < settled)
 				next := d.reprovide
 				if renewal < len(renewals) {
 					next = min(renewals[renewal], d.reprovide)
@@ -387,7 +407,7 @@ func (d *capabilityDHT) provideLoop() {
 }
 
 // routingPeers is the set of peers in the routing table now.
-func (d *capabilityDHT) routingPeers() map[peer.ID]bool {
+func (d *DHT) routingPeers() map[peer.ID]bool {
 	out := map[peer.ID]bool{}
 	for _, p := range d.dht.RoutingTable().ListPeers() {
 		out[p] = true
@@ -396,7 +416,7 @@ func (d *capabilityDHT) routingPeers() map[peer.ID]bool {
 }
 
 // newPeer reports whether the routing table holds a peer not in tried.
-func (d *capabilityDHT) newPeer(tried map[peer.ID]bool) bool {
+func (d *DHT) newPeer(tried map[peer.ID]bool) bool {
 	for _, p := range d.dht.RoutingTable().ListPeers() {
 		if !tried[p] {
 			return true
@@ -408,7 +428,7 @@ func (d *capabilityDHT) newPeer(tried map[peer.ID]bool) bool {
 // join dials the bootstrap peers and bootstraps the DHT. The dials are
 // not held back by the swarm's dial backoff (forgetDialFailures): the
 // provide loop paces the attempts itself.
-func (d *capabilityDHT) join(timeout time.Duration) {
+func (d *DHT) join(timeout time.Duration) {
 	var wg sync.WaitGroup
 	for _, ai := range d.boot {
 		wg.Go(func() {
@@ -431,7 +451,7 @@ func (d *capabilityDHT) join(timeout time.Duration) {
 // public view are simply not sent again: kad-dht cannot withdraw a record,
 // so theirs expire within 48 hours, and until then a finder asking the
 // peer is told it is not offered.
-func (d *capabilityDHT) provideRound(full bool) error {
+func (d *DHT) provideRound(full bool) error {
 	names, err := d.names()
 	if err != nil {
 		return err
@@ -450,7 +470,7 @@ func (d *capabilityDHT) provideRound(full bool) error {
 	if len(todo) == 0 {
 		return nil
 	}
-	if !d.hasPeers() {
+	if !d.HasPeers() {
 		return errNoDHTPeers
 	}
 	done, err := provideCapabilities(d.tasks.Context(), d.dht, todo)
@@ -473,9 +493,9 @@ func (d *capabilityDHT) provideRound(full bool) error {
 // other than this daemon, from a lookup of at most findLookupTimeout.
 // The error is ctx's when it ended, or noServer's when the routing table
 // is empty.
-func (d *capabilityDHT) findProviders(ctx context.Context, name string, limit int) ([]peer.AddrInfo, error) {
-	if !d.hasPeers() {
-		return nil, d.noServer()
+func (d *DHT) findProviders(ctx context.Context, name string, limit int) ([]peer.AddrInfo, error) {
+	if !d.HasPeers() {
+		return nil, d.NoServer()
 	}
 	lctx, cancel := context.WithTimeout(ctx, findLookupTimeout)
 	provs := findCapabilityProviders(lctx, d.dht, name, d.host.ID(), limit)
@@ -484,145 +504,6 @@ func (d *capabilityDHT) findProviders(ctx context.Context, name string, limit in
 		return nil, err
 	}
 	return provs, nil
-}
-
-// FindResult statuses, in the order Find sorts them.
-const (
-	FindEligible        = "eligible"          // offered to you, and you meet its conditions now
-	FindIneligible      = "ineligible"        // offered to you; Why says what is missing
-	FindBelowMinVersion = "below_min_version" // offered, at a version below the one asked for
-	FindNotOffered      = "not_offered"       // the peer's view for you does not list it (hidden from you, or removed since its record went out)
-	FindUnreachable     = "unreachable"       // the peer could not be asked; Error says why
-	FindImported        = "imported"          // an outside agent the owner imported; its conditions are unknown
-)
-
-var findRank = map[string]int{FindEligible: 0, FindIneligible: 1, FindBelowMinVersion: 2, FindNotOffered: 3, FindUnreachable: 4, FindImported: 5}
-
-// FindResult is one provider of a capability, as its own view for this
-// daemon shows it.
-type FindResult struct {
-	PeerID      string                `json:"peer_id"`
-	AgentID     string                `json:"agent_id,omitempty"`
-	Display     string                `json:"display,omitempty"`
-	Addrs       []string              `json:"addrs,omitempty"`
-	Status      string                `json:"status"`
-	Why         []string              `json:"why,omitempty"`           // for ineligible and below_min_version, one line per reason
-	Capability  *negotiate.Capability `json:"capability,omitempty"`    // as the provider's view shows it: version, description, conditions, unmet
-	GrantedToUs *negotiate.Granted    `json:"granted_to_us,omitempty"` // the context the provider granted for that view
-	Error       string                `json:"error,omitempty"`         // for unreachable
-	// For imported agents: where the document came from, its format, and
-	// whether its signature verified.
-	Source string `json:"source,omitempty"`
-	Format string `json:"format,omitempty"`
-	Signed bool   `json:"signed,omitempty"`
-}
-
-// Find looks up the providers of capability in the DHT (at most limit of
-// them; 0 means DefaultFindLimit) and asks each for its view for this
-// daemon, as QueryCapabilities does (so each provider learns who asked):
-// the view is verified and cached, and the provider's daemon decides on
-// facts it established itself whether we meet the capability's conditions. Each provider is reported with a
-// status, eligible ones first. A provider whose view no longer lists the
-// capability is reported not_offered and nothing more. With minVersion
-// (dotted integers, e.g. "2" or "1.3"), a provider offering a lower version
-// is still reported, as below_min_version, so the caller sees why a peer it
-// expected is not usable; a version that is not dotted integers cannot be
-// compared and counts as below. When the DHT cannot be searched
-// (ErrDHTOff, ErrNoDHTPeers), the imports that list the capability are
-// returned with that error.
-func (d *Discovery) Find(ctx context.Context, capability, minVersion string, limit int) ([]FindResult, error) {
-	fail := func(err error) ([]FindResult, error) {
-		return nil, fmt.Errorf("finding providers of %q: %w", capability, err)
-	}
-	if err := negotiate.CheckName(capability); err != nil {
-		return fail(err)
-	}
-	var atLeast []int
-	if minVersion != "" {
-		var err error
-		if atLeast, err = negotiate.ParseVersion(minVersion); err != nil {
-			return fail(err)
-		}
-	}
-	switch {
-	case limit == 0:
-		limit = DefaultFindLimit
-	case limit < 0 || limit > MaxFindLimit:
-		return fail(fmt.Errorf("limit %d: want 1 to %d", limit, MaxFindLimit))
-	}
-	imported := d.imports.providers(capability)
-	if d.dht == nil || !d.dht.hasPeers() {
-		// The imports that list the capability come with the error that
-		// says why the DHT was not searched.
-		err := ErrDHTOff
-		if d.dht != nil {
-			err = d.dht.noServer()
-		}
-		return imported, fmt.Errorf("finding providers of %q: %w", capability, err)
-	}
-	provs, err := d.dht.findProviders(ctx, capability, limit)
-	if err != nil {
-		return fail(err)
-	}
-	out := make([]FindResult, len(provs))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, findParallel)
-	for i, ai := range provs {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			out[i] = d.askProvider(ctx, ai, capability, atLeast)
-		})
-	}
-	wg.Wait()
-	out = append(out, imported...)
-	slices.SortFunc(out, func(a, b FindResult) int {
-		return cmp.Or(cmp.Compare(findRank[a.Status], findRank[b.Status]), cmp.Compare(a.PeerID, b.PeerID), cmp.Compare(a.Source, b.Source))
-	})
-	return out, nil
-}
-
-// askProvider asks one provider for its view for this daemon and reports
-// what the view says of capability.
-func (d *Discovery) askProvider(ctx context.Context, ai peer.AddrInfo, capability string, atLeast []int) FindResult {
-	r := FindResult{PeerID: ai.ID.String()}
-	qctx, cancel := context.WithTimeout(ctx, findQueryTimeout)
-	defer cancel()
-	res, err := d.ask.QueryCapabilities(qctx, ai.ID, negotiate.Proposal{})
-	r.Addrs = p2phost.PeerAddrs(d.host, ai.ID)
-	if err != nil {
-		r.Status, r.Error = FindUnreachable, err.Error()
-		return r
-	}
-	r.AgentID = res.View.AgentID
-	if rec, err := d.peers.Peer(r.PeerID); err == nil {
-		r.Display = rec.Display
-	}
-	if g := res.GrantedToUs; g.Disclosure != "" {
-		r.GrantedToUs = &g // a peer that sent no context part granted nothing we can show
-	}
-	c, ok := res.View.Capability(capability)
-	if !ok {
-		r.Status = FindNotOffered
-		return r
-	}
-	r.Capability = c
-	switch {
-	case atLeast != nil && !negotiate.VersionAtLeast(c.VersionOrDefault(), atLeast):
-		r.Status = FindBelowMinVersion
-		r.Why = []string{fmt.Sprintf("offers version %s, below %s", c.VersionOrDefault(), negotiate.FormatVersion(atLeast))}
-	case c.Eligible == nil:
-		r.Status = FindIneligible
-		r.Why = []string{"its view does not say whether you meet the conditions"}
-	case *c.Eligible:
-		r.Status = FindEligible
-	default:
-		r.Status = FindIneligible
-		for _, u := range c.Unmet {
-			r.Why = append(r.Why, fmt.Sprintf("needs %s %s, you have %s", u.Condition, u.Required, u.Have))
-		}
-	}
-	return r
 }
 
 // providerRecords is where a DHT server keeps other peers' provider
@@ -838,108 +719,12 @@ func (providerCacheOff) Len() int                       { return 0 }
 func (providerCacheOff) Purge()                         {}
 func (providerCacheOff) Resize(int) int                 { return 0 }
 
-// CapabilityDHT is the daemon's DHT component (capabilityDHT) usable
-// alone, over a host the caller built: kad-dht under /ifaced/kad/1.0.0
-// with the bounded provider store, the provide loop (its first round, the
-// early renewals, the retries while no DHT peer is known, the round when
-// the routing table has doubled) and Find's provider lookup, unchanged.
-// What it announces are names the caller sets with Provide, where the
-// daemon announces its public view's names.
-//
-// It exists so that the network lab can run hundreds of DHT nodes as
-// separate processes (interop/netlab/dhtnode) where full daemons, at 40 to
-// 55 MB each, do not fit in one machine, with the daemon's own provide and
-// find code rather than a copy. An exported component was chosen over a
-// hidden `ifaced` subcommand: the subcommand would still need this
-// surface from node, and would put a lab tool into the command line every
-// user installs. It is also what a program that only serves ifaced's DHT
-// (a bootstrap server, a crawler) would build on.
-type CapabilityDHT struct {
-	d *capabilityDHT
-
-	mu    sync.Mutex
-	names []string // what Provide set
-}
-
-// NewCapabilityDHT starts the DHT on h as a daemon with cfg would
-// (discovery.dht, bootstrap, reprovide, max_provider_records,
-// max_providers_per_key; the other fields are not used), announcing names
-// as a daemon announces those of the document it starts with (Provide
-// changes them later). It runs until ctx ends or Close. cfg.DHT "off" is
-// ErrDHTOff; a name that is not a valid capability name is
-// negotiate.ErrInvalidName.
-func NewCapabilityDHT(ctx context.Context, h host.Host, cfg config.DiscoveryConfig, names []string, log *slog.Logger) (*CapabilityDHT, error) {
-	fail := func(err error) (*CapabilityDHT, error) {
-		return nil, fmt.Errorf("starting the capability DHT: %w", err)
-	}
-	switch _, on := dhtModes[cfg.DHT]; {
-	case cfg.DHT == config.DHTOff:
-		return fail(ErrDHTOff)
-	case !on:
-		return fail(fmt.Errorf("discovery.dht: %q: want %q, %q or %q", cfg.DHT, config.DHTAuto, config.DHTServer, config.DHTClient))
-	case cfg.Reprovide.Duration <= 0:
-		return fail(fmt.Errorf("discovery.reprovide: %v: want a positive duration, e.g. 12h", cfg.Reprovide.Duration))
-	case cfg.MaxProviderRecords <= 0 || cfg.MaxProvidersPerKey <= 0:
-		return fail(fmt.Errorf("discovery.max_provider_records %d, max_providers_per_key %d: want both positive, e.g. %d and %d",
-			cfg.MaxProviderRecords, cfg.MaxProvidersPerKey, config.DefaultMaxProviderRecords, config.DefaultMaxProvidersPerKey))
-	}
-	if err := checkNames(names); err != nil {
-		return fail(err)
-	}
-	c := &CapabilityDHT{names: slices.Sorted(slices.Values(names))}
-	d, err := runCapabilityDHT(ctx, h, cfg, c.provideNames, time.Now, log)
-	if err != nil {
-		return fail(err)
-	}
-	c.d = d
-	return c, nil
-}
-
-func (c *CapabilityDHT) provideNames() ([]string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.names), nil
-}
-
-// Provide sets the names this node announces, replacing those set before,
-// and asks the provide loop for a round: records of names not yet sent go
-// out at once when a DHT peer is known, and every name's again on the
-// loop's schedule. A name that is not a valid capability name is refused
-// (negotiate.ErrInvalidName) and nothing changes.
-func (c *CapabilityDHT) Provide(names []string) error {
-	if err := checkNames(names); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.names = slices.Sorted(slices.Values(names))
-	c.mu.Unlock()
-	c.d.changed()
-	return nil
-}
-
-func checkNames(names []string) error {
-	for _, n := range names {
-		if err := negotiate.CheckName(n); err != nil {
-			return fmt.Errorf("providing %q: %w", n, err)
-		}
-	}
-	return nil
-}
-
-// Provided are the names whose provider records went out since the last
-// full round, sorted.
-func (c *CapabilityDHT) Provided() []string {
-	c.d.mu.Lock()
-	defer c.d.mu.Unlock()
-	return slices.Sorted(maps.Keys(c.d.provided))
-}
-
 // FindProviders looks up at most limit providers of name other than this
-// node (0 means DefaultFindLimit), as Find does before it asks each
-// provider for its view: the lookup ends when it has limit of them, when
-// the DHT lookup ends, or after 30 s. With an empty routing table it is
-// ErrNoDHTPeers.
-func (c *CapabilityDHT) FindProviders(ctx context.Context, name string, limit int) ([]peer.AddrInfo, error) {
+// node (0 means DefaultFindLimit): the lookup ends when it has limit of
+// them, when the DHT lookup ends, or after 30 s. With an empty routing
+// table it is ErrNoDHTPeers (NoServer's explanation); a name that is not a
+// capability name is negotiate.ErrInvalidName.
+func (d *DHT) FindProviders(ctx context.Context, name string, limit int) ([]peer.AddrInfo, error) {
 	fail := func(err error) ([]peer.AddrInfo, error) {
 		return nil, fmt.Errorf("finding providers of %q: %w", name, err)
 	}
@@ -952,15 +737,36 @@ func (c *CapabilityDHT) FindProviders(ctx context.Context, name string, limit in
 	case limit < 0 || limit > MaxFindLimit:
 		return fail(fmt.Errorf("limit %d: want 1 to %d", limit, MaxFindLimit))
 	}
-	provs, err := c.d.findProviders(ctx, name, limit)
+	provs, err := d.findProviders(ctx, name, limit)
 	if err != nil {
 		return fail(err)
 	}
 	return provs, nil
 }
 
-// RoutingTableSize is the number of DHT servers in the routing table.
-func (c *CapabilityDHT) RoutingTableSize() int { return c.d.dht.RoutingTable().Size() }
+// Provided are the names whose provider records went out since the last
+// full round, each with when.
+func (d *DHT) Provided() map[string]time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.provided)
+}
 
-// Close stops the provide loop and closes the DHT (not the host).
-func (c *CapabilityDHT) Close() error { return c.d.Close() }
+// RoutingTableSize is the number of DHT servers in the routing table.
+func (d *DHT) RoutingTableSize() int { return d.dht.RoutingTable().Size() }
+
+// Holds reports whether this node, as a DHT server, holds a provider
+// record of name (from anyone): what a test or an operator asks to see
+// where records went.
+func (d *DHT) Holds(ctx context.Context, name string) (bool, error) {
+	provs, err := d.dht.ProviderStore().GetProviders(ctx, capabilityKey(name).Hash())
+	if err != nil {
+		return false, fmt.Errorf("reading the provider records of %q: %w", name, err)
+	}
+	return len(provs) > 0, nil
+}
+
+// Refresh refreshes the routing table now, as kad-dht does on its own
+// schedule; the channel reports when it is done. A node that joined a
+// network still forming uses it to learn the peers that came after it.
+func (d *DHT) Refresh() <-chan error { return d.dht.ForceRefresh() }

@@ -1,4 +1,4 @@
-package node
+package discovery_test
 
 import (
 	"context"
@@ -13,6 +13,9 @@ import (
 
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/discovery"
+	"github.com/ifaced/ifaced/node/nodetest"
 )
 
 // outsideAgents serves documents in the formats ifaced imports, as other
@@ -66,7 +69,7 @@ func TestImportOutsideAgentsAndFindThem(t *testing.T) {
 	defer srv.Close()
 	other := httptest.NewServer(out)
 	defer other.Close()
-	d := startWith(t, loopbackConfig(), WithImportTimeout(300*time.Millisecond))
+	d := startDaemon(t, nodetest.LoopbackConfig(), node.WithImportTimeout(300*time.Millisecond))
 	ctx := context.Background()
 
 	out.set("/agui", serveJSON(map[string]any{
@@ -131,11 +134,11 @@ func TestImportOutsideAgentsAndFindThem(t *testing.T) {
 		"/missing":  "404",
 	} {
 		_, err := d.Discovery().Import(ctx, srv.URL+path)
-		if !errors.Is(err, ErrImport) || !strings.Contains(err.Error(), want) {
+		if !errors.Is(err, discovery.ErrImport) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an import error saying %q", path, err, want)
 		}
 	}
-	if _, err := d.Discovery().Import(ctx, "ftp://example.invalid/x"); !errors.Is(err, ErrImport) {
+	if _, err := d.Discovery().Import(ctx, "ftp://example.invalid/x"); !errors.Is(err, discovery.ErrImport) {
 		t.Errorf("an ftp URL: %v", err)
 	}
 	if recs, _ := d.Discovery().Imports(); len(recs) != 4 {
@@ -145,27 +148,27 @@ func TestImportOutsideAgentsAndFindThem(t *testing.T) {
 	// find includes them, marked; with the DHT off, they are all it has,
 	// and the error says the DHT was not searched (it was dropped before).
 	found, err := d.Discovery().Find(ctx, "summarize", "", 0)
-	if !errors.Is(err, ErrDHTOff) || len(found) != 1 || found[0].Status != FindImported || found[0].Source != srv.URL+"/orchestrator" ||
+	if !errors.Is(err, discovery.ErrDHTOff) || len(found) != 1 || found[0].Status != discovery.FindImported || found[0].Source != srv.URL+"/orchestrator" ||
 		found[0].Capability.Price == nil {
 		t.Fatalf("find summarize: %+v %v", found, err)
 	}
 	found, err = d.Discovery().Find(ctx, "translate.text", "", 0)
-	if !errors.Is(err, ErrDHTOff) || len(found) != 2 {
+	if !errors.Is(err, discovery.ErrDHTOff) || len(found) != 2 {
 		t.Fatalf("find translate.text: %+v %v", found, err)
 	}
-	if _, err := d.Discovery().Find(ctx, "nothing.here", "", 0); !errors.Is(err, ErrDHTOff) {
+	if _, err := d.Discovery().Find(ctx, "nothing.here", "", 0); !errors.Is(err, discovery.ErrDHTOff) {
 		t.Fatalf("find with no DHT and no import: %v", err)
 	}
 
 	// A refresh picks up a change; a failed one keeps the last good document.
 	out.set("/agui", serveJSON(map[string]any{"tools": map[string]any{"items": []any{
 		map[string]any{"name": "weather.alerts", "description": "Alerts"}}}}))
-	d.Discovery().imports.refresh(ctx)
+	d.Discovery().RefreshImports(ctx)
 	if found, _ := d.Discovery().Find(ctx, "weather.alerts", "", 0); len(found) != 1 {
 		t.Fatalf("the refreshed AG-UI document: %+v", found)
 	}
 	out.set("/agui", nil)
-	d.Discovery().imports.refresh(ctx)
+	d.Discovery().RefreshImports(ctx)
 	kept, err := d.Store().Imports().Get(srv.URL + "/agui")
 	if err != nil || !strings.Contains(kept.LastError, "404") || !strings.Contains(string(kept.View), "weather.alerts") {
 		t.Fatalf("after a failed refresh: %+v %v", kept, err)
@@ -173,7 +176,7 @@ func TestImportOutsideAgentsAndFindThem(t *testing.T) {
 	if err := d.Discovery().RemoveImport(srv.URL + "/agui"); err != nil {
 		t.Fatal(err)
 	}
-	if found, err := d.Discovery().Find(ctx, "weather.alerts", "", 0); len(found) != 0 || !errors.Is(err, ErrDHTOff) {
+	if found, err := d.Discovery().Find(ctx, "weather.alerts", "", 0); len(found) != 0 || !errors.Is(err, discovery.ErrDHTOff) {
 		t.Fatalf("a removed import is still found: %+v %v", found, err)
 	}
 }
