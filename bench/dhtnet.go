@@ -5,16 +5,17 @@ import (
 	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/ifaced/ifaced/node"
+	"github.com/ifaced/ifaced/node/capdht"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/discovery"
 	"github.com/libp2p/go-libp2p"
-	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/control"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -30,8 +31,8 @@ import (
 )
 
 // A DHT of dhtNodes nodes for the latency section's lookup row: dhtNodes-2
-// bare DHT servers (libp2p hosts running kad-dht as the daemon configures
-// it: /ifaced/kad/1.0.0, server mode, no values) and one daemon offering
+// bare DHT servers (libp2p hosts running node/capdht as the daemon does,
+// in server mode, offering nothing) and one daemon offering
 // the capability looked up (a DHT server), each reached only through a
 // delaying proxy of its own, and the daemon that looks it up (a DHT
 // client, so no one needs to dial it).
@@ -140,8 +141,10 @@ func (ps *proxiedPeerstore) SetAddrs(p peer.ID, _ []multiaddr.Multiaddr, ttl tim
 }
 
 // newBareDHTNode is a bare DHT server on loopback TCP that knows its
-// peers only by their proxies in book (its own included, once added).
-func newBareDHTNode(book *proxyBook) (host.Host, *dht.IpfsDHT, error) {
+// peers only by their proxies in book (its own included, once added): a
+// libp2p host running node/capdht as a daemon runs it, in server mode,
+// offering nothing.
+func newBareDHTNode(book *proxyBook) (host.Host, io.Closer, error) {
 	priv, _, err := crypto.GenerateEd25519Key(crand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("generating a DHT node's key: %w", err)
@@ -171,11 +174,12 @@ func newBareDHTNode(book *proxyBook) (host.Host, *dht.IpfsDHT, error) {
 		mem.Close()
 		return nil, nil, fmt.Errorf("starting a DHT node: %w", err)
 	}
-	// As the daemon runs it (node/dht.go: newCapabilityDHT).
-	d, err := dht.New(h, dht.ProtocolPrefix("/ifaced"), dht.Mode(dht.ModeServer), dht.DisableValues())
+	cfg := config.DefaultConfig().Discovery
+	cfg.DHT, cfg.Bootstrap = config.DHTServer, nil
+	d, err := capdht.New(context.Background(), h, cfg, func() ([]string, error) { return nil, nil }, time.Now, quietLog)
 	if err != nil {
 		h.Close()
-		return nil, nil, fmt.Errorf("starting a DHT node's kad-dht: %w", err)
+		return nil, nil, err
 	}
 	return h, d, nil
 }
@@ -185,7 +189,7 @@ type dhtNet struct {
 	book       *proxyBook
 	proxies    []*delayProxy
 	hosts      []host.Host
-	dhts       []*dht.IpfsDHT
+	dhts       []io.Closer
 	provider   *daemon
 	finder     *daemon
 	capability string
