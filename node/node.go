@@ -418,7 +418,9 @@ func (n *Node) Connect(ctx context.Context, addr string) (peer.ID, error) {
 	// after a disconnect could see its own address dropped before the dial
 	// read it ("no addresses").
 	n.host.Peerstore().AddAddrs(info.ID, info.Addrs, peerstore.RecentlyConnectedAddrTTL)
-	if err := n.host.Connect(ctx, *info); err != nil {
+	// Returns once the connection is secured, not after identify: a
+	// greeting that follows need not wait a round trip for it.
+	if err := p2phost.Dial(ctx, n.host, info.ID); err != nil {
 		return "", fmt.Errorf("connecting to %s: %w", info.ID, err)
 	}
 	return info.ID, nil

@@ -135,7 +135,8 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 		return nil, err
 	}
 	p2phost.DialHints(cs.host, cs.store, pid)
-	s, err := cs.host.NewStream(network.WithAllowLimitedConn(ctx, "ifaced conversation"), pid, proto)
+	// No wait for identify: the protocol choice rides with the greeting.
+	s, err := p2phost.OpenStream(network.WithAllowLimitedConn(ctx, "ifaced conversation"), cs.host, pid, proto)
 	if err != nil {
 		return nil, fmt.Errorf("opening conversation with %s: %w", pid, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -77,6 +78,9 @@ type keyGossip struct {
 	events *pubsub.TopicEventHandler
 
 	published, accepted atomic.Uint64
+
+	mu    sync.Mutex
+	heard map[peer.ID]bool // the topic's peers at the last publication: they have the statements
 }
 
 // startKeyGossip joins keyTopic on ps (the announcer's GossipSub).
@@ -204,6 +208,9 @@ func (g *keyGossip) joinLoop() {
 			if !g.tasks.Sleep(joinSettle) {
 				return
 			}
+			if !g.someoneNew() {
+				continue // the publication at start reached them all
+			}
 			g.publish()
 			if !g.tasks.Sleep(keyRepublishEvery) {
 				return
@@ -215,11 +222,17 @@ func (g *keyGossip) joinLoop() {
 		if err != nil {
 			return
 		}
-		if ev.Type == pubsub.PeerJoin {
+		switch ev.Type {
+		case pubsub.PeerJoin:
 			select {
 			case kick <- struct{}{}:
 			default:
 			}
+		case pubsub.PeerLeave:
+			// Back later, it is new again: it may have lost what it heard.
+			g.mu.Lock()
+			delete(g.heard, ev.Peer)
+			g.mu.Unlock()
 		}
 	}
 }
@@ -230,14 +243,34 @@ const joinSettle = time.Second
 
 // publish sends each live statement, when the topic has peers.
 func (g *keyGossip) publish() {
-	if len(g.topic.ListPeers()) == 0 {
+	peers := g.topic.ListPeers()
+	if len(peers) == 0 {
 		return // nobody to hear it yet: the first peer to join will
 	}
+	g.mu.Lock()
+	g.heard = map[peer.ID]bool{}
+	for _, p := range peers {
+		g.heard[p] = true
+	}
+	g.mu.Unlock()
 	for _, parts := range g.live() {
 		if err := g.publishOne(parts); err != nil {
 			g.log.Warn("announcing a key statement on GossipSub", "err", err)
 		}
 	}
+}
+
+// someoneNew reports whether a peer on the topic now was not there at
+// the last publication.
+func (g *keyGossip) someoneNew() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, p := range g.topic.ListPeers() {
+		if !g.heard[p] {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *keyGossip) publishOne(parts []gossip.Part) error {
