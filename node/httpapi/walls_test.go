@@ -1,14 +1,10 @@
 package httpapi
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/ifaced/ifaced/node/internal/testkit"
 )
 
 // TestOnlyListenTakesTheNode: the binding keeps the small interfaces it
@@ -17,74 +13,13 @@ import (
 // the node again fails here.
 func TestOnlyListenTakesTheNode(t *testing.T) {
 	var files []string
-	for _, u := range usesOf(t, ".", "github.com/ifaced/ifaced/node", "Node") {
-		files = append(files, u.file)
-		if u.field {
-			t.Errorf("%s keeps a node.Node in a struct field: give the type the interface it uses instead", u.file)
+	for _, u := range testkit.UsesOf(t, ".", "github.com/ifaced/ifaced/node", "Node") {
+		files = append(files, u.File)
+		if u.Field {
+			t.Errorf("%s keeps a node.Node in a struct field: give the type the interface it uses instead", u.File)
 		}
 	}
 	if !slices.Equal(files, []string{"server.go"}) {
 		t.Errorf("node.Node named in %v, want once, in server.go (Listen)", files)
 	}
-}
-
-// use is one reference to an exported name of another package.
-type use struct {
-	file  string // base name
-	field bool   // in the type of a struct field
-}
-
-// usesOf lists the references in dir's non-test Go files to the exported
-// name sel of the package at path.
-func usesOf(t *testing.T, dir, path, sel string) []use {
-	t.Helper()
-	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []use
-	for _, pkg := range pkgs {
-		for name, f := range pkg.Files {
-			local := ""
-			for _, im := range f.Imports {
-				if p, _ := strconv.Unquote(im.Path.Value); p == path {
-					local = path[strings.LastIndex(path, "/")+1:]
-					if im.Name != nil {
-						local = im.Name.Name
-					}
-				}
-			}
-			if local == "" {
-				continue
-			}
-			names := func(n ast.Node) bool {
-				s, ok := n.(*ast.SelectorExpr)
-				if !ok || s.Sel.Name != sel {
-					return false
-				}
-				id, ok := s.X.(*ast.Ident)
-				return ok && id.Name == local
-			}
-			base := name[strings.LastIndex(name, "/")+1:]
-			ast.Inspect(f, func(n ast.Node) bool {
-				if st, ok := n.(*ast.StructType); ok {
-					for _, fl := range st.Fields.List {
-						ast.Inspect(fl.Type, func(n ast.Node) bool {
-							if names(n) {
-								out = append(out, use{file: base, field: true})
-							}
-							return true
-						})
-					}
-					return false
-				}
-				if names(n) {
-					out = append(out, use{file: base})
-				}
-				return true
-			})
-		}
-	}
-	return out
 }
