@@ -34,6 +34,7 @@ var layers = map[string]int{
 	"node/trust":              5,
 	"node/mcpagent":           5,
 	"node/internal/peerid":    5,
+	"node/internal/tally":     5,
 	"node/config":             6,
 	"node/events":             7,
 	"node/policy":             7,
