@@ -52,6 +52,8 @@ var layers = map[string]int{
 	"node/mail":      10,
 	// Discovery asks the peers it finds for their views (converse).
 	"node/discovery": 11,
+	// The daemon's figures, read from the components above.
+	"node/metrics": 12,
 	// The assembly and its façade.
 	"node": 20,
 	// What serves the façade to people and programs.
