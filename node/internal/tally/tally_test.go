@@ -95,3 +95,23 @@ func TestHistograms(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// BenchmarkCounting is what counting costs the path that counts: a
+// table's add, and a door step's lap (a clock read and an observation).
+func BenchmarkCounting(b *testing.B) {
+	b.Run("table add", func(b *testing.B) {
+		tb := NewTable([]string{"in", "out"}, []string{"a", "b"}, Outcomes())
+		for i := 0; i < b.N; i++ {
+			tb.Add(1, 0, 3)
+		}
+	})
+	b.Run("step lap", func(b *testing.B) {
+		h := NewHistograms([]string{"a", "b"}, StepBounds)
+		last := time.Now()
+		for i := 0; i < b.N; i++ {
+			now := time.Now()
+			h.Observe(1, now.Sub(last))
+			last = now
+		}
+	})
+}
