@@ -558,8 +558,8 @@ func (d *Door) Refused(via string, established peer.ID, verified bool, m *gossip
 
 // refused is Refused at step s, which it is counted under.
 func (d *Door) refused(s step, via string, established peer.ID, verified bool, m *gossip.Message, raw []byte, cause error) {
-	d.refusalCounts.Add(int(s), tally.CodeOf(cause))
 	code := wire.CodeOf(cause)
+	d.refusalCounts.Add(int(s), tally.CodeIndex(code))
 	at := d.now().UTC()
 	d.recordRefusal(via, established, verified, m, raw, cause, at)
 	e := events.Event{Type: events.EventRefused, At: at, Detail: fmt.Sprintf("%s: %s", code, gossip.Clip(cause.Error(), 256))}

@@ -137,6 +137,10 @@ func AnsweredWith(err error) int {
 // (wire.CodeOf): internal_error for an error the table does not name.
 func CodeOf(err error) int { return codeIndex(wire.CodeOf(err)) }
 
+// CodeIndex is c's index in Codes, for a caller that has the code
+// already; internal_error's for a code the table does not list.
+func CodeIndex(c wire.Code) int { return codeIndex(c) }
+
 // codeIndex is c's index in codes; internal_error's for a code the table
 // does not list (wire.CodeOf gives none such).
 func codeIndex(c wire.Code) int {

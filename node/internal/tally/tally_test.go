@@ -69,6 +69,12 @@ func TestOutcomeOf(t *testing.T) {
 	if got := codes[CodeOf(errors.New("anything"))]; got != "internal_error" {
 		t.Errorf("CodeOf(unknown) = %s, want internal_error", got)
 	}
+	if got := codes[CodeIndex("made_up")]; got != "internal_error" {
+		t.Errorf("CodeIndex(made_up) = %s, want internal_error", got)
+	}
+	if got := codes[CodeIndex(wire.CodeBusy)]; got != "busy" {
+		t.Errorf("CodeIndex(busy) = %s", got)
+	}
 	if got := codes[CodeOf(identityReplay())]; got != "replay" {
 		t.Errorf("CodeOf(replay) = %s", got)
 	}
