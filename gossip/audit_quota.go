@@ -333,6 +333,14 @@ func (a *AuditLog) Usage() int64 {
 	return a.usage.total
 }
 
+// StrangersUsage is the bytes the strangers' files take (counted as
+// Usage counts), of which MaxBytes/StrangerShare is their share.
+func (a *AuditLog) StrangersUsage() int64 {
+	a.usage.mu.Lock()
+	defer a.usage.mu.Unlock()
+	return a.usage.strangers
+}
+
 // Room says whether the log has room for new conversations: nil, or an
 // error wrapping ErrNoRoom that says which limit is reached.
 func (a *AuditLog) Room() error {

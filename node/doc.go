@@ -35,6 +35,8 @@
 //	               store of others' provider records, the provide loop
 //	node/discovery Find, the GossipSub announcements, mDNS, the imports
 //	               of outside agents and the follower of peers' addresses
+//	node/metrics   the Prometheus registry: the figures the components
+//	               count, read at each scrape, and the scraper's listener
 //
 // Node owns the store, the audit log and the replay window, assembles the
 // components (New, Close), and is the façade the control API (node/api),

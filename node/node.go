@@ -26,6 +26,7 @@ import (
 	"github.com/ifaced/ifaced/node/keys/tell"
 	"github.com/ifaced/ifaced/node/mail"
 	"github.com/ifaced/ifaced/node/mcpagent"
+	"github.com/ifaced/ifaced/node/metrics"
 	"github.com/ifaced/ifaced/node/owner"
 	"github.com/ifaced/ifaced/node/p2phost"
 	"github.com/ifaced/ifaced/node/policy"
@@ -76,6 +77,7 @@ type Node struct {
 	reach      *mail.Reach             // the relay service and this daemon's reservations (node/mail)
 	discovery  *discovery.Discovery    // the DHT, announcements, LAN discovery, imports (node/discovery)
 	keyNotices *tell.Notices           // the key statements this daemon gave, delivered (node/keys/tell)
+	metrics    *metrics.Metrics        // the Prometheus registry and its exposition (node/metrics)
 
 	// An MCP server as the local agent (node/mcpagent); nil without agent.mcp.
 	mcp *mcpagent.Agent
@@ -237,6 +239,15 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 		return nil, err
 	}
 	n.onClose(n.keyNotices.Close)
+	// The figures, read from the components at each scrape; with
+	// metrics.listen, served on a listener of their own too.
+	if n.metrics, err = metrics.New(metrics.Deps{Door: n.door, Budget: n.door.Budget(), Conversations: n.convs, Invocations: n.invoker,
+		Audit: n.audit, AuditQuota: cfg.Audit.Limits().MaxBytes, StrangerShare: cfg.Audit.Limits().MaxBytes / gossip.StrangerShare,
+		Store: n.store, Mail: n.mail, Discovery: n.discovery, Peers: n.host.Network(), Config: cfg.Metrics,
+		Log: log.With("component", "metrics")}); err != nil {
+		return nil, err
+	}
+	n.onClose(n.metrics.Close)
 	n.spawn(n.pruneLoop)
 	if n.seen != nil {
 		n.spawn(n.flushLoop)
@@ -251,6 +262,11 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 		"capabilities", len(doc.Capabilities), "seq", n.Document().Seq)
 	return n, nil
 }
+
+// Metrics is the daemon's Prometheus registry: its exposition (the
+// control API serves it at GET /metrics) and the scraper's listener's
+// address (metrics.listen).
+func (n *Node) Metrics() *metrics.Metrics { return n.metrics }
 
 // Policy is the owner's policy: the disclosure map and temperature caps.
 func (n *Node) Policy() *policy.Book { return n.policy }

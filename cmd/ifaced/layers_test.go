@@ -34,6 +34,7 @@ var layers = map[string]int{
 	"node/trust":              5,
 	"node/mcpagent":           5,
 	"node/internal/peerid":    5,
+	"node/internal/tally":     5,
 	"node/config":             6,
 	"node/events":             7,
 	"node/policy":             7,
@@ -51,6 +52,8 @@ var layers = map[string]int{
 	"node/mail":      10,
 	// Discovery asks the peers it finds for their views (converse).
 	"node/discovery": 11,
+	// The daemon's figures, read from the components above.
+	"node/metrics": 12,
 	// The assembly and its façade.
 	"node": 20,
 	// What serves the façade to people and programs.

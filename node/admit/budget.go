@@ -130,6 +130,15 @@ func (b *Budget) Whole() (all, strangers bool) {
 	return all, strangers
 }
 
+// Size is the budget in bytes, and the strangers' share of it (0 for a
+// nil Budget).
+func (b *Budget) Size() (all, strangers int64) {
+	if b == nil {
+		return 0, 0
+	}
+	return b.size, b.share
+}
+
 // Used is how many bytes of the budget messages hold now, of the whole
 // and of the strangers' share (0 for a nil Budget).
 func (b *Budget) Used() (all, strangers int64) {

@@ -47,8 +47,10 @@
 // forgotten again by the seen-set, so that a sender refused for being too
 // fast can send the same message later.
 //
-// Door is the component, New builds it; the decoding budget (budget.go)
-// and the bounds on recorded refusals (refusallimit.go) are its own.
+// Door is the component, New builds it; the decoding budget (budget.go),
+// the bounds on recorded refusals (refusallimit.go) and its figures
+// (figures.go: each step timed, refusals counted by step and wire code,
+// read by node/metrics) are its own.
 // Transports (node/converse, node/mail, key gossip, the HTTP binding)
 // call Admit; what they must act on after it they do themselves.
 package admit
@@ -64,6 +66,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/internal/ratelimit"
+	"github.com/ifaced/ifaced/node/internal/tally"
 
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/events"
@@ -145,6 +148,10 @@ type Door struct {
 	// beforeFit, when set (tests only), runs just before the fit step:
 	// a seam where a test holds messages to race them at that step.
 	beforeFit func(*Arrival)
+	// The figures (figures.go): how long each step took, and the
+	// refusals by step and wire code.
+	latencies     *tally.Histograms
+	refusalCounts *tally.Table
 }
 
 // Trust is what the door asks of the trust book (node/trust's Book is
@@ -190,6 +197,7 @@ func New(d Deps) *Door {
 	door := &Door{self: d.Self, audit: d.Audit, replay: d.Replay, rates: d.Rates, trust: d.Trust, keys: d.Keys, events: d.Events,
 		log: d.Log, now: d.Now, conns: d.Host.Network(), beforeFit: d.BeforeFit,
 		strangers: rate.NewLimiter(rate.Every(strangerEventEvery), StrangerEventBurst), refusals: newRefusalBudget(),
+		latencies: tally.NewHistograms(stepNames[stepRoom:stepCommit], tally.StepBounds), refusalCounts: tally.NewTable(stepNames, tally.Codes()),
 		budget: newBudget(d.MaxMemoryMB, func(p peer.ID) bool {
 			ti := cm.GetTagInfo(p)
 			return ti != nil && ti.Tags[GreetedTag] > 0
@@ -231,51 +239,82 @@ var ErrAudit = errors.New("audit log")
 
 // Admit runs the pipeline on a. On refusal the refusal is recorded and the
 // error says why (wire.CodeOf names its code); the transport answers.
+// Each step that applies to a is timed (Latencies) and each refusal
+// counted by its step and code (Refusals).
 func (d *Door) Admit(a *Arrival) (Admitted, error) {
 	if a.Release != nil {
 		defer a.Release() // a refusal before the audit step
 	}
-	if err := d.room(a); err != nil {
-		return Admitted{}, d.refuse(a, "", false, false, err)
+	greeting := a.Msg.Headers.Phase == gossip.PhaseGreeting
+	w := d.stopwatch()
+	err := d.room(a)
+	if greeting {
+		w.lap(stepRoom)
 	}
-	if err := d.validate(a); err != nil {
-		return Admitted{}, d.refuse(a, "", false, false, err)
+	if err != nil {
+		return Admitted{}, d.refuse(a, stepRoom, "", false, false, err)
+	}
+	err = d.validate(a)
+	w.lap(stepValidate)
+	if err != nil {
+		return Admitted{}, d.refuse(a, stepValidate, "", false, false, err)
 	}
 	from, pub, err := d.establish(a)
+	w.lap(stepEstablish)
 	if err != nil {
-		return Admitted{}, d.refuse(a, from, false, false, err)
+		return Admitted{}, d.refuse(a, stepEstablish, from, false, false, err)
 	}
 	if err := a.Msg.Verify(pub); err != nil {
-		return Admitted{}, d.refuse(a, from, false, false, err)
+		w.lap(stepVerify)
+		return Admitted{}, d.refuse(a, stepVerify, from, false, false, err)
 	}
 	// From here on the signer is established: its signature verified.
-	if err := d.verify(a, from); err != nil {
-		return Admitted{from: from}, d.refuse(a, from, true, false, err)
+	err = d.verify(a, from)
+	w.lap(stepVerify)
+	if err != nil {
+		return Admitted{from: from}, d.refuse(a, stepVerify, from, true, false, err)
 	}
-	if err := d.strangerRoom(a, from); err != nil {
-		return Admitted{from: from}, d.refuse(a, from, true, false, err)
+	err = d.strangerRoom(a, from)
+	if greeting {
+		w.lap(stepStrangersRoom)
 	}
-	if err := d.checkReplay(a, from); err != nil {
-		return Admitted{from: from}, d.refuse(a, from, true, false, err)
+	if err != nil {
+		return Admitted{from: from}, d.refuse(a, stepStrangersRoom, from, true, false, err)
 	}
-	if err := d.charge(a, from); err != nil {
-		return Admitted{from: from}, d.refuse(a, from, true, true, err)
+	err = d.checkReplay(a, from)
+	w.lap(stepReplay)
+	if err != nil {
+		return Admitted{from: from}, d.refuse(a, stepReplay, from, true, false, err)
+	}
+	err = d.charge(a, from)
+	if !a.Uncharged {
+		w.lap(stepRate)
+	}
+	if err != nil {
+		return Admitted{from: from}, d.refuse(a, stepRate, from, true, true, err)
 	}
 	if d.beforeFit != nil {
 		d.beforeFit(a)
+		w.reset() // a test's hold is not the fit step's time
 	}
 	if a.Fit != nil {
-		if err := a.Fit(from); err != nil {
-			return Admitted{from: from}, d.refuse(a, from, true, true, err)
+		err := a.Fit(from)
+		w.lap(stepFit)
+		if err != nil {
+			return Admitted{from: from}, d.refuse(a, stepFit, from, true, true, err)
 		}
 	}
 	err = d.record(a, from)
+	w.lap(stepAudit)
 	if a.Release != nil {
 		// Recorded (or not): the decoded message's share of the budget,
 		// held through the audit's copies of it, goes back.
 		a.Release()
 	}
 	if err != nil {
+		// Not written to the record of refusals (the log failed), but a
+		// refusal all the same: counted.
+		d.refusalCounts.Add(int(stepAudit), tally.CodeOf(err))
 		d.forget(a, from)
 		return Admitted{from: from}, err
 	}
@@ -284,7 +323,7 @@ func (d *Door) Admit(a *Arrival) (Admitted, error) {
 		// conversation can make this fail. It is audited as received,
 		// and recorded as refused too.
 		if err := a.Commit(from); err != nil {
-			d.Refused(a.Via, from, true, a.Msg, nil, err)
+			d.refused(stepCommit, a.Via, from, true, a.Msg, nil, err)
 			return Admitted{from: from}, err
 		}
 	}
@@ -479,10 +518,10 @@ func (d *Door) forget(a *Arrival, from peer.ID) {
 	}
 }
 
-// refuse records a refusal once and tells the local agent; it returns
-// cause. verified says whether the signer is established (its signature
-// verified), seen whether the message passed the replay step.
-func (d *Door) refuse(a *Arrival, from peer.ID, verified, seen bool, cause error) error {
+// refuse records a refusal at step once and tells the local agent; it
+// returns cause. verified says whether the signer is established (its
+// signature verified), seen whether the message passed the replay step.
+func (d *Door) refuse(a *Arrival, at step, from peer.ID, verified, seen bool, cause error) error {
 	if seen {
 		d.forget(a, from)
 	}
@@ -490,7 +529,7 @@ func (d *Door) refuse(a *Arrival, from peer.ID, verified, seen bool, cause error
 	if !verified {
 		established = a.Stream // only a secure channel vouches for an unverified message's sender
 	}
-	d.Refused(a.Via, established, verified, a.Msg, nil, cause)
+	d.refused(at, a.Via, established, verified, a.Msg, nil, cause)
 	return cause
 }
 
@@ -510,8 +549,17 @@ const (
 // (and logged) as a bounded summary when the refusal budget of its
 // sources allows (refusallimit.go) and the audit log has room; any other
 // is counted, and the next one written says how many were left out.
+//
+// Transports call it for a message their bounded decode step refused
+// (m nil): it is counted as a refusal at the decode step.
 func (d *Door) Refused(via string, established peer.ID, verified bool, m *gossip.Message, raw []byte, cause error) {
+	d.refused(stepDecode, via, established, verified, m, raw, cause)
+}
+
+// refused is Refused at step s, which it is counted under.
+func (d *Door) refused(s step, via string, established peer.ID, verified bool, m *gossip.Message, raw []byte, cause error) {
 	code := wire.CodeOf(cause)
+	d.refusalCounts.Add(int(s), tally.CodeIndex(code))
 	at := d.now().UTC()
 	d.recordRefusal(via, established, verified, m, raw, cause, at)
 	e := events.Event{Type: events.EventRefused, At: at, Detail: fmt.Sprintf("%s: %s", code, gossip.Clip(cause.Error(), 256))}

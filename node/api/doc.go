@@ -61,6 +61,7 @@
 //
 //	GET    /v1/hello?nonce=N          no token: the daemon's proof that it holds the token (above)
 //	GET    /v1/openapi.json           that description
+//	GET    /metrics                   Prometheus metrics, text exposition (metrics.go, node/metrics; docs/metrics.md)
 //	GET    /v1/status                 this daemon: peer ID, did, fingerprint, addresses, document seq, counts, uptime
 //	GET    /v1/peers                  the peer cache, with each peer's age, staleness and whether it is connected
 //	POST   /v1/connect                {"addr": multiaddr ending in /p2p/<peer ID>} → {"peer": peer ID}

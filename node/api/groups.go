@@ -33,6 +33,7 @@ type routeGroups struct {
 	policy   *policyRoutes       // /v1/policy (policy.go)
 	trust    *trustRoutes        // /v1/trust (trust.go)
 	intros   *introRoutes        // /v1/intros (trust.go)
+	metrics  *metricsRoutes      // GET /metrics (metrics.go)
 }
 
 // groupsFor builds the route groups of a daemon's API: the one place in
@@ -61,6 +62,7 @@ func groupsFor(n *node.Node, home, addr string, log *slog.Logger, t timeouts, do
 		policy:   &policyRoutes{book: n.Policy(), standing: n},
 		trust:    &trustRoutes{book: book, standing: n, names: names, peerTimeout: t.peer},
 		intros:   &introRoutes{book: book, held: book.Held(), standing: n},
+		metrics:  &metricsRoutes{exposition: n.Metrics().Handler()},
 	}
 }
 

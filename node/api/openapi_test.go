@@ -491,6 +491,13 @@ func (r *recorder) roundTrip(next http.RoundTripper, req *http.Request) (*http.R
 		case media["x-event-data"] != nil: // the schema of each event's data
 			resp.Body = &eventChecker{r: r, name: name, body: resp.Body, schema: append(tokens, "content", ct, "x-event-data")}
 		}
+	case ct == "text/plain":
+		// Text (the Prometheus exposition): its content type must be
+		// documented; its format is the scraper's to read (node/api's
+		// TestMetrics parses it).
+		if content[ct] == nil {
+			r.t.Errorf("%s: content type %q is not documented", name, ct)
+		}
 	case len(content) == 0:
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -633,6 +640,13 @@ func TestOpenAPIAgainstRealResponses(t *testing.T) {
 	}
 	helloReq(strings.Repeat("ab", nonceBytes))
 	helloReq("short")
+
+	// The metrics, with the token in the header.
+	metricsReq, _ := http.NewRequest(http.MethodGet, "http://"+alice.srv.Addr()+"/metrics", nil)
+	metricsReq.Header.Set("Authorization", "Bearer "+tokenOf(t, alice.home))
+	resp, err := rec.roundTrip(http.DefaultTransport, metricsReq)
+	must(err)
+	resp.Body.Close()
 
 	// The document itself, served as it is kept.
 	must(call(alice, http.MethodGet, "/v1/openapi.json", nil))

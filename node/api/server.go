@@ -307,6 +307,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/intros/accept", g.intros.acceptIntro)
 	mux.HandleFunc("GET /v1/find/{capability}", g.find.find)
 	mux.HandleFunc("GET /v1/openapi.json", s.openapi)
+	mux.HandleFunc("GET /metrics", g.metrics.serve)
 	// Everything else, including a known path with the wrong method, lands
 	// here, so that those answers are JSON too.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

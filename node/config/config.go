@@ -57,6 +57,7 @@ type Config struct {
 	Discovery   DiscoveryConfig   `toml:"discovery"`
 	Durability  DurabilityConfig  `toml:"durability"`
 	Audit       AuditConfig       `toml:"audit"`
+	Metrics     MetricsConfig     `toml:"metrics"`
 	Log         LogConfig         `toml:"log"`
 	// Capabilities and AGUI are the owner's IFP-7 document, inline. They
 	// are decoded by package negotiate's strict rules.
@@ -227,6 +228,35 @@ const (
 	DHTClient = "client"
 	DHTOff    = "off"
 )
+
+// MetricsConfig is the scraper's listener: the Prometheus exposition
+// (GET /metrics) on an address of its own, without the control API's
+// token (node/metrics). The control API serves it behind the token
+// whatever this says.
+type MetricsConfig struct {
+	Listen      string `toml:"listen"`       // host:port; "" is off
+	AllowRemote bool   `toml:"allow_remote"` // listen may be other than loopback
+}
+
+// CheckListen accepts a listen address on loopback (or localhost), and
+// any host:port with AllowRemote; "" is off.
+func (m MetricsConfig) CheckListen() error {
+	if m.Listen == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(m.Listen)
+	if err != nil || port == "" {
+		return fmt.Errorf("%q is not host:port (e.g. \"127.0.0.1:9464\")", m.Listen)
+	}
+	if m.AllowRemote || host == "localhost" {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%q is not a loopback address, and this listener serves the figures without the token to anyone who reaches it: "+
+		"listen on 127.0.0.1 or [::1], or set metrics.allow_remote = true to serve them beyond this machine", m.Listen)
+}
 
 // LogConfig sets up log/slog.
 type LogConfig struct {
@@ -612,6 +642,9 @@ func (c *Config) Validate() error {
 	}
 	if m := c.Audit.MinFreeMB; m < 0 || m > maxAuditMB {
 		bad("audit.min_free_mb", "%d: want the free MiB the disk must keep, from 0 (no watermark) to %d; the default is 256", m, maxAuditMB)
+	}
+	if err := c.Metrics.CheckListen(); err != nil {
+		bad("metrics.listen", "%v", err)
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)

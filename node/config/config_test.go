@@ -51,6 +51,8 @@ func TestDefaultsSpelledOut(t *testing.T) {
 		"audit.max_mb":            {c.Audit.MaxMB, 1024},
 		"audit.retention_days":    {c.Audit.RetentionDays, 90},
 		"audit.min_free_mb":       {c.Audit.MinFreeMB, 256},
+		"metrics.listen":          {c.Metrics.Listen, ""},
+		"metrics.allow_remote":    {c.Metrics.AllowRemote, false},
 		"capabilities":            {len(c.Capabilities), 6},
 	}
 	for key, v := range checks {
@@ -92,6 +94,9 @@ func TestConfigErrorsNameKeyAndLine(t *testing.T) {
 		{"sync interval too long", "version = 1\n[durability]\ninterval = \"1h\"\n", "durability.interval", 3, "at most 1m"},
 		{"audit quota too small", "version = 1\n[audit]\nmax_mb = 0\n", "audit.max_mb", 3, "at least 16"},
 		{"negative retention", "version = 1\n[audit]\nretention_days = -1\n", "audit.retention_days", 3, "0 to keep days"},
+		{"metrics beyond loopback", "version = 1\n[metrics]\nlisten = \"0.0.0.0:9464\"\n", "metrics.listen", 3, "set metrics.allow_remote = true"},
+		{"metrics not host:port", "version = 1\n[metrics]\nlisten = \"9464\"\n", "metrics.listen", 3, "not host:port"},
+		{"metrics opt-in misspelt", "version = 1\n[metrics]\nallow_remotely = true\n", "metrics.allow_remotely", 3, "allow_remote"},
 		{"negative watermark", "version = 1\n[audit]\nmin_free_mb = -5\n", "audit.min_free_mb", 3, "0 (no watermark)"},
 	}
 	for _, tc := range cases {
@@ -114,6 +119,26 @@ func TestConfigErrorsNameKeyAndLine(t *testing.T) {
 				t.Errorf("%q does not say %q", err, tc.says)
 			}
 		})
+	}
+}
+
+// TestMetricsListenOptIn: a metrics listener beyond loopback is taken
+// only with metrics.allow_remote; on loopback, without it.
+func TestMetricsListenOptIn(t *testing.T) {
+	for _, src := range []string{
+		"version = 1\n[metrics]\nlisten = \"0.0.0.0:9464\"\nallow_remote = true\n",
+		"version = 1\n[metrics]\nlisten = \"127.0.0.1:9464\"\n",
+		"version = 1\n[metrics]\nlisten = \"[::1]:0\"\n",
+		"version = 1\n[metrics]\nlisten = \"localhost:9464\"\n",
+	} {
+		c, err := ParseConfig([]byte(src))
+		if err != nil {
+			t.Errorf("%s: %v", src, err)
+			continue
+		}
+		if c.Metrics.Listen == "" {
+			t.Errorf("%s: listen not read", src)
+		}
 	}
 }
 

@@ -64,6 +64,7 @@ type Conversations struct {
 	requests *requestDesk // the serving side of capability requests (desk.go)
 	awaited  *awaited     // the answers this daemon's own requests wait for (desk.go)
 	inbox    *Inbox       // the HTTP binding's door-facing side (inbox.go)
+	figures  figures      // greetings and requests counted (figures.go)
 }
 
 // conversationDeps is what Conversations is built from, and keeps.
@@ -129,7 +130,7 @@ func (cs *Conversations) Inbox() *Inbox { return cs.inbox }
 // newConversations builds the component and registers its stream
 // handlers on the host.
 func newConversations(d conversationDeps) *Conversations {
-	cs := &Conversations{conversationDeps: d, convs: map[string]*conv{}, claims: map[string]*conv{}}
+	cs := &Conversations{conversationDeps: d, convs: map[string]*conv{}, claims: map[string]*conv{}, figures: newFigures()}
 	cs.updates, cs.requests, cs.awaited = newUpdatePush(cs), newRequestDesk(cs), newAwaited()
 	cs.peerViews = costlru.New[peer.ID, HeldView](maxHeldViewBytes)
 	cs.peersHold, _ = lru.New[peer.ID, string](maxPeersHold)

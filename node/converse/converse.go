@@ -129,7 +129,8 @@ func (cs *Conversations) QueryCapabilities(ctx context.Context, pid peer.ID, pro
 	return cs.greetOn(ctx, pid, wire.Capabilities, prop)
 }
 
-func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop negotiate.Proposal) (*GreetResult, error) {
+func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop negotiate.Proposal) (_ *GreetResult, result error) {
+	defer func() { cs.figures.greeted(dirOut, proto, result) }()
 	remote, err := peerid.Agent(pid)
 	if err != nil {
 		return nil, err
@@ -258,12 +259,27 @@ func (cs *Conversations) handleConversation(s network.Stream) { cs.answerGreetin
 func (cs *Conversations) handleCapabilities(s network.Stream) { cs.answerGreeting(s, false) }
 
 func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
+	// How the exchange ended, for the figures (it broke off unless said
+	// otherwise below), counted once: a refusal before its answer goes
+	// out, so that a peer reading the answer finds it counted; a greeting
+	// answered once the answer went out, before the conversation is
+	// opened and served.
+	result, counted := errBrokeOff, false
+	count := func() {
+		if !counted {
+			counted = true
+			cs.figures.greeted(dirIn, s.Protocol(), result)
+		}
+	}
+	defer count()
 	ws, pid, remote, ok := cs.openInbound(s)
 	if !ok {
 		return
 	}
 	first, release, err := ws.ReadHeld()
 	if err != nil {
+		result = err
+		count()
 		cs.refuseFrame(ws, pid, remote, err)
 		return
 	}
@@ -307,10 +323,14 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 		},
 		Commit: func(peer.ID) error { return c.Accept(first) }})
 	if err != nil {
+		result = err
+		count()
 		cs.answerRefusal(c, err)
 		return
 	}
 	if _, err := cs.keepView(pid, first, pv); err != nil {
+		result = err
+		count()
 		cs.answerRefusal(c, err)
 		return
 	}
@@ -330,10 +350,13 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 		err = cs.send(c, reply)
 	}
 	if err != nil {
+		result = err
 		cs.log.Warn("answering greeting", "peer", cs.named(pid), "err", err)
 		s.Reset()
 		return
 	}
+	result = nil
+	count()
 	cs.noteGreeted(c, s.Protocol())
 	if !conversation {
 		s.Close()
@@ -605,6 +628,10 @@ func (cs *Conversations) receiveOnly(c *conv, expect func(m *gossip.Message) err
 	cs.door.Publish(in, c.ID, "")
 	return m, nil
 }
+
+// errBrokeOff: an exchange ended without a message or an answer (the
+// stream could not be taken, or broke).
+var errBrokeOff = errors.New("the exchange broke off")
 
 // errSkipped: a message was refused but the conversation goes on.
 var errSkipped = errors.New("message refused; conversation continues")

@@ -10,6 +10,7 @@ import (
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/internal/tally"
 	"github.com/ifaced/ifaced/node/invoke"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/ifaced/ifaced/node/wire"
@@ -111,7 +112,8 @@ func (cs *Conversations) Invoke(ctx context.Context, pid peer.ID, capability str
 // InvokeIn is Invoke in the open conversation convID with pid; with convID
 // empty, in the newest one (or a new one). A named conversation that is
 // not open is ErrNoConversation: it is never replaced by another.
-func (cs *Conversations) InvokeIn(ctx context.Context, pid peer.ID, convID, capability string, params any) (*InvokeResult, error) {
+func (cs *Conversations) InvokeIn(ctx context.Context, pid peer.ID, convID, capability string, params any) (_ *InvokeResult, result error) {
+	defer func() { cs.figures.requested.Add(tally.OutcomeOf(result)) }()
 	c, err := cs.pick(pid, convID)
 	if err != nil {
 		return nil, fmt.Errorf("invoking %s: %w", capability, err)

@@ -106,3 +106,22 @@ func AdvertisedNames(public *negotiate.Document) []string {
 // DHT is the capability DHT, for its status (the routing table, the
 // names provided); nil when discovery.dht is off.
 func (d *Discovery) DHT() *capdht.DHT { return d.dht }
+
+// RoutingTableSize is the number of DHT servers in the capability DHT's
+// routing table; false when discovery.dht is off.
+func (d *Discovery) RoutingTableSize() (int, bool) {
+	if d.dht == nil {
+		return 0, false
+	}
+	return d.dht.RoutingTableSize(), true
+}
+
+// GossipPeers are the peers on the announcement topic: those known to
+// subscribe to it, and those in this daemon's mesh (whom it forwards
+// announcements to); false when discovery.gossip is off.
+func (d *Discovery) GossipPeers() (subscribed, mesh int, on bool) {
+	if d.gossip == nil {
+		return 0, 0, false
+	}
+	return len(d.gossip.topic.ListPeers()), len(d.gossip.meshPeers()), true
+}

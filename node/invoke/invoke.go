@@ -15,6 +15,7 @@ import (
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/tally"
 	"github.com/ifaced/ifaced/node/wire"
 )
 
@@ -73,6 +74,7 @@ type Invoker struct {
 	timeout  time.Duration // agent.timeout
 	ctx      context.Context
 	now      func() time.Time
+	served   *tally.Table // requests executed, by outcome (Served)
 }
 
 // Documents is the owner's document as the invoker reads it
@@ -99,8 +101,14 @@ type Deps struct {
 // New builds the invoker.
 func New(d Deps) *Invoker {
 	return &Invoker{docs: d.Docs, standard: newStandardAnswers(d.Docs), order: d.Order, work: &workload{inFlight: map[string]int{}},
-		bridge: newBridge(d.Agent, d.Tools, d.Events, d.Log), timeout: d.Agent.Timeout.Duration, ctx: d.Ctx, now: d.Now}
+		bridge: newBridge(d.Agent, d.Tools, d.Events, d.Log), timeout: d.Agent.Timeout.Duration, ctx: d.Ctx, now: d.Now,
+		served: tally.NewTable(tally.Outcomes())}
 }
+
+// Served counts the capability requests Execute ran, every transport's,
+// by outcome: "ok", or the wire code the requester was answered with
+// (node/metrics reads it).
+func (iv *Invoker) Served() tally.Counts { return iv.served }
 
 // Execute runs capability name for a requester the daemon granted g: the
 // conditions on those facts, the parameters against the schema, the
@@ -126,7 +134,10 @@ func (iv *Invoker) Execute(name string, params any, g negotiate.Granted, request
 	}
 	f := facts(iv.work.running(name))
 	d = NewDecision(name, f, "")
-	defer func() { Settle(d, err) }()
+	defer func() {
+		Settle(d, err)
+		iv.served.Add(tally.AnsweredWith(err))
+	}()
 	cap, err := doc.Decide(name, f, iv.order, BusyRetry)
 	iv.explain(d, doc, name, f, err)
 	if err != nil {

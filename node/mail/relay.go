@@ -146,6 +146,7 @@ func newMail(d mailDeps) *Mail {
 // the host (its addresses) and the mail component.
 type Reach struct {
 	service *relayv2.Relay // nil unless relay.service
+	tracer  relayTracer    // the service's slots and circuits, counted (figures.go)
 
 	mu       sync.Mutex
 	circuits map[peer.ID][]multiaddr.Multiaddr // live reservations: relay → this daemon's circuit addresses through it
@@ -283,7 +284,7 @@ func (mb *Mail) startReach() error {
 		// (Mailboxes are not registered from an ACL: go-libp2p asks it
 		// before applying the limits, so a peer it is asked about may yet
 		// be refused its slot; see reservationBook.)
-		svc, err := relayv2.New(mb.host, relayv2.WithResources(rc))
+		svc, err := relayv2.New(mb.host, relayv2.WithResources(rc), relayv2.WithMetricsTracer(&mb.reach.tracer))
 		if err != nil {
 			return fmt.Errorf("starting relay service: %w", err)
 		}

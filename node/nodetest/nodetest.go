@@ -3,7 +3,8 @@
 // MCP server, the command line, the example agents): a fresh home with a
 // new key, a configuration on loopback with the discovery mechanisms a
 // test has not asked for switched off, and a logger that is quiet unless
-// IFACED_TEST_LOG is set. Each daemon is closed when its test ends. It is
+// IFACED_TEST_LOG is set. Each daemon is closed when its test ends;
+// Scrape reads a daemon's metrics as a scraper would. It is
 // a test helper, like net/http/httptest; package node's own tests, which
 // read the components' state, have theirs beside them.
 package nodetest

@@ -495,6 +495,28 @@ func (s *Mailboxes) Registrations() (int, error) {
 	return n, nil
 }
 
+// Queues are the mail this store holds now: messages held in the
+// mailboxes for others and their bytes, and this daemon's own outbox.
+type Queues struct {
+	Held      int
+	HeldBytes uint64
+	Outbox    int
+}
+
+// Queues counts the mail held and queued, in one read (each bucket's
+// pages walked, no record decoded).
+func (s *Mailboxes) Queues() (Queues, error) {
+	var q Queues
+	err := s.db.View(func(tx *bolt.Tx) error {
+		q = Queues{Held: tx.Bucket(bucketMail).Stats().KeyN, HeldBytes: mailBytes(tx), Outbox: tx.Bucket(bucketOutbox).Stats().KeyN}
+		return nil
+	})
+	if err != nil {
+		return Queues{}, fmt.Errorf("counting mail: %w", err)
+	}
+	return q, nil
+}
+
 // OutboxItem is a message this daemon could not deliver yet.
 type OutboxItem struct {
 	ID          string    `json:"id"`      // the message's message_id

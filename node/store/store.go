@@ -147,6 +147,15 @@ func (s *Store) Close() error {
 // Path is the file the store was opened from.
 func (s *Store) Path() string { return s.path }
 
+// Size is the store file's size in bytes, as the database sees it.
+func (s *Store) Size() (int64, error) {
+	var n int64
+	if err := s.db.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil }); err != nil {
+		return 0, fmt.Errorf("reading the store's size: %w", err)
+	}
+	return n, nil
+}
+
 // encode marshals v without HTML escaping, so that embedded JSON
 // (documents, views) keeps its canonical bytes.
 func encode(v any) ([]byte, error) {
