@@ -346,12 +346,30 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 		answer.HaveView = hex.EncodeToString(held.Sum[:]) // the greeter's view, which it need not send again
 	}
 	reply, err := cs.greeting(c, answer, &c.granted)
-	if err == nil {
-		err = cs.send(c, reply)
-	}
 	if err != nil {
 		result = err
 		cs.log.Warn("answering greeting", "peer", cs.named(pid), "err", err)
+		s.Reset()
+		return
+	}
+	// The conversation is in the table before its answer leaves: the peer
+	// may act on the answer at once (an update naming the conversation,
+	// on a stream of its own), and must not find it missing here. Until
+	// the answer is written nothing else is (the write lock), and the
+	// local agent is told once it is out.
+	c.wmu.Lock() // nothing said in the conversation can go before the answer
+	if conversation {
+		opened = true
+		cs.enter(c)
+	}
+	err = cs.writeHeld(c, reply, true, nil)
+	c.wmu.Unlock()
+	if err != nil {
+		result = err
+		cs.log.Warn("answering greeting", "peer", cs.named(pid), "err", err)
+		if conversation {
+			cs.closeConv(c)
+		}
 		s.Reset()
 		return
 	}
@@ -362,8 +380,7 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 		s.Close()
 		return
 	}
-	opened = true
-	cs.open(c)
+	cs.announce(c)
 	cs.serve(c)
 }
 
@@ -551,6 +568,11 @@ func (cs *Conversations) send(c *conv, m *gossip.Message) error { return cs.writ
 func (cs *Conversations) write(c *conv, m *gossip.Message, audit bool, d *gossip.Decision) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	return cs.writeHeld(c, m, audit, d)
+}
+
+// writeHeld is write for a caller that holds c.wmu.
+func (cs *Conversations) writeHeld(c *conv, m *gossip.Message, audit bool, d *gossip.Decision) error {
 	if m.Security == nil {
 		if err := c.TryStamp(m); err != nil {
 			return fmt.Errorf("sending %s to %s: %w", m.Headers.Phase, c.peer, err)
@@ -906,16 +928,29 @@ func (cs *Conversations) recordSent(transport string, pid peer.ID, m *gossip.Mes
 	return nil
 }
 
-// open enters c, which holds the claim on its ID (claim), in the table.
+// open enters c, which holds the claim on its ID (claim), in the table
+// and tells the local agent.
 func (cs *Conversations) open(c *conv) {
+	cs.enter(c)
+	cs.announce(c)
+}
+
+// enter puts c, which holds the claim on its ID (claim), in the table,
+// where messages naming it find it; nobody is told yet (announce).
+func (cs *Conversations) enter(c *conv) {
 	cs.mu.Lock()
+	defer cs.mu.Unlock()
 	cs.opened++
 	c.order = cs.opened
 	if cs.claims[c.ID] == c {
 		delete(cs.claims, c.ID)
 	}
 	cs.convs[c.ID] = c
-	cs.mu.Unlock()
+}
+
+// announce tells the local agent that c is open, and on the side that
+// greeted, listens for the rest of the conversation.
+func (cs *Conversations) announce(c *conv) {
 	cs.events.Publish(events.Event{Type: events.EventConversation, At: cs.now(), Peer: peerid.String(c.peer), ConversationID: c.ID, Detail: "open"})
 	if c.stream.Stat().Direction == network.DirOutbound {
 		// The initiator also listens for the rest of the conversation.
