@@ -103,7 +103,7 @@ func median[T int | time.Duration](xs []T) T {
 // are found by none and held by none, and that Find at a daemon reports
 // what the providers' daemons decide. It logs the lookup time and hops:
 //
-//	go test ./node -run TestDHTFindAt100Nodes -count=1 -v
+//	go test ./node/capdht -run TestDHTFindAt100Nodes -count=1 -v
 //
 // It runs twice: with the bare nodes at kad-dht's bucket size (20, what
 // daemons use), where every routing table holds most of the network and

@@ -81,7 +81,7 @@ func strangerMessage(author, forwarder peer.ID, payload []byte) *pubsub.Message 
 // verified in full, as every one was before the budget, unless its size
 // refuses it first), "over-budget" past it (ignored unread).
 //
-//	go test ./node -run '^$' -bench BenchmarkStrangerAnnouncement -benchmem -count=1
+//	go test ./node/discovery -run '^$' -bench BenchmarkStrangerAnnouncement -benchmem -count=1
 func BenchmarkStrangerAnnouncement(b *testing.B) {
 	for _, shape := range []string{"schemas", "containers"} {
 		for _, size := range []int{900 << 10, maxAnnouncementSize - 8<<10} {

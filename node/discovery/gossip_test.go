@@ -177,7 +177,7 @@ func cachedSeq(d *testDaemon, pid peer.ID) uint64 {
 // connected only to its neighbours; a capability added at one end reaches
 // every other daemon's cache through the mesh, four hops at the far end.
 //
-//	go test ./node -run TestGossipUpdateReachesEverySubscriber -count=1 -v
+//	go test ./node/discovery -run TestGossipUpdateReachesEverySubscriber -count=1 -v
 func TestGossipUpdateReachesEverySubscriber(t *testing.T) {
 	const size = 5
 	line := make([]*testDaemon, size)

@@ -23,7 +23,7 @@ import (
 // announcement is verified, as before the budget. It only logs (figures
 // are not assertions); it runs when IFACED_MEASURE is set:
 //
-//	IFACED_MEASURE=1 go test ./node -run TestGossipFloodCostPerHop -count=1 -v
+//	IFACED_MEASURE=1 go test ./node/discovery -run TestGossipFloodCostPerHop -count=1 -v
 func TestGossipFloodCostPerHop(t *testing.T) {
 	if os.Getenv("IFACED_MEASURE") == "" {
 		t.Skip("a measurement; set IFACED_MEASURE=1")
