@@ -257,6 +257,7 @@ func TestGossipAnnouncesNothingHidden(t *testing.T) {
 	sub.connect(t, alice)
 	testkit.WaitFor(t, "alice's mesh to hold the subscriber", inMesh(alice, sub.ID()))
 	testkit.WaitFor(t, "alice's first announcement", func() bool { return alice.Discovery().GossipCounts().Published == 1 })
+	first := alice.Document().Seq
 
 	hidden, err := alice.UpdateDocument(func(d *negotiate.Document) error {
 		d.Capabilities = append(d.Capabilities, negotiate.Capability{Name: "vault.open", Description: "Open the vault",
@@ -282,16 +283,24 @@ func TestGossipAnnouncesNothingHidden(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the visible change's announcement", func() bool { return slices.Contains(sub.seqs(t), visible.Seq) })
-	if got := sub.seqs(t); !slices.Equal(got, []uint64{visible.Seq}) {
-		t.Errorf("the subscriber saw announcements of seqs %v; want only %d (seq %d changed only hidden capabilities)", got, visible.Seq, hidden.Seq)
+	// The first announcement (alice's start) reaches the subscriber or not,
+	// depending on whether it went out before the subscriber joined her
+	// mesh (or within GossipSub's gossip window after): a busy machine
+	// delivered it in one run of ten. The hidden change's never does.
+	if got := sub.seqs(t); slices.Contains(got, hidden.Seq) || slices.ContainsFunc(got, func(seq uint64) bool { return seq != first && seq != visible.Seq }) {
+		t.Errorf("the subscriber saw announcements of seqs %v; want %d (and perhaps the first, %d), never %d (it changed only hidden capabilities)", got, visible.Seq, first, hidden.Seq)
 	}
 	for _, b := range sub.received() {
 		if bytes.Contains(b, []byte("diary")) || bytes.Contains(b, []byte("vault")) {
 			t.Errorf("an announcement names a hidden capability: %q", b)
 		}
 		v, _ := discovery.DecodeAnnouncement(b)
-		if got := testkit.CapNames(v); got != "+ping -calendar.availability +weather.now" {
-			t.Errorf("announced view %q", got)
+		want := "+ping -calendar.availability +weather.now"
+		if v.Seq == first {
+			want = "+ping -calendar.availability"
+		}
+		if got := testkit.CapNames(v); got != want {
+			t.Errorf("announced view of seq %d %q, want %q", v.Seq, got, want)
 		}
 		if err := v.Verify(alice.id.PublicKey()); err != nil {
 			t.Errorf("announced view: %v", err)
