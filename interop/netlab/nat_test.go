@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/api"
+	"github.com/ifaced/ifaced/node/config"
 )
 
 // The NAT lab:
@@ -532,7 +533,13 @@ func TestNATFallbacks(t *testing.T) {
 	killed := time.Now()
 	how := send("lab-m4 after the relay died")
 	figures["m4_after_relay_killed"] = how
-	figures["m4_delivery_after_kill_ms"] = ms(time.Since(killed) + waitAudit(ctx, t, b, a.PeerID(), "lab-m4", 60*time.Second))
+	// m4 goes to b's mailbox at r2, and b fetches it at its next
+	// mailbox.poll (1 minute by default): it arrived 59.7 s after the kill
+	// in earlier runs and failed a wait of exactly the poll in one.
+	// Fetching within seconds of a relay's death is issue 27's; until
+	// then the wait is the poll and a margin, not the poll itself.
+	m4Wait := config.DefaultConfig().Mailbox.Poll.Duration + 15*time.Second
+	figures["m4_delivery_after_kill_ms"] = ms(time.Since(killed) + waitAudit(ctx, t, b, a.PeerID(), "lab-m4", m4Wait))
 	for _, m := range []string{"lab-m1", "lab-m2", "lab-m3", "lab-m4"} {
 		if ok, err := auditHas(ctx, b, a.PeerID(), m); err != nil || !ok {
 			t.Errorf("%s lost (audited: %v, %v)", m, ok, err)
