@@ -169,6 +169,9 @@ func (d *Target) Pin(t testing.TB, id *identity.Identity) {
 	}
 }
 
+// PID is the daemon's process ID.
+func (d *Target) PID() int { return d.cmd.Process.Pid }
+
 // Stop ends the daemon (SIGTERM, then SIGKILL after 20 s).
 func (d *Target) Stop() { d.stop() }
 
@@ -218,8 +221,10 @@ func (d *Target) stop() {
 type Sample struct {
 	PeakRSS int64         // VmHWM: the most resident memory the process ever had
 	RSS     int64         // VmRSS now
+	RSSAnon int64         // RssAnon now: heap, stacks and buffers, without mapped files (the store's pages)
 	CPU     time.Duration // user + system time so far
 	Disk    int64         // bytes of regular files under the home
+	FDs     int           // open file descriptors (entries of /proc/<pid>/fd)
 }
 
 func (s Sample) String() string {
@@ -250,6 +255,8 @@ func (d *Target) Measure(t testing.TB) Sample {
 			s.PeakRSS = kb << 10
 		case "VmRSS:":
 			s.RSS = kb << 10
+		case "RssAnon:":
+			s.RSSAnon = kb << 10
 		}
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -264,6 +271,11 @@ func (d *Target) Measure(t testing.TB) Sample {
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	s.CPU = time.Duration(utime+stime) * 10 * time.Millisecond
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatalf("reading the daemon's descriptors: %v", err)
+	}
+	s.FDs = len(fds)
 	s.Disk = dirSize(d.Home)
 	return s
 }
