@@ -69,7 +69,10 @@ func TestImportOutsideAgentsAndFindThem(t *testing.T) {
 	defer srv.Close()
 	other := httptest.NewServer(out)
 	defer other.Close()
-	d := startDaemon(t, nodetest.LoopbackConfig(), node.WithImportTimeout(300*time.Millisecond))
+	// The timeout is what /slow must run into; the other sources must be
+	// read within it on a busy machine too (/big is a MiB: at 300 ms it
+	// failed as a timeout, not at the limit, under a load of 50).
+	d := startDaemon(t, nodetest.LoopbackConfig(), node.WithImportTimeout(3*time.Second))
 	ctx := context.Background()
 
 	out.set("/agui", serveJSON(map[string]any{
@@ -121,7 +124,7 @@ func TestImportOutsideAgentsAndFindThem(t *testing.T) {
 	out.set("/slow", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
-		case <-time.After(5 * time.Second):
+		case <-time.After(30 * time.Second):
 		}
 	})
 	out.set("/garbage", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"hello": "world"}`)) })
