@@ -209,8 +209,8 @@
 // number or type, never new meaning for old bytes, so an older verifier
 // refuses it and says why rather than misreading it: a document whose
 // ifp is not 5 fails Validate ("ifp: must be 5, got 6", ErrInvalidDocument),
-// a statement of another type or with a member this version does not
-// define fails its decoder naming the member or type
-// (ErrMalformedStatement; on the wire invalid_format, node/wire
+// a statement with a member this version does not define fails its
+// decoder, and one of another type its verification, naming the member
+// or the type (ErrMalformedStatement; on the wire invalid_format, node/wire
 // "Versions"), and a signature made under another prefix does not verify.
 package identity
