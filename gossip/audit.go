@@ -67,6 +67,9 @@ import (
 //	                    with WithSigner, the day's tamper-evident tree, its
 //	                    signed checkpoints and the log's own records
 //	                    (audit_tree.go; docs/audit.md)
+//	_format.json        absent: the layout is format 1, this one; a later
+//	                    layout writes {"format": N} there, and a format
+//	                    newer than AuditFormat is refused (audit_format.go)
 //
 // Why per peer and day rather than per conversation: a capabilities query
 // is a conversation of two messages, and a daemon that finds peers by
@@ -306,6 +309,9 @@ func (f *auditFile) path(dir, ext string) string { return filepath.Join(dir, f.d
 func OpenAuditLog(dir string, opts ...AuditOption) (*AuditLog, error) {
 	_, statErr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("opening audit log: %w", err)
+	}
+	if _, err := readAuditFormat(dir); err != nil {
 		return nil, fmt.Errorf("opening audit log: %w", err)
 	}
 	if errors.Is(statErr, fs.ErrNotExist) {

@@ -104,6 +104,9 @@ const maxRecordLine = 4 << 20
 // the log is returned as it is.
 func VerifyAuditLog(dir string, o VerifyOptions) (*VerifyReport, error) {
 	v := &verifier{dir: dir, o: o, rep: &VerifyReport{Signers: []string{}}, signers: map[string]bool{}}
+	if _, err := readAuditFormat(dir); err != nil {
+		return v.rep, fmt.Errorf("verifying the audit log: %w", err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, renderingMarker)); err == nil {
 		v.rep.Open = true
 	}

@@ -200,4 +200,17 @@
 // after a signature verified: otherwise a forger could burn the IDs of
 // genuine messages. The seen-set is an interface so the daemon can persist
 // it across restarts for the length of the window.
+//
+// # Versions
+//
+// Every form here says its version where a verifier reads it first: the
+// signing prefixes end in /v1, an identity document's "ifp" is 5, a
+// statement's "type" names its form. A newer form is a new prefix, ifp
+// number or type, never new meaning for old bytes, so an older verifier
+// refuses it and says why rather than misreading it: a document whose
+// ifp is not 5 fails Validate ("ifp: must be 5, got 6", ErrInvalidDocument),
+// a statement with a member this version does not define fails its
+// decoder, and one of another type its verification, naming the member
+// or the type (ErrMalformedStatement; on the wire invalid_format, node/wire
+// "Versions"), and a signature made under another prefix does not verify.
 package identity

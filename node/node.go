@@ -134,7 +134,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 			n.closeAll()
 		}
 	}()
-	if n.store, err = store.Open(filepath.Join(home.Dir, "ifaced.db")); err != nil {
+	if n.store, err = store.Open(filepath.Join(home.Dir, "ifaced.db"), store.WithLog(log.With("component", "store"))); err != nil {
 		return nil, err
 	}
 	if n.policy, err = policy.New(cfg, order, n.store); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/ifaced/ifaced/node/httpapi"
 	"github.com/ifaced/ifaced/node/nodetest"
 	golog "github.com/ipfs/go-log/v2"
+	"golang.org/x/mod/semver"
 )
 
 // The tests of issue 29: what a newcomer met in the first hour.
@@ -453,40 +454,87 @@ func TestDescribeBuild(t *testing.T) {
 	}
 }
 
-// TestVersionFromAClone: a binary built in a git clone says the commit
-// it was built from and that the tree had changes (an untracked file
-// here), as `ifaced version` and `version --json`.
+// TestVersionFromAClone: a binary built in a git clone says the version
+// the go command stamps from the repository (Go 1.24+): at a release tag,
+// the tag; with changes in the tree, "+dirty" and the modified flag;
+// between tags, the pseudo-version after the last tag, naming the commit
+// (before the v0.1.0 tag, a v0.0.0- pseudo-version). The clone gets a tag
+// of its own (v0.99.0, on an empty commit above HEAD: HEAD's code; a v2 or
+// later would need a /v2 module path), so the test holds whatever the
+// repository's tags are.
 func TestVersionFromAClone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("clones this repository and builds ifaced in it; not in -short")
 	}
 	git := func(dir string, args ...string) string {
 		t.Helper()
-		out, err := cmdIn(dir, "git", args...)
+		c := exec.Command("git", append([]string{"-c", "user.name=test", "-c", "user.email=test@example.invalid"}, args...)...)
+		c.Dir = dir
+		c.Env = append(os.Environ(), "TZ=UTC")
+		out, err := c.CombinedOutput()
 		if err != nil {
 			t.Skipf("git %q: %v (%s): this test needs the repository's history", args, err, out)
 		}
-		return strings.TrimSpace(out)
+		return strings.TrimSpace(string(out))
 	}
 	head := git(".", "rev-parse", "HEAD")
 	clone := filepath.Join(t.TempDir(), "clone")
 	git(".", "clone", "--quiet", "--shared", "--no-checkout", "../..", clone)
 	git(clone, "checkout", "--quiet", head)
+	bin := filepath.Join(t.TempDir(), "ifaced")
+	build := func() buildVersion {
+		t.Helper()
+		if out, err := cmdIn(clone, "go", "build", "-buildvcs=true", "-o", bin, "./cmd/ifaced"); err != nil {
+			t.Fatalf("go build in the clone: %v\n%s", err, out)
+		}
+		out, err := cmdIn(clone, bin, "version", "--json")
+		var v buildVersion
+		if err != nil || json.Unmarshal([]byte(out), &v) != nil {
+			t.Fatalf("ifaced version --json: %v\n%s", err, out)
+		}
+		return v
+	}
+
+	// At a release tag, clean: the tag.
+	git(clone, "commit", "--quiet", "--allow-empty", "-m", "release")
+	git(clone, "tag", "-a", "v0.99.0", "-m", "v0.99.0")
+	tagged := git(clone, "rev-parse", "HEAD")
+	if v := build(); v.Version != "v0.99.0" || v.Revision != tagged || v.Modified {
+		t.Errorf("built at tag v0.99.0: %+v, want version v0.99.0, revision %s, not modified", v, tagged)
+	}
+	if out, err := cmdIn(clone, bin, "version"); err != nil || !strings.HasPrefix(out, "ifaced v0.99.0\nrevision "+tagged+", committed ") {
+		t.Errorf("ifaced version at the tag: %v\n%s", err, out)
+	}
+
+	// The same with a change in the tree (an untracked file).
 	if err := os.WriteFile(filepath.Join(clone, "untracked.txt"), []byte("a change"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "ifaced")
-	if out, err := cmdIn(clone, "go", "build", "-buildvcs=true", "-o", bin, "./cmd/ifaced"); err != nil {
-		t.Fatalf("go build in the clone: %v\n%s", err, out)
+	if v := build(); v.Version != "v0.99.0+dirty" || v.Revision != tagged || !v.Modified {
+		t.Errorf("built at tag v0.99.0 with a change: %+v, want v0.99.0+dirty, modified", v)
 	}
 	out, err := cmdIn(clone, bin, "version")
-	if err != nil || !strings.Contains(out, "revision "+head+" (modified: built with uncommitted changes)") {
+	if err != nil || !strings.Contains(out, "revision "+tagged+" (modified: built with uncommitted changes)") {
 		t.Errorf("ifaced version: %v\n%s", err, out)
 	}
-	out, _ = cmdIn(clone, bin, "version", "--json")
-	var v buildVersion
-	if err := json.Unmarshal([]byte(out), &v); err != nil || v.Revision != head || !v.Modified || !strings.HasPrefix(v.Version, "v0.0.0-") || !strings.Contains(v.Version, head[:12]) {
-		t.Errorf("ifaced version --json: %+v %v\n%s", v, err, out)
+
+	// A commit after the tag: the pseudo-version after the highest release
+	// tag it follows (Go's rule: patch + 1, "-0.", the commit's UTC time,
+	// 12 digits of its hash): v0.99.0, or a later release of this module.
+	git(clone, "commit", "--quiet", "--allow-empty", "-m", "after the release")
+	after := git(clone, "rev-parse", "HEAD")
+	when := git(clone, "log", "-1", "--format=%cd", "--date=format-local:%Y%m%d%H%M%S")
+	base := "v0.99.0"
+	for _, tag := range strings.Fields(git(clone, "tag", "--merged", "HEAD", "--list", "v*")) {
+		if semver.IsValid(tag) && semver.Prerelease(tag) == "" && semver.Compare(tag, base) > 0 && (semver.Major(tag) == "v0" || semver.Major(tag) == "v1") {
+			base = tag
+		}
+	}
+	var major, minor, patch int
+	fmt.Sscanf(semver.Canonical(base), "v%d.%d.%d", &major, &minor, &patch)
+	want := fmt.Sprintf("v%d.%d.%d-0.%s-%s+dirty", major, minor, patch+1, when, after[:12])
+	if v := build(); v.Version != want || v.Revision != after || !v.Modified {
+		t.Errorf("built after the tag: %+v, want version %s, revision %s", v, want, after)
 	}
 }
 

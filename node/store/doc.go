@@ -100,9 +100,8 @@
 // Buckets "peers" (key: peer ID), "seen" (key: message ID), "seen_by_expiry"
 // (key: big-endian expiry in Unix nanoseconds followed by the message ID,
 // so Prune walks only the expired prefix) and "own" hold JSON records;
-// "meta" holds schema_version, written when the file is created. Open
-// refuses a file whose schema_version it does not read (ErrSchemaVersion)
-// rather than misreading it. A record that fails to decode is reported with
+// "meta" holds schema_version, written when the file is created (below).
+// A record that fails to decode is reported with
 // its bucket and key and wraps ErrCorrupt; PutPeer refuses to overwrite a
 // corrupt peer record (its seq cannot be compared), so a caller that wants
 // to replace it calls DeletePeer first.
@@ -110,4 +109,38 @@
 // JSON values (View, Context, the own document) are stored compacted, with
 // HTML characters left unescaped, so canonical (RFC 8785) bytes come back
 // unchanged.
+//
+// # Schema versions
+//
+// meta/schema_version (a JSON integer) names the file's layout;
+// SchemaVersion is the one this package reads and writes (1 since
+// v0.1.0). A new bucket needs no new version: Open creates the buckets it
+// lacks, and an older ifaced leaves a bucket it does not know alone. A
+// change to what an existing bucket holds (a record's shape, a key's
+// encoding, a bucket split or renamed) does. Open (migrate.go) then:
+//
+//   - opens a file of the current version as it is;
+//   - migrates a file of an older version that the list of migrations
+//     reaches: it first writes a consistent copy of the file beside it,
+//     <file>.schema-<N>.bak (mode 0600), which the older ifaced still
+//     reads, then runs each migration from N to N+1 in one bbolt
+//     transaction that also sets schema_version to N+1, logging
+//     "store: migrating the schema" once and "store: migrated" per step
+//     (WithLog). A migration that fails leaves the file at the version
+//     before it, and nothing of it in the file;
+//   - refuses a file of a newer version, or one older than the oldest
+//     migration, with a SchemaError (errors.Is ErrSchemaVersion) naming
+//     the file, its version, the version this ifaced reads and what to
+//     do: run the newer ifaced, or restore the copy from before the
+//     upgrade (docs/upgrading.md). It changes nothing in the file.
+//
+// To change the layout: raise SchemaVersion by one; append to migrations
+// a Migration{From: the old version, What: one line for the log, Run:
+// the change, inside the transaction it is given}; make the package's
+// readers and writers use the new layout only; and add a test that makes
+// a file of the old version (a store from the previous release:
+// interop/compat/testdata holds one), opens it, and checks every record
+// came through. Keep the old migrations: a user may skip releases. The
+// package's tests prove the machinery with migrations registered from
+// the test (migrate_test.go); the product has none yet.
 package store

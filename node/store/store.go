@@ -74,12 +74,28 @@ type Store struct {
 // Open opens (creating with mode 0600) the store file at path. If another
 // process holds it, it fails within about a second with an error wrapping
 // ErrLocked that says another ifaced may be running with this data directory.
-func Open(path string) (*Store, error) {
+//
+// A file of an older schema version is migrated first (migrate.go: a copy
+// of it kept beside it, then each migration in its own transaction, each
+// logged to WithLog's logger); one of a newer version, or older than the
+// oldest migration, is refused with a SchemaError.
+func Open(path string, opts ...Option) (*Store, error) {
+	o := openOptions{log: discard}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("opening store %s: %w; another ifaced may be running with this data directory", path, ErrLocked)
 	}
 	if err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	if err := migrate(db, path, o.log); err != nil {
+		db.Close()
+		if se := (*SchemaError)(nil); errors.As(err, &se) {
+			return nil, err // it names the file
+		}
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
 	if err := db.Update(initSchema); err != nil {
@@ -96,36 +112,26 @@ func Open(path string) (*Store, error) {
 }
 
 // initSchema writes the schema version and buckets into a new file, and
-// checks the version of an existing one before anything else reads it.
+// checks the version of an existing one (which migrate brought to the
+// current one) before anything else reads it.
 func initSchema(tx *bolt.Tx) error {
-	meta := tx.Bucket(bucketMeta)
-	if meta == nil {
-		// A file with data buckets but no meta was not written by us (or
-		// by a version we know); guessing its layout could lose data.
-		empty := true
-		tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
-		if !empty {
-			return fmt.Errorf("%w: the file has no %s/%s; this ifaced reads version %d", ErrSchemaVersion, bucketMeta, keySchemaVersion, SchemaVersion)
-		}
-		var err error
-		if meta, err = tx.CreateBucket(bucketMeta); err != nil {
+	version, err := readVersion(tx)
+	if err != nil {
+		return err
+	}
+	if version == 0 {
+		meta, err := tx.CreateBucket(bucketMeta)
+		if err != nil {
 			return fmt.Errorf("creating bucket %s: %w", bucketMeta, err)
 		}
-		v, _ := json.Marshal(SchemaVersion)
+		v, _ := json.Marshal(current.version)
 		if err := meta.Put(keySchemaVersion, v); err != nil {
 			return fmt.Errorf("writing %s/%s: %w", bucketMeta, keySchemaVersion, err)
 		}
+		version = current.version
 	}
-	raw := meta.Get(keySchemaVersion)
-	if raw == nil {
-		return fmt.Errorf("%w: %s/%s is missing; this ifaced reads version %d", ErrSchemaVersion, bucketMeta, keySchemaVersion, SchemaVersion)
-	}
-	var version int
-	if err := json.Unmarshal(raw, &version); err != nil {
-		return fmt.Errorf("%w: found %s/%s %q; this ifaced reads version %d", ErrSchemaVersion, bucketMeta, keySchemaVersion, raw, SchemaVersion)
-	}
-	if version != SchemaVersion {
-		return fmt.Errorf("%w: found version %d; this ifaced reads version %d", ErrSchemaVersion, version, SchemaVersion)
+	if version != current.version {
+		return fmt.Errorf("%w: found version %d; this ifaced reads version %d", ErrSchemaVersion, version, current.version)
 	}
 	for _, name := range dataBuckets {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {

@@ -650,6 +650,67 @@
 //
 // A receiver treats a code it does not know as internal_error.
 //
+// # Versions
+//
+// Each protocol ID carries the IFP number of what it moves and a version
+// (/ifp/4/conversation/1.0.0); a message says its format in "ifp" (4), a
+// view in its own "ifp" (7), and a greeting may list the IFP numbers its
+// sender speaks (ifp_support; informative: this version chooses nothing
+// by it). An incompatible change gets a new protocol ID or number, which
+// a daemon offers beside the old one for as long as it serves peers of
+// the older version; a compatible one adds optional members. What a peer
+// is told when the other side lacks something, case by case, as this
+// version does it:
+//
+//	a protocol ID it does not  libp2p's protocol negotiation (multistream-
+//	  speak                    select) answers "na": nothing of ifaced is
+//	                           read or answered, and the opener's stream
+//	                           fails before its first frame is read
+//	                           ("protocols not supported: [<ID>]"), and
+//	                           the opener fails that operation with an
+//	                           error carrying this text (a mailbox client
+//	                           tries its next relay)
+//	a message whose "ifp" is   unsupported_version, the field ifp, "is 5;
+//	  not 4                    this daemon speaks IFP-4 messages (resend
+//	                           with "ifp": 4)"
+//	a phase it does not know   invalid_format, the field headers.phase,
+//	                           naming the phases it knows
+//	a member of a message      ignored: not checked, not signed over (the
+//	  IFP-4 does not define    signed form has the defined members only),
+//	                           not kept in the audit log, not forwarded.
+//	                           headers.extensions and part contents are
+//	                           kept exactly as received
+//	a part it does not read    kept with the message (audit log, signature)
+//	  (a name other than       and otherwise ignored
+//	  capabilities, greeting,
+//	  context, parameters,
+//	  result, the key parts)
+//	a member of the "greeting" ignored (the bounds leave room for them); a
+//	  or "context" part it     member it knows with the wrong type is
+//	  does not know            invalid_format naming it
+//	a member of a view it      kept: the view is verified, stored and shown
+//	  does not model           as received (its hash, have_view, covers it)
+//	a view whose "ifp" is not  the message carrying it is refused:
+//	  7                        invalid_format, "invalid capability view:
+//	                           ifp is 8, want 7"
+//	a key statement with a     invalid_format, naming the member: the
+//	  member it does not       statements' members are fixed (identity
+//	  define, or another type  package comment); a new form is a new type
+//	                           and signing prefix
+//	a mailbox frame member it  invalid_format: mailbox frames have no
+//	  does not know            unknown keys, so a relay or client names the
+//	                           member and the members it speaks ("member
+//	                           "since" is not part of /ifp/8/mailbox/1.0.0
+//	                           as this daemon speaks it (a request has op,
+//	                           to, message, limit, ids); …"); an unknown
+//	                           op is invalid_format too
+//	an error code it does not  read as internal_error (Errors)
+//	  know
+//
+// interop/compat runs the previous release against this one on loopback
+// (greetings both ways, invocations, update pushes, mail through a
+// mailbox) in CI.
+//
 // # Conformance vectors
 //
 // testdata/conformance holds four JSON files, written from the code and

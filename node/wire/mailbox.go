@@ -3,6 +3,9 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
@@ -146,6 +149,9 @@ func decodeMailbox(b []byte, v any) error {
 		return fmt.Errorf("decoding mailbox frame: %w: %w", gossip.ErrMalformed, err)
 	}
 	rest, err := mailDec.UnmarshalFirst(b, v)
+	if ufe := (*cbor.UnknownFieldError)(nil); errors.As(err, &ufe) {
+		return fmt.Errorf("decoding mailbox frame: %w: %s", gossip.ErrMalformed, unknownMembers(b, v))
+	}
 	if err != nil {
 		return fmt.Errorf("decoding mailbox frame: %w: %v", gossip.ErrMalformed, err)
 	}
@@ -189,4 +195,33 @@ func (s *Stream) WriteMailbox(v any) error {
 		return fmt.Errorf("setting write deadline: %w", err)
 	}
 	return gossip.WriteFrame(s.Stream, b)
+}
+
+// unknownMembers says which members of the frame b, decoded into v, this
+// daemon does not know: a mailbox frame has no unknown keys, so a member
+// a newer peer added is refused, and the refusal names it and the members
+// this version speaks (node/wire "Versions").
+func unknownMembers(b []byte, v any) string {
+	t := reflect.TypeOf(v).Elem()
+	var known []string
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("cbor"), ",")
+		known = append(known, name)
+	}
+	var top map[string]cbor.RawMessage
+	var unknown []string
+	if mailDec.Unmarshal(b, &top) == nil {
+		for k := range top {
+			if !slices.Contains(known, k) {
+				unknown = append(unknown, fmt.Sprintf("%q", k))
+			}
+		}
+	}
+	slices.Sort(unknown)
+	what := "a member inside one of its values"
+	if len(unknown) > 0 {
+		what = "member " + strings.Join(unknown, ", ")
+	}
+	return fmt.Sprintf("%s is not part of %s as this daemon speaks it (a %s has %s); a peer of a newer version must leave it out for this one",
+		what, Mailbox, strings.ToLower(t.Name()[len("Mailbox"):]), strings.Join(known, ", "))
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -96,4 +97,39 @@ func FuzzDecodeMailbox(f *testing.F) {
 			t.Fatal("decoded a response that is neither ok nor an error")
 		}
 	})
+}
+
+// TestMailboxUnknownMemberNamed: a member this version does not speak (one
+// a newer peer added) is refused, and the refusal names it and the
+// members this version has, so the older side's owner and the newer
+// side's log say what differs (before: "cbor: found unknown field at map
+// element index 1").
+func TestMailboxUnknownMemberNamed(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		frame  any
+		decode func([]byte) error
+		want   []string
+	}{
+		{"request", map[string]any{"op": "retrieve", "since": "2026-11-29T00:00:00Z"},
+			func(b []byte) error { _, err := DecodeMailboxRequest(b); return err },
+			[]string{`member "since" is not part of /ifp/8/mailbox/1.0.0`, "a request has op, to, message, limit, ids", "newer version"}},
+		{"response", map[string]any{"ok": true, "acked": 1, "quota_left": 5, "hint": "x"},
+			func(b []byte) error { _, err := DecodeMailboxResponse(b); return err },
+			[]string{`member "hint", "quota_left" is not part of /ifp/8/mailbox/1.0.0`, "a response has ok, id, expires, messages, more, acked, error"}},
+		{"nested", map[string]any{"ok": false, "error": map[string]any{"code": "mailbox_full", "message": "m", "retry_in": 3}},
+			func(b []byte) error { _, err := DecodeMailboxResponse(b); return err },
+			[]string{"a member inside one of its values is not part of /ifp/8/mailbox/1.0.0"}},
+	} {
+		err := c.decode(mustEncode(t, c.frame))
+		if !errors.Is(err, gossip.ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", c.name, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", c.name, err, w)
+			}
+		}
+	}
 }
