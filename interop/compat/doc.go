@@ -4,8 +4,10 @@
 // binary, built from its git tag, run against this one's as real processes
 // on loopback (greetings both ways, invocations, update pushes, mail left at
 // a relay's mailbox and fetched). "The previous release" is the highest v*
-// tag below this tree's own version (previousRelease). Without the tags
-// (a shallow clone) the two-version test skips, unless
-// IFACED_REQUIRE_COMPAT=1 (CI) makes that a failure; docs/upgrading.md
-// says what a user sees across versions.
+// tag below this tree's own version (previousRelease). The fixture test
+// runs in `go test ./...`; the two-version test, which builds a release
+// and runs five daemons (minutes on a busy machine), runs when asked:
+// IFACED_COMPAT=1, or IFACED_REQUIRE_COMPAT=1 as in CI, where a missing
+// tag (a shallow clone) is then a failure rather than a skip.
+// docs/upgrading.md says what a user sees across versions.
 package compat
