@@ -64,7 +64,9 @@ import (
 //     Errors that resending cannot fix (a malformed or unsigned message)
 //     are not retried.
 //   - A recipient (Fetch) fetches its mail each time it reserves a slot
-//     on one of its relays and every mailbox.poll after: each message's
+//     on one of its relays, at once when that relay tells it that mail
+//     waits (tellWaiting, handleWaiting; at most once a second per relay),
+//     and every mailbox.poll after: each message's
 //     signature must verify under the key its signature names, it must be
 //     addressed to this daemon and pass the replay window; it is audited
 //     with its trace, and only then acknowledged, so a crash between the
@@ -433,20 +435,33 @@ func (mb *Mail) publishMail(relay peer.AddrInfo, to peer.ID, msg []byte) (id, ex
 // Fetch fetches, checks, audits and acknowledges the mail waiting at
 // relay, until none is left.
 func (mb *Mail) Fetch(relay peer.ID) {
-	// One fetch per relay at a time; a poll that finds one running there has
-	// nothing to add.
+	// One fetch per relay at a time. A fetch asked for while one runs there
+	// (a poll, a notice that mail waits) may be for mail that came after
+	// the running one's last retrieve: it runs once more when that ends.
 	mb.fetchMu.Lock()
-	if mb.fetching[relay] {
+	if _, running := mb.fetching[relay]; running {
+		mb.fetching[relay] = true
 		mb.fetchMu.Unlock()
 		return
 	}
-	mb.fetching[relay] = true
+	mb.fetching[relay] = false
 	mb.fetchMu.Unlock()
-	defer func() {
+	for {
+		mb.fetchAll(relay)
 		mb.fetchMu.Lock()
-		delete(mb.fetching, relay)
+		if again := mb.fetching[relay]; !again || mb.ctx.Err() != nil {
+			delete(mb.fetching, relay)
+			mb.fetchMu.Unlock()
+			return
+		}
+		mb.fetching[relay] = false
 		mb.fetchMu.Unlock()
-	}()
+	}
+}
+
+// fetchAll is one fetch: retrieve, accept and acknowledge until nothing
+// more waits at relay.
+func (mb *Mail) fetchAll(relay peer.ID) {
 	for mb.ctx.Err() == nil {
 		ctx, cancel := context.WithTimeout(mb.ctx, mb.cfg.Limits.StreamTimeout.Duration)
 		res, err := mb.exchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpRetrieve, Limit: wire.MaxMailBatch})
@@ -567,6 +582,9 @@ func (mb *Mail) handleMailbox(s network.Stream) {
 			return
 		}
 		answer(res)
+		if to, err := peer.Decode(req.To); err == nil {
+			mb.tellWaiting(to)
+		}
 	case wire.OpRetrieve:
 		// Fetching registers a peer that holds a slot here (making room
 		// if the table is full); what waits for it is served either way.
@@ -600,6 +618,64 @@ func (mb *Mail) handleMailbox(s network.Stream) {
 			return
 		}
 		answer(&wire.MailboxResponse{OK: true, Acked: acked})
+	}
+}
+
+// tellWaiting tells to, if it holds a slot here (and so is connected),
+// that mail waits for it (wire.MailWaiting): one notice at a time per
+// recipient, and one more when it ends if mail came meanwhile. The
+// recipients told at once are at most the slot holders.
+func (mb *Mail) tellWaiting(to peer.ID) {
+	if !mb.slots.Holds(to) {
+		return
+	}
+	mb.tellMu.Lock()
+	if _, busy := mb.telling[to]; busy {
+		mb.telling[to] = true
+		mb.tellMu.Unlock()
+		return
+	}
+	mb.telling[to] = false
+	mb.tellMu.Unlock()
+	started := mb.spawn(func() {
+		for {
+			mb.sendWaiting(to)
+			mb.tellMu.Lock()
+			if again := mb.telling[to]; !again || mb.ctx.Err() != nil {
+				delete(mb.telling, to)
+				mb.tellMu.Unlock()
+				return
+			}
+			mb.telling[to] = false
+			mb.tellMu.Unlock()
+		}
+	})
+	if !started {
+		mb.tellMu.Lock()
+		delete(mb.telling, to)
+		mb.tellMu.Unlock()
+	}
+}
+
+// sendWaiting opens and closes one wire.MailWaiting stream to to, on the
+// connection it holds (no dial).
+func (mb *Mail) sendWaiting(to peer.ID) {
+	ctx, cancel := context.WithTimeout(mb.ctx, mb.cfg.Limits.StreamTimeout.Duration)
+	defer cancel()
+	s, err := mb.host.NewStream(network.WithNoDial(ctx, "ifaced: mail waits for a connected recipient"), to, wire.MailWaiting)
+	if err != nil {
+		// An older daemon, or one that went away: it fetches at its poll.
+		mb.log.Debug("telling a recipient that mail waits", "peer", mb.named(to), "err", err)
+		return
+	}
+	if err := s.Scope().SetService(wire.ServiceName); err != nil {
+		s.Reset()
+		return
+	}
+	// Close reads the protocol choice's answer: bounded like any read.
+	_ = s.SetDeadline(time.Now().Add(mb.cfg.Limits.StreamTimeout.Duration))
+	if err := s.Close(); err != nil {
+		mb.log.Debug("telling a recipient that mail waits", "peer", mb.named(to), "err", err)
 	}
 }
 
