@@ -365,6 +365,11 @@ func (mb *Mail) startReach() error {
 func (mb *Mail) handleWaiting(s network.Stream) {
 	ch, ok := mb.waiting[s.Conn().RemotePeer()]
 	if !ok {
+		mb.log.Debug("ignored a notice that mail waits: the peer is not a relay this daemon uses", "peer", mb.named(s.Conn().RemotePeer()))
+		s.Reset()
+		return
+	}
+	if err := s.Scope().SetService(wire.ServiceName); err != nil {
 		s.Reset()
 		return
 	}
