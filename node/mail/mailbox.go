@@ -58,7 +58,8 @@ import (
 //     its share, and the relay never holds more than max_total_mb.
 //   - A sender (Send) whose peer cannot be reached queues the message in
 //     its outbox (in the store, so a restart loses nothing) and leaves it
-//     at one of the relays the peer's document names; a relay that cannot
+//     at one of the relays the peer's document names (one it is connected
+//     to first, so a dead relay's dial does not come first); a relay that cannot
 //     be reached is tried again after 1 minute, 5 minutes, 30 minutes, then
 //     hourly (IFP-6 §7), until mailbox.give_up, when the owner is told.
 //     Errors that resending cannot fix (a malformed or unsigned message)
@@ -203,6 +204,23 @@ func (mb *Mail) mailRelays(pid peer.ID) []peer.AddrInfo {
 	return out
 }
 
+// liveFirst orders relays for leaving mail: those this daemon is
+// connected to first, in their order, then the others. A relay that died
+// costs its dial's timeout before the next is tried (5 s for QUIC, whose
+// handshake nothing answers): when the relay carrying a conversation dies,
+// the message that follows is left at the peer's other relay at once.
+func (mb *Mail) liveFirst(relays []peer.AddrInfo) []peer.AddrInfo {
+	var live, others []peer.AddrInfo
+	for _, r := range relays {
+		if mb.host.Network().Connectedness(r.ID) == network.Connected {
+			live = append(live, r)
+		} else {
+			others = append(others, r)
+		}
+	}
+	return append(live, others...)
+}
+
 // relayOf reads the relay out of a circuit address
 // (<relay addr>/p2p/<relay>/p2p-circuit[/p2p/<peer>]).
 func relayOf(s string) (peer.AddrInfo, bool) {
@@ -328,7 +346,7 @@ func (mb *Mail) attemptMail(item store.OutboxItem) time.Time {
 		mb.abandonMail(item, fmt.Sprintf("the recipient %q is not a peer ID", item.To))
 		return time.Time{}
 	}
-	relays := mb.mailRelays(pid)
+	relays := mb.liveFirst(mb.mailRelays(pid))
 	var errs []string
 	for _, r := range relays {
 		id, expires, err := mb.publishMail(r, pid, item.Message)
