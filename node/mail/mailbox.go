@@ -58,13 +58,16 @@ import (
 //     its share, and the relay never holds more than max_total_mb.
 //   - A sender (Send) whose peer cannot be reached queues the message in
 //     its outbox (in the store, so a restart loses nothing) and leaves it
-//     at one of the relays the peer's document names; a relay that cannot
+//     at one of the relays the peer's document names (one it is connected
+//     to first, so a dead relay's dial does not come first); a relay that cannot
 //     be reached is tried again after 1 minute, 5 minutes, 30 minutes, then
 //     hourly (IFP-6 §7), until mailbox.give_up, when the owner is told.
 //     Errors that resending cannot fix (a malformed or unsigned message)
 //     are not retried.
 //   - A recipient (Fetch) fetches its mail each time it reserves a slot
-//     on one of its relays and every mailbox.poll after: each message's
+//     on one of its relays, at once when that relay tells it that mail
+//     waits (tellWaiting, handleWaiting; at most once a second per relay),
+//     and every mailbox.poll after: each message's
 //     signature must verify under the key its signature names, it must be
 //     addressed to this daemon and pass the replay window; it is audited
 //     with its trace, and only then acknowledged, so a crash between the
@@ -201,6 +204,23 @@ func (mb *Mail) mailRelays(pid peer.ID) []peer.AddrInfo {
 	return out
 }
 
+// liveFirst orders relays for leaving mail: those this daemon is
+// connected to first, in their order, then the others. A relay that died
+// costs its dial's timeout before the next is tried (5 s for QUIC, whose
+// handshake nothing answers): when the relay carrying a conversation dies,
+// the message that follows is left at the peer's other relay at once.
+func (mb *Mail) liveFirst(relays []peer.AddrInfo) []peer.AddrInfo {
+	var live, others []peer.AddrInfo
+	for _, r := range relays {
+		if mb.host.Network().Connectedness(r.ID) == network.Connected {
+			live = append(live, r)
+		} else {
+			others = append(others, r)
+		}
+	}
+	return append(live, others...)
+}
+
 // relayOf reads the relay out of a circuit address
 // (<relay addr>/p2p/<relay>/p2p-circuit[/p2p/<peer>]).
 func relayOf(s string) (peer.AddrInfo, bool) {
@@ -326,7 +346,7 @@ func (mb *Mail) attemptMail(item store.OutboxItem) time.Time {
 		mb.abandonMail(item, fmt.Sprintf("the recipient %q is not a peer ID", item.To))
 		return time.Time{}
 	}
-	relays := mb.mailRelays(pid)
+	relays := mb.liveFirst(mb.mailRelays(pid))
 	var errs []string
 	for _, r := range relays {
 		id, expires, err := mb.publishMail(r, pid, item.Message)
@@ -433,20 +453,33 @@ func (mb *Mail) publishMail(relay peer.AddrInfo, to peer.ID, msg []byte) (id, ex
 // Fetch fetches, checks, audits and acknowledges the mail waiting at
 // relay, until none is left.
 func (mb *Mail) Fetch(relay peer.ID) {
-	// One fetch per relay at a time; a poll that finds one running there has
-	// nothing to add.
+	// One fetch per relay at a time. A fetch asked for while one runs there
+	// (a poll, a notice that mail waits) may be for mail that came after
+	// the running one's last retrieve: it runs once more when that ends.
 	mb.fetchMu.Lock()
-	if mb.fetching[relay] {
+	if _, running := mb.fetching[relay]; running {
+		mb.fetching[relay] = true
 		mb.fetchMu.Unlock()
 		return
 	}
-	mb.fetching[relay] = true
+	mb.fetching[relay] = false
 	mb.fetchMu.Unlock()
-	defer func() {
+	for {
+		mb.fetchAll(relay)
 		mb.fetchMu.Lock()
-		delete(mb.fetching, relay)
+		if again := mb.fetching[relay]; !again || mb.ctx.Err() != nil {
+			delete(mb.fetching, relay)
+			mb.fetchMu.Unlock()
+			return
+		}
+		mb.fetching[relay] = false
 		mb.fetchMu.Unlock()
-	}()
+	}
+}
+
+// fetchAll is one fetch: retrieve, accept and acknowledge until nothing
+// more waits at relay.
+func (mb *Mail) fetchAll(relay peer.ID) {
 	for mb.ctx.Err() == nil {
 		ctx, cancel := context.WithTimeout(mb.ctx, mb.cfg.Limits.StreamTimeout.Duration)
 		res, err := mb.exchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpRetrieve, Limit: wire.MaxMailBatch})
@@ -567,6 +600,9 @@ func (mb *Mail) handleMailbox(s network.Stream) {
 			return
 		}
 		answer(res)
+		if to, err := peer.Decode(req.To); err == nil {
+			mb.tellWaiting(to)
+		}
 	case wire.OpRetrieve:
 		// Fetching registers a peer that holds a slot here (making room
 		// if the table is full); what waits for it is served either way.
@@ -600,6 +636,64 @@ func (mb *Mail) handleMailbox(s network.Stream) {
 			return
 		}
 		answer(&wire.MailboxResponse{OK: true, Acked: acked})
+	}
+}
+
+// tellWaiting tells to, if it holds a slot here (and so is connected),
+// that mail waits for it (wire.MailWaiting): one notice at a time per
+// recipient, and one more when it ends if mail came meanwhile. The
+// recipients told at once are at most the slot holders.
+func (mb *Mail) tellWaiting(to peer.ID) {
+	if !mb.slots.Holds(to) {
+		return
+	}
+	mb.tellMu.Lock()
+	if _, busy := mb.telling[to]; busy {
+		mb.telling[to] = true
+		mb.tellMu.Unlock()
+		return
+	}
+	mb.telling[to] = false
+	mb.tellMu.Unlock()
+	started := mb.spawn(func() {
+		for {
+			mb.sendWaiting(to)
+			mb.tellMu.Lock()
+			if again := mb.telling[to]; !again || mb.ctx.Err() != nil {
+				delete(mb.telling, to)
+				mb.tellMu.Unlock()
+				return
+			}
+			mb.telling[to] = false
+			mb.tellMu.Unlock()
+		}
+	})
+	if !started {
+		mb.tellMu.Lock()
+		delete(mb.telling, to)
+		mb.tellMu.Unlock()
+	}
+}
+
+// sendWaiting opens and closes one wire.MailWaiting stream to to, on the
+// connection it holds (no dial).
+func (mb *Mail) sendWaiting(to peer.ID) {
+	ctx, cancel := context.WithTimeout(mb.ctx, mb.cfg.Limits.StreamTimeout.Duration)
+	defer cancel()
+	s, err := mb.host.NewStream(network.WithNoDial(ctx, "ifaced: mail waits for a connected recipient"), to, wire.MailWaiting)
+	if err != nil {
+		// An older daemon, or one that went away: it fetches at its poll.
+		mb.log.Debug("telling a recipient that mail waits", "peer", mb.named(to), "err", err)
+		return
+	}
+	if err := s.Scope().SetService(wire.ServiceName); err != nil {
+		s.Reset()
+		return
+	}
+	// Close reads the protocol choice's answer: bounded like any read.
+	_ = s.SetDeadline(time.Now().Add(mb.cfg.Limits.StreamTimeout.Duration))
+	if err := s.Close(); err != nil {
+		mb.log.Debug("telling a recipient that mail waits", "peer", mb.named(to), "err", err)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ifaced/ifaced/node/internal/peerid"
 	"github.com/ifaced/ifaced/node/store"
+	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/host"
 
 	"github.com/ifaced/ifaced/identity"
@@ -75,7 +76,15 @@ type Mail struct {
 	// poll of one must not make the other's fetch, on reconnecting, skip
 	// the mail waiting there).
 	fetchMu  sync.Mutex
-	fetching map[peer.ID]bool
+	fetching map[peer.ID]bool // relay → fetch again when the running one ends
+	// At a relay: the recipients being told that mail waits, each → tell
+	// again when the notice under way ends (tellWaiting).
+	tellMu  sync.Mutex
+	telling map[peer.ID]bool
+	// The relays this daemon uses (relay.use), each → a notice from it that
+	// mail waits (handleWaiting), for its keepReservation loop; set before
+	// the handler, read only after.
+	waiting map[peer.ID]chan struct{}
 }
 
 // mailDeps is what Mail is built from, and keeps.
@@ -138,7 +147,7 @@ func newMail(d mailDeps) *Mail {
 	if len(retries) == 0 {
 		retries = mailRetries
 	}
-	return &Mail{mailDeps: d, kick: make(chan struct{}, 1), retries: retries, fetching: map[peer.ID]bool{},
+	return &Mail{mailDeps: d, kick: make(chan struct{}, 1), retries: retries, fetching: map[peer.ID]bool{}, telling: map[peer.ID]bool{},
 		rates: ratelimit.New(config.RatesConfig{Cool: 60, Warm: 60, Hot: 60}, d.now), slots: newReservationBook(d.host)}
 }
 
@@ -318,9 +327,12 @@ func (mb *Mail) startReach() error {
 	}
 	mb.onClose(sub.Close)
 	lost := map[peer.ID]chan struct{}{}
+	mb.waiting = map[peer.ID]chan struct{}{}
 	for _, info := range relays {
 		lost[info.ID] = make(chan struct{}, 1)
+		mb.waiting[info.ID] = make(chan struct{}, 1)
 	}
+	mb.host.SetStreamHandler(wire.MailWaiting, mb.handler(mb.handleWaiting))
 	mb.spawn(func() {
 		for {
 			select {
@@ -341,13 +353,45 @@ func (mb *Mail) startReach() error {
 		}
 	})
 	for _, info := range relays {
-		mb.spawn(func() { mb.keepReservation(info, lost[info.ID]) })
+		mb.spawn(func() { mb.keepReservation(info, lost[info.ID], mb.waiting[info.ID]) })
 	}
 	return nil
 }
 
-// keepReservation holds a slot on one relay until the node closes.
-func (mb *Mail) keepReservation(info peer.AddrInfo, lost <-chan struct{}) {
+// handleWaiting takes a relay's notice that mail waits for this daemon
+// there (wire.MailWaiting, a stream without bytes). Only the relays this
+// daemon uses are heard, and keepReservation paces the fetches they
+// prompt; anyone else's stream is reset, unread.
+func (mb *Mail) handleWaiting(s network.Stream) {
+	ch, ok := mb.waiting[s.Conn().RemotePeer()]
+	if !ok {
+		mb.log.Debug("ignored a notice that mail waits: the peer is not a relay this daemon uses", "peer", mb.named(s.Conn().RemotePeer()))
+		s.Reset()
+		return
+	}
+	if err := s.Scope().SetService(wire.ServiceName); err != nil {
+		s.Reset()
+		return
+	}
+	s.Close()
+	select {
+	case ch <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
+// waitingGap is the least time between two fetches from one relay that
+// its notices prompt (handleWaiting): a relay that sends notices in a loop
+// makes this daemon fetch there once a second, no more.
+const waitingGap = time.Second
+
+// keepReservation holds a slot on one relay until the node closes, and
+// fetches the mail waiting there: on each reservation, every mailbox.poll,
+// and when the relay says mail waits (waiting), at most once a waitingGap.
+func (mb *Mail) keepReservation(info peer.AddrInfo, lost, waiting <-chan struct{}) {
+	var lastTold time.Time    // when a notice last prompted a fetch
+	var told <-chan time.Time // a notice's fetch held back until the gap is up
+	var toldTimer *time.Timer
 	wait := relayRetryMin
 	for {
 		// Not held back by the swarm's dial backoff: this loop paces its
@@ -389,10 +433,28 @@ func (mb *Mail) keepReservation(info peer.AddrInfo, lost <-chan struct{}) {
 			case <-mb.ctx.Done():
 				renew.Stop()
 				poll.Stop()
+				if toldTimer != nil {
+					toldTimer.Stop()
+				}
 				return
 			case <-renew.C:
 				break held
 			case <-poll.C:
+				mb.spawn(func() { mb.Fetch(info.ID) })
+			case <-waiting:
+				if told != nil {
+					break // a fetch is due at the gap's end already
+				}
+				if gap := waitingGap - time.Since(lastTold); gap > 0 {
+					toldTimer = time.NewTimer(gap)
+					told = toldTimer.C
+					break
+				}
+				lastTold = time.Now()
+				mb.spawn(func() { mb.Fetch(info.ID) })
+			case <-told:
+				told, toldTimer = nil, nil
+				lastTold = time.Now()
 				mb.spawn(func() { mb.Fetch(info.ID) })
 			case <-lost:
 				if mb.host.Network().Connectedness(info.ID) != network.Connected {

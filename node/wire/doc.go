@@ -26,6 +26,9 @@
 //	                           conversation with; one signed answer.
 //	/ifp/8/mailbox/1.0.0       store-and-forward at a relay (IFP-8): one
 //	                           request frame, one response frame.
+//	/ifp/8/mail-waiting/1.0.0  a mailbox relay's notice to a recipient
+//	                           connected to it that mail waits there: no
+//	                           bytes at all (an ifaced extension of IFP-8).
 //
 // Every stream belongs to the resource-manager service "ifaced".
 //
@@ -453,6 +456,22 @@
 // stream's peer's waiting messages, oldest first, at most MaxMailBatch
 // and a frame's worth; retrieving registers the peer. ack: deletes the
 // peer's own messages by mail ID. An unknown op is invalid_format.
+//
+// /ifp/8/mail-waiting/1.0.0 is a notice, not a message: after a publish
+// it accepted, a relay whose recipient holds a circuit relay slot on it
+// (and so is connected) opens a stream to the recipient with this
+// protocol, without dialling, writes nothing after the protocol choice
+// and closes it; one stream at a time per recipient, a publish taken
+// meanwhile sending one more when it closes. The recipient reads
+// nothing. If the stream's peer is one of the relays it uses (its
+// relay.use), it closes the stream and retrieves its mail there at once,
+// at most once a second per relay (a notice within the second is
+// answered by one retrieve when the second is up); from any other peer
+// it resets the stream and does nothing else. The notice carries nothing
+// to trust or decode: the recipient learns what waits by retrieving, as
+// it would at its poll. A recipient that does not speak the protocol
+// refuses it in the protocol choice and fetches at its mailbox.poll, as
+// before.
 //
 // # Key lifecycle
 //

@@ -21,6 +21,10 @@ const (
 	Conversation protocol.ID = "/ifp/4/conversation/1.0.0"
 	Update       protocol.ID = "/ifp/7/update/1.0.0"
 	Mailbox      protocol.ID = "/ifp/8/mailbox/1.0.0"
+	// MailWaiting: a mailbox relay tells a recipient connected to it that
+	// mail is waiting there; the stream carries no bytes (package comment,
+	// "Mailbox").
+	MailWaiting protocol.ID = "/ifp/8/mail-waiting/1.0.0"
 )
 
 // ServiceName is the resource-manager service every ifaced stream is
