@@ -46,8 +46,8 @@ import (
 //
 // go-libp2p's autorelay is not used: it advertises only relays with
 // public addresses and picks relays itself, where ifaced's owner names
-// them. Hole punching (DCUtR) and AutoNAT are on, so a relayed connection
-// is replaced by a direct one where the network allows; streams are
+// them. Hole punching (DCUtR; node/p2phost's Punch) and AutoNAT are on,
+// so a relayed connection is replaced by a direct one where the network allows; streams are
 // opened with network.WithAllowLimitedConn, so conversations also work
 // where it does not.
 //
@@ -173,7 +173,6 @@ func NewReach() *Reach { return &Reach{circuits: map[peer.ID][]multiaddr.Multiad
 func (r *Reach) HostOptions(cfg *config.Config) []libp2p.Option {
 	opts := []libp2p.Option{
 		libp2p.EnableRelay(), // the circuit transport: dial through relays, and be dialled through ours
-		libp2p.EnableHolePunching(),
 		libp2p.EnableNATService(),
 		libp2p.EnableAutoNATv2(),
 		libp2p.AddrsFactory(func(addrs []multiaddr.Multiaddr) []multiaddr.Multiaddr {
