@@ -230,11 +230,19 @@ func (mb *Mail) RelayReservations() []peer.ID {
 func (mb *Mail) RelayService() bool { return mb.reach.service != nil }
 
 // configuredRelays parses relay.use (already validated by the config).
+// Entries naming the same relay are one relay with several addresses (its
+// QUIC and TCP ones, say): one reservation, dialled on any of them
+// (go-libp2p tries QUIC first), so that the address peers observe for
+// this daemon is a QUIC one where the relay is reachable over QUIC.
 func configuredRelays(cfg *config.Config, self peer.ID) []peer.AddrInfo {
 	var out []peer.AddrInfo
 	for _, s := range cfg.Relay.Use {
 		info, err := peer.AddrInfoFromString(s)
 		if err != nil || info.ID == self {
+			continue
+		}
+		if i := slices.IndexFunc(out, func(o peer.AddrInfo) bool { return o.ID == info.ID }); i >= 0 {
+			out[i].Addrs = append(out[i].Addrs, info.Addrs...)
 			continue
 		}
 		out = append(out, *info)
