@@ -138,16 +138,26 @@ func (l *natLab) directOn(port int, transport string) (intoA, intoB uint64) {
 // peers makes a and b listening on TCP and QUIC on a fresh port,
 // reserving on the given relays.
 func (l *natLab) peers(t *testing.T, relays ...string) (a, b *Daemon) {
-	a, b, _ = l.pair(t, relays)
-	return a, b
+	return l.pair(t, relays, l.reserve(1)[0])
 }
 
-// pair makes a and b with a fresh listen port on the given transports
-// ("tcp", "quic", or both when none is named), reserving on the given
-// relays, and loads the routers to count that port.
-func (l *natLab) pair(t *testing.T, relays []string, transports ...string) (a, b *Daemon, port int) {
-	port = l.port
-	l.port++
+// reserve allocates n fresh listen ports for pairs of a and b, and loads
+// the routers to count them (attempts on them may then run side by side).
+func (l *natLab) reserve(n int) []int {
+	ports := make([]int, n)
+	for i := range ports {
+		ports[i] = l.port
+		l.port++
+	}
+	l.ports = append(l.ports, ports...)
+	l.loadRouters()
+	return ports
+}
+
+// pair makes a and b listening on port (from reserve) on the given
+// transports ("tcp", "quic", or both when none is named), reserving on
+// the given relays.
+func (l *natLab) pair(t *testing.T, relays []string, port int, transports ...string) (a, b *Daemon) {
 	if len(transports) == 0 {
 		transports = []string{"tcp", "quic"}
 	}
@@ -159,15 +169,13 @@ func (l *natLab) pair(t *testing.T, relays []string, transports ...string) (a, b
 			listen = append(listen, fmt.Sprintf("/ip4/0.0.0.0/udp/%d/quic-v1", port))
 		}
 	}
-	l.ports = append(l.ports, port)
-	l.loadRouters()
 	name := fmt.Sprintf("%s-%s-%s-%s-%d", l.cell.A, l.cell.B, l.cell.Behaviour, strings.Join(transports, "+"), port)
 	// Debug logs: go-libp2p's hole punching service says there, and only
 	// there, when a try ends in failure.
 	extra := "[log]\nlevel = \"debug\"\n"
 	a = NewDaemon(t, l.dir, "a-"+name, l.nsA, Config{Listen: listen, RelayUse: relays, Display: "a", Extra: extra})
 	b = NewDaemon(t, l.dir, "b-"+name, l.nsB, Config{Listen: listen, RelayUse: relays, Display: "b", Extra: extra})
-	return a, b, port
+	return a, b
 }
 
 // waitSlots waits until d holds a slot on each relay named.
@@ -354,12 +362,12 @@ type punchOpts struct {
 // connection. The watch ends when one forms, when b (which initiates
 // DCUtR, the relayed connection having come in on its side) logs that a
 // try of three rounds failed, or after o.wait.
-func (l *natLab) punch(ctx context.Context, t *testing.T, o punchOpts) attempt {
+func (l *natLab) punch(ctx context.Context, t *testing.T, port int, o punchOpts) attempt {
 	relays := []string{relayAddr(l.r1, pubR1, o.relay)}
 	if o.relay == "both" {
 		relays = []string{relayAddr(l.r1, pubR1, "quic"), relayAddr(l.r1, pubR1, "tcp")}
 	}
-	a, b, port := l.pair(t, relays, o.transports...)
+	a, b := l.pair(t, relays, port, o.transports...)
 	b.Start(ctx)
 	waitSlots(ctx, t, b, l.r1)
 	a.Start(ctx)
@@ -464,8 +472,8 @@ func TestNATTraversal(t *testing.T) {
 	}
 	f := figures{Cell: "eim/eim reject, TCP+QUIC, relay at its QUIC and TCP addresses", Attempts: n}
 	var to, gr []time.Duration
-	for range n {
-		at := l.punch(ctx, t, punchOpts{relay: "both", wait: 60 * time.Second})
+	for _, port := range l.reserve(n) {
+		at := l.punch(ctx, t, port, punchOpts{relay: "both", wait: 60 * time.Second})
 		f.Each = append(f.Each, at)
 		gr = append(gr, at.Greet)
 		if at.FirstGreetFailed {
