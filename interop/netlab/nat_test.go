@@ -173,8 +173,10 @@ func (l *natLab) pair(t *testing.T, relays []string, port int, transports ...str
 	// Debug logs: go-libp2p's hole punching service says there, and only
 	// there, when a try of three rounds ends in failure.
 	extra := "[log]\nlevel = \"debug\"\n"
-	a = NewDaemon(t, l.dir, "a-"+name, l.nsA, Config{Listen: listen, RelayUse: relays, Display: "a", Extra: extra})
-	b = NewDaemon(t, l.dir, "b-"+name, l.nsB, Config{Listen: listen, RelayUse: relays, Display: "b", Extra: extra})
+	// The control API on a port of the pair's own: pairs may run side by
+	// side in the same namespaces.
+	a = NewDaemon(t, l.dir, "a-"+name, l.nsA, Config{Listen: listen, RelayUse: relays, Display: "a", Extra: extra, APIPort: port + 10000})
+	b = NewDaemon(t, l.dir, "b-"+name, l.nsB, Config{Listen: listen, RelayUse: relays, Display: "b", Extra: extra, APIPort: port + 10000})
 	return a, b
 }
 
