@@ -309,6 +309,7 @@ type attempt struct {
 	Transport        string // of the direct connection: "quic" or "tcp"
 	FirstRound       bool   // direct in the first DCUtR round the initiator logged
 	Delivered        bool   // the message sent after the watch arrived (punchOpts.message)
+	Sent             string // how the send said it went: "conversation" or "queued"
 }
 
 func (a attempt) MarshalJSON() ([]byte, error) {
@@ -320,8 +321,9 @@ func (a attempt) MarshalJSON() ([]byte, error) {
 		Transport        string  `json:"transport,omitempty"`
 		FirstRound       bool    `json:"first_round,omitempty"`
 		Delivered        bool    `json:"message_delivered,omitempty"`
+		Sent             string  `json:"message_sent,omitempty"`
 	}
-	return json.Marshal(out{ms(a.Greet), a.FirstGreetFailed, a.Direct, ms(a.ToDirect), a.Transport, a.FirstRound, a.Delivered})
+	return json.Marshal(out{ms(a.Greet), a.FirstGreetFailed, a.Direct, ms(a.ToDirect), a.Transport, a.FirstRound, a.Delivered, a.Sent})
 }
 
 // directThreshold is how many packets each router must let in from the
@@ -335,7 +337,7 @@ type punchOpts struct {
 	transports []string // a's and b's listen transports; nil: TCP and QUIC
 	relay      string   // the transport of the relay address they reserve on: "tcp", "quic", or "both" (two relay.use entries)
 	wait       time.Duration
-	message    bool // after the watch, a sends b a message, and the lab waits 10 s at most for b to audit it
+	message    bool // after the watch, a sends b a message, and the lab waits for b to audit it
 }
 
 // punch runs one attempt: b starts and reserves a slot on r1 (it is
@@ -392,11 +394,19 @@ func (l *natLab) punch(ctx context.Context, t *testing.T, port int, o punchOpts)
 	}
 	if o.message {
 		token := fmt.Sprintf("lab-matrix-%d", port)
-		if _, err := a.API().Send(ctx, api.SendRequest{Peer: b.PeerID(), Text: token}); err != nil {
+		sent, err := a.API().Send(ctx, api.SendRequest{Peer: b.PeerID(), Text: token})
+		if err != nil {
 			t.Logf("%s: send: %v", a.Name, err)
 			return res
 		}
-		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		res.Sent = sent.Delivered
+		// Said in the conversation, it arrives at once; queued, it goes
+		// to b's mailbox, which b fetches at its next mailbox.poll.
+		within := 10 * time.Second
+		if sent.Delivered != "conversation" {
+			within = config.DefaultConfig().Mailbox.Poll.Duration + 15*time.Second
+		}
+		actx, cancel := context.WithTimeout(ctx, within)
 		defer cancel()
 		res.Delivered = Poll(actx, 50*time.Millisecond, func() error {
 			if ok, err := auditHas(actx, b, a.PeerID(), token); err != nil || !ok {
