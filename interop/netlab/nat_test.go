@@ -338,6 +338,10 @@ type punchOpts struct {
 	relay      string   // the transport of the relay address they reserve on: "tcp", "quic", or "both" (two relay.use entries)
 	wait       time.Duration
 	message    bool // after the watch, a sends b a message, and the lab waits for b to audit it
+	// aAlone: a reserves on no relay, so it has no connection to the relay,
+	// and no address of its own observed, until it dials b through it:
+	// b's relayed connection comes before a speaks DCUtR.
+	aAlone bool
 }
 
 // punch runs one attempt: b starts and reserves a slot on r1 (it is
@@ -353,6 +357,10 @@ func (l *natLab) punch(ctx context.Context, t *testing.T, port int, o punchOpts)
 		relays = []string{relayAddr(l.r1, pubR1, "quic"), relayAddr(l.r1, pubR1, "tcp")}
 	}
 	a, b := l.pair(t, relays, port, o.transports...)
+	if o.aAlone {
+		a.Cfg.RelayUse = nil
+		a.WriteConfig()
+	}
 	b.Start(ctx)
 	waitSlots(ctx, t, b, l.r1)
 	a.Start(ctx)
@@ -495,6 +503,21 @@ func TestNATTraversal(t *testing.T) {
 	})
 	t.Run("DirectConversationWithoutRelay", func(t *testing.T) {
 		l.directWithoutRelay(ctx, t)
+	})
+	t.Run("RelayedBeforePublicAddress", func(t *testing.T) {
+		// a holds no relay slot: until it dials b through r1, nothing
+		// observed its address, and it does not speak DCUtR yet when b's
+		// relayed connection arrives, so go-libp2p's one try on that
+		// connection is refused ("protocols not supported"). b tries
+		// again when a's protocols change (node/p2phost: Punch).
+		for _, port := range l.reserve(2) {
+			at := l.punch(ctx, t, port, punchOpts{relay: "both", wait: 60 * time.Second, aAlone: true})
+			if !at.Direct {
+				t.Errorf("a relayed connection made before a knew its public address was never replaced by a direct one (%+v)", at)
+			} else {
+				t.Logf("upgraded %.0f ms after the greeting began, over %s", ms(at.ToDirect), at.Transport)
+			}
+		}
 	})
 	if f.Direct != n || f.QUIC != n {
 		t.Errorf("hole punching between two endpoint-independent NATs behind routers that answer: direct %d times in %d, over QUIC %d; want every time, over QUIC", f.Direct, n, f.QUIC)
