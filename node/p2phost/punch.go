@@ -44,6 +44,12 @@ import (
 //     connection lasts at most the relay's circuit duration (relay.
 //     circuit_duration on an ifaced relay, 2 minutes by default), and
 //     each try costs a few hundred bytes of its data limit.
+//   - Addresses for both transports: peers observe a daemon's address
+//     only on the transport they are connected over, so the two sides of
+//     a punch may know each other on different ones (one observed over
+//     QUIC through its relay, the other over TCP). Where the NAT kept the
+//     port of an observed address, each side also offers the same IP
+//     with its other transport's listen port (inferAddrs).
 //   - A log line per punch at info level: its outcome, round, transport
 //     and time.
 type Punch struct {
@@ -264,7 +270,11 @@ func (f addrFilter) FilterLocal(remote peer.ID, addrs []ma.Multiaddr) []ma.Multi
 	p := f.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.h == nil || !initiator(p.h, remote) {
+	if p.h == nil {
+		return addrs
+	}
+	addrs = inferAddrs(addrs, p.h.Network().ListenAddresses())
+	if !initiator(p.h, remote) {
 		return addrs
 	}
 	pp := p.peer(remote)
@@ -333,4 +343,61 @@ func (t tracer) Trace(e *holepunch.Event) {
 	case *holepunch.ProtocolErrorEvt:
 		p.log.Debug("hole punching: protocol error", "peer", e.Remote, "err", ev.Error)
 	}
+}
+
+// inferAddrs adds to the public addresses peers observed for this daemon
+// the ones its other transports most likely have: where an observed
+// address kept the port this daemon listens on with that transport (the
+// NAT preserves ports, as endpoint-independent ones mostly do), the same
+// public IP with the port of each other transport it listens on. Peers
+// observe only the transport they are connected over, and the two sides
+// of a punch may each have been observed over a different one (one over
+// QUIC through its relay, the other over TCP); with the inferred
+// addresses both offer both, and the round can use the one they share.
+// A wrong guess costs one failed dial of a punch.
+func inferAddrs(observed, listen []ma.Multiaddr) []ma.Multiaddr {
+	out := slices.Clone(observed)
+	for _, o := range observed {
+		if isCircuit(o) || len(o) < 2 {
+			continue
+		}
+		kind, port := transportOf(o)
+		if kind == "" {
+			continue
+		}
+		preserved := false
+		for _, l := range listen {
+			if k, lp := transportOf(l); k == kind && lp == port && l[0].Code() == o[0].Code() {
+				preserved = true
+			}
+		}
+		if !preserved {
+			continue
+		}
+		for _, l := range listen {
+			if k, _ := transportOf(l); k == "" || k == kind || l[0].Code() != o[0].Code() {
+				continue
+			}
+			guess := append(ma.Multiaddr{o[0]}, l[1:]...)
+			if !slices.ContainsFunc(out, guess.Equal) {
+				out = append(out, guess)
+			}
+		}
+	}
+	return out
+}
+
+// transportOf is "tcp" or "quic" for a plain TCP or QUIC v1 address, with
+// its port, or "" for anything else.
+func transportOf(a ma.Multiaddr) (kind, port string) {
+	if len(a) < 2 || (a[0].Code() != ma.P_IP4 && a[0].Code() != ma.P_IP6) {
+		return "", ""
+	}
+	switch {
+	case len(a) == 2 && a[1].Code() == ma.P_TCP:
+		return "tcp", a[1].Value()
+	case len(a) == 3 && a[1].Code() == ma.P_UDP && a[2].Code() == ma.P_QUIC_V1:
+		return "quic", a[1].Value()
+	}
+	return "", ""
 }
