@@ -62,7 +62,7 @@
 // ("connection refused"). On real paths the two SYNs cross in flight when
 // the DCUtR timing is within the one-way delay; in the lab the routers
 // share a bridge and the delay is some microseconds, so a single connect
-// from each side never meets (tried: 0 of 10), and the daemon's retries
+// from each side never meets (tried: 0 of 5), and the daemon's retries
 // (node/p2phost, punchTCP) are what make TCP punches succeed here.
 // QUIC punches are not hurt: the ICMP errors do not end them.
 //

@@ -47,9 +47,9 @@ import (
 // go-libp2p's autorelay is not used: it advertises only relays with
 // public addresses and picks relays itself, where ifaced's owner names
 // them. Hole punching (DCUtR; node/p2phost's Punch) and AutoNAT are on,
-// so a relayed connection is replaced by a direct one where the network allows; streams are
-// opened with network.WithAllowLimitedConn, so conversations also work
-// where it does not.
+// so a relayed connection is replaced by a direct one where the network
+// allows; streams are opened with network.WithAllowLimitedConn, so
+// conversations also work where it does not.
 //
 // A daemon with [relay] service = true serves circuit relay v2 with the
 // configured resources at once, without waiting for AutoNAT to call it
