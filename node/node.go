@@ -200,8 +200,12 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	// The host listens from here on; no stream protocol is handled until
 	// the conversations register theirs.
 	n.reach = mail.NewReach()
-	if n.host, err = p2phost.New(cfg, id, n.reach.HostOptions(cfg)...); err != nil {
+	punch := p2phost.NewPunch(log.With("component", "punch"))
+	if n.host, err = p2phost.New(cfg, id, append(n.reach.HostOptions(cfg), punch.HostOptions()...)...); err != nil {
 		return nil, err
+	}
+	if err := punch.Start(n.ctx, n.host, n.spawn); err != nil {
+		return nil, fmt.Errorf("watching the host for hole punching: %w", err)
 	}
 	n.keys = keys.New(n.trust, n.policy, n.store, alias.Open(home.Dir), n.events, log.With("component", "keys"),
 		func() time.Time { return n.now() }, max(cfg.Mailbox.Retention.Duration, cfg.Replay.Window.Duration))

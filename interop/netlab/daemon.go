@@ -75,6 +75,16 @@ type Config struct {
 	Capabilities []Capability
 	Display      string
 	Extra        string // more TOML, appended
+	APIPort      int    // the control API's port on the namespace's loopback; 0 means 4818
+}
+
+// apiAddr is where the control API listens inside the daemon's namespace.
+func (c Config) apiAddr() string {
+	port := c.APIPort
+	if port == 0 {
+		port = 4818
+	}
+	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
 func (c Config) toml() string {
@@ -95,7 +105,7 @@ func (c Config) toml() string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "version = 1\n\n[identity]\ndisplay = %q\n\n", c.Display)
-	fmt.Fprintf(&b, "[listen]\naddresses = %s\n\n[api]\nlisten = \"127.0.0.1:4818\"\n\n", q(listen))
+	fmt.Fprintf(&b, "[listen]\naddresses = %s\n\n[api]\nlisten = %q\n\n", q(listen), c.apiAddr())
 	fmt.Fprintf(&b, "[relay]\nservice = %v\nmailbox = true\nuse = %s\n\n", c.RelayService, q(c.RelayUse))
 	fmt.Fprintf(&b, "[discovery]\nmdns = %v\ndht = %q\nbootstrap = %s\ngossip = %v\n\n", c.MDNS, dht, q(c.Bootstrap), c.Gossip)
 	b.WriteString(c.Extra)
@@ -113,7 +123,7 @@ func (c Config) toml() string {
 
 // Daemon is one `ifaced run` process inside a lab namespace, with its own
 // data directory (IFACED_HOME) and config.toml. Its control API listens on
-// 127.0.0.1:4818 inside the namespace; the test reaches it through a
+// 127.0.0.1:4818 (Config.APIPort) inside the namespace; the test reaches it through a
 // forwarder on the test's own loopback that opens each connection from
 // inside the namespace (dialInNS), so the unchanged node/api client is
 // used: its data directory holds the forwarder's address and a copy of the
@@ -240,7 +250,7 @@ func (d *Daemon) dial() (*api.Client, error) {
 			return nil, err
 		}
 		d.fwd = ln
-		go forward(ln, d.NS)
+		go forward(ln, d.NS, d.Cfg.apiAddr())
 	}
 	ch := filepath.Join(filepath.Dir(d.Home), ".client-"+d.Name)
 	if err := os.MkdirAll(ch, 0o700); err != nil {
@@ -266,8 +276,8 @@ func (d *Daemon) dial() (*api.Client, error) {
 }
 
 // forward accepts connections on ln (the test's loopback) and joins each
-// to the control API inside namespace ns.
-func forward(ln net.Listener, ns string) {
+// to the control API at addr inside namespace ns.
+func forward(ln net.Listener, ns, addr string) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -276,7 +286,7 @@ func forward(ln net.Listener, ns string) {
 		go func() {
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			up, err := dialInNS(ctx, ns, "127.0.0.1:4818")
+			up, err := dialInNS(ctx, ns, addr)
 			cancel()
 			if err != nil {
 				return

@@ -1,6 +1,6 @@
 // Package netlab is ifaced's network lab: real `ifaced run` processes in
 // Linux network namespaces, joined by veth pairs and bridges, behind NAT
-// routers made of nftables masquerade, driven through their control APIs.
+// routers made of nftables (below), driven through their control APIs.
 // Its tests (run as root, as CI does; skipped with a message elsewhere)
 // show NAT traversal (relay reservations, hole punching, relay and mailbox
 // fallbacks) and discovery at scale (DHT find, GossipSub propagation,
@@ -39,6 +39,32 @@
 // route out, so every packet stays on the lab's veths, bridges and router
 // namespaces. The
 // NATed LANs use 10.0.0.0/8, private as in real homes.
+//
+// NAT routers (Lab.Router). A lab router NATs its LAN with nftables:
+// endpoint-independent mapping (masquerade, which keeps the source port
+// when it is free), address-dependent mapping (a public port per socket
+// and destination address, snat by destination), or symmetric
+// (masquerade fully-random, a new random port per connection). Its
+// filter lets in from the public side only packets of connections the
+// LAN side opened (ct state established,related). Every other packet
+// from the public side, new or invalid, to the router or to the LAN, it
+// either drops (behaviour "drop") or answers as a real router does
+// (behaviour "reject", OpenWrt's default on the wan zone): a TCP segment
+// with `reject with tcp reset`, anything else with `reject with icmp type
+// port-unreachable`. Before routers that answer, the lab's routers
+// dropped unsolicited packets to themselves only when conntrack called
+// them new, so an invalid one (a SYN for a flow a reset had closed) still
+// reached the router's own stack, which answered it with a reset.
+//
+// Answering routers are the hard case for a TCP hole punch: the first SYN
+// to reach the far router before the peer's own SYN opened the mapping
+// there is answered with a reset, and the connect fails at once
+// ("connection refused"). On real paths the two SYNs cross in flight when
+// the DCUtR timing is within the one-way delay; in the lab the routers
+// share a bridge and the delay is some microseconds, so a single connect
+// from each side never meets (tried: 0 of 5), and the daemon's retries
+// (node/p2phost, punchTCP) are what make TCP punches succeed here.
+// QUIC punches are not hurt: the ICMP errors do not end them.
 //
 // Reaching the control APIs. A daemon's control API must listen on
 // loopback, and inside a namespace that is the namespace's own loopback.

@@ -227,3 +227,108 @@ func runIn(ns, stdin, name string, args ...string) (string, error) {
 	err := cmd.Run()
 	return out.String(), err
 }
+
+// NATType is how a lab router maps a LAN socket to public ports (RFC 4787
+// §4.1's mapping behaviour).
+type NATType string
+
+const (
+	// NATEndpointIndependent: nftables masquerade, which keeps the source
+	// port when it is free, so every connection from one socket leaves from
+	// the same public address and port, whatever its destination (a home
+	// router's "full cone" or "port-restricted cone" mapping).
+	NATEndpointIndependent NATType = "eim"
+	// NATAddressDependent: one public port per socket and destination
+	// address (snat to a port set per destination): the port a relay saw is
+	// not the one a connection to the peer leaves from.
+	NATAddressDependent NATType = "adm"
+	// NATSymmetric: masquerade fully-random, a new random public port for
+	// every connection (address-and-port-dependent mapping).
+	NATSymmetric NATType = "sym"
+)
+
+// RouterBehaviour is what a lab router does with an unsolicited packet
+// from the public side: one that belongs to no connection the LAN side
+// opened (conntrack state new or invalid), to the router itself or to the
+// LAN.
+type RouterBehaviour string
+
+const (
+	// RouterDrop drops it silently (a firewall's "drop" policy).
+	RouterDrop RouterBehaviour = "drop"
+	// RouterReject answers it as the router's own stack, and OpenWrt's
+	// default `reject` on the wan zone, do: a TCP segment with a reset, any
+	// other packet with ICMP port unreachable. The reset to the first SYN
+	// of a TCP hole punch, when it arrives before the peer's own SYN opened
+	// the peer's mapping, ends that connect at once ("connection refused").
+	RouterReject RouterBehaviour = "reject"
+)
+
+// NATRouter is one lab router between a LAN (device "lan") and the public
+// segment (device "wan"): a NAT of a type, a stateful filter that lets in
+// from the public side only packets of connections the LAN side opened
+// (ct state established,related), and a behaviour for everything else.
+type NATRouter struct {
+	NS        string // the router's namespace
+	Public    string // its wan address
+	NAT       NATType
+	Behaviour RouterBehaviour
+	// Peer is the other router's public address: the packets from it that
+	// reach the LAN are counted (counter direct_in), and per LAN port in
+	// Ports and transport (direct_<port>_tcp, direct_<port>_udp). They are
+	// the traffic of a direct connection, which never passes a relay.
+	Peer  string
+	Ports []int
+	// Destinations get a public port each per LAN port in Ports under
+	// NATAddressDependent (the port plus 100, 200, … in their order);
+	// everything else is masqueraded.
+	Destinations []string
+}
+
+// Router loads r's ruleset into its namespace, replacing what was there
+// (the counters start from zero; the NAT bindings of open connections
+// stay, in conntrack).
+func (l *Lab) Router(r NATRouter) {
+	l.t.Helper()
+	var counters, snat, count strings.Builder
+	counters.WriteString("\tcounter direct_in { }\n")
+	for _, p := range r.Ports {
+		for _, tr := range []string{"tcp", "udp"} {
+			fmt.Fprintf(&counters, "\tcounter direct_%d_%s { }\n", p, tr)
+			fmt.Fprintf(&count, "\t\tiifname \"wan\" oifname \"lan\" ct state established,related ip saddr %s %s dport %d counter name direct_%d_%s\n",
+				r.Peer, tr, p, p, tr)
+		}
+		if r.NAT == NATAddressDependent {
+			for i, d := range r.Destinations {
+				fmt.Fprintf(&snat, "\t\toifname \"wan\" ip daddr %s meta l4proto { tcp, udp } th sport %d snat ip to %s:%d\n",
+					d, p, r.Public, p+100*(i+1))
+			}
+		}
+	}
+	masq := "masquerade"
+	if r.NAT == NATSymmetric {
+		masq = "masquerade fully-random"
+	}
+	unsolicited := "\t\tiifname \"wan\" drop\n"
+	if r.Behaviour == RouterReject {
+		unsolicited = "\t\tiifname \"wan\" meta l4proto tcp reject with tcp reset\n\t\tiifname \"wan\" reject with icmp type port-unreachable\n"
+	}
+	l.NFT(r.NS, fmt.Sprintf(`flush ruleset
+table ip lab {
+%s	chain postrouting {
+		type nat hook postrouting priority srcnat; policy accept;
+%s		oifname "wan" %s
+	}
+	chain input {
+		type filter hook input priority filter; policy accept;
+		iifname "wan" ct state established,related accept
+%s	}
+	chain forward {
+		type filter hook forward priority filter; policy drop;
+		iifname "lan" oifname "wan" accept
+%s		iifname "wan" oifname "lan" ct state established,related ip saddr %s counter name direct_in accept
+		iifname "wan" oifname "lan" ct state established,related accept
+%s	}
+}
+`, counters.String(), snat.String(), masq, unsolicited, count.String(), r.Peer, unsolicited))
+}

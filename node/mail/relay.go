@@ -47,10 +47,10 @@ import (
 //
 // go-libp2p's autorelay is not used: it advertises only relays with
 // public addresses and picks relays itself, where ifaced's owner names
-// them. Hole punching (DCUtR) and AutoNAT are on, so a relayed connection
-// is replaced by a direct one where the network allows; streams are
-// opened with network.WithAllowLimitedConn, so conversations also work
-// where it does not.
+// them. Hole punching (DCUtR; node/p2phost's Punch) and AutoNAT are on,
+// so a relayed connection is replaced by a direct one where the network
+// allows; streams are opened with network.WithAllowLimitedConn, so
+// conversations also work where it does not.
 //
 // A daemon with [relay] service = true serves circuit relay v2 with the
 // configured resources at once, without waiting for AutoNAT to call it
@@ -182,7 +182,6 @@ func NewReach() *Reach { return &Reach{circuits: map[peer.ID][]multiaddr.Multiad
 func (r *Reach) HostOptions(cfg *config.Config) []libp2p.Option {
 	opts := []libp2p.Option{
 		libp2p.EnableRelay(), // the circuit transport: dial through relays, and be dialled through ours
-		libp2p.EnableHolePunching(),
 		libp2p.EnableNATService(),
 		libp2p.EnableAutoNATv2(),
 		libp2p.AddrsFactory(func(addrs []multiaddr.Multiaddr) []multiaddr.Multiaddr {
@@ -240,11 +239,19 @@ func (mb *Mail) RelayReservations() []peer.ID {
 func (mb *Mail) RelayService() bool { return mb.reach.service != nil }
 
 // configuredRelays parses relay.use (already validated by the config).
+// Entries naming the same relay are one relay with several addresses (its
+// QUIC and TCP ones, say): one reservation, dialled on any of them
+// (go-libp2p tries QUIC first), so that the address peers observe for
+// this daemon is a QUIC one where the relay is reachable over QUIC.
 func configuredRelays(cfg *config.Config, self peer.ID) []peer.AddrInfo {
 	var out []peer.AddrInfo
 	for _, s := range cfg.Relay.Use {
 		info, err := peer.AddrInfoFromString(s)
 		if err != nil || info.ID == self {
+			continue
+		}
+		if i := slices.IndexFunc(out, func(o peer.AddrInfo) bool { return o.ID == info.ID }); i >= 0 {
+			out[i].Addrs = append(out[i].Addrs, info.Addrs...)
 			continue
 		}
 		out = append(out, *info)

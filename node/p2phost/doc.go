@@ -1,7 +1,10 @@
 // Package p2phost builds the daemon's libp2p host: its transports (TCP
 // and QUIC), security (Noise and TLS), muxer, a resource manager scaled to
 // the configured memory and stream limits and to the process's file
-// descriptors, and the connection manager. It owns the check that every
+// descriptors, and the connection manager; and hole punching (Punch:
+// go-libp2p's DCUtR with QUIC first, refused TCP punches retried, and
+// relayed connections punched again when the host's addresses,
+// reachability or protocols change). It owns the check that every
 // configured listen address is free before the host binds it (a daemon
 // never shares a port with another, and says which process holds one).
 // The components that use the host (the door, the conversations, the

@@ -16,7 +16,6 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
-	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 )
 
 // fdReserve is the file descriptors kept out of the resource manager's
@@ -48,7 +47,7 @@ func peerStreamShare(maxStreams int) int { return max(maxStreams/8, 8) }
 // with the daemon-wide stream ceiling of limits.max_streams (of which one
 // peer may hold an eighth), and a connection manager with the configured
 // water marks. Metrics stay off. extra adds what reachability needs
-// (node/mail: mail.Reach.HostOptions).
+// (node/mail: mail.Reach.HostOptions) and hole punching (Punch.HostOptions).
 //
 // Every configured listen address must be free (claimListenAddrs): a
 // daemon never shares a port with another.
@@ -92,7 +91,7 @@ func New(cfg *config.Config, id *identity.Identity, extra ...libp2p.Option) (hos
 	opts := append([]libp2p.Option{
 		libp2p.Identity(id.LibP2PKey()),
 		libp2p.ListenAddrStrings(cfg.Listen.Addresses...),
-		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Transport(newPunchTCP), // go-libp2p's TCP, retrying the refused connects of a hole punch (punchtcp.go)
 		libp2p.Transport(quic.NewTransport),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Security(libp2ptls.ID, libp2ptls.New),
