@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ifaced/ifaced/negotiate"
@@ -65,6 +66,10 @@ type Conversations struct {
 	awaited  *awaited     // the answers this daemon's own requests wait for (desk.go)
 	inbox    *Inbox       // the HTTP binding's door-facing side (inbox.go)
 	figures  figures      // greetings and requests counted (figures.go)
+
+	kept    *keptQueries // query streams kept to ask peers again (keptquery.go)
+	keptIn  atomic.Int64 // query streams peers keep open to this daemon
+	keptMax int64        // the most of those (maxKeptQueries)
 }
 
 // conversationDeps is what Conversations is built from, and keeps.
@@ -132,6 +137,8 @@ func (cs *Conversations) Inbox() *Inbox { return cs.inbox }
 func newConversations(d conversationDeps) *Conversations {
 	cs := &Conversations{conversationDeps: d, convs: map[string]*conv{}, claims: map[string]*conv{}, figures: newFigures()}
 	cs.updates, cs.requests, cs.awaited = newUpdatePush(cs), newRequestDesk(cs), newAwaited()
+	cs.kept, cs.keptMax = newKeptQueries(d.streamTimeout/2, maxKeptQueries), maxKeptQueries
+	context.AfterFunc(d.ctx, cs.kept.closeAll)
 	cs.peerViews = costlru.New[peer.ID, HeldView](maxHeldViewBytes)
 	cs.peersHold, _ = lru.New[peer.ID, string](maxPeersHold)
 	cs.host.SetStreamHandler(wire.Conversation, d.handler(cs.handleConversation))
