@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ifaced/ifaced/negotiate"
@@ -67,9 +66,8 @@ type Conversations struct {
 	inbox    *Inbox       // the HTTP binding's door-facing side (inbox.go)
 	figures  figures      // greetings and requests counted (figures.go)
 
-	kept    *keptQueries // query streams kept to ask peers again (keptquery.go)
-	keptIn  atomic.Int64 // query streams peers keep open to this daemon
-	keptMax int64        // the most of those (maxKeptQueries)
+	kept   *keptQueries // query streams kept to ask peers again (keptquery.go)
+	keptIn *keptSlots   // query streams peers keep open to this daemon
 }
 
 // conversationDeps is what Conversations is built from, and keeps.
@@ -137,7 +135,7 @@ func (cs *Conversations) Inbox() *Inbox { return cs.inbox }
 func newConversations(d conversationDeps) *Conversations {
 	cs := &Conversations{conversationDeps: d, convs: map[string]*conv{}, claims: map[string]*conv{}, figures: newFigures()}
 	cs.updates, cs.requests, cs.awaited = newUpdatePush(cs), newRequestDesk(cs), newAwaited()
-	cs.kept, cs.keptMax = newKeptQueries(d.streamTimeout/2, maxKeptQueries), maxKeptQueries
+	cs.kept, cs.keptIn = newKeptQueries(d.streamTimeout/2, maxKeptQueries), &keptSlots{max: maxKeptQueries}
 	context.AfterFunc(d.ctx, cs.kept.closeAll)
 	cs.peerViews = costlru.New[peer.ID, HeldView](maxHeldViewBytes)
 	cs.peersHold, _ = lru.New[peer.ID, string](maxPeersHold)

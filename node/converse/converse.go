@@ -285,23 +285,25 @@ func (cs *Conversations) handleConversation(s network.Stream) { cs.answerGreetin
 // handleCapabilities answers capabilities queries: each greeting answered
 // with this daemon's view, on one stream until the peer closes it or it
 // stays idle (wire: Idle streams), or after one answer when this daemon
-// keeps as many query streams as it may (maxKeptQueries).
+// keeps as many query streams as it may (maxKeptQueries; strangers half).
 func (cs *Conversations) handleCapabilities(s network.Stream) {
 	ws, pid, remote, ok := cs.openInbound(s)
 	if !ok {
 		cs.figures.greeted(dirIn, s.Protocol(), errBrokeOff)
 		return
 	}
-	slot := false
+	slot, stranger := false, false
 	defer func() {
 		if slot {
-			cs.keptIn.Add(-1)
+			cs.keptIn.give(stranger)
 		}
 	}()
 	for first := true; ; first = false {
 		if !first && !slot {
-			if cs.keptIn.Add(1) > cs.keptMax {
-				cs.keptIn.Add(-1)
+			// Known or not as of now: the owner may have made the peer
+			// known in the meantime.
+			stranger = cs.door.Stranger(pid)
+			if !cs.keptIn.take(stranger) {
 				s.Close()
 				return
 			}

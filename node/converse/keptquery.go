@@ -13,9 +13,42 @@ import (
 
 // maxKeptQueries bounds the query streams kept open between queries, on
 // each side: those this daemon keeps to ask peers again, and those it
-// keeps open for peers that asked it. Past it, a stream carries one query
-// and closes, as before.
+// keeps open for peers that asked it, of which strangers (peers the owner
+// has not made known) hold at most half, so fresh keys cannot take the
+// room of the owner's peers. Past it, a stream carries one query and
+// closes, as before.
 const maxKeptQueries = 256
+
+// keptSlots counts the query streams peers keep open to this daemon.
+type keptSlots struct {
+	mu             sync.Mutex
+	all, strangers int
+	max            int
+}
+
+// take reserves a slot for a stream of a stranger or not, and reports
+// whether there was one; give gives it back.
+func (k *keptSlots) take(stranger bool) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.all >= k.max || stranger && k.strangers >= k.max/2 {
+		return false
+	}
+	k.all++
+	if stranger {
+		k.strangers++
+	}
+	return true
+}
+
+func (k *keptSlots) give(stranger bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.all--
+	if stranger {
+		k.strangers--
+	}
+}
 
 // errStaleStream: a kept query stream had been closed or reset by the
 // peer before it answered; the query goes again on a new stream.

@@ -80,3 +80,33 @@ func TestKeptQueryClosedWhenIdle(t *testing.T) {
 		t.Errorf("take after the idle close: %v, want none", got)
 	}
 }
+
+// The query streams peers keep open to this daemon are bounded, and
+// strangers hold at most half of them: a flood of fresh keys leaves room
+// for the owner's peers.
+func TestKeptSlotsStrangersHalf(t *testing.T) {
+	k := &keptSlots{max: 4}
+	for i := range 2 {
+		if !k.take(true) {
+			t.Fatalf("stranger %d found no slot of 4 with %d taken", i+1, i)
+		}
+	}
+	if k.take(true) {
+		t.Fatal("a third stranger took a slot: strangers hold at most half")
+	}
+	for i := range 2 {
+		if !k.take(false) {
+			t.Fatalf("known peer %d found no slot with strangers holding their half", i+1)
+		}
+	}
+	if k.take(false) {
+		t.Fatal("a fifth stream took a slot of 4")
+	}
+	k.give(true)
+	if k.take(false) != true {
+		t.Error("a known peer found no slot after a stranger's was given back")
+	}
+	if k.take(true) {
+		t.Error("a stranger took a slot with all 4 taken")
+	}
+}

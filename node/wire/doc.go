@@ -587,8 +587,9 @@
 // query stream waiting for the next query is idle the same way: the
 // responder closes it quietly. ifaced keeps at most 256 query streams
 // open between queries on each side (those it asks on, those it is
-// asked on; past that a stream carries one query), and closes one it
-// asks on after half limits.stream_timeout without a query, before the
+// asked on, of which peers its owner has not made known hold at most
+// half; past that a stream carries one query), and closes one it asks
+// on after half limits.stream_timeout without a query, before the
 // responder's deadline would.
 //
 // A deadline that passes after a frame began (inside its length or
