@@ -256,7 +256,7 @@ func warmSection(ctx context.Context, root string, n int, profile string) sectio
 		rowOf(querySync, "an fsync per audit entry and seen ID before acting; the default batches them every second"),
 		rowOf(floorLL, "the same connection and bytes; the floor of DESIGN §8"),
 		rowOf(floorRaw, ""),
-		rowOf(floorNS, "a stream opened per round trip, as a greeting does today"),
+		rowOf(floorNS, "a stream opened per round trip, as a conversation's greeting does (queries keep theirs)"),
 		rowOf(cardOnce, fmt.Sprintf("TLS 1.3, HTTP/1.1; card %.1f KB; JCS + JWS verify (negotiate.VerifyAgentCard)", kb(cards.card))),
 		rowOf(cardSigned, "as node/httpapi serves it"),
 		rowOf(card304, "the client holds the card it verified; strong ETag = SHA-256 of the signed card's bytes; the analogue of view_unchanged"),

@@ -44,9 +44,11 @@ import (
 //     holding the log has less free space than that (for an unprivileged
 //     user: statfs's f_bavail), Room reports ErrNoRoom and refusals are not
 //     written; entries of admitted conversations are written while the disk
-//     takes them. The free space is asked of the file system at each Room
-//     and RecordRefusal call (one statfs, a few µs), through a function
-//     tests replace (WithFreeSpace).
+//     takes them. The free space is asked of the file system (one
+//     statfs) at a Room or RecordRefusal call at most every
+//     freeSpaceEvery (a quarter of a second; the calls between use the
+//     figure asked last), through a function tests replace
+//     (WithFreeSpace), which is asked at every call.
 //
 // A day deleted while a late entry for it is being written (only by the
 // quota, and only for a day before the current one) can make that Record

@@ -82,8 +82,13 @@ func (p *Part) CanonicalContent() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.rawSum != nil {
-		p.canon = c // into the memo once the signature over it verified (memoize)
+	if p.rawSum != nil || p.decoded {
+		// A received content does not change (its signature covers it):
+		// its canonical form serves the reader of the part, the signing
+		// input and the audit log's JSON alike, computed once. A large
+		// one goes into the memo once the signature over it verified
+		// (memoize).
+		p.canon = c
 	}
 	return c, nil
 }
@@ -258,6 +263,7 @@ func (p *Part) UnmarshalCBOR(data []byte) error {
 	if w.Content == nil {
 		return nil
 	}
+	p.decoded = true
 	if len(w.Content) < memoMinSize {
 		return cborDec.Unmarshal(w.Content, &p.Content)
 	}

@@ -126,6 +126,7 @@ type Part struct {
 	cborRaw  []byte    // CBOR encoding of Content, when known
 	rawSum   *[32]byte // SHA-256 of the CBOR Content was decoded from, for large contents
 	fromMemo bool      // Content is a copy of a memoized value (already in the memos)
+	decoded  bool      // Content was decoded from CBOR as received, so its canonical form, once computed, is kept
 }
 
 // Trace records the hops a message took (IFP-4 §2.3).

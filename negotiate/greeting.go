@@ -244,7 +244,10 @@ func decodePart(m *gossip.Message, name string, v any) error {
 		}
 		return &gossip.FieldError{Field: path, Problem: fmt.Sprintf("(the %q part) %s", name, problem), Err: ErrInvalidGreeting}
 	}
-	raw, err := json.Marshal(m.Body.Parts[i].Content)
+	// The canonical form is JSON of the same value, and for a part that
+	// came in as CBOR it is kept for the signature's check and the audit
+	// log, which need it too.
+	raw, err := m.Body.Parts[i].CanonicalContent()
 	if err != nil {
 		return bad("", "is not a JSON value")
 	}

@@ -65,6 +65,9 @@ type Conversations struct {
 	awaited  *awaited     // the answers this daemon's own requests wait for (desk.go)
 	inbox    *Inbox       // the HTTP binding's door-facing side (inbox.go)
 	figures  figures      // greetings and requests counted (figures.go)
+
+	kept   *keptQueries // query streams kept to ask peers again (keptquery.go)
+	keptIn *keptSlots   // query streams peers keep open to this daemon
 }
 
 // conversationDeps is what Conversations is built from, and keeps.
@@ -132,6 +135,8 @@ func (cs *Conversations) Inbox() *Inbox { return cs.inbox }
 func newConversations(d conversationDeps) *Conversations {
 	cs := &Conversations{conversationDeps: d, convs: map[string]*conv{}, claims: map[string]*conv{}, figures: newFigures()}
 	cs.updates, cs.requests, cs.awaited = newUpdatePush(cs), newRequestDesk(cs), newAwaited()
+	cs.kept, cs.keptIn = newKeptQueries(d.streamTimeout/2, maxKeptQueries), &keptSlots{max: maxKeptQueries}
+	context.AfterFunc(d.ctx, cs.kept.closeAll)
 	cs.peerViews = costlru.New[peer.ID, HeldView](maxHeldViewBytes)
 	cs.peersHold, _ = lru.New[peer.ID, string](maxPeersHold)
 	cs.host.SetStreamHandler(wire.Conversation, d.handler(cs.handleConversation))

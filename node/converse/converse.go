@@ -131,24 +131,46 @@ func (cs *Conversations) QueryCapabilities(ctx context.Context, pid peer.ID, pro
 
 func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protocol.ID, prop negotiate.Proposal) (_ *GreetResult, result error) {
 	defer func() { cs.figures.greeted(dirOut, proto, result) }()
+	if proto == wire.Capabilities {
+		if ws := cs.kept.take(pid); ws != nil {
+			r, err := cs.greetOnce(ctx, pid, proto, prop, ws)
+			if !errors.Is(err, errStaleStream) {
+				return r, err
+			}
+			// The peer closed the kept stream (idle, or an older daemon
+			// that answers one query per stream): a new one.
+		}
+	}
+	return cs.greetOnce(ctx, pid, proto, prop, nil)
+}
+
+// greetOnce is greetOn on ws, a kept query stream, or on a new stream
+// (ws nil). On a kept stream that the peer had closed before answering,
+// the error wraps errStaleStream.
+func (cs *Conversations) greetOnce(ctx context.Context, pid peer.ID, proto protocol.ID, prop negotiate.Proposal, ws *wire.Stream) (_ *GreetResult, result error) {
 	remote, err := peerid.Agent(pid)
 	if err != nil {
 		return nil, err
 	}
-	p2phost.DialHints(cs.host, cs.store, pid)
-	// No wait for identify: the protocol choice rides with the greeting.
-	s, err := p2phost.OpenStream(network.WithAllowLimitedConn(ctx, "ifaced conversation"), cs.host, pid, proto)
-	if err != nil {
-		return nil, fmt.Errorf("opening conversation with %s: %w", pid, err)
+	reused := ws != nil
+	if !reused {
+		p2phost.DialHints(cs.host, cs.store, pid)
+		// No wait for identify: the protocol choice rides with the greeting.
+		s, err := p2phost.OpenStream(network.WithAllowLimitedConn(ctx, "ifaced conversation"), cs.host, pid, proto)
+		if err != nil {
+			return nil, fmt.Errorf("opening conversation with %s: %w", pid, err)
+		}
+		if err := s.Scope().SetService(wire.ServiceName); err != nil {
+			s.Reset()
+			return nil, fmt.Errorf("opening conversation with %s: %w", pid, err)
+		}
+		ws = wire.NewStream(s, cs.streamTimeout).WithBudget(cs.door.Budget(), pid)
 	}
-	if err := s.Scope().SetService(wire.ServiceName); err != nil {
-		s.Reset()
-		return nil, fmt.Errorf("opening conversation with %s: %w", pid, err)
-	}
+	s := ws
 	c := &conv{
 		Conversation: gossip.NewConversation(gossip.NewID("conv", cs.now()), cs.localAgent(), remote),
 		peer:         pid,
-		stream:       wire.NewStream(s, cs.streamTimeout).WithBudget(cs.door.Budget(), pid),
+		stream:       ws,
 		// What this daemon grants the peer comes from its own map, under
 		// the persona it proposes; the peer's answer can only raise the
 		// level this daemon establishes for it.
@@ -179,6 +201,9 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 	}
 	if err != nil {
 		s.Reset()
+		if reused && isStreamEnd(err) {
+			return nil, fmt.Errorf("%w: %w", errStaleStream, err)
+		}
 		return nil, err
 	}
 	cs.noteGreeted(c, proto)
@@ -209,6 +234,9 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 	})
 	if err != nil {
 		s.Reset()
+		if reused && isStreamEnd(err) {
+			return nil, fmt.Errorf("%w: greeting %s: %w", errStaleStream, pid, err)
+		}
 		return nil, fmt.Errorf("greeting %s: %w", pid, err)
 	}
 	if reply.Headers.Phase == gossip.PhaseError {
@@ -238,7 +266,7 @@ func (cs *Conversations) greetOn(ctx context.Context, pid peer.ID, proto protoco
 		opened = true
 		cs.open(c)
 	} else {
-		s.Close()
+		cs.kept.put(pid, s)
 	}
 	return &GreetResult{ConversationID: c.ID, Peer: peerid.String(pid), Granted: granted, GrantedToUs: theirs, View: view}, nil
 }
@@ -254,11 +282,54 @@ func (cs *Conversations) markGreeted(pid peer.ID) {
 // it closes.
 func (cs *Conversations) handleConversation(s network.Stream) { cs.answerGreeting(s, true) }
 
-// handleCapabilities answers a capabilities query: a greeting answered with
-// this daemon's view, then the stream closes.
-func (cs *Conversations) handleCapabilities(s network.Stream) { cs.answerGreeting(s, false) }
+// handleCapabilities answers capabilities queries: each greeting answered
+// with this daemon's view, on one stream until the peer closes it or it
+// stays idle (wire: Idle streams), or after one answer when this daemon
+// keeps as many query streams as it may (maxKeptQueries; strangers half).
+func (cs *Conversations) handleCapabilities(s network.Stream) {
+	ws, pid, remote, ok := cs.openInbound(s)
+	if !ok {
+		cs.figures.greeted(dirIn, s.Protocol(), errBrokeOff)
+		return
+	}
+	slot, stranger := false, false
+	defer func() {
+		if slot {
+			cs.keptIn.give(stranger)
+		}
+	}()
+	for first := true; ; first = false {
+		if !first && !slot {
+			// Known or not as of now: the owner may have made the peer
+			// known in the meantime.
+			stranger = cs.door.Stranger(pid)
+			if !cs.keptIn.take(stranger) {
+				s.Close()
+				return
+			}
+			slot = true
+		}
+		if !cs.answerOn(ws, pid, remote, false, first) {
+			return
+		}
+	}
+}
 
 func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
+	ws, pid, remote, ok := cs.openInbound(s)
+	if !ok {
+		cs.figures.greeted(dirIn, s.Protocol(), errBrokeOff)
+		return
+	}
+	cs.answerOn(ws, pid, remote, conversation, true)
+}
+
+// answerOn answers the next greeting on ws (the first of the stream when
+// first), and serves the conversation when it opens one. It reports
+// whether the stream is still open for another query: false once it has
+// closed or reset it. opening says this is the stream's first greeting.
+func (cs *Conversations) answerOn(ws *wire.Stream, pid peer.ID, remote gossip.Agent, conversation, opening bool) (more bool) {
+	s := ws.Stream
 	// How the exchange ended, for the figures (it broke off unless said
 	// otherwise below), counted once: a refusal before its answer goes
 	// out, so that a peer reading the answer finds it counted; a greeting
@@ -272,11 +343,17 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 		}
 	}
 	defer count()
-	ws, pid, remote, ok := cs.openInbound(s)
-	if !ok {
-		return
-	}
 	first, release, err := ws.ReadHeld()
+	if err != nil && !opening && (errors.Is(err, io.EOF) || isStreamFailure(err)) {
+		// The end of a kept query stream: closed, or idle.
+		counted = true
+		if errors.Is(err, io.EOF) || wire.IsIdle(err) {
+			s.Close()
+		} else {
+			s.Reset()
+		}
+		return false
+	}
 	if err != nil {
 		result = err
 		count()
@@ -377,11 +454,11 @@ func (cs *Conversations) answerGreeting(s network.Stream, conversation bool) {
 	count()
 	cs.noteGreeted(c, s.Protocol())
 	if !conversation {
-		s.Close()
-		return
+		return true
 	}
 	cs.announce(c)
 	cs.serve(c)
+	return false
 }
 
 // openInbound attaches an inbound stream to the ifaced service. When it

@@ -19,8 +19,16 @@
 //	                           close and error messages until a close.
 //	/ifp/7/capabilities/1.0.0  query: the greeting and its answer without
 //	                           the conversation. The initiator writes one
-//	                           greeting, the responder one answer, then
-//	                           both close the stream.
+//	                           greeting, the responder one answer; then
+//	                           the initiator closes the stream, or writes
+//	                           the next query's greeting on it (a query of
+//	                           its own: a new conversation_id, sequence
+//	                           1), answered in turn. The responder closes
+//	                           a stream that stays idle, and may close one
+//	                           after any answer (see Deadlines and idle
+//	                           streams); an initiator whose next greeting
+//	                           meets the end of the stream, with no
+//	                           answer, asks again on a new stream.
 //	/ifp/7/update/1.0.0        push: one signed message carrying the
 //	                           sender's new view to a peer it has an open
 //	                           conversation with; one signed answer.
@@ -594,7 +602,14 @@
 // that wants the conversation kept sends something before the deadline;
 // after an idle end, a new greeting opens a new conversation. On the
 // one-shot protocols (query, update, mailbox) an idle responder closes
-// the same way, and an idle requester counts the request as failed.
+// the same way, and an idle requester counts the request as failed. A
+// query stream waiting for the next query is idle the same way: the
+// responder closes it quietly. ifaced keeps at most 256 query streams
+// open between queries on each side (those it asks on, those it is
+// asked on, of which peers its owner has not made known hold at most
+// half; past that a stream carries one query), and closes one it asks
+// on after half limits.stream_timeout without a query, before the
+// responder's deadline would.
 //
 // A deadline that passes after a frame began (inside its length or
 // payload) is a stalled peer: the stream is reset, without an answer.
