@@ -128,7 +128,10 @@ func releaseBinary(t testing.TB, root, tag string) (bin, src string) {
 		if b.err != nil {
 			return
 		}
-		c := exec.Command("go", "build", "-buildvcs=true", "-o", b.bin, "./cmd/ifaced")
+		// -trimpath: the build cache then shares every package whose
+		// source the release has in common with a tree built before,
+		// wherever its clone is.
+		c := exec.Command("go", "build", "-trimpath", "-buildvcs=true", "-o", b.bin, "./cmd/ifaced")
 		c.Dir = b.src
 		if out, err := c.CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("go build ./cmd/ifaced at %s: %v\n%s", tag, err, out)
