@@ -596,6 +596,29 @@ func TestNATFallbacks(t *testing.T) {
 	waitAudit(ctx, t, b, a.PeerID(), "lab-m3", 10*time.Second)
 	l.r1.Kill()
 	killed := time.Now()
+	// m4 is sent once a has seen r1's connections close. A message said in
+	// the few milliseconds before that is written into the dead circuit
+	// and lost, though the send answered "conversation": a message said in
+	// a conversation carries no acknowledgement yet (issue 27, open; lab
+	// runs lost m4 sent 3.6-5.5 ms after the kill). This test holds the
+	// fallback's time; that loss is the acknowledgement's to fix.
+	gone, cancelGone := context.WithTimeout(ctx, m4Bar)
+	if err := Poll(gone, 20*time.Millisecond, func() error {
+		st, err := a.API().Status(gone)
+		if err != nil {
+			return err
+		}
+		for _, c := range st.Connections {
+			if strings.Contains(c.Addr, l.r1.PeerID()) || c.Peer == l.r1.PeerID() {
+				return fmt.Errorf("a still holds %s via %s", c.Addr, c.Via)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("a did not see r1's connections close within %s of its death: %v", m4Bar, err)
+	}
+	cancelGone()
+	figures["r1_connections_closed_at_a_ms"] = ms(time.Since(killed))
 	how := send("lab-m4 after the relay died")
 	figures["m4_after_relay_killed"] = how
 	// m4 goes through r2: said in a conversation through its circuit, or
