@@ -75,7 +75,7 @@ type Store struct {
 // process holds it, it fails within about a second with an error wrapping
 // ErrLocked that says another ifaced may be running with this data directory.
 func Open(path string) (*Store, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
+	db, err := openChecked(path) // salvage.go: a damaged file is refused, not read
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("opening store %s: %w; another ifaced may be running with this data directory", path, ErrLocked)
 	}
