@@ -18,6 +18,7 @@ import (
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/httpapi"
+	"github.com/ifaced/ifaced/node/store"
 )
 
 func runDaemon(ctx context.Context, e *env, args []string) error {
@@ -84,6 +85,9 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	stopProgress := progress(log, startProgressEvery, "still starting: opening the store and audit log (a large log is measured at start), then the libp2p host")
 	n, err := node.New(cfg, id, h, log)
 	stopProgress()
+	if errors.Is(err, store.ErrDamaged) {
+		return fmt.Errorf("%w\n%s", err, damagedStoreHint(h.Dir))
+	}
 	if err != nil {
 		return err
 	}

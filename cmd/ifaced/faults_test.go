@@ -96,7 +96,7 @@ type daemonProc struct {
 
 func startProc(t *testing.T, bin string, home config.Home) *daemonProc {
 	t.Helper()
-	p := &daemonProc{home: home, log: filepath.Join(home.Dir, fmt.Sprintf("run-%d.log", time.Now().UnixNano())), exited: make(chan struct{})}
+	p := &daemonProc{home: home, log: filepath.Join(t.TempDir(), fmt.Sprintf("run-%d.log", time.Now().UnixNano())), exited: make(chan struct{})} // off the home: a test may fill its disk
 	logFile, err := os.Create(p.log)
 	if err != nil {
 		t.Fatal(err)

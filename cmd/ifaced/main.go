@@ -81,6 +81,7 @@ func commands() []command {
 		{"introduce", "mint an introduction token for a peer whose key you do not know yet (introduce --label NAME | --list | --revoke ID)", runIntroduce, nil},
 		{"accept-intro", "hold an introduction token another daemon minted for this one (accept-intro, the token on standard input or --secret-file FILE)", runAcceptIntro, nil},
 		{"audit", "list recorded conversations, show one, why a request was decided, or prove it (audit [--conversation ID] [--peer P] [--why MESSAGE_ID] | verify | export --conversation ID | verify-bundle FILE)", runAudit, auditSubs},
+		{"store", "repair a damaged store file: copy what is readable into a new one (store salvage)", runStore, storeSubs},
 		{"alias", "name peers locally: list, set or remove an alias (alias [NAME PEER | --remove NAME])", runAlias, nil},
 		{"config", "show the effective configuration, or set one key (config [show | set KEY VALUE | keys])", runConfig, configSubs},
 		{"completion", "print a shell completion script (completion bash | zsh | fish)", runCompletion, completionShells},

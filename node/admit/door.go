@@ -133,7 +133,8 @@ type Door struct {
 	// noRoom is set while the audit log has no room for new conversations,
 	// so that the owner is told once when it happens and once when it ends.
 	noRoom atomic.Bool
-	self   string // this daemon's did:key
+	full   diskFull // the audit log's disk is full (diskfull.go)
+	self   string   // this daemon's did:key
 	audit  *gossip.AuditLog
 	replay *identity.ReplayGuard
 	rates  *ratelimit.Limits
@@ -501,9 +502,9 @@ func (d *Door) record(a *Arrival, from peer.ID) error {
 	err := d.audit.Record(gossip.AuditEntry{At: d.now().UTC(), Direction: gossip.Received, Peer: peerid.String(from),
 		Transport: a.Via, Note: a.Note, Message: a.Msg, Stranger: d.Stranger(from)})
 	if err != nil {
-		return fmt.Errorf("%w: recording a received %s: %w", ErrAudit, a.Msg.Headers.Phase, err)
+		err = fmt.Errorf("%w: recording a received %s: %w", ErrAudit, a.Msg.Headers.Phase, err)
 	}
-	return nil
+	return d.recorded(err)
 }
 
 // forget takes a message out of the seen-set again: it passed the replay

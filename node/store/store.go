@@ -78,13 +78,14 @@ type Store struct {
 // A file of an older schema version is migrated first (migrate.go: a copy
 // of it kept beside it, then each migration in its own transaction, each
 // logged to WithLog's logger); one of a newer version, or older than the
-// oldest migration, is refused with a SchemaError.
+// oldest migration, is refused with a SchemaError. A damaged file is
+// refused before anything reads it for use (salvage.go).
 func Open(path string, opts ...Option) (*Store, error) {
 	o := openOptions{log: discard}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
+	db, err := openChecked(path) // salvage.go: a damaged file is refused, not read
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("opening store %s: %w; another ifaced may be running with this data directory", path, ErrLocked)
 	}
