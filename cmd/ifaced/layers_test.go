@@ -73,6 +73,7 @@ var layers = map[string]int{
 	"interop/readme":                   24,
 	"interop/jsdeps":                   24,
 	"interop/otheruser":                24,
+	"interop/compat":                   24,
 	"interop/soak":                     25, // drives interop/hostile's target
 }
 
