@@ -33,7 +33,9 @@
 //     space. "(exit status N)" is the exit status shown (0 when none is);
 //     "(within a few seconds)" says the output comes from something in
 //     the background, and the command runs again until it shows it, for
-//     up to a minute.
+//     up to a minute, while it answers "not yet" the same way each time
+//     (the document's exit status with other output, or one unchanging
+//     refusal); a run that fails otherwise fails the step at once.
 //   - <!-- file: PATH --> before a json or toml block writes it to PATH
 //     (~ the session's $HOME) when the walkthrough reaches it.
 //   - <!-- not run: REASON --> before an sh block keeps it from running;

@@ -458,7 +458,17 @@ func (s *session) do(b block, st step) {
 		}
 		return
 	}
+	// A step whose output comes from something in the background
+	// ("eventually") runs again until that output shows, as a person
+	// would run it again. What it may show meanwhile is "not yet": the
+	// document's exit status with other output, or one answer that says
+	// the thing is not there (a refusal such as "no conversation … open
+	// or recorded"), the same on every run. Anything else — a second,
+	// different failure — is a failure in between, and fails the step
+	// at once rather than being run again until it passes; every run
+	// that did not pass is logged.
 	deadline := time.Now().Add(settle)
+	var notYet string // the one failing answer seen so far, exit status and output
 	for {
 		out, code, err := s.sh.run(cmd)
 		if err != nil {
@@ -473,14 +483,24 @@ func (s *session) do(b block, st step) {
 		if err == nil && hasCheck {
 			err = c.fn(s, out)
 		}
-		switch {
-		case err != nil && (st.eventually || hasCheck && c.eventually) && time.Now().Before(deadline):
-			time.Sleep(200 * time.Millisecond) // polling a daemon in another process, as a person would
-			continue
-		case err != nil:
-			t.Errorf("%s: %s: %v", where, st.cmd, err)
+		if err == nil {
+			return
 		}
-		return
+		retry := (st.eventually || hasCheck && c.eventually) && time.Now().Before(deadline)
+		if retry && code != st.exit {
+			answer := fmt.Sprintf("%d\n%s", code, out)
+			if notYet != "" && answer != notYet {
+				t.Errorf("%s: %s: failed otherwise than the run before it, a failure in between rather than the state not there yet: %v", where, st.cmd, err)
+				return
+			}
+			notYet = answer
+		}
+		if !retry {
+			t.Errorf("%s: %s: %v", where, st.cmd, err)
+			return
+		}
+		t.Logf("%s: %s: not there yet, running it again: %v", where, st.cmd, err)
+		time.Sleep(200 * time.Millisecond) // polling a daemon in another process, as a person would
 	}
 }
 
