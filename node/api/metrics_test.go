@@ -151,6 +151,15 @@ func TestMetrics(t *testing.T) {
 	_, bobs2, _ := nodetest.Scrape(t, bobURL, bobToken)
 	moved("bob was refused", bobs, bobs2, 1, "ifaced_greetings_total", "direction", "out", "outcome", "key_revoked")
 
+	// Every greeting, refusal and step above found its place among the
+	// fixed label values.
+	for _, f := range []nodetest.Families{after, bobs, refused, bobs2} {
+		if _, ok := f["ifaced_figures_uncounted_total"]; !ok {
+			t.Error("the scrape has no ifaced_figures_uncounted_total")
+		} else if n := f.Value("ifaced_figures_uncounted_total"); n != 0 {
+			t.Errorf("ifaced_figures_uncounted_total is %v after a greeting and a refusal, want 0", n)
+		}
+	}
 	// No label value names a peer or a conversation.
 	for _, f := range []nodetest.Families{after, bobs, refused, bobs2} {
 		for v, where := range f.LabelValues() {

@@ -27,13 +27,15 @@ import (
 // order.
 type Counts interface {
 	Each(f func(values []string, n uint64))
+	Stray() uint64
 }
 
 // Table counts events by a fixed set of labels, each with a fixed list of
 // values: one atomic counter per combination.
 type Table struct {
-	dims [][]string
-	n    []atomic.Uint64
+	dims  [][]string
+	n     []atomic.Uint64
+	stray atomic.Uint64 // Adds that named no cell
 }
 
 // NewTable makes a table with one dimension per list of values.
@@ -46,21 +48,29 @@ func NewTable(dims ...[]string) *Table {
 }
 
 // Add counts one event at idx, one index per dimension, in the order of
-// NewTable's lists. An index out of its dimension's range counts nothing:
-// a tally never panics the path that counts.
+// NewTable's lists. An index out of its dimension's range, or the wrong
+// number of them, counts in no cell but as a stray (Stray): a tally never
+// panics the path that counts, and a figure it could not place still
+// shows, as a bug to report.
 func (t *Table) Add(idx ...int) {
 	if len(idx) != len(t.dims) {
+		t.stray.Add(1)
 		return
 	}
 	cell := 0
 	for i, x := range idx {
 		if x < 0 || x >= len(t.dims[i]) {
+			t.stray.Add(1)
 			return
 		}
 		cell = cell*len(t.dims[i]) + x
 	}
 	t.n[cell].Add(1)
 }
+
+// Stray is how many Adds named no cell of the table (an index out of
+// range): always 0 unless ifaced has a bug.
+func (t *Table) Stray() uint64 { return t.stray.Load() }
 
 // Each calls f for every cell that counted something, with its values
 // (a slice f must not keep) and count.
@@ -155,6 +165,7 @@ func codeIndex(c wire.Code) int {
 // included.
 type Latencies interface {
 	Each(f func(name string, s Snapshot))
+	Stray() uint64
 }
 
 // Snapshot is a histogram as read: how many durations it observed, their
@@ -178,6 +189,7 @@ type Histograms struct {
 	bounds []float64
 	counts []atomic.Uint64 // per histogram, len(bounds)+1 buckets (the last: above every bound), not cumulative
 	sums   []atomic.Int64  // per histogram, nanoseconds
+	stray  atomic.Uint64   // Observes that named no histogram
 }
 
 // NewHistograms makes one histogram per name over bounds (ascending, in
@@ -187,9 +199,11 @@ func NewHistograms(names []string, bounds []float64) *Histograms {
 		counts: make([]atomic.Uint64, len(names)*(len(bounds)+1)), sums: make([]atomic.Int64, len(names))}
 }
 
-// Observe adds d to histogram i (out of range: nothing).
+// Observe adds d to histogram i; an i out of range is counted as a stray
+// (Stray), in no histogram.
 func (h *Histograms) Observe(i int, d time.Duration) {
 	if i < 0 || i >= len(h.names) {
+		h.stray.Add(1)
 		return
 	}
 	s := d.Seconds()
@@ -203,6 +217,10 @@ func (h *Histograms) Observe(i int, d time.Duration) {
 	h.counts[i*(len(h.bounds)+1)+b].Add(1)
 	h.sums[i].Add(int64(d))
 }
+
+// Stray is how many Observes named no histogram: always 0 unless ifaced
+// has a bug.
+func (h *Histograms) Stray() uint64 { return h.stray.Load() }
 
 // Each calls f with every histogram. The count is the sum of the buckets
 // as read, so a snapshot is consistent with itself; its sum may miss a

@@ -29,14 +29,17 @@ func TestTableCountsByCell(t *testing.T) {
 	}
 	wg.Wait()
 	tb.Add(0, 0)
-	tb.Add(0, 3)    // out of range: nothing
-	tb.Add(2, 0)    // out of range: nothing
-	tb.Add(0)       // too few: nothing
-	tb.Add(0, 0, 0) // too many: nothing
+	tb.Add(0, 3)    // out of range: a stray
+	tb.Add(2, 0)    // out of range: a stray
+	tb.Add(0)       // too few: a stray
+	tb.Add(0, 0, 0) // too many: a stray
 	var got []string
 	tb.Each(func(v []string, n uint64) { got = append(got, fmt.Sprintf("%s/%s=%d", v[0], v[1], n)) })
 	if want := []string{"in/a=1", "out/c=8000"}; !slices.Equal(got, want) {
 		t.Errorf("cells %v, want %v", got, want)
+	}
+	if n := tb.Stray(); n != 4 {
+		t.Errorf("%d strays, want the 4 Adds that named no cell", n)
 	}
 }
 
@@ -92,7 +95,7 @@ func TestHistograms(t *testing.T) {
 	h.Observe(0, time.Millisecond)     // on the bound: first bucket
 	h.Observe(0, 5*time.Millisecond)   // second
 	h.Observe(0, time.Second)          // above every bound
-	h.Observe(2, time.Second)          // no such histogram: nothing
+	h.Observe(2, time.Second)          // no such histogram: a stray
 	var got []string
 	h.Each(func(name string, s Snapshot) {
 		got = append(got, fmt.Sprintf("%s count=%d sum=%.4f le.001=%d le.01=%d", name, s.Count, s.Sum, s.Buckets[.001], s.Buckets[.01]))
@@ -100,6 +103,9 @@ func TestHistograms(t *testing.T) {
 	want := []string{"a count=4 sum=1.0065 le.001=2 le.01=3", "b count=0 sum=0.0000 le.001=0 le.01=0"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if n := h.Stray(); n != 1 {
+		t.Errorf("%d strays, want the 1 Observe that named no histogram", n)
 	}
 }
 
