@@ -679,3 +679,27 @@ func TestListenAddressInUseRefused(t *testing.T) {
 		t.Fatalf("checked %d addresses, want TCP and QUIC", checked)
 	}
 }
+
+// TestGreetingAPeerThatIsNoDaemon: greeting a libp2p peer that speaks no
+// ifaced protocol (a relay, a DHT node) fails with an error that says so
+// and what would work, and that errors.Is p2phost.ErrProtocolNotSupported
+// (before: the bare "protocols not supported: [/ifp/4/conversation/1.0.0]").
+func TestGreetingAPeerThatIsNoDaemon(t *testing.T) {
+	alice := startDaemon(t, nil)
+	raw := newRawPeer(t, alice)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := alice.Greet(ctx, raw.ID(), negotiate.Proposal{})
+	if err == nil {
+		t.Fatal("greeting a host without ifaced's protocols succeeded")
+	}
+	t.Logf("greeting a host without ifaced: %v", err)
+	if !errors.Is(err, p2phost.ErrProtocolNotSupported) {
+		t.Errorf("the error does not say the protocol is not supported (errors.Is): %v", err)
+	}
+	for _, want := range []string{"does not speak " + string(wire.Conversation), "not an ifaced daemon", "ifaced peers"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q: %v", want, err)
+		}
+	}
+}

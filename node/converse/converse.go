@@ -237,6 +237,12 @@ func (cs *Conversations) greetOnce(ctx context.Context, pid peer.ID, proto proto
 		if reused && isStreamEnd(err) {
 			return nil, fmt.Errorf("%w: greeting %s: %w", errStaleStream, pid, err)
 		}
+		if errors.Is(err, p2phost.ErrProtocolNotSupported) {
+			// The peer's libp2p answered "na" to the protocol: a relay, a
+			// DHT node or another program, not an ifaced that can talk.
+			return nil, fmt.Errorf("greeting %s: it does not speak %s, so it is not an ifaced daemon (a relay, a DHT node or another libp2p program), "+
+				"or one too old for this request; greet the peer ID of an ifaced daemon (ifaced peers lists those this daemon knows): %w", pid, proto, err)
+		}
 		return nil, fmt.Errorf("greeting %s: %w", pid, err)
 	}
 	if reply.Headers.Phase == gossip.PhaseError {

@@ -485,7 +485,7 @@ func (mb *Mail) fetchAll(relay peer.ID) {
 		res, err := mb.exchange(ctx, relay, &wire.MailboxRequest{Op: wire.OpRetrieve, Limit: wire.MaxMailBatch})
 		cancel()
 		if err != nil {
-			if errors.Is(err, network.ErrReset) || strings.Contains(err.Error(), "protocols not supported") {
+			if errors.Is(err, network.ErrReset) || errors.Is(err, p2phost.ErrProtocolNotSupported) {
 				mb.log.Debug("relay holds no mailbox", "relay", relay, "err", err)
 			} else {
 				mb.log.Info("fetching mail", "relay", relay, "err", err)

@@ -49,7 +49,7 @@ func OpenStream(ctx context.Context, h host.Host, pid peer.ID, proto protocol.ID
 		s.ResetWithError(network.StreamProtocolNegotiationFailed)
 		return nil, fmt.Errorf("opening a %s stream: %w", proto, err)
 	}
-	return &lazyStream{Stream: s, rw: msmux.NewMSSelect(s, proto)}, nil
+	return &lazyStream{Stream: s, rw: msmux.NewMSSelect(s, proto), proto: proto}, nil
 }
 
 // Dial connects to pid at the addresses the peerstore holds, unless a
@@ -85,10 +85,29 @@ func Dial(ctx context.Context, h host.Host, pid peer.ID) error {
 // the first read.
 type lazyStream struct {
 	network.Stream
-	rw io.ReadWriteCloser
+	rw       io.ReadWriteCloser
+	proto    protocol.ID
+	answered bool // a read returned data: the protocol was agreed
 }
 
-func (s *lazyStream) Read(b []byte) (int, error)  { return s.rw.Read(b) }
+// Read reads through the lazy client. A peer that does not speak the
+// protocol answers "na", and then, reading the frame that rode with the
+// choice as its next proposal, resets the stream with
+// StreamProtocolNegotiationFailed; over QUIC (and yamux) the reset can
+// overtake the "na", so that reset, before anything was read, is the
+// same answer and errors.Is ErrProtocolNotSupported too.
+func (s *lazyStream) Read(b []byte) (int, error) {
+	n, err := s.rw.Read(b)
+	if n > 0 {
+		s.answered = true
+	}
+	var se *network.StreamError
+	if err != nil && !s.answered && errors.As(err, &se) && se.Remote && se.ErrorCode == network.StreamProtocolNegotiationFailed {
+		return n, fmt.Errorf("%w (the peer reset the stream while choosing the protocol): %w", msmux.ErrNotSupported[protocol.ID]{Protos: []protocol.ID{s.proto}}, err)
+	}
+	return n, err
+}
+
 func (s *lazyStream) Write(b []byte) (int, error) { return s.rw.Write(b) }
 
 // Close waits at most negotiationTimeout for the protocol's answer, which
