@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 // peer loading a daemon, 8 idle peers, 4 in rotation.
 func smallest(dir string) settings {
 	return settings{warmN: 3, coldN: 2, loadFor: 300 * time.Millisecond, loadLevels: []int{1},
-		idlePeers: []int{8}, rotate: 4, settle: 100 * time.Millisecond, rows: []int{1, 2, 3, 4, 5}, dir: dir}
+		idlePeers: []int{8}, rotate: 4, settle: 100 * time.Millisecond, rows: []int{1, 2, 3, 4, 5}, gossipN: 30, dir: dir}
 }
 
 // TestReportJSON runs every section once at its smallest and checks the
@@ -97,6 +97,7 @@ func TestReportJSON(t *testing.T) {
 		"cold.known_peer.tcp", "cold.known_peer.tcp.connect", "cold.mtls_exchange", "cold.https", "cold.https_signed_per_request",
 		"load.ed25519_pairs", "load.ed25519_pair", "load.1.rate", "load.1.daemon_cpu",
 		"memory.bare.8", "memory.idle.8", "memory.greeted.8", "rotation.one_peer", "rotation.4",
+		"gossip.one_way", "gossip.reach99.30",
 	}
 	for _, key := range want {
 		r, ok := rows[key]
@@ -116,7 +117,7 @@ func TestReportJSON(t *testing.T) {
 		default:
 			t.Errorf("%s: unit %v", key, u)
 		}
-		if sec, _ := r["section"].(float64); sec < 1 || sec > 4 {
+		if sec, _ := r["section"].(float64); sec < 1 || sec > 5 {
 			t.Errorf("%s: section %v", key, r["section"])
 		}
 	}

@@ -26,7 +26,12 @@
 //     connection, for peers that greeted and peers that never did, at
 //     1,000 and 5,000 peers, against a bare libp2p host; and warm
 //     greetings with 2,000 peers in rotation against one peer's.
-//  5. DHT and gossip figures: pointers to the node tests that log them.
+//  5. Update propagation: an announcement reaching 99 % of 500 GossipSub
+//     subscribers over 20 ms mocknet links (the lab's test
+//     TestGossipPropagation20ms, run as a child), against one message's
+//     one-way time over one such link in the same run; and a pointer to
+//     the DHT test that logs lookups among 100 nodes. -quick skips the
+//     propagation rows.
 //  6. Round trips (issue 26): every party behind a delaying proxy on
 //     loopback (delayproxy.go: this kernel has no netem), for each
 //     round-trip time of -latency (50 ms unless given) and loss rate of
@@ -152,7 +157,7 @@
 //	cd bench && go run .                 # everything: several minutes
 //	cd bench && go run . -json > b.json  # the same, as JSON (progress on stderr)
 //	cd bench && go run . -jsonfile b.json  # the table, and its JSON written to b.json
-//	cd bench && go run . -quick          # under a minute: sections 1-3 and 5, fewer iterations
+//	cd bench && go run . -quick          # under a minute: sections 1-3 and 5's pointer, fewer iterations
 //	cd bench && go run . -latency 50ms   # section 6 only, at 50 ms RTT (one-way 25 ms)
 //	cd bench && go run . -latency 20ms,50ms,100ms -loss 0,1 -trace
 //	cd bench && go run . -n 500          # 500 timed iterations per warm variant
@@ -193,6 +198,8 @@ type settings struct {
 	settle      time.Duration  // section 4's wait before measuring memory
 	rows        []int          // which sections to run
 	skipIdle    bool           // -quick without -rows: section 4 is printed as not measured
+	skipGossip  bool           // -quick without -rows: section 5's propagation rows are printed as not measured
+	gossipN     int            // section 5: GossipSub subscribers (500, DESIGN §8's figure)
 	latency     []latencyBlock // section 6's paths: each RTT at each loss rate
 	latencyN    int            // timed iterations per variant of section 6, per path
 	skipLatency bool           // -quick without -rows or -latency: section 6 is printed as not measured
@@ -260,10 +267,10 @@ func parseFlags(args []string) (settings, error) {
 		return settings{}, fmt.Errorf("unexpected arguments %q (see -h)", fs.Args())
 	}
 	s := settings{quick: *quick, warmN: 300, loadFor: 4 * time.Second, loadLevels: []int{1, 8, 32},
-		rows: []int{1, 2, 3, 4, 5, 6}, dir: *dir, cpuProfile: *prof, json: *asJSON, jsonFile: *jsonFile, settle: 3 * time.Second,
+		rows: []int{1, 2, 3, 4, 5, 6}, gossipN: 500, dir: *dir, cpuProfile: *prof, json: *asJSON, jsonFile: *jsonFile, settle: 3 * time.Second,
 		trace: *trace}
 	if s.quick {
-		s.warmN, s.loadFor, s.skipIdle, s.skipLatency = 60, time.Second, true, true
+		s.warmN, s.loadFor, s.skipIdle, s.skipGossip, s.skipLatency = 60, time.Second, true, true, true
 	}
 	if *n < 0 {
 		return settings{}, fmt.Errorf("-n %d: want a positive count", *n)
@@ -278,7 +285,7 @@ func parseFlags(args []string) (settings, error) {
 		if err != nil {
 			return settings{}, fmt.Errorf("-rows: %w", err)
 		}
-		s.rows, s.skipIdle, s.skipLatency = r, false, false
+		s.rows, s.skipIdle, s.skipGossip, s.skipLatency = r, false, false, false
 	}
 	rtts := []time.Duration{targetBlock.rtt}
 	if *latency != "" {
@@ -429,7 +436,10 @@ func measure(ctx context.Context, s settings, root string, fds fdLimit) *report 
 			settle: s.settle, parentFDs: fds.cur}))
 	}
 	if want(5) {
-		r.add(pointerSection())
+		if !s.skipGossip {
+			progress("5: update propagation among %d GossipSub subscribers (the lab's test, a minute or two)", s.gossipN)
+		}
+		r.add(lookupSection(ctx, s.gossipN, s.skipGossip))
 	}
 	if want(6) && s.skipLatency {
 		r.add(section{title: "6. Round trips", rows: []row{
