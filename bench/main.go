@@ -124,6 +124,8 @@
 //	memory.greeted.<N>            ifaced, KB per idle peer that greeted once
 //	rotation.one_peer             warm greeting from one peer (a lightweight client) to a daemon child
 //	rotation.<N>                  warm greetings from N peers in rotation (N: -rotate, 2000)
+//	gossip.one_way                one small message over one 20 ms mocknet link, one way (the lab's test)
+//	gossip.reach99.<N>            the slowest of 5 announcements to reach 99 % of N GossipSub subscribers (500)
 //	latency.<R>.<row>             section 6 at RTT R (50ms, 20ms, 100ms, …); latency.<R>.loss<P>.<row> at P % loss
 //	                              (loss0_5 for 0.5 %). The rows: rtt (1 byte each way on an open TCP connection
 //	                              through a proxy: the RTT the rows are divided by), rtt_udp (a datagram each way),
@@ -142,7 +144,8 @@
 // cold.new_peer.tcp/cold.mtls_exchange, cold.new_peer.tcp/cold.https and
 // rotation.2000/rotation.one_peer, and the tamper-evident audit log's
 // audit.proof_cpu/audit.greeting_cpu and audit.proof_disk/audit.record_disk
-// (5 % each, issue 30). Section 6's rows are each against latency.<R>.rtt
+// (5 % each, issue 30), and update propagation's gossip.reach99.500 against
+// gossip.one_way (50: DESIGN §8's 1 s at 20 ms links). Section 6's rows are each against latency.<R>.rtt
 // (their round trips), and its cold rows against latency.<R>.cold.mtls_exchange
 // and latency.<R>.a2a.both_cards; issue 26's targets are on
 // latency.50ms.cold.new_peer.quic (2.5), .tcp (3.5), cold.known_peer.quic (2)
