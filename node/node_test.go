@@ -319,20 +319,7 @@ func waitEvent(t *testing.T, ch <-chan events.Event, match func(events.Event) bo
 // waitEventFor waits up to d for an event matching match.
 func waitEventFor(t *testing.T, d time.Duration, ch <-chan events.Event, match func(events.Event) bool) events.Event {
 	t.Helper()
-	timeout := time.After(d)
-	for {
-		select {
-		case e, ok := <-ch:
-			if !ok {
-				t.Fatal("event stream closed")
-			}
-			if match(e) {
-				return e
-			}
-		case <-timeout:
-			t.Fatal("timed out waiting for an event")
-		}
-	}
+	return testkit.WaitFirst(t, d, ch, match)
 }
 
 // rawPeer is a bare libp2p host that speaks ifaced's protocols by hand, to

@@ -21,6 +21,7 @@ import (
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/testkit"
 )
 
 // EnvLog set to anything makes Logger write debug lines to stderr.
@@ -106,18 +107,5 @@ func WaitEvent(t testing.TB, ch <-chan events.Event, match func(events.Event) bo
 // WaitEventFor reads ch until an event matches, for at most d.
 func WaitEventFor(t testing.TB, d time.Duration, ch <-chan events.Event, match func(events.Event) bool) events.Event {
 	t.Helper()
-	timeout := time.After(d)
-	for {
-		select {
-		case e, ok := <-ch:
-			if !ok {
-				t.Fatal("event stream closed")
-			}
-			if match(e) {
-				return e
-			}
-		case <-timeout:
-			t.Fatal("timed out waiting for an event")
-		}
-	}
+	return testkit.WaitFirst(t, d, ch, match)
 }

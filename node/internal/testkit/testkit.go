@@ -77,3 +77,26 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// WaitFirst reads ch until a value matches, for at most d, and returns
+// it; the test fails when ch closes or d passes first. Event streams use
+// it (nodetest.WaitEvent, and node's own tests, which cannot import
+// nodetest).
+func WaitFirst[T any](t testing.TB, d time.Duration, ch <-chan T, match func(T) bool) T {
+	t.Helper()
+	timeout := time.NewTimer(d)
+	defer timeout.Stop()
+	for {
+		select {
+		case v, ok := <-ch:
+			if !ok {
+				t.Fatal("event stream closed")
+			}
+			if match(v) {
+				return v
+			}
+		case <-timeout.C:
+			t.Fatalf("timed out after %s waiting for an event", d)
+		}
+	}
+}
