@@ -5,8 +5,11 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/libp2p/go-reuseport"
 
@@ -34,16 +37,31 @@ import (
 //
 // punchTCP wraps go-libp2p's TCP transport and, for the dials of a hole
 // punch only (network.GetSimultaneousConnect), connects again from the
-// listen port when the connect is refused, every refusedRetryPace, for at
-// most refusedRetryFor (and never past the dial's deadline). Each refused
-// connect costs one round trip to the far router, so the retries come at
-// most once per round trip on a real path; each SYN reopens this side's
-// mapping, and the first one whose moment overlaps the peer's (which
-// retries the same way) makes the connection. In the lab (routers on one
-// bridge, no added delay) a single connect is always refused, and
-// connects retried every millisecond from both sides met within 0.1 to
-// 1.6 s in a trial; retried every 10 ms, they met once in three tries of
-// 5 s. Dials that are not hole punches are never retried.
+// listen port when the connect is refused: at once after each refusal
+// (so at most one SYN per round trip to the far router, the pace at
+// which a refusal comes back), at most refusedRetryMax times per dial
+// and never past refusedRetryFor or the dial's deadline. Each SYN
+// reopens this side's mapping, and the first one whose moment overlaps
+// the peer's (which retries the same way) makes the connection. On a
+// real path retries one round trip apart leave no gap the peer's SYN
+// could pass through unseen, so refusedRetryMax retries cover a timing
+// error of as many round trips. In the lab (routers on one bridge, no
+// added delay, a round trip of some tens of microseconds) the two sides
+// met within the first try's rounds in every attempt of the NAT matrix
+// (docs/netlab.md); connects paced 1 ms apart instead had needed 100 to
+// 1,600 each, and 10 ms apart rarely met in 5 s, because two SYNs only
+// meet when they are within the routers' one-way delay of each other.
+// Dials that are not hole punches are never retried.
+//
+// The address retried is the one go-libp2p's dial was given (one the
+// peer named in its DCUtR message), never another; but the peer chose
+// it, so the retries are bounded three ways against a peer aiming them
+// elsewhere: per dial (refusedRetryMax), per peer (refusedRetryPeerBudget
+// retried connects per refusedRetryWindow, counted in a table of at most
+// refusedRetryPeers peers, peerBudget), and across all peers, a token
+// bucket of refusedRetryRate a second with a burst of refusedRetryBurst
+// (a stranger can make as many peer identities as it likes). A retry the
+// budget or the bucket refuses ends the dial with the refusal.
 //
 // The retries are plain connects from the listen port (SO_REUSEPORT, as
 // go-libp2p's own dial): go-libp2p's dial asks the resource manager for a
@@ -52,7 +70,7 @@ import (
 // exceeded". Only the connect that succeeds is handed to the resource
 // manager and upgraded (security, muxer), as go-libp2p's dial does.
 //
-// Any other error, and a refusal after refusedRetryFor, ends the dial as
+// Any other error, and a refusal after the bounds, ends the dial as
 // before. QUIC needs none of this: an ICMP port unreachable does not end
 // a QUIC dial (the socket is not connected, so the error is not reported
 // to it) and go-libp2p's QUIC hole punch keeps sending.
@@ -63,11 +81,28 @@ type punchTCP struct {
 
 	mu     sync.Mutex
 	listen []*net.TCPAddr // the addresses listened on, whose port the retries dial from
+
+	perPeer *peerBudget   // retried connects per peer and window
+	global  *rate.Limiter // retried connects across all peers
+	retried atomic.Int64  // retried connects made (tests count them)
 }
 
 const (
-	refusedRetryPace = time.Millisecond
+	// Per dial: refusedRetryFast connects at once after each refusal,
+	// then refusedRetrySlow more, 1 ms after the last and doubling (for
+	// a peer that comes late), never past refusedRetryFor.
+	refusedRetryFast = 1024
+	refusedRetrySlow = 12
+	refusedRetryMax  = refusedRetryFast + refusedRetrySlow
 	refusedRetryFor  = 3 * time.Second
+	// Per peer: two dials' worth in a window, in a table of at most
+	// refusedRetryPeers peers.
+	refusedRetryPeerBudget = 2 * refusedRetryMax
+	refusedRetryWindow     = 10 * time.Minute
+	refusedRetryPeers      = 1024
+	// Across all peers: four dials' worth at once, then 16 a second.
+	refusedRetryRate  = 16
+	refusedRetryBurst = 4 * refusedRetryMax
 )
 
 // newPunchTCP builds go-libp2p's TCP transport, with the same parameters
@@ -77,7 +112,10 @@ func newPunchTCP(u transport.Upgrader, rcmgr network.ResourceManager, shared *tc
 	if err != nil {
 		return nil, err
 	}
-	return &punchTCP{TcpTransport: t, upgrader: u, rcmgr: rcmgr}, nil
+	return &punchTCP{TcpTransport: t, upgrader: u, rcmgr: rcmgr,
+		perPeer: newPeerBudget(refusedRetryPeerBudget, refusedRetryWindow, refusedRetryPeers),
+		global:  rate.NewLimiter(refusedRetryRate, refusedRetryBurst),
+	}, nil
 }
 
 var _ transport.Transport = (*punchTCP)(nil)
@@ -119,7 +157,12 @@ func (t *punchTCP) DialWithUpdates(ctx context.Context, raddr ma.Multiaddr, p pe
 	if rerr != nil || !ok {
 		return nil, err
 	}
-	conn, err := retryRefused(ctx, time.Now().Add(refusedRetryFor), refusedRetryPace, err, func(ctx context.Context) (net.Conn, error) {
+	conn, err := retryRefused(ctx, time.Now().Add(refusedRetryFor), refusedRetryFast, refusedRetryMax, err, func(ctx context.Context) (net.Conn, error) {
+		now := time.Now()
+		if !t.perPeer.take(p, now) || !t.global.AllowN(now, 1) {
+			return nil, errRetryBudget
+		}
+		t.retried.Add(1)
 		return t.connectFromListenPort(ctx, ra)
 	})
 	if err != nil {
@@ -179,27 +222,44 @@ func (t *punchTCP) upgrade(ctx context.Context, conn net.Conn, raddr ma.Multiadd
 	return c, nil
 }
 
-// retryRefused calls dial again every pace while it fails with a refusal,
-// until it succeeds, fails otherwise, ctx ends or the deadline passes; it
-// returns the last result (first is the refusal that started it).
-func retryRefused(ctx context.Context, deadline time.Time, pace time.Duration, first error, dial func(context.Context) (net.Conn, error)) (net.Conn, error) {
+// retryRefused calls dial again while it fails with a refusal: fast
+// times at once after each refusal, then after 1 ms, doubling each time,
+// at most max times in all, until it succeeds, fails otherwise, ctx ends
+// or the deadline passes; it returns the last result (first is the
+// refusal that started it). A dial the budget refused (errRetryBudget)
+// ends it with the last refusal.
+func retryRefused(ctx context.Context, deadline time.Time, fast, max int, first error, dial func(context.Context) (net.Conn, error)) (net.Conn, error) {
 	err := first
-	t := time.NewTimer(pace)
-	defer t.Stop()
-	for time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-t.C:
+	for i := 0; i < max && ctx.Err() == nil; i++ {
+		if i >= fast {
+			gap := time.Millisecond << min(i-fast, 20)
+			if time.Now().Add(gap).After(deadline) {
+				break
+			}
+			t := time.NewTimer(gap)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, err
+			case <-t.C:
+			}
+		} else if !time.Now().Before(deadline) {
+			break
 		}
-		var c net.Conn
-		if c, err = dial(ctx); err == nil || !refused(err) {
+		c, derr := dial(ctx)
+		if errors.Is(derr, errRetryBudget) {
+			return nil, err
+		}
+		if err = derr; err == nil || !refused(err) {
 			return c, err
 		}
-		t.Reset(pace)
 	}
 	return nil, err
 }
+
+// errRetryBudget: the per-peer budget or the daemon-wide rate of retried
+// connects is spent.
+var errRetryBudget = errors.New("hole punching: retried connects over budget")
 
 // refused reports whether a dial failed because the far end (here: the
 // peer's router) answered the SYN with a reset.
