@@ -86,13 +86,23 @@ func TestPunchTriesBoundedPerPeer(t *testing.T) {
 	}
 
 	var tries atomic.Int64
+	tried := make(chan struct{}, 1)
 	p := NewPunch(slog.New(slog.DiscardHandler))
 	p.connect = func(_ *holepunch.Service, _ peer.ID) error {
 		tries.Add(1)
+		select {
+		case tried <- struct{}{}:
+		default:
+		}
 		return errors.New("test: no dial")
 	}
 	handled := make(chan any, 64)
-	p.handled = func(e any) { handled <- e }
+	p.handled = func(e any) {
+		select {
+		case handled <- e:
+		case <-ctx.Done():
+		}
+	}
 	// a's hole punching starts once it has a public address; this one is
 	// never dialled (the tries are counted instead, and b only dials a
 	// through the relay).
@@ -116,6 +126,24 @@ func TestPunchTriesBoundedPerPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// waitIdle waits until a's Punch has no try toward b running.
+	waitIdle := func(what string) {
+		t.Helper()
+		for {
+			p.mu.Lock()
+			pp := p.peers[b.ID()]
+			running := pp != nil && pp.running
+			p.mu.Unlock()
+			if !running {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("waiting for the try after %s: %v", what, ctx.Err())
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
 	// waitFor waits until a's Punch has handled an event cond accepts
 	// and its try (if it began one) has ended.
 	waitFor := func(what string, cond func(any) bool) {
@@ -131,21 +159,7 @@ func TestPunchTriesBoundedPerPeer(t *testing.T) {
 			}
 			break
 		}
-		for {
-			p.mu.Lock()
-			pp := p.peers[b.ID()]
-			running := pp != nil && pp.running
-			p.mu.Unlock()
-			if !running {
-				return
-			}
-			select {
-			case <-handled:
-			case <-ctx.Done():
-				t.Fatalf("waiting for the try after %s: %v", what, ctx.Err())
-			case <-time.After(time.Millisecond):
-			}
-		}
+		waitIdle(what)
 	}
 	protocols := func(added bool) func(any) bool {
 		return func(e any) bool {
@@ -158,13 +172,12 @@ func TestPunchTriesBoundedPerPeer(t *testing.T) {
 		}
 	}
 	// The first try, once a knows b speaks DCUtR.
-	for tries.Load() == 0 {
-		select {
-		case <-handled:
-		case <-ctx.Done():
-			t.Fatalf("no try on the relayed connection: %v", ctx.Err())
-		}
+	select {
+	case <-tried:
+	case <-ctx.Done():
+		t.Fatalf("no try on the relayed connection: %v", ctx.Err())
 	}
+	waitIdle("the first try")
 	first := tries.Load()
 
 	// b changes its protocols, again and again: no new try. (The
