@@ -3,8 +3,15 @@
 // the configured memory and stream limits and to the process's file
 // descriptors, and the connection manager; and hole punching (Punch:
 // go-libp2p's DCUtR with QUIC first, refused TCP punches retried, and
-// relayed connections punched again when the host's addresses,
-// reachability or protocols change). It owns the check that every
+// relayed connections punched again when the host's own addresses or
+// reachability change), bounded against the peers that trigger it: the
+// connects a refused punch retries go only to the address the punch was
+// given, at most 1,036 per dial, two dials' worth per peer in 10 minutes
+// and, across all peers, four dials' worth then 16 a second; a peer is
+// punched at most 10 tries in 10 minutes, and nothing the peer does (its
+// protocols) starts a new count. The per-peer counts live in tables of
+// at most 1,024 peers that outlive a peer's connections until its window
+// ends. It owns the check that every
 // configured listen address is free before the host binds it (a daemon
 // never shares a port with another, and says which process holds one).
 // The components that use the host (the door, the conversations, the

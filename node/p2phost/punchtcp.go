@@ -38,19 +38,21 @@ import (
 // punchTCP wraps go-libp2p's TCP transport and, for the dials of a hole
 // punch only (network.GetSimultaneousConnect), connects again from the
 // listen port when the connect is refused: at once after each refusal
-// (so at most one SYN per round trip to the far router, the pace at
-// which a refusal comes back), at most refusedRetryMax times per dial
-// and never past refusedRetryFor or the dial's deadline. Each SYN
+// (so one SYN per round trip to the far router, the pace at which a
+// refusal comes back), at most refusedRetryFast times, then
+// refusedRetrySlow more from 1 ms apart doubling (a peer that comes
+// late), never past refusedRetryFor or the dial's deadline. Each SYN
 // reopens this side's mapping, and the first one whose moment overlaps
 // the peer's (which retries the same way) makes the connection. On a
-// real path retries one round trip apart leave no gap the peer's SYN
-// could pass through unseen, so refusedRetryMax retries cover a timing
-// error of as many round trips. In the lab (routers on one bridge, no
-// added delay, a round trip of some tens of microseconds) the two sides
-// met within the first try's rounds in every attempt of the NAT matrix
-// (docs/netlab.md); connects paced 1 ms apart instead had needed 100 to
-// 1,600 each, and 10 ms apart rarely met in 5 s, because two SYNs only
-// meet when they are within the routers' one-way delay of each other.
+// real path retries a round trip apart leave the peer's SYN no gap to
+// pass through unseen, so a few cover a timing error of as many round
+// trips, and 3 s allows at most 3 s / RTT of them. In the lab (routers on
+// one bridge, no added delay) two SYNs meet only within microseconds of
+// each other, so it takes many: retried at once, the two sides of 10
+// attempts met after 2 to 780 retries each (half within 50; at most 190
+// ms), all in the first DCUtR round, and with 32 a dial 0 of 2 attempts
+// connected in their first try; connects paced 1 ms apart had needed 100
+// to 1,600 each. refusedRetryFast is what the lab needs, with room.
 // Dials that are not hole punches are never retried.
 //
 // The address retried is the one go-libp2p's dial was given (one the
