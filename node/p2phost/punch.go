@@ -49,7 +49,15 @@ import (
 //     cells connected in the first try every time), counted in a table of
 //     at most punchBudgetPeers peers that outlives the peer's connections
 //     (peerBudget). Each round's TCP connects are bounded again in
-//     punchTCP. The relay bounds it too: a relayed connection lasts at
+//     punchTCP.
+//   - Rounds, whoever begins them: go-libp2p also punches on its own
+//     (once per new relayed connection) and answers a peer's CONNECT
+//     message whenever the peer sends one (where this daemon dialled it
+//     through a relay), dialling the addresses the peer named. The
+//     address filter go-libp2p consults in every round (FilterRemote)
+//     counts a peer's rounds, at most punchRoundBudget per
+//     punchBudgetWindow, past which the round dials nothing, and dials
+//     at most punchRemoteAddrs of the addresses a peer named. The relay bounds it too: a relayed connection lasts at
 //     most the relay's circuit duration (relay.circuit_duration on an
 //     ifaced relay, 2 minutes by default), and each try costs a few
 //     hundred bytes of its data limit.
@@ -71,6 +79,7 @@ type Punch struct {
 	kick  chan struct{}
 
 	budget *peerBudget // tries begun per peer and window
+	rounds *peerBudget // rounds dialled per peer and window, whoever began them
 	// connect begins a try (the service's DirectConnect); tests count
 	// the tries through it. handled, if set, is called after each event
 	// has been noted and the connections scanned.
@@ -101,6 +110,13 @@ const (
 	punchPeerBudget   = 2 * punchMaxTries
 	punchBudgetWindow = 10 * time.Minute
 	punchBudgetPeers  = 1024
+	// A peer's DCUtR rounds per window, on either side and whoever began
+	// them: this daemon's tries (three rounds each) and as many again for
+	// go-libp2p's own tries and the peer's.
+	punchRoundBudget = 2 * 3 * punchPeerBudget
+	// The addresses of the peer's dialled in one round: a daemon offers
+	// a few (IPv4 and IPv6, TCP and QUIC, observed and inferred).
+	punchRemoteAddrs = 16
 )
 
 // NewPunch prepares the daemon's hole punching: HostOptions go to the
@@ -108,6 +124,7 @@ const (
 func NewPunch(log *slog.Logger) *Punch {
 	return &Punch{log: log, peers: map[peer.ID]*punchPeer{}, kick: make(chan struct{}, 1),
 		budget:  newPeerBudget(punchPeerBudget, punchBudgetWindow, punchBudgetPeers),
+		rounds:  newPeerBudget(punchRoundBudget, punchBudgetWindow, punchBudgetPeers),
 		connect: (*holepunch.Service).DirectConnect,
 	}
 }
@@ -321,15 +338,25 @@ func (f addrFilter) FilterLocal(remote peer.ID, addrs []ma.Multiaddr) []ma.Multi
 	return addrs
 }
 
-// FilterRemote: the addresses this daemon dials.
+// FilterRemote: the addresses this daemon dials. go-libp2p calls it once
+// per round, on either side, whoever began the round (this daemon's
+// tries, go-libp2p's own try on each new relayed connection, or a peer
+// that sends a CONNECT, which it may do at will when this daemon dialled
+// it through a relay): so a peer's rounds are counted here, at most
+// punchRoundBudget per punchBudgetWindow, and past that nothing is
+// dialled (the round fails). At most punchRemoteAddrs of the addresses
+// the peer named are dialled in a round.
 func (f addrFilter) FilterRemote(remote peer.ID, addrs []ma.Multiaddr) []ma.Multiaddr {
 	p := f.p
+	if !p.rounds.take(remote, time.Now()) {
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if pp := p.peers[remote]; pp != nil && pp.quicOnly && p.h != nil && initiator(p.h, remote) && slices.ContainsFunc(addrs, isQUIC) {
-		return slices.DeleteFunc(slices.Clone(addrs), func(a ma.Multiaddr) bool { return !isQUIC(a) })
+		addrs = slices.DeleteFunc(slices.Clone(addrs), func(a ma.Multiaddr) bool { return !isQUIC(a) })
 	}
-	return addrs
+	return addrs[:min(len(addrs), punchRemoteAddrs)]
 }
 
 // initiator: this daemon was dialled through a relay by remote, so it

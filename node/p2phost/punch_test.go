@@ -239,3 +239,32 @@ func TestPeerBudgetBounded(t *testing.T) {
 		t.Errorf("after its window, peer 4 refused")
 	}
 }
+
+// The addresses a peer names are dialled at most punchRemoteAddrs at a
+// time, and at most punchRoundBudget rounds per peer in a window,
+// whoever began them (a peer this daemon dialled through a relay may
+// send CONNECT messages at will); past that a round dials nothing.
+func TestPunchRoundsBoundedPerPeer(t *testing.T) {
+	p := NewPunch(slog.New(slog.DiscardHandler))
+	f := addrFilter{p}
+	var named []ma.Multiaddr
+	for i := 0; i < 3*punchRemoteAddrs; i++ {
+		named = append(named, ma.StringCast(fmt.Sprintf("/ip4/192.0.2.%d/tcp/4001", i+1)))
+	}
+	stranger, other := peer.ID("stranger"), peer.ID("other")
+	for i := 0; i < punchRoundBudget; i++ {
+		got := f.FilterRemote(stranger, named)
+		if len(got) == 0 || len(got) > punchRemoteAddrs {
+			t.Fatalf("round %d: %d addresses dialled of %d named, want 1 to %d", i+1, len(got), len(named), punchRemoteAddrs)
+		}
+		if !got[0].Equal(named[0]) {
+			t.Fatalf("round %d: dialled %v first, want the first named, %v", i+1, got[0], named[0])
+		}
+	}
+	if got := f.FilterRemote(stranger, named); len(got) != 0 {
+		t.Errorf("round %d, past the peer's budget of %d: %d addresses dialled, want none", punchRoundBudget+1, punchRoundBudget, len(got))
+	}
+	if got := f.FilterRemote(other, named); len(got) == 0 {
+		t.Errorf("another peer's first round dialled nothing: one peer's budget must not spend another's")
+	}
+}
