@@ -9,7 +9,9 @@
 // given, at most 1,036 per dial, two dials' worth per peer in 10 minutes
 // and, across all peers, four dials' worth then 16 a second; a peer is
 // punched at most 10 tries in 10 minutes, and nothing the peer does (its
-// protocols) starts a new count. The per-peer counts live in tables of
+// protocols) starts a new count; whoever begins them, a peer's DCUtR
+// rounds are at most 60 in 10 minutes, each dialling at most 16 of the
+// addresses the peer named. The per-peer counts live in tables of
 // at most 1,024 peers that outlive a peer's connections until its window
 // ends. It owns the check that every
 // configured listen address is free before the host binds it (a daemon
