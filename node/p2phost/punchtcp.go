@@ -3,6 +3,7 @@ package p2phost
 import (
 	"context"
 	"errors"
+	mrand "math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -37,22 +38,25 @@ import (
 //
 // punchTCP wraps go-libp2p's TCP transport and, for the dials of a hole
 // punch only (network.GetSimultaneousConnect), connects again from the
-// listen port when the connect is refused: at once after each refusal
-// (so one SYN per round trip to the far router, the pace at which a
-// refusal comes back), at most refusedRetryFast times, then
-// refusedRetrySlow more from 1 ms apart doubling (a peer that comes
-// late), never past refusedRetryFor or the dial's deadline. Each SYN
-// reopens this side's mapping, and the first one whose moment overlaps
-// the peer's (which retries the same way) makes the connection. On a
-// real path retries a round trip apart leave the peer's SYN no gap to
-// pass through unseen, so a few cover a timing error of as many round
+// listen port when the connect is refused: soon after each refusal (a
+// random wait below refusedRetryJitter, so about one SYN per round trip
+// to the far router where that is longer), at most refusedRetryFast
+// times, then refusedRetrySlow more from 1 ms apart doubling (a peer that
+// comes late), never past refusedRetryFor or the dial's deadline. Each
+// SYN reopens this side's mapping, and the first one whose moment
+// overlaps the peer's (which retries the same way) makes the connection.
+// On a real path retries a round trip apart leave the peer's SYN no gap
+// to pass through unseen, so a few cover a timing error of as many round
 // trips, and 3 s allows at most 3 s / RTT of them. In the lab (routers on
-// one bridge, no added delay) two SYNs meet only within microseconds of
-// each other, so it takes many: retried at once, the two sides of 10
-// attempts met after 2 to 780 retries each (half within 50; at most 190
-// ms), all in the first DCUtR round, and with 32 a dial 0 of 2 attempts
-// connected in their first try; connects paced 1 ms apart had needed 100
-// to 1,600 each. refusedRetryFast is what the lab needs, with room.
+// one bridge, no added delay) two SYNs meet only within a microsecond or
+// so of each other, so it takes many, and the random wait matters: two
+// loops of the same pace keep their phase, and retried back to back the
+// two sides of 10 attempts met after up to 780 retries in one trial and
+// did not meet within 1,035 in 5 of 16 rounds in another; with the
+// random wait they met in the first round of all 10, after 30 to 862.
+// Connects paced 1 ms apart had needed 100 to 1,600 each, and 32 a dial
+// connected 0 of 2 attempts in their first try. refusedRetryFast is what
+// the lab needs; the wait costs at most 1,024 × 200 µs of CPU a dial.
 // Dials that are not hole punches are never retried.
 //
 // The address retried is the one go-libp2p's dial was given (one the
@@ -97,14 +101,16 @@ const (
 	refusedRetrySlow = 12
 	refusedRetryMax  = refusedRetryFast + refusedRetrySlow
 	refusedRetryFor  = 3 * time.Second
-	// Per peer: two dials' worth in a window, in a table of at most
-	// refusedRetryPeers peers.
-	refusedRetryPeerBudget = 2 * refusedRetryMax
+	// Before each fast retry, a random wait below this (see punchTCP).
+	refusedRetryJitter = 200 * time.Microsecond
+	// Per peer: three dials' worth (the three rounds of a try) in a
+	// window, in a table of at most refusedRetryPeers peers.
+	refusedRetryPeerBudget = 3 * refusedRetryMax
 	refusedRetryWindow     = 10 * time.Minute
 	refusedRetryPeers      = 1024
-	// Across all peers: four dials' worth at once, then 16 a second.
+	// Across all peers: two peers' worth at once, then 16 a second.
 	refusedRetryRate  = 16
-	refusedRetryBurst = 4 * refusedRetryMax
+	refusedRetryBurst = 2 * refusedRetryPeerBudget
 )
 
 // newPunchTCP builds go-libp2p's TCP transport, with the same parameters
@@ -247,6 +253,8 @@ func retryRefused(ctx context.Context, deadline time.Time, fast, max int, first 
 			}
 		} else if !time.Now().Before(deadline) {
 			break
+		} else {
+			jitter(refusedRetryJitter)
 		}
 		c, derr := dial(ctx)
 		if errors.Is(derr, errRetryBudget) {
@@ -257,6 +265,16 @@ func retryRefused(ctx context.Context, deadline time.Time, fast, max int, first 
 		}
 	}
 	return nil, err
+}
+
+// jitter waits a random time below max, on the CPU: the wait is shorter
+// than a timer's granularity (and a refusal's round trip in the lab), and
+// at most refusedRetryFast of them are made a dial, under the budgets.
+func jitter(max time.Duration) {
+	until := time.Now().Add(time.Duration(mrand.Int64N(int64(max))))
+	for time.Now().Before(until) {
+		// spin: a timer would wait far longer than asked
+	}
 }
 
 // errRetryBudget: the per-peer budget or the daemon-wide rate of retried
