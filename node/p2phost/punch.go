@@ -38,12 +38,29 @@ import (
 //     identification) and tries again on every relayed connection it was
 //     dialled on that has no direct connection beside it, as soon as both
 //     peers speak DCUtR, then after punchRetryMin, doubling up to
-//     punchRetryMax, at most punchMaxTries times; an event that can change
-//     the outcome (a new address, reachability, the peer's protocols)
-//     starts the count again. The relay bounds it too: a relayed
-//     connection lasts at most the relay's circuit duration (relay.
-//     circuit_duration on an ifaced relay, 2 minutes by default), and
-//     each try costs a few hundred bytes of its data limit.
+//     punchRetryMax, at most punchMaxTries times. Only a change of this
+//     host's own (its addresses, its reachability) starts the count
+//     again: events a peer causes (its protocols, which it changes at
+//     will with an identify push) never do, or a peer could make the
+//     daemon punch without end. And whatever starts them, the tries the
+//     daemon begins toward one peer are at most punchPeerBudget per
+//     punchBudgetWindow (10 tries of up to three DCUtR rounds, where the
+//     first try connects in practice: the lab's endpoint-independent
+//     cells connected in the first try every time), counted in a table of
+//     at most punchBudgetPeers peers that outlives the peer's connections
+//     (peerBudget). Each round's TCP connects are bounded again in
+//     punchTCP.
+//   - Rounds, whoever begins them: go-libp2p also punches on its own
+//     (once per new relayed connection) and answers a peer's CONNECT
+//     message whenever the peer sends one (where this daemon dialled it
+//     through a relay), dialling the addresses the peer named. The
+//     address filter go-libp2p consults in every round (FilterRemote)
+//     counts a peer's rounds, at most punchRoundBudget per
+//     punchBudgetWindow, past which the round dials nothing, and dials
+//     at most punchRemoteAddrs of the addresses a peer named. The relay bounds it too: a relayed connection lasts at
+//     most the relay's circuit duration (relay.circuit_duration on an
+//     ifaced relay, 2 minutes by default), and each try costs a few
+//     hundred bytes of its data limit.
 //   - Addresses for both transports: peers observe a daemon's address
 //     only on the transport they are connected over, so the two sides of
 //     a punch may know each other on different ones (one observed over
@@ -60,6 +77,14 @@ type Punch struct {
 	h     host.Host
 	peers map[peer.ID]*punchPeer
 	kick  chan struct{}
+
+	budget *peerBudget // tries begun per peer and window
+	rounds *peerBudget // rounds dialled per peer and window, whoever began them
+	// connect begins a try (the service's DirectConnect); tests count
+	// the tries through it. handled, if set, is called after each event
+	// has been noted and the connections scanned.
+	connect func(svc *holepunch.Service, id peer.ID) error
+	handled func(e any)
 }
 
 type punchPeer struct {
@@ -81,12 +106,27 @@ const (
 	// punchTryGap: rounds further apart than this belong to different
 	// tries (a try's rounds follow each other within a dial timeout).
 	punchTryGap = 3 * punchDialTimeout
+	// A peer's tries (each up to three DCUtR rounds) per window.
+	punchPeerBudget   = 2 * punchMaxTries
+	punchBudgetWindow = 10 * time.Minute
+	punchBudgetPeers  = 1024
+	// A peer's DCUtR rounds per window, on either side and whoever began
+	// them: this daemon's tries (three rounds each) and as many again for
+	// go-libp2p's own tries and the peer's.
+	punchRoundBudget = 2 * 3 * punchPeerBudget
+	// The addresses of the peer's dialled in one round: a daemon offers
+	// a few (IPv4 and IPv6, TCP and QUIC, observed and inferred).
+	punchRemoteAddrs = 16
 )
 
 // NewPunch prepares the daemon's hole punching: HostOptions go to the
 // host, Start watches it.
 func NewPunch(log *slog.Logger) *Punch {
-	return &Punch{log: log, peers: map[peer.ID]*punchPeer{}, kick: make(chan struct{}, 1)}
+	return &Punch{log: log, peers: map[peer.ID]*punchPeer{}, kick: make(chan struct{}, 1),
+		budget:  newPeerBudget(punchPeerBudget, punchBudgetWindow, punchBudgetPeers),
+		rounds:  newPeerBudget(punchRoundBudget, punchBudgetWindow, punchBudgetPeers),
+		connect: (*holepunch.Service).DirectConnect,
+	}
 }
 
 // HostOptions turn on go-libp2p's hole punching, configured as Punch says.
@@ -123,33 +163,37 @@ func (p *Punch) run(ctx context.Context, events <-chan any) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		var e any
 		select {
 		case <-ctx.Done():
 			return
-		case e, ok := <-events:
+		case ev, ok := <-events:
 			if !ok {
 				return
 			}
+			e = ev
 			p.note(e)
 		case <-p.kick:
 		case <-timer.C:
 		}
 		next := p.scan(ctx)
 		timer.Reset(time.Until(next))
+		if e != nil && p.handled != nil {
+			p.handled(e)
+		}
 	}
 }
 
-// note starts the retry count again for what an event may have changed.
+// note starts the retry count again when this host's addresses or
+// reachability changed. Nothing a peer causes does: a peer's protocols
+// change when it says so, and a peer that did not speak DCUtR yet was
+// not tried (scan waits for it), so it needs no new count either.
 func (p *Punch) note(e any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch ev := e.(type) {
-	case event.EvtLocalAddressesUpdated, event.EvtLocalReachabilityChanged, event.EvtLocalProtocolsUpdated:
+	switch e.(type) {
+	case event.EvtLocalAddressesUpdated, event.EvtLocalReachabilityChanged:
 		for _, pp := range p.peers {
-			pp.tries, pp.next = 0, time.Time{}
-		}
-	case event.EvtPeerProtocolsUpdated:
-		if pp := p.peers[ev.Peer]; pp != nil && slices.Contains(ev.Added, holepunch.Protocol) {
 			pp.tries, pp.next = 0, time.Time{}
 		}
 	}
@@ -176,7 +220,7 @@ func (p *Punch) scan(ctx context.Context) time.Time {
 			continue
 		}
 		if ok, _ := p.h.Peerstore().SupportsProtocols(id, holepunch.Protocol); len(ok) == 0 {
-			continue // the peer does not punch (yet: its protocols update resets the count)
+			continue // the peer does not punch (yet: its protocols update brings scan back)
 		}
 		pp := p.peer(id)
 		if pp.running || pp.tries >= punchMaxTries {
@@ -186,17 +230,20 @@ func (p *Punch) scan(ctx context.Context) time.Time {
 			next = minTime(next, pp.next)
 			continue
 		}
+		if !p.budget.take(id, now) {
+			continue // this peer's tries for the window are spent
+		}
 		pp.running, pp.rounds = true, 0
 		pp.tries++
 		try := pp.tries
-		svc := p.svc
+		svc, connect := p.svc, p.connect
 		// Not spawned: DirectConnect returns when the host closes (its
 		// dials end with the service), except in one window go-libp2p
 		// leaves (the service closed between registering DCUtR and
 		// starting its puncher), where it would wait for ever; the
 		// process is ending then, and Close must not wait on it.
 		go func() {
-			err := svc.DirectConnect(id)
+			err := connect(svc, id)
 			p.mu.Lock()
 			pp.running = false
 			wait := punchRetryMin << min(try-1, 4)
@@ -291,15 +338,25 @@ func (f addrFilter) FilterLocal(remote peer.ID, addrs []ma.Multiaddr) []ma.Multi
 	return addrs
 }
 
-// FilterRemote: the addresses this daemon dials.
+// FilterRemote: the addresses this daemon dials. go-libp2p calls it once
+// per round, on either side, whoever began the round (this daemon's
+// tries, go-libp2p's own try on each new relayed connection, or a peer
+// that sends a CONNECT, which it may do at will when this daemon dialled
+// it through a relay): so a peer's rounds are counted here, at most
+// punchRoundBudget per punchBudgetWindow, and past that nothing is
+// dialled (the round fails). At most punchRemoteAddrs of the addresses
+// the peer named are dialled in a round.
 func (f addrFilter) FilterRemote(remote peer.ID, addrs []ma.Multiaddr) []ma.Multiaddr {
 	p := f.p
+	if !p.rounds.take(remote, time.Now()) {
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if pp := p.peers[remote]; pp != nil && pp.quicOnly && p.h != nil && initiator(p.h, remote) && slices.ContainsFunc(addrs, isQUIC) {
-		return slices.DeleteFunc(slices.Clone(addrs), func(a ma.Multiaddr) bool { return !isQUIC(a) })
+		addrs = slices.DeleteFunc(slices.Clone(addrs), func(a ma.Multiaddr) bool { return !isQUIC(a) })
 	}
-	return addrs
+	return addrs[:min(len(addrs), punchRemoteAddrs)]
 }
 
 // initiator: this daemon was dialled through a relay by remote, so it

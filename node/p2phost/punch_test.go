@@ -1,8 +1,23 @@
 package p2phost
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
+	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
+	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
@@ -43,5 +58,218 @@ func TestInferAddrs(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// The tries the daemon begins on a relayed connection: a peer that keeps
+// changing its protocols (identify pushes taking DCUtR away and giving it
+// back) starts none, and this host's own address changes start new ones
+// only within the peer's budget for the window. Real hosts on loopback
+// with a real relay; the tries are counted where they would call
+// go-libp2p's DirectConnect (which would dial the addresses the peer
+// names: none may leave loopback here).
+func TestPunchTriesBoundedPerPeer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	newHost := func(opts ...libp2p.Option) host.Host {
+		t.Helper()
+		h, err := libp2p.New(append([]libp2p.Option{libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics()}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		return h
+	}
+	r := newHost(libp2p.DisableRelay())
+	if _, err := relayv2.New(r, relayv2.WithInfiniteLimits()); err != nil {
+		t.Fatal(err)
+	}
+
+	var tries atomic.Int64
+	tried := make(chan struct{}, 1)
+	p := NewPunch(slog.New(slog.DiscardHandler))
+	p.connect = func(_ *holepunch.Service, _ peer.ID) error {
+		tries.Add(1)
+		select {
+		case tried <- struct{}{}:
+		default:
+		}
+		return errors.New("test: no dial")
+	}
+	handled := make(chan any, 64)
+	p.handled = func(e any) {
+		select {
+		case handled <- e:
+		case <-ctx.Done():
+		}
+	}
+	// a's hole punching starts once it has a public address; this one is
+	// never dialled (the tries are counted instead, and b only dials a
+	// through the relay).
+	a := newHost(append(p.HostOptions(), libp2p.AddrsFactory(func(as []ma.Multiaddr) []ma.Multiaddr {
+		return append(as, ma.StringCast("/ip4/1.2.3.4/tcp/4001"))
+	}))...)
+	if err := p.Start(ctx, a, func(f func()) bool { go f(); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Connect(ctx, peer.AddrInfo{ID: r.ID(), Addrs: r.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Reserve(ctx, a, peer.AddrInfo{ID: r.ID(), Addrs: r.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	b := newHost()
+	refuse := func(s network.Stream) { s.Reset() }
+	b.SetStreamHandler(holepunch.Protocol, refuse)
+	circuit := ma.StringCast(r.Addrs()[0].String() + "/p2p/" + r.ID().String() + "/p2p-circuit")
+	if err := b.Connect(network.WithAllowLimitedConn(ctx, "test"), peer.AddrInfo{ID: a.ID(), Addrs: []ma.Multiaddr{circuit}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// waitIdle waits until a's Punch has no try toward b running.
+	waitIdle := func(what string) {
+		t.Helper()
+		for {
+			p.mu.Lock()
+			pp := p.peers[b.ID()]
+			running := pp != nil && pp.running
+			p.mu.Unlock()
+			if !running {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("waiting for the try after %s: %v", what, ctx.Err())
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	// waitFor waits until a's Punch has handled an event cond accepts
+	// and its try (if it began one) has ended.
+	waitFor := func(what string, cond func(any) bool) {
+		t.Helper()
+		for {
+			select {
+			case e := <-handled:
+				if !cond(e) {
+					continue
+				}
+			case <-ctx.Done():
+				t.Fatalf("waiting for %s: %v (tries %d)", what, ctx.Err(), tries.Load())
+			}
+			break
+		}
+		waitIdle(what)
+	}
+	protocols := func(added bool) func(any) bool {
+		return func(e any) bool {
+			ev, ok := e.(event.EvtPeerProtocolsUpdated)
+			list := ev.Removed
+			if added {
+				list = ev.Added
+			}
+			return ok && ev.Peer == b.ID() && slices.Contains(list, holepunch.Protocol)
+		}
+	}
+	// The first try, once a knows b speaks DCUtR.
+	select {
+	case <-tried:
+	case <-ctx.Done():
+		t.Fatalf("no try on the relayed connection: %v", ctx.Err())
+	}
+	waitIdle("the first try")
+	first := tries.Load()
+
+	// b changes its protocols, again and again: no new try but those the
+	// backoff schedule starts (after punchRetryMin, doubling; the pushes
+	// take milliseconds, so normally none).
+	start := time.Now()
+	for i := 0; i < punchPeerBudget+2; i++ {
+		b.RemoveStreamHandler(holepunch.Protocol)
+		waitFor("b's protocols without DCUtR", protocols(false))
+		b.SetStreamHandler(holepunch.Protocol, refuse)
+		waitFor("b's protocols with DCUtR", protocols(true))
+	}
+	scheduled := int64(0)
+	for wait, at := punchRetryMin, punchRetryMin; at <= time.Since(start); wait, at = min(2*wait, punchRetryMax), at+min(2*wait, punchRetryMax) {
+		scheduled++
+	}
+	if n := tries.Load(); n > first+scheduled {
+		t.Errorf("b changed its protocols %d times in %v and a began %d tries, %d after the first, the backoff schedule %d: a peer's events must start none", punchPeerBudget+2, time.Since(start), n, n-first, scheduled)
+	}
+
+	// a's own addresses change, more often than the budget: a new try
+	// each time, until the budget for b is spent.
+	em, err := a.EventBus().Emitter(new(event.EvtLocalAddressesUpdated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer em.Close()
+	for i := 0; i < 2*punchPeerBudget; i++ {
+		if err := em.Emit(event.EvtLocalAddressesUpdated{Diffs: true}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor("a's address change", func(e any) bool { _, ok := e.(event.EvtLocalAddressesUpdated); return ok })
+	}
+	if n := tries.Load(); n != punchPeerBudget {
+		t.Errorf("after %d address changes of a's own, a began %d tries toward b, want the budget, %d", 2*punchPeerBudget, n, punchPeerBudget)
+	}
+}
+
+// The per-peer budget's table holds at most its cap: a new peer past it
+// takes the place of the one whose window began first; a peer's window
+// ends after the window's length, and its count with it.
+func TestPeerBudgetBounded(t *testing.T) {
+	b := newPeerBudget(2, time.Minute, 3)
+	now := time.Now()
+	ids := make([]peer.ID, 5)
+	for i := range ids {
+		ids[i] = peer.ID(fmt.Sprint("peer", i))
+	}
+	for i, id := range ids {
+		if !b.take(id, now.Add(time.Duration(i)*time.Second)) {
+			t.Fatalf("peer %d refused its first take", i)
+		}
+		if b.size() > 3 {
+			t.Fatalf("table holds %d peers, cap 3", b.size())
+		}
+	}
+	if !b.take(ids[4], now.Add(5*time.Second)) || b.take(ids[4], now.Add(5*time.Second)) {
+		t.Errorf("peer 4: want its second take allowed and its third refused")
+	}
+	if left := b.left(ids[4], now.Add(5*time.Second+time.Minute)); left != 2 {
+		t.Errorf("after its window, peer 4 may spend %d, want 2", left)
+	}
+	if !b.take(ids[4], now.Add(5*time.Second+time.Minute)) {
+		t.Errorf("after its window, peer 4 refused")
+	}
+}
+
+// The addresses a peer names are dialled at most punchRemoteAddrs at a
+// time, and at most punchRoundBudget rounds per peer in a window,
+// whoever began them (a peer this daemon dialled through a relay may
+// send CONNECT messages at will); past that a round dials nothing.
+func TestPunchRoundsBoundedPerPeer(t *testing.T) {
+	p := NewPunch(slog.New(slog.DiscardHandler))
+	f := addrFilter{p}
+	var named []ma.Multiaddr
+	for i := 0; i < 3*punchRemoteAddrs; i++ {
+		named = append(named, ma.StringCast(fmt.Sprintf("/ip4/192.0.2.%d/tcp/4001", i+1)))
+	}
+	stranger, other := peer.ID("stranger"), peer.ID("other")
+	for i := 0; i < punchRoundBudget; i++ {
+		got := f.FilterRemote(stranger, named)
+		if len(got) == 0 || len(got) > punchRemoteAddrs {
+			t.Fatalf("round %d: %d addresses dialled of %d named, want 1 to %d", i+1, len(got), len(named), punchRemoteAddrs)
+		}
+		if !got[0].Equal(named[0]) {
+			t.Fatalf("round %d: dialled %v first, want the first named, %v", i+1, got[0], named[0])
+		}
+	}
+	if got := f.FilterRemote(stranger, named); len(got) != 0 {
+		t.Errorf("round %d, past the peer's budget of %d: %d addresses dialled, want none", punchRoundBudget+1, punchRoundBudget, len(got))
+	}
+	if got := f.FilterRemote(other, named); len(got) == 0 {
+		t.Errorf("another peer's first round dialled nothing: one peer's budget must not spend another's")
 	}
 }

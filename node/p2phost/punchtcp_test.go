@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net"
 	"syscall"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/transport"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcpreuse"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
@@ -93,5 +96,116 @@ func TestPunchTCPRetriesRefusedPunch(t *testing.T) {
 	}
 	if a.Network().Connectedness(bID) != network.Connected {
 		t.Errorf("not connected to b after the punch")
+	}
+}
+
+// refusingTarget is an address nothing listens on: the kernel answers
+// every SYN to it with a reset, as an answering router does.
+func refusingTarget(t *testing.T) ma.Multiaddr {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port))
+}
+
+// punchTransport is a host's punchTCP, listening on loopback.
+func punchTransport(t *testing.T) *punchTCP {
+	t.Helper()
+	var tr *punchTCP
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay(), libp2p.DisableMetrics(),
+		libp2p.Transport(func(u transport.Upgrader, rc network.ResourceManager, s *tcpreuse.ConnMgr) (*punchTCP, error) {
+			var err error
+			tr, err = newPunchTCP(u, rc, s)
+			return tr, err
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return tr
+}
+
+func randomPeer(t *testing.T) peer.ID {
+	t.Helper()
+	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := peer.IDFromPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// dialRefused makes n hole-punch dials at once, each to a port of its
+// own that refuses, by the peers from, and fails the test unless each is
+// refused.
+func dialRefused(ctx context.Context, t *testing.T, tr *punchTCP, from func(i int) peer.ID, n int) {
+	t.Helper()
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		target, p := refusingTarget(t), from(i)
+		go func() {
+			_, err := tr.Dial(ctx, target, p)
+			errs <- err
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("hole-punch dial of a closed port: %v, want connection refused", err)
+		}
+	}
+}
+
+// A refused hole-punch dial connects again at most refusedRetryMax times,
+// and one peer's dials together at most refusedRetryPeerBudget times in
+// a window: a peer names the address, so it must not be able to aim a
+// burst of SYNs from this daemon at anything. Counted against real ports
+// that refuse (the kernel answers each SYN with a reset).
+func TestPunchTCPRetriesBounded(t *testing.T) {
+	tr := punchTransport(t)
+	ctx := network.WithSimultaneousConnect(context.Background(), true, "hole-punching")
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	p := randomPeer(t)
+	one := func(int) peer.ID { return p }
+
+	dialRefused(ctx, t, tr, one, 1)
+	if n := tr.retried.Load(); n == 0 || n > refusedRetryMax {
+		t.Errorf("one refused hole-punch dial connected again %d times, want 1 to %d", n, refusedRetryMax)
+	}
+	t.Logf("one refused dial: %d connects again", tr.retried.Load())
+	dials := refusedRetryPeerBudget/refusedRetryMax + 1
+	dialRefused(ctx, t, tr, one, dials)
+	t.Logf("%d refused dials by one peer: %d connects again", dials+1, tr.retried.Load())
+	if n := tr.retried.Load(); n > refusedRetryPeerBudget {
+		t.Errorf("%d refused hole-punch dials toward one peer connected again %d times, want at most the peer's budget, %d", dials+1, n, refusedRetryPeerBudget)
+	}
+	if left := tr.perPeer.left(p, time.Now()); left != 0 {
+		t.Errorf("after %d dials the peer has %d retries left, want its budget spent", dials+1, left)
+	}
+}
+
+// Across peers (a stranger can be as many as it likes), the retried
+// connects keep to the daemon-wide rate: at most refusedRetryBurst, and
+// refusedRetryRate a second after it.
+func TestPunchTCPRetryRateAcrossPeers(t *testing.T) {
+	tr := punchTransport(t)
+	ctx := network.WithSimultaneousConnect(context.Background(), true, "hole-punching")
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	peers := 2*refusedRetryBurst/refusedRetryMax + 2
+	start := time.Now()
+	dialRefused(ctx, t, tr, func(int) peer.ID { return randomPeer(t) }, peers)
+	took := time.Since(start)
+	allowed := refusedRetryBurst + int64(took.Seconds()*refusedRetryRate) + 1
+	t.Logf("%d peers' refused dials: %d connects again in %v", peers, tr.retried.Load(), took)
+	if n := tr.retried.Load(); n > allowed {
+		t.Errorf("%d peers' refused hole-punch dials connected again %d times in %v, want at most %d (burst %d, %d a second)", peers, n, took, allowed, refusedRetryBurst, refusedRetryRate)
 	}
 }
