@@ -108,6 +108,9 @@ func (b *BufferedSeen) Prune(now time.Time) error {
 	return seenSet{b.s}.Prune(now)
 }
 
+// PrunedTo is the store's seen set's (Prune prunes it).
+func (b *BufferedSeen) PrunedTo() time.Time { return seenSet{b.s}.PrunedTo() }
+
 // Flush commits every ID added before it was called, and records that
 // instant as SeenFlushedAt, in one transaction. On failure the batch stays
 // in memory for the next Flush.
