@@ -164,7 +164,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	}
 	seen := n.store.Seen()
 	if cfg.Durability.Sync == config.SyncInterval {
-		n.seen = n.store.BufferedSeen()
+		n.seen = n.store.BufferedSeen(func() time.Time { return n.now() })
 		seen = n.seen
 	}
 	n.replay = identity.NewReplayGuard(seen, cfg.Replay.Window.Duration, cfg.Replay.ClockSkew.Duration)

@@ -19,7 +19,7 @@ func TestSeenPrunedToOutlivesClockAndRestart(t *testing.T) {
 			s, _ := openTemp(t)
 			set := func(s *Store) identity.SeenSet {
 				if buffered {
-					return s.BufferedSeen()
+					return s.BufferedSeen(time.Now)
 				}
 				return s.Seen()
 			}
