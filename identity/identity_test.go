@@ -704,10 +704,21 @@ func TestReplayGuardClockBack(t *testing.T) {
 	if err := g.Check("m2", at(0), now); !errors.Is(err, ErrReplay) {
 		t.Fatalf("a fresh message again: %v, want ErrReplay", err)
 	}
+	// A clock that ran far ahead (a day) and was put right refuses what
+	// its prune may have forgotten, but not a message of the last minutes.
+	if err := g.Prune(now.Add(DefaultReplayWindow + time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Check("m3", at(-2*DefaultClockSkew-time.Second), now); !errors.Is(err, ErrStale) {
+		t.Fatalf("a message 10 min old after the clock came back from a day ahead: %v, want ErrStale", err)
+	}
+	if err := g.Check("m4", at(-2*DefaultClockSkew+time.Second), now); err != nil {
+		t.Fatalf("a message just under 10 min old after the clock came back from a day ahead: %v", err)
+	}
 	// The horizon never moves back.
 	g.Prune(now)
-	if got := seen.PrunedTo(); !got.Equal(now.Add(time.Hour)) {
-		t.Fatalf("PrunedTo after a prune at an earlier time: %s, want %s", got, now.Add(time.Hour))
+	if got := seen.PrunedTo(); !got.Equal(now.Add(DefaultReplayWindow + time.Hour)) {
+		t.Fatalf("PrunedTo after a prune at an earlier time: %s, want %s", got, now.Add(DefaultReplayWindow+time.Hour))
 	}
 }
 

@@ -57,8 +57,9 @@ func NewReplayGuard(seen SeenSet, window, skew time.Duration) *ReplayGuard {
 }
 
 // Check accepts a message once: its date must lie within
-// [now-window-skew, now+skew] and its ID must be new. Call it only after
-// the message's signature verified.
+// [now-window-skew, now+skew], and, unless it is within 2·skew of now,
+// after the seen-set's reach (PrunedTo - window - 2·skew), and its ID must
+// be new. Call it only after the message's signature verified.
 func (g *ReplayGuard) Check(messageID, date string, now time.Time) error {
 	t, err := time.Parse(time.RFC3339, date)
 	if err != nil {
@@ -76,8 +77,13 @@ func (g *ReplayGuard) Check(messageID, date string, now time.Time) error {
 	// A clock that went back (a laptop waking, an NTP step) makes a date
 	// the window had left fresh again, while its ID may have been pruned
 	// already: whatever the clock says, a message dated where the seen-set
-	// no longer reaches is refused.
-	if pruned := g.seen.PrunedTo(); expires.Before(pruned) {
+	// no longer reaches is refused. Not one dated within 2·skew of the
+	// clock, though: a clock that ran far ahead and was put right (a
+	// wrong battery clock at boot) would otherwise refuse every message
+	// until it caught up with the prune. The IDs a replay could then
+	// bring back are of messages of those minutes, taken before the
+	// clock ran ahead.
+	if pruned := g.seen.PrunedTo(); expires.Before(pruned) && t.Before(now.Add(-2*g.skew)) {
 		return fmt.Errorf("%w: %s is older than this daemon's replay record reaches (it was pruned at %s, after what its clock reads now: the clock went back); send a new message",
 			ErrStale, date, pruned.UTC().Format(time.RFC3339))
 	}

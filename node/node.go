@@ -182,6 +182,11 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	} else if err := n.store.ClearSeenFlushedAt(); err != nil {
 		return nil, err
 	}
+	// Pruned at start too, not only every hour (pruneLoop): a daemon
+	// restarted more often than that (a laptop) would never prune.
+	if err := n.replay.Prune(n.now()); err != nil {
+		log.Warn("pruning seen message IDs", "err", err)
+	}
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
 		return nil, fmt.Errorf("building capability document: %w", err)
