@@ -52,7 +52,7 @@ func (b *BufferedSeen) Add(id string, expires time.Time) (bool, error) {
 	if id == "" {
 		return false, errors.New("recording message ID: empty ID")
 	}
-	if now := b.now(); now.UnixNano() < b.mark.Load() {
+	if now := b.now(); now.UnixNano() < b.mark.Load()-int64(markSlack) {
 		if err := b.lowerMark(now); err != nil {
 			return false, fmt.Errorf("recording message ID %q: %w", id, err)
 		}
@@ -87,6 +87,12 @@ func (b *BufferedSeen) Add(id string, expires time.Time) (bool, error) {
 	}
 	return stored == nil, nil
 }
+
+// markSlack is how far before SeenFlushedAt the clock may read before
+// Add moves the mark back: a reading taken just before a concurrent Flush
+// took its own is no step, and the recovery reaches a minute before the
+// mark anyway (node.recoverMargin).
+const markSlack = time.Second
 
 // lowerMark writes SeenFlushedAt back to now, which is before it: the
 // clock went back (a laptop's sleep, an NTP step) since the last Flush, so
