@@ -258,6 +258,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	}
 	n.onClose(n.metrics.Close)
 	n.spawn(n.pruneLoop)
+	n.spawn(n.watchClock)
 	if n.seen != nil {
 		n.spawn(n.flushLoop)
 	}

@@ -87,7 +87,8 @@ var builtFaultClock struct {
 //     so they say when A thought it was; A neither panics nor exits, logs
 //     every step of its clock, its audit log verifies afterwards, and once
 //     its clock is right B greets and invokes as before (nothing reset or
-//     stuck).
+//     stuck); A warns of each step in its log, as the system's clock
+//     would be watched: against the time measured on the monotonic clock.
 func TestFaultClockJumps(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs a daemon")
@@ -229,6 +230,7 @@ func TestFaultClockJumps(t *testing.T) {
 	datedNear("1 h ahead", ahead.Headers.ConversationID, time.Hour)
 	refused("B's first greeting again, A 1 h ahead", first, "already seen")
 	refused("B's greeting of A's hour ahead again", ahead, "already seen")
+	a.waitLog(t, "the clock moved ahead of the time measured", `by=1h0m0s`)
 	// A restarts, still 1 h ahead, and prunes its seen-set at start: the
 	// ID of the greeting dated 23 h 30 min ago goes (the date check
 	// refuses it 1 h ahead anyway).
@@ -260,6 +262,7 @@ func TestFaultClockJumps(t *testing.T) {
 	refused("B's greeting of A's hour behind again", behind, "already seen")
 	refused("B's greeting dated 23 h 30 min ago again, A 1 h behind (its ID pruned)", old, "older than this daemon's replay record reaches")
 
+	a.waitLog(t, "the clock went back", `by=2h0m0s`)
 	// Back to the system's clock: the greeting of the hour behind is an
 	// hour old, inside the window, and still refused.
 	step(0)
@@ -274,6 +277,7 @@ func TestFaultClockJumps(t *testing.T) {
 		t.Errorf("B's invocation once A's clock is right: %v", err)
 	}
 
+	a.waitLog(t, "the clock moved ahead of the time measured", `by=1h0m0s`)
 	// A's record of refusals dates each by A's clock at the time.
 	rl, err := ac2.Refusals(ctx, api.RefusalQuery{Code: string(wire.CodeReplay), Limit: 100})
 	if err != nil {
@@ -325,6 +329,30 @@ func (p *daemonProc) stop(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("process %d still running 60 s after SIGINT\n%s", p.cmd.Process.Pid, p.logTail())
+	}
+}
+
+// waitLog polls the process's log for up to 60 s for a line holding
+// every piece of want (the daemon looks at its clock every few seconds).
+func (p *daemonProc) waitLog(t *testing.T, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(p.log)
+		for _, line := range strings.Split(string(b), "\n") {
+			all := true
+			for _, w := range want {
+				all = all && strings.Contains(line, w)
+			}
+			if all {
+				t.Logf("A's log: %s", line)
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no line with %q in the log after 60 s\n%s", want, p.logTail())
+		}
+		time.Sleep(100 * time.Millisecond) // polling the log file
 	}
 }
 
