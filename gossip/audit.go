@@ -978,12 +978,15 @@ func (a *AuditLog) Conversations() ([]AuditConversation, error) {
 // since, reading only the files modified since then: after a crash, what
 // was derived from messages as they arrived (the replay seen-set) is
 // rebuilt from the log that recorded them first. Torn and undecodable
-// lines are passed over.
+// lines are passed over. since is on the log's clock (WithClock), as the
+// entries' dates are; a file's modification time is on the system's, so
+// it is compared with since moved by the difference between the two.
 func (a *AuditLog) ReceivedSince(since time.Time, fn func(AuditEntry)) error {
 	days, err := a.days()
 	if err != nil {
 		return err
 	}
+	modifiedSince := since.Add(time.Now().Sub(a.now()))
 	i, _ := slices.BinarySearch(days, dayBefore(since.UTC().Format(auditDayLayout)))
 	for _, day := range days[i:] {
 		paths, err := a.entryFiles(day)
@@ -992,7 +995,7 @@ func (a *AuditLog) ReceivedSince(since time.Time, fn func(AuditEntry)) error {
 		}
 		for _, path := range paths {
 			info, err := os.Stat(path)
-			if err != nil || info.ModTime().Before(since) {
+			if err != nil || info.ModTime().Before(modifiedSince) {
 				continue
 			}
 			err = readAuditFile(path, true, func(e AuditEntry) {

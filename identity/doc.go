@@ -199,7 +199,14 @@
 // window (default 24 h back, 5 min of clock skew either way). Check it only
 // after a signature verified: otherwise a forger could burn the IDs of
 // genuine messages. The seen-set is an interface so the daemon can persist
-// it across restarts for the length of the window.
+// it across restarts for the length of the window. It keeps an ID until
+// its date leaves the window plus twice the skew, and remembers the
+// latest time it was pruned at (PrunedTo): a clock that ran ahead, pruned,
+// and came back finds the dates it pruned inside the window again, so the
+// guard refuses (ErrStale) a message whose ID the set may have forgotten,
+// unless it is dated within twice the skew of the clock (a clock put right
+// after running far ahead would otherwise refuse every message until it
+// caught up with the prune).
 //
 // # Versions
 //

@@ -673,6 +673,55 @@ func TestReplayGuard(t *testing.T) {
 	}
 }
 
+// A clock that jumps ahead, prunes the seen-set there, and comes back
+// (a laptop's sleep, an NTP step) makes the dates the window had left
+// fresh again: a message whose ID was pruned is refused as stale, not
+// accepted again, while fresh messages still pass.
+func TestReplayGuardClockBack(t *testing.T) {
+	now := time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
+	seen := NewMemorySeenSet()
+	g := NewReplayGuard(seen, 0, 0)
+	at := func(d time.Duration) string { return now.Add(d).Format(time.RFC3339) }
+	old := at(-DefaultReplayWindow + 30*time.Minute) // inside the window
+	if err := g.Check("m1", old, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Prune(now.Add(time.Hour)); err != nil { // the clock jumped 1 h ahead
+		t.Fatal(err)
+	}
+	if seen.Len() != 0 {
+		t.Fatalf("%d IDs left; the prune 1 h ahead should have forgotten m1", seen.Len())
+	}
+	// Back by 1 h: m1's date is inside the window again.
+	if err := g.Check("m1", old, now); !errors.Is(err, ErrStale) {
+		t.Fatalf("m1 again after the clock went back: %v, want ErrStale", err)
+	} else {
+		t.Logf("m1 again after the clock went back: %v", err)
+	}
+	if err := g.Check("m2", at(0), now); err != nil {
+		t.Fatalf("a fresh message after the clock went back: %v", err)
+	}
+	if err := g.Check("m2", at(0), now); !errors.Is(err, ErrReplay) {
+		t.Fatalf("a fresh message again: %v, want ErrReplay", err)
+	}
+	// A clock that ran far ahead (a day) and was put right refuses what
+	// its prune may have forgotten, but not a message of the last minutes.
+	if err := g.Prune(now.Add(DefaultReplayWindow + time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Check("m3", at(-2*DefaultClockSkew-time.Second), now); !errors.Is(err, ErrStale) {
+		t.Fatalf("a message 10 min old after the clock came back from a day ahead: %v, want ErrStale", err)
+	}
+	if err := g.Check("m4", at(-2*DefaultClockSkew+time.Second), now); err != nil {
+		t.Fatalf("a message just under 10 min old after the clock came back from a day ahead: %v", err)
+	}
+	// The horizon never moves back.
+	g.Prune(now)
+	if got := seen.PrunedTo(); !got.Equal(now.Add(DefaultReplayWindow + time.Hour)) {
+		t.Fatalf("PrunedTo after a prune at an earlier time: %s, want %s", got, now.Add(DefaultReplayWindow+time.Hour))
+	}
+}
+
 // A signature has one spelling: the same bytes with a padding bit of the
 // last base64url character set are refused as malformed, not verified.
 func TestSignatureEncodingIsCanonical(t *testing.T) {

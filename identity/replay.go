@@ -29,6 +29,11 @@ type SeenSet interface {
 	Add(id string, expires time.Time) (added bool, err error)
 	// Prune forgets entries that expired before now.
 	Prune(now time.Time) error
+	// PrunedTo is the latest now Prune was called with (the zero time
+	// if never): an entry that expired before it may be gone, whatever
+	// the clock reads now. It only moves forward, and a persistent set
+	// keeps it across restarts.
+	PrunedTo() time.Time
 	// Forget removes id (a message that was checked but not processed).
 	Forget(id string) error
 }
@@ -52,8 +57,9 @@ func NewReplayGuard(seen SeenSet, window, skew time.Duration) *ReplayGuard {
 }
 
 // Check accepts a message once: its date must lie within
-// [now-window-skew, now+skew] and its ID must be new. Call it only after
-// the message's signature verified.
+// [now-window-skew, now+skew], and, unless it is within 2·skew of now,
+// after the seen-set's reach (PrunedTo - window - 2·skew), and its ID must
+// be new. Call it only after the message's signature verified.
 func (g *ReplayGuard) Check(messageID, date string, now time.Time) error {
 	t, err := time.Parse(time.RFC3339, date)
 	if err != nil {
@@ -67,7 +73,21 @@ func (g *ReplayGuard) Check(messageID, date string, now time.Time) error {
 		return fmt.Errorf("%w: %s is older than %s; send a new message", ErrStale, date, g.window)
 	}
 	// Past this time the date check alone rejects the ID, so it can be forgotten.
-	added, err := g.seen.Add(messageID, t.Add(g.window+2*g.skew))
+	expires := t.Add(g.window + 2*g.skew)
+	// A clock that went back (a laptop waking, an NTP step) makes a date
+	// the window had left fresh again, while its ID may have been pruned
+	// already: whatever the clock says, a message dated where the seen-set
+	// no longer reaches is refused. Not one dated within 2·skew of the
+	// clock, though: a clock that ran far ahead and was put right (a
+	// wrong battery clock at boot) would otherwise refuse every message
+	// until it caught up with the prune. The IDs a replay could then
+	// bring back are of messages of those minutes, taken before the
+	// clock ran ahead.
+	if pruned := g.seen.PrunedTo(); expires.Before(pruned) && t.Before(now.Add(-2*g.skew)) {
+		return fmt.Errorf("%w: %s is older than this daemon's replay record reaches (it was pruned at %s, after what its clock reads now: the clock went back); send a new message",
+			ErrStale, date, pruned.UTC().Format(time.RFC3339))
+	}
+	added, err := g.seen.Add(messageID, expires)
 	if err != nil {
 		return fmt.Errorf("checking replay: %w", err)
 	}
@@ -107,6 +127,7 @@ func (g *ReplayGuard) Forget(messageID string) error { return g.seen.Forget(mess
 type MemorySeenSet struct {
 	mu      sync.Mutex
 	expires map[string]time.Time
+	pruned  time.Time
 }
 
 // NewMemorySeenSet returns an empty set.
@@ -142,7 +163,17 @@ func (s *MemorySeenSet) Prune(now time.Time) error {
 			delete(s.expires, id)
 		}
 	}
+	if now.After(s.pruned) {
+		s.pruned = now
+	}
 	return nil
+}
+
+// PrunedTo implements SeenSet.
+func (s *MemorySeenSet) PrunedTo() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pruned
 }
 
 // Len is the number of remembered IDs.

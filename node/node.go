@@ -164,7 +164,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	}
 	seen := n.store.Seen()
 	if cfg.Durability.Sync == config.SyncInterval {
-		n.seen = n.store.BufferedSeen()
+		n.seen = n.store.BufferedSeen(func() time.Time { return n.now() })
 		seen = n.seen
 	}
 	n.replay = identity.NewReplayGuard(seen, cfg.Replay.Window.Duration, cfg.Replay.ClockSkew.Duration)
@@ -181,6 +181,11 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 		}
 	} else if err := n.store.ClearSeenFlushedAt(); err != nil {
 		return nil, err
+	}
+	// Pruned at start too, not only every hour (pruneLoop): a daemon
+	// restarted more often than that (a laptop) would never prune.
+	if err := n.replay.Prune(n.now()); err != nil {
+		log.Warn("pruning seen message IDs", "err", err)
 	}
 	doc, err := cfg.Document(id.DID())
 	if err != nil {
@@ -253,6 +258,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	}
 	n.onClose(n.metrics.Close)
 	n.spawn(n.pruneLoop)
+	n.spawn(n.watchClock)
 	if n.seen != nil {
 		n.spawn(n.flushLoop)
 	}

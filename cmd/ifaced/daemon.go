@@ -83,7 +83,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	node.TuneGC(cfg.Limits)
 	log.Info("starting: opening the store and audit log, then the libp2p host", "listen", cfg.Listen.Addresses)
 	stopProgress := progress(log, startProgressEvery, "still starting: opening the store and audit log (a large log is measured at start), then the libp2p host")
-	n, err := node.New(cfg, id, h, log)
+	n, err := node.New(cfg, id, h, log, clockOptions(log)...)
 	stopProgress()
 	if errors.Is(err, store.ErrDamaged) {
 		return fmt.Errorf("%w\n%s", err, damagedStoreHint(h.Dir))

@@ -96,6 +96,12 @@ type daemonProc struct {
 
 func startProc(t *testing.T, bin string, home config.Home) *daemonProc {
 	t.Helper()
+	return startProcEnv(t, bin, home)
+}
+
+// startProcEnv is startProc with env added to the process's environment.
+func startProcEnv(t *testing.T, bin string, home config.Home, env ...string) *daemonProc {
+	t.Helper()
 	p := &daemonProc{home: home, log: filepath.Join(t.TempDir(), fmt.Sprintf("run-%d.log", time.Now().UnixNano())), exited: make(chan struct{})} // off the home: a test may fill its disk
 	logFile, err := os.Create(p.log)
 	if err != nil {
@@ -103,6 +109,9 @@ func startProc(t *testing.T, bin string, home config.Home) *daemonProc {
 	}
 	p.cmd = exec.Command(bin, "run", "--home", home.Dir, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--no-mdns")
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	if len(env) > 0 {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -139,12 +139,51 @@ func (ss seenSet) Prune(now time.Time) error {
 				return err
 			}
 		}
+		if limit > uint64(ss.s.seenPruned.Load()) {
+			raw, err := encode(time.Unix(0, int64(limit)).UTC())
+			if err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketMeta).Put(keySeenPrunedTo, raw); err != nil {
+				return err
+			}
+			tx.OnCommit(func() { ss.s.seenPruned.Store(int64(limit)) })
+		}
 		return ss.s.countSeen(tx, -len(expired))
 	})
 	if err != nil {
 		return fmt.Errorf("pruning seen message IDs: %w", err)
 	}
 	return nil
+}
+
+// keySeenPrunedTo (in meta) is the latest time the seen set was pruned
+// at (PrunedTo): it only moves forward, and outlives a restart, so that a
+// clock that went back finds the guard still refusing what was pruned.
+var keySeenPrunedTo = []byte("seen_pruned_to")
+
+// PrunedTo is the latest now Prune was called with, or the zero time.
+func (ss seenSet) PrunedTo() time.Time {
+	if n := ss.s.seenPruned.Load(); n != 0 {
+		return time.Unix(0, n).UTC()
+	}
+	return time.Time{}
+}
+
+// loadSeenPruned reads keySeenPrunedTo at Open.
+func (s *Store) loadSeenPruned() error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketMeta).Get(keySeenPrunedTo)
+		if raw == nil {
+			return nil
+		}
+		var at time.Time
+		if err := decode(bucketMeta, keySeenPrunedTo, raw, &at); err != nil {
+			return err
+		}
+		s.seenPruned.Store(int64(expiryNanos(at)))
+		return nil
+	})
 }
 
 // expiryKey is the seen_by_expiry key of id: big-endian expiry nanoseconds,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ifaced/ifaced/identity"
@@ -30,14 +31,19 @@ type BufferedSeen struct {
 	forgotten map[string]bool      // forgotten while a Flush was under way: not put back if it fails
 
 	flushMu sync.Mutex // one Flush at a time
+
+	now  func() time.Time // the daemon's clock, the one its audit entries are dated by
+	mark atomic.Int64     // SeenFlushedAt as last written, in Unix nanoseconds; 0 before the first Flush
 }
 
 var _ identity.SeenSet = (*BufferedSeen)(nil)
 
 // BufferedSeen returns a seen-set over the same entries as Seen whose Adds
-// are committed by Flush.
-func (s *Store) BufferedSeen() *BufferedSeen {
-	return &BufferedSeen{s: s, pending: map[string]time.Time{}, flushing: map[string]time.Time{}, forgotten: map[string]bool{}}
+// are committed by Flush. now is the clock the daemon dates its audit
+// entries by: the recovery after a crash reads the entries dated from
+// SeenFlushedAt on, so the mark must be on the same clock.
+func (s *Store) BufferedSeen(now func() time.Time) *BufferedSeen {
+	return &BufferedSeen{s: s, pending: map[string]time.Time{}, flushing: map[string]time.Time{}, forgotten: map[string]bool{}, now: now}
 }
 
 // Add records id until expires and reports whether it was new, as Seen's
@@ -45,6 +51,11 @@ func (s *Store) BufferedSeen() *BufferedSeen {
 func (b *BufferedSeen) Add(id string, expires time.Time) (bool, error) {
 	if id == "" {
 		return false, errors.New("recording message ID: empty ID")
+	}
+	if now := b.now(); now.UnixNano() < b.mark.Load()-int64(markSlack) {
+		if err := b.lowerMark(now); err != nil {
+			return false, fmt.Errorf("recording message ID %q: %w", id, err)
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -75,6 +86,35 @@ func (b *BufferedSeen) Add(id string, expires time.Time) (bool, error) {
 		b.pending[id] = expires
 	}
 	return stored == nil, nil
+}
+
+// markSlack is how far before SeenFlushedAt the clock may read before
+// Add moves the mark back: a reading taken just before a concurrent Flush
+// took its own is no step, and the recovery reaches a minute before the
+// mark anyway (node.recoverMargin).
+const markSlack = time.Second
+
+// lowerMark writes SeenFlushedAt back to now, which is before it: the
+// clock went back (a laptop's sleep, an NTP step) since the last Flush, so
+// the messages from here on are dated before the mark, and a crash before
+// the next Flush would be recovered from after them, letting their replays
+// in. Written before the ID is added, so before its message is recorded;
+// it waits for a Flush under way, whose mark it then lowers.
+func (b *BufferedSeen) lowerMark(now time.Time) error {
+	b.flushMu.Lock()
+	defer b.flushMu.Unlock()
+	if now.UnixNano() >= b.mark.Load() {
+		return nil
+	}
+	raw, err := encode(now.UTC())
+	if err != nil {
+		return err
+	}
+	if err := b.s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keySeenFlushedAt, raw) }); err != nil {
+		return fmt.Errorf("moving the seen set's flush mark back to %s, where the clock went: %w", now.UTC().Format(time.RFC3339), err)
+	}
+	b.mark.Store(now.UnixNano())
+	return nil
 }
 
 func later(a, b time.Time) time.Time {
@@ -108,13 +148,16 @@ func (b *BufferedSeen) Prune(now time.Time) error {
 	return seenSet{b.s}.Prune(now)
 }
 
+// PrunedTo is the store's seen set's (Prune prunes it).
+func (b *BufferedSeen) PrunedTo() time.Time { return seenSet{b.s}.PrunedTo() }
+
 // Flush commits every ID added before it was called, and records that
 // instant as SeenFlushedAt, in one transaction. On failure the batch stays
 // in memory for the next Flush.
 func (b *BufferedSeen) Flush() error {
 	b.flushMu.Lock()
 	defer b.flushMu.Unlock()
-	at := time.Now() // before the swap: every Add before at is in this batch or stored already
+	at := b.now() // before the swap: every Add before at is in this batch or stored already
 	b.mu.Lock()
 	batch := b.pending
 	b.flushing, b.pending = batch, map[string]time.Time{}
@@ -139,6 +182,9 @@ func (b *BufferedSeen) Flush() error {
 		}
 		return tx.Bucket(bucketMeta).Put(keySeenFlushedAt, raw)
 	})
+	if err == nil {
+		b.mark.Store(at.UnixNano())
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err != nil {

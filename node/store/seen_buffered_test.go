@@ -9,7 +9,7 @@ import (
 
 func TestBufferedSeenCommitsAtFlush(t *testing.T) {
 	s, _ := openTemp(t)
-	b := s.BufferedSeen()
+	b := s.BufferedSeen(time.Now)
 	if at, err := s.SeenFlushedAt(); err != nil || !at.IsZero() {
 		t.Fatalf("SeenFlushedAt before any flush: %v, %v", at, err)
 	}
@@ -20,7 +20,7 @@ func TestBufferedSeenCommitsAtFlush(t *testing.T) {
 		t.Fatalf("repeat Add before the flush = %v, %v; want false", added, err)
 	}
 	// Not on disk yet: the committed set (what a restart would read) has it not.
-	if added, err := s.BufferedSeen().Add("m1", t0); err != nil || !added {
+	if added, err := s.BufferedSeen(time.Now).Add("m1", t0); err != nil || !added {
 		t.Fatalf("the ID reached the store before Flush (%v, %v)", added, err)
 	}
 	if b.Pending() != 1 {
@@ -40,7 +40,7 @@ func TestBufferedSeenCommitsAtFlush(t *testing.T) {
 	// A restart sees it, and so do the plain seen-set and this one.
 	s = reopen(t, s)
 	for name, added := range map[string]func() (bool, error){
-		"buffered after restart": func() (bool, error) { return s.BufferedSeen().Add("m1", t0) },
+		"buffered after restart": func() (bool, error) { return s.BufferedSeen(time.Now).Add("m1", t0) },
 		"plain after restart":    func() (bool, error) { return s.Seen().Add("m1", t0) },
 	} {
 		if got, err := added(); err != nil || got {
@@ -51,7 +51,7 @@ func TestBufferedSeenCommitsAtFlush(t *testing.T) {
 
 func TestBufferedSeenExtendsAndForgets(t *testing.T) {
 	s, _ := openTemp(t)
-	b := s.BufferedSeen()
+	b := s.BufferedSeen(time.Now)
 	b.Add("m", t0)
 	b.Flush()
 	// A later expiry extends the committed entry at the next flush.
@@ -82,7 +82,7 @@ func TestBufferedSeenExtendsAndForgets(t *testing.T) {
 // Adds racing each other and a Flush: each ID is new exactly once.
 func TestBufferedSeenConcurrentAddsAndFlushes(t *testing.T) {
 	s, _ := openTemp(t)
-	b := s.BufferedSeen()
+	b := s.BufferedSeen(time.Now)
 	const workers, ids = 8, 50
 	var wins atomic.Int32
 	var wg sync.WaitGroup

@@ -18,7 +18,7 @@ func TestSeenSetIsCapped(t *testing.T) {
 			add := func(s *Store, id string, expires time.Time) bool {
 				t.Helper()
 				if buffered {
-					b := s.BufferedSeen()
+					b := s.BufferedSeen(time.Now)
 					added, err := b.Add(id, expires)
 					if err != nil {
 						t.Fatal(err)

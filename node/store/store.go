@@ -61,8 +61,9 @@ type Store struct {
 	headsMu sync.Mutex
 	heads   map[string]peerHead // what PutPeer last wrote per peer (peers.go)
 
-	seenCount atomic.Int64 // IDs in the seen set (seen.go)
-	maxSeen   int          // MaxSeenIDs; smaller in tests
+	seenCount  atomic.Int64 // IDs in the seen set (seen.go)
+	seenPruned atomic.Int64 // the seen set's PrunedTo in Unix nanoseconds (seen.go)
+	maxSeen    int          // MaxSeenIDs; smaller in tests
 
 	gate        atomic.Pointer[PeerGate]           // which peers are known (peers.go); nil: all
 	strangers   *costlru.Cache[string, PeerRecord] // strangers' records, in memory only (peers.go)
@@ -109,6 +110,10 @@ func Open(path string, opts ...Option) (*Store, error) {
 		s.seenCount.Store(int64(tx.Bucket(bucketSeen).Stats().KeyN))
 		return nil
 	})
+	if err := s.loadSeenPruned(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
 	return s, nil
 }
 

@@ -260,6 +260,17 @@
 // same message can be sent again once what refused it has changed (a rate
 // limit, say).
 //
+// The replay step reads the receiver's clock, which may step while it
+// runs (a laptop's sleep, NTP). A receiver 1 h ahead of its peer takes the
+// peer's messages (an hour old to it) and the peer refuses its answers
+// (an hour ahead); 1 h behind, it refuses them, code replay, saying how
+// far ahead of its clock they are. A message_id is remembered for as long
+// as its date could be inside the window, and the receiver remembers how
+// far it forgot IDs (identity "Replay"): once its clock went back, a
+// message dated before that reach is refused, code replay, unless it is
+// dated within twice replay.clock_skew of the clock; so a message
+// accepted once is refused again whichever way the clock stepped.
+//
 // # Conversations
 //
 // A conversation is one /ifp/4/conversation/1.0.0 stream between two
