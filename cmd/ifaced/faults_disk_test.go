@@ -95,6 +95,13 @@ func TestFaultFullDisk(t *testing.T) {
 	}
 	ac := quietConfig()
 	ac.Audit.MinFreeMB = 0
+	ac.Capabilities = []map[string]any{{"name": "ping", "description": "Respond to connectivity tests"}}
+	// A view of more than 8 KiB, so that a greeting's answer carrying it
+	// cannot be recorded in the room one free page leaves (below).
+	for i := range 40 {
+		ac.Capabilities = append(ac.Capabilities, map[string]any{"name": fmt.Sprintf("report.part%02d", i),
+			"description": "Part " + strings.Repeat("of a report that makes this daemon's view large ", 4)})
+	}
 	writeConfig(t, aHome, ac)
 	a := startProc(t, bin, aHome)
 	st := a.waitAPI(t)
@@ -118,6 +125,12 @@ func TestFaultFullDisk(t *testing.T) {
 	if _, err := stranger.Connect(ctx, st.Addrs[0]); err != nil {
 		t.Fatal(err)
 	}
+	// C: a peer A's owner pinned, which has not greeted A yet.
+	c := inProcess(t, quietConfig())
+	mustRun(t, aHome.Dir, "trust", c.ID().PeerID().String(), "--verify", c.ID().Fingerprint())
+	if _, err := c.Connect(ctx, st.Addrs[0]); err != nil {
+		t.Fatal(err)
+	}
 
 	filler := fill(t, disk)
 	refusedFull := func(what string, err error) {
@@ -130,6 +143,65 @@ func TestFaultFullDisk(t *testing.T) {
 	}
 	_, err = stranger.QueryCapabilities(ctx, aID, negotiate.Proposal{})
 	refusedFull("a stranger's greeting", err)
+	freePage := func() {
+		t.Helper()
+		if st, err := os.Stat(filler); err != nil {
+			t.Fatal(err)
+		} else if err := os.Truncate(filler, st.Size()-4096); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// C's greeting, with one page free: its entry (of less than 4 KiB)
+	// fits, and the answer's, carrying A's view (more than 8 KiB), does
+	// not; or C's view cannot be kept in the store. Either way C is told
+	// unavailable, its disk is full (before the fix: a reset stream, or
+	// internal_error).
+	freePage()
+	_, err = c.QueryCapabilities(ctx, aID, negotiate.Proposal{})
+	refusedFull("a pinned peer's first greeting", err)
+	// What B, a peer A has greeted, sends next is recorded in B's audit
+	// file on A, and an entry fits while the file's last block (a 4 KiB
+	// tmpfs page) has room. So each exchange below is either taken and
+	// answered, or refused with wire code unavailable for the full disk:
+	// at the door, when the received message's entry does not fit (not
+	// acted on), or, when it fits and the answer's entry does not, by the
+	// refusal sent in place of the answer (before the fix: a greeting got
+	// a reset stream, a capability request no answer at all). An exchange
+	// records two entries of more than 512 bytes each, so the fifth at the
+	// latest cannot fit; one page is freed before each series (filler cut
+	// by 4 KiB), so that each meets the end of the disk afresh.
+	until := func(what string, exchange func(context.Context) error) {
+		t.Helper()
+		for i := 1; ; i++ {
+			ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			err := exchange(ctx)
+			cancel()
+			if err != nil {
+				refusedFull(fmt.Sprintf("%s %d", what, i), err)
+				return
+			}
+			if i == 5 {
+				t.Fatalf("5 of %s answered on a full disk: their entries cannot all fit in a page", what)
+			}
+			t.Logf("%s %d on a full disk: answered (its entries fit in the file's last page)", what, i)
+		}
+	}
+	freePage()
+	until("a known peer's greeting", func(ctx context.Context) error {
+		_, err := b.QueryCapabilities(ctx, aID, negotiate.Proposal{})
+		return err
+	})
+	if _, err := b.Connect(ctx, st.Addrs[0]); err != nil {
+		t.Fatal(err)
+	}
+	freePage()
+	if _, err := b.Send(ctx, aID, "a conversation for the requests"); err != nil {
+		t.Logf("opening a conversation on a full disk: %v", err)
+	}
+	until("capability request", func(ctx context.Context) error {
+		_, err := b.Invoke(ctx, aID, "ping", nil)
+		return err
+	})
 	// B's conversation file may still have room in its last block (a
 	// tmpfs page): then the message is recorded and taken, else refused.
 	if _, err = b.Send(ctx, aID, "hello on a full disk"); err != nil {
@@ -154,6 +226,12 @@ func TestFaultFullDisk(t *testing.T) {
 	}
 	if _, err := b.Send(ctx, aID, "hello once there is room"); err != nil {
 		t.Errorf("a message once there is room again: %v", err)
+	}
+	if _, err := b.Invoke(ctx, aID, "ping", nil); err != nil {
+		t.Errorf("a capability request once there is room again: %v", err)
+	}
+	if _, err := c.QueryCapabilities(ctx, aID, negotiate.Proposal{}); err != nil {
+		t.Errorf("the pinned peer's greeting once there is room again: %v", err)
 	}
 	if log := a.logTail(); !strings.Contains(log, "the audit log's disk has room again") {
 		t.Errorf("A's log does not say the disk has room again:\n%s", log)
