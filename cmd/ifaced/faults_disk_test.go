@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/wire"
@@ -239,4 +240,92 @@ func TestFaultFullDisk(t *testing.T) {
 	a.kill(t)
 	out := mustRunBin(t, bin, "audit", "verify", "--home", aHome.Dir)
 	t.Logf("ifaced audit verify:\n%s", out)
+}
+
+// TestFaultDiskWatermark: daemon A (a process) runs with its home on a
+// 64 MiB tmpfs and audit.min_free_mb = 32; B opens a conversation with
+// it; then a filler file leaves 16 MiB free, so the watermark trips long
+// before the disk is full. A stranger's greeting is refused with wire code
+// unavailable and a message naming audit.min_free_mb, while B's message
+// in its open conversation is taken; A warns its owner. Once the filler
+// is removed, without a restart, the stranger's greeting is taken and A
+// says it has room again.
+func TestFaultDiskWatermark(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a daemon")
+	}
+	disk := smallDisk(t, 64)
+	bin := buildIfaced(t)
+	aHome := config.Home{Dir: filepath.Join(disk, "a")}
+	if _, err := aHome.Init(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	ac := quietConfig()
+	ac.Audit.MinFreeMB = 32
+	writeConfig(t, aHome, ac)
+	a := startProc(t, bin, aHome)
+	st := a.waitAPI(t)
+	aID, err := peer.Decode(st.Addrs[0][strings.LastIndex(st.Addrs[0], "/")+1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	b := inProcess(t, quietConfig())
+	if _, err := b.Connect(ctx, st.Addrs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Send(ctx, aID, "hello before the disk fills"); err != nil {
+		t.Fatal(err)
+	}
+	stranger := inProcess(t, quietConfig())
+	if _, err := stranger.Connect(ctx, st.Addrs[0]); err != nil {
+		t.Fatal(err)
+	}
+
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(disk, &fs); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(fs.Bavail) * int64(fs.Bsize)
+	filler := filepath.Join(disk, "filler")
+	if err := os.WriteFile(filler, make([]byte, free-16<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Statfs(disk, &fs); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("free on A's disk: %d MiB, audit.min_free_mb 32", int64(fs.Bavail)*int64(fs.Bsize)>>20)
+	// A asks the file system at most every gossip.FreeSpaceEvery and uses
+	// the figure in between (a documented staleness): past it, the next
+	// greeting is judged on the free space now.
+	time.Sleep(gossip.FreeSpaceEvery)
+	_, err = stranger.QueryCapabilities(ctx, aID, negotiate.Proposal{})
+	if !errors.Is(err, wire.ErrUnavailable) || !strings.Contains(err.Error(), "below audit.min_free_mb (32 MiB)") {
+		t.Errorf("a stranger's greeting below the watermark: %v; want wire code unavailable naming audit.min_free_mb", err)
+	} else {
+		t.Logf("a stranger's greeting below the watermark: %v", err)
+	}
+	if _, err := b.Send(ctx, aID, "hello below the watermark"); err != nil {
+		t.Errorf("a message in an open conversation below the watermark: %v; want it taken (open conversations go on)", err)
+	}
+	if log := a.logTail(); !strings.Contains(log, "refusing new conversations until the audit log has room") || !strings.Contains(log, "audit.min_free_mb") {
+		t.Errorf("A's log below the watermark does not warn naming audit.min_free_mb:\n%s", log)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(gossip.FreeSpaceEvery) // the figure asked while the filler was there is stale by now
+	if _, err := stranger.QueryCapabilities(ctx, aID, negotiate.Proposal{}); err != nil {
+		t.Errorf("a stranger's greeting once there is room again: %v", err)
+	}
+	if log := a.logTail(); !strings.Contains(log, "the audit log has room again") {
+		t.Errorf("A's log does not say there is room again:\n%s", log)
+	}
+	select {
+	case <-a.exited:
+		t.Fatalf("A exited: %v\n%s", a.err, a.logTail())
+	default:
+	}
 }
