@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,9 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
+	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/trust"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -327,5 +332,111 @@ func TestFaultDiskWatermark(t *testing.T) {
 	case <-a.exited:
 		t.Fatalf("A exited: %v\n%s", a.err, a.logTail())
 	default:
+	}
+}
+
+// TestFaultFullDiskOwner: the owner's own operations when the disk
+// holding the store is full. Daemon A (a process) runs on a 48 MiB tmpfs,
+// which a filler file fills; the owner pins one new peer after another
+// (ifaced trust PEER --verify FINGERPRINT, a store write each). Each pin
+// either succeeds or fails with exit status 1 and a message saying the
+// disk is full, nothing was changed, and what to do; within 64 pins three
+// fail (the store file cannot grow). caps add is likewise taken or
+// refused so. A neither panics nor exits. Once the filler is removed, the
+// failed pin succeeds without a restart; after A is killed (SIGKILL) and
+// started again, every pin that was reported done is there, and no pin
+// that was reported failed.
+func TestFaultFullDiskOwner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a daemon")
+	}
+	disk := smallDisk(t, 48)
+	bin := buildIfaced(t)
+	aHome := config.Home{Dir: filepath.Join(disk, "a")}
+	if _, err := aHome.Init(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	ac := quietConfig()
+	ac.Audit.MinFreeMB = 0
+	writeConfig(t, aHome, ac)
+	a := startProc(t, bin, aHome)
+	a.waitAPI(t)
+	filler := fill(t, disk)
+
+	const fullMsg = "the disk holding the data directory is full, so nothing was changed; free space on it and run the command again"
+	var pinned, failed []*identity.Identity
+	for i := 1; len(failed) < 3; i++ {
+		if i > 64 {
+			t.Fatalf("%d of 64 pins taken on a full disk: the store file cannot hold them without growing", len(pinned))
+		}
+		id, err := identity.Generate(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := ifaced(t, aHome.Dir, "trust", id.PeerID().String(), "--verify", id.Fingerprint())
+		switch {
+		case r.code == 0:
+			pinned = append(pinned, id)
+		case r.code == 1 && strings.Contains(r.stderr, fullMsg):
+			failed = append(failed, id)
+			t.Logf("pin %d on a full disk: %s", i, strings.TrimSpace(r.stderr))
+		default:
+			t.Fatalf("pin %d on a full disk: status %d, %q; want success, or status 1 saying %q", i, r.code, r.stderr, fullMsg)
+		}
+	}
+	t.Logf("pins on a full disk: %d taken, %d refused", len(pinned), len(failed))
+	capFile := filepath.Join(t.TempDir(), "cap.json")
+	if err := os.WriteFile(capFile, []byte(`{"name": "report.full", "description": "`+strings.Repeat("A capability added on a full disk. ", 100)+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	capAdded := false
+	switch r := ifaced(t, aHome.Dir, "caps", "add", capFile); {
+	case r.code == 0:
+		capAdded = true
+		t.Logf("caps add on a full disk: taken")
+	case r.code == 1 && strings.Contains(r.stderr, fullMsg):
+		t.Logf("caps add on a full disk: %s", strings.TrimSpace(r.stderr))
+	default:
+		t.Errorf("caps add on a full disk: status %d, %q; want success, or status 1 saying %q", r.code, r.stderr, fullMsg)
+	}
+	select {
+	case <-a.exited:
+		t.Fatalf("A exited on a full disk: %v\n%s", a.err, a.logTail())
+	default:
+	}
+	if log := a.logTail(); strings.Contains(log, "panic") {
+		t.Errorf("A's log on a full disk has a panic:\n%s", log)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	again := failed[0]
+	wantLines(t, "the failed pin once there is room", mustRun(t, aHome.Dir, "trust", again.PeerID().String(), "--verify", again.Fingerprint()), "is now at level 2 (verified)")
+	pinned = append(pinned, again)
+	a.kill(t)
+	a = startProc(t, bin, aHome)
+	a.waitAPI(t)
+	level := func(id *identity.Identity) conditions.Level {
+		t.Helper()
+		var info trust.Info
+		if err := json.Unmarshal([]byte(mustRun(t, aHome.Dir, "trust", id.PeerID().String(), "--json")), &info); err != nil {
+			t.Fatal(err)
+		}
+		return info.Level
+	}
+	for i, id := range pinned {
+		if l := level(id); l != conditions.Verified {
+			t.Errorf("pin %d, reported done, after a restart: level %d, want 2 (verified)", i+1, l)
+		}
+	}
+	for _, id := range failed[1:] {
+		if l := level(id); l == conditions.Verified {
+			t.Errorf("a pin reported failed is there after a restart")
+		}
+	}
+	caps := mustRun(t, aHome.Dir, "caps")
+	if strings.Contains(caps, "report.full") != capAdded {
+		t.Errorf("caps after a restart: report.full listed %v, but caps add reported it added %v:\n%s", !capAdded, capAdded, caps)
 	}
 }
