@@ -77,10 +77,10 @@ func (d *Door) Unrecorded(err error) error {
 	return fmt.Errorf("%w (%w): %w", wire.ErrUnavailable, ErrAudit, ErrAnswerUnrecorded)
 }
 
-// ErrStoreDiskFull is the reason a peer is given when this daemon recorded
-// its message but could not keep in its store what answering it needs
-// (a known peer's view), the disk being full.
-var ErrStoreDiskFull = errors.New("its disk is full; it could not store what answering needs, so it did not answer")
+// ErrStoreDiskFull is the reason a peer is given when this daemon could
+// not keep in its store what its message needs kept (a known peer's view,
+// mail left at a relay), the disk being full.
+var ErrStoreDiskFull = errors.New("its disk is full, so it could not store what the message needs kept; it did nothing with it")
 
 // Unstored returns, for a store write that failed because the disk is
 // full, the refusal a peer is given (wire code unavailable,
