@@ -18,6 +18,7 @@ import (
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/identity"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/admit"
 	"github.com/ifaced/ifaced/node/config"
 	"github.com/ifaced/ifaced/node/trust"
 	"github.com/ifaced/ifaced/node/wire"
@@ -85,8 +86,11 @@ func fill(t *testing.T, dir string) string {
 // refused, and B's message in its open conversation too, with wire code
 // unavailable and a reason that says the disk is full (before the fix:
 // internal_error, "could not process the message"), or, when its file
-// still has room in its last block, taken; A neither panics nor
-// exits, and warns its owner once. Once the filler is removed, without a
+// still has room in its last block, taken; so are a pinned peer's first
+// greeting and a capability request whose answers cannot be recorded
+// (the refusal sent in place of the answer), B's greetings and requests
+// until one is refused; A neither panics nor exits, and warns its owner
+// once. Once the filler is removed, without a
 // restart, the stranger's greeting and B's message are taken, and A's
 // audit log verifies (ifaced audit verify).
 func TestFaultFullDisk(t *testing.T) {
@@ -101,7 +105,8 @@ func TestFaultFullDisk(t *testing.T) {
 	}
 	ac := quietConfig()
 	ac.Audit.MinFreeMB = 0
-	ac.Capabilities = []map[string]any{{"name": "ping", "description": "Respond to connectivity tests"}}
+	ac.Capabilities = []map[string]any{{"name": "ping", "description": "Respond to connectivity tests"},
+		{"name": "capabilities.get", "description": "This daemon's capability document for the requester"}}
 	// A view of more than 8 KiB, so that a greeting's answer carrying it
 	// cannot be recorded in the room one free page leaves (below).
 	for i := range 40 {
@@ -200,10 +205,19 @@ func TestFaultFullDisk(t *testing.T) {
 	if _, err := b.Connect(ctx, st.Addrs[0]); err != nil {
 		t.Fatal(err)
 	}
+	// B asks for capabilities.get in its open conversation, with one page
+	// free: the request's entry fits, and the answer's, carrying A's
+	// document (more than 8 KiB), does not. B is told so in reply to its
+	// request (before the fix: no answer, and B waited).
 	freePage()
-	if _, err := b.Send(ctx, aID, "a conversation for the requests"); err != nil {
-		t.Logf("opening a conversation on a full disk: %v", err)
+	ictx, icancel := context.WithTimeout(ctx, 60*time.Second)
+	_, err = b.Invoke(ictx, aID, "capabilities.get", nil)
+	icancel()
+	refusedFull("a capability request whose answer cannot be recorded", err)
+	if err == nil || !strings.Contains(err.Error(), admit.ErrAnswerUnrecorded.Error()) {
+		t.Errorf("a capability request whose answer cannot be recorded: %v; want %q", err, admit.ErrAnswerUnrecorded)
 	}
+	freePage()
 	until("capability request", func(ctx context.Context) error {
 		_, err := b.Invoke(ctx, aID, "ping", nil)
 		return err
