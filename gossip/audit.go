@@ -320,7 +320,7 @@ func OpenAuditLog(dir string, opts ...AuditOption) (*AuditLog, error) {
 		}
 	}
 	a := &AuditLog{dir: dir, files: map[string]*auditFile{}, names: map[string]string{}, now: time.Now,
-		held: map[*auditFile]struct{}{}, freeSpace: recentFree(func() (uint64, error) { return freeBytes(dir) }, freeSpaceEvery, time.Now),
+		held: map[*auditFile]struct{}{}, freeSpace: recentFree(func() (uint64, error) { return freeBytes(dir) }, FreeSpaceEvery, time.Now),
 		trees: map[string]*dayTree{}}
 	for _, o := range opts {
 		o(a)

@@ -5,13 +5,13 @@ import (
 	"time"
 )
 
-// freeSpaceEvery is how long a free-space figure the file system gave is
+// FreeSpaceEvery is how long a free-space figure the file system gave is
 // used before it is asked again. Room is asked at every new conversation
 // and every refusal, and a statfs at each was some 4 % of an answering
 // daemon's CPU at 32 peers greeting in a loop (bench section 3); the
 // watermark is a margin (audit.min_free_mb, hundreds of MiB), which a
 // figure a quarter of a second old judges as well.
-const freeSpaceEvery = 250 * time.Millisecond
+const FreeSpaceEvery = 250 * time.Millisecond
 
 // recentFree returns free, asked at most once per every (by now, a
 // monotonic clock): within that, the figure asked last, or its error.

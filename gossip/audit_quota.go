@@ -46,7 +46,7 @@ import (
 //     written; entries of admitted conversations are written while the disk
 //     takes them. The free space is asked of the file system (one
 //     statfs) at a Room or RecordRefusal call at most every
-//     freeSpaceEvery (a quarter of a second; the calls between use the
+//     FreeSpaceEvery (a quarter of a second; the calls between use the
 //     figure asked last), through a function tests replace
 //     (WithFreeSpace), which is asked at every call.
 //

@@ -227,7 +227,7 @@ func TestAuditLogFreeDiskWatermark(t *testing.T) {
 	fillDay(t, a, testNow, 1)
 }
 
-// The file system's free space is asked at most once per freeSpaceEvery:
+// The file system's free space is asked at most once per FreeSpaceEvery:
 // the calls between get the figure asked last, and the first call after
 // the interval asks again (a statfs per new conversation was 4 % of an
 // answering daemon's CPU).
@@ -235,7 +235,7 @@ func TestRecentFreeAsksOncePerInterval(t *testing.T) {
 	asked := 0
 	free := uint64(1 << 30)
 	clock := testNow
-	f := recentFree(func() (uint64, error) { asked++; return free, nil }, freeSpaceEvery, func() time.Time { return clock })
+	f := recentFree(func() (uint64, error) { asked++; return free, nil }, FreeSpaceEvery, func() time.Time { return clock })
 	for range 100 {
 		if n, err := f(); n != 1<<30 || err != nil {
 			t.Fatalf("free: %d, %v; want 1 GiB", n, err)
@@ -245,7 +245,7 @@ func TestRecentFreeAsksOncePerInterval(t *testing.T) {
 		t.Fatalf("asked the file system %d times in 100 calls within the interval, want once", asked)
 	}
 	free = 100 << 20
-	clock = clock.Add(freeSpaceEvery - time.Nanosecond)
+	clock = clock.Add(FreeSpaceEvery - time.Nanosecond)
 	if n, _ := f(); n != 1<<30 || asked != 1 {
 		t.Errorf("just within the interval: %d free after %d asks, want the figure asked first", n, asked)
 	}

@@ -55,3 +55,39 @@ func (d *Door) recorded(err error) error {
 	}
 	return diskFullRefusal(err)
 }
+
+// ErrAnswerUnrecorded is the reason a peer is given when this daemon took
+// its message but could not record its answer, the disk being full: a
+// greeting's answer (no conversation opens), a capability request's
+// result or refusal (the request was decided, and may have run).
+var ErrAnswerUnrecorded = errors.New("its disk is full; it records every message before sending it, so it could not send its answer")
+
+// Unrecorded is, for an answer this daemon could not record before
+// sending it, what recorded is for a received message: when the disk is
+// full, the refusal the peer is given instead (wire code unavailable,
+// ErrAnswerUnrecorded), the owner warned once; err itself otherwise. The
+// transport sends it unrecorded, so that the peer hears why rather than
+// a reset stream or nothing: nothing unrecorded leaves but a refusal, as
+// for every refusal on a full disk.
+func (d *Door) Unrecorded(err error) error {
+	if err == nil || !isDiskFull(err) {
+		return err
+	}
+	d.recorded(err)
+	return fmt.Errorf("%w (%w): %w", wire.ErrUnavailable, ErrAudit, ErrAnswerUnrecorded)
+}
+
+// ErrStoreDiskFull is the reason a peer is given when this daemon could
+// not keep in its store what its message needs kept (a known peer's view,
+// mail left at a relay), the disk being full.
+var ErrStoreDiskFull = errors.New("its disk is full, so it could not store what the message needs kept; it did nothing with it")
+
+// Unstored returns, for a store write that failed because the disk is
+// full, the refusal a peer is given (wire code unavailable,
+// ErrStoreDiskFull), and err itself otherwise.
+func Unstored(err error) error {
+	if err == nil || !isDiskFull(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", wire.ErrUnavailable, ErrStoreDiskFull)
+}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ifaced/ifaced/node"
@@ -449,5 +450,10 @@ func notFound(format string, args ...any) *Error {
 }
 
 func internal(err error) *Error {
-	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
+	msg := err.Error()
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		// A store write on a full disk: its transaction was rolled back.
+		msg += ": the disk holding the data directory is full, so nothing was changed; free space on it and run the command again (the daemon needs no restart)"
+	}
+	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: msg}
 }

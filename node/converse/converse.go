@@ -412,6 +412,11 @@ func (cs *Conversations) answerOn(ws *wire.Stream, pid peer.ID, remote gossip.Ag
 		return
 	}
 	if _, err := cs.keepView(pid, first, pv); err != nil {
+		if refusal := admit.Unstored(err); refusal != err {
+			// A full disk: the peer is told unavailable, and why.
+			cs.log.Warn("could not keep a greeting's view in the store: its disk is full; the greeting is refused until there is room", "peer", cs.named(pid), "err", err)
+			err = refusal
+		}
 		result = err
 		count()
 		cs.answerRefusal(c, err)
@@ -450,10 +455,23 @@ func (cs *Conversations) answerOn(ws *wire.Stream, pid peer.ID, remote gossip.Ag
 	if err != nil {
 		result = err
 		cs.log.Warn("answering greeting", "peer", cs.named(pid), "err", err)
+		// A full disk (the answer's audit entry could not be written):
+		// the peer is told so, as a stranger is at the door, rather than
+		// left with a reset stream.
+		told := false
+		if refusal := cs.door.Unrecorded(err); errors.Is(refusal, admit.ErrAnswerUnrecorded) {
+			result = refusal
+			count()
+			told = cs.sendError(c, refusal, false)
+		}
 		if conversation {
 			cs.closeConv(c)
 		}
-		s.Reset()
+		if told {
+			s.Close() // not reset: a reset may discard the refusal before the peer reads it
+		} else {
+			s.Reset()
+		}
 		return
 	}
 	result = nil
@@ -724,7 +742,15 @@ func (cs *Conversations) receiveOnly(c *conv, expect func(m *gossip.Message) err
 		return nil, errSkipped
 	}
 	if err != nil {
-		cs.answerRefusal(c, err)
+		if isRequest(m) {
+			// A refused capability request is answered in reply to it
+			// (node/wire: Errors), so that the requester waiting for its
+			// answer reads why (a full disk, say) rather than only that
+			// the conversation ended.
+			cs.answerRefusalTo(c, err, m.Headers.MessageID)
+		} else {
+			cs.answerRefusal(c, err)
+		}
 		return nil, err
 	}
 	if m.Headers.Phase == gossip.PhaseError {
@@ -975,8 +1001,12 @@ func isStreamFailure(err error) bool {
 
 // answerRefusal answers a refusal the door recorded with an error phase
 // message where the peer can read one, and closes the stream.
-func (cs *Conversations) answerRefusal(c *conv, cause error) {
-	if cs.sendError(c, cause, false) {
+func (cs *Conversations) answerRefusal(c *conv, cause error) { cs.answerRefusalTo(c, cause, "") }
+
+// answerRefusalTo is answerRefusal in reply to the message inReplyTo
+// ("": the last message accepted).
+func (cs *Conversations) answerRefusalTo(c *conv, cause error, inReplyTo string) {
+	if cs.sendErrorTo(c, cause, false, inReplyTo) {
 		// Close, not reset: a reset may discard the answer before the peer reads it.
 		c.stream.Close()
 		return
@@ -987,10 +1017,19 @@ func (cs *Conversations) answerRefusal(c *conv, cause error) {
 // sendError sends the error phase message for cause, if the stream can
 // still carry one, and reports whether it did.
 func (cs *Conversations) sendError(c *conv, cause error, audit bool) bool {
+	return cs.sendErrorTo(c, cause, audit, "")
+}
+
+// sendErrorTo is sendError in reply to the message inReplyTo ("": the
+// last message accepted).
+func (cs *Conversations) sendErrorTo(c *conv, cause error, audit bool, inReplyTo string) bool {
 	body := wire.NewErrorBody(cause)
 	e, err := c.Next(gossip.PhaseError, cs.now())
 	if err != nil {
 		return false
+	}
+	if inReplyTo != "" {
+		e.Headers.Thread = &gossip.Thread{InReplyTo: inReplyTo}
 	}
 	e.Body = gossip.Body{Text: errorText(body), Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: negotiate.MustJSONValue(body)}}}
 	if err := cs.write(c, e, audit, nil); err != nil {

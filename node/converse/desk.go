@@ -10,6 +10,7 @@ import (
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/admit"
 	"github.com/ifaced/ifaced/node/internal/tally"
 	"github.com/ifaced/ifaced/node/invoke"
 	"github.com/ifaced/ifaced/node/trust"
@@ -196,6 +197,18 @@ func (rd *requestDesk) handle(c *conv, req *gossip.Message) {
 		Parts: []gossip.Part{{ContentType: "application/json", Name: invoke.PartResult, Content: negotiate.MustJSONValue(result)}}}
 	if err := cs.write(c, m, true, d); err != nil {
 		cs.log.Info("answering capability request", "peer", cs.named(c.peer), "capability", name, "err", err)
+		rd.unrecorded(c, req, err)
+	}
+}
+
+// unrecorded tells the requester, when the answer to req could not be
+// sent because its audit entry could not be written for a full disk,
+// why (admit.ErrAnswerUnrecorded), instead of leaving it waiting.
+func (rd *requestDesk) unrecorded(c *conv, req *gossip.Message, err error) {
+	if refusal := rd.cs.door.Unrecorded(err); errors.Is(refusal, admit.ErrAnswerUnrecorded) {
+		if err := rd.writeError(c, req, refusal, nil, false); err != nil {
+			rd.cs.log.Debug("sending error answer", "peer", rd.cs.named(c.peer), "err", err)
+		}
 	}
 }
 
@@ -282,6 +295,14 @@ func (rd *requestDesk) regrant(c *conv, name string, g negotiate.Granted, err er
 // answerError sends an error message in reply to req without closing the
 // conversation; d, the decision, goes on its audit entry.
 func (rd *requestDesk) answerError(c *conv, req *gossip.Message, cause error, d *gossip.Decision) {
+	if err := rd.writeError(c, req, cause, d, true); err != nil {
+		rd.cs.log.Debug("sending error answer", "peer", rd.cs.named(c.peer), "err", err)
+		rd.unrecorded(c, req, err)
+	}
+}
+
+// writeError sends the error answering req, recorded with d when audit.
+func (rd *requestDesk) writeError(c *conv, req *gossip.Message, cause error, d *gossip.Decision, audit bool) error {
 	cs := rd.cs
 	body := wire.NewErrorBody(cause)
 	if rg := (*regrantError)(nil); errors.As(cause, &rg) {
@@ -289,13 +310,11 @@ func (rd *requestDesk) answerError(c *conv, req *gossip.Message, cause error, d 
 	}
 	e, err := c.Next(gossip.PhaseError, cs.now())
 	if err != nil {
-		return
+		return err
 	}
 	e.Headers.Thread = &gossip.Thread{InReplyTo: req.Headers.MessageID}
 	e.Body = gossip.Body{Text: errorText(body), Parts: []gossip.Part{{ContentType: "application/json", Name: partError, Content: negotiate.MustJSONValue(body)}}}
-	if err := cs.write(c, e, true, d); err != nil {
-		cs.log.Debug("sending error answer", "peer", cs.named(c.peer), "err", err)
-	}
+	return cs.write(c, e, audit, d)
 }
 
 // refuseTooFast answers a message the door refused for coming too fast

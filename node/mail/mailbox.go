@@ -386,10 +386,11 @@ func (mb *Mail) attemptMail(item store.OutboxItem) time.Time {
 }
 
 // permanentMailError: resending the same message cannot help (IFP-6 §7:
-// no retry on client errors). A full or refusing mailbox can change.
+// no retry on client errors). A full or refusing mailbox can change, and
+// so can a relay that is unavailable (its disk full, say).
 func permanentMailError(c wire.Code) bool {
 	switch c {
-	case wire.CodeMailboxFull, wire.CodeMailboxRefused, wire.CodeRateLimited, wire.CodeInternal:
+	case wire.CodeMailboxFull, wire.CodeMailboxRefused, wire.CodeRateLimited, wire.CodeInternal, wire.CodeUnavailable:
 		return false
 	}
 	return true
@@ -569,6 +570,13 @@ func (mb *Mail) handleMailbox(s network.Stream) {
 		}
 	}
 	fail := func(err error) {
+		if refusal := admit.Unstored(err); refusal != err {
+			// A full disk: unavailable and why, not the store's error
+			// (which names its file); the sender keeps the mail and
+			// tries again.
+			mb.log.Warn("a mailbox request could not be stored: the disk is full; free space on it, nothing needs restarting", "peer", mb.named(pid), "err", err)
+			err = refusal
+		}
 		body := wire.NewErrorBody(err)
 		mb.log.Info("refused a mailbox request", "peer", mb.named(pid), "err", err)
 		answer(&wire.MailboxResponse{Error: &body})

@@ -676,7 +676,11 @@
 //	busy                 503  a capability is at its max_concurrent; retry later
 //	unavailable          503  the daemon takes no new conversations for now (its
 //	                          disk is low, or its audit log's quota is used up);
-//	                          open conversations go on; retry later
+//	                          open conversations go on; retry later. On a full
+//	                          disk also any message it cannot record, an
+//	                          answer it cannot record (sent in its place), and
+//	                          at a relay mail it cannot store (the sender
+//	                          keeps it and retries)
 //	unknown_capability   404  no such capability is offered to this requester
 //	rate_limited         429  too many messages; retry after the given time
 //	invalid_params       400  the parameters fail the capability's JSON Schema
