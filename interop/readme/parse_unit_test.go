@@ -82,6 +82,7 @@ func TestReadDoc(t *testing.T) {
 		"<!-- not run: data is never run -->\n```json\n{}\n```\n\n" +
 		"<!-- file: ~/x -->\n\nnot a fence\n\n" +
 		"```text\nwhat it prints\n$ ifaced status\n```\n\n" +
+		"```text\nifaced trust: storing trust record: no space left on device\n```\n\n" +
 		"~~~sh\nifaced status\n~~~\n"
 	path := filepath.Join(t.TempDir(), "doc.md")
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
@@ -91,18 +92,24 @@ func TestReadDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(blocks) != 9 || blocks[0].notRun != "it needs the network" || blocks[1].notRun != "" || blocks[2].file != "~/cap.json" {
+	if len(blocks) != 10 || blocks[0].notRun != "it needs the network" || blocks[1].notRun != "" || blocks[2].file != "~/cap.json" {
 		t.Errorf("blocks: %+v", blocks)
 	}
 	for _, want := range []string{"doc.md:17: a fence without a language", `doc.md:21: a fence of "python"`, "doc.md:25: <!-- example: old -->",
 		"doc.md:30: <!-- not run: -->", "doc.md:35: <!-- not run --> stands before a json block", "doc.md:40: the marker <!-- file: ~/x --> is not followed",
-		`doc.md:46: a text block holding a command ("$ ifaced status")`, "doc.md:49: a ~~~ fence"} {
+		`doc.md:46: a text block holding a command ("$ ifaced status")`, "doc.md:53: a ~~~ fence"} {
 		found := false
 		for _, p := range problems {
 			found = found || strings.HasPrefix(p, want)
 		}
 		if !found {
 			t.Errorf("no problem %q in %q", want, problems)
+		}
+	}
+	// A command's error output ("ifaced trust: …") is output, not a command.
+	for _, p := range problems {
+		if strings.Contains(p, "ifaced trust:") {
+			t.Errorf("an error line taken for a command: %s", p)
 		}
 	}
 }
