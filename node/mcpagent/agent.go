@@ -360,18 +360,28 @@ func (a *Agent) refresh() error {
 	if same {
 		return nil
 	}
+	a.mu.Lock()
+	oldListed, oldTools := a.listed, a.tools
+	a.mu.Unlock()
 	var offered []negotiate.Capability
-	var table map[string]tool
 	doc, err := update(func(d *negotiate.Document) error {
+		var table map[string]tool
 		offered, table = a.merge(d, caps, tools, prev)
+		// The table is this agent's before the document is published:
+		// once a peer or the owner sees the new tool, invoking it and
+		// asking where it comes from must find it (the document's event
+		// went out while the old table still stood).
+		a.mu.Lock()
+		a.listed, a.offered, a.tools = caps, offered, table
+		a.mu.Unlock()
 		return nil
 	})
 	if err != nil {
+		a.mu.Lock()
+		a.listed, a.offered, a.tools = oldListed, prev, oldTools
+		a.mu.Unlock()
 		return fmt.Errorf("changing the document: %w", err)
 	}
-	a.mu.Lock()
-	a.listed, a.offered, a.tools = caps, offered, table
-	a.mu.Unlock()
 	a.log.Info("the MCP server's tools changed", "tools", len(offered), "seq", doc.Seq)
 	return nil
 }
