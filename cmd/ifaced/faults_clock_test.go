@@ -4,12 +4,9 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,41 +28,7 @@ const faultClockFileEnv = "IFACED_FAULT_CLOCK_FILE"
 
 // buildIfacedFaultClock builds this command with -tags faultclock, once:
 // a daemon whose clock a test steps while it runs.
-func buildIfacedFaultClock(t *testing.T) string {
-	t.Helper()
-	builtFaultClock.once.Do(func() {
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			builtFaultClock.skip = "no go command to build the binary with"
-			return
-		}
-		dir, err := os.MkdirTemp("", "ifaced-faultclock-")
-		if err != nil {
-			builtFaultClock.err = err.Error()
-			return
-		}
-		builtFaultClock.dir = dir
-		bin := filepath.Join(dir, "ifaced")
-		if out, err := exec.Command(goTool, "build", "-tags", "faultclock", "-o", bin, ".").CombinedOutput(); err != nil {
-			builtFaultClock.err = fmt.Sprintf("building with -tags faultclock: %v\n%s", err, out)
-			return
-		}
-		builtFaultClock.bin = bin
-	})
-	switch {
-	case builtFaultClock.skip != "":
-		t.Skip(builtFaultClock.skip)
-	case builtFaultClock.err != "":
-		t.Fatal(builtFaultClock.err)
-	}
-	return builtFaultClock.bin
-}
-
-var builtFaultClock struct {
-	once      sync.Once
-	dir, bin  string
-	skip, err string
-}
+func buildIfacedFaultClock(t *testing.T) string { return builtFaultClock.get(t) }
 
 // TestFaultClockJumps: daemon A (a process built with -tags faultclock)
 // has its clock stepped while it runs, 1 h ahead, then 1 h behind (before

@@ -50,39 +50,52 @@ func killRounds() (rounds, greetings int) {
 // buildIfaced builds this command into a temporary directory, once for
 // every test of the package (linking it takes tens of seconds on two
 // cores); TestMain removes it.
-func buildIfaced(t *testing.T) string {
-	t.Helper()
-	built.once.Do(func() {
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			built.skip = "no go command to build the binary with"
-			return
-		}
-		if built.dir, err = os.MkdirTemp("", "ifaced-bin-"); err != nil {
-			built.err = err.Error()
-			return
-		}
-		bin := filepath.Join(built.dir, "ifaced")
-		if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-			built.err = fmt.Sprintf("building: %v\n%s", err, out)
-			return
-		}
-		built.bin = bin
-	})
-	switch {
-	case built.skip != "":
-		t.Skip(built.skip)
-	case built.err != "":
-		t.Fatal(built.err)
-	}
-	return built.bin
-}
+func buildIfaced(t *testing.T) string { return built.get(t) }
 
-// built is the binary buildIfaced built.
-var built struct {
+// binaryBuild is one build of this command, made once for every test of
+// the package into a temporary directory that TestMain removes.
+type binaryBuild struct {
+	flags     []string // go build's flags beyond -o
 	once      sync.Once
 	dir, bin  string
 	skip, err string
+}
+
+var (
+	built           = &binaryBuild{}                                       // buildIfaced's
+	builtFaultClock = &binaryBuild{flags: []string{"-tags", "faultclock"}} // buildIfacedFaultClock's
+	builds          = []*binaryBuild{built, builtFaultClock}
+)
+
+// get builds the binary the first time it is asked for and returns it; a
+// machine without the go command skips the test.
+func (b *binaryBuild) get(t *testing.T) string {
+	t.Helper()
+	b.once.Do(func() {
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			b.skip = "no go command to build the binary with"
+			return
+		}
+		if b.dir, err = os.MkdirTemp("", "ifaced-bin-"); err != nil {
+			b.err = err.Error()
+			return
+		}
+		bin := filepath.Join(b.dir, "ifaced")
+		args := append(append([]string{"build"}, b.flags...), "-o", bin, ".")
+		if out, err := exec.Command(goTool, args...).CombinedOutput(); err != nil {
+			b.err = fmt.Sprintf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+			return
+		}
+		b.bin = bin
+	})
+	switch {
+	case b.skip != "":
+		t.Skip(b.skip)
+	case b.err != "":
+		t.Fatal(b.err)
+	}
+	return b.bin
 }
 
 // daemonProc is an `ifaced run` process; its log goes to a file.

@@ -13,8 +13,10 @@ func TestMain(m *testing.M) {
 	otheruser.Main()
 	code := m.Run()
 	otheruser.Cleanup()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
+	for _, b := range builds {
+		if b.dir != "" {
+			os.RemoveAll(b.dir)
+		}
 	}
 	os.Exit(code)
 }
