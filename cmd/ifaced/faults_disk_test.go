@@ -97,33 +97,22 @@ func TestFaultFullDisk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs a daemon")
 	}
-	disk := smallDisk(t, 48)
-	bin := buildIfaced(t)
-	aHome := config.Home{Dir: filepath.Join(disk, "a")}
-	if _, err := aHome.Init(time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	ac := quietConfig()
-	ac.Audit.MinFreeMB = 0
-	ac.Capabilities = []map[string]any{{"name": "ping", "description": "Respond to connectivity tests"},
-		{"name": "capabilities.get", "description": "This daemon's capability document for the requester"}}
-	// A view of more than 8 KiB, so that a greeting's answer carrying it
-	// cannot be recorded in the room one free page leaves (below).
-	for i := range 40 {
-		ac.Capabilities = append(ac.Capabilities, map[string]any{"name": fmt.Sprintf("report.part%02d", i),
-			"description": "Part " + strings.Repeat("of a report that makes this daemon's view large ", 4)})
-	}
-	writeConfig(t, aHome, ac)
-	a := startProc(t, bin, aHome)
-	st := a.waitAPI(t)
-	aID, err := peer.Decode(st.Addrs[0][strings.LastIndex(st.Addrs[0], "/")+1:])
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, aID, aAddr := startOnSmallDisk(t, 48, func(ac *config.Config) {
+		ac.Audit.MinFreeMB = 0
+		ac.Capabilities = []map[string]any{{"name": "ping", "description": "Respond to connectivity tests"},
+			{"name": "capabilities.get", "description": "This daemon's capability document for the requester"}}
+		// A view of more than 8 KiB, so that a greeting's answer carrying it
+		// cannot be recorded in the room one free page leaves (below).
+		for i := range 40 {
+			ac.Capabilities = append(ac.Capabilities, map[string]any{"name": fmt.Sprintf("report.part%02d", i),
+				"description": "Part " + strings.Repeat("of a report that makes this daemon's view large ", 4)})
+		}
+	})
+	aHome, disk, bin := a.home, filepath.Dir(a.home.Dir), buildIfaced(t)
 	b := inProcess(t, quietConfig())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := b.Connect(ctx, st.Addrs[0]); err != nil {
+	if _, err := b.Connect(ctx, aAddr); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.QueryCapabilities(ctx, aID, negotiate.Proposal{}); err != nil {
@@ -133,13 +122,13 @@ func TestFaultFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	stranger := inProcess(t, quietConfig())
-	if _, err := stranger.Connect(ctx, st.Addrs[0]); err != nil {
+	if _, err := stranger.Connect(ctx, aAddr); err != nil {
 		t.Fatal(err)
 	}
 	// C: a peer A's owner pinned, which has not greeted A yet.
 	c := inProcess(t, quietConfig())
 	mustRun(t, aHome.Dir, "trust", c.ID().PeerID().String(), "--verify", c.ID().Fingerprint())
-	if _, err := c.Connect(ctx, st.Addrs[0]); err != nil {
+	if _, err := c.Connect(ctx, aAddr); err != nil {
 		t.Fatal(err)
 	}
 
@@ -152,7 +141,7 @@ func TestFaultFullDisk(t *testing.T) {
 			t.Logf("%s on a full disk: %v", what, err)
 		}
 	}
-	_, err = stranger.QueryCapabilities(ctx, aID, negotiate.Proposal{})
+	_, err := stranger.QueryCapabilities(ctx, aID, negotiate.Proposal{})
 	refusedFull("a stranger's greeting", err)
 	freePage := func() {
 		t.Helper()
@@ -202,7 +191,7 @@ func TestFaultFullDisk(t *testing.T) {
 		_, err := b.QueryCapabilities(ctx, aID, negotiate.Proposal{})
 		return err
 	})
-	if _, err := b.Connect(ctx, st.Addrs[0]); err != nil {
+	if _, err := b.Connect(ctx, aAddr); err != nil {
 		t.Fatal(err)
 	}
 	// B asks for capabilities.get in its open conversation, with one page
@@ -273,32 +262,19 @@ func TestFaultDiskWatermark(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs a daemon")
 	}
-	disk := smallDisk(t, 64)
-	bin := buildIfaced(t)
-	aHome := config.Home{Dir: filepath.Join(disk, "a")}
-	if _, err := aHome.Init(time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	ac := quietConfig()
-	ac.Audit.MinFreeMB = 32
-	writeConfig(t, aHome, ac)
-	a := startProc(t, bin, aHome)
-	st := a.waitAPI(t)
-	aID, err := peer.Decode(st.Addrs[0][strings.LastIndex(st.Addrs[0], "/")+1:])
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, aID, aAddr := startOnSmallDisk(t, 64, func(ac *config.Config) { ac.Audit.MinFreeMB = 32 })
+	disk := filepath.Dir(a.home.Dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	b := inProcess(t, quietConfig())
-	if _, err := b.Connect(ctx, st.Addrs[0]); err != nil {
+	if _, err := b.Connect(ctx, aAddr); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Send(ctx, aID, "hello before the disk fills"); err != nil {
 		t.Fatal(err)
 	}
 	stranger := inProcess(t, quietConfig())
-	if _, err := stranger.Connect(ctx, st.Addrs[0]); err != nil {
+	if _, err := stranger.Connect(ctx, aAddr); err != nil {
 		t.Fatal(err)
 	}
 
@@ -319,7 +295,7 @@ func TestFaultDiskWatermark(t *testing.T) {
 	// the figure in between (a documented staleness): past it, the next
 	// greeting is judged on the free space now.
 	time.Sleep(gossip.FreeSpaceEvery)
-	_, err = stranger.QueryCapabilities(ctx, aID, negotiate.Proposal{})
+	_, err := stranger.QueryCapabilities(ctx, aID, negotiate.Proposal{})
 	if !errors.Is(err, wire.ErrUnavailable) || !strings.Contains(err.Error(), "below audit.min_free_mb (32 MiB)") {
 		t.Errorf("a stranger's greeting below the watermark: %v; want wire code unavailable naming audit.min_free_mb", err)
 	} else {
@@ -364,17 +340,8 @@ func TestFaultFullDiskOwner(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs a daemon")
 	}
-	disk := smallDisk(t, 48)
-	bin := buildIfaced(t)
-	aHome := config.Home{Dir: filepath.Join(disk, "a")}
-	if _, err := aHome.Init(time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	ac := quietConfig()
-	ac.Audit.MinFreeMB = 0
-	writeConfig(t, aHome, ac)
-	a := startProc(t, bin, aHome)
-	a.waitAPI(t)
+	a, _, _ := startOnSmallDisk(t, 48, func(ac *config.Config) { ac.Audit.MinFreeMB = 0 })
+	aHome, disk, bin := a.home, filepath.Dir(a.home.Dir), buildIfaced(t)
 	filler := fill(t, disk)
 
 	const fullMsg = "the disk holding the data directory is full, so nothing was changed; free space on it and run the command again"
@@ -453,4 +420,27 @@ func TestFaultFullDiskOwner(t *testing.T) {
 	if strings.Contains(caps, "report.full") != capAdded {
 		t.Errorf("caps after a restart: report.full listed %v, but caps add reported it added %v:\n%s", !capAdded, capAdded, caps)
 	}
+}
+
+// startOnSmallDisk starts daemon A, an `ifaced run` process, with its home
+// on a tmpfs of mb MiB and quietConfig changed by configure, waits for its
+// control API and returns it with its peer ID and its first address.
+func startOnSmallDisk(t *testing.T, mb int, configure func(*config.Config)) (*daemonProc, peer.ID, string) {
+	t.Helper()
+	disk := smallDisk(t, mb)
+	bin := buildIfaced(t)
+	home := config.Home{Dir: filepath.Join(disk, "a")}
+	if _, err := home.Init(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	c := quietConfig()
+	configure(c)
+	writeConfig(t, home, c)
+	a := startProc(t, bin, home)
+	st := a.waitAPI(t)
+	id, err := peer.Decode(st.Addrs[0][strings.LastIndex(st.Addrs[0], "/")+1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, id, st.Addrs[0]
 }
