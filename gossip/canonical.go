@@ -311,6 +311,26 @@ func newMemo[V any](budget int) *memoLRU[V] {
 	return m
 }
 
+// Memo is one of this package's process-wide memos, and how full it is:
+// its entries, the bytes they are counted as, and its budget.
+type Memo struct {
+	Name string // canonical, decoded, indented
+	Fill func() (entries int, used, budget int64)
+}
+
+// Memos are the package's process-wide memos: canonical forms of
+// contents, decoded contents, and indented renderings (the daemon's
+// metrics show how full they are beside its own caches).
+func Memos() []Memo {
+	return []Memo{{"canonical", memo.fill}, {"decoded", decodedMemo.fill}, {"indented", indentMemo.fill}}
+}
+
+func (m *memoLRU[V]) fill() (entries int, used, budget int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lru.Len(), int64(m.bytes), int64(m.max)
+}
+
 func (m *memoLRU[V]) get(k [32]byte) (V, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

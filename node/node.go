@@ -19,6 +19,7 @@ import (
 	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/discovery"
 	"github.com/ifaced/ifaced/node/events"
+	"github.com/ifaced/ifaced/node/internal/costlru"
 	"github.com/ifaced/ifaced/node/internal/peerid"
 	"github.com/ifaced/ifaced/node/internal/ratelimit"
 	"github.com/ifaced/ifaced/node/invoke"
@@ -252,7 +253,7 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 	// metrics.listen, served on a listener of their own too.
 	if n.metrics, err = metrics.New(metrics.Deps{Door: n.door, Budget: n.door.Budget(), Conversations: n.convs, Invocations: n.invoker,
 		Audit: n.audit, AuditQuota: cfg.Audit.Limits().MaxBytes, StrangerShare: cfg.Audit.Limits().MaxBytes / gossip.StrangerShare,
-		Store: n.store, Mail: n.mail, Discovery: n.discovery, Peers: n.host.Network(), Config: cfg.Metrics,
+		Store: n.store, Mail: n.mail, Discovery: n.discovery, Peers: n.host.Network(), Memories: n.memories(), Config: cfg.Metrics,
 		Log: log.With("component", "metrics")}); err != nil {
 		return nil, err
 	}
@@ -604,4 +605,23 @@ func (n *Node) IdentityDocument() *identity.Document {
 	doc := identity.NewDocument(n.id, n.Document().AgentID, n.cfg.Identity.Display, n.started)
 	doc.Relay = mail.RelayPreferences(n.cfg, n.id.PeerID())
 	return n.keyNotices.IdentityDocument(doc)
+}
+
+// memories are the bounded memories of what peers make the daemon
+// remember, each by the component that owns it, for the metrics.
+func (n *Node) memories() []metrics.Memory {
+	ms := []metrics.Memory{
+		{Name: "peer_records", Fill: n.store.StrangersFill},
+		{Name: "held_views", Fill: n.convs.HeldViewsFill},
+		{Name: "sent_views", Fill: n.store.SentStrangersFill},
+		{Name: "trust_records", Fill: n.trust.StrangersFill},
+		{Name: "signed_views", Fill: n.docs.SignedViewsFill},
+	}
+	for _, m := range gossip.Memos() {
+		ms = append(ms, metrics.Memory{Name: m.Name, Fill: func() costlru.Fill {
+			entries, used, budget := m.Fill()
+			return costlru.Fill{Entries: entries, Used: used, Budget: budget}
+		}})
+	}
+	return ms
 }

@@ -80,6 +80,11 @@ type sample struct {
 	goroutines float64
 	strangers  int64 // strangers that had gone by then
 	ops        int64 // greetings and invocations that succeeded by then
+	// caches is each bounded memory's entries and counted bytes
+	// (ifaced_memory_cache_entries and _bytes), by cache.
+	caches map[string][2]float64
+	// cachesUsed is the sum of their counted bytes.
+	cachesUsed float64
 }
 
 func TestSoak(t *testing.T) {
@@ -379,27 +384,44 @@ func (d *driver) sample(at time.Duration, metricsAddr string) sample {
 	if fams == nil {
 		d.t.Fatalf("scraping the daemon's metrics: %s", body)
 	}
-	return sample{
+	s := sample{
 		at: at, rss: m.RSS, rssAnon: m.RSSAnon, fds: m.FDs, disk: m.Disk,
 		heap:       fams.Value("go_memstats_heap_inuse_bytes"),
 		goroutines: fams.Value("go_goroutines"),
 		strangers:  d.strangers.Load(),
 		ops:        d.ops.Load(),
+		caches:     map[string][2]float64{},
 	}
+	for _, cache := range soakCaches {
+		used := fams.Value("ifaced_memory_cache_bytes", "cache", cache)
+		s.caches[cache] = [2]float64{fams.Value("ifaced_memory_cache_entries", "cache", cache), used}
+		s.cachesUsed += used
+	}
+	return s
 }
+
+// soakCaches are the daemon's bounded memories (its metrics' cache label).
+var soakCaches = []string{"peer_records", "held_views", "sent_views", "trust_records", "signed_views", "canonical", "decoded", "indented"}
 
 // report logs the curves once a minute (and the last sample), the steady
 // greetings' latency, and the disk per stranger.
 func (d *driver) report(samples []sample, warm time.Duration) {
 	t := d.t
-	t.Logf("%8s %10s %10s %10s %10s %5s %10s %9s %6s", "t", "RSS", "anon RSS", "heap", "goroutines", "fds", "disk", "strangers", "ops")
+	t.Logf("%8s %10s %10s %10s %10s %5s %10s %9s %6s %10s", "t", "RSS", "anon RSS", "heap", "goroutines", "fds", "disk", "strangers", "ops", "caches")
 	for i, s := range samples {
 		if i%int(time.Minute/sampleEvery) != 0 && i != len(samples)-1 {
 			continue
 		}
-		t.Logf("%8s %10s %10s %10s %10.0f %5d %10s %9d %6d", s.at.Round(time.Second), hostile.MiB(s.rss), hostile.MiB(s.rssAnon), hostile.MiB(int64(s.heap)), s.goroutines, s.fds, hostile.MiB(s.disk), s.strangers, s.ops)
+		t.Logf("%8s %10s %10s %10s %10.0f %5d %10s %9d %6d %10s", s.at.Round(time.Second), hostile.MiB(s.rss), hostile.MiB(s.rssAnon), hostile.MiB(int64(s.heap)), s.goroutines, s.fds, hostile.MiB(s.disk), s.strangers, s.ops, hostile.MiB(int64(s.cachesUsed)))
 	}
 	first, last := samples[0], samples[len(samples)-1]
+	// How full each bounded memory is at the end ("caches" above is the
+	// sum of their counted bytes): a curve that still grows while one of
+	// them fills is that memory filling, not a leak.
+	for _, cache := range soakCaches {
+		c := last.caches[cache]
+		t.Logf("memory %-13s %7.0f entries, counted as %s", cache, c[0], hostile.MiB(int64(c[1])))
+	}
 	if n := last.strangers; n > 0 {
 		t.Logf("disk: %s over the run, %.1f KiB per stranger gone (%d, %d of them rotated), %.0f B/s",
 			hostile.MiB(last.disk-first.disk), float64(last.disk-first.disk)/1024/float64(n), n, d.rotated.Load(),

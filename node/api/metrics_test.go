@@ -53,6 +53,7 @@ func TestMetrics(t *testing.T) {
 		"ifaced_door_step_duration_seconds", "ifaced_audit_used_bytes", "ifaced_audit_quota_bytes", "ifaced_store_bytes",
 		"ifaced_memory_budget_bytes", "ifaced_memory_budget_used_bytes", "ifaced_relay_reservations_held",
 		"ifaced_mailbox_held_messages", "ifaced_mailbox_held_bytes", "ifaced_outbox_messages",
+		"ifaced_memory_cache_entries", "ifaced_memory_cache_bytes", "ifaced_memory_cache_budget_bytes",
 		"go_goroutines", "process_resident_memory_bytes"} {
 		if before[family] == nil {
 			t.Errorf("no %s in the exposition", family)
@@ -135,6 +136,19 @@ func TestMetrics(t *testing.T) {
 	if after.Value("ifaced_audit_used_bytes", "share", "strangers") <= before.Value("ifaced_audit_used_bytes", "share", "strangers") {
 		t.Errorf("alice's audit of a stranger's greeting did not grow the strangers' share: %v → %v",
 			before.Value("ifaced_audit_used_bytes", "share", "strangers"), after.Value("ifaced_audit_used_bytes", "share", "strangers"))
+	}
+	// Bob is a stranger to alice: his verified view is held, and his peer
+	// record kept, in the memories strangers fill, each within its budget.
+	for _, cache := range []string{"held_views", "peer_records"} {
+		if n := after.Value("ifaced_memory_cache_entries", "cache", cache); n < 1 {
+			t.Errorf("alice's %s hold %v entries after a stranger's greeting, want at least 1", cache, n)
+		}
+	}
+	for _, cache := range []string{"peer_records", "held_views", "sent_views", "trust_records", "signed_views", "canonical", "decoded", "indented"} {
+		used, budget := after.Value("ifaced_memory_cache_bytes", "cache", cache), after.Value("ifaced_memory_cache_budget_bytes", "cache", cache)
+		if budget <= 0 || used > budget {
+			t.Errorf("alice's %s: %v bytes used of a budget of %v", cache, used, budget)
+		}
 	}
 
 	// Alice revokes bob's key: his next greeting is refused at the verify

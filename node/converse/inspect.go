@@ -4,6 +4,7 @@ import (
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
+	"github.com/ifaced/ifaced/node/internal/costlru"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -34,6 +35,9 @@ func (cs *Conversations) HeldView(pid peer.ID) (HeldView, bool) { return cs.peer
 // ForgetHeldView drops the view of pid held in memory, as eviction or a
 // restart would.
 func (cs *Conversations) ForgetHeldView(pid peer.ID) { cs.peerViews.Remove(pid) }
+
+// HeldViewsFill is how full the verified-view memory is.
+func (cs *Conversations) HeldViewsFill() costlru.Fill { return cs.peerViews.Fill() }
 
 // CheckView checks the view m carries (or names as unchanged, said,
 // against held) as a greeting's view is checked, and returns its

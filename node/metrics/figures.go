@@ -57,6 +57,13 @@ var (
 		"DHT servers in the capability DHT's routing table (absent when discovery.dht is off).", nil, nil)
 	uncountedDesc = prometheus.NewDesc("ifaced_figures_uncounted_total",
 		"Events a figure above could not place (an outcome, step or code outside its fixed list of label values). Always 0 unless ifaced has a bug: report it if it is not.", nil, nil)
+	memoryEntriesDesc = prometheus.NewDesc("ifaced_memory_cache_entries",
+		"Entries each bounded memory of what peers make the daemon remember holds now (cache: peer_records, held_views, sent_views and trust_records of peers nobody made known, "+
+			"signed_views by class, and the process-wide memos canonical, decoded and indented).", []string{"cache"}, nil)
+	memoryUsedDesc = prometheus.NewDesc("ifaced_memory_cache_bytes",
+		"Bytes the entries of each bounded memory are counted as against its budget (an estimate of what they hold; see docs/soak.md).", []string{"cache"}, nil)
+	memoryBudgetDesc = prometheus.NewDesc("ifaced_memory_cache_budget_bytes",
+		"The budget of each bounded memory: past it, the least recently used entries are evicted.", []string{"cache"}, nil)
 	gossipDesc = prometheus.NewDesc("ifaced_gossip_peers",
 		"Peers on the capabilities.update announcement topic: those known to subscribe to it, and those in this daemon's mesh (absent when discovery.gossip is off).",
 		[]string{"set"}, nil)
@@ -76,7 +83,8 @@ func newFigures(d Deps) *figures { return &figures{d: d} }
 
 var allDescs = []*prometheus.Desc{peersConnectedDesc, peersGreetedDesc, conversationsOpenDesc, greetingsDesc, invocationsDesc,
 	doorStepDesc, refusalsDesc, auditUsedDesc, auditQuotaDesc, storeDesc, budgetUsedDesc, budgetDesc,
-	relayReservationsDesc, relayCircuitsDesc, relayHeldDesc, mailHeldDesc, mailHeldBytesDesc, outboxDesc, dhtDesc, gossipDesc, uncountedDesc}
+	relayReservationsDesc, relayCircuitsDesc, relayHeldDesc, mailHeldDesc, mailHeldBytesDesc, outboxDesc, dhtDesc, gossipDesc, uncountedDesc,
+	memoryEntriesDesc, memoryUsedDesc, memoryBudgetDesc}
 
 func (f *figures) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allDescs {
@@ -127,6 +135,13 @@ func (f *figures) Collect(ch chan<- prometheus.Metric) {
 	used, strangersUsed := d.Budget.Used()
 	gauge(budgetUsedDesc, float64(used), shareAll)
 	gauge(budgetUsedDesc, float64(strangersUsed), shareStrangers)
+
+	for _, m := range d.Memories {
+		f := m.Fill()
+		gauge(memoryEntriesDesc, float64(f.Entries), m.Name)
+		gauge(memoryUsedDesc, float64(f.Used), m.Name)
+		gauge(memoryBudgetDesc, float64(f.Budget), m.Name)
+	}
 
 	r := d.Mail.RelayFigures()
 	if r.Service {

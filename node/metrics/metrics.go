@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/internal/costlru"
 	"github.com/ifaced/ifaced/node/internal/tally"
 	"github.com/ifaced/ifaced/node/mail"
 	"github.com/ifaced/ifaced/node/store"
@@ -100,6 +101,14 @@ type Peers interface {
 	Peers() []peer.ID
 }
 
+// Memory is one of the bounded memories of what peers make the daemon
+// remember (views, records, memos of canonical forms), read at scrape
+// time: its entries, the bytes they are counted as, and its budget.
+type Memory struct {
+	Name string // a fixed label value: peer_records, held_views, …
+	Fill func() costlru.Fill
+}
+
 // Deps is what New reads the figures from, and where it listens.
 type Deps struct {
 	Door          Door
@@ -113,6 +122,7 @@ type Deps struct {
 	Mail          Mail
 	Discovery     Discovery
 	Peers         Peers
+	Memories      []Memory
 	// Config is the [metrics] table: an address to serve GET /metrics on
 	// without the token ("" serves it on the control API only), and
 	// whether it may be other than loopback.

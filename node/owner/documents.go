@@ -145,6 +145,9 @@ func signedViewCost(v *signedView) int64 {
 	return int64(signedViewFactor*len(v.Content.Canonical()) + 1024)
 }
 
+// SignedViewsFill is how full the memory of signed views is.
+func (d *Document) SignedViewsFill() costlru.Fill { return d.views.Fill() }
+
 // set makes doc the owner's document. Its seq continues from the stored
 // one: unchanged content keeps the stored seq, changed content gets the
 // next. The document is signed and stored before it is used. rc, when not

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/ifaced/ifaced/node/internal/costlru"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -236,6 +237,9 @@ func (s *Store) persisted(peerID string) bool {
 // bytes the daemon's verified-view memory holds, so the two together
 // cost about one budget when they hold the same peers.
 const MaxStrangerBytes = 8 << 20
+
+// StrangersFill is how full the strangers' peer records in memory are.
+func (s *Store) StrangersFill() costlru.Fill { return s.strangers.Fill() }
 
 // strangerCost is what rec is counted as in the strangers' memory: its
 // bytes and the record around them.

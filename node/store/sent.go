@@ -73,6 +73,9 @@ func sentCost(v SentView) int64 {
 	return int64(n)
 }
 
+// SentStrangersFill is how full the strangers' sent-view records are.
+func (s *Store) SentStrangersFill() costlru.Fill { return s.sentStrangers.Fill() }
+
 func newSentStrangers() *costlru.Cache[string, SentView] {
 	return costlru.New[string, SentView](MaxSentStrangerBytes)
 }

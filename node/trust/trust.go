@@ -214,6 +214,9 @@ func New(ctx context.Context, st Store, cfg Config, order *conditions.TierOrder,
 // Held is the introduction tokens other daemons minted for this one.
 func (b *Book) Held() *Held { return b.held }
 
+// StrangersFill is how full the strangers' trust records in memory are.
+func (b *Book) StrangersFill() costlru.Fill { return b.strangers.Fill() }
+
 // record returns a copy of pid's trust record, stored or (for a
 // stranger) in memory; ok reports a stored one.
 func (b *Book) record(pid peer.ID) (store.TrustRecord, bool) {

@@ -102,6 +102,21 @@ func (c *Cache[K, V]) Used() int64 {
 	return c.used
 }
 
+// Fill is how full a cache is: its entries, the bytes they cost, and its
+// budget (the daemon's metrics show it per cache).
+type Fill struct {
+	Entries int
+	Used    int64
+	Budget  int64
+}
+
+// Fill reports how full the cache is now.
+func (c *Cache[K, V]) Fill() Fill {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Fill{Entries: c.list.Len(), Used: c.used, Budget: c.budget}
+}
+
 // Keys lists the keys held, least recently used first.
 func (c *Cache[K, V]) Keys() []K {
 	c.mu.Lock()
