@@ -282,7 +282,8 @@ type attempt struct {
 	Greet      time.Duration
 	Direct     bool
 	ToDirect   time.Duration
-	Transport  string // of the direct connection: "quic" or "tcp"
+	Transport  string // of the direct connections when the first was seen: "quic", "tcp" or "quic+tcp"
+	Settled    string // the same once b logged the punch done
 	FirstRound bool   // direct in the first DCUtR round the initiator logged
 	Delivered  bool   // the message sent after the watch arrived (punchOpts.message)
 	Sent       string // how the send said it went: "conversation" or "queued"
@@ -294,11 +295,12 @@ func (a attempt) MarshalJSON() ([]byte, error) {
 		Direct     bool    `json:"direct"`
 		ToDirect   float64 `json:"time_to_direct_ms,omitempty"`
 		Transport  string  `json:"transport,omitempty"`
+		Settled    string  `json:"transport_settled,omitempty"`
 		FirstRound bool    `json:"first_round,omitempty"`
 		Delivered  bool    `json:"message_delivered,omitempty"`
 		Sent       string  `json:"message_sent,omitempty"`
 	}
-	return json.Marshal(out{ms(a.Greet), a.Direct, ms(a.ToDirect), a.Transport, a.FirstRound, a.Delivered, a.Sent})
+	return json.Marshal(out{ms(a.Greet), a.Direct, ms(a.ToDirect), a.Transport, a.Settled, a.FirstRound, a.Delivered, a.Sent})
 }
 
 // directThreshold is how many packets each router must let in from the
@@ -346,18 +348,22 @@ func (l *natLab) punch(ctx context.Context, t *testing.T, port int, o punchOpts)
 	wctx, cancel := context.WithTimeout(ctx, o.wait)
 	defer cancel()
 	err := Poll(wctx, 50*time.Millisecond, func() error {
-		tr, err := directConn(wctx, b, a)
+		trs, err := directConns(wctx, b, a)
 		if err != nil {
 			return err
 		}
-		if tr != "" {
+		var confirmed []string
+		for _, tr := range trs {
 			// The daemon says direct; the routers confirm that packets
 			// of that transport passed between them to the listen port.
 			counter := map[string]string{"quic": "udp", "tcp": "tcp"}[tr]
 			if ia, ib := l.directOn(port, counter); ia > 0 && ib > 0 {
-				res.Transport = tr
-				return nil
+				confirmed = append(confirmed, tr)
 			}
+		}
+		if len(confirmed) > 0 {
+			res.Transport = strings.Join(confirmed, "+")
+			return nil
 		}
 		if strings.Contains(b.Log(), "all retries for hole punch") {
 			return errGaveUp
@@ -373,6 +379,11 @@ func (l *natLab) punch(ctx context.Context, t *testing.T, port int, o punchOpts)
 		if b.WaitLog(ctx, "hole punching: direct connection") == nil {
 			log := b.Log()
 			res.FirstRound = !strings.Contains(log[:strings.Index(log, "hole punching: direct connection")], "hole punching: round failed")
+		}
+		// Once the punch has said it is done: a connection of the other
+		// transport may have formed after the first one was seen.
+		if trs, err := directConns(ctx, b, a); err == nil {
+			res.Settled = strings.Join(trs, "+")
 		}
 	}
 	if o.message {
@@ -401,23 +412,34 @@ func (l *natLab) punch(ctx context.Context, t *testing.T, port int, o punchOpts)
 
 var errGaveUp = fmt.Errorf("hole punching: %w", ErrGiveUp)
 
-// directConn is the transport ("quic" or "tcp") of a direct connection d
-// holds to peer, as d's status lists it, or "" when it holds none.
-func directConn(ctx context.Context, d, peer *Daemon) (string, error) {
+// directConns are the transports ("quic", "tcp", in that order) of the
+// direct connections d holds to peer, as d's status lists them: both
+// when a punch made one of each (the first listed is not the one in
+// use, so the figures name every one).
+func directConns(ctx context.Context, d, peer *Daemon) ([]string, error) {
 	st, err := d.API().Status(ctx)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
+	var quic, tcp bool
 	for _, c := range st.Connections {
 		if c.Peer != peer.PeerID() || c.Via != "direct" || strings.Contains(c.Addr, "/p2p-circuit") {
 			continue
 		}
 		if strings.Contains(c.Addr, "/quic-v1") {
-			return "quic", nil
+			quic = true
+		} else {
+			tcp = true
 		}
-		return "tcp", nil
 	}
-	return "", nil
+	var trs []string
+	if quic {
+		trs = append(trs, "quic")
+	}
+	if tcp {
+		trs = append(trs, "tcp")
+	}
+	return trs, nil
 }
 
 // TestNATTraversal: between two endpoint-independent NATs whose routers
@@ -452,7 +474,7 @@ func TestNATTraversal(t *testing.T) {
 		if at.Direct {
 			f.Direct++
 			to = append(to, at.ToDirect)
-			if at.Transport == "quic" {
+			if strings.Contains(at.Transport, "quic") {
 				f.QUIC++
 			}
 		}
@@ -460,6 +482,9 @@ func TestNATTraversal(t *testing.T) {
 	f.ToDirect, f.Greet = Summarize(to), Summarize(gr)
 	t.Logf("%s: direct %d/%d (over QUIC %d); time to direct %v; greeting through the relay %v (each the first through its circuit, taken at once: greetThroughRelay fails the test otherwise)",
 		f.Cell, f.Direct, n, f.QUIC, f.ToDirect, f.Greet)
+	for i, at := range f.Each {
+		t.Logf("attempt %d: direct connections %q when the first was seen, %q once the punch was done", i+1, at.Transport, at.Settled)
+	}
 	WriteFigures(t, f)
 	t.Run("DirectConversationWithoutRelay", func(t *testing.T) {
 		l.directWithoutRelay(ctx, t)
