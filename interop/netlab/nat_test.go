@@ -282,11 +282,12 @@ type attempt struct {
 	Greet      time.Duration
 	Direct     bool
 	ToDirect   time.Duration
-	Transport  string // of the direct connections when the first was seen: "quic", "tcp" or "quic+tcp"
-	Settled    string // the same once b logged the punch done
-	FirstRound bool   // direct in the first DCUtR round the initiator logged
-	Delivered  bool   // the message sent after the watch arrived (punchOpts.message)
-	Sent       string // how the send said it went: "conversation" or "queued"
+	Transport  string   // of the direct connections when the first was seen: "quic", "tcp" or "quic+tcp"
+	Settled    string   // the same once b logged the punch done
+	Rounds     []string // b's log of each round it began, up to the direct connection
+	FirstRound bool     // direct in the first DCUtR round the initiator logged
+	Delivered  bool     // the message sent after the watch arrived (punchOpts.message)
+	Sent       string   // how the send said it went: "conversation" or "queued"
 }
 
 func (a attempt) MarshalJSON() ([]byte, error) {
@@ -384,6 +385,16 @@ func (l *natLab) punch(ctx context.Context, t *testing.T, port int, o punchOpts)
 		// transport may have formed after the first one was seen.
 		if trs, err := directConns(ctx, b, a); err == nil {
 			res.Settled = strings.Join(trs, "+")
+		}
+		// What b offered in each round (node/p2phost logs it), up to the
+		// direct connection.
+		log := b.Log()
+		if i := strings.Index(log, "hole punching: direct connection"); i >= 0 {
+			for _, line := range strings.Split(log[:i], "\n") {
+				if strings.Contains(line, "hole punching: round begins") {
+					res.Rounds = append(res.Rounds, line[strings.Index(line, "hole punching"):])
+				}
+			}
 		}
 	}
 	if o.message {
@@ -483,7 +494,7 @@ func TestNATTraversal(t *testing.T) {
 	t.Logf("%s: direct %d/%d (over QUIC %d); time to direct %v; greeting through the relay %v (each the first through its circuit, taken at once: greetThroughRelay fails the test otherwise)",
 		f.Cell, f.Direct, n, f.QUIC, f.ToDirect, f.Greet)
 	for i, at := range f.Each {
-		t.Logf("attempt %d: direct connections %q when the first was seen, %q once the punch was done", i+1, at.Transport, at.Settled)
+		t.Logf("attempt %d: direct connections %q when the first was seen, %q once the punch was done; b's rounds: %q", i+1, at.Transport, at.Settled, at.Rounds)
 	}
 	WriteFigures(t, f)
 	t.Run("DirectConversationWithoutRelay", func(t *testing.T) {

@@ -24,8 +24,10 @@ import (
 // or a TCP simultaneous open). Punch is the daemon's part around it:
 //
 //   - QUIC first: in the first round of each try the initiator offers
-//     and dials only QUIC addresses when both peers have QUIC; later
-//     rounds offer everything, TCP included (addrFilter). A QUIC punch
+//     only its QUIC addresses when it knows the peer has QUIC, and either
+//     side that listens on QUIC dials only the QUIC addresses the other
+//     offered, whatever else it offered; later rounds offer and dial
+//     everything, TCP included (addrFilter). A QUIC punch
 //     survives routers that answer unsolicited packets (an ICMP port
 //     unreachable does not end it); a TCP punch needs the retries of
 //     punchTCP.
@@ -331,7 +333,12 @@ func (f addrFilter) FilterLocal(remote peer.ID, addrs []ma.Multiaddr) []ma.Multi
 	}
 	pp.rounds++
 	pp.last = now
-	pp.quicOnly = pp.rounds == 1 && slices.ContainsFunc(addrs, isQUIC) && slices.ContainsFunc(p.h.Peerstore().Addrs(remote), isQUIC)
+	localQUIC, remoteQUIC := slices.ContainsFunc(addrs, isQUIC), slices.ContainsFunc(p.h.Peerstore().Addrs(remote), isQUIC)
+	pp.quicOnly = pp.rounds == 1 && localQUIC && remoteQUIC
+	// Which transports a round offers decides which connection forms:
+	// said for each round, with why the first is not QUIC only.
+	p.log.Info("hole punching: round begins", "peer", remote, "round", pp.rounds, "quic_only", pp.quicOnly,
+		"offered", len(addrs), "quic_here", localQUIC, "quic_there", remoteQUIC)
 	if pp.quicOnly {
 		return slices.DeleteFunc(slices.Clone(addrs), func(a ma.Multiaddr) bool { return !isQUIC(a) })
 	}
@@ -353,7 +360,31 @@ func (f addrFilter) FilterRemote(remote peer.ID, addrs []ma.Multiaddr) []ma.Mult
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if pp := p.peers[remote]; pp != nil && pp.quicOnly && p.h != nil && initiator(p.h, remote) && slices.ContainsFunc(addrs, isQUIC) {
+	if p.h == nil {
+		return addrs[:min(len(addrs), punchRemoteAddrs)]
+	}
+	pp := p.peer(remote)
+	init := initiator(p.h, remote)
+	if !init {
+		// The answering side counts its rounds here (the initiator did in
+		// FilterLocal).
+		now := time.Now()
+		if now.Sub(pp.last) > punchTryGap {
+			pp.rounds = 0
+		}
+		pp.rounds++
+		pp.last = now
+	}
+	// QUIC first, on both sides: in a try's first round, when the peer
+	// offered QUIC addresses and this daemon listens on QUIC, only those
+	// are dialled. The initiator's own offer leaves out TCP only when it
+	// already knew the peer's QUIC address (FilterLocal); when it did not
+	// (the peer's public QUIC address is often not yet observed when two
+	// daemons greet as soon as they start), the round offered both, and
+	// without this each side dialled both and whichever handshake ended
+	// first won: TCP as often as not.
+	quicHere := slices.ContainsFunc(p.h.Network().ListenAddresses(), isQUIC)
+	if (init && pp.quicOnly || pp.rounds == 1 && quicHere) && slices.ContainsFunc(addrs, isQUIC) {
 		addrs = slices.DeleteFunc(slices.Clone(addrs), func(a ma.Multiaddr) bool { return !isQUIC(a) })
 	}
 	return addrs[:min(len(addrs), punchRemoteAddrs)]

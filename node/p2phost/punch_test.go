@@ -273,3 +273,44 @@ func TestPunchRoundsBoundedPerPeer(t *testing.T) {
 		t.Errorf("another peer's first round dialled nothing: one peer's budget must not spend another's")
 	}
 }
+
+// QUIC first on the answering side too: in a try's first round, a daemon
+// that listens on QUIC dials only the QUIC addresses a peer offered, even
+// when the peer's offer holds TCP ones (the initiator offers TCP too
+// when it did not know the answering side's QUIC address yet, as when
+// two daemons greet as soon as they start: each then dialled both, and
+// TCP won as often as not); the next round of the try dials everything.
+// A daemon without QUIC dials what it can.
+func TestPunchFirstRoundDialsQUICOnly(t *testing.T) {
+	offered := []ma.Multiaddr{ma.StringCast("/ip4/192.0.2.7/tcp/4001"), ma.StringCast("/ip4/192.0.2.7/udp/4001/quic-v1")}
+	for _, tc := range []struct {
+		name   string
+		listen []string
+		first  int // addresses dialled in the first round
+	}{
+		{"with QUIC", []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"}, 1},
+		{"TCP only", []string{"/ip4/127.0.0.1/tcp/0"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := libp2p.New(libp2p.ListenAddrStrings(tc.listen...), libp2p.DisableMetrics())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			p := NewPunch(slog.New(slog.DiscardHandler))
+			p.h = h
+			f := addrFilter{p}
+			remote := peer.ID("answered")
+			got := f.FilterRemote(remote, offered)
+			if len(got) != tc.first {
+				t.Fatalf("first round dialled %v, want %d of %v", got, tc.first, offered)
+			}
+			if tc.first == 1 && !isQUIC(got[0]) {
+				t.Fatalf("first round dialled %v, want the QUIC address", got[0])
+			}
+			if got := f.FilterRemote(remote, offered); len(got) != 2 {
+				t.Errorf("second round dialled %v, want both of %v", got, offered)
+			}
+		})
+	}
+}
