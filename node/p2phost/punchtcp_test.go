@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"fmt"
 	"net"
 	"syscall"
 	"testing"
@@ -97,19 +96,6 @@ func TestPunchTCPRetriesRefusedPunch(t *testing.T) {
 	if a.Network().Connectedness(bID) != network.Connected {
 		t.Errorf("not connected to b after the punch")
 	}
-}
-
-// refusingTarget is an address nothing listens on: the kernel answers
-// every SYN to it with a reset, as an answering router does.
-func refusingTarget(t *testing.T) ma.Multiaddr {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port))
 }
 
 // punchTransport is a host's punchTCP, listening on loopback.
