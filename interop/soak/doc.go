@@ -44,6 +44,9 @@
 // The test runs only when asked: IFACED_SOAK=5m (as .ci/run does, with
 // IFACED_SOAK_EVERY=2s) or any Go duration; IFACED_SOAK_EVERY sets the
 // stranger interval (5 s by default; the warm-up needs 80 strangers, so a
-// short run needs a short interval); IFACED_SOAK_OUT names a file for the samples as CSV (the
-// figures in docs/soak.md).
+// short run needs a short interval); IFACED_SOAK_OUT names a file for the
+// samples as CSV (the figures in docs/soak.md), each with the bytes the
+// daemon's bounded memories are counted as and their entries (its
+// ifaced_memory_cache_* metrics), so that a curve that still grows can
+// be told apart from a memory still filling.
 package soak

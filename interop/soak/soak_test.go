@@ -461,9 +461,17 @@ func fdKinds(pid int) map[string]int {
 
 func writeCSV(t *testing.T, path string, samples []sample) {
 	var b strings.Builder
-	b.WriteString("seconds,rss_bytes,rss_anon_bytes,heap_inuse_bytes,goroutines,fds,disk_bytes,strangers_gone,ops\n")
+	b.WriteString("seconds,rss_bytes,rss_anon_bytes,heap_inuse_bytes,goroutines,fds,disk_bytes,strangers_gone,ops,caches_bytes")
+	for _, c := range soakCaches {
+		b.WriteString("," + c + "_entries")
+	}
+	b.WriteString("\n")
 	for _, s := range samples {
-		fmt.Fprintf(&b, "%.0f,%d,%d,%.0f,%.0f,%d,%d,%d,%d\n", s.at.Seconds(), s.rss, s.rssAnon, s.heap, s.goroutines, s.fds, s.disk, s.strangers, s.ops)
+		fmt.Fprintf(&b, "%.0f,%d,%d,%.0f,%.0f,%d,%d,%d,%d,%.0f", s.at.Seconds(), s.rss, s.rssAnon, s.heap, s.goroutines, s.fds, s.disk, s.strangers, s.ops, s.cachesUsed)
+		for _, c := range soakCaches {
+			fmt.Fprintf(&b, ",%.0f", s.caches[c][0])
+		}
+		b.WriteString("\n")
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Errorf("writing IFACED_SOAK_OUT: %v", err)
