@@ -244,7 +244,8 @@ type AuditLog struct {
 
 	// The room on disk (audit_quota.go).
 	limits    AuditLimits
-	freeSpace func() (uint64, error)
+	freeSpace func() (uint64, error) // asked at most every FreeSpaceEvery
+	freeNow   func() (uint64, error) // asked each time: the .md writer's, while it yields (audit_writer.go)
 	now       func() time.Time
 	usage     usage
 
@@ -321,7 +322,7 @@ func OpenAuditLog(dir string, opts ...AuditOption) (*AuditLog, error) {
 	}
 	a := &AuditLog{dir: dir, files: map[string]*auditFile{}, names: map[string]string{}, now: time.Now,
 		held: map[*auditFile]struct{}{}, freeSpace: recentFree(func() (uint64, error) { return freeBytes(dir) }, FreeSpaceEvery, time.Now),
-		trees: map[string]*dayTree{}}
+		freeNow: func() (uint64, error) { return freeBytes(dir) }, trees: map[string]*dayTree{}}
 	for _, o := range opts {
 		o(a)
 	}
@@ -559,6 +560,9 @@ func (a *AuditLog) Record(e AuditEntry) error {
 	if err != nil {
 		f.loaded = false // the files are in an unknown state: look again next time
 		f.closeJSONL()
+		if noSpace(err) {
+			a.md.yield.Store(true)
+		}
 		return err
 	}
 	if err := a.appendLeaf(f.day, f.name, off, line.Bytes()[:line.Len()-1]); err != nil {

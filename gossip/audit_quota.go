@@ -98,7 +98,7 @@ func WithLimits(l AuditLimits) AuditOption {
 // WithFreeSpace replaces how the log asks the free bytes of its file
 // system (by default statfs on its directory).
 func WithFreeSpace(free func() (uint64, error)) AuditOption {
-	return func(a *AuditLog) { a.freeSpace = free }
+	return func(a *AuditLog) { a.freeSpace, a.freeNow = free, free }
 }
 
 // WithClock sets the clock that says which day is the current one for

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -56,6 +58,9 @@ const (
 	// rendering being built — not the line alone.
 	mdQueueBytes  = 16 << 20
 	mdEntryFactor = 3
+	// mdReserve is the room at the end of the disk the .md writer leaves
+	// to the .jsonl once the disk was found full (see mdWriter.yield).
+	mdReserve = 1 << 20
 	// renderingMarker exists while a log is open; found at open, it says
 	// the last run did not close and its .md files may lack entries.
 	renderingMarker = ".rendering"
@@ -99,13 +104,31 @@ type mdWriter struct {
 	failed   bool  // some entry never reached its .md in this run: keep the marker
 	finished chan struct{}
 
+	// yield is set when a write to the log's disk finds it full (ENOSPC
+	// or EDQUOT), by Record or by the writer. The .md is a rendering of
+	// the .jsonl, which is the record: while yield is set, the writer asks
+	// the free space before each entry (not the figure cached for
+	// FreeSpaceEvery, which can be from before the disk filled) and
+	// renders nothing while less than mdReserve is free, so that the room
+	// a full disk gets back goes to the entries the door records before
+	// it acts, not to renderings of older ones. An .md that misses an
+	// entry so is behind, and is completed at the next start (the marker
+	// stays, as for any entry that did not reach its .md).
+	yield atomic.Bool
+
 	// Owned by the writer's goroutine.
 	files map[string]*mdFile
 	tick  uint64
+	// behind holds the .md files that lack an entry of this run (skipped
+	// while yielding, or a write that failed): nothing more is rendered
+	// into them in this run, so that each stays a prefix of its .jsonl,
+	// which is what the next start's repair completes (it renders the
+	// entries past the .md's count).
+	behind map[string]struct{}
 }
 
 func newMDWriter(a *AuditLog) *mdWriter {
-	w := &mdWriter{a: a, limit: mdQueueBytes, files: map[string]*mdFile{}, finished: make(chan struct{})}
+	w := &mdWriter{a: a, limit: mdQueueBytes, files: map[string]*mdFile{}, behind: map[string]struct{}{}, finished: make(chan struct{})}
 	w.cond = sync.NewCond(&w.mu)
 	go w.run()
 	return w
@@ -231,6 +254,11 @@ func (w *mdWriter) write(job mdJob) error {
 				delete(w.files, path)
 			}
 		}
+		for path := range w.behind {
+			if filepath.Base(filepath.Dir(path)) == job.dropDay {
+				delete(w.behind, path)
+			}
+		}
 		return nil
 	}
 	if job.dropFile != "" {
@@ -238,14 +266,23 @@ func (w *mdWriter) write(job mdJob) error {
 			mf.fd.Close()
 			delete(w.files, job.dropFile)
 		}
+		delete(w.behind, job.dropFile)
 		return nil
 	}
 	if job.f.deleted.Load() {
 		return nil // its day was deleted (retention or the quota) after it was recorded
 	}
 	path := job.f.path(w.a.dir, auditMDExt)
+	if _, ok := w.behind[path]; ok {
+		return nil // given up until the next start (behind); failed is already set
+	}
+	if err := w.room(); err != nil {
+		w.behind[path] = struct{}{}
+		return fmt.Errorf("rendering audit entry into %s: %w", path, err)
+	}
 	mf, err := w.open(path)
 	if err != nil {
+		w.behind[path] = struct{}{}
 		return fmt.Errorf("rendering audit entry into %s: %w", path, err)
 	}
 	b := getBuffer()
@@ -267,9 +304,34 @@ func (w *mdWriter) write(job mdJob) error {
 		// The file is in an unknown state: look at it again next time.
 		mf.fd.Close()
 		delete(w.files, path)
+		w.behind[path] = struct{}{}
+		if noSpace(err) {
+			w.yield.Store(true)
+		}
 		return fmt.Errorf("rendering audit entry into %s: %w", path, err)
 	}
 	return nil
+}
+
+// room says whether the writer may render an entry now: always, unless it
+// yields the end of a disk found full (yield), until mdReserve is free.
+func (w *mdWriter) room() error {
+	if !w.yield.Load() || w.a.freeNow == nil {
+		return nil
+	}
+	free, err := w.a.freeNow()
+	if err != nil || free >= mdReserve {
+		// Room again, or a file system that cannot say: the writes will tell.
+		w.yield.Store(false)
+		return nil
+	}
+	return fmt.Errorf("%w: the disk holding the audit log was found full and has %d KiB free, less than the %d KiB the .md leaves to the .jsonl; the next start renders this entry",
+		ErrNoRoom, free>>10, mdReserve>>10)
+}
+
+// noSpace reports whether err is the file system saying it has no room.
+func noSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // open returns the writer's handle of an .md file, opening it (from a

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -148,6 +150,97 @@ func countLines(t *testing.T, path string) int {
 		t.Fatal(err)
 	}
 	return bytes.Count(b, []byte{'\n'})
+}
+
+// Once a write finds the audit disk full, the .md writer leaves the room
+// that comes back to the .jsonl: with less than mdReserve free it renders
+// nothing, and an .md that so misses an entry stays behind (a prefix of
+// its .jsonl) for the rest of the run, while one that missed nothing is
+// rendered again once there is room. The next start completes what is
+// behind, byte for byte what a run with room writes. (The process test
+// TestFaultFullDisk meets the same through a tmpfs it fills.)
+func TestAuditMDYieldsAFullDisk(t *testing.T) {
+	entries := writerEntries(t)
+	bob, carol := entries[0].Peer, entries[6].Peer
+	clean := t.TempDir()
+	c, err := OpenAuditLog(clean)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := c.Record(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	var free atomic.Uint64
+	free.Store(1 << 30)
+	a, err := OpenAuditLog(dir, WithFreeSpace(func() (uint64, error) { return free.Load(), nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := func(es ...AuditEntry) {
+		t.Helper()
+		for _, e := range es {
+			if err := a.Record(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	markers := func(peer string) int {
+		t.Helper()
+		n, err := countMarkers(peerFile(dir, testDay, peer, auditMDExt))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		return n
+	}
+	record(entries[:2]...)
+	flushAudit(t, a)
+	// As Record or the writer do when a write meets ENOSPC or EDQUOT.
+	a.md.yield.Store(true)
+	free.Store(4 << 10)
+	record(entries[2])
+	if err := a.Flush(); !errors.Is(err, ErrNoRoom) {
+		t.Fatalf("rendering with 4 KiB free on a disk found full: %v; want ErrNoRoom", err)
+	}
+	if n := markers(bob); n != 2 {
+		t.Fatalf("bob's .md holds %d entries with 4 KiB free on a disk found full, want the 2 rendered before", n)
+	}
+	free.Store(mdReserve)
+	record(entries[3:]...)
+	flushAudit(t, a)
+	if a.md.yield.Load() {
+		t.Errorf("the writer still yields with %d KiB free", mdReserve>>10)
+	}
+	if n := markers(bob); n != 2 {
+		t.Errorf("bob's .md, behind, holds %d entries, want still 2 (a prefix of its .jsonl)", n)
+	}
+	if n := markers(carol); n != 1 {
+		t.Errorf("carol's .md holds %d entries once there is room, want 1", n)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, renderingMarker)); err != nil {
+		t.Fatalf("no marker after a run with an .md behind: %v", err)
+	}
+	b, err := OpenAuditLog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, peer := range []string{bob, carol} {
+		want, _ := os.ReadFile(peerFile(clean, testDay, peer, auditMDExt))
+		got, err := os.ReadFile(peerFile(dir, testDay, peer, auditMDExt))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s.md after reopening differs from a run with room (%v):\n%s\n--- want ---\n%s", peer, err, got, want)
+		}
+	}
 }
 
 // The entries waiting for the .md writer are bounded by their bytes: a
