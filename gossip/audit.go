@@ -220,7 +220,7 @@ type AuditLog struct {
 	files  map[string]*auditFile // by day + "/" + name
 	names  map[string]string     // day + "/" + lower-cased name → the peer it belongs to
 	today  string                // the newest day recorded; older days' state is dropped
-	// Files being deleted (audit_strangers.go removeFile), by day + "/" +
+	// Files being deleted (audit_strangers.go removeFiles), by day + "/" +
 	// lower-cased name: closed once they are gone. A Record for that name
 	// waits, then starts a new file.
 	removing map[string]chan struct{}

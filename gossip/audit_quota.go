@@ -218,11 +218,19 @@ func (a *AuditLog) afterCount(due, prune bool) {
 	if due {
 		a.enforce()
 	}
-	if prune && a.pruning.CompareAndSwap(false, true) {
+	if prune {
 		// Conversations admitted together may write past the share before
 		// any new one asks for room: strangers' files are pruned as soon
 		// as they pass it, in the background (this write may hold the
 		// lock of a file the pass waits for).
+		a.pruneInBackground()
+	}
+}
+
+// pruneInBackground starts a pass making room in the strangers' share
+// unless one started so is running.
+func (a *AuditLog) pruneInBackground() {
+	if a.pruning.CompareAndSwap(false, true) {
 		go func() {
 			defer a.pruning.Store(false)
 			a.makeStrangersRoom()
@@ -359,18 +367,33 @@ func (a *AuditLog) Room() error {
 	return a.diskRoom()
 }
 
+// StrangerSlack is how far past their share, MaxBytes/StrangerShare, the
+// strangers' files may be while a pass deletes the oldest of them, before
+// a new stranger waits for the pass: share/StrangerSlack.
+const StrangerSlack = 8
+
 // StrangerRoom says whether the log has room for a new conversation with
 // a stranger: Room, once the strangers' files are within
 // MaxBytes/StrangerShare — when they are not, the oldest of them are
 // deleted first (audit_strangers.go); an error wrapping ErrStrangersShare
-// only when none could be.
+// only when none could be. A pass deleting thousands of files takes
+// seconds (unlinking is the most of it), so a new stranger does not wait
+// for one while the strangers' files are within share/StrangerSlack past
+// their share: the pass runs in the background and the stranger is
+// taken. Past that it waits (a 38-minute soak had two greetings held
+// 30 s by passes; docs/soak.md).
 func (a *AuditLog) StrangerRoom() error {
 	if max := a.limits.MaxBytes; max > 0 {
 		u := &a.usage
 		u.mu.Lock()
 		used := u.strangers
 		u.mu.Unlock()
-		if used > max/StrangerShare && !a.makeStrangersRoom() {
+		share := max / StrangerShare
+		if used > share && used <= share+share/StrangerSlack {
+			a.pruneInBackground()
+			return a.Room()
+		}
+		if used > share && !a.makeStrangersRoom() {
 			u.mu.Lock()
 			used = u.strangers
 			u.mu.Unlock()

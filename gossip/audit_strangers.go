@@ -259,11 +259,11 @@ func (a *AuditLog) makeStrangersRoom() bool {
 		if a.pruned != nil {
 			a.pruned(pass)
 		}
-		for _, sf := range plan {
-			if _, err := a.removeFile(sf.day, sf.name); err != nil {
-				continue
-			}
-		}
+		// A file that could not be deleted is taken off the count all the
+		// same (removeFiles): the pass is recorded and reported already,
+		// and a file that stayed counted would be planned first, and fail,
+		// in every later pass.
+		_ = a.removeFiles(plan)
 	} else {
 		pass.Bytes = 0
 	}
@@ -286,76 +286,91 @@ func (a *AuditLog) unlistStranger(day, name string) {
 	}
 }
 
-// removeFile deletes one peer's files of a day (a strangers' file) and
+// removeFiles deletes peers' files of a day (strangers' files) and
 // forgets their state, after any Record writing into them is done and
 // the .md writer has rendered or given up every entry queued for them.
-// Until the files are gone and taken off the count, a Record for their
-// name waits (file): what is written into a file is what is counted,
-// and what goes is what was counted. It returns the bytes they took, in
-// whole blocks.
-func (a *AuditLog) removeFile(day, name string) (int64, error) {
+// Until the files are gone and taken off the count, a Record for one of
+// their names waits (file): what is written into a file is what is
+// counted, and what goes is what was counted. The files go together,
+// with one wait for the .md writer (mdWriter.dropFiles).
+func (a *AuditLog) removeFiles(files []strangerFile) error {
+	if len(files) == 0 {
+		return nil
+	}
 	var dropped []*auditFile
-	key := day + "/" + strings.ToLower(name)
 	done := make(chan struct{})
+	keys := make([]string, len(files))
+	mds := make([]string, len(files))
+	going := make(map[string]bool, len(files)) // day + "/" + name
+	for i, sf := range files {
+		keys[i] = sf.day + "/" + strings.ToLower(sf.name)
+		mds[i] = filepath.Join(a.dir, sf.day, sf.name) + auditMDExt
+		going[sf.day+"/"+sf.name] = true
+	}
 	a.mu.Lock()
+	if a.removing == nil {
+		a.removing = map[string]chan struct{}{}
+	}
 	for k, f := range a.files {
-		if f.day == day && f.name == name {
+		if going[f.day+"/"+f.name] {
 			delete(a.files, k)
 			dropped = append(dropped, f)
 		}
 	}
-	delete(a.names, key)
-	if a.removing == nil {
-		a.removing = map[string]chan struct{}{}
+	for _, key := range keys {
+		delete(a.names, key)
+		a.removing[key] = done
 	}
-	a.removing[key] = done
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
-		delete(a.removing, key)
+		for _, key := range keys {
+			delete(a.removing, key)
+		}
 		a.mu.Unlock()
 		close(done)
 	}()
 	a.retire(dropped, true, true)
-	a.retireFile(day, name) // a file of that name written later is another generation in the tree
-	base := filepath.Join(a.dir, day, name)
+	for _, sf := range files {
+		a.retireFile(sf.day, sf.name) // a file of that name written later is another generation in the tree
+	}
 	if a.md != nil {
-		a.md.dropFile(base + auditMDExt)
+		a.md.dropFiles(mds)
 	}
-	if a.interval > 0 {
-		a.dirtyMu.Lock()
-		delete(a.dirty, base+auditJSONLExt) // the log removes it: nothing left to sync
-		a.dirtyMu.Unlock()
-	}
-	var freed int64
 	var errs []error
-	for _, ext := range []string{auditJSONLExt, auditMDExt} {
-		st, err := os.Stat(base + ext)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
+	for _, sf := range files {
+		base := filepath.Join(a.dir, sf.day, sf.name)
+		if a.interval > 0 {
+			a.dirtyMu.Lock()
+			delete(a.dirty, base+auditJSONLExt) // the log removes it: nothing left to sync
+			a.dirtyMu.Unlock()
 		}
-		if err == nil {
-			err = os.Remove(base + ext)
+		var freed int64
+		for _, ext := range []string{auditJSONLExt, auditMDExt} {
+			st, err := os.Stat(base + ext)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err == nil {
+				err = os.Remove(base + ext)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("pruning a stranger's audit file %s: %w", base, err))
+				continue
+			}
+			freed += roundBlock(st.Size())
 		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		u := &a.usage
+		u.mu.Lock()
+		u.days[sf.day] -= freed
+		u.total -= freed
+		if listed, ok := u.strangerFiles[sf.day+"/"+sf.name]; ok {
+			u.strangers -= listed.bytes
+			delete(u.strangerFiles, sf.day+"/"+sf.name)
 		}
-		freed += roundBlock(st.Size())
+		u.mu.Unlock()
 	}
-	u := &a.usage
-	u.mu.Lock()
-	u.days[day] -= freed
-	u.total -= freed
-	if sf, ok := u.strangerFiles[day+"/"+name]; ok {
-		u.strangers -= sf.bytes
-		delete(u.strangerFiles, day+"/"+name)
-	}
-	u.mu.Unlock()
-	if err := errors.Join(errs...); err != nil {
-		return freed, fmt.Errorf("pruning a stranger's audit file %s: %w", base, err)
-	}
-	return freed, nil
+	return errors.Join(errs...)
 }
 
 // rewriteStrangersIndex writes the day's index anew with the files still

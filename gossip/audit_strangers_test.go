@@ -1,12 +1,15 @@
 package gossip
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ifaced/ifaced/identity"
 )
@@ -204,4 +207,107 @@ func TestStrangersFilePrunedWhileWritten(t *testing.T) {
 	if a.usage.strangers != files {
 		t.Errorf("the strangers' files are counted as %d KiB; on disk they take %d KiB", a.usage.strangers>>10, files>>10)
 	}
+}
+
+// TestStrangersPassWaitsForTheRendererOnce: a pass deleting many
+// strangers' files waits for the .md writer once, not once a file. Each
+// wait is for whatever the writer has queued by then, and under load a
+// pass of thousands of files waited some 25 s, with the strangers'
+// greetings that asked for room waiting behind it (docs/soak.md).
+func TestStrangersPassWaitsForTheRendererOnce(t *testing.T) {
+	a, err := OpenAuditLog(t.TempDir(), WithLimits(AuditLimits{MaxBytes: 1 << 30}), WithClock((&clock{t: testNow}).now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	alice, _ := identity.Generate(nil)
+	bob, _ := identity.Generate(nil)
+	const n = 50
+	for i := range n {
+		peer := fmt.Sprintf("stranger-%d", i)
+		if err := a.Record(AuditEntry{At: testNow, Direction: Received, Peer: peer, Transport: "libp2p",
+			Message: auditMessage(t, alice, bob, "conv:"+peer, 1, ""), Stranger: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flushAudit(t, a)
+	var files []strangerFile
+	a.usage.mu.Lock()
+	for _, sf := range a.usage.strangerFiles {
+		files = append(files, *sf)
+	}
+	total := a.usage.total
+	a.usage.mu.Unlock()
+	if len(files) != n {
+		t.Fatalf("%d strangers' files listed, want %d", len(files), n)
+	}
+	a.md.mu.Lock()
+	queued := a.md.queued
+	a.md.mu.Unlock()
+	if err := a.removeFiles(files); err != nil {
+		t.Fatal(err)
+	}
+	a.md.mu.Lock()
+	waits := a.md.queued - queued
+	a.md.mu.Unlock()
+	if waits != 1 {
+		t.Errorf("deleting %d strangers' files queued %d jobs for the .md writer, each waited for, want 1", n, waits)
+	}
+	var took int64
+	for _, sf := range files {
+		took += sf.bytes
+		for _, ext := range []string{auditJSONLExt, auditMDExt} {
+			if _, err := os.Stat(filepath.Join(a.dir, sf.day, sf.name+ext)); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s%s is still there after the pass: %v", sf.name, ext, err)
+			}
+		}
+	}
+	a.usage.mu.Lock()
+	defer a.usage.mu.Unlock()
+	if a.usage.strangers != 0 || len(a.usage.strangerFiles) != 0 {
+		t.Errorf("after the pass the strangers' files are counted as %d bytes in %d files, want none", a.usage.strangers, len(a.usage.strangerFiles))
+	}
+	if a.usage.total != total-took {
+		t.Errorf("the log counts %d bytes after the pass, want %d (%d before, less the %d the files took)", a.usage.total, total-took, total, took)
+	}
+}
+
+// TestStrangerTakenWhileAPassRuns: while a pass deletes strangers' files
+// (pruneMu held here), a new stranger is taken without waiting for it as
+// long as the strangers' files are within share/StrangerSlack past their
+// share; past that, StrangerRoom makes room itself, and refuses when none
+// can be made (nothing is listed here to delete).
+func TestStrangerTakenWhileAPassRuns(t *testing.T) {
+	a, err := OpenAuditLog(t.TempDir(), WithLimits(AuditLimits{MaxBytes: 2 << 20}), WithClock((&clock{t: testNow}).now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	share := a.limits.MaxBytes / StrangerShare
+	setUsed := func(n int64) {
+		a.usage.mu.Lock()
+		a.usage.strangers = n
+		a.usage.mu.Unlock()
+	}
+	a.pruneMu.Lock() // a pass under way
+	setUsed(share + share/StrangerSlack)
+	done := make(chan error, 1)
+	go func() { done <- a.StrangerRoom() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("a stranger within the slack while a pass runs: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		a.pruneMu.Unlock() // so that the log closes
+		<-done
+		t.Fatal("a stranger within the slack waits for the pass")
+	}
+	setUsed(share + share/StrangerSlack + 1)
+	go func() { done <- a.StrangerRoom() }()
+	a.pruneMu.Unlock()
+	if err := <-done; !errors.Is(err, ErrStrangersShare) {
+		t.Fatalf("a stranger past the slack with nothing to delete: %v; want ErrStrangersShare", err)
+	}
+	setUsed(0)
 }

@@ -72,9 +72,10 @@ type mdJob struct {
 	e    AuditEntry
 	cost int64
 	// dropDay, in a job of its own: close the handles of that day's
-	// files, which the quota or retention deleted; dropFile: close the
-	// handle of that .md, pruned (a strangers' file).
-	dropDay, dropFile string
+	// files, which the quota or retention deleted; dropFiles: close the
+	// handles of those .md files, pruned (strangers' files).
+	dropDay   string
+	dropFiles []string
 }
 
 // mdFile is an open .md handle of the writer.
@@ -160,18 +161,23 @@ func (w *mdWriter) dropDay(day string) {
 	w.cond.Broadcast()
 }
 
-// dropFile has the writer close its handle of the .md at path, without
-// waiting for room in the queue, and waits until it has: every entry
-// queued before is then written or given up (those of a file retired as
-// deleted are given up), so nothing writes into the .md any more, by its
-// handle or its path, until a new Record queues an entry for it. The
-// writer never waits for the caller (removeFile), and is not closed
-// while it waits: removeFile runs under pruneMu, which Close takes
-// before it closes the writer.
-func (w *mdWriter) dropFile(path string) {
+// dropFiles has the writer close its handles of the .md files at paths,
+// without waiting for room in the queue, and waits until it has: every
+// entry queued before is then written or given up (those of a file
+// retired as deleted are given up), so nothing writes into those .md
+// files any more, by handle or path, until a new Record queues an entry
+// for one, and what they take on disk is what was counted. A pass
+// deleting strangers' files (removeFiles) drops them all in one job: the
+// wait is for whatever the writer has queued, and when a pass waited
+// once a file, a pass of thousands of files under load took some 25 s,
+// with the strangers' greetings that asked for room waiting behind it
+// (docs/soak.md). The writer never waits for the caller, and is not
+// closed while it waits: removeFiles runs under pruneMu, which Close
+// takes before it closes the writer.
+func (w *mdWriter) dropFiles(paths []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.queue = append(w.queue, mdJob{dropFile: path})
+	w.queue = append(w.queue, mdJob{dropFiles: paths})
 	w.queued++
 	target := w.queued
 	w.cond.Broadcast()
@@ -261,12 +267,14 @@ func (w *mdWriter) write(job mdJob) error {
 		}
 		return nil
 	}
-	if job.dropFile != "" {
-		if mf := w.files[job.dropFile]; mf != nil {
-			mf.fd.Close()
-			delete(w.files, job.dropFile)
+	if job.dropFiles != nil {
+		for _, path := range job.dropFiles {
+			if mf := w.files[path]; mf != nil {
+				mf.fd.Close()
+				delete(w.files, path)
+			}
+			delete(w.behind, path)
 		}
-		delete(w.behind, job.dropFile)
 		return nil
 	}
 	if job.f.deleted.Load() {
