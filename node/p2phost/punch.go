@@ -274,13 +274,45 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
+// peer returns id's state, making it. The peers are forgotten when scan
+// finds them disconnected, which may be an hour away, and any peer that
+// reaches this daemon through a relay can send DCUtR rounds (FilterRemote
+// makes the answering side's state): so they are at most
+// punchBudgetPeers, past which the disconnected go first, then the one
+// whose last round is oldest; a try running is kept. Called with p.mu
+// held.
 func (p *Punch) peer(id peer.ID) *punchPeer {
 	pp := p.peers[id]
 	if pp == nil {
+		if len(p.peers) >= punchBudgetPeers {
+			p.forgetOne()
+		}
 		pp = &punchPeer{}
 		p.peers[id] = pp
 	}
 	return pp
+}
+
+// forgetOne forgets the peers not connected, or if none is, the one whose
+// last round is oldest; never one whose try runs.
+func (p *Punch) forgetOne() {
+	var oldest peer.ID
+	var at time.Time
+	for id, pp := range p.peers {
+		if pp.running {
+			continue
+		}
+		if p.h != nil && p.h.Network().Connectedness(id) == network.NotConnected {
+			delete(p.peers, id)
+			continue
+		}
+		if oldest == "" || pp.last.Before(at) {
+			oldest, at = id, pp.last
+		}
+	}
+	if len(p.peers) >= punchBudgetPeers && oldest != "" {
+		delete(p.peers, oldest)
+	}
 }
 
 // relayedIn: c came in through a relay (this side initiates DCUtR on it).

@@ -314,3 +314,38 @@ func TestPunchFirstRoundDialsQUICOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestPunchPeersBounded: the rounds any number of peers send (each
+// answering round makes the answering side's state in FilterRemote)
+// leave at most punchBudgetPeers peers' states, the disconnected
+// forgotten first; a peer whose try runs keeps its state. Before, the
+// states of peers that came and went stayed until the next scan, which
+// may be an hour away.
+func TestPunchPeersBounded(t *testing.T) {
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	p := NewPunch(slog.New(slog.DiscardHandler))
+	p.h = h
+	f := addrFilter{p}
+	offered := []ma.Multiaddr{ma.StringCast("/ip4/192.0.2.7/tcp/4001")}
+	p.mu.Lock()
+	p.peer("trying").running = true
+	p.mu.Unlock()
+	for i := range 3 * punchBudgetPeers {
+		f.FilterRemote(peer.ID(fmt.Sprintf("stranger-%d", i)), offered)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.peers); n > punchBudgetPeers {
+		t.Errorf("%d peers' punch states after %d strangers' rounds, want at most %d", n, 3*punchBudgetPeers, punchBudgetPeers)
+	}
+	if p.peers["trying"] == nil {
+		t.Error("the state of a peer whose try runs was forgotten")
+	}
+	if p.peers[peer.ID(fmt.Sprintf("stranger-%d", 3*punchBudgetPeers-1))] == nil {
+		t.Error("the last stranger's round left no state")
+	}
+}
