@@ -148,6 +148,13 @@ func (c *Client) Peers(ctx context.Context) ([]Peer, error) {
 	return out.Peers, err
 }
 
+// Peer returns one peer's entry of Peers, from the daemon's cache and
+// connections alone: the daemon does not ask the peer.
+func (c *Client) Peer(ctx context.Context, peer string) (*Peer, error) {
+	var out Peer
+	return &out, c.call(ctx, http.MethodGet, "/v1/peers/"+url.PathEscape(peer), nil, &out)
+}
+
 // Connect dials a peer by multiaddr and returns its peer ID.
 func (c *Client) Connect(ctx context.Context, addr string) (string, error) {
 	var out ConnectResult

@@ -64,6 +64,7 @@
 //	GET    /metrics                   Prometheus metrics, text exposition (metrics.go, node/metrics; docs/metrics.md)
 //	GET    /v1/status                 this daemon: peer ID, did, fingerprint, addresses, document seq, counts, uptime
 //	GET    /v1/peers                  the peer cache, with each peer's age, staleness and whether it is connected
+//	GET    /v1/peers/{peer}           one peer's entry of that list, from the cache and connections alone (never asks the peer)
 //	POST   /v1/connect                {"addr": multiaddr ending in /p2p/<peer ID>} → {"peer": peer ID}
 //	GET    /v1/caps                   the owner's signed capability document
 //	GET    /v1/caps/{peer}[?refresh=1] the cached view of a peer; refresh (or no cached view) asks the peer

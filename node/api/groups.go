@@ -18,7 +18,7 @@ import (
 // it uses; groupsFor hands it the component that has them.
 type routeGroups struct {
 	status   *statusRoutes       // GET /v1/status (handlers.go)
-	peers    *peerRoutes         // /v1/peers, /v1/connect, GET /v1/caps/{peer} (handlers.go)
+	peers    *peerRoutes         // /v1/peers, /v1/peers/{peer}, /v1/connect, GET /v1/caps/{peer} (handlers.go)
 	caps     *capRoutes          // the owner's capabilities and document (handlers.go)
 	seen     *seenRoutes         // GET /v1/seen (seen.go)
 	convs    *conversationRoutes // greet, say, invoke, the open conversations (handlers.go, invoke.go, conversations.go)

@@ -111,8 +111,8 @@ func live(p *Peer, nw connections, pid peer.ID) {
 }
 
 // peerRoutes serve the peers this daemon knows or is connected to (GET
-// /v1/peers), connecting to one (POST /v1/connect), and the view one
-// showed this daemon (GET /v1/caps/{peer}).
+// /v1/peers, GET /v1/peers/{peer}), connecting to one (POST /v1/connect),
+// and the view one showed this daemon (GET /v1/caps/{peer}).
 type peerRoutes struct {
 	cache   peerCache
 	conns   connections
@@ -163,6 +163,41 @@ func (g *peerRoutes) peers(w http.ResponseWriter, r *http.Request) {
 	slices.SortFunc(fresh, func(a, b Peer) int { return cmp.Compare(a.PeerID, b.PeerID) })
 	out.Peers = append(out.Peers, fresh...)
 	writeJSON(w, http.StatusOK, out)
+}
+
+// peer answers GET /v1/peers/{peer}: that peer's entry of GET /v1/peers,
+// from the cache and the connections alone. It never asks the peer (GET
+// /v1/caps/{peer} does when no view is cached), so what shows a peer's
+// name, such as the console's live events, can look one up without
+// reading the whole cache or greeting it; not_found when the daemon
+// neither holds a view of the peer nor is connected to it.
+func (g *peerRoutes) peer(w http.ResponseWriter, r *http.Request) {
+	pid, e := g.names.resolve(r.PathValue("peer"))
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	rec, err := g.cache.CachedPeer(pid)
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrCorrupt) {
+		writeError(w, internal(err))
+		return
+	}
+	var p Peer
+	if err == nil {
+		now := time.Now()
+		p = Peer{PeerID: rec.PeerID, AgentID: rec.AgentID, Display: rec.Display, Seq: rec.Seq,
+			AgeSeconds: int64(rec.Age(now) / time.Second), Stale: rec.Age(now) > StaleAfter, Cached: true, Addrs: rec.Addrs}
+		live(&p, g.conns, pid)
+	} else {
+		p = Peer{PeerID: pid.String()}
+		live(&p, g.conns, pid)
+		if !p.Connected {
+			writeError(w, notFound("peer %s: no view of it is cached and it is not connected (GET /v1/caps/%s asks it)", pid, pid))
+			return
+		}
+		p.Addrs = p.LiveAddrs
+	}
+	writeJSON(w, http.StatusOK, p)
 }
 
 func (g *peerRoutes) connect(w http.ResponseWriter, r *http.Request) {

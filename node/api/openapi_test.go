@@ -713,6 +713,8 @@ func TestOpenAPIAgainstRealResponses(t *testing.T) {
 	must(call(bob, http.MethodGet, "/v1/caps/"+alice.peerID(), nil))
 	must(call(bob, http.MethodGet, "/v1/caps/"+alice.peerID()+"?refresh=true", nil))
 	must(call(bob, http.MethodGet, "/v1/peers", nil))
+	must(call(bob, http.MethodGet, "/v1/peers/"+alice.peerID(), nil))
+	apiError(t, call(bob, http.MethodGet, "/v1/peers/12D3KooWD3eckifWpRn9wQpMG9R9hX3sD158z7EqHWmweQAJU5SA", nil), http.StatusNotFound)
 	must(call(bob, http.MethodGet, "/v1/conversations", nil))
 	must(call(bob, http.MethodPost, "/v1/say", map[string]any{"conversation_id": greeted.ConversationID, "phase": "context", "text": "Hello Alice."}))
 	must(call(bob, http.MethodPost, "/v1/send", map[string]any{"peer": alice.peerID(), "text": "A note."}))

@@ -271,6 +271,7 @@ func (s *Server) routes() http.Handler {
 	g := s.groups
 	mux.HandleFunc("GET /v1/status", g.status.status)
 	mux.HandleFunc("GET /v1/peers", g.peers.peers)
+	mux.HandleFunc("GET /v1/peers/{peer}", g.peers.peer)
 	mux.HandleFunc("POST /v1/connect", g.peers.connect)
 	mux.HandleFunc("GET /v1/caps", g.caps.ownCaps)
 	mux.HandleFunc("GET /v1/caps/{peer}", g.peers.peerCaps)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/ifaced/ifaced/conditions"
 	"github.com/ifaced/ifaced/gossip"
 	"github.com/ifaced/ifaced/negotiate"
@@ -28,6 +29,7 @@ import (
 type API interface {
 	Status(ctx context.Context) (*api.Status, error)
 	Peers(ctx context.Context) ([]api.Peer, error)
+	Peer(ctx context.Context, peer string) (*api.Peer, error)
 	PeerCapabilities(ctx context.Context, peer string, refresh bool) (*api.PeerCaps, error)
 	OwnDocument(ctx context.Context) (*api.OwnDocument, error)
 	AddCapability(ctx context.Context, capability json.RawMessage) (*negotiate.Document, error)
@@ -126,27 +128,56 @@ func New(cfg Config) (*Console, error) {
 	return c, nil
 }
 
-// namesFresh is how long the names the live events are given are reused:
-// a flood of events must not cost a reading of the peer cache each.
+// namesFresh is how long the name a live event's peer is given is reused:
+// a flood of events must not cost a lookup each.
 const namesFresh = 5 * time.Second
 
-// eventNamer names the peers of events as the owner does, from a copy of
-// the labels read at most every namesFresh.
+// namedPeers is how many peers' names the live events keep at once.
+const namedPeers = 1024
+
+// eventNamer names the peers of events as the owner does: each peer
+// looked up alone (GET /v1/peers/{peer}, from the daemon's cache and
+// connections, which never asks the peer; and the alias book), the name
+// reused for namesFresh, at most namedPeers names kept. It used to read
+// the whole peer cache each time an event named a peer not in the last
+// reading (at most once a second): with strangers arriving several times
+// a second and a cache of thousands, a multi-megabyte read a second (11
+// MB of the heap in a profile of a soak at 5,000 strangers).
 func (c *Console) eventNamer() func(string) string {
-	var (
-		mu   sync.Mutex
-		l    labels
-		read time.Time
-	)
+	type named struct {
+		name string
+		at   time.Time
+	}
+	var mu sync.Mutex
+	names, _ := simplelru.NewLRU[string, named](namedPeers, nil)
 	return func(id string) string {
+		now := c.now()
 		mu.Lock()
-		defer mu.Unlock()
-		if now := time.Now(); read.IsZero() || now.Sub(read) > namesFresh || l.peers[id] == "" && l.aliases[id] == "" && now.Sub(read) > time.Second {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			l, read = c.labels(ctx), now
-			cancel()
+		n, ok := names.Get(id)
+		mu.Unlock()
+		if ok && now.Sub(n.at) >= 0 && now.Sub(n.at) <= namesFresh {
+			return n.name
 		}
-		return l.Name(id)
+		l := labels{peers: map[string]string{}, aliases: map[string]string{}, byAlias: map[string]string{}}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if p, err := c.api.Peer(ctx, id); err == nil {
+			l.peers[id] = p.Display
+		}
+		if c.aliases != nil {
+			if all, err := c.aliases.All(); err == nil {
+				for name, pid := range all {
+					if pid.String() == id {
+						l.aliases[id] = name
+					}
+				}
+			}
+		}
+		name := l.Name(id)
+		mu.Lock()
+		names.Add(id, named{name, now})
+		mu.Unlock()
+		return name
 	}
 }
 
