@@ -245,7 +245,7 @@ type AuditLog struct {
 	// The room on disk (audit_quota.go).
 	limits    AuditLimits
 	freeSpace func() (uint64, error) // asked at most every FreeSpaceEvery
-	freeNow   func() (uint64, error) // asked each time: the .md writer's, while it yields (audit_writer.go)
+	freeNow   func() (uint64, error) // asked each time: the .md writer's, while it yields to the .jsonl (audit_writer.go)
 	now       func() time.Time
 	usage     usage
 
@@ -254,7 +254,10 @@ type AuditLog struct {
 	pruned  func(Pruned)           // told of each pass of pruning
 	pruneMu sync.Mutex             // one pass at a time
 	pruning atomic.Bool            // a pass started by a write is under way
-	indexMu sync.Mutex             // the days' indexes of strangers' files: appended and rewritten one at a time
+	// pruneStuck: the last pass could make no room in the strangers'
+	// share (StrangerRoom takes no slack then).
+	pruneStuck atomic.Bool
+	indexMu    sync.Mutex // the days' indexes of strangers' files: appended and rewritten one at a time
 
 	leftOut int64 // refusals left out of the record, carried from the previous run (refusals.go)
 
@@ -513,7 +516,12 @@ func (a *AuditLog) durable(path string, fsyncNow bool, created ...string) error 
 // conversation_id and a direction other than Sent or Received, and
 // otherwise records the message as it is, valid or not. The reply-to
 // numbers of the rendering come from the file's earlier entries.
-func (a *AuditLog) Record(e AuditEntry) error {
+func (a *AuditLog) Record(e AuditEntry) (err error) {
+	defer func() {
+		if noSpace(err) {
+			a.md.diskFull() // its .md leaves the disk's returning room to the record
+		}
+	}()
 	if e.Message == nil {
 		return errors.New("recording audit entry: no message")
 	}
@@ -560,9 +568,6 @@ func (a *AuditLog) Record(e AuditEntry) error {
 	if err != nil {
 		f.loaded = false // the files are in an unknown state: look again next time
 		f.closeJSONL()
-		if noSpace(err) {
-			a.md.yield.Store(true)
-		}
 		return err
 	}
 	if err := a.appendLeaf(f.day, f.name, off, line.Bytes()[:line.Len()-1]); err != nil {

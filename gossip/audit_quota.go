@@ -227,13 +227,22 @@ func (a *AuditLog) afterCount(due, prune bool) {
 	}
 }
 
+// roomMade runs a pass making room in the strangers' share and reports
+// whether it did (makeStrangersRoom), noting when it could not
+// (pruneStuck).
+func (a *AuditLog) roomMade() bool {
+	ok := a.makeStrangersRoom()
+	a.pruneStuck.Store(!ok)
+	return ok
+}
+
 // pruneInBackground starts a pass making room in the strangers' share
 // unless one started so is running.
 func (a *AuditLog) pruneInBackground() {
 	if a.pruning.CompareAndSwap(false, true) {
 		go func() {
 			defer a.pruning.Store(false)
-			a.makeStrangersRoom()
+			a.roomMade()
 		}()
 	}
 }
@@ -381,7 +390,10 @@ const StrangerSlack = 8
 // for one while the strangers' files are within share/StrangerSlack past
 // their share: the pass runs in the background and the stranger is
 // taken. Past that it waits (a 38-minute soak had two greetings held
-// 30 s by passes; docs/soak.md).
+// 30 s by passes; docs/soak.md), and so does every stranger once the
+// last pass could make no room (pruneStuck: nothing listed could go, or
+// the day's record of pruning is full), so that the slack is only ever
+// taken while the oldest files are being deleted.
 func (a *AuditLog) StrangerRoom() error {
 	if max := a.limits.MaxBytes; max > 0 {
 		u := &a.usage
@@ -389,11 +401,11 @@ func (a *AuditLog) StrangerRoom() error {
 		used := u.strangers
 		u.mu.Unlock()
 		share := max / StrangerShare
-		if used > share && used <= share+share/StrangerSlack {
+		if used > share && used <= share+share/StrangerSlack && !a.pruneStuck.Load() {
 			a.pruneInBackground()
 			return a.Room()
 		}
-		if used > share && !a.makeStrangersRoom() {
+		if used > share && !a.roomMade() {
 			u.mu.Lock()
 			used = u.strangers
 			u.mu.Unlock()

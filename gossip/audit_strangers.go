@@ -298,12 +298,13 @@ func (a *AuditLog) removeFiles(files []strangerFile) error {
 		return nil
 	}
 	var dropped []*auditFile
-	done := make(chan struct{})
 	keys := make([]string, len(files))
+	dones := make([]chan struct{}, len(files))
 	mds := make([]string, len(files))
 	going := make(map[string]bool, len(files)) // day + "/" + name
 	for i, sf := range files {
 		keys[i] = sf.day + "/" + strings.ToLower(sf.name)
+		dones[i] = make(chan struct{})
 		mds[i] = filepath.Join(a.dir, sf.day, sf.name) + auditMDExt
 		going[sf.day+"/"+sf.name] = true
 	}
@@ -317,19 +318,26 @@ func (a *AuditLog) removeFiles(files []strangerFile) error {
 			dropped = append(dropped, f)
 		}
 	}
-	for _, key := range keys {
+	for i, key := range keys {
 		delete(a.names, key)
-		a.removing[key] = done
+		a.removing[key] = dones[i]
 	}
 	a.mu.Unlock()
-	defer func() {
+	// Each name is free again as soon as its file is gone and counted (a
+	// Record for it waits until then, not for the whole pass).
+	released := 0
+	release := func(upTo int) {
 		a.mu.Lock()
-		for _, key := range keys {
+		for _, key := range keys[released:upTo] {
 			delete(a.removing, key)
 		}
 		a.mu.Unlock()
-		close(done)
-	}()
+		for _, done := range dones[released:upTo] {
+			close(done)
+		}
+		released = upTo
+	}
+	defer func() { release(len(files)) }()
 	a.retire(dropped, true, true)
 	for _, sf := range files {
 		a.retireFile(sf.day, sf.name) // a file of that name written later is another generation in the tree
@@ -338,7 +346,7 @@ func (a *AuditLog) removeFiles(files []strangerFile) error {
 		a.md.dropFiles(mds)
 	}
 	var errs []error
-	for _, sf := range files {
+	for i, sf := range files {
 		base := filepath.Join(a.dir, sf.day, sf.name)
 		if a.interval > 0 {
 			a.dirtyMu.Lock()
@@ -369,6 +377,7 @@ func (a *AuditLog) removeFiles(files []strangerFile) error {
 			delete(u.strangerFiles, sf.day+"/"+sf.name)
 		}
 		u.mu.Unlock()
+		release(i + 1)
 	}
 	return errors.Join(errs...)
 }

@@ -275,8 +275,9 @@ func TestStrangersPassWaitsForTheRendererOnce(t *testing.T) {
 // TestStrangerTakenWhileAPassRuns: while a pass deletes strangers' files
 // (pruneMu held here), a new stranger is taken without waiting for it as
 // long as the strangers' files are within share/StrangerSlack past their
-// share; past that, StrangerRoom makes room itself, and refuses when none
-// can be made (nothing is listed here to delete).
+// share, and a pass is started; past that, StrangerRoom makes room itself,
+// and refuses when none can be made (nothing is listed here to delete),
+// as it then does within the slack too.
 func TestStrangerTakenWhileAPassRuns(t *testing.T) {
 	a, err := OpenAuditLog(t.TempDir(), WithLimits(AuditLimits{MaxBytes: 2 << 20}), WithClock((&clock{t: testNow}).now))
 	if err != nil {
@@ -303,11 +304,20 @@ func TestStrangerTakenWhileAPassRuns(t *testing.T) {
 		<-done
 		t.Fatal("a stranger within the slack waits for the pass")
 	}
+	if !a.pruning.Load() {
+		t.Error("a stranger within the slack was taken and no pass was started")
+	}
 	setUsed(share + share/StrangerSlack + 1)
 	go func() { done <- a.StrangerRoom() }()
 	a.pruneMu.Unlock()
 	if err := <-done; !errors.Is(err, ErrStrangersShare) {
 		t.Fatalf("a stranger past the slack with nothing to delete: %v; want ErrStrangersShare", err)
+	}
+	// Once a pass could make no room, the slack is not taken: the
+	// strangers' files stay within their share while nothing can go.
+	setUsed(share + 1)
+	if err := a.StrangerRoom(); !errors.Is(err, ErrStrangersShare) {
+		t.Fatalf("a stranger within the slack after a pass made no room: %v; want ErrStrangersShare", err)
 	}
 	setUsed(0)
 }

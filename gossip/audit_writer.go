@@ -59,7 +59,7 @@ const (
 	mdQueueBytes  = 16 << 20
 	mdEntryFactor = 3
 	// mdReserve is the room at the end of the disk the .md writer leaves
-	// to the .jsonl once the disk was found full (see mdWriter.yield).
+	// to the .jsonl once the disk was found full (see mdWriter.full).
 	mdReserve = 1 << 20
 	// renderingMarker exists while a log is open; found at open, it says
 	// the last run did not close and its .md files may lack entries.
@@ -105,17 +105,21 @@ type mdWriter struct {
 	failed   bool  // some entry never reached its .md in this run: keep the marker
 	finished chan struct{}
 
-	// yield is set when a write to the log's disk finds it full (ENOSPC
-	// or EDQUOT), by Record or by the writer. The .md is a rendering of
-	// the .jsonl, which is the record: while yield is set, the writer asks
-	// the free space before each entry (not the figure cached for
-	// FreeSpaceEvery, which can be from before the disk filled) and
-	// renders nothing while less than mdReserve is free, so that the room
-	// a full disk gets back goes to the entries the door records before
-	// it acts, not to renderings of older ones. An .md that misses an
-	// entry so is behind, and is completed at the next start (the marker
-	// stays, as for any entry that did not reach its .md).
-	yield atomic.Bool
+	// full counts the writes to the log's disk that found it full (ENOSPC
+	// or EDQUOT), by Record or by the writer; cleared is full as the
+	// writer last found room again (owned by its goroutine). The .md is a
+	// rendering of the .jsonl, which is the record: while full has moved
+	// past cleared, the writer asks the free space before each entry (not
+	// the figure cached for FreeSpaceEvery, which can be from before the
+	// disk filled) and renders nothing while less than mdReserve is free,
+	// so that the room a full disk gets back goes to the entries the door
+	// records before it acts, not to renderings of older ones. An .md that
+	// so misses an entry is behind, and is completed at the next start
+	// (the marker stays, as for any entry that did not reach its .md). A
+	// count rather than a flag: a write that finds the disk full while the
+	// writer is finding room is not forgotten.
+	full    atomic.Uint64
+	cleared uint64
 
 	// Owned by the writer's goroutine.
 	files map[string]*mdFile
@@ -291,6 +295,9 @@ func (w *mdWriter) write(job mdJob) error {
 	mf, err := w.open(path)
 	if err != nil {
 		w.behind[path] = struct{}{}
+		if noSpace(err) {
+			w.diskFull()
+		}
 		return fmt.Errorf("rendering audit entry into %s: %w", path, err)
 	}
 	b := getBuffer()
@@ -314,23 +321,29 @@ func (w *mdWriter) write(job mdJob) error {
 		delete(w.files, path)
 		w.behind[path] = struct{}{}
 		if noSpace(err) {
-			w.yield.Store(true)
+			w.diskFull()
 		}
 		return fmt.Errorf("rendering audit entry into %s: %w", path, err)
 	}
 	return nil
 }
 
-// room says whether the writer may render an entry now: always, unless it
-// yields the end of a disk found full (yield), until mdReserve is free.
+// diskFull notes a write to the log's disk that found it full (full).
+func (w *mdWriter) diskFull() { w.full.Add(1) }
+
+// room says whether the writer may render an entry now: always, unless a
+// write found the disk full since it last found room (full), until
+// mdReserve is free. Called on the writer's goroutine.
 func (w *mdWriter) room() error {
-	if !w.yield.Load() || w.a.freeNow == nil {
+	seen := w.full.Load()
+	if seen == w.cleared || w.a.freeNow == nil {
 		return nil
 	}
 	free, err := w.a.freeNow()
 	if err != nil || free >= mdReserve {
-		// Room again, or a file system that cannot say: the writes will tell.
-		w.yield.Store(false)
+		// Room again, or a file system that cannot say: the writes will
+		// tell. Only what was seen before asking is cleared.
+		w.cleared = seen
 		return nil
 	}
 	return fmt.Errorf("%w: the disk holding the audit log was found full and has %d KiB free, less than the %d KiB the .md leaves to the .jsonl; the next start renders this entry",

@@ -202,7 +202,7 @@ func TestAuditMDYieldsAFullDisk(t *testing.T) {
 	record(entries[:2]...)
 	flushAudit(t, a)
 	// As Record or the writer do when a write meets ENOSPC or EDQUOT.
-	a.md.yield.Store(true)
+	a.md.diskFull()
 	free.Store(4 << 10)
 	record(entries[2])
 	if err := a.Flush(); !errors.Is(err, ErrNoRoom) {
@@ -214,7 +214,7 @@ func TestAuditMDYieldsAFullDisk(t *testing.T) {
 	free.Store(mdReserve)
 	record(entries[3:]...)
 	flushAudit(t, a)
-	if a.md.yield.Load() {
+	if a.md.full.Load() != a.md.cleared {
 		t.Errorf("the writer still yields with %d KiB free", mdReserve>>10)
 	}
 	if n := markers(bob); n != 2 {
@@ -341,5 +341,98 @@ func TestAuditLogHoldsBoundedDescriptors(t *testing.T) {
 	}
 	if held := auditDescriptors(t, dir); len(held) != 0 {
 		t.Errorf("open after Close: %v", held)
+	}
+}
+
+// TestAuditFullDiskSetsTheMDAside: on a real file system that fills (a
+// tmpfs of 4 MiB; root), a Record that meets ENOSPC marks the disk full
+// for the .md writer, which then renders nothing while less than
+// mdReserve is free, and renders again once the room is back.
+func TestAuditFullDiskSetsTheMDAside(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("IFACED_REQUIRE_DISKFAULTS") == "1" {
+			t.Fatal("this test mounts a small tmpfs to fill, which needs root, and IFACED_REQUIRE_DISKFAULTS=1 requires it")
+		}
+		t.Skip("this test mounts a small tmpfs to fill, which needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mounting a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("unmounting %s: %v: %s", dir, err, out)
+		}
+	})
+	a, err := OpenAuditLog(filepath.Join(dir, "audit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	entries := writerEntries(t)
+	bob, carol := entries[0].Peer, entries[6].Peer
+	if err := a.Record(entries[0]); err != nil {
+		t.Fatal(err)
+	}
+	flushAudit(t, a)
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	for _, n := range []int{4096, 512, 1} {
+		for {
+			if _, err := f.Write(buf[:n]); err != nil {
+				break
+			}
+		}
+	}
+	f.Close()
+	// The entries fit while bob's .jsonl has room in its last page.
+	for i := 1; ; i++ {
+		err := a.Record(entries[i])
+		if errors.Is(err, syscall.ENOSPC) {
+			break
+		}
+		if err != nil || i == 5 {
+			t.Fatalf("recording entry %d on a full disk: %v; want ENOSPC by the fifth", i, err)
+		}
+	}
+	if a.md.full.Load() == 0 {
+		t.Fatal("after a Record met ENOSPC, the disk is not marked full for the .md writer")
+	}
+	// The renderings of the entries that fit may have met the full disk
+	// too (bob's .md goes behind): that is not what this test is about.
+	_ = a.Flush()
+	// Room for the record, not for the rendering: 64 KiB back.
+	if st, err := os.Stat(filler); err != nil {
+		t.Fatal(err)
+	} else if err := os.Truncate(filler, st.Size()-64<<10); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Record(entries[6]); err != nil {
+		t.Fatalf("recording with 64 KiB back: %v", err)
+	}
+	if err := a.Flush(); !errors.Is(err, ErrNoRoom) {
+		t.Fatalf("rendering with 64 KiB free on a disk found full: %v; want ErrNoRoom", err)
+	}
+	if _, err := os.Stat(peerFile(a.dir, testDay, carol, auditMDExt)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("carol's entry was rendered into the returning room (%v)", err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	m := entries[2]
+	m.Peer = "dave"
+	if err := a.Record(m); err != nil {
+		t.Fatal(err)
+	}
+	flushAudit(t, a)
+	if n, err := countMarkers(peerFile(a.dir, testDay, "dave", auditMDExt)); err != nil || n != 1 {
+		t.Fatalf("once the room is back, dave's .md holds %d entries (%v), want 1", n, err)
+	}
+	if n, _ := countMarkers(peerFile(a.dir, testDay, bob, auditMDExt)); n < 1 {
+		t.Errorf("bob's .md holds %d entries, want at least the 1 rendered before the disk filled", n)
 	}
 }
