@@ -224,7 +224,11 @@ func (p *Punch) scan(ctx context.Context) time.Time {
 		if ok, _ := p.h.Peerstore().SupportsProtocols(id, holepunch.Protocol); len(ok) == 0 {
 			continue // the peer does not punch (yet: its protocols update brings scan back)
 		}
-		pp := p.peer(id)
+		pp := p.peers[id]
+		if pp == nil {
+			pp = &punchPeer{}
+			p.peers[id] = pp
+		}
 		if pp.running || pp.tries >= punchMaxTries {
 			continue
 		}
@@ -274,45 +278,57 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// peer returns id's state, making it. The peers are forgotten when scan
-// finds them disconnected, which may be an hour away, and any peer that
-// reaches this daemon through a relay can send DCUtR rounds (FilterRemote
-// makes the answering side's state): so they are at most
-// punchBudgetPeers, past which the disconnected go first, then the one
-// whose last round is oldest; a try running is kept. Called with p.mu
-// held.
-func (p *Punch) peer(id peer.ID) *punchPeer {
+// peer returns id's state, making it. The states are forgotten when scan
+// finds their peer disconnected, which may be an hour away, and any peer
+// that reaches this daemon through a relay can send DCUtR rounds
+// (FilterRemote makes the answering side's state): so past
+// punchBudgetPeers a new state takes the place of one that holds
+// nothing live (forgetOne), and when every state does, the round gets a
+// state of its own that is not kept (its QUIC-first choice is still made;
+// what this daemon counts for the peer is p.rounds, kept apart). scan
+// keeps every state it makes: those are of relayed connections, which
+// the connection manager bounds. Called with p.mu held.
+func (p *Punch) peer(id peer.ID, now time.Time) *punchPeer {
 	pp := p.peers[id]
 	if pp == nil {
-		if len(p.peers) >= punchBudgetPeers {
-			p.forgetOne()
-		}
 		pp = &punchPeer{}
+		if len(p.peers) >= punchBudgetPeers && !p.forgetOne(now) {
+			return pp
+		}
 		p.peers[id] = pp
 	}
 	return pp
 }
 
-// forgetOne forgets the peers not connected, or if none is, the one whose
-// last round is oldest; never one whose try runs.
-func (p *Punch) forgetOne() {
+// forgetOne forgets the states that hold nothing live: of peers no longer
+// connected, or else the one whose last round is oldest among those with
+// no try running, no retry waiting (next) and no round within
+// punchTryGap. It reports whether it forgot any.
+func (p *Punch) forgetOne(now time.Time) bool {
 	var oldest peer.ID
 	var at time.Time
+	forgot := false
 	for id, pp := range p.peers {
 		if pp.running {
 			continue
 		}
 		if p.h != nil && p.h.Network().Connectedness(id) == network.NotConnected {
 			delete(p.peers, id)
+			forgot = true
+			continue
+		}
+		if pp.next.After(now) || now.Sub(pp.last) <= punchTryGap {
 			continue
 		}
 		if oldest == "" || pp.last.Before(at) {
 			oldest, at = id, pp.last
 		}
 	}
-	if len(p.peers) >= punchBudgetPeers && oldest != "" {
+	if !forgot && oldest != "" {
 		delete(p.peers, oldest)
+		forgot = true
 	}
+	return forgot
 }
 
 // relayedIn: c came in through a relay (this side initiates DCUtR on it).
@@ -358,8 +374,8 @@ func (f addrFilter) FilterLocal(remote peer.ID, addrs []ma.Multiaddr) []ma.Multi
 	if !initiator(p.h, remote) {
 		return addrs
 	}
-	pp := p.peer(remote)
 	now := time.Now()
+	pp := p.peer(remote, now)
 	if now.Sub(pp.last) > punchTryGap {
 		pp.rounds = 0
 	}
@@ -395,12 +411,12 @@ func (f addrFilter) FilterRemote(remote peer.ID, addrs []ma.Multiaddr) []ma.Mult
 	if p.h == nil {
 		return addrs[:min(len(addrs), punchRemoteAddrs)]
 	}
-	pp := p.peer(remote)
+	now := time.Now()
+	pp := p.peer(remote, now)
 	init := initiator(p.h, remote)
 	if !init {
 		// The answering side counts its rounds here (the initiator did in
 		// FilterLocal).
-		now := time.Now()
 		if now.Sub(pp.last) > punchTryGap {
 			pp.rounds = 0
 		}

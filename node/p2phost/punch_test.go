@@ -332,7 +332,7 @@ func TestPunchPeersBounded(t *testing.T) {
 	f := addrFilter{p}
 	offered := []ma.Multiaddr{ma.StringCast("/ip4/192.0.2.7/tcp/4001")}
 	p.mu.Lock()
-	p.peer("trying").running = true
+	p.peer("trying", time.Now()).running = true
 	p.mu.Unlock()
 	for i := range 3 * punchBudgetPeers {
 		f.FilterRemote(peer.ID(fmt.Sprintf("stranger-%d", i)), offered)
@@ -347,5 +347,22 @@ func TestPunchPeersBounded(t *testing.T) {
 	}
 	if p.peers[peer.ID(fmt.Sprintf("stranger-%d", 3*punchBudgetPeers-1))] == nil {
 		t.Error("the last stranger's round left no state")
+	}
+	// Every state live (a try running): a new peer's round gets a state
+	// that is not kept, and still dials.
+	for _, pp := range p.peers {
+		pp.running = true
+	}
+	for len(p.peers) < punchBudgetPeers {
+		p.peers[peer.ID(fmt.Sprintf("live-%d", len(p.peers)))] = &punchPeer{running: true}
+	}
+	p.mu.Unlock()
+	got := f.FilterRemote("one-more", offered)
+	p.mu.Lock()
+	if len(got) != 1 {
+		t.Errorf("a round with every state live dialled %v, want %v", got, offered)
+	}
+	if n := len(p.peers); n != punchBudgetPeers || p.peers["one-more"] != nil {
+		t.Errorf("%d states after a round with every state live (kept: %v), want %d and the new one not kept", n, p.peers["one-more"] != nil, punchBudgetPeers)
 	}
 }
