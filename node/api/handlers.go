@@ -192,7 +192,7 @@ func (g *peerRoutes) peer(w http.ResponseWriter, r *http.Request) {
 		p = Peer{PeerID: pid.String()}
 		live(&p, g.conns, pid)
 		if !p.Connected {
-			writeError(w, notFound("peer %s: no view of it is cached and it is not connected (GET /v1/caps/%s asks it)", pid, pid))
+			writeError(w, notFound("peer %s: no readable view of it is cached and it is not connected (GET /v1/caps/%s asks it)", pid, pid))
 			return
 		}
 		p.Addrs = p.LiveAddrs

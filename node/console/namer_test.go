@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ifaced/ifaced/node/api"
 	"github.com/ifaced/ifaced/node/internal/testkit"
@@ -39,7 +40,11 @@ func (c *countingAPI) PeerCapabilities(ctx context.Context, peer string, refresh
 func TestEventNamesLookEachPeerUpAlone(t *testing.T) {
 	p := greet(t)
 	counting := &countingAPI{API: p.alice.c}
-	con, err := New(Config{API: counting, Addr: p.alice.srv.Addr(), Home: p.alice.home.Dir, Log: p.alice.con.log})
+	// One instant for every event: each name stays fresh (namesFresh)
+	// however slowly the machine runs.
+	at := time.Now()
+	con, err := New(Config{API: counting, Addr: p.alice.srv.Addr(), Home: p.alice.home.Dir, Log: p.alice.con.log,
+		Now: func() time.Time { return at }})
 	if err != nil {
 		t.Fatal(err)
 	}

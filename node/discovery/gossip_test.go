@@ -96,18 +96,23 @@ func (r *rawGossip) Prune(p peer.ID, topic string) {
 	}
 }
 func (*rawGossip) OnNewOutboundStream(peer.ID, protocol.ID) {}
-func (*rawGossip) OnClosedOutboundStream(peer.ID)           {}
-func (*rawGossip) Join(string)                              {}
-func (*rawGossip) Leave(string)                             {}
-func (*rawGossip) ValidateMessage(*pubsub.Message)          {}
-func (*rawGossip) DeliverMessage(*pubsub.Message)           {}
-func (*rawGossip) RejectMessage(*pubsub.Message, string)    {}
-func (*rawGossip) DuplicateMessage(*pubsub.Message)         {}
-func (*rawGossip) ThrottlePeer(peer.ID)                     {}
-func (*rawGossip) RecvRPC(*pubsub.RPC)                      {}
-func (*rawGossip) SendRPC(*pubsub.RPC, peer.ID)             {}
-func (*rawGossip) DropRPC(*pubsub.RPC, peer.ID)             {}
-func (*rawGossip) UndeliverableMessage(*pubsub.Message)     {}
+func (r *rawGossip) OnClosedOutboundStream(p peer.ID) {
+	// GossipSub drops a peer that went away from its mesh without a Prune.
+	r.mu.Lock()
+	delete(r.mesh, p)
+	r.mu.Unlock()
+}
+func (*rawGossip) Join(string)                           {}
+func (*rawGossip) Leave(string)                          {}
+func (*rawGossip) ValidateMessage(*pubsub.Message)       {}
+func (*rawGossip) DeliverMessage(*pubsub.Message)        {}
+func (*rawGossip) RejectMessage(*pubsub.Message, string) {}
+func (*rawGossip) DuplicateMessage(*pubsub.Message)      {}
+func (*rawGossip) ThrottlePeer(peer.ID)                  {}
+func (*rawGossip) RecvRPC(*pubsub.RPC)                   {}
+func (*rawGossip) SendRPC(*pubsub.RPC, peer.ID)          {}
+func (*rawGossip) DropRPC(*pubsub.RPC, peer.ID)          {}
+func (*rawGossip) UndeliverableMessage(*pubsub.Message)  {}
 
 func newRawGossip(t *testing.T) *rawGossip {
 	t.Helper()
