@@ -274,6 +274,13 @@ func startAnnouncer(ctx context.Context, h host.Host, cfg config.DiscoveryConfig
 		// Strict signing is the default; an announcement's author must be
 		// known and proven, so it is not left to a default.
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
+		// This daemon's own announcements and key statements go to every
+		// peer on the topic (above the publish threshold), not only to its
+		// mesh: the pubsub built here does not flood-publish by default,
+		// and a mesh takes a heartbeat or a GRAFT to hold a peer that just
+		// joined, so a revocation published a second after a join (node/
+		// keys/tell) could reach nobody, and was then taken as heard.
+		pubsub.WithFloodPublish(true),
 		pubsub.WithMaxMessageSize(maxPubsubMessage),
 		pubsub.WithPeerScore(params, thresholds),
 		pubsub.WithRawTracer(&g.mesh),
