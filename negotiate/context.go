@@ -26,6 +26,15 @@ type Proposal struct {
 	// time, and nothing breaks.
 	HaveView      string `json:"have_view,omitempty"`
 	ViewUnchanged string `json:"view_unchanged,omitempty"`
+
+	// Acks, in a greeting or its answer, says that the sender acknowledges
+	// each context message the recipient says in the conversation, once it
+	// has admitted and recorded it, and reads the recipient's
+	// acknowledgements of its own (node/wire: Acknowledgements). A side
+	// acknowledges, and waits for acknowledgements, only when the other
+	// side said so: a peer that knows nothing of them is neither sent one
+	// nor waited on.
+	Acks bool `json:"acks,omitempty"`
 }
 
 // Outcomes of a proposal (IFP-12 §3.5).

@@ -21,7 +21,7 @@ import (
 //	part "capabilities"                   the sender's signed view for the recipient (SignedView), unless
 //	                                      view_unchanged says the recipient holds it
 //	part "greeting"                       {temperature, ifp_support, requested_tool_categories,
-//	                                       have_view, view_unchanged}: the rest of the proposal
+//	                                       have_view, view_unchanged, acks}: the rest of the proposal
 //	part "context"                        in an answer: the context the sender grants the recipient (Granted)
 //
 // ReadGreeting decodes all of it once; Greeting.Write writes it.
@@ -57,6 +57,7 @@ type greetingPart struct {
 	ToolCategories []string `json:"requested_tool_categories,omitempty"`
 	HaveView       string   `json:"have_view,omitempty"`
 	ViewUnchanged  string   `json:"view_unchanged,omitempty"`
+	Acks           bool     `json:"acks,omitempty"`
 }
 
 // ReadGreeting decodes the proposal of greeting m (its headers and its
@@ -74,7 +75,7 @@ func ReadGreeting(m *gossip.Message) (Greeting, error) {
 	if err := decodePart(m, PartGreeting, &gp); err != nil {
 		return Greeting{}, err
 	}
-	g.Temperature, g.IFPSupport = gp.Temperature, gp.IFPSupport
+	g.Temperature, g.IFPSupport, g.Acks = gp.Temperature, gp.IFPSupport, gp.Acks
 	g.ToolCategories = gp.ToolCategories[:min(len(gp.ToolCategories), MaxRequestedCategories)]
 	if IsViewSum(gp.HaveView) {
 		g.HaveView = gp.HaveView
@@ -109,7 +110,7 @@ func (g Greeting) Write(m *gossip.Message, view *SignedView) {
 		}
 	}
 	gp := greetingPart{Temperature: g.Temperature, IFPSupport: g.IFPSupport,
-		ToolCategories: g.ToolCategories, HaveView: g.HaveView, ViewUnchanged: g.ViewUnchanged}
+		ToolCategories: g.ToolCategories, HaveView: g.HaveView, ViewUnchanged: g.ViewUnchanged, Acks: g.Acks}
 	m.Body.Parts = append(m.Body.Parts, gossip.Part{ContentType: "application/json", Name: PartGreeting, Content: gp.jsonValue()})
 	if g.Granted != nil {
 		m.Body.Parts = append(m.Body.Parts, gossip.Part{ContentType: "application/json", Name: PartContext, Content: g.Granted.jsonValue()})
@@ -120,7 +121,7 @@ func (g Greeting) Write(m *gossip.Message, view *SignedView) {
 // carries this part, and a round trip through encoding/json was some
 // 5 µs of each. TestGreetingPartsAsJSONValue holds the two together.
 func (p greetingPart) jsonValue() map[string]any {
-	v := make(map[string]any, 5)
+	v := make(map[string]any, 6)
 	if p.Temperature != "" {
 		v["temperature"] = jsonText(p.Temperature)
 	}
@@ -135,6 +136,9 @@ func (p greetingPart) jsonValue() map[string]any {
 	}
 	if p.ViewUnchanged != "" {
 		v["view_unchanged"] = jsonText(p.ViewUnchanged)
+	}
+	if p.Acks {
+		v["acks"] = true
 	}
 	return v
 }

@@ -32,7 +32,7 @@ func checkGreetingParts(t testing.TB, g Greeting) {
 	t.Helper()
 	gotGreeting, gotContext := greetingPartsOf(t, g)
 	wantGreeting, err := JSONValue(greetingPart{Temperature: g.Temperature, IFPSupport: g.IFPSupport,
-		ToolCategories: g.ToolCategories, HaveView: g.HaveView, ViewUnchanged: g.ViewUnchanged})
+		ToolCategories: g.ToolCategories, HaveView: g.HaveView, ViewUnchanged: g.ViewUnchanged, Acks: g.Acks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestGreetingPartsAsJSONValue(t *testing.T) {
 	for _, g := range []Greeting{
 		{},
 		{Proposal: Proposal{Temperature: conditions.Cool, IFPSupport: []int{4, 7, 12}, ToolCategories: []string{"web"},
-			HaveView: "ab12", ViewUnchanged: "cd34"}},
+			HaveView: "ab12", ViewUnchanged: "cd34", Acks: true}},
 		{Granted: &Granted{}},
 		{Granted: &Granted{AuthLevel: conditions.NoLevel}},
 		{Proposal: Proposal{IFPSupport: []int{}, ToolCategories: []string{}}, Granted: full},
@@ -78,7 +78,7 @@ func FuzzGreetingPartsAsJSONValue(f *testing.F) {
 	f.Add("bad \xff", "\xfe", "", "", "", -1, -1, false)
 	f.Fuzz(func(t *testing.T, temp, cat, sum, persona, note string, ifp, level int, granted bool) {
 		g := Greeting{Proposal: Proposal{Temperature: temp, IFPSupport: []int{ifp}, ToolCategories: []string{cat},
-			HaveView: sum, ViewUnchanged: sum}}
+			HaveView: sum, ViewUnchanged: sum, Acks: granted}}
 		if granted {
 			g.Granted = &Granted{Disclosure: cat, DisclosureOutcome: note, AuthLevel: conditions.Level(level),
 				Temperature: temp, Persona: persona, Notes: []string{note}, ToolCategories: []string{cat}}

@@ -135,7 +135,7 @@ func TestGreetingRoundTrip(t *testing.T) {
 	held := strings.Repeat("ab", 32)
 	g := Greeting{
 		Proposal: Proposal{Disclosure: "professional", Persona: "researcher", Temperature: "warm", IFPSupport: []int{3, 4, 7},
-			ToolCategories: []string{"web"}, HaveView: held},
+			ToolCategories: []string{"web"}, HaveView: held, Acks: true},
 		Granted: &Granted{Disclosure: "public", DisclosureOutcome: OutcomeGranted, AuthLevel: conditions.Signed, Temperature: "cool", Notes: []string{"n"}},
 	}
 	m := greetingMessage(t)
@@ -153,7 +153,7 @@ func TestGreetingRoundTrip(t *testing.T) {
 	}
 	if got.Disclosure != "professional" || got.Persona != "researcher" || got.Temperature != "warm" ||
 		!slices.Equal(got.IFPSupport, []int{3, 4, 7}) || !slices.Equal(got.ToolCategories, []string{"web"}) ||
-		got.HaveView != held || got.ViewUnchanged != "" {
+		got.HaveView != held || got.ViewUnchanged != "" || !got.Acks {
 		t.Errorf("proposal read back as %+v", got.Proposal)
 	}
 	if got.Granted == nil || got.Granted.Disclosure != "public" || got.Granted.AuthLevel != conditions.Signed || len(got.Granted.Notes) != 1 {
@@ -167,14 +167,14 @@ func TestGreetingRoundTrip(t *testing.T) {
 	if names := partNames(m); names != "greeting" {
 		t.Errorf("parts with the view unchanged: %q", names)
 	}
-	if got, err := ReadGreeting(roundTrip(t, m)); err != nil || got.ViewUnchanged != sv.Sum || got.Granted != nil {
+	if got, err := ReadGreeting(roundTrip(t, m)); err != nil || got.ViewUnchanged != sv.Sum || got.Granted != nil || !got.Acks {
 		t.Errorf("read back %+v, %v", got, err)
 	}
 
 	// A greeting with no greeting part proposes only what its headers do.
 	m = greetingMessage(t)
 	m.Headers.Disclosure = "close"
-	if got, err := ReadGreeting(m); err != nil || got.Disclosure != "close" || got.Temperature != "" || got.Granted != nil {
+	if got, err := ReadGreeting(m); err != nil || got.Disclosure != "close" || got.Temperature != "" || got.Granted != nil || got.Acks {
 		t.Errorf("bare greeting: %+v, %v", got, err)
 	}
 }
@@ -196,6 +196,8 @@ func TestReadGreetingRefusesWhatItCannotRead(t *testing.T) {
 			"body.parts[0].content.ifp_support", "expected an array of integers, got a number"},
 		{"categories hold a number", []gossip.Part{{Name: PartGreeting, Content: map[string]any{"requested_tool_categories": []any{1.0}}}},
 			"body.parts[0].content.requested_tool_categories[0]", "expected a string, got a number"},
+		{"acks is a string", []gossip.Part{{Name: PartGreeting, Content: map[string]any{"acks": "yes"}}},
+			"body.parts[0].content.acks", "expected a boolean, got a string"},
 		{"context level is a string", []gossip.Part{{Name: PartGreeting, Content: map[string]any{}}, {Name: PartContext, Content: map[string]any{"auth_level": "high"}}},
 			"body.parts[1].content.auth_level", "expected an integer, got a string"},
 	} {
