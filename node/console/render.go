@@ -167,6 +167,8 @@ func partTitle(name string) string {
 		return "The greeting's proposal"
 	case "context":
 		return "The context granted"
+	case "delivered":
+		return "An acknowledgement: the message it names was admitted and recorded"
 	case "":
 		return "A part"
 	}

@@ -90,6 +90,7 @@ type conversationDeps struct {
 	ctx           context.Context
 	spawn         func(func()) bool                                 // runs a task Close waits for
 	handler       func(network.StreamHandler) network.StreamHandler // counts a stream handler among what Close waits for
+	commit        func() error                                      // makes what was recorded durable before an acknowledgement (acks.go); nil: nothing to do
 }
 
 // Deps is what New builds the conversations from.
@@ -112,7 +113,7 @@ type Deps struct {
 	Ctx           context.Context
 	Spawn         func(func()) bool                                 // runs a task Close waits for
 	Handler       func(network.StreamHandler) network.StreamHandler // counts a stream handler among what Close waits for
-	Commit        func() error                                      // makes what the inbox recorded durable before it answers (durability.sync)
+	Commit        func() error                                      // makes what was recorded durable before the inbox answers or a message is acknowledged (durability.sync)
 }
 
 // New builds the conversations and the HTTP binding's inbox, registers
@@ -121,7 +122,7 @@ type Deps struct {
 func New(d Deps) *Conversations {
 	cs := newConversations(conversationDeps{id: d.ID, display: d.Display, streamTimeout: d.StreamTimeout, host: d.Host,
 		door: d.Door, docs: d.Docs, policy: d.Policy, trust: d.Trust, invoker: d.Invoker, store: d.Store, audit: d.Audit,
-		events: d.Events, order: d.Order, log: d.Log, now: d.Now, ctx: d.Ctx, spawn: d.Spawn, handler: d.Handler})
+		events: d.Events, order: d.Order, log: d.Log, now: d.Now, ctx: d.Ctx, spawn: d.Spawn, handler: d.Handler, commit: d.Commit})
 	cs.inbox = newInbox(d.Door, cs, d.Docs, d.Policy, d.Invoker, d.Audit, d.Commit, d.Spawn, d.Now, d.Log)
 	d.Docs.OnChange(func(*negotiate.Document) { cs.updates.pushAll() })
 	return cs

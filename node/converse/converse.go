@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ifaced/ifaced/node/keys"
 	"github.com/ifaced/ifaced/node/p2phost"
@@ -55,6 +56,7 @@ type conv struct {
 	peerHas    string                // have_view of the peer's greeting: the hash of our view it holds
 	lastView   []byte                // content of the last view sent, without seq and signature
 	greeted    *negotiate.SignedView // the view this daemon's greeting carried (noteSent)
+	peerAcks   atomic.Bool           // the peer's last greeting said acks (acks.go)
 
 	doneOnce, endOnce sync.Once
 	done              chan struct{} // closed when the conversation ends
@@ -261,6 +263,7 @@ func (cs *Conversations) greetOnce(ctx context.Context, pid peer.ID, proto proto
 		cs.peersHold.Remove(pid)
 	}
 	cs.markGreeted(pid)
+	c.peerAcks.Store(answer.Acks)
 	var theirs negotiate.Granted
 	if answer.Granted != nil {
 		theirs = *answer.Granted
@@ -429,6 +432,7 @@ func (cs *Conversations) answerOn(ws *wire.Stream, pid peer.ID, remote gossip.Ag
 	// requested categories: a peer's lists cost memory per conversation.
 	c.peerHas = prop.HaveView
 	c.categories = prop.ToolCategories
+	c.peerAcks.Store(prop.Acks)
 	answer := negotiate.Proposal{Disclosure: c.granted.Disclosure, Persona: c.granted.Persona, Temperature: c.granted.Temperature}
 	if held, ok := cs.peerViews.Get(pid); ok {
 		answer.HaveView = hex.EncodeToString(held.Sum[:]) // the greeter's view, which it need not send again
@@ -529,6 +533,10 @@ func (cs *Conversations) act(c *conv, m *gossip.Message, pv pendingView, prop ne
 			cs.log.Info("keeping a renegotiating greeting's view", "peer", cs.named(c.peer), "err", err)
 		}
 		c.raise(cs.grant(c.peer, m, pv.agentID(), prop), cs.order)
+		c.peerAcks.Store(prop.Acks)
+	}
+	if c.wantsAck(m) {
+		cs.acknowledge(c, m)
 	}
 	if isRequest(m) {
 		return cs.spawn(func() { cs.requests.handle(c, m) }), true
@@ -631,6 +639,7 @@ func (cs *Conversations) greeting(c *conv, prop negotiate.Proposal, granted *neg
 	c.greeted = v
 	c.gmu.Unlock()
 	prop.IFPSupport = v.Doc.IFPSupport
+	prop.Acks = true // this daemon acknowledges, and reads acknowledgements (acks.go)
 	// The view is left out only when the peer holds this very view: any
 	// change (seq, grant, order) changes the hash.
 	attached := "my signed view for you is attached"
@@ -756,7 +765,11 @@ func (cs *Conversations) receiveOnly(c *conv, expect func(m *gossip.Message) err
 	if m.Headers.Phase == gossip.PhaseError {
 		cs.log.Info("peer sent an error", "peer", cs.named(c.peer), "conversation", c.ID, "error", remoteError(c.peer, m))
 	}
-	cs.door.Publish(in, c.ID, "")
+	if _, isAck := ackOf(m); !isAck {
+		// An acknowledgement is the conversation's mechanics, recorded
+		// but not the local agent's to read.
+		cs.door.Publish(in, c.ID, "")
+	}
 	return m, nil
 }
 

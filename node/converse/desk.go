@@ -19,7 +19,8 @@ import (
 )
 
 // awaited is the table of answers this daemon's own capability requests
-// wait for, by request message ID.
+// wait for, and of the acknowledgements its said messages wait for
+// (acks.go), by the message ID they answer.
 type awaited struct {
 	mu      sync.Mutex
 	pending map[string]waiter
@@ -46,8 +47,8 @@ type waiter struct {
 	ch     chan *gossip.Message
 }
 
-// answerTo returns the request m answers, when m is an answer: an error,
-// or a probe with a result, in reply to a request.
+// answerTo returns the message m answers, when m is an answer: an
+// error, a probe with a result, or an acknowledgement, in reply to it.
 func answerTo(m *gossip.Message) (string, bool) {
 	h := &m.Headers
 	if h.Thread == nil || h.Thread.InReplyTo == "" {
@@ -59,7 +60,7 @@ func answerTo(m *gossip.Message) (string, bool) {
 	if _, ok := m.Body.Part(invoke.PartResult); ok && h.Phase == gossip.PhaseProbe {
 		return h.Thread.InReplyTo, true
 	}
-	return "", false
+	return ackOf(m) // an acknowledgement of a message said (acks.go)
 }
 
 // awaits reports whether m answers a request this daemon sent in

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ifaced/ifaced/node/admit"
+	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/internal/peerid"
 	"github.com/ifaced/ifaced/node/p2phost"
 
@@ -75,7 +76,10 @@ import (
 //
 // A message left at a mailbox is a greeting of a conversation of its own,
 // carrying text and no capability view: the relay reads everything it
-// holds, and a view is meant for one peer's eyes only.
+// holds, and a view is meant for one peer's eyes only. The one exception
+// is a context message said in a conversation that the peer did not
+// acknowledge (node/wire: Acknowledgements): the same signed message is
+// left, so that a copy that did arrive is dropped as a replay.
 
 const mailboxProtocol = wire.Mailbox
 
@@ -98,8 +102,12 @@ var ErrUnreachable = errors.New("peer unreachable")
 type SendResult struct {
 	ConversationID string `json:"conversation_id"`
 	MessageID      string `json:"message_id"`
-	Delivered      string `json:"delivered"` // "conversation": said in a live conversation; "queued": in the outbox for the peer's mailbox
-	Detail         string `json:"detail,omitempty"`
+	// Delivered: "conversation": said in a live conversation, and
+	// acknowledged when the peer acknowledges messages (node/wire:
+	// Acknowledgements); "queued": in the outbox for the peer's mailbox,
+	// because the peer could not be reached or did not acknowledge it.
+	Delivered string `json:"delivered"`
+	Detail    string `json:"detail,omitempty"`
 }
 
 // Send says text to pid: in the newest open conversation with it if there
@@ -158,9 +166,18 @@ func (mb *Mail) send(ctx context.Context, pid peer.ID, convID, text string, part
 				return nil, fmt.Errorf("sending to %s: the conversation closed at once", pid)
 			}
 		}
-		m, err := mb.convs.Say(id, gossip.PhaseContext, text, parts...)
+		m, _, err := mb.convs.SayAcknowledged(ctx, id, text, parts...)
 		if err == nil {
 			return &SendResult{ConversationID: id, MessageID: m.Headers.MessageID, Delivered: "conversation"}, nil
+		}
+		if m != nil && errors.Is(err, converse.ErrUnacknowledged) {
+			// Written, but the peer did not say it has it: its path may
+			// have died under the message. The conversation is done
+			// for; the same signed message goes to the peer's mailbox,
+			// where a copy that did arrive is dropped as a replay.
+			mb.log.Info("a said message was not acknowledged; leaving it at the peer's mailbox", "peer", mb.named(pid), "conversation", id, "err", err)
+			mb.convs.Abandon(id)
+			return mb.queueSaid(pid, m, err)
 		}
 		if fresh || attempt > 0 || convID != "" || ctx.Err() != nil {
 			return nil, err
@@ -258,6 +275,26 @@ func (mb *Mail) queueMail(pid peer.ID, text string, cause error, parts ...gossip
 	if err := m.Sign(mb.id, mb.now()); err != nil {
 		return nil, err
 	}
+	return mb.enqueue(pid, m, cause, fmt.Sprintf("%s is unreachable (%v); the message is queued for its mailbox relays", pid, cause))
+}
+
+// queueSaid queues m, a message said in a conversation with pid that the
+// peer did not acknowledge, for pid's mailbox relays as it was signed. Its
+// audit entry as said stays; a second one says it was queued.
+func (mb *Mail) queueSaid(pid peer.ID, m *gossip.Message, cause error) (*SendResult, error) {
+	if len(mb.mailRelays(pid)) == 0 {
+		return nil, fmt.Errorf("sending to %s: %w; it names no mailbox relay to leave it at, so message %s may not have arrived: greet it and send again", pid, cause, m.Headers.MessageID)
+	}
+	res, err := mb.enqueue(pid, m, cause, fmt.Sprintf("%s did not acknowledge the message (%v); the same message is queued for its mailbox relays", pid, cause))
+	if err != nil {
+		return nil, fmt.Errorf("%w; leaving message %s at the peer's mailbox instead: %w", cause, m.Headers.MessageID, err)
+	}
+	return res, nil
+}
+
+// enqueue puts the signed message m in the outbox for pid's mailbox
+// relays and records that it did.
+func (mb *Mail) enqueue(pid peer.ID, m *gossip.Message, cause error, detail string) (*SendResult, error) {
 	raw, err := gossip.EncodeCBOR(m)
 	if err != nil {
 		return nil, err
@@ -278,8 +315,7 @@ func (mb *Mail) queueMail(pid peer.ID, text string, cause error, parts ...gossip
 		return nil, err
 	}
 	mb.kickOutbox()
-	return &SendResult{ConversationID: m.Headers.ConversationID, MessageID: m.Headers.MessageID, Delivered: "queued",
-		Detail: fmt.Sprintf("%s is unreachable (%v); the message is queued for its mailbox relays", pid, cause)}, nil
+	return &SendResult{ConversationID: m.Headers.ConversationID, MessageID: m.Headers.MessageID, Delivered: "queued", Detail: detail}, nil
 }
 
 func (mb *Mail) kickOutbox() {
