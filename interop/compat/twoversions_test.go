@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,10 @@ import (
 //     mailbox at a relay, and fetched when the other comes back. The
 //     relay runs the previous release, so this tree's daemon deposits at
 //     and fetches from an old mailbox, and the old daemons at a new one
-//     (the subtest runs the relay in each version).
+//     (the subtest runs the relay in each version);
+//   - each says text in the open conversation: it is reported said, and
+//     no acknowledgement goes either way (the older side says nothing of
+//     them; node/wire: Acknowledgements).
 func TestTwoVersions(t *testing.T) {
 	if os.Getenv("IFACED_COMPAT") == "" && !requireCompat() {
 		t.Skip("builds the previous release and runs five daemons, minutes on a busy machine: IFACED_COMPAT=1 runs it (.ci/run does, with IFACED_REQUIRE_COMPAT=1)")
@@ -121,6 +125,42 @@ func TestTwoVersions(t *testing.T) {
 					t.Errorf("%s: invoke doc.summarize answered:\n%s", name, out)
 				}
 
+				// Said in the open conversation: the older side says
+				// nothing of acknowledgements, so none is sent or waited
+				// for, and the send reports the message said.
+				var said struct {
+					ConversationID string `json:"conversation_id"`
+					MessageID      string `json:"message_id"`
+					Delivered      string `json:"delivered"`
+				}
+				from.json(&said, "send", to.peerID, "--text", "said in the conversation, by "+from.name)
+				if said.Delivered != "conversation" {
+					t.Fatalf("%s: send in the open conversation: %+v, want said in the conversation", name, said)
+				}
+				waitFor(t, name+": the said message in "+to.name+"'s audit log", 10*time.Second, func() bool {
+					var conv struct {
+						Entries []json.RawMessage `json:"entries"`
+					}
+					to.json(&conv, "audit", "--conversation", said.ConversationID)
+					for _, e := range conv.Entries {
+						if strings.Contains(string(e), said.MessageID) {
+							return true
+						}
+					}
+					return false
+				})
+				for _, d := range []*daemon{from, to} {
+					var conv struct {
+						Entries []json.RawMessage `json:"entries"`
+					}
+					d.json(&conv, "audit", "--conversation", said.ConversationID)
+					for _, e := range conv.Entries {
+						if acknowledgement.Match(e) {
+							t.Errorf("%s: %s's audit log holds an acknowledgement, in a conversation with an older daemon: %s", name, d.name, e)
+						}
+					}
+				}
+
 				// Mail: to goes away; from's text waits at to's mailbox,
 				// and to fetches it when it comes back.
 				to.stop()
@@ -162,3 +202,7 @@ func TestTwoVersions(t *testing.T) {
 	}
 	t.Logf("TestTwoVersions: %.1f s in all", time.Since(start).Seconds())
 }
+
+// acknowledgement matches a message carrying the part that acknowledges a
+// said message (node/wire: Acknowledgements).
+var acknowledgement = regexp.MustCompile(`"name":\s*"delivered"`)

@@ -638,35 +638,20 @@ func TestNATFallbacks(t *testing.T) {
 	waitAudit(ctx, t, b, a.PeerID(), "lab-m3", 10*time.Second)
 	l.r1.Kill()
 	killed := time.Now()
-	// m4 is sent once a has seen r1's connections close. A message said in
-	// the few milliseconds before that is written into the dead circuit
-	// and lost, though the send answered "conversation": a message said in
-	// a conversation carries no acknowledgement yet (issue 27, open; lab
-	// runs lost m4 sent 3.6-5.5 ms after the kill). This test holds the
-	// fallback's time; that loss is the acknowledgement's to fix.
-	gone, cancelGone := context.WithTimeout(ctx, m4Bar)
-	if err := Poll(gone, 20*time.Millisecond, func() error {
-		st, err := a.API().Status(gone)
-		if err != nil {
-			return err
-		}
-		for _, c := range st.Connections {
-			if strings.Contains(c.Addr, l.r1.PeerID()) || c.Peer == l.r1.PeerID() {
-				return fmt.Errorf("a still holds %s via %s", c.Addr, c.Via)
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatalf("a did not see r1's connections close within %s of its death: %v", m4Bar, err)
-	}
-	cancelGone()
-	figures["r1_connections_closed_at_a_ms"] = ms(time.Since(killed))
+	// m4 is sent at once, before a has seen r1's connections close: it is
+	// written into the dead circuit. b's acknowledgement cannot come, so
+	// within converse.AckWait a leaves the same message at b's mailbox on
+	// r2 (node/wire: Acknowledgements); or a sees the circuit close first
+	// and greets b again through r2. Before acknowledgements, a message
+	// sent 3.6-5.5 ms after the kill was lost while the send answered
+	// "conversation", and this test had to wait for a to see the close.
 	how := send("lab-m4 after the relay died")
 	figures["m4_after_relay_killed"] = how
 	// m4 goes through r2: said in a conversation through its circuit, or
 	// left at b's mailbox there, which tells b at once that mail waits (b
 	// holds a slot on r2). Either way b has it within 10 s of r1's death
 	// (issue 27's bar); it used to wait for b's next mailbox.poll, 59.7 s.
+	figures["m4_send_returned_after_kill_ms"] = ms(time.Since(killed))
 	m4Within := time.Until(killed.Add(m4Bar))
 	figures["m4_delivery_after_kill_ms"] = ms(time.Since(killed) + waitAudit(ctx, t, b, a.PeerID(), "lab-m4", m4Within))
 	for _, m := range []string{"lab-m1", "lab-m2", "lab-m3", "lab-m4"} {

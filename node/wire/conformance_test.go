@@ -345,7 +345,7 @@ func buildExchange(t *testing.T) exchangeVectors {
 	wg.Headers.Capabilities = &gossip.CapabilityHeaders{Offer: []string{"ping"}}
 	wg.Body = gossip.Body{Text: "Greetings from alice. I offer you 1 of my 2 capabilities; my signed view for you is the one you hold.", Parts: []gossip.Part{
 		{ContentType: "application/json", Name: "greeting", Content: jsonValue(t, negotiate.Proposal{Temperature: conditions.Cool,
-			IFPSupport: []int{3, 4, 5, 7}, HaveView: hash(bobView), ViewUnchanged: hash(aliceView)})},
+			IFPSupport: []int{3, 4, 5, 7}, HaveView: hash(bobView), ViewUnchanged: hash(aliceView), Acks: true})},
 	}}
 	granted2 := policy.GrantTo(negotiate.Requester{PeerID: alice.PeerID().String(), Level: conditions.Signed}, negotiate.Proposal{Temperature: conditions.Cool})
 	wa := msg(bob, alice, "msg:01JNTP8R1S3X4V5W6Y7Z8A9B04", wg.Headers.ConversationID, 2, t0.Add(time.Minute+time.Second))
@@ -354,9 +354,20 @@ func buildExchange(t *testing.T) exchangeVectors {
 	wa.Headers.Capabilities = &gossip.CapabilityHeaders{Offer: []string{"ping"}}
 	wa.Body = gossip.Body{Text: "Greetings from bob. My signed view for you is the one you hold.", Parts: []gossip.Part{
 		{ContentType: "application/json", Name: "greeting", Content: jsonValue(t, negotiate.Proposal{Temperature: granted2.Temperature,
-			IFPSupport: []int{3, 4, 5, 7}, HaveView: hash(aliceView), ViewUnchanged: hash(bobView)})},
+			IFPSupport: []int{3, 4, 5, 7}, HaveView: hash(aliceView), ViewUnchanged: hash(bobView), Acks: true})},
 		{ContentType: "application/json", Name: "context", Content: jsonValue(t, granted2)},
 	}}
+	// Both said acks: alice says something, and bob acknowledges it once
+	// his door admitted and recorded it.
+	said := msg(alice, bob, "msg:01JNTP8R1S3X4V5W6Y7Z8A9B07", wg.Headers.ConversationID, 3, t0.Add(time.Minute+2*time.Second))
+	said.Headers.Phase = gossip.PhaseContext
+	said.Headers.Thread = &gossip.Thread{InReplyTo: wa.Headers.MessageID}
+	said.Body = gossip.Body{Text: "Are you free on Thursday?"}
+	ack := msg(bob, alice, "msg:01JNTP8R1S3X4V5W6Y7Z8A9B08", wg.Headers.ConversationID, 4, t0.Add(time.Minute+3*time.Second))
+	ack.Headers.Phase = gossip.PhaseContext
+	ack.Headers.Thread = &gossip.Thread{InReplyTo: said.Headers.MessageID}
+	ack.Body = gossip.Body{Parts: []gossip.Part{{ContentType: "application/json", Name: "delivered",
+		Content: map[string]any{"message_id": said.Headers.MessageID}}}}
 
 	// A greeting bob has no room for (his disk is low): refused with
 	// unavailable, an error phase message in the greeting's conversation.
@@ -371,7 +382,8 @@ func buildExchange(t *testing.T) exchangeVectors {
 		{ContentType: "application/json", Name: "error", Content: jsonValue(t, noRoom)}}}
 
 	v := exchangeVectors{
-		About: "A cold greeting and its answer, then a warm greeting and its answer in a new conversation, on /ifp/4/conversation/1.0.0; " +
+		About: "A cold greeting and its answer, then a warm greeting and its answer in a new conversation, on /ifp/4/conversation/1.0.0, " +
+			"both saying acks, and a context message in it with its acknowledgement; " +
 			"then a greeting refused with unavailable (the receiver has no room to record a new conversation), in a third. " +
 			"Each message as IFP-4 JSON and as the frame ifaced writes (hex). A reader decodes frame to message, verifies its signature " +
 			"by the sender's key, fits it into its conversation, and checks the views, have_view and view_unchanged, and the error part.",
@@ -382,6 +394,7 @@ func buildExchange(t *testing.T) exchangeVectors {
 		from, to string
 		m        *gossip.Message
 	}{{"greeting", "alice", "bob", g}, {"answer", "bob", "alice", a}, {"warm greeting", "alice", "bob", wg}, {"warm answer", "bob", "alice", wa},
+		{"said", "alice", "bob", said}, {"acknowledgement", "bob", "alice", ack},
 		{"greeting without room", "alice", "bob", lg}, {"unavailable", "bob", "alice", le}} {
 		signer := alice
 		if e.from == "bob" {
@@ -497,6 +510,19 @@ func checkExchange(t *testing.T, v exchangeVectors) {
 	}
 	if _, ok := parts["warm answer"].Body.Part("capabilities"); ok || proposal("warm answer").ViewUnchanged != proposal("warm greeting").HaveView {
 		t.Error("the warm answer carries a view, or does not say it is unchanged")
+	}
+	if !proposal("warm greeting").Acks || !proposal("warm answer").Acks || proposal("greeting").Acks || proposal("answer").Acks {
+		t.Error("acks: the warm greeting and answer say it, the cold ones do not (an older peer's form)")
+	}
+	said, ack := parts["said"], parts["acknowledgement"]
+	if said == nil || ack == nil {
+		t.Fatal("no said message and acknowledgement")
+	}
+	delivered, ok := ack.Body.Part("delivered")
+	content, _ := delivered.Content.(map[string]any)
+	if !ok || ack.Headers.Phase != gossip.PhaseContext || ack.Headers.Thread == nil || ack.Headers.Thread.InReplyTo != said.Headers.MessageID ||
+		content["message_id"] != said.Headers.MessageID {
+		t.Errorf("the acknowledgement does not name the said message in thread.in_reply_to and its delivered part: %+v", ack.Headers)
 	}
 	var refused ErrorBody
 	if parts["unavailable"] == nil {

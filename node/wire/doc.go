@@ -335,7 +335,7 @@
 //	              ([integer], the IFP numbers the sender speaks),
 //	              requested_tool_categories? ([string], ACP categories to
 //	              put first), have_view? (string), view_unchanged?
-//	              (string)}. The tier and persona travel in the headers
+//	              (string), acks? (boolean; see Acknowledgements)}. The tier and persona travel in the headers
 //	              only; a receiver ignores disclosure or persona members
 //	              here (older senders copied them). A member of the wrong
 //	              type is refused (invalid_format, naming the member);
@@ -380,6 +380,43 @@
 // over the same signed form with its own parameters. A proof that does
 // not verify does not refuse the greeting; the sender simply is not
 // introduced.
+//
+// # Acknowledgements
+//
+// A frame written into a stream leaves the writer as soon as it is in
+// its own buffers: when the path dies in that moment (the relay carrying
+// a circuit killed before either side sees the connection close), the
+// message is lost, and the writer cannot tell. So a greeting, or its
+// answer, may say acks: true in its greeting part. It says two things
+// of the conversation: its sender acknowledges each context message the
+// other side says in it, and reads the acknowledgements of its own.
+//
+//   - A side acknowledges only when the other side's last greeting or
+//     answer said acks (a later greeting may change it), and waits for
+//     an acknowledgement only then: a peer that says nothing of acks (an
+//     older daemon) is never sent one and never waited on.
+//   - It acknowledges a context message once its door admitted the
+//     message and recorded it in the audit log (Acceptance), and never
+//     an acknowledgement. A message it refuses is answered as under
+//     Errors instead.
+//   - An acknowledgement is a message like any other (signed, numbered,
+//     recorded by both sides), in the context phase, with
+//     headers.thread.in_reply_to the acknowledged message's message_id,
+//     no body.text, and one part "delivered" (application/json)
+//     {"message_id": the same ID}. A context message with such a part
+//     whose message_id is not its in_reply_to is no acknowledgement. It
+//     is not passed to the receiver's agent.
+//   - ifaced waits 4 s for an acknowledgement (converse.AckWait); past
+//     that, or when the conversation ends first, it ends the
+//     conversation and leaves the very same signed message at one of
+//     the peer's mailbox relays (Mailbox). A recipient that did get it
+//     drops the mailbox's copy as a replay (same message_id), so a late
+//     acknowledgement costs a redundant copy, never a message read
+//     twice. A peer that names no mailbox relay leaves the sender only
+//     the error: the message may not have arrived.
+//
+// testdata/conformance/exchange.json holds a warm greeting and answer
+// that both say acks, a context message, and its acknowledgement.
 //
 // # Views
 //
@@ -733,10 +770,16 @@
 //	  (a name other than       and otherwise ignored
 //	  capabilities, greeting,
 //	  context, parameters,
-//	  result, the key parts)
+//	  result, delivered, the
+//	  key parts)
 //	a member of the "greeting" ignored (the bounds leave room for them); a
 //	  or "context" part it     member it knows with the wrong type is
 //	  does not know            invalid_format naming it
+//	a greeting without acks    the conversation goes on without
+//	  (an older peer)          acknowledgements (Acknowledgements): its
+//	                           context messages are not acknowledged, and
+//	                           what is said to it is reported said once
+//	                           written
 //	a member of a view it      kept: the view is verified, stored and shown
 //	  does not model           as received (its hash, have_view, covers it)
 //	a view whose "ifp" is not  the message carrying it is refused:
@@ -782,8 +825,9 @@
 //	               ifaced encodes message to frame), verifies by from's
 //	               key, and fits its conversation at to; views verify by
 //	               from's key; have_view and view_unchanged hash views as
-//	               described under Greetings; the error part of the
-//	               refusal has code unavailable.
+//	               described under Greetings; the acknowledgement names
+//	               the said message (Acknowledgements); the error part of
+//	               the refusal has code unavailable.
 //	refusals.json  {about, keys, cases: [{name, stage, frames | json,
 //	               peer, code, field?, held?, at?, names?}]}: stage "read":
 //	               reading the frames (or decoding the JSON request body)
