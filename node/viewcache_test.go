@@ -84,8 +84,16 @@ func TestUnchangedViewIsNotSentAgain(t *testing.T) {
 	}
 
 	// A greeter whose view the responder no longer holds (evicted, or a
-	// restart) still gets an answer, and the view flows again after it.
-	alice.convs.ForgetHeldView(bob.id.PeerID())
+	// restart, as here) still gets an answer, and the view flows again
+	// after it.
+	if err := alice.Close(); err != nil {
+		t.Fatal(err)
+	}
+	alice = restartDaemon(t, alice)
+	connect(t, bob, alice)
+	if _, held := alice.convs.HeldView(bob.id.PeerID()); held {
+		t.Fatal("alice holds bob's view in memory after a restart")
+	}
 	if _, err := bob.QueryCapabilities(ctx, pid, negotiate.Proposal{}); err != nil {
 		t.Fatalf("a greeting whose unchanged view the responder forgot: %v", err)
 	}

@@ -10,9 +10,8 @@ import (
 )
 
 // What the conversations hold, for the daemon's tests: Holds, OpenWith,
-// HeldView, CheckView and Requester only read. ForgetHeldView drops a
-// cached view as eviction would. Nothing here lets a view in without the
-// door: the memory a greeting keeps is measured in this package's own
+// HeldView, CheckView and Requester only read. Nothing here changes what
+// the conversations hold, nor lets a view in without the door: the memory a greeting keeps is measured in this package's own
 // tests (greetedmem_test.go), over the real components below it.
 
 // Holds says whether the conversation id is in the table (open, or closed
@@ -31,10 +30,6 @@ func (cs *Conversations) OpenWith(pid peer.ID) bool { return cs.conversationWith
 // HeldView is the view of pid this daemon holds in its verified-view
 // memory.
 func (cs *Conversations) HeldView(pid peer.ID) (HeldView, bool) { return cs.peerViews.Get(pid) }
-
-// ForgetHeldView drops the view of pid held in memory, as eviction or a
-// restart would.
-func (cs *Conversations) ForgetHeldView(pid peer.ID) { cs.peerViews.Remove(pid) }
 
 // HeldViewsFill is how full the verified-view memory is.
 func (cs *Conversations) HeldViewsFill() costlru.Fill { return cs.peerViews.Fill() }
