@@ -63,7 +63,7 @@ type rawGossip struct {
 	topic *pubsub.Topic
 
 	mu   sync.Mutex
-	got  [][]byte         // payloads received from others, in order
+	got  []gotten         // payloads received from others, in order
 	mesh map[peer.ID]bool // its mesh of the announcement topic, from its tracer
 }
 
@@ -145,7 +145,7 @@ func newRawGossip(t *testing.T) *rawGossip {
 			}
 			if m.GetFrom() != h.ID() {
 				r.mu.Lock()
-				r.got = append(r.got, m.Data)
+				r.got = append(r.got, gotten{author: m.GetFrom(), data: m.Data})
 				r.mu.Unlock()
 			}
 		}
@@ -162,18 +162,49 @@ func (r *rawGossip) connect(t *testing.T, d *testDaemon) {
 	}
 }
 
-func (r *rawGossip) received() [][]byte {
+// gotten is one announcement a raw subscriber received: its author (the
+// pubsub message's signer) and its payload.
+type gotten struct {
+	author peer.ID
+	data   []byte
+}
+
+// received is every payload received, in order.
+func (r *rawGossip) received() [][]byte { return r.receivedExcept("") }
+
+// receivedExcept is every payload received whose author is not author:
+// through a daemon, what it forwarded without its own announcements,
+// which it flood-publishes to every peer on the topic, so that a
+// subscriber may hold them or not depending on when it joined.
+func (r *rawGossip) receivedExcept(author peer.ID) [][]byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Clone(r.got)
+	var out [][]byte
+	for _, g := range r.got {
+		if g.author != author {
+			out = append(out, g.data)
+		}
+	}
+	return out
 }
+
+// forwarded is what r received through d: every payload but d's own
+// announcements.
+func (r *rawGossip) forwarded(d *testDaemon) [][]byte { return r.receivedExcept(d.pid()) }
 
 // seqs decodes every payload received (they must all decode) and returns
 // their seqs.
-func (r *rawGossip) seqs(t *testing.T) []uint64 {
+func (r *rawGossip) seqs(t *testing.T) []uint64 { return seqsOf(t, r.received()) }
+
+// forwardedSeqs is seqs of what r received through d (forwarded).
+func (r *rawGossip) forwardedSeqs(t *testing.T, d *testDaemon) []uint64 {
+	return seqsOf(t, r.forwarded(d))
+}
+
+func seqsOf(t *testing.T, payloads [][]byte) []uint64 {
 	t.Helper()
 	var out []uint64
-	for _, b := range r.received() {
+	for _, b := range payloads {
 		v, err := discovery.DecodeAnnouncement(b)
 		if err != nil {
 			t.Fatalf("a raw subscriber received an announcement that does not decode: %v", err)
@@ -377,7 +408,7 @@ func TestGossipDropsForgedAndStaleAnnouncements(t *testing.T) {
 	// A genuine announcement goes through.
 	p.publish(t, discovery.Payload(t, discovery.SignedDoc(t, p.id, p.id, 2, "ping")))
 	testkit.WaitFor(t, "R to cache P's seq 2", func() bool { return cachedSeq(r, p.ID()) == 2 })
-	testkit.WaitFor(t, "S to receive P's seq 2", func() bool { return slices.Equal(s.seqs(t), []uint64{2}) })
+	testkit.WaitFor(t, "S to receive P's seq 2", func() bool { return slices.Equal(s.forwardedSeqs(t, r), []uint64{2}) })
 
 	// An older one, validly signed, is ignored.
 	p.publish(t, discovery.Payload(t, discovery.SignedDoc(t, p.id, p.id, 1, "ping", "old.thing")))
@@ -398,9 +429,9 @@ func TestGossipDropsForgedAndStaleAnnouncements(t *testing.T) {
 
 	// A newer genuine one still goes through, after all of them.
 	p.publish(t, discovery.Payload(t, discovery.SignedDoc(t, p.id, p.id, 3, "ping", "new.thing")))
-	testkit.WaitFor(t, "S to receive P's seq 3", func() bool { return slices.Contains(s.seqs(t), 3) })
+	testkit.WaitFor(t, "S to receive P's seq 3", func() bool { return slices.Contains(s.forwardedSeqs(t, r), 3) })
 
-	if got := s.seqs(t); !slices.Equal(got, []uint64{2, 3}) {
+	if got := s.forwardedSeqs(t, r); !slices.Equal(got, []uint64{2, 3}) {
 		t.Errorf("S received seqs %v, want [2 3]", got)
 	}
 	for _, b := range s.received() {
@@ -522,7 +553,7 @@ func TestGossipForwardsButDoesNotCacheStrangers(t *testing.T) {
 	testkit.WaitFor(t, "R's mesh to hold P and S", inMesh(r, p.ID(), s.ID()))
 	testkit.WaitFor(t, "P's mesh to hold R", p.meshHolds(r))
 	p.publish(t, discovery.Payload(t, discovery.SignedDoc(t, p.id, p.id, 3, "ping")))
-	testkit.WaitFor(t, "S to receive the stranger's announcement", func() bool { return slices.Equal(s.seqs(t), []uint64{3}) })
+	testkit.WaitFor(t, "S to receive the stranger's announcement", func() bool { return slices.Equal(s.forwardedSeqs(t, r), []uint64{3}) })
 	if _, err := r.Store().Peer(p.ID().String()); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("R cached a stranger's announced view: %v", err)
 	}
@@ -658,13 +689,13 @@ func TestGossipStrangerFloodIgnoredBeyondBudget(t *testing.T) {
 		t.Fatalf("R accepted %d, throttled %d, rejected %d of %d; want 4 (2 per forwarder), %d, 0",
 			g.GossipCounts().Accepted, g.GossipCounts().Throttled, g.GossipCounts().Rejected, 2*each, 2*each-4)
 	}
-	testkit.WaitFor(t, "S to receive the 4 accepted", func() bool { return len(s.received()) == 4 })
+	testkit.WaitFor(t, "S to receive the 4 accepted", func() bool { return len(s.forwarded(r)) == 4 })
 
 	// A known author is not a stranger: its announcement goes through.
 	p.publish(t, discovery.Payload(t, discovery.SignedDoc(t, p.id, p.id, 2, "ping", "weather.now")))
-	testkit.WaitFor(t, "S to receive P's seq 2", func() bool { return slices.Contains(s.seqs(t), 2) })
+	testkit.WaitFor(t, "S to receive P's seq 2", func() bool { return slices.Contains(s.forwardedSeqs(t, r), 2) })
 	testkit.WaitFor(t, "R to cache P's seq 2", func() bool { return cachedSeq(r, p.ID()) == 2 })
-	if got := len(s.received()); got != 5 {
+	if got := len(s.forwarded(r)); got != 5 {
 		t.Errorf("S received %d announcements, want the 4 within budget and P's", got)
 	}
 	// The flood is ignored, not rejected: the forwarders keep their score
