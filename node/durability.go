@@ -26,8 +26,11 @@ import (
 // commitRecords makes what was recorded so far survive a power loss, for
 // the moments the daemon takes responsibility for a message towards
 // someone who will then let go of it: the acknowledgement that makes a
-// relay delete mail, the 202 of the HTTPS inbox. With sync = "always"
-// everything already is.
+// relay delete mail, the 202 of the HTTPS inbox, the acknowledgement of a
+// message said in a conversation (node/wire: Acknowledgements). With
+// sync = "always" everything already is. Callers reach it through a
+// group commit (node/internal/groupsync), so that callers at once share
+// one flush.
 func (n *Node) commitRecords() error {
 	if n.seen == nil {
 		return nil

@@ -20,6 +20,7 @@ import (
 	"github.com/ifaced/ifaced/node/discovery"
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/internal/costlru"
+	"github.com/ifaced/ifaced/node/internal/groupsync"
 	"github.com/ifaced/ifaced/node/internal/peerid"
 	"github.com/ifaced/ifaced/node/internal/ratelimit"
 	"github.com/ifaced/ifaced/node/invoke"
@@ -223,14 +224,17 @@ func New(cfg *config.Config, id *identity.Identity, home config.Home, log *slog.
 		tools = n.mcp
 	}
 	n.invoker = invoke.New(invoke.Deps{Docs: n.docs, Order: order, Agent: cfg.Agent, Tools: tools, Events: n.events, Log: log.With("component", "invoke"), Ctx: n.ctx, Now: now})
+	// One commit serves every caller that asked before it began: a burst
+	// of acknowledgements costs a few flushes, not one each.
+	committer := groupsync.New(n.commitRecords)
 	n.convs = converse.New(converse.Deps{ID: id, Display: cfg.Identity.Display, StreamTimeout: cfg.Limits.StreamTimeout.Duration,
 		Host: n.host, Door: n.door, Docs: n.docs, Policy: n.policy, Trust: n.trust, Invoker: n.invoker,
 		Store: n.store, Audit: n.audit, Events: n.events, Order: order, Log: log.With("component", "converse"), Now: now, Ctx: n.ctx,
-		Spawn: n.spawn, Handler: n.handler, Commit: n.commitRecords})
+		Spawn: n.spawn, Handler: n.handler, Commit: committer.Sync})
 	n.inbox = n.convs.Inbox()
 	if n.mail, err = mail.New(mail.Deps{ID: id, Config: cfg, Host: n.host, Store: n.store, Door: n.door, MailReplay: n.mailReplay,
 		Convs: n.convs, Events: n.events, Log: log.With("component", "mail"), Now: now, Ctx: n.ctx, Spawn: n.spawn, OnClose: n.onClose,
-		Commit: n.commitRecords, Reach: n.reach, Retries: n.mailRetries, Handler: n.handler}); err != nil {
+		Commit: committer.Sync, Reach: n.reach, Retries: n.mailRetries, Handler: n.handler}); err != nil {
 		return nil, err
 	}
 	if n.discovery, err = discovery.New(discovery.Deps{Ctx: n.ctx, Host: n.host, Config: cfg.Discovery,

@@ -23,6 +23,7 @@ var layers = map[string]int{
 	"node/alias":              0,
 	"node/internal/costlru":   0,
 	"node/internal/tasks":     0,
+	"node/internal/groupsync": 0,
 	"examples/agent":          0,
 	"examples/python":         0,
 	"gossip/auditproof":       1,
