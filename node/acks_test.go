@@ -309,3 +309,41 @@ func acksOf(t *testing.T, d *testDaemon, convID string, dir gossip.Direction, id
 	}
 	return n
 }
+
+// TestAcknowledgementsAreNotChargedToThePeer: the acknowledgements a peer
+// owes for what this daemon said are not taken from the peer's rate,
+// whether the saying waited for them (send) or not (say). Before, alice
+// saying nine things at cool left bob one message of his ten a minute.
+func TestAcknowledgementsAreNotChargedToThePeer(t *testing.T) {
+	alice := startDaemon(t, tcpOnly(loopbackConfig()))
+	bob := startDaemon(t, tcpOnly(loopbackConfig()))
+	connect(t, bob, alice)
+	open := greet(t, bob, alice) // one of bob's ten at alice's door
+	const said = 9
+	for i := range said {
+		if _, err := alice.Say(open.ConversationID, gossip.PhaseContext, "news "+strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.WaitFor(t, "bob's acknowledgements of alice's messages to reach her", func() bool {
+		if err := alice.Audit().Flush(); err != nil {
+			t.Fatal(err)
+		}
+		entries, _ := alice.Audit().Entries(open.ConversationID)
+		acks := 0
+		for _, e := range entries {
+			if e.Direction == gossip.Received && e.Message != nil {
+				if _, ok := e.Message.Body.Part(converse.PartDelivered); ok {
+					acks++
+				}
+			}
+		}
+		return acks == said
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := bob.Send(ctx, alice.pid(), "my own turn")
+	if err != nil || res.Delivered != "conversation" || res.ConversationID != open.ConversationID {
+		t.Fatalf("bob's first message after %d acknowledgements: %+v, %v; want it said in the open conversation", said, res, err)
+	}
+}

@@ -168,7 +168,7 @@ func partTitle(name string) string {
 	case "context":
 		return "The context granted"
 	case "delivered":
-		return "An acknowledgement: the message it names was admitted and recorded"
+		return "An acknowledgement: the peer says it admitted and recorded the message named"
 	case "":
 		return "A part"
 	}

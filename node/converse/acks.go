@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ifaced/ifaced/gossip"
@@ -25,13 +26,15 @@ import (
 // thread.in_reply_to names too.
 const PartDelivered = "delivered"
 
-// AckWait bounds the wait for an acknowledgement: a round trip and one
-// audit write on the peer's side, a few milliseconds on a good path, some
-// hundreds through a distant relay. Past it the message counts as not
-// delivered, and the caller leaves the same signed message at the peer's
-// mailbox, where a copy that did arrive is dropped as a replay: so within
-// 10 s of a relay's death the message is at the peer (issue 27's bar),
-// and a slow path costs a redundant copy, never a duplicate.
+// AckWait bounds the wait for an acknowledgement: a round trip, and an
+// audit write and a commit (shared with whoever else commits then) on the
+// peer's side, milliseconds on a good path and disk, some hundreds
+// through a distant relay. Past it the message counts as not delivered,
+// and the caller leaves the same signed message at the peer's mailbox,
+// where a copy that did arrive is dropped as a replay while the peer
+// remembers its ID (replay.window): so within 10 s of a relay's death the
+// message is at the peer (issue 27's bar), and a slow path costs a
+// redundant copy, not a message read twice.
 const AckWait = 4 * time.Second
 
 // ErrUnacknowledged: a message said in a conversation whose peer
@@ -56,6 +59,49 @@ func ackOf(m *gossip.Message) (string, bool) {
 		return "", false
 	}
 	return h.Thread.InReplyTo, true
+}
+
+// maxAwaitedAcks bounds the said messages of one conversation whose
+// acknowledgement is let in free of the peer's rate (ackAwaited): the
+// oldest is forgotten first, and its acknowledgement, if it still comes,
+// is charged like any message.
+const maxAwaitedAcks = 64
+
+// saidForAck notes m, just said in c, as awaiting the peer's
+// acknowledgement when the peer acknowledges messages: whoever said it
+// (SayAcknowledged, or a plain Say that does not wait), the
+// acknowledgement answers this daemon's own message, and is not charged
+// to the peer's rate.
+func (c *conv) saidForAck(m *gossip.Message) {
+	if m.Headers.Phase != gossip.PhaseContext || !c.peerAcks.Load() {
+		return
+	}
+	if _, isAck := ackOf(m); isAck {
+		return
+	}
+	c.gmu.Lock()
+	defer c.gmu.Unlock()
+	if len(c.ackDue) == maxAwaitedAcks {
+		c.ackDue = append(c.ackDue[:0], c.ackDue[1:]...)
+	}
+	c.ackDue = append(c.ackDue, m.Headers.MessageID)
+}
+
+// ackAwaited reports whether m acknowledges a message said in c that
+// awaits it, and forgets that message: one free acknowledgement each.
+func (c *conv) ackAwaited(m *gossip.Message) bool {
+	id, ok := ackOf(m)
+	if !ok {
+		return false
+	}
+	c.gmu.Lock()
+	defer c.gmu.Unlock()
+	i := slices.Index(c.ackDue, id)
+	if i < 0 {
+		return false
+	}
+	c.ackDue = slices.Delete(c.ackDue, i, i+1)
+	return true
 }
 
 // wantsAck reports whether m, admitted in c, is to be acknowledged: a

@@ -57,6 +57,7 @@ type conv struct {
 	lastView   []byte                // content of the last view sent, without seq and signature
 	greeted    *negotiate.SignedView // the view this daemon's greeting carried (noteSent)
 	peerAcks   atomic.Bool           // the peer's last greeting said acks (acks.go)
+	ackDue     []string              // IDs of messages said that await the peer's acknowledgement, oldest first (acks.go)
 
 	doneOnce, endOnce sync.Once
 	done              chan struct{} // closed when the conversation ends
@@ -536,7 +537,11 @@ func (cs *Conversations) act(c *conv, m *gossip.Message, pv pendingView, prop ne
 		c.peerAcks.Store(prop.Acks)
 	}
 	if c.wantsAck(m) {
-		cs.acknowledge(c, m)
+		// Off the reading goroutine: the acknowledgement waits for a
+		// commit and for the write lock, which a local Say blocked on
+		// the peer's flow control may hold while the peer waits for this
+		// side to read.
+		cs.spawn(func() { cs.acknowledge(c, m) })
 	}
 	if isRequest(m) {
 		return cs.spawn(func() { cs.requests.handle(c, m) }), true
@@ -696,6 +701,7 @@ func (cs *Conversations) writeHeld(c *conv, m *gossip.Message, audit bool, d *go
 			return err
 		}
 	}
+	c.saidForAck(m) // before the write: the acknowledgement may come at once
 	if err := c.stream.Write(m); err != nil {
 		return fmt.Errorf("sending %s to %s: %w", m.Headers.Phase, c.peer, err)
 	}
@@ -730,7 +736,7 @@ func (cs *Conversations) receiveOnly(c *conv, expect func(m *gossip.Message) err
 		// Answers to this daemon's own requests are not charged: refusing
 		// them would leave the request waiting for an answer that already
 		// came.
-		Uncharged: cs.awaited.awaits(c.ID, m),
+		Uncharged: c.ackAwaited(m) || cs.awaited.awaits(c.ID, m),
 		Views:     []gossip.Phase{gossip.PhaseGreeting},
 		Fit: func(peer.ID) error {
 			if expect != nil {
@@ -751,11 +757,13 @@ func (cs *Conversations) receiveOnly(c *conv, expect func(m *gossip.Message) err
 		return nil, errSkipped
 	}
 	if err != nil {
-		if isRequest(m) {
-			// A refused capability request is answered in reply to it
-			// (node/wire: Errors), so that the requester waiting for its
-			// answer reads why (a full disk, say) rather than only that
-			// the conversation ended.
+		if isRequest(m) || c.wantsAck(m) {
+			// A refused capability request, or a context message whose
+			// sender waits for its acknowledgement, is answered in reply
+			// to it (node/wire: Errors, Acknowledgements), so that the
+			// sender waiting for its answer reads why (a full disk, say)
+			// rather than only that the conversation ended, and does not
+			// take the refusal for a lost message.
 			cs.answerRefusalTo(c, err, m.Headers.MessageID)
 		} else {
 			cs.answerRefusal(c, err)

@@ -222,7 +222,9 @@ func (ib *Inbox) Deliver(m *gossip.Message, transport string) (*Delivered, error
 	d := &Delivered{MessageID: m.Headers.MessageID, Peer: from}
 	detail := "via " + transport
 	if c != nil {
-		ib.door.Publish(in, c.ID, detail)
+		if _, isAck := ackOf(m); !isAck { // as over libp2p (receiveOnly)
+			ib.door.Publish(in, c.ID, detail)
+		}
 		ib.convs.act(c, m, pv, gr.Proposal)
 	} else {
 		ib.table.put(icKey, ic)

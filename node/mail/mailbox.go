@@ -173,11 +173,20 @@ func (mb *Mail) send(ctx context.Context, pid peer.ID, convID, text string, part
 		if m != nil && errors.Is(err, converse.ErrUnacknowledged) {
 			// Written, but the peer did not say it has it: its path may
 			// have died under the message. The conversation is done
-			// for; the same signed message goes to the peer's mailbox,
-			// where a copy that did arrive is dropped as a replay.
+			// for (unless it is the caller who stopped waiting); the
+			// same signed message goes to the peer's mailbox, where a
+			// copy that did arrive is dropped as a replay.
 			mb.log.Info("a said message was not acknowledged; leaving it at the peer's mailbox", "peer", mb.named(pid), "conversation", id, "err", err)
-			mb.convs.Abandon(id)
+			if ctx.Err() == nil {
+				mb.convs.Abandon(id)
+			}
 			return mb.queueSaid(pid, m, err)
+		}
+		var remote *wire.RemoteError
+		if errors.As(err, &remote) {
+			// The peer refused the message, in a conversation that goes
+			// on (rate_limited, say): its reason is the answer.
+			return nil, err
 		}
 		if fresh || attempt > 0 || convID != "" || ctx.Err() != nil {
 			return nil, err
