@@ -396,24 +396,40 @@
 //     an acknowledgement only then: a peer that says nothing of acks (an
 //     older daemon) is never sent one and never waited on.
 //   - It acknowledges a context message once its door admitted the
-//     message and recorded it in the audit log (Acceptance), and never
-//     an acknowledgement. A message it refuses is answered as under
-//     Errors instead.
+//     message and recorded it in the audit log (Acceptance), and made
+//     that record durable (ifaced commits it, as before it tells a relay
+//     to let go of mail), whatever carried the message (the stream, or
+//     the HTTPS inbox into the open conversation); the acknowledgement
+//     goes on the conversation's stream. It never acknowledges an
+//     acknowledgement. A context message it refuses is answered as under
+//     Errors, in reply to it (thread.in_reply_to its message_id), so that
+//     the sender reads the refusal rather than taking it for a loss.
 //   - An acknowledgement is a message like any other (signed, numbered,
 //     recorded by both sides), in the context phase, with
 //     headers.thread.in_reply_to the acknowledged message's message_id,
 //     no body.text, and one part "delivered" (application/json)
-//     {"message_id": the same ID}. A context message with such a part
-//     whose message_id is not its in_reply_to is no acknowledgement. It
-//     is not passed to the receiver's agent.
+//     {"message_id": the same ID}. A context message whose "delivered"
+//     part is not an object with a string message_id equal to its
+//     in_reply_to is no acknowledgement, but an ordinary context message
+//     (acknowledged, and passed to the agent). An acknowledgement is
+//     not passed to the receiver's agent, whatever text or other parts
+//     it carries (they are recorded). One naming a message the receiver
+//     said, of the last 64 it said in the conversation, is not charged
+//     to the sender's rate (Acceptance), once per message; any other is
+//     charged like any message, recorded, and otherwise ignored.
 //   - ifaced waits 4 s for an acknowledgement (converse.AckWait); past
 //     that, or when the conversation ends first, it ends the
 //     conversation and leaves the very same signed message at one of
 //     the peer's mailbox relays (Mailbox). A recipient that did get it
-//     drops the mailbox's copy as a replay (same message_id), so a late
-//     acknowledgement costs a redundant copy, never a message read
-//     twice. A peer that names no mailbox relay leaves the sender only
-//     the error: the message may not have arrived.
+//     drops the mailbox's copy as a replay (same message_id) for as long
+//     as it remembers that ID: until the message's date plus
+//     replay.window (24 h by default). A copy fetched later than that (a
+//     recipient that went away for a day just after the path died) is
+//     taken a second time; this version does not guard against it. A
+//     peer that names no mailbox relay leaves the sender only the error:
+//     the message may not have arrived. A message said without waiting
+//     (say, rather than send) is acknowledged all the same, and nothing
+//     is done when the acknowledgement does not come.
 //
 // testdata/conformance/exchange.json holds a warm greeting and answer
 // that both say acks, a context message, and its acknowledgement.
@@ -512,6 +528,14 @@
 // stream's peer's waiting messages, oldest first, at most MaxMailBatch
 // and a frame's worth; retrieving registers the peer. ack: deletes the
 // peer's own messages by mail ID. An unknown op is invalid_format.
+//
+// The recipient takes each message it retrieves through its door like
+// any (Acceptance), with the replay window widened to mailbox.retention,
+// but fits it into no conversation: a message left at a mailbox is
+// usually a greeting of a one-message conversation of its own, and may
+// be a context message of a conversation that failed under it, left as
+// it was signed (Acknowledgements); either is taken on its own, in the
+// conversation_id it names, whatever that conversation's state.
 //
 // /ifp/8/mail-waiting/1.0.0 is a notice, not a message: after a publish
 // it accepted, a relay whose recipient holds a circuit relay slot on it
@@ -667,8 +691,9 @@
 // A failure the peer can act on is answered with a signed message in the
 // error phase, numbered as the next message of the conversation (a
 // refused first message: sequence 1, in its conversation_id, or in a new
-// one when the message did not decode). A refused capability request and
-// a rate_limited message are answered in reply to them
+// one when the message did not decode). A refused capability request, a
+// rate_limited message, and a refused context message whose sender said
+// acks (Acknowledgements) are answered in reply to them
 // (thread.in_reply_to); other errors reply to the last message accepted,
 // if any. The body has a text for humans and a part "error"
 // (application/json) holding
