@@ -174,7 +174,7 @@ func TestUsageErrors(t *testing.T) {
 
 func TestDemoVerb(t *testing.T) {
 	r := ifaced(t, t.TempDir(), "demo", "--keep", t.TempDir())
-	if r.code != 0 || !strings.Contains(r.stdout, "Bob greets Alice") || !strings.Contains(r.stdout, "received bob close 10: Closing this exchange.") {
+	if r.code != 0 || !strings.Contains(r.stdout, "Bob greets Alice") || !strings.Contains(r.stdout, "received bob close 11: Closing this exchange.") {
 		t.Fatalf("demo: %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }

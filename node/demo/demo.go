@@ -38,6 +38,7 @@ import (
 	"github.com/ifaced/ifaced/negotiate"
 	"github.com/ifaced/ifaced/node"
 	"github.com/ifaced/ifaced/node/config"
+	"github.com/ifaced/ifaced/node/converse"
 	"github.com/ifaced/ifaced/node/events"
 	"github.com/ifaced/ifaced/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -147,7 +148,10 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 	printView(w, "Carol's view of Alice", rc.View)
 
 	fmt.Fprintln(w, "\n== Bob shares context; Alice's agent receives it")
-	if _, err := bob.n.Say(rb.ConversationID, gossip.PhaseContext, "Bob is planning a trip to Lisbon in May and would like to meet."); err != nil {
+	// Sent, not only said: send waits for Alice's acknowledgement (her
+	// daemon admitted and recorded it), so it takes its place in the
+	// conversation before Bob's next message does.
+	if _, err := bob.n.Send(ctx, alice.id.PeerID(), "Bob is planning a trip to Lisbon in May and would like to meet."); err != nil {
 		return err
 	}
 	e, err := wait(ctx, aliceEvents, func(e events.Event) bool {
@@ -268,6 +272,9 @@ func summary(en gossip.AuditEntry) string {
 	text, _, _ := strings.Cut(m.Body.Text, "\n")
 	if text == "" && m.Headers.Capabilities != nil && len(m.Headers.Capabilities.Request) > 0 {
 		text = "request " + strings.Join(m.Headers.Capabilities.Request, ", ")
+	}
+	if _, ok := m.Body.Part(converse.PartDelivered); ok && text == "" {
+		text = "(acknowledges the message above: admitted and recorded)"
 	}
 	if text == "" {
 		for _, p := range m.Body.Parts {

@@ -40,7 +40,8 @@ func TestDemoTellsTheStory(t *testing.T) {
 		"Bob's cached view of Alice, now (seq 2)",
 		"needs temperature hot, has warm",
 		"travel.plans",
-		"received bob close 10: Closing this exchange.",
+		"received bob close 11: Closing this exchange.",
+		"sent     bob context 4: (acknowledges the message above: admitted and recorded)",
 		"Alice's agent got (sequence 3",
 		// the words a newcomer meets, explained where they first appear
 		"(seq: the version of a capability document",
