@@ -44,14 +44,7 @@
 // endpoint-independent mapping (masquerade, which keeps the source port
 // when it is free), address-dependent mapping (a public port per socket
 // and destination address, snat by destination), or symmetric
-// (masquerade fully-random, a new random port per connection). The
-// connections of a LAN port given an alias (NATRouter.Aliases) leave
-// from that public address instead of the router's own, mapped the same
-// way: the NAT tests give each attempt its own pair of addresses, as two
-// households have, since a relay limits new connections per address
-// (go-libp2p's resource manager: 0.2 a second after a burst of 16) and a
-// long run's hundreds of daemons behind one address would be refused
-// before any punch. Its
+// (masquerade fully-random, a new random port per connection). Its
 // filter lets in from the public side only packets of connections the
 // LAN side opened (ct state established,related). Every other packet
 // from the public side, new or invalid, to the router or to the LAN, it

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -274,25 +273,16 @@ type NATRouter struct {
 	Public    string // its wan address
 	NAT       NATType
 	Behaviour RouterBehaviour
-	// Peer is the other router's public address: the packets from it (and
-	// from its PeerAliases) that reach the LAN are counted (counter
-	// direct_in), and per LAN port in Ports and transport
-	// (direct_<port>_tcp, direct_<port>_udp). They are the traffic of a
-	// direct connection, which never passes a relay.
+	// Peer is the other router's public address: the packets from it that
+	// reach the LAN are counted (counter direct_in), and per LAN port in
+	// Ports and transport (direct_<port>_tcp, direct_<port>_udp). They are
+	// the traffic of a direct connection, which never passes a relay.
 	Peer  string
 	Ports []int
 	// Destinations get a public port each per LAN port in Ports under
 	// NATAddressDependent (the port plus 100, 200, … in their order);
 	// everything else is masqueraded.
 	Destinations []string
-	// Aliases are the public addresses (on wan) the connections from a
-	// LAN port in Ports leave from, instead of Public: an attempt's own
-	// household address, so that many attempts do not crowd one address
-	// at a relay that limits new connections per address. PeerAliases
-	// are the other router's, by the same ports: packets from them count
-	// as the peer's, and under NATAddressDependent they are a
-	// destination of the port's own.
-	Aliases, PeerAliases map[int]string
 }
 
 // Router loads r's ruleset into its namespace, replacing what was there
@@ -302,47 +292,23 @@ func (l *Lab) Router(r NATRouter) {
 	l.t.Helper()
 	var counters, snat, count strings.Builder
 	counters.WriteString("\tcounter direct_in { }\n")
-	peers := []string{r.Peer}
-	for _, a := range r.PeerAliases {
-		if !slices.Contains(peers, a) {
-			peers = append(peers, a)
-		}
-	}
-	slices.Sort(peers)
-	peerSet := "{ " + strings.Join(peers, ", ") + " }"
-	random := ""
-	if r.NAT == NATSymmetric {
-		random = " fully-random"
-	}
 	for _, p := range r.Ports {
 		for _, tr := range []string{"tcp", "udp"} {
 			fmt.Fprintf(&counters, "\tcounter direct_%d_%s { }\n", p, tr)
 			fmt.Fprintf(&count, "\t\tiifname \"wan\" oifname \"lan\" ct state established,related ip saddr %s %s dport %d counter name direct_%d_%s\n",
-				peerSet, tr, p, p, tr)
-		}
-		public := r.Public
-		if a, ok := r.Aliases[p]; ok {
-			public = a
+				r.Peer, tr, p, p, tr)
 		}
 		if r.NAT == NATAddressDependent {
-			dests := slices.Clone(r.Destinations)
-			if a, ok := r.PeerAliases[p]; ok {
-				dests = append(dests, a)
-			}
-			for i, d := range dests {
+			for i, d := range r.Destinations {
 				fmt.Fprintf(&snat, "\t\toifname \"wan\" ip daddr %s meta l4proto { tcp, udp } th sport %d snat ip to %s:%d\n",
-					d, p, public, p+100*(i+1))
+					d, p, r.Public, p+100*(i+1))
 			}
-		}
-		if public != r.Public {
-			// The port's own address, mapped as masquerade would map it
-			// to the router's: the source port kept (endpoint-independent
-			// and, beyond its destinations, address-dependent), or a
-			// random one per connection (symmetric).
-			fmt.Fprintf(&snat, "\t\toifname \"wan\" meta l4proto { tcp, udp } th sport %d snat ip to %s%s\n", p, public, random)
 		}
 	}
-	masq := "masquerade" + random
+	masq := "masquerade"
+	if r.NAT == NATSymmetric {
+		masq = "masquerade fully-random"
+	}
 	unsolicited := "\t\tiifname \"wan\" drop\n"
 	if r.Behaviour == RouterReject {
 		unsolicited = "\t\tiifname \"wan\" meta l4proto tcp reject with tcp reset\n\t\tiifname \"wan\" reject with icmp type port-unreachable\n"
@@ -364,5 +330,5 @@ table ip lab {
 		iifname "wan" oifname "lan" ct state established,related accept
 %s	}
 }
-`, counters.String(), snat.String(), masq, unsolicited, count.String(), peerSet, unsolicited))
+`, counters.String(), snat.String(), masq, unsolicited, count.String(), r.Peer, unsolicited))
 }

@@ -67,15 +67,6 @@ func newNATLab(t *testing.T) *natLab {
 	l.Plug(l.sw, "br0", "p-r2", l.nsR2, "eth0", []string{pubR2 + "/25"}, "")
 	l.Plug(l.sw, "br0", "p-gwA", l.gwA, "wan", []string{pubGwA + "/25"}, "")
 	l.Plug(l.sw, "br0", "p-gwB", l.gwB, "wan", []string{pubGwB + "/25"}, "")
-	// Each router's household addresses, one per attempt in turn
-	// (householdAddr).
-	var addA, addB strings.Builder
-	for i := range households {
-		fmt.Fprintf(&addA, "addr add %s/25 dev wan\n", householdAddr(householdsA, i))
-		fmt.Fprintf(&addB, "addr add %s/25 dev wan\n", householdAddr(householdsB, i))
-	}
-	l.IP(l.gwA, addA.String())
-	l.IP(l.gwB, addB.String())
 	l.Wire(l.gwA, "lan", []string{"10.0.1.1/24"}, l.nsA, "eth0", []string{"10.0.1.2/24"})
 	l.Wire(l.gwB, "lan", []string{"10.0.2.1/24"}, l.nsB, "eth0", []string{"10.0.2.2/24"})
 	l.IP(l.nsA, "route add default via 10.0.1.1\n")
@@ -120,32 +111,11 @@ func (l *natLab) setCell(c natCell) {
 // listen ports in use.
 func (l *natLab) loadRouters() {
 	dests := []string{pubR1, pubR2}
-	aliasA, aliasB := map[int]string{}, map[int]string{}
-	for i, p := range l.ports {
-		aliasA[p], aliasB[p] = householdAddr(householdsA, i), householdAddr(householdsB, i)
-	}
 	l.Router(NATRouter{NS: l.gwA, Public: pubGwA, NAT: l.cell.A, Behaviour: l.cell.Behaviour, Peer: pubGwB, Ports: l.ports,
-		Destinations: append(slices.Clone(dests), pubGwB), Aliases: aliasA, PeerAliases: aliasB})
+		Destinations: append(slices.Clone(dests), pubGwB)})
 	l.Router(NATRouter{NS: l.gwB, Public: pubGwB, NAT: l.cell.B, Behaviour: l.cell.Behaviour, Peer: pubGwA, Ports: l.ports,
-		Destinations: append(slices.Clone(dests), pubGwA), Aliases: aliasB, PeerAliases: aliasA})
+		Destinations: append(slices.Clone(dests), pubGwA)})
 }
-
-// Each attempt's a and b leave their routers from addresses of their own,
-// as two households do: a relay limits new connections per address (go-
-// libp2p's resource manager: 0.2 a second after a burst of 16), and the
-// hundreds of daemons of a long run behind one address each would use
-// that up and be refused before any punch. households addresses per
-// router, taken in turn by the attempts' ports, leave each one time to
-// refill between its uses.
-const households = 24
-
-// The first household address of each router; the next ones follow.
-const (
-	householdsA = 160 // 192.0.0.160-183
-	householdsB = 200 // 192.0.0.200-223
-)
-
-func householdAddr(first, i int) string { return fmt.Sprintf("192.0.0.%d", first+i%households) }
 
 // directPackets are the packets each side's router let in from the other
 // side's router.
