@@ -65,10 +65,24 @@ func NeedNode(t testing.TB) {
 // the packages it installed, so comparing the two catches an interrupted
 // install and a lock file that changed since (file times do not: a
 // checkout or an edit of the lock alone can leave them in either order).
+//
+// The test binaries of several packages call it at once on a fresh clone
+// (go test runs packages side by side), and two `npm ci` in one directory
+// remove each other's files (ENOTEMPTY, TAR_ENTRY_ERROR); so an install
+// holds a lock on a file beside the lock file, taken by every process,
+// and looks again once it holds it.
 func Install(t testing.TB, dir string) {
 	t.Helper()
 	if installed(dir) {
 		return
+	}
+	unlock, err := lockDir(filepath.Join(dir, ".install.lock"))
+	if err != nil {
+		t.Fatalf("npm ci in %s: taking the install lock: %v", dir, err)
+	}
+	defer unlock()
+	if installed(dir) {
+		return // another test binary installed them while this one waited
 	}
 	timeout := 10 * time.Minute
 	if dl, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
