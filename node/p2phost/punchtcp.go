@@ -152,31 +152,47 @@ func (t *punchTCP) Dial(ctx context.Context, raddr ma.Multiaddr, p peer.ID) (tra
 
 // DialWithUpdates is Dial with the swarm's progress updates.
 func (t *punchTCP) DialWithUpdates(ctx context.Context, raddr ma.Multiaddr, p peer.ID, updates chan<- transport.DialUpdate) (transport.CapableConn, error) {
-	c, err := t.TcpTransport.DialWithUpdates(ctx, raddr, p, updates)
-	if err == nil || !refused(err) {
-		return c, err
-	}
 	punch, isClient, _ := network.GetSimultaneousConnect(ctx)
-	if !punch {
-		return c, err
-	}
 	remote, rerr := manet.ToNetAddr(raddr)
-	ra, ok := remote.(*net.TCPAddr)
-	if rerr != nil || !ok {
-		return nil, err
-	}
-	conn, err := retryRefused(ctx, time.Now().Add(refusedRetryFor), refusedRetryFast, refusedRetryMax, err, func(ctx context.Context) (net.Conn, error) {
-		now := time.Now()
-		if !t.perPeer.take(p, now) || !t.global.AllowN(now, 1) {
-			return nil, errRetryBudget
+	ra, isTCP := remote.(*net.TCPAddr)
+	var conn net.Conn
+	var err error
+	switch {
+	case punch && !isClient && rerr == nil && isTCP:
+		// The side that answers the hole punch connects itself: which
+		// side of the security handshake it takes depends on what its
+		// connect reached (serverRole), which go-libp2p's dial cannot
+		// tell.
+		conn, err = t.connectFromListenPort(ctx, ra)
+	default:
+		c, derr := t.TcpTransport.DialWithUpdates(ctx, raddr, p, updates)
+		if derr == nil || !refused(derr) || !punch || rerr != nil || !isTCP {
+			return c, derr
 		}
-		t.retried.Add(1)
-		return t.connectFromListenPort(ctx, ra)
-	})
+		err = derr
+	}
+	if err != nil && refused(err) {
+		conn, err = retryRefused(ctx, time.Now().Add(refusedRetryFor), refusedRetryFast, refusedRetryMax, err, func(ctx context.Context) (net.Conn, error) {
+			now := time.Now()
+			if !t.perPeer.take(p, now) || !t.global.AllowN(now, 1) {
+				return nil, errRetryBudget
+			}
+			t.retried.Add(1)
+			return t.connectFromListenPort(ctx, ra)
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
-	return t.upgrade(ctx, conn, raddr, p, isClient)
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0) // reset, not FIN: the 4-tuple is reusable at once (go-libp2p's choice)
+		_ = tc.SetKeepAlive(true)
+	}
+	dir := network.DirOutbound
+	if !isClient {
+		dir = serverRole(&conn, punchRoleWait)
+	}
+	return t.upgrade(ctx, conn, raddr, p, dir)
 }
 
 // connectFromListenPort connects to ra from the port this transport
@@ -195,9 +211,9 @@ func (t *punchTCP) connectFromListenPort(ctx context.Context, ra *net.TCPAddr) (
 }
 
 // upgrade hands a connection the retries made to the resource manager and
-// upgrades it, as go-libp2p's TCP dial does with its own (the side that
-// is not the client of the simultaneous open takes the inbound role).
-func (t *punchTCP) upgrade(ctx context.Context, conn net.Conn, raddr ma.Multiaddr, p peer.ID, isClient bool) (transport.CapableConn, error) {
+// upgrades it, as go-libp2p's TCP dial does with its own, taking the side
+// dir of the security handshake (DirInbound: the responder's).
+func (t *punchTCP) upgrade(ctx context.Context, conn net.Conn, raddr ma.Multiaddr, p peer.ID, dir network.Direction) (transport.CapableConn, error) {
 	scope, err := t.rcmgr.OpenConnection(network.DirOutbound, true, raddr)
 	if err != nil {
 		conn.Close()
@@ -208,19 +224,11 @@ func (t *punchTCP) upgrade(ctx context.Context, conn net.Conn, raddr ma.Multiadd
 		scope.Done()
 		return nil, err
 	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0) // reset, not FIN: the 4-tuple is reusable at once (go-libp2p's choice)
-		_ = tc.SetKeepAlive(true)
-	}
 	mc, err := manet.WrapNetConn(conn)
 	if err != nil {
 		conn.Close()
 		scope.Done()
 		return nil, err
-	}
-	dir := network.DirOutbound
-	if !isClient {
-		dir = network.DirInbound
 	}
 	c, err := t.upgrader.Upgrade(ctx, t, mc, dir, p, scope)
 	if err != nil {
