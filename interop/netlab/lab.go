@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -264,25 +265,41 @@ const (
 	RouterReject RouterBehaviour = "reject"
 )
 
-// NATRouter is one lab router between a LAN (device "lan") and the public
-// segment (device "wan"): a NAT of a type, a stateful filter that lets in
-// from the public side only packets of connections the LAN side opened
-// (ct state established,related), and a behaviour for everything else.
+// NATRouter is one lab router between the LANs of its households
+// (devices "lan0", "lan1", …) and the public segment (device "wan"): a
+// NAT of a type, a stateful filter that lets in from the public side only
+// packets of connections a LAN side opened (ct state
+// established,related), and a behaviour for everything else.
 type NATRouter struct {
 	NS        string // the router's namespace
-	Public    string // its wan address
+	Public    string // its own wan address
 	NAT       NATType
 	Behaviour RouterBehaviour
-	// Peer is the other router's public address: the packets from it that
-	// reach the LAN are counted (counter direct_in), and per LAN port in
-	// Ports and transport (direct_<port>_tcp, direct_<port>_udp). They are
-	// the traffic of a direct connection, which never passes a relay.
-	Peer  string
-	Ports []int
-	// Destinations get a public port each per LAN port in Ports under
-	// NATAddressDependent (the port plus 100, 200, … in their order);
-	// everything else is masqueraded.
+	// Peer is the other router's public addresses (its own and its
+	// households'): the packets from them that reach a LAN are counted
+	// (counter direct_in), and per LAN port of a household and transport
+	// (direct_<port>_tcp, direct_<port>_udp). They are the traffic of a
+	// direct connection, which never passes a relay.
+	Peer []string
+	// Destinations get a public port each per LAN port of a household
+	// under NATAddressDependent (the port plus 100, 200, … in their
+	// order, the household's Peer last); everything else is mapped as
+	// masquerade maps it.
 	Destinations []string
+	Households   []Household
+}
+
+// Household is one LAN behind a NATRouter, as one home is behind its
+// router: every connection from it (any port, any transport) leaves from
+// its own public address. A relay limits new connections per address
+// (go-libp2p's resource manager: 0.2 a second after a burst of 16), so
+// many daemons behind one address would be refused there as no two homes
+// are.
+type Household struct {
+	LAN    string // its subnet, as "10.1.3.0/24"
+	Public string // the address on wan its connections leave from
+	Peer   string // the other router's household its ports pair with
+	Ports  []int  // the listen ports of its daemons (counted, and mapped per destination)
 }
 
 // Router loads r's ruleset into its namespace, replacing what was there
@@ -292,22 +309,30 @@ func (l *Lab) Router(r NATRouter) {
 	l.t.Helper()
 	var counters, snat, count strings.Builder
 	counters.WriteString("\tcounter direct_in { }\n")
-	for _, p := range r.Ports {
-		for _, tr := range []string{"tcp", "udp"} {
-			fmt.Fprintf(&counters, "\tcounter direct_%d_%s { }\n", p, tr)
-			fmt.Fprintf(&count, "\t\tiifname \"wan\" oifname \"lan\" ct state established,related ip saddr %s %s dport %d counter name direct_%d_%s\n",
-				r.Peer, tr, p, p, tr)
-		}
-		if r.NAT == NATAddressDependent {
-			for i, d := range r.Destinations {
-				fmt.Fprintf(&snat, "\t\toifname \"wan\" ip daddr %s meta l4proto { tcp, udp } th sport %d snat ip to %s:%d\n",
-					d, p, r.Public, p+100*(i+1))
+	peers := "{ " + strings.Join(r.Peer, ", ") + " }"
+	random := ""
+	if r.NAT == NATSymmetric {
+		random = " fully-random"
+	}
+	for _, h := range r.Households {
+		for _, p := range h.Ports {
+			for _, tr := range []string{"tcp", "udp"} {
+				fmt.Fprintf(&counters, "\tcounter direct_%d_%s { }\n", p, tr)
+				fmt.Fprintf(&count, "\t\tiifname \"wan\" oifname \"lan*\" ct state established,related ip saddr %s %s dport %d counter name direct_%d_%s\n",
+					peers, tr, p, p, tr)
+			}
+			if r.NAT == NATAddressDependent {
+				for i, d := range append(slices.Clone(r.Destinations), h.Peer) {
+					fmt.Fprintf(&snat, "\t\toifname \"wan\" ip saddr %s ip daddr %s meta l4proto { tcp, udp } th sport %d snat ip to %s:%d\n",
+						h.LAN, d, p, h.Public, p+100*(i+1))
+				}
 			}
 		}
-	}
-	masq := "masquerade"
-	if r.NAT == NATSymmetric {
-		masq = "masquerade fully-random"
+		// The household's own address, mapped as masquerade maps to the
+		// router's: the source port kept (endpoint-independent and,
+		// beyond its destinations, address-dependent), or a random one
+		// per connection (symmetric).
+		fmt.Fprintf(&snat, "\t\toifname \"wan\" ip saddr %s snat ip to %s%s\n", h.LAN, h.Public, random)
 	}
 	unsolicited := "\t\tiifname \"wan\" drop\n"
 	if r.Behaviour == RouterReject {
@@ -317,7 +342,7 @@ func (l *Lab) Router(r NATRouter) {
 table ip lab {
 %s	chain postrouting {
 		type nat hook postrouting priority srcnat; policy accept;
-%s		oifname "wan" %s
+%s		oifname "wan" masquerade%s
 	}
 	chain input {
 		type filter hook input priority filter; policy accept;
@@ -325,10 +350,10 @@ table ip lab {
 %s	}
 	chain forward {
 		type filter hook forward priority filter; policy drop;
-		iifname "lan" oifname "wan" accept
-%s		iifname "wan" oifname "lan" ct state established,related ip saddr %s counter name direct_in accept
-		iifname "wan" oifname "lan" ct state established,related accept
+		iifname "lan*" oifname "wan" accept
+%s		iifname "wan" oifname "lan*" ct state established,related ip saddr %s counter name direct_in accept
+		iifname "wan" oifname "lan*" ct state established,related accept
 %s	}
 }
-`, counters.String(), snat.String(), masq, unsolicited, count.String(), r.Peer, unsolicited))
+`, counters.String(), snat.String(), random, unsolicited, count.String(), peers, unsolicited))
 }

@@ -15,13 +15,21 @@ import (
 // The NAT lab:
 //
 //	            public segment 192.0.0.128/25 (bridge br0 in namespace sw)
-//	  r1 .131 ──┬── r2 .132 ──┬── gwA wan .141 ──┬── gwB wan .142
-//	            │              │        │ nft NAT        │ nft NAT
-//	                              a 10.0.1.2/24     b 10.0.2.2/24
+//	  r1 .131 ──┬── r2 .132 ──┬── gwA wan .141 ─────────┬── gwB wan .142
+//	                             + .160 … .183 (homes)  + .200 … .223
+//	                               │ nft NAT             │ nft NAT
+//	                   a0 10.1.0.2/24 … a23 10.1.23.2/24  b0 10.2.0.2/24 …
 //
 // r1 and r2 are relay daemons (relay service and mailboxes, listening on
 // TCP and QUIC); a and b are daemons behind the NAT routers gwA and gwB,
-// which reserve slots on the relays. The routers are Lab.Router's: a NAT
+// which reserve slots on the relays. Each attempt's a and b live in
+// households of their own (a namespace each, on a LAN of its own behind
+// its router, leaving it from a public address of its own), as the two
+// ends of a real punch live in two homes: the relays limit new
+// connections per address, and a hundred daemons behind one address
+// would be refused there (Household). The 24 households of each router
+// are taken in turn by the attempts' ports, so each address has time to
+// refill between its uses. The routers are Lab.Router's: a NAT
 // of a type (endpoint-independent, address-dependent or symmetric
 // mapping), a filter that lets in from the public side only packets of
 // connections the LAN side opened (ct state established,related), so a
@@ -41,14 +49,29 @@ type natLab struct {
 	*Lab
 	dir          string
 	sw, gwA, gwB string
-	nsA, nsB     string
-	r1, r2       *Daemon
-	nsR1, nsR2   string
+	// The households made so far, by index (household).
+	homesA, homesB []string
+	r1, r2         *Daemon
+	nsR1, nsR2     string
 	// The relays' TCP addresses (peers has a and b use them).
 	r1Addr, r2Addr string
 	cell           natCell
-	ports          []int // the listen ports of the a and b in use (the routers count per port)
+	ports          []int // the listen ports of the a and b in use (the routers count per port); the i-th is household i mod households's
 	port           int   // the next listen port for a and b (fresh conntrack tuples per attempt)
+}
+
+// households is how many households each router has, taken in turn.
+const households = 24
+
+// homeAddrs are household i's LAN subnet, the daemon's address on it, the
+// router's, and its public address, behind router A (side 1) or B (2).
+func homeAddrs(side, i int) (lan, host, gw, public string) {
+	first := 160
+	if side == 2 {
+		first = 200
+	}
+	return fmt.Sprintf("10.%d.%d.0/24", side, i), fmt.Sprintf("10.%d.%d.2/24", side, i),
+		fmt.Sprintf("10.%d.%d.1/24", side, i), fmt.Sprintf("192.0.0.%d", first+i)
 }
 
 // natCell is what the routers are: each side's NAT type and both
@@ -60,17 +83,13 @@ type natCell struct {
 
 func newNATLab(t *testing.T) *natLab {
 	l := &natLab{Lab: NewLab(t), dir: t.TempDir(), port: 5001}
-	ns := l.NS("sw", "r1", "r2", "gwA", "gwB", "a", "b")
-	l.sw, l.nsR1, l.nsR2, l.gwA, l.gwB, l.nsA, l.nsB = ns[0], ns[1], ns[2], ns[3], ns[4], ns[5], ns[6]
+	ns := l.NS("sw", "r1", "r2", "gwA", "gwB")
+	l.sw, l.nsR1, l.nsR2, l.gwA, l.gwB = ns[0], ns[1], ns[2], ns[3], ns[4]
 	l.Bridge(l.sw, "br0")
 	l.Plug(l.sw, "br0", "p-r1", l.nsR1, "eth0", []string{pubR1 + "/25"}, "")
 	l.Plug(l.sw, "br0", "p-r2", l.nsR2, "eth0", []string{pubR2 + "/25"}, "")
 	l.Plug(l.sw, "br0", "p-gwA", l.gwA, "wan", []string{pubGwA + "/25"}, "")
 	l.Plug(l.sw, "br0", "p-gwB", l.gwB, "wan", []string{pubGwB + "/25"}, "")
-	l.Wire(l.gwA, "lan", []string{"10.0.1.1/24"}, l.nsA, "eth0", []string{"10.0.1.2/24"})
-	l.Wire(l.gwB, "lan", []string{"10.0.2.1/24"}, l.nsB, "eth0", []string{"10.0.2.2/24"})
-	l.IP(l.nsA, "route add default via 10.0.1.1\n")
-	l.IP(l.nsB, "route add default via 10.0.2.1\n")
 	for _, gw := range []string{l.gwA, l.gwB} {
 		l.Sysctl(gw, "net.ipv4.ip_forward", "1")
 	}
@@ -111,10 +130,43 @@ func (l *natLab) setCell(c natCell) {
 // listen ports in use.
 func (l *natLab) loadRouters() {
 	dests := []string{pubR1, pubR2}
-	l.Router(NATRouter{NS: l.gwA, Public: pubGwA, NAT: l.cell.A, Behaviour: l.cell.Behaviour, Peer: pubGwB, Ports: l.ports,
-		Destinations: append(slices.Clone(dests), pubGwB)})
-	l.Router(NATRouter{NS: l.gwB, Public: pubGwB, NAT: l.cell.B, Behaviour: l.cell.Behaviour, Peer: pubGwA, Ports: l.ports,
-		Destinations: append(slices.Clone(dests), pubGwA)})
+	homes := func(side int) (hs []Household, publics []string) {
+		other := 3 - side
+		for i := range l.homesA {
+			lan, _, _, public := homeAddrs(side, i)
+			_, _, _, peer := homeAddrs(other, i)
+			h := Household{LAN: lan, Public: public, Peer: peer}
+			for j := i; j < len(l.ports); j += households {
+				h.Ports = append(h.Ports, l.ports[j])
+			}
+			hs = append(hs, h)
+			publics = append(publics, public)
+		}
+		return hs, publics
+	}
+	homesA, publicA := homes(1)
+	homesB, publicB := homes(2)
+	l.Router(NATRouter{NS: l.gwA, Public: pubGwA, NAT: l.cell.A, Behaviour: l.cell.Behaviour, Peer: append(publicB, pubGwB),
+		Destinations: append(slices.Clone(dests), pubGwB), Households: homesA})
+	l.Router(NATRouter{NS: l.gwB, Public: pubGwB, NAT: l.cell.B, Behaviour: l.cell.Behaviour, Peer: append(publicA, pubGwA),
+		Destinations: append(slices.Clone(dests), pubGwA), Households: homesB})
+}
+
+// household returns the namespaces of household i behind each router,
+// making them (and those before them) on first use.
+func (l *natLab) household(i int) (a, b string) {
+	for len(l.homesA) <= i {
+		n := len(l.homesA)
+		ns := l.NS(fmt.Sprintf("a%d", n), fmt.Sprintf("b%d", n))
+		for side, gw := range []string{l.gwA, l.gwB} {
+			_, host, gwAddr, public := homeAddrs(side+1, n)
+			l.IP(gw, fmt.Sprintf("addr add %s/25 dev wan\n", public))
+			l.Wire(gw, fmt.Sprintf("lan%d", n), []string{gwAddr}, ns[side], "eth0", []string{host})
+			l.IP(ns[side], fmt.Sprintf("route add default via %s\n", strings.TrimSuffix(gwAddr, "/24")))
+		}
+		l.homesA, l.homesB = append(l.homesA, ns[0]), append(l.homesB, ns[1])
+	}
+	return l.homesA[i], l.homesB[i]
 }
 
 // directPackets are the packets each side's router let in from the other
@@ -149,6 +201,7 @@ func (l *natLab) reserve(n int) []int {
 		l.port++
 	}
 	l.ports = append(l.ports, ports...)
+	l.household(min(len(l.ports), households) - 1)
 	l.loadRouters()
 	return ports
 }
@@ -174,8 +227,9 @@ func (l *natLab) pair(t *testing.T, relays []string, port int, transports ...str
 	extra := "[log]\nlevel = \"debug\"\n"
 	// The control API on a port of the pair's own: pairs may run side by
 	// side in the same namespaces.
-	a = NewDaemon(t, l.dir, "a-"+name, l.nsA, Config{Listen: listen, RelayUse: relays, Display: "a", Extra: extra, APIPort: port + 10000})
-	b = NewDaemon(t, l.dir, "b-"+name, l.nsB, Config{Listen: listen, RelayUse: relays, Display: "b", Extra: extra, APIPort: port + 10000})
+	nsA, nsB := l.household(slices.Index(l.ports, port) % households)
+	a = NewDaemon(t, l.dir, "a-"+name, nsA, Config{Listen: listen, RelayUse: relays, Display: "a", Extra: extra, APIPort: port + 10000})
+	b = NewDaemon(t, l.dir, "b-"+name, nsB, Config{Listen: listen, RelayUse: relays, Display: "b", Extra: extra, APIPort: port + 10000})
 	return a, b
 }
 
@@ -393,6 +447,17 @@ func (l *natLab) punch(ctx context.Context, t *testing.T, port int, o punchOpts)
 			for _, line := range strings.Split(log[:i], "\n") {
 				if strings.Contains(line, "hole punching: round begins") {
 					res.Rounds = append(res.Rounds, line[strings.Index(line, "hole punching"):])
+				}
+			}
+		}
+	}
+	if err != nil {
+		// Why not: what b and a said of the punch (node/p2phost logs each
+		// round and try), for the figures' reader.
+		for _, d := range []*Daemon{b, a} {
+			for _, line := range strings.Split(d.Log(), "\n") {
+				if i := strings.Index(line, "hole punching"); i >= 0 {
+					t.Logf("%s: no direct connection (%v); %s said: %s", d.Name, err, d.Name, line[i:])
 				}
 			}
 		}
