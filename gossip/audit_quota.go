@@ -394,6 +394,11 @@ const StrangerSlack = 8
 // last pass could make no room (pruneStuck: nothing listed could go, or
 // the day's record of pruning is full), so that the slack is only ever
 // taken while the oldest files are being deleted.
+// The count is of what is written: renderings still queued for the .md
+// writer (audit_writer.go) land after the stranger was taken, and may
+// take the strangers' files past the slack by about as much again as the
+// .jsonl they render (at most the writer's queue, mdQueueBytes/
+// mdEntryFactor), until the pass their count starts has run.
 func (a *AuditLog) StrangerRoom() error {
 	if max := a.limits.MaxBytes; max > 0 {
 		u := &a.usage

@@ -168,13 +168,21 @@ func TestStrangersFilePrunedWhileWritten(t *testing.T) {
 					errs <- fmt.Errorf("writer %d, entry %d: %w", w, i, err)
 					return
 				}
-				// Each writer has at most this entry's .jsonl and .md
-				// written past a pass, and a pass may be under way.
+				// StrangerRoom lets an entry in while the count is within
+				// share + share/StrangerSlack, and each writer may have one
+				// entry in flight past that; but the .md writer counts a
+				// rendering only once it has written it, so the count a
+				// writer saw may hold the .jsonl of entries whose .md is
+				// still queued, and those land before the pass they start
+				// deletes the file. So the file holds at most
+				// (share + share/StrangerSlack)/18 KiB + writers = 20
+				// entries, each 18 KiB of .jsonl and 19 KiB of .md: 732 KiB.
+				// Without passes the 240 entries would take 8.7 MiB.
 				a.usage.mu.Lock()
 				used := a.usage.strangers
 				a.usage.mu.Unlock()
-				if used > 2*share {
-					errs <- fmt.Errorf("writer %d, entry %d: the strangers' files take %d KiB, over twice their share (%d KiB)", w, i, used>>10, share>>10)
+				if used > 3*share {
+					errs <- fmt.Errorf("writer %d, entry %d: the strangers' files take %d KiB, over three times their share (%d KiB)", w, i, used>>10, share>>10)
 					return
 				}
 			}
