@@ -41,11 +41,18 @@ func (c matrixCell) name() string {
 // the relay).
 //
 // The short form (IFACED_LAB=1, CI) makes 2 attempts per cell, the long
-// form (IFACED_LAB_LONG=1) 10. Both require every endpoint-independent
-// attempt to connect directly and no symmetric one to; the
-// address-dependent cells are reported (their mapping changes with the
-// destination, so the address the relay saw is not the one a connection
-// to the peer leaves from, and they behave as symmetric ones do).
+// form (IFACED_LAB_LONG=1) 10. Both require the endpoint-independent cells
+// to meet issue 27's bar, direct in at least 9 attempts of 10 (directBar:
+// each cell, and all of them together), and no symmetric attempt to
+// connect directly; the address-dependent cells are reported (their
+// mapping changes with the destination, so the address the relay saw is
+// not the one a connection to the peer leaves from, and they behave as
+// symmetric ones do). The bar is a rate, which 2 attempts cannot measure:
+// the short form lets a cell miss one of its 2 (a cell that cannot punch
+// gives 0), and its four endpoint-independent cells together 1 of 8; the
+// long form measures the rate. It was "every attempt" until 2026-11-30,
+// stricter than the issue, when the long form gave 9 of 10 in the
+// reject-TCP cell (a connect that no router let through; docs/netlab.md).
 func TestNATMatrix(t *testing.T) {
 	l := newNATLab(t)
 	ctx := context.Background()
@@ -101,14 +108,24 @@ func TestNATMatrix(t *testing.T) {
 	}
 	t.Logf("anchor: %s", anchor)
 	WriteFigures(t, map[string]any{"anchor": anchor, "cells": cells})
+	var eiDirect, eiAttempts int
+	for _, c := range cells {
+		if c.NAT == NATEndpointIndependent {
+			eiDirect += c.Direct
+			eiAttempts += c.Attempts
+		}
+	}
+	if eiAttempts > 0 && eiDirect < directBar(eiAttempts) {
+		t.Errorf("endpoint-independent cells together: direct %d times in %d, want at least %d (issue 27: 9 of 10)", eiDirect, eiAttempts, directBar(eiAttempts))
+	}
 	for _, c := range cells {
 		if c.Delivered != c.Attempts {
 			t.Errorf("%s: %d messages of %d arrived", c.name(), c.Delivered, c.Attempts)
 		}
 		switch c.NAT {
 		case NATEndpointIndependent:
-			if c.Direct != c.Attempts {
-				t.Errorf("%s: direct %d times in %d, want every time", c.name(), c.Direct, c.Attempts)
+			if c.Direct < directBar(c.Attempts) {
+				t.Errorf("%s: direct %d times in %d, want at least %d (issue 27: 9 of 10)", c.name(), c.Direct, c.Attempts, directBar(c.Attempts))
 			}
 		case NATSymmetric:
 			if c.Direct != 0 {
@@ -117,3 +134,8 @@ func TestNATMatrix(t *testing.T) {
 		}
 	}
 }
+
+// directBar is the fewest direct connections in n attempts that meet
+// issue 27's bar of 9 in 10: 90 %, rounded down, and never more than all
+// but one (2 attempts: 1; 8: 7; 10: 9; 40: 36).
+func directBar(n int) int { return min(n-1, n*9/10) }

@@ -456,7 +456,7 @@ func (l *natLab) punch(ctx context.Context, t *testing.T, port int, o punchOpts)
 		// round and try), for the figures' reader.
 		for _, d := range []*Daemon{b, a} {
 			for _, line := range strings.Split(d.Log(), "\n") {
-				if i := strings.Index(line, "hole punching"); i >= 0 {
+				if i := strings.Index(line, "hole punching"); i >= 0 && strings.Contains(line, "component=punch") {
 					t.Logf("%s: no direct connection (%v); %s said: %s", d.Name, err, d.Name, line[i:])
 				}
 			}
