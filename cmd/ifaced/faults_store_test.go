@@ -36,9 +36,8 @@ func runExit(t *testing.T, bin string, args ...string) (int, string) {
 	return 0, string(out)
 }
 
-// bucketRootPage is the number and size of the page that holds the root of
-// the store's bucket name (a bucket too large to be inline in its parent).
-func bucketRootPage(t *testing.T, path, name string) (pgid int64, pageSize int) {
+// viewStore reads the store file at path (a stopped daemon's) read-only.
+func viewStore(t *testing.T, path string, read func(*bolt.Tx)) {
 	t.Helper()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
 	if err != nil {
@@ -46,39 +45,41 @@ func bucketRootPage(t *testing.T, path, name string) (pgid int64, pageSize int) 
 	}
 	defer db.Close()
 	db.View(func(tx *bolt.Tx) error {
+		read(tx)
+		return nil
+	})
+}
+
+// bucketRootPage is the number and size of the page that holds the root of
+// the store's bucket name (a bucket too large to be inline in its parent).
+func bucketRootPage(t *testing.T, path, name string) (pgid int64, pageSize int) {
+	t.Helper()
+	viewStore(t, path, func(tx *bolt.Tx) {
 		if b := tx.Bucket([]byte(name)); b != nil {
 			pgid = int64(b.Root())
 		}
-		return nil
+		pageSize = tx.DB().Info().PageSize
 	})
 	if pgid == 0 {
 		t.Fatalf("bucket %s of %s has no page of its own", name, path)
 	}
-	return pgid, db.Info().PageSize
+	return pgid, pageSize
 }
 
 // indexedSize is how many bytes of the store file at path its index
 // (the meta page's high-water mark) says are in use.
 func indexedSize(t *testing.T, path string) (size int64) {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.View(func(tx *bolt.Tx) error {
-		size = tx.Size()
-		return nil
-	})
+	viewStore(t, path, func(tx *bolt.Tx) { size = tx.Size() })
 	return size
 }
 
 // TestFaultDamagedStore: daemon A (a process) caches B's view and pins
 // B's key; then, with A stopped, its store file is damaged: first the page
 // holding the peer cache is overwritten with garbage, later the file is
-// cut to half the length its index uses. Each time `ifaced run` exits (no panic) with an
-// error that names the file, says it is damaged and how, and names the
-// repair (`ifaced store salvage`); the salvage keeps the damaged file,
+// cut to half the length its index uses. Each time `ifaced run` exits (no
+// panic) with an error that names the file, says it is damaged and how,
+// and names the repair (`ifaced store salvage`); the salvage keeps the damaged file,
 // reports what it could not read, and A starts again with the rest: after
 // the garbage page, B's key is still pinned (B's next greeting is granted
 // level 2), and only B's cached view is gone (B's greeting caches it

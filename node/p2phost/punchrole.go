@@ -51,11 +51,11 @@ const punchRoleSettle = 20 * time.Millisecond
 var msHeader = append(varint.ToUvarint(uint64(len(multistream.ProtocolID)+1)), multistream.ProtocolID+"\n"...)
 
 // serverRole reads what the peer sends first on conn (see above) and
-// returns the direction the server side of a hole punch takes in the
-// security handshake (DirInbound: the responder's); conn is replaced by
-// one that gives back what was read.
-func serverRole(conn *net.Conn, wait time.Duration) network.Direction {
-	c := *conn
+// returns a connection that gives back what was read, then the rest of
+// conn's, and the direction the server side of a hole punch takes in the
+// security handshake (DirInbound: the responder's). It reads at most
+// len(msHeader) plus one buffer, for at most wait.
+func serverRole(conn net.Conn, wait time.Duration) (net.Conn, network.Direction) {
 	var got []byte
 	buf := make([]byte, 256)
 	deadline := time.Now().Add(wait)
@@ -63,21 +63,21 @@ func serverRole(conn *net.Conn, wait time.Duration) network.Direction {
 		if bytes.Equal(got, msHeader) {
 			deadline = minTime(deadline, time.Now().Add(punchRoleSettle))
 		}
-		if err := c.SetReadDeadline(deadline); err != nil {
+		if err := conn.SetReadDeadline(deadline); err != nil {
 			break
 		}
-		n, err := c.Read(buf)
+		n, err := conn.Read(buf)
 		got = append(got, buf[:n]...)
 		if len(got) > len(msHeader) || !bytes.HasPrefix(msHeader, got) || err != nil {
 			break
 		}
 	}
-	_ = c.SetReadDeadline(time.Time{})
-	*conn = &replayConn{Conn: c, head: got}
+	_ = conn.SetReadDeadline(time.Time{})
+	replay := &replayConn{Conn: conn, head: got}
 	if bytes.Equal(got, msHeader) {
-		return network.DirOutbound // a listener answered: it waits for us
+		return replay, network.DirOutbound // a listener answered: it waits for us
 	}
-	return network.DirInbound
+	return replay, network.DirInbound
 }
 
 // replayConn is a connection whose first reads give back head.

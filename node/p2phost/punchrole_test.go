@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-varint"
@@ -44,16 +44,16 @@ func TestServerRole(t *testing.T) {
 					}
 				}
 			}()
-			conn := here
-			if got := serverRole(&conn, 300*time.Millisecond); got != tc.want {
-				t.Errorf("serverRole = %v, want %v", got, tc.want)
+			conn, dir := serverRole(here, 300*time.Millisecond)
+			if dir != tc.want {
+				t.Errorf("serverRole = %v, want %v", dir, tc.want)
 			}
 			want := bytes.Join(tc.writes, nil)
 			if len(want) == 0 {
 				return
 			}
 			// The handshake reads all that was sent, in order, from the
-			// replaced connection.
+			// connection serverRole returned.
 			got := make([]byte, len(want))
 			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 			if _, err := io.ReadFull(conn, got); err != nil || !bytes.Equal(got, want) {
@@ -68,22 +68,15 @@ func TestServerRole(t *testing.T) {
 // begins the security handshake, which the listener answers. Before, both
 // sides waited for the other until the dial's deadline (issue 27).
 func TestPunchServerReachingAListenerConnects(t *testing.T) {
-	newHost := func() interface {
-		ID() peer.ID
-		Connect(context.Context, peer.AddrInfo) error
-		Network() network.Network
-		Close() error
-	} {
+	newHost := func() host.Host {
 		key, _, err := crypto.GenerateEd25519Key(rand.Reader)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := libp2p.New(libp2p.Identity(key), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
-			libp2p.Transport(newPunchTCP), libp2p.DisableRelay(), libp2p.DisableMetrics())
+		h, err := punchHost(t, key, "/ip4/127.0.0.1/tcp/0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { h.Close() })
 		return h
 	}
 	server, client := newHost(), newHost()

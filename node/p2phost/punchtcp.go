@@ -155,23 +155,25 @@ func (t *punchTCP) DialWithUpdates(ctx context.Context, raddr ma.Multiaddr, p pe
 	punch, isClient, _ := network.GetSimultaneousConnect(ctx)
 	remote, rerr := manet.ToNetAddr(raddr)
 	ra, isTCP := remote.(*net.TCPAddr)
+	if !punch || rerr != nil || !isTCP {
+		return t.TcpTransport.DialWithUpdates(ctx, raddr, p, updates)
+	}
 	var conn net.Conn
 	var err error
-	switch {
-	case punch && !isClient && rerr == nil && isTCP:
+	if isClient {
+		c, derr := t.TcpTransport.DialWithUpdates(ctx, raddr, p, updates)
+		if !refused(derr) {
+			return c, derr
+		}
+		err = derr
+	} else {
 		// The side that answers the hole punch connects itself: which
 		// side of the security handshake it takes depends on what its
 		// connect reached (serverRole), which go-libp2p's dial cannot
 		// tell.
 		conn, err = t.connectFromListenPort(ctx, ra)
-	default:
-		c, derr := t.TcpTransport.DialWithUpdates(ctx, raddr, p, updates)
-		if derr == nil || !refused(derr) || !punch || rerr != nil || !isTCP {
-			return c, derr
-		}
-		err = derr
 	}
-	if err != nil && refused(err) {
+	if refused(err) {
 		conn, err = retryRefused(ctx, time.Now().Add(refusedRetryFor), refusedRetryFast, refusedRetryMax, err, func(ctx context.Context) (net.Conn, error) {
 			now := time.Now()
 			if !t.perPeer.take(p, now) || !t.global.AllowN(now, 1) {
@@ -190,7 +192,7 @@ func (t *punchTCP) DialWithUpdates(ctx context.Context, raddr ma.Multiaddr, p pe
 	}
 	dir := network.DirOutbound
 	if !isClient {
-		dir = serverRole(&conn, punchRoleWait)
+		conn, dir = serverRole(conn, punchRoleWait)
 	}
 	return t.upgrade(ctx, conn, raddr, p, dir)
 }

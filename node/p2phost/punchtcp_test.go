@@ -11,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/transport"
@@ -23,20 +24,6 @@ import (
 // from the same port until the other side listens; any other dial fails
 // at the first refusal, as before.
 func TestPunchTCPRetriesRefusedPunch(t *testing.T) {
-	newHost := func(key crypto.PrivKey, listen ...string) interface {
-		Connect(context.Context, peer.AddrInfo) error
-		Close() error
-		Network() network.Network
-	} {
-		t.Helper()
-		h, err := libp2p.New(libp2p.Identity(key), libp2p.ListenAddrStrings(listen...),
-			libp2p.Transport(newPunchTCP), libp2p.DisableRelay(), libp2p.DisableMetrics())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { h.Close() })
-		return h
-	}
 	freePort := func() string {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -51,7 +38,10 @@ func TestPunchTCPRetriesRefusedPunch(t *testing.T) {
 	}
 	bID, _ := peer.IDFromPrivateKey(bKey)
 	aKey, _, _ := crypto.GenerateEd25519Key(rand.Reader)
-	a := newHost(aKey, "/ip4/127.0.0.1/tcp/0")
+	a, err := punchHost(t, aKey, "/ip4/127.0.0.1/tcp/0")
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	dial := func(ctx context.Context, addr string) error {
 		m, err := ma.NewMultiaddr("/ip4/127.0.0.1/tcp/" + addr[len("127.0.0.1:"):])
@@ -79,11 +69,7 @@ func TestPunchTCPRetriesRefusedPunch(t *testing.T) {
 		// The peer comes up 200 ms into the dial, so the dial meets
 		// refusals first (the scenario, not a wait for anything).
 		time.Sleep(200 * time.Millisecond)
-		h, err := libp2p.New(libp2p.Identity(bKey), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/"+addr[len("127.0.0.1:"):]),
-			libp2p.Transport(newPunchTCP), libp2p.DisableRelay(), libp2p.DisableMetrics())
-		if err == nil {
-			t.Cleanup(func() { h.Close() })
-		}
+		_, err := punchHost(t, bKey, "/ip4/127.0.0.1/tcp/"+addr[len("127.0.0.1:"):])
 		listening <- err
 	}()
 	pctx := network.WithSimultaneousConnect(ctx, true, "hole-punching")
@@ -96,6 +82,19 @@ func TestPunchTCPRetriesRefusedPunch(t *testing.T) {
 	if a.Network().Connectedness(bID) != network.Connected {
 		t.Errorf("not connected to b after the punch")
 	}
+}
+
+// punchHost is a libp2p host with key, listening on listen, over the
+// daemon's TCP transport (punchTCP) alone, closed when the test ends. It
+// returns the error rather than failing t: a test may start it beside.
+func punchHost(t *testing.T, key crypto.PrivKey, listen ...string) (host.Host, error) {
+	h, err := libp2p.New(libp2p.Identity(key), libp2p.ListenAddrStrings(listen...),
+		libp2p.Transport(newPunchTCP), libp2p.DisableRelay(), libp2p.DisableMetrics())
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { h.Close() })
+	return h, nil
 }
 
 // punchTransport is a host's punchTCP, listening on loopback.
