@@ -272,19 +272,19 @@ const (
 // established,related), and a behaviour for everything else.
 type NATRouter struct {
 	NS        string // the router's namespace
-	Public    string // its own wan address
 	NAT       NATType
 	Behaviour RouterBehaviour
-	// Peer is the other router's public addresses (its own and its
-	// households'): the packets from them that reach a LAN are counted
+	// Peer is the public addresses of the other router's households: the
+	// packets from them that reach a LAN are counted
 	// (counter direct_in), and per LAN port of a household and transport
 	// (direct_<port>_tcp, direct_<port>_udp). They are the traffic of a
 	// direct connection, which never passes a relay.
 	Peer []string
 	// Destinations get a public port each per LAN port of a household
 	// under NATAddressDependent (the port plus 100, 200, … in their
-	// order, the household's Peer last); everything else is mapped as
-	// masquerade maps it.
+	// order, the household's Peer last); everything else of a household
+	// leaves from its address as masquerade would map it. Nothing but the
+	// households' traffic is mapped.
 	Destinations []string
 	Households   []Household
 }
@@ -334,6 +334,10 @@ func (l *Lab) Router(r NATRouter) {
 		// per connection (symmetric).
 		fmt.Fprintf(&snat, "\t\toifname \"wan\" ip saddr %s snat ip to %s%s\n", h.LAN, h.Public, random)
 	}
+	// After the per-port counters: this rule accepts.
+	if len(r.Peer) > 0 { // none before the first household
+		fmt.Fprintf(&count, "\t\tiifname \"wan\" oifname \"lan*\" ct state established,related ip saddr %s counter name direct_in accept\n", peers)
+	}
 	unsolicited := "\t\tiifname \"wan\" drop\n"
 	if r.Behaviour == RouterReject {
 		unsolicited = "\t\tiifname \"wan\" meta l4proto tcp reject with tcp reset\n\t\tiifname \"wan\" reject with icmp type port-unreachable\n"
@@ -342,8 +346,7 @@ func (l *Lab) Router(r NATRouter) {
 table ip lab {
 %s	chain postrouting {
 		type nat hook postrouting priority srcnat; policy accept;
-%s		oifname "wan" masquerade%s
-	}
+%s	}
 	chain input {
 		type filter hook input priority filter; policy accept;
 		iifname "wan" ct state established,related accept
@@ -351,9 +354,8 @@ table ip lab {
 	chain forward {
 		type filter hook forward priority filter; policy drop;
 		iifname "lan*" oifname "wan" accept
-%s		iifname "wan" oifname "lan*" ct state established,related ip saddr %s counter name direct_in accept
-		iifname "wan" oifname "lan*" ct state established,related accept
+%s		iifname "wan" oifname "lan*" ct state established,related accept
 %s	}
 }
-`, counters.String(), snat.String(), random, unsolicited, count.String(), peers, unsolicited))
+`, counters.String(), snat.String(), unsolicited, count.String(), unsolicited))
 }

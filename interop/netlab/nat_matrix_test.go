@@ -52,7 +52,7 @@ func (c matrixCell) name() string {
 // gives 0), and its four endpoint-independent cells together 1 of 8; the
 // long form measures the rate. It was "every attempt" until 2026-11-30,
 // stricter than the issue, when the long form gave 9 of 10 in the
-// reject-TCP cell (a connect that no router let through; docs/netlab.md).
+// reject-TCP cell (rounds held 5 s, cause open; docs/netlab.md).
 func TestNATMatrix(t *testing.T) {
 	l := newNATLab(t)
 	ctx := context.Background()

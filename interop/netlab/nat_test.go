@@ -146,10 +146,8 @@ func (l *natLab) loadRouters() {
 	}
 	homesA, publicA := homes(1)
 	homesB, publicB := homes(2)
-	l.Router(NATRouter{NS: l.gwA, Public: pubGwA, NAT: l.cell.A, Behaviour: l.cell.Behaviour, Peer: append(publicB, pubGwB),
-		Destinations: append(slices.Clone(dests), pubGwB), Households: homesA})
-	l.Router(NATRouter{NS: l.gwB, Public: pubGwB, NAT: l.cell.B, Behaviour: l.cell.Behaviour, Peer: append(publicA, pubGwA),
-		Destinations: append(slices.Clone(dests), pubGwA), Households: homesB})
+	l.Router(NATRouter{NS: l.gwA, NAT: l.cell.A, Behaviour: l.cell.Behaviour, Peer: publicB, Destinations: dests, Households: homesA})
+	l.Router(NATRouter{NS: l.gwB, NAT: l.cell.B, Behaviour: l.cell.Behaviour, Peer: publicA, Destinations: dests, Households: homesB})
 }
 
 // household returns the namespaces of household i behind each router,
